@@ -1,0 +1,112 @@
+/* core_config: the cluster file (YAML) and CSV event traces, parsed into plain structs.
+ *
+ * Contract: hs_cluster_load parses a cluster file with libyaml and fills an hs_cluster_spec that
+ * the caller frees with hs_cluster_spec_free. All quantities are converted to SI base units
+ * (seconds, bytes, bytes per second) at this edge. On bad input it returns HS_EINVAL and leaves
+ * a message of the form
+ *     FILE:LINE:COL: FIELD: expected WHAT, got "FOUND"
+ * in the hs_diag. Unknown keys are errors. Nothing here touches the database.
+ * Workers are numbered in file order: nodes in order, device groups in order, `count` copies. */
+#ifndef HS_CORE_CONFIG_H
+#define HS_CORE_CONFIG_H
+
+#include "core/core_error.h"
+
+#define HS_NAME_MAX 64
+
+typedef struct hs_srcpos {
+  int line, col; /* 1-based; 0 when unknown */
+} hs_srcpos;
+
+typedef struct hs_link_spec {
+  double bandwidth; /* bytes/s */
+  double latency;   /* s */
+} hs_link_spec;
+
+typedef enum hs_compute_kind {
+  HS_COMPUTE_INLINE = 0, /* t(b) = t0 + per_sample * b */
+  HS_COMPUTE_CALIB = 1   /* a fitted model from the calibration database, by device name */
+} hs_compute_kind;
+
+typedef struct hs_compute_spec {
+  hs_compute_kind kind;
+  double t0;                /* s, inline only */
+  double per_sample;        /* s per sample, inline only */
+  char calib[128];          /* device name to look up, calib only */
+} hs_compute_spec;
+
+typedef struct hs_device_type {
+  char name[HS_NAME_MAX];
+  double memory;            /* bytes; 0 = no limit */
+  int max_batch;            /* samples; 0 = derive from memory and the model */
+  hs_compute_spec compute;
+  hs_srcpos pos;
+} hs_device_type;
+
+typedef struct hs_node_spec {
+  char name[HS_NAME_MAX];
+  hs_link_spec link;        /* between devices inside the node */
+  hs_srcpos pos;
+} hs_node_spec;
+
+typedef struct hs_worker_spec {
+  int type;                 /* index into device_types */
+  int node;                 /* index into nodes */
+  double slowdown;          /* compute-time multiplier at start, default 1 */
+  double comm_slowdown;     /* transfer-time multiplier at start, default 1 */
+} hs_worker_spec;
+
+typedef enum hs_event_kind {
+  HS_EVENT_SLOWDOWN = 0,    /* set worker's compute slowdown (and/or comm slowdown) */
+  HS_EVENT_JOIN = 1,        /* a new worker of `type` on `node` joins */
+  HS_EVENT_LEAVE = 2        /* worker leaves */
+} hs_event_kind;
+
+typedef struct hs_event_spec {
+  double at;                /* s since the start of the run */
+  hs_event_kind kind;
+  int worker;               /* SLOWDOWN, LEAVE: worker index; JOIN: -1 */
+  double slowdown;          /* SLOWDOWN: new compute multiplier, or < 0 to leave it as is */
+  double comm_slowdown;     /* SLOWDOWN: new comm multiplier, or < 0 to leave it as is */
+  int type;                 /* JOIN: device type index */
+  int node;                 /* JOIN: node index */
+  hs_srcpos pos;            /* where it was written (YAML or CSV line) */
+} hs_event_spec;
+
+typedef struct hs_ps_spec {
+  int present;              /* 1 when the file has a parameter_server section */
+  hs_link_spec link;        /* the server's own link; defaults to the network */
+  double update_time;       /* s the server spends applying one update; default 0 */
+} hs_ps_spec;
+
+typedef struct hs_cluster_spec {
+  char name[HS_NAME_MAX];
+  char path[512];           /* file it came from */
+  char *text;               /* the whole file as read, for storing with a run */
+  hs_link_spec network;     /* between nodes */
+  hs_ps_spec ps;
+  double jitter_cv;         /* coefficient of variation of lognormal compute noise, >= 0 */
+  int n_types;
+  hs_device_type *types;
+  int n_nodes;
+  hs_node_spec *nodes;
+  int n_workers;
+  hs_worker_spec *workers;
+  int n_events;
+  hs_event_spec *events;    /* sorted by `at`, stable */
+} hs_cluster_spec;
+
+/* Parses the cluster file at path. */
+int hs_cluster_load(hs_cluster_spec *out, const char *path, hs_diag *d);
+/* Parses YAML held in memory; `name` is used in messages in place of a file name. */
+int hs_cluster_parse(hs_cluster_spec *out, const char *name, const char *text, size_t len,
+                     hs_diag *d);
+/* Appends the events of a CSV trace to spec->events (and re-sorts them). */
+int hs_cluster_load_events_csv(hs_cluster_spec *spec, const char *path, hs_diag *d);
+void hs_cluster_spec_free(hs_cluster_spec *spec);
+
+/* Index of a device type or node by name, or -1. */
+int hs_cluster_find_type(const hs_cluster_spec *spec, const char *name);
+int hs_cluster_find_node(const hs_cluster_spec *spec, const char *name);
+
+#endif

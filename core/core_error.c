@@ -1,0 +1,59 @@
+#include "core/core_error.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+const char *hs_err_name(int code) {
+  switch (code) {
+  case HS_OK: return "OK";
+#define HS_ERR_NAME(name, val, desc) case HS_##name: return #name;
+    HS_ERRNO_MAP(HS_ERR_NAME)
+#undef HS_ERR_NAME
+  default: return "EUNKNOWN";
+  }
+}
+
+const char *hs_strerror(int code) {
+  switch (code) {
+  case HS_OK: return "success";
+#define HS_ERR_DESC(name, val, desc) case HS_##name: return desc;
+    HS_ERRNO_MAP(HS_ERR_DESC)
+#undef HS_ERR_DESC
+  default: return "unknown error";
+  }
+}
+
+int hs_diag_set(hs_diag *d, int code, const char *fmt, ...) {
+  if (d) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(d->msg, sizeof d->msg, fmt, ap);
+    va_end(ap);
+    d->code = code;
+  }
+  return code;
+}
+
+void hs_diag_prefix(hs_diag *d, const char *fmt, ...) {
+  if (!d) return;
+  char prefix[512], old[sizeof d->msg];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(prefix, sizeof prefix, fmt, ap);
+  va_end(ap);
+  memcpy(old, d->msg, sizeof old);
+  snprintf(d->msg, sizeof d->msg, "%s: %s", prefix, old);
+}
+
+void hs_diag_clear(hs_diag *d) {
+  if (!d) return;
+  d->code = 0;
+  d->msg[0] = '\0';
+}
+
+int hs_exit_code(int code) {
+  if (code == HS_OK) return 0;
+  if (code == HS_EINVAL || code == HS_EUSAGE) return 2;
+  return 1;
+}
