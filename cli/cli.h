@@ -1,0 +1,22 @@
+/* cli: the `hetsim` executable. One file per subcommand; each exposes one entry point with the
+ * hs_cmd_fn signature and returns the process exit status (0 success, 1 runtime failure,
+ * 2 bad usage or bad input). Only main() and these entry points decide exit statuses. */
+#ifndef HS_CLI_H
+#define HS_CLI_H
+
+#define HS_DEFAULT_DB "hetsim.db"
+
+typedef int hs_cmd_fn(int argc, char **argv);
+
+typedef struct hs_cmd {
+  const char *name;
+  const char *summary; /* one line for `hetsim --help` */
+  hs_cmd_fn *run;      /* argv[0] is the subcommand name */
+} hs_cmd;
+
+hs_cmd_fn hs_cmd_sim;
+hs_cmd_fn hs_cmd_query;
+hs_cmd_fn hs_cmd_policies;
+hs_cmd_fn hs_cmd_models;
+
+#endif
