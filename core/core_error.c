@@ -37,13 +37,19 @@ int hs_diag_set(hs_diag *d, int code, const char *fmt, ...) {
 
 void hs_diag_prefix(hs_diag *d, const char *fmt, ...) {
   if (!d) return;
-  char prefix[512], old[sizeof d->msg];
+  char prefix[256];
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(prefix, sizeof prefix, fmt, ap);
   va_end(ap);
-  memcpy(old, d->msg, sizeof old);
-  snprintf(d->msg, sizeof d->msg, "%s: %s", prefix, old);
+  size_t pl = strlen(prefix), ml = strlen(d->msg), cap = sizeof d->msg - 1;
+  if (pl + 2 > cap) return;
+  if (pl + 2 + ml > cap) ml = cap - pl - 2; /* keep the prefix; cut the old message's tail */
+  memmove(d->msg + pl + 2, d->msg, ml);
+  memcpy(d->msg, prefix, pl);
+  d->msg[pl] = ':';
+  d->msg[pl + 1] = ' ';
+  d->msg[pl + 2 + ml] = '\0';
 }
 
 void hs_diag_clear(hs_diag *d) {

@@ -1,0 +1,63 @@
+/* hetsim: one executable, one subcommand per file. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "core/core_buildinfo.h"
+#include "core/core_rng.h"
+
+static hs_cmd_fn cmd_not_built;
+
+static const hs_cmd commands[] = {
+    {"sim", "simulate a training run on a cluster under a policy", hs_cmd_sim},
+    {"query", "list, show, compare runs, or run read-only SQL on the results database", hs_cmd_query},
+    {"policies", "list the training policies and their parameters", hs_cmd_policies},
+    {"models", "list the models with their parameters, gradient bytes and FLOPs", hs_cmd_models},
+    {"calib", "time real training steps on a device and fit performance models (not built yet)", cmd_not_built},
+    {"real", "train for real on GPUs or CPU threads under a policy (not built yet)", cmd_not_built},
+    {"validate", "simulate a real run and measure the prediction error (not built yet)", cmd_not_built},
+    {"sweep", "run a grid of simulations, over MPI ranks when started by mpirun (not built yet)", cmd_not_built},
+    {"devices", "list the calibrated devices in the database (not built yet)", cmd_not_built},
+    {NULL, NULL, NULL},
+};
+
+static int cmd_not_built(int argc, char **argv) {
+  fprintf(stderr, "hetsim %s: not built yet in this version of hetsim (%s)\n", argv[0], HETSIM_VERSION);
+  return 2;
+}
+
+static void usage(FILE *out) {
+  fprintf(out,
+          "usage: hetsim COMMAND [OPTIONS]\n"
+          "\n"
+          "Simulates, calibrates and compares training policies for neural networks on\n"
+          "heterogeneous GPU clusters. Results go to a SQLite database (default %s).\n"
+          "\n"
+          "commands:\n",
+          HS_DEFAULT_DB);
+  for (const hs_cmd *c = commands; c->name; c++) fprintf(out, "  %-9s %s\n", c->name, c->summary);
+  fprintf(out,
+          "\n"
+          "`hetsim COMMAND --help` describes each command.\n"
+          "exit status: 0 success, 1 runtime failure, 2 bad usage or bad input.\n");
+}
+
+int main(int argc, char **argv) {
+  hs_gsl_init();
+  if (argc < 2) {
+    usage(stderr);
+    return 2;
+  }
+  if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+    usage(stdout);
+    return 0;
+  }
+  if (!strcmp(argv[1], "--version")) {
+    printf("hetsim %s\n", HETSIM_VERSION);
+    return 0;
+  }
+  for (const hs_cmd *c = commands; c->name; c++)
+    if (!strcmp(argv[1], c->name)) return c->run(argc - 1, argv + 1);
+  fprintf(stderr, "hetsim: unknown command \"%s\"; run `hetsim --help` for the list\n", argv[1]);
+  return 2;
+}

@@ -1,0 +1,34 @@
+/* sim_trace: a Chrome trace JSON writer (the format chrome://tracing and Perfetto open).
+ *
+ * Contract:
+ * - Writes {"displayTimeUnit":"ms","traceEvents":[ ... ]} to a file, streaming: events go
+ *   straight to a buffered FILE, so memory stays constant however many slices are written.
+ * - Everything lives in process 1; a worker is a thread (tid). hs_trace_thread_name also
+ *   writes a thread_sort_index equal to tid, so tracks appear in worker order.
+ * - Times are given in seconds (simulated) and written in microseconds, the format's unit.
+ *   A slice whose start or duration is not finite, or whose duration is negative, is skipped:
+ *   one bad value must not make the whole file unreadable.
+ * - Names and categories are JSON-escaped. Write errors are reported once, by hs_trace_close,
+ *   which always frees the writer. Not thread-safe. */
+#ifndef HS_SIM_TRACE_H
+#define HS_SIM_TRACE_H
+
+#include <stdint.h>
+
+#include "core/core_error.h"
+
+typedef struct hs_trace hs_trace;
+
+/* HS_EIO with the path and strerror when the file cannot be created; HS_ENOMEM. */
+int hs_trace_open(hs_trace **out, const char *path, hs_diag *d);
+/* Metadata "thread_name" (and "thread_sort_index") events for tid in pid 1. */
+void hs_trace_thread_name(hs_trace *t, int tid, const char *name);
+/* A complete event ("ph":"X") from start_s to start_s + dur_s. cat may be NULL. */
+void hs_trace_slice(hs_trace *t, int tid, const char *name, const char *cat, double start_s,
+                    double dur_s);
+uint64_t hs_trace_count(const hs_trace *t); /* events written so far, metadata included */
+/* Finishes the JSON, closes the file and frees t (NULL allowed). HS_EIO with the path and
+ * strerror when any write failed. */
+int hs_trace_close(hs_trace *t, hs_diag *d);
+
+#endif

@@ -1,0 +1,465 @@
+/* Simulator tests: closed-form oracles (SSGD, ring and hierarchical all-reduce, ASP, PS-BSP,
+ * SSP s=0 = BSP), determinism, membership changes, memory limits and event counts. */
+#include <gsl/gsl_rng.h>
+#include <stdlib.h>
+
+#include "core/core_config.h"
+#include "core/core_rng.h"
+#include "policies/pol_registry.h"
+#include "sim/sim_net.h"
+#include "sim/sim_run.h"
+#include "tests/hs_test.h"
+
+#define M_BYTES 44695848.0 /* resnet18's fp32 gradient */
+
+typedef struct rows {
+  int n, cap;
+  hs_step_row *r;
+} rows;
+
+static int sink(void *ctx, const hs_step_row *row, hs_diag *d) {
+  rows *rs = ctx;
+  if (rs->n == rs->cap) {
+    rs->cap = rs->cap ? 2 * rs->cap : 1024;
+    rs->r = realloc(rs->r, (size_t)rs->cap * sizeof *rs->r);
+  }
+  rs->r[rs->n++] = *row;
+  return 0;
+}
+
+typedef struct run {
+  hs_cluster_spec spec;
+  hs_params params;
+  hs_sim_result res;
+  rows rows;
+  int rc;
+  hs_diag d;
+} run;
+
+/* Runs `policy` on the YAML cluster text; stop after iters iterations (or at sim_time). */
+static void simulate(run *r, const char *yaml, const char *policy, int64_t batch, int64_t iters,
+                     double sim_time, uint64_t seed) {
+  memset(r, 0, sizeof *r);
+  r->rc = hs_cluster_parse(&r->spec, "test.yaml", yaml, strlen(yaml), &r->d);
+  if (r->rc) {
+    fprintf(stderr, "  cluster: %s\n", r->d.msg);
+    return;
+  }
+  const hs_policy *pol;
+  r->rc = hs_policy_parse(policy, &pol, &r->params, &r->d);
+  if (r->rc) return;
+  hs_sim_config cfg = {
+      .cluster = &r->spec, .model = "resnet18", .grad_bytes = M_BYTES, .param_bytes = M_BYTES,
+      .dataset_size = 50000, .global_batch = batch, .policy = pol, .params = &r->params,
+      .seed = seed, .max_iterations = iters, .max_sim_time = sim_time, .sink = sink,
+      .sink_ctx = &r->rows,
+  };
+  r->rc = hs_sim_run(&cfg, &r->res, &r->d);
+}
+
+static void run_free(run *r) {
+  hs_sim_result_free(&r->res);
+  hs_cluster_spec_free(&r->spec);
+  free(r->rows.r);
+}
+
+/* Steps of one worker in order. */
+static int worker_rows(const run *r, int w, const hs_step_row **out, int cap) {
+  int n = 0;
+  for (int i = 0; i < r->rows.n && n < cap; i++)
+    if (r->rows.r[i].worker == w) out[n++] = &r->rows.r[i];
+  return n;
+}
+
+static const char *HOMO_1NODE =
+    "name: homo\n"
+    "network: {bandwidth: 10Gbps, latency: 20us}\n"
+    "device_types:\n"
+    "  g: {compute: {t0: 10ms, per_sample: 1ms}}\n"
+    "nodes:\n"
+    "  - {name: n0, link: {bandwidth: 12GB/s, latency: 5us}, devices: [{type: g, count: 4}]}\n";
+
+static void test_ssgd_homogeneous_one_node(void) {
+  run r;
+  simulate(&r, HOMO_1NODE, "ssgd", 64, 50, 0, 1);
+  ASSERT_EQ(r.rc, 0);
+  double t = 0.010 + 0.001 * 16;
+  double ring = 2.0 * 3 * (5e-6 + M_BYTES / (4 * 12e9));
+  ASSERT_REL(r.res.summary.mean_iteration_s, t + ring, 1e-12);
+  ASSERT_EQ(r.res.summary.iterations, 50);
+  ASSERT_EQ(r.rows.n, 200);
+  /* Every step of every worker lasts exactly one closed-form iteration. */
+  for (int i = 0; i < r.rows.n; i++)
+    ASSERT_REL(r.rows.r[i].comm_end_s - r.rows.r[i].start_s, t + ring, 1e-9);
+  run_free(&r);
+}
+
+static const char *HETERO_2NODES =
+    "name: hetero\n"
+    "network: {bandwidth: 25Gbps, latency: 30us}\n"
+    "device_types:\n"
+    "  fast: {compute: {t0: 4ms, per_sample: 0.5ms}}\n"
+    "  slow: {compute: {t0: 6ms, per_sample: 1.5ms}}\n"
+    "nodes:\n"
+    "  - {name: a, link: {bandwidth: 100GB/s, latency: 2us}, devices: [{type: fast, count: 3}]}\n"
+    "  - {name: b, link: {bandwidth: 16GB/s, latency: 8us}, devices: [{type: slow}, {type: fast}]}\n";
+
+static void test_ssgd_heterogeneous_two_nodes(void) {
+  run r;
+  /* 5 workers, batch 103: shares 21,21,21,20,20; worker 3 (slow, 20) is the straggler. */
+  simulate(&r, HETERO_2NODES, "ssgd", 103, 20, 0, 7);
+  ASSERT_EQ(r.rc, 0);
+  double tmax = 0.006 + 0.0015 * 20;
+  double a_link = 2e-6 + M_BYTES / (5 * 100e9), b_link = 8e-6 + M_BYTES / (5 * 16e9);
+  double net = 30e-6 + M_BYTES / (5 * 25e9 / 8);
+  double worst = fmax(fmax(a_link, b_link), net);
+  double expect = tmax + 2.0 * 4 * worst;
+  ASSERT_REL(r.res.summary.mean_iteration_s, expect, 1e-12);
+  ASSERT_EQ(r.res.workers[0].initial_batch, 21);
+  ASSERT_EQ(r.res.workers[4].initial_batch, 20);
+  run_free(&r);
+}
+
+static const char *HIER =
+    "name: hier\n"
+    "network: {bandwidth: 10Gbps, latency: 20us}\n"
+    "device_types:\n"
+    "  g: {compute: {t0: 1ms, per_sample: 0.1ms}}\n"
+    "nodes:\n"
+    "  - {name: a, link: {bandwidth: 50GB/s, latency: 3us}, devices: [{type: g, count: 4}]}\n"
+    "  - {name: b, link: {bandwidth: 50GB/s, latency: 3us}, devices: [{type: g, count: 4}]}\n"
+    "  - {name: c, link: {bandwidth: 20GB/s, latency: 4us}, devices: [{type: g, count: 2}]}\n";
+
+static void test_ring_and_hierarchical_closed_forms(void) {
+  hs_cluster_spec spec;
+  hs_diag d;
+  ASSERT_EQ(hs_cluster_parse(&spec, "hier.yaml", HIER, strlen(HIER), &d), 0);
+  hs_net net;
+  ASSERT_EQ(hs_net_open(&net, &spec), 0);
+  hs_net_peer peers[10];
+  int ws[10];
+  for (int i = 0; i < 10; i++) {
+    peers[i] = (hs_net_peer){.node = spec.workers[i].node, .comm_slowdown = 1.0};
+    ws[i] = i;
+  }
+  double m = 1e8, beta = 10e9 / 8;
+  /* Ring over 10: links inside a (50GB/s), b, c (20GB/s) and three network hops. */
+  double worst = fmax(fmax(3e-6 + m / (10 * 50e9), 4e-6 + m / (10 * 20e9)), 20e-6 + m / (10 * beta));
+  ASSERT_REL(hs_net_ring_time(&net, peers, ws, 10, m), 2.0 * 9 * worst, 1e-14);
+  /* Hierarchical: intra max over nodes of (g-1)(a + m/(g b)), then a ring over 3 nodes. */
+  double intra = fmax(3 * (3e-6 + m / (4 * 50e9)), 1 * (4e-6 + m / (2 * 20e9)));
+  double inter = 2.0 * 2 * (20e-6 + m / (3 * beta));
+  ASSERT_REL(hs_net_hier_time(&net, peers, ws, 10, m), 2 * intra + inter, 1e-14);
+  /* A slowed worker divides the bandwidth of both of its ring links. */
+  peers[9].comm_slowdown = 4.0;
+  double slow = fmax(worst, 20e-6 + m / (10 * beta / 4));
+  ASSERT_REL(hs_net_ring_time(&net, peers, ws, 10, m), 2.0 * 9 * slow, 1e-14);
+  /* One participant: nothing to send. */
+  ASSERT_EQ(hs_net_ring_time(&net, peers, ws, 1, m), 0);
+  hs_net_close(&net);
+
+  /* And through the simulator: ssgd with algo=hier. */
+  run r;
+  simulate(&r, HIER, "ssgd:algo=hier", 100, 10, 0, 1);
+  ASSERT_EQ(r.rc, 0);
+  double t = 0.001 + 0.0001 * 10;
+  double mi = M_BYTES;
+  double hi = 2 * fmax(3 * (3e-6 + mi / (4 * 50e9)), 4e-6 + mi / (2 * 20e9)) +
+              2.0 * 2 * (20e-6 + mi / (3 * beta));
+  ASSERT_REL(r.res.summary.mean_iteration_s, t + hi, 1e-12);
+  run_free(&r);
+  hs_cluster_spec_free(&spec);
+}
+
+static void test_overlap_single_bucket_equals_no_overlap(void) {
+  run a, b, c;
+  simulate(&a, HETERO_2NODES, "ssgd", 100, 10, 0, 1);
+  simulate(&b, HETERO_2NODES, "ssgd:overlap=1,bucket=1GiB", 100, 10, 0, 1);
+  simulate(&c, HETERO_2NODES, "ssgd:overlap=1,bucket=4MiB", 100, 10, 0, 1);
+  ASSERT_EQ(a.rc, 0);
+  ASSERT_EQ(b.rc, 0);
+  ASSERT_EQ(c.rc, 0);
+  ASSERT_REL(b.res.summary.sim_time_s, a.res.summary.sim_time_s, 1e-12);
+  /* Small buckets hide communication behind the backward pass, but never compute. */
+  ASSERT(c.res.summary.sim_time_s < a.res.summary.sim_time_s);
+  ASSERT(c.res.summary.mean_iteration_s > 0.006 + 0.0015 * 20);
+  run_free(&a);
+  run_free(&b);
+  run_free(&c);
+}
+
+static const char *PS_FAST_SERVER =
+    "name: ps\n"
+    "network: {bandwidth: 10Gbps, latency: 50us}\n"
+    "parameter_server: {bandwidth: 100000Gbps, latency: 50us}\n"
+    "device_types:\n"
+    "  a: {compute: {t0: 20ms, per_sample: 1ms}}\n"
+    "  b: {compute: {t0: 30ms, per_sample: 3ms}}\n"
+    "nodes:\n"
+    "  - {name: n0, devices: [{type: a, count: 2}]}\n"
+    "  - {name: n1, devices: [{type: b, count: 2}]}\n";
+
+static void test_asp_throughput_server_not_bottleneck(void) {
+  run r;
+  simulate(&r, PS_FAST_SERVER, "asp", 64, 0, 30.0, 1);
+  ASSERT_EQ(r.rc, 0);
+  double xfer = 50e-6 + M_BYTES / (10e9 / 8);
+  double cyc_a = 0.020 + 0.016 + 2 * xfer, cyc_b = 0.030 + 0.048 + 2 * xfer;
+  /* Every step of a worker takes exactly its own cycle: compute, push, pull. */
+  const hs_step_row *st[4096];
+  int n = worker_rows(&r, 0, st, 4096);
+  ASSERT(n > 10);
+  for (int i = 1; i < n; i++) ASSERT_REL(st[i]->start_s - st[i - 1]->start_s, cyc_a, 1e-9);
+  n = worker_rows(&r, 3, st, 4096);
+  for (int i = 1; i < n; i++) ASSERT_REL(st[i]->start_s - st[i - 1]->start_s, cyc_b, 1e-9);
+  /* So the update rate is the sum of the workers' rates. */
+  double rate = 2 / cyc_a + 2 / cyc_b;
+  ASSERT_REL((double)r.res.summary.iterations / 30.0, rate, 0.01);
+  /* Staleness is recorded: with 4 workers, pushes see others' updates. */
+  int stale = 0;
+  for (int i = 0; i < r.rows.n; i++) stale |= r.rows.r[i].staleness > 0;
+  ASSERT(stale);
+  run_free(&r);
+}
+
+static const char *PS_SLOW_SERVER =
+    "name: ps\n"
+    "network: {bandwidth: 10Gbps, latency: 50us}\n"
+    "parameter_server: {bandwidth: 1Gbps, latency: 100us, update_time: 0s}\n"
+    "device_types:\n"
+    "  a: {compute: {t0: 20ms, per_sample: 1ms}}\n"
+    "nodes:\n"
+    "  - {name: n0, devices: [{type: a, count: 4}]}\n";
+
+static void test_ps_bsp_server_bottleneck(void) {
+  run r;
+  simulate(&r, PS_SLOW_SERVER, "ps-bsp", 64, 10, 0, 1);
+  ASSERT_EQ(r.rc, 0);
+  /* Four flows share the server's 1 Gbit/s: each push and each pull takes a + 4M/b_s. */
+  double x = 100e-6 + 4 * M_BYTES / (1e9 / 8);
+  double iter = 0.020 + 0.016 + 2 * x;
+  const hs_step_row *st[64];
+  for (int w = 0; w < 4; w++) {
+    int n = worker_rows(&r, w, st, 64);
+    ASSERT_EQ(n, 10);
+    for (int i = 1; i < n; i++) ASSERT_REL(st[i]->start_s - st[i - 1]->start_s, iter, 1e-9);
+  }
+  /* The run ends at the 10th apply, before the last pull. */
+  ASSERT_REL(r.res.summary.sim_time_s, 10 * iter - x, 1e-9);
+  run_free(&r);
+}
+
+static void test_ssp_s0_equals_bsp(void) {
+  static const char *het =
+      "name: ps\n"
+      "network: {bandwidth: 10Gbps, latency: 50us}\n"
+      "parameter_server: {bandwidth: 5Gbps, latency: 100us}\n"
+      "device_types:\n"
+      "  a: {compute: {t0: 20ms, per_sample: 1ms}}\n"
+      "  b: {compute: {t0: 10ms, per_sample: 2ms}}\n"
+      "nodes:\n"
+      "  - {name: n0, devices: [{type: a, count: 2}, {type: b, count: 1}]}\n"
+      "jitter: {cv: 0.2}\n";
+  run bsp, ssp;
+  simulate(&bsp, het, "ps-bsp", 60, 25, 0, 3);
+  simulate(&ssp, het, "ssp:s=0", 60, 25 * 3, 0, 3);
+  ASSERT_EQ(bsp.rc, 0);
+  ASSERT_EQ(ssp.rc, 0);
+  ASSERT_REL(ssp.res.summary.sim_time_s, bsp.res.summary.sim_time_s, 1e-12);
+  ASSERT_EQ(ssp.rows.n, bsp.rows.n);
+  for (int i = 0; i < bsp.rows.n && i < ssp.rows.n; i++) {
+    ASSERT_EQ(ssp.rows.r[i].worker, bsp.rows.r[i].worker);
+    ASSERT_REL(ssp.rows.r[i].start_s, bsp.rows.r[i].start_s, 1e-12);
+  }
+  /* A looser bound lets fast workers run ahead: more updates in the same time. */
+  run loose;
+  simulate(&loose, het, "ssp:s=3", 60, 0, ssp.res.summary.sim_time_s, 3);
+  ASSERT_EQ(loose.rc, 0);
+  ASSERT(loose.res.summary.iterations > ssp.res.summary.iterations);
+  run_free(&bsp);
+  run_free(&ssp);
+  run_free(&loose);
+}
+
+static void test_localsgd_rounds(void) {
+  run r;
+  simulate(&r, HOMO_1NODE, "localsgd:tau=5", 64, 4, 0, 1);
+  ASSERT_EQ(r.rc, 0);
+  ASSERT_EQ(r.res.summary.iterations, 4);
+  ASSERT_EQ(r.rows.n, 4 * 4 * 5);
+  double t = 0.010 + 0.001 * 16, ring = 2.0 * 3 * (5e-6 + M_BYTES / (4 * 12e9));
+  ASSERT_REL(r.res.summary.mean_iteration_s, 5 * t + ring, 1e-12);
+  run_free(&r);
+}
+
+static int rows_equal(const rows *a, const rows *b) {
+  if (a->n != b->n) return 0;
+  return memcmp(a->r, b->r, (size_t)a->n * sizeof *a->r) == 0;
+}
+
+static void test_determinism(void) {
+  static const char *jit =
+      "name: jit\n"
+      "network: {bandwidth: 10Gbps, latency: 20us}\n"
+      "device_types:\n"
+      "  g: {compute: {t0: 10ms, per_sample: 1ms}}\n"
+      "nodes:\n"
+      "  - {name: n0, devices: [{type: g, count: 6}]}\n"
+      "jitter: {cv: 0.3}\n";
+  const char *pols[] = {"ssgd", "asp", "ssp:s=2", "ps-bsp", "localsgd:tau=3"};
+  for (int p = 0; p < 5; p++) {
+    run a, b, c;
+    simulate(&a, jit, pols[p], 60, 30, 0, 42);
+    simulate(&b, jit, pols[p], 60, 30, 0, 42);
+    simulate(&c, jit, pols[p], 60, 30, 0, 43);
+    ASSERT_EQ(a.rc, 0);
+    ASSERT(a.rows.n > 0);
+    if (!rows_equal(&a.rows, &b.rows)) HS_FAIL_AT("%s: same seed gave different rows", pols[p]);
+    if (rows_equal(&a.rows, &c.rows)) HS_FAIL_AT("%s: different seeds gave identical rows", pols[p]);
+    run_free(&a);
+    run_free(&b);
+    run_free(&c);
+  }
+}
+
+static void test_join_and_leave(void) {
+  static const char *dyn =
+      "name: dyn\n"
+      "network: {bandwidth: 10Gbps, latency: 20us}\n"
+      "device_types:\n"
+      "  g: {compute: {t0: 10ms, per_sample: 1ms}}\n"
+      "nodes:\n"
+      "  - {name: n0, link: {bandwidth: 12GB/s, latency: 5us}, devices: [{type: g, count: 4}]}\n"
+      "events:\n"
+      "  - {at: 1s, worker: 3, slowdown: 3.0}\n"
+      "  - {at: 2s, leave: 3}\n"
+      "  - {at: 3s, join: {type: g, node: n0}}\n";
+  const char *pols[] = {"ssgd", "asp", "ssp:s=1", "ps-bsp", "localsgd:tau=2"};
+  for (int p = 0; p < 5; p++) {
+    run r;
+    simulate(&r, dyn, pols[p], 64, 0, 5.0, 1);
+    if (r.rc) HS_FAIL_AT("%s: %s", pols[p], r.d.msg);
+    ASSERT_EQ(r.res.n_workers, 5);
+    ASSERT_NEAR(r.res.workers[3].left_at, 2.0, 1e-12);
+    ASSERT(r.res.workers[4].joined_at >= 3.0);
+    ASSERT(r.res.workers[4].steps > 0);
+    /* No step of the departed worker starts after it left. */
+    for (int i = 0; i < r.rows.n; i++)
+      if (r.rows.r[i].worker == 3 && r.rows.r[i].start_s >= 2.0)
+        HS_FAIL_AT("%s: worker 3 started a step at %g after leaving", pols[p], r.rows.r[i].start_s);
+    run_free(&r);
+  }
+  /* ssgd: while worker 3 is slowed 3x, iterations are slower; after it leaves, the three left
+   * take the global batch between them. */
+  run r;
+  simulate(&r, dyn, "ssgd", 64, 0, 5.0, 1);
+  const hs_step_row *st[1024];
+  int n = worker_rows(&r, 0, st, 1024);
+  int saw21 = 0;
+  for (int i = 0; i < n; i++) saw21 |= st[i]->batch == 22 || st[i]->batch == 21;
+  ASSERT(saw21);
+  run_free(&r);
+}
+
+static void test_memory_limit(void) {
+  static const char *small =
+      "name: small\n"
+      "device_types:\n"
+      "  g: {max_batch: 8, compute: {t0: 10ms, per_sample: 1ms}}\n"
+      "nodes:\n"
+      "  - {devices: [{type: g, count: 2}]}\n";
+  run r;
+  simulate(&r, small, "ssgd", 32, 5, 0, 1);
+  ASSERT_EQ(r.rc, HS_EINVAL);
+  ASSERT_CONTAINS(r.d.msg, "memory limit 8");
+  ASSERT_EQ(r.rows.n, 0);
+  run_free(&r);
+  simulate(&r, small, "ssgd", 16, 5, 0, 1);
+  ASSERT_EQ(r.rc, 0);
+  run_free(&r);
+  /* From memory and activation size: (1 GiB - 4 * 100 MB) / 10 MB per sample. */
+  hs_device_type t = {.memory = 1073741824.0};
+  ASSERT_EQ(hs_sim_max_batch(&t, 100e6, 10e6), 67);
+  t.memory = 100e6;
+  ASSERT_EQ(hs_sim_max_batch(&t, 100e6, 10e6), -1);
+}
+
+static void test_collective_costs_linear_events(void) {
+  /* 1,000 workers, 10 iterations: one event per compute step and one per all-reduce. */
+  static const char *big =
+      "name: big\n"
+      "network: {bandwidth: 100Gbps, latency: 5us}\n"
+      "device_types:\n"
+      "  g: {compute: {t0: 10ms, per_sample: 1ms}}\n"
+      "nodes:\n"
+      "  - {name: n0, devices: [{type: g, count: 500}]}\n"
+      "  - {name: n1, devices: [{type: g, count: 500}]}\n";
+  run r;
+  simulate(&r, big, "ssgd", 32000, 10, 0, 1);
+  ASSERT_EQ(r.rc, 0);
+  ASSERT_EQ(r.res.summary.events, 10 * 1000 + 10);
+  run_free(&r);
+}
+
+static void test_shared_link_max_min(void) {
+  hs_shared_link l;
+  hs_shared_link_init(&l, 100.0);
+  ASSERT_EQ(hs_shared_link_add(&l, 1, 1000, 10.0), 0);  /* capped below the fair share */
+  ASSERT_EQ(hs_shared_link_add(&l, 2, 1000, 1000.0), 0);
+  ASSERT_EQ(hs_shared_link_add(&l, 3, 1000, 1000.0), 0);
+  double t = hs_shared_link_rates(&l, 0.0);
+  /* Flow 1 keeps 10; flows 2 and 3 split the other 90. */
+  ASSERT_NEAR(t, 1000 / 45.0, 1e-12);
+  hs_shared_link_advance(&l, t);
+  int64_t done[4];
+  ASSERT_EQ(hs_shared_link_reap(&l, done, 4), 2);
+  t = hs_shared_link_rates(&l, t);
+  /* Flow 1 alone, still limited by its own cap. */
+  ASSERT_NEAR(t, 1000 / 45.0 + (1000 - 10 * 1000 / 45.0) / 10.0, 1e-9);
+  hs_shared_link_free(&l);
+}
+
+static void test_stop_conditions(void) {
+  run r;
+  simulate(&r, HOMO_1NODE, "ssgd", 64, 0, 1.0, 1);
+  ASSERT_EQ(r.rc, 0);
+  ASSERT_EQ(r.res.status, HS_SIM_COMPLETE);
+  ASSERT_NEAR(r.res.summary.sim_time_s, 1.0, 1e-12);
+  run_free(&r);
+  /* All workers leave: the run stalls rather than spinning. */
+  static const char *gone =
+      "name: gone\n"
+      "device_types:\n"
+      "  g: {compute: {t0: 10ms, per_sample: 1ms}}\n"
+      "nodes:\n"
+      "  - {devices: [{type: g}]}\n"
+      "events:\n"
+      "  - {at: 0.5s, leave: 0}\n";
+  simulate(&r, gone, "asp", 8, 1000000, 0, 1);
+  ASSERT_EQ(r.rc, 0);
+  ASSERT_EQ(r.res.status, HS_SIM_STALLED);
+  run_free(&r);
+}
+
+static const hs_test_case cases[] = {
+    {"ssgd_homogeneous_one_node", test_ssgd_homogeneous_one_node},
+    {"ssgd_heterogeneous_two_nodes", test_ssgd_heterogeneous_two_nodes},
+    {"ring_and_hierarchical_closed_forms", test_ring_and_hierarchical_closed_forms},
+    {"overlap_single_bucket_equals_no_overlap", test_overlap_single_bucket_equals_no_overlap},
+    {"asp_throughput_server_not_bottleneck", test_asp_throughput_server_not_bottleneck},
+    {"ps_bsp_server_bottleneck", test_ps_bsp_server_bottleneck},
+    {"ssp_s0_equals_bsp", test_ssp_s0_equals_bsp},
+    {"localsgd_rounds", test_localsgd_rounds},
+    {"determinism", test_determinism},
+    {"join_and_leave", test_join_and_leave},
+    {"memory_limit", test_memory_limit},
+    {"collective_costs_linear_events", test_collective_costs_linear_events},
+    {"shared_link_max_min", test_shared_link_max_min},
+    {"stop_conditions", test_stop_conditions},
+    {NULL, NULL},
+};
+
+int main(int argc, char **argv) {
+  hs_gsl_init();
+  return hs_test_main("sim", cases, argc, argv);
+}

@@ -1,0 +1,193 @@
+/* Tests of the Chrome trace writer: valid JSON, the slices present, errors reported. */
+#include <ctype.h>
+#include <stdlib.h>
+
+#include "hs_test.h"
+#include "sim/sim_trace.h"
+
+/* A minimal recursive-descent JSON validator: returns a pointer past the value, NULL if bad. */
+static const char *js_value(const char *p, int depth);
+
+static const char *js_ws(const char *p) {
+  while (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t') p++;
+  return p;
+}
+
+static const char *js_string(const char *p) {
+  if (*p++ != '"') return NULL;
+  while (*p && *p != '"') {
+    if ((unsigned char)*p < 0x20) return NULL;
+    if (*p == '\\') {
+      p++;
+      if (*p == 'u') {
+        for (int i = 1; i <= 4; i++)
+          if (!isxdigit((unsigned char)p[i])) return NULL;
+        p += 4;
+      } else if (!strchr("\"\\/bfnrt", *p) || !*p) {
+        return NULL;
+      }
+    }
+    p++;
+  }
+  return *p == '"' ? p + 1 : NULL;
+}
+
+static const char *js_number(const char *p) {
+  const char *s = p;
+  if (*p == '-') p++;
+  if (!isdigit((unsigned char)*p)) return NULL;
+  while (isdigit((unsigned char)*p)) p++;
+  if (*p == '.') {
+    p++;
+    if (!isdigit((unsigned char)*p)) return NULL;
+    while (isdigit((unsigned char)*p)) p++;
+  }
+  if (*p == 'e' || *p == 'E') {
+    p++;
+    if (*p == '+' || *p == '-') p++;
+    if (!isdigit((unsigned char)*p)) return NULL;
+    while (isdigit((unsigned char)*p)) p++;
+  }
+  return p > s ? p : NULL;
+}
+
+static const char *js_value(const char *p, int depth) {
+  if (depth > 64) return NULL;
+  p = js_ws(p);
+  if (*p == '{' || *p == '[') {
+    char close = *p == '{' ? '}' : ']';
+    int obj = *p == '{';
+    p = js_ws(p + 1);
+    if (*p == close) return p + 1;
+    for (;;) {
+      if (obj) {
+        p = js_string(js_ws(p));
+        if (!p) return NULL;
+        p = js_ws(p);
+        if (*p++ != ':') return NULL;
+      }
+      p = js_value(p, depth + 1);
+      if (!p) return NULL;
+      p = js_ws(p);
+      if (*p == ',') { p++; continue; }
+      return *p == close ? p + 1 : NULL;
+    }
+  }
+  if (*p == '"') return js_string(p);
+  if (!strncmp(p, "true", 4)) return p + 4;
+  if (!strncmp(p, "false", 5)) return p + 5;
+  if (!strncmp(p, "null", 4)) return p + 4;
+  return js_number(p);
+}
+
+static int json_valid(const char *s) {
+  const char *end = js_value(s, 0);
+  return end && *js_ws(end) == '\0';
+}
+
+/* strstr without printing the haystack, which is a whole trace file here. */
+#define ASSERT_IN(hay, needle) ASSERT(strstr((hay), (needle)) != NULL)
+
+static char *slurp(const char *path) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return NULL;
+  fseek(f, 0, SEEK_END);
+  long n = ftell(f);
+  rewind(f);
+  char *buf = malloc((size_t)n + 1);
+  if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) n = 0;
+  if (buf) buf[n] = '\0';
+  fclose(f);
+  return buf;
+}
+
+static void test_checker_self_test(void) {
+  ASSERT(json_valid("{\"a\":[1,2.5,-3e2,\"x\\n\",true,null,{}]}"));
+  ASSERT(!json_valid("{\"a\":[1,2,]}"));
+  ASSERT(!json_valid("{\"a\":1"));
+  ASSERT(!json_valid("[\"tab\there\"]"));
+}
+
+static void test_write_and_read_back(void) {
+  const char *path = hs_test_tmp("trace.json");
+  hs_trace *t;
+  hs_diag d = {0};
+  ASSERT_EQ(hs_trace_open(&t, path, &d), 0);
+  if (!t) return;
+  hs_trace_thread_name(t, 0, "worker 0 (gtx1070)");
+  hs_trace_thread_name(t, 1, "worker \"1\"\n\\tab\t");
+  for (int i = 0; i < 1000; i++) {
+    hs_trace_slice(t, i % 2, "compute", "step", i * 0.01, 0.004);
+    hs_trace_slice(t, i % 2, "allreduce", NULL, i * 0.01 + 0.004, 0.006);
+  }
+  hs_trace_slice(t, 0, "bad", "x", NAN, 1.0); /* skipped, not written as nan */
+  hs_trace_slice(t, 0, "neg", "x", 1.0, -1.0);
+  ASSERT_EQ(hs_trace_count(t), 4 + 2000);
+  ASSERT_EQ(hs_trace_close(t, &d), 0);
+  char *s = slurp(path);
+  ASSERT(s != NULL);
+  if (!s) return;
+  ASSERT(json_valid(s));
+  ASSERT(!strncmp(s, "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[", 39));
+  ASSERT_IN(s, "\"thread_name\"");
+  ASSERT_IN(s, "\"thread_sort_index\"");
+  ASSERT_IN(s, "worker \\\"1\\\"\\n\\\\tab\\t");
+  ASSERT_IN(s, "{\"name\":\"compute\",\"cat\":\"step\",\"ph\":\"X\",\"pid\":1,\"tid\":1,"
+                     "\"ts\":10000.000,\"dur\":4000.000}");
+  ASSERT(!strstr(s, "\"bad\""));
+  ASSERT(!strstr(s, "\"neg\""));
+  free(s);
+  /* A second opinion from Python's json module, when python3 is there. */
+  if (system("command -v python3 >/dev/null 2>&1") == 0) {
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd,
+             "python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); "
+             "assert len(d[\"traceEvents\"])==2004' '%s'", path);
+    ASSERT_EQ(system(cmd), 0);
+  }
+  remove(path);
+}
+
+static void test_empty_trace_is_valid(void) {
+  const char *path = hs_test_tmp("empty.json");
+  hs_trace *t;
+  ASSERT_EQ(hs_trace_open(&t, path, NULL), 0);
+  ASSERT_EQ(hs_trace_close(t, NULL), 0);
+  char *s = slurp(path);
+  ASSERT(s && json_valid(s));
+  free(s);
+  remove(path);
+}
+
+static void test_open_error_names_path(void) {
+  hs_trace *t;
+  hs_diag d = {0};
+  ASSERT_EQ(hs_trace_open(&t, "/nonexistent-dir/x/trace.json", &d), HS_EIO);
+  ASSERT(t == NULL);
+  ASSERT_CONTAINS(d.msg, "/nonexistent-dir/x/trace.json");
+  ASSERT_CONTAINS(d.msg, "No such file");
+}
+
+static void test_write_error_reported(void) {
+  FILE *probe = fopen("/dev/full", "w");
+  if (!probe) return; /* no /dev/full here: nothing to test */
+  fclose(probe);
+  hs_trace *t;
+  hs_diag d = {0};
+  ASSERT_EQ(hs_trace_open(&t, "/dev/full", &d), 0);
+  if (!t) return;
+  for (int i = 0; i < 100000; i++) hs_trace_slice(t, 0, "compute", "step", i, 0.5);
+  ASSERT_EQ(hs_trace_close(t, &d), HS_EIO);
+  ASSERT_CONTAINS(d.msg, "/dev/full");
+}
+
+static const hs_test_case cases[] = {
+    {"checker_self_test", test_checker_self_test},
+    {"write_and_read_back", test_write_and_read_back},
+    {"empty_trace_is_valid", test_empty_trace_is_valid},
+    {"open_error_names_path", test_open_error_names_path},
+    {"write_error_reported", test_write_error_reported},
+    {NULL, NULL},
+};
+
+int main(int argc, char **argv) { return hs_test_main("trace", cases, argc, argv); }
