@@ -1,0 +1,1261 @@
+/* The cluster file loader. It walks libyaml's document tree (yaml_parser_load) rather than the
+ * event stream so that every value keeps its line and column for the messages, and checks the
+ * schema by hand: each mapping lists its allowed keys, each scalar goes through core_units. */
+#include "core/core_config.h"
+
+#include "core/core_units.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <yaml.h>
+
+/* Limits that keep a hostile or mistyped file from exhausting memory. Raise them here. */
+#define CFG_MAX_WORKERS (1LL << 22)  /* initial workers over all nodes */
+#define CFG_MAX_FILE (64L << 20)     /* bytes in a cluster file or trace */
+#define CFG_MAX_BATCH 1000000000LL   /* samples */
+
+#define CFG_DEFAULT_NET_BW (10e9 / 8) /* 10Gbps */
+#define CFG_DEFAULT_NET_LAT 20e-6
+#define CFG_DEFAULT_LINK_BW 16e9      /* 16GB/s: about PCIe 4.0 x16 */
+#define CFG_DEFAULT_LINK_LAT 5e-6
+
+#define EXP_TIME "a time like \"20us\" or \"4ms\""
+#define EXP_BW "a bandwidth like \"10Gbps\" or \"1.25GB/s\""
+#define EXP_BYTES "a size like \"8GiB\" or \"512MB\""
+
+typedef struct cfg {
+  const char *file; /* name used in messages */
+  yaml_document_t *doc;
+  hs_diag *d;
+  hs_cluster_spec *s;
+} cfg;
+
+/* A name and the index it maps to, sorted by name for lookups and duplicate checks. */
+typedef struct name_ix {
+  const char *name;
+  int ix;
+} name_ix;
+
+/* ---------- messages ---------- */
+
+/* Writes FOUND for a message: a scalar quoted, shortened and with control characters escaped,
+ * so that a binary or huge value cannot garble the one-line message. */
+static void describe_found(const char *text, size_t len, char *buf, size_t cap) {
+  size_t o = 0;
+  buf[o++] = '"';
+  for (size_t i = 0; i < len && o + 8 < cap; i++) {
+    unsigned char ch = (unsigned char)text[i];
+    if (i >= 60) {
+      memcpy(buf + o, "...", 3);
+      o += 3;
+      break;
+    }
+    if (ch == '"' || ch == '\\') {
+      buf[o++] = '\\';
+      buf[o++] = (char)ch;
+    } else if (ch < 0x20 || ch == 0x7f) {
+      o += (size_t)snprintf(buf + o, cap - o, "\\x%02x", ch);
+    } else {
+      buf[o++] = (char)ch;
+    }
+  }
+  buf[o++] = '"';
+  buf[o] = '\0';
+}
+
+static void describe_node(const yaml_node_t *n, char *buf, size_t cap) {
+  if (!n) {
+    snprintf(buf, cap, "nothing");
+  } else if (n->type == YAML_MAPPING_NODE) {
+    snprintf(buf, cap, "a mapping");
+  } else if (n->type == YAML_SEQUENCE_NODE) {
+    snprintf(buf, cap, "a sequence");
+  } else if (n->data.scalar.length == 0) {
+    snprintf(buf, cap, "an empty value");
+  } else {
+    describe_found((const char *)n->data.scalar.value, n->data.scalar.length, buf, cap);
+  }
+}
+
+/* FILE:LINE:COL: FIELD: expected WHAT, got FOUND, with FOUND given as text (already quoted
+ * where it is a value). */
+static int cfg_vfail(const cfg *c, const yaml_node_t *at, const char *field, const char *got,
+                     const char *fmt, va_list ap) {
+  char what[600];
+  vsnprintf(what, sizeof what, fmt, ap);
+  int line = at ? (int)at->start_mark.line + 1 : 1;
+  int col = at ? (int)at->start_mark.column + 1 : 1;
+  return hs_diag_set(c->d, HS_EINVAL, "%s:%d:%d: %s: expected %s, got %s", c->file, line, col,
+                     field[0] ? field : "(top level)", what, got);
+}
+
+/* As cfg_vfail; `at` gives the position, `found` the node described (NULL prints "nothing",
+ * for a missing field reported at its parent). */
+static int cfg_fail(const cfg *c, const yaml_node_t *at, const char *field,
+                    const yaml_node_t *found, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+static int cfg_fail(const cfg *c, const yaml_node_t *at, const char *field,
+                    const yaml_node_t *found, const char *fmt, ...) {
+  char got[200];
+  describe_node(found, got, sizeof got);
+  va_list ap;
+  va_start(ap, fmt);
+  int rc = cfg_vfail(c, at, field, got, fmt, ap);
+  va_end(ap);
+  return rc;
+}
+
+static int cfg_fail_got(const cfg *c, const yaml_node_t *at, const char *field, const char *got,
+                        const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+static int cfg_fail_got(const cfg *c, const yaml_node_t *at, const char *field, const char *got,
+                        const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  int rc = cfg_vfail(c, at, field, got, fmt, ap);
+  va_end(ap);
+  return rc;
+}
+
+static hs_srcpos node_pos(const yaml_node_t *n) {
+  hs_srcpos p = {(int)n->start_mark.line + 1, (int)n->start_mark.column + 1};
+  return p;
+}
+
+/* ---------- tree helpers ---------- */
+
+static yaml_node_t *cfg_node(const cfg *c, int id) { return yaml_document_get_node(c->doc, id); }
+
+static const char *scalar(const yaml_node_t *n) {
+  return (n && n->type == YAML_SCALAR_NODE) ? (const char *)n->data.scalar.value : NULL;
+}
+
+static int key_is(const yaml_node_t *k, const char *name) {
+  return k && k->type == YAML_SCALAR_NODE && k->data.scalar.length == strlen(name) &&
+         memcmp(k->data.scalar.value, name, k->data.scalar.length) == 0;
+}
+
+static int expect_kind(const cfg *c, const yaml_node_t *n, const char *field, yaml_node_type_t kind,
+                       const char *what) {
+  if (n && n->type == kind) return 0;
+  return cfg_fail(c, n, field, n, "%s", what);
+}
+
+/* Checks that every key of a mapping is a scalar from `allowed` and appears once. The allowed
+ * lists are short, so a linear scan per key is cheap and needs no allocation. */
+static int check_keys(const cfg *c, const yaml_node_t *map, const char *field,
+                      const char *const *allowed) {
+  char list[400] = "";
+  size_t used = 0;
+  int nallowed = 0;
+  for (const char *const *a = allowed; *a; a++, nallowed++)
+    used += (size_t)snprintf(list + used, used < sizeof list ? sizeof list - used : 0, "%s%s",
+                             nallowed ? ", " : "", *a);
+  unsigned seen = 0;
+  for (yaml_node_pair_t *p = map->data.mapping.pairs.start; p < map->data.mapping.pairs.top; p++) {
+    yaml_node_t *k = cfg_node(c, p->key);
+    char kf[512];
+    if (!k || k->type != YAML_SCALAR_NODE)
+      return cfg_fail(c, k ? k : map, field, k, "a key, one of: %s", list);
+    int hit = -1;
+    for (int i = 0; i < nallowed; i++)
+      if (key_is(k, allowed[i])) hit = i;
+    if (hit < 0) {
+      snprintf(kf, sizeof kf, "%s%s%.*s", field, field[0] ? "." : "",
+               (int)(k->data.scalar.length > 80 ? 80 : k->data.scalar.length),
+               (const char *)k->data.scalar.value);
+      return cfg_fail(c, k, kf, k, "one of: %s", list);
+    }
+    if (seen & (1u << hit)) {
+      snprintf(kf, sizeof kf, "%s%s%s", field, field[0] ? "." : "", allowed[hit]);
+      return cfg_fail(c, k, kf, k, "each key once in a mapping (this one repeats)");
+    }
+    seen |= 1u << hit;
+  }
+  return 0;
+}
+
+/* The value under key in a mapping whose keys check_keys has accepted, or NULL. */
+static yaml_node_t *map_get(const cfg *c, const yaml_node_t *map, const char *key) {
+  for (yaml_node_pair_t *p = map->data.mapping.pairs.start; p < map->data.mapping.pairs.top; p++)
+    if (key_is(cfg_node(c, p->key), key)) return cfg_node(c, p->value);
+  return NULL;
+}
+
+/* buf = parent.key, cut short if it does not fit (a message is still useful when cut). */
+static void join_field(char *buf, size_t cap, const char *parent, const char *key) {
+  size_t o = 0;
+  for (const char *p = parent; *p && o + 1 < cap; p++) buf[o++] = *p;
+  if (parent[0] && o + 1 < cap) buf[o++] = '.';
+  for (const char *p = key; *p && o + 1 < cap; p++) buf[o++] = *p;
+  buf[o] = '\0';
+}
+
+/* ---------- scalar fields ---------- */
+
+typedef int (*unit_parser)(const char *, double *);
+
+static int get_quantity(const cfg *c, const yaml_node_t *n, const char *field, unit_parser parse,
+                        double *out, const char *what) {
+  const char *v = scalar(n);
+  if (!v || parse(v, out) != 0) return cfg_fail(c, n, field, n, "%s", what);
+  return 0;
+}
+
+static int get_positive(const cfg *c, const yaml_node_t *n, const char *field, double *out) {
+  const char *v = scalar(n);
+  if (!v || hs_units_parse_number(v, out) != 0 || !(*out > 0))
+    return cfg_fail(c, n, field, n, "a number > 0");
+  return 0;
+}
+
+static int get_count(const cfg *c, const yaml_node_t *n, const char *field, long long lo,
+                     long long hi, long long *out) {
+  const char *v = scalar(n);
+  if (!v || hs_units_parse_count(v, hi, out) != 0 || *out < lo)
+    return cfg_fail(c, n, field, n, "an integer from %lld to %lld", lo, hi);
+  return 0;
+}
+
+static int get_name(const cfg *c, const yaml_node_t *n, const char *field, char *out, size_t cap) {
+  const char *v = scalar(n);
+  if (!v || n->data.scalar.length == 0 || n->data.scalar.length >= cap ||
+      strlen(v) != n->data.scalar.length)
+    return cfg_fail(c, n, field, n, "a non-empty string of at most %zu characters", cap - 1);
+  memcpy(out, v, n->data.scalar.length + 1);
+  return 0;
+}
+
+/* ---------- name tables ---------- */
+
+static int cmp_name_ix(const void *a, const void *b) {
+  const name_ix *x = a, *y = b;
+  int r = strcmp(x->name, y->name);
+  return r ? r : (x->ix > y->ix) - (x->ix < y->ix);
+}
+
+static int find_sorted(const name_ix *tab, int n, const char *name) {
+  int lo = 0, hi = n - 1;
+  while (lo <= hi) {
+    int mid = lo + (hi - lo) / 2;
+    int r = strcmp(tab[mid].name, name);
+    if (r == 0) return tab[mid].ix;
+    if (r < 0)
+      lo = mid + 1;
+    else
+      hi = mid - 1;
+  }
+  return -1;
+}
+
+/* Lists up to a handful of valid names for a message, in file order. */
+static void list_names(const char *first, size_t stride, int n, char *buf, size_t cap) {
+  size_t o = 0;
+  buf[0] = '\0';
+  for (int i = 0; i < n && o < cap; i++) {
+    if (i == 12) {
+      snprintf(buf + o, cap - o, ", ... (%d in all)", n);
+      return;
+    }
+    o += (size_t)snprintf(buf + o, cap - o, "%s%s", i ? ", " : "", first + (size_t)i * stride);
+  }
+}
+
+static void type_list(const hs_cluster_spec *s, char *buf, size_t cap) {
+  list_names(s->types ? s->types[0].name : "", sizeof(hs_device_type), s->n_types, buf, cap);
+}
+
+static void node_list(const hs_cluster_spec *s, char *buf, size_t cap) {
+  list_names(s->nodes ? s->nodes[0].name : "", sizeof(hs_node_spec), s->n_nodes, buf, cap);
+}
+
+int hs_cluster_find_type(const hs_cluster_spec *spec, const char *name) {
+  if (!spec || !name) return -1;
+  for (int i = 0; i < spec->n_types; i++)
+    if (strcmp(spec->types[i].name, name) == 0) return i;
+  return -1;
+}
+
+int hs_cluster_find_node(const hs_cluster_spec *spec, const char *name) {
+  if (!spec || !name) return -1;
+  for (int i = 0; i < spec->n_nodes; i++)
+    if (strcmp(spec->nodes[i].name, name) == 0) return i;
+  return -1;
+}
+
+/* ---------- sections ---------- */
+
+static int parse_link(const cfg *c, const yaml_node_t *n, const char *field, hs_link_spec *link) {
+  static const char *const keys[] = {"bandwidth", "latency", NULL};
+  char f[512];
+  int rc = expect_kind(c, n, field, YAML_MAPPING_NODE, "a mapping with keys bandwidth, latency");
+  if (!rc) rc = check_keys(c, n, field, keys);
+  if (rc) return rc;
+  yaml_node_t *v;
+  if ((v = map_get(c, n, "bandwidth"))) {
+    join_field(f, sizeof f, field, "bandwidth");
+    if ((rc = get_quantity(c, v, f, hs_units_parse_bandwidth, &link->bandwidth, EXP_BW))) return rc;
+  }
+  if ((v = map_get(c, n, "latency"))) {
+    join_field(f, sizeof f, field, "latency");
+    if ((rc = get_quantity(c, v, f, hs_units_parse_time, &link->latency, EXP_TIME))) return rc;
+  }
+  return 0;
+}
+
+static int parse_ps(const cfg *c, const yaml_node_t *n) {
+  static const char *const keys[] = {"bandwidth", "latency", "update_time", NULL};
+  hs_ps_spec *ps = &c->s->ps;
+  int rc = expect_kind(c, n, "parameter_server", YAML_MAPPING_NODE,
+                       "a mapping with keys bandwidth, latency, update_time");
+  if (!rc) rc = check_keys(c, n, "parameter_server", keys);
+  if (rc) return rc;
+  ps->present = 1;
+  ps->link = c->s->network;
+  ps->update_time = 0;
+  yaml_node_t *v;
+  if ((v = map_get(c, n, "bandwidth")) &&
+      (rc = get_quantity(c, v, "parameter_server.bandwidth", hs_units_parse_bandwidth,
+                         &ps->link.bandwidth, EXP_BW)))
+    return rc;
+  if ((v = map_get(c, n, "latency")) &&
+      (rc = get_quantity(c, v, "parameter_server.latency", hs_units_parse_time, &ps->link.latency,
+                         EXP_TIME)))
+    return rc;
+  if ((v = map_get(c, n, "update_time")) &&
+      (rc = get_quantity(c, v, "parameter_server.update_time", hs_units_parse_time,
+                         &ps->update_time, EXP_TIME)))
+    return rc;
+  return 0;
+}
+
+static int parse_compute(const cfg *c, const yaml_node_t *n, const char *field, hs_compute_spec *cs) {
+  static const char *const keys[] = {"t0", "per_sample", "calib", NULL};
+  char f[512];
+  int rc = expect_kind(c, n, field, YAML_MAPPING_NODE,
+                       "a mapping {t0, per_sample} or {calib}");
+  if (!rc) rc = check_keys(c, n, field, keys);
+  if (rc) return rc;
+  yaml_node_t *t0 = map_get(c, n, "t0"), *ps = map_get(c, n, "per_sample"),
+              *cal = map_get(c, n, "calib");
+  if (cal && (t0 || ps))
+    return cfg_fail_got(c, n, field, t0 ? "both \"calib\" and \"t0\""
+                                        : "both \"calib\" and \"per_sample\"",
+                        "either {t0, per_sample} (an inline model) or {calib} (a fitted "
+                        "model), not both");
+  if (cal) {
+    cs->kind = HS_COMPUTE_CALIB;
+    join_field(f, sizeof f, field, "calib");
+    return get_name(c, cal, f, cs->calib, sizeof cs->calib);
+  }
+  if (!t0 && !ps)
+    return cfg_fail_got(c, n, field, "neither",
+                        "{t0, per_sample} (an inline model) or {calib} (a fitted model)");
+  if (!t0) {
+    join_field(f, sizeof f, field, "t0");
+    return cfg_fail(c, n, f, NULL, "%s (required with per_sample)", EXP_TIME);
+  }
+  if (!ps) {
+    join_field(f, sizeof f, field, "per_sample");
+    return cfg_fail(c, n, f, NULL, "a time > 0 like \"0.55ms\" (required with t0)");
+  }
+  cs->kind = HS_COMPUTE_INLINE;
+  join_field(f, sizeof f, field, "t0");
+  if ((rc = get_quantity(c, t0, f, hs_units_parse_time, &cs->t0, EXP_TIME))) return rc;
+  join_field(f, sizeof f, field, "per_sample");
+  if ((rc = get_quantity(c, ps, f, hs_units_parse_time, &cs->per_sample,
+                         "a time > 0 like \"0.55ms\"")))
+    return rc;
+  if (!(cs->per_sample > 0))
+    return cfg_fail(c, ps, f, ps, "a time > 0 like \"0.55ms\"");
+  return 0;
+}
+
+static int parse_types(const cfg *c, const yaml_node_t *n, name_ix **index_out) {
+  static const char *const keys[] = {"memory", "max_batch", "compute", NULL};
+  hs_cluster_spec *s = c->s;
+  int rc = expect_kind(c, n, "device_types", YAML_MAPPING_NODE,
+                       "a mapping from device type names to {memory, max_batch, compute}");
+  if (rc) return rc;
+  ptrdiff_t count = n->data.mapping.pairs.top - n->data.mapping.pairs.start;
+  if (count == 0) return cfg_fail(c, n, "device_types", NULL, "at least one device type");
+  if (count > INT_MAX / 2) return cfg_fail(c, n, "device_types", NULL, "fewer device types");
+  s->types = calloc((size_t)count, sizeof *s->types);
+  name_ix *ix = calloc((size_t)count, sizeof *ix);
+  *index_out = ix;
+  if (!s->types || !ix) return hs_diag_set(c->d, HS_ENOMEM, "%s: out of memory", c->file);
+  for (yaml_node_pair_t *p = n->data.mapping.pairs.start; p < n->data.mapping.pairs.top; p++) {
+    yaml_node_t *k = cfg_node(c, p->key), *v = cfg_node(c, p->value);
+    hs_device_type *t = &s->types[s->n_types];
+    char f[512], g[600];
+    if ((rc = get_name(c, k, "device_types (a type name)", t->name, sizeof t->name))) return rc;
+    t->pos = node_pos(k);
+    snprintf(f, sizeof f, "device_types.%s", t->name);
+    if ((rc = expect_kind(c, v, f, YAML_MAPPING_NODE, "a mapping with keys memory, max_batch, compute")))
+      return rc;
+    if ((rc = check_keys(c, v, f, keys))) return rc;
+    yaml_node_t *x;
+    if ((x = map_get(c, v, "memory"))) {
+      join_field(g, sizeof g, f, "memory");
+      if ((rc = get_quantity(c, x, g, hs_units_parse_bytes, &t->memory, EXP_BYTES))) return rc;
+    }
+    if ((x = map_get(c, v, "max_batch"))) {
+      long long mb;
+      join_field(g, sizeof g, f, "max_batch");
+      if ((rc = get_count(c, x, g, 0, CFG_MAX_BATCH, &mb))) return rc;
+      t->max_batch = (int)mb;
+    }
+    join_field(g, sizeof g, f, "compute");
+    if (!(x = map_get(c, v, "compute")))
+      return cfg_fail(c, v, g, NULL, "a mapping {t0, per_sample} or {calib} (required)");
+    if ((rc = parse_compute(c, x, g, &t->compute))) return rc;
+    ix[s->n_types].name = t->name;
+    ix[s->n_types].ix = s->n_types;
+    s->n_types++;
+  }
+  qsort(ix, (size_t)s->n_types, sizeof *ix, cmp_name_ix);
+  for (int i = 1; i < s->n_types; i++) {
+    if (strcmp(ix[i].name, ix[i - 1].name) == 0) {
+      const hs_device_type *t = &s->types[ix[i].ix], *first = &s->types[ix[i - 1].ix];
+      return hs_diag_set(c->d, HS_EINVAL,
+                         "%s:%d:%d: device_types.%s: expected each device type name once, got "
+                         "\"%s\" again (first at line %d)",
+                         c->file, t->pos.line, t->pos.col, t->name, t->name, first->pos.line);
+    }
+  }
+  return 0;
+}
+
+/* A device group before expansion into workers. */
+typedef struct group {
+  int type, node;
+  long long count;
+  double slowdown, comm_slowdown;
+} group;
+
+static int parse_group(const cfg *c, const yaml_node_t *n, const char *field, const name_ix *tix,
+                       group *g) {
+  static const char *const keys[] = {"type", "count", "slowdown", "comm_slowdown", NULL};
+  char f[512];
+  int rc = expect_kind(c, n, field, YAML_MAPPING_NODE,
+                       "a mapping with keys type, count, slowdown, comm_slowdown");
+  if (!rc) rc = check_keys(c, n, field, keys);
+  if (rc) return rc;
+  yaml_node_t *v;
+  join_field(f, sizeof f, field, "type");
+  if (!(v = map_get(c, n, "type")))
+    return cfg_fail(c, n, f, NULL, "a device type name (required)");
+  const char *tn = scalar(v);
+  g->type = (tn && strlen(tn) == v->data.scalar.length) ? find_sorted(tix, c->s->n_types, tn) : -1;
+  if (g->type < 0) {
+    char list[400];
+    type_list(c->s, list, sizeof list);
+    return cfg_fail(c, v, f, v, "one of the device_types: %s", list);
+  }
+  g->count = 1;
+  g->slowdown = 1;
+  g->comm_slowdown = 1;
+  if ((v = map_get(c, n, "count"))) {
+    join_field(f, sizeof f, field, "count");
+    if ((rc = get_count(c, v, f, 1, CFG_MAX_WORKERS, &g->count))) return rc;
+  }
+  if ((v = map_get(c, n, "slowdown"))) {
+    join_field(f, sizeof f, field, "slowdown");
+    if ((rc = get_positive(c, v, f, &g->slowdown))) return rc;
+  }
+  if ((v = map_get(c, n, "comm_slowdown"))) {
+    join_field(f, sizeof f, field, "comm_slowdown");
+    if ((rc = get_positive(c, v, f, &g->comm_slowdown))) return rc;
+  }
+  return 0;
+}
+
+static int parse_nodes(const cfg *c, const yaml_node_t *n, const name_ix *tix, name_ix **nix_out) {
+  static const char *const keys[] = {"name", "link", "devices", NULL};
+  hs_cluster_spec *s = c->s;
+  int rc = expect_kind(c, n, "nodes", YAML_SEQUENCE_NODE,
+                       "a sequence of nodes, each {name, link, devices}");
+  if (rc) return rc;
+  ptrdiff_t count = n->data.sequence.items.top - n->data.sequence.items.start;
+  if (count == 0) return cfg_fail(c, n, "nodes", NULL, "at least one node");
+  if (count > INT_MAX / 2) return cfg_fail(c, n, "nodes", NULL, "fewer nodes");
+  /* Groups are counted first so that the workers array is allocated once at its final size,
+   * which matters when `count` runs to hundreds of thousands. */
+  size_t ngroups = 0, gcap = 0;
+  group *groups = NULL;
+  s->nodes = calloc((size_t)count, sizeof *s->nodes);
+  name_ix *nix = calloc((size_t)count, sizeof *nix);
+  *nix_out = nix;
+  if (!s->nodes || !nix) return hs_diag_set(c->d, HS_ENOMEM, "%s: out of memory", c->file);
+  long long total = 0;
+  for (ptrdiff_t i = 0; i < count; i++) {
+    yaml_node_t *nd = cfg_node(c, n->data.sequence.items.start[i]);
+    hs_node_spec *ns = &s->nodes[i];
+    char f[128], g[512];
+    snprintf(f, sizeof f, "nodes[%d]", (int)i);
+    if ((rc = expect_kind(c, nd, f, YAML_MAPPING_NODE, "a mapping with keys name, link, devices")))
+      goto out;
+    if ((rc = check_keys(c, nd, f, keys))) goto out;
+    ns->pos = node_pos(nd);
+    ns->link.bandwidth = CFG_DEFAULT_LINK_BW;
+    ns->link.latency = CFG_DEFAULT_LINK_LAT;
+    snprintf(ns->name, sizeof ns->name, "node%d", (int)i);
+    yaml_node_t *v;
+    if ((v = map_get(c, nd, "name"))) {
+      join_field(g, sizeof g, f, "name");
+      if ((rc = get_name(c, v, g, ns->name, sizeof ns->name))) goto out;
+    }
+    if ((v = map_get(c, nd, "link"))) {
+      join_field(g, sizeof g, f, "link");
+      if ((rc = parse_link(c, v, g, &ns->link))) goto out;
+    }
+    s->n_nodes++;
+    nix[i].name = ns->name;
+    nix[i].ix = (int)i;
+    if (!(v = map_get(c, nd, "devices"))) continue;
+    join_field(g, sizeof g, f, "devices");
+    if ((rc = expect_kind(c, v, g, YAML_SEQUENCE_NODE,
+                          "a sequence of device groups, each {type, count, slowdown, "
+                          "comm_slowdown}")))
+      goto out;
+    for (yaml_node_item_t *it = v->data.sequence.items.start; it < v->data.sequence.items.top; it++) {
+      char h[600];
+      snprintf(h, sizeof h, "%s[%d]", g, (int)(it - v->data.sequence.items.start));
+      if (ngroups == gcap) {
+        size_t ncap = gcap ? 2 * gcap : 16;
+        group *ng = realloc(groups, ncap * sizeof *ng);
+        if (!ng) {
+          rc = hs_diag_set(c->d, HS_ENOMEM, "%s: out of memory", c->file);
+          goto out;
+        }
+        groups = ng;
+        gcap = ncap;
+      }
+      group *gr = &groups[ngroups];
+      yaml_node_t *gn = cfg_node(c, *it);
+      if ((rc = parse_group(c, gn, h, tix, gr))) goto out;
+      gr->node = (int)i;
+      total += gr->count;
+      if (total > CFG_MAX_WORKERS) {
+        char hc[640];
+        join_field(hc, sizeof hc, h, "count");
+        yaml_node_t *cn = map_get(c, gn, "count");
+        rc = cfg_fail(c, cn ? cn : gn, hc, cn,
+                      "at most %lld workers in all (CFG_MAX_WORKERS in core/core_config.c)",
+                      (long long)CFG_MAX_WORKERS);
+        goto out;
+      }
+      ngroups++;
+    }
+  }
+  qsort(nix, (size_t)s->n_nodes, sizeof *nix, cmp_name_ix);
+  for (int i = 1; i < s->n_nodes; i++) {
+    if (strcmp(nix[i].name, nix[i - 1].name) == 0) {
+      int later = nix[i].ix > nix[i - 1].ix ? nix[i].ix : nix[i - 1].ix;
+      int first = nix[i].ix > nix[i - 1].ix ? nix[i - 1].ix : nix[i].ix;
+      const hs_node_spec *ns = &s->nodes[later];
+      rc = hs_diag_set(c->d, HS_EINVAL,
+                       "%s:%d:%d: nodes[%d].name: expected a node name used once, got \"%s\" "
+                       "again (nodes[%d] has it)",
+                       c->file, ns->pos.line, ns->pos.col, later, ns->name, first);
+      goto out;
+    }
+  }
+  if (total == 0) {
+    rc = cfg_fail(c, n, "nodes", NULL, "at least one device in some node's devices");
+    goto out;
+  }
+  s->workers = malloc((size_t)total * sizeof *s->workers);
+  if (!s->workers) {
+    rc = hs_diag_set(c->d, HS_ENOMEM, "%s: out of memory for %lld workers", c->file, total);
+    goto out;
+  }
+  for (size_t gi = 0; gi < ngroups; gi++) {
+    hs_worker_spec w = {groups[gi].type, groups[gi].node, groups[gi].slowdown,
+                        groups[gi].comm_slowdown};
+    for (long long k = 0; k < groups[gi].count; k++) s->workers[s->n_workers++] = w;
+  }
+out:
+  free(groups);
+  return rc;
+}
+
+/* ---------- events ---------- */
+
+/* Where a just-parsed event's worker index was written, for messages after sorting. */
+typedef struct ev_src {
+  hs_srcpos wpos;   /* the worker value (or the event itself for joins) */
+  int index;        /* events[index] in the cluster file; CSV: unused */
+  char found[32];   /* the worker value as written */
+} ev_src;
+
+typedef struct ev_order {
+  double at;
+  int orig;
+} ev_order;
+
+static int cmp_ev_order(const void *a, const void *b) {
+  const ev_order *x = a, *y = b;
+  if (x->at < y->at) return -1;
+  if (x->at > y->at) return 1;
+  return (x->orig > y->orig) - (x->orig < y->orig);
+}
+
+/* Sorts spec->events stably by time and checks that each worker index names a worker that
+ * exists at that moment: an initial one or one that joined earlier, and has not left. Events
+ * from first_new on are the ones just read from `file` (src describes them); csv selects the
+ * message style. */
+static int settle_events(hs_cluster_spec *s, int first_new, const ev_src *src, const char *file,
+                         int csv, hs_diag *d) {
+  int n = s->n_events, rc = 0;
+  if (n == 0) return 0;
+  ev_order *ord = malloc((size_t)n * sizeof *ord);
+  hs_event_spec *sorted = malloc((size_t)n * sizeof *sorted);
+  /* One flag per worker that can exist: initial ones plus every join. */
+  size_t cap = (size_t)s->n_workers + (size_t)n;
+  unsigned char *gone = calloc(cap, 1);
+  double *left_at = NULL;
+  if (!ord || !sorted || !gone) {
+    rc = hs_diag_set(d, HS_ENOMEM, "%s: out of memory", file);
+    goto out;
+  }
+  left_at = malloc(cap * sizeof *left_at);
+  if (!left_at) {
+    rc = hs_diag_set(d, HS_ENOMEM, "%s: out of memory", file);
+    goto out;
+  }
+  for (int i = 0; i < n; i++) {
+    ord[i].at = s->events[i].at;
+    ord[i].orig = i;
+  }
+  qsort(ord, (size_t)n, sizeof *ord, cmp_ev_order);
+  long long alive_total = s->n_workers;
+  for (int k = 0; k < n; k++) {
+    hs_event_spec *e = &s->events[ord[k].orig];
+    sorted[k] = *e;
+    if (e->kind == HS_EVENT_JOIN) {
+      alive_total++;
+      continue;
+    }
+    const char *why = NULL;
+    char whybuf[200];
+    if (e->worker < 0 || e->worker >= alive_total) {
+      snprintf(whybuf, sizeof whybuf,
+               "a worker index from 0 to %lld (the workers that exist at %gs)", alive_total - 1,
+               e->at);
+      why = whybuf;
+    } else if (gone[e->worker]) {
+      char at[32];
+      snprintf(whybuf, sizeof whybuf, "a worker that has not left (worker %d left at %s)",
+               e->worker, hs_units_format_time(left_at[e->worker], at, sizeof at));
+      why = whybuf;
+    }
+    if (why) {
+      int o = ord[k].orig;
+      if (o >= first_new && src) {
+        const ev_src *es = &src[o - first_new];
+        if (csv)
+          rc = hs_diag_set(d, HS_EINVAL, "%s:%d:%d: column \"worker\": expected %s, got \"%s\"",
+                           file, es->wpos.line, es->wpos.col, why, es->found);
+        else
+          rc = hs_diag_set(d, HS_EINVAL, "%s:%d:%d: events[%d].%s: expected %s, got \"%s\"",
+                           file, es->wpos.line, es->wpos.col, es->index,
+                           e->kind == HS_EVENT_LEAVE ? "leave" : "worker", why, es->found);
+      } else {
+        rc = hs_diag_set(d, HS_EINVAL,
+                         "%s: events: expected %s for the earlier event at %s:%d:%d once "
+                         "this trace is merged, got \"%d\"",
+                         file, why, s->path, e->pos.line, e->pos.col, e->worker);
+      }
+      goto out;
+    }
+    if (e->kind == HS_EVENT_LEAVE) {
+      gone[e->worker] = 1;
+      left_at[e->worker] = e->at;
+    }
+  }
+  memcpy(s->events, sorted, (size_t)n * sizeof *sorted);
+out:
+  free(ord);
+  free(sorted);
+  free(gone);
+  free(left_at);
+  return rc;
+}
+
+static void copy_found(const yaml_node_t *v, char *buf, size_t cap) {
+  const char *t = scalar(v);
+  snprintf(buf, cap, "%.*s", t ? (int)(v->data.scalar.length > 30 ? 30 : v->data.scalar.length) : 0,
+           t ? t : "");
+}
+
+static int parse_events(const cfg *c, const yaml_node_t *n, const name_ix *tix, const name_ix *nix) {
+  static const char *const keys[] = {"at", "worker", "slowdown", "comm_slowdown", "join", "leave",
+                                     NULL};
+  static const char *const join_keys[] = {"type", "node", NULL};
+  hs_cluster_spec *s = c->s;
+  int rc = expect_kind(c, n, "events", YAML_SEQUENCE_NODE,
+                       "a sequence of events, each {at, worker, slowdown|comm_slowdown} or "
+                       "{at, join} or {at, leave}");
+  if (rc) return rc;
+  ptrdiff_t count = n->data.sequence.items.top - n->data.sequence.items.start;
+  if (count == 0) return 0;
+  if (count > INT_MAX / 4) return cfg_fail(c, n, "events", NULL, "fewer events");
+  s->events = calloc((size_t)count, sizeof *s->events);
+  ev_src *src = calloc((size_t)count, sizeof *src);
+  if (!s->events || !src) {
+    free(src);
+    return hs_diag_set(c->d, HS_ENOMEM, "%s: out of memory", c->file);
+  }
+  for (ptrdiff_t i = 0; i < count; i++) {
+    yaml_node_t *en = cfg_node(c, n->data.sequence.items.start[i]);
+    hs_event_spec *e = &s->events[i];
+    char f[64], g[128];
+    snprintf(f, sizeof f, "events[%d]", (int)i);
+    if ((rc = expect_kind(c, en, f, YAML_MAPPING_NODE,
+                          "a mapping {at, worker, slowdown|comm_slowdown} or {at, join} or "
+                          "{at, leave}")))
+      goto out;
+    if ((rc = check_keys(c, en, f, keys))) goto out;
+    e->pos = node_pos(en);
+    e->worker = -1;
+    e->slowdown = -1;
+    e->comm_slowdown = -1;
+    e->type = -1;
+    e->node = -1;
+    src[i].index = (int)i;
+    src[i].wpos = e->pos;
+    yaml_node_t *at = map_get(c, en, "at"), *w = map_get(c, en, "worker"),
+                *sl = map_get(c, en, "slowdown"), *cs = map_get(c, en, "comm_slowdown"),
+                *jn = map_get(c, en, "join"), *lv = map_get(c, en, "leave");
+    snprintf(g, sizeof g, "%s.at", f);
+    if (!at) {
+      rc = cfg_fail(c, en, g, NULL, "%s (required)", EXP_TIME);
+      goto out;
+    }
+    if ((rc = get_quantity(c, at, g, hs_units_parse_time, &e->at, EXP_TIME))) goto out;
+    int kinds = (sl || cs) + !!jn + !!lv;
+    if (kinds != 1) {
+      rc = cfg_fail_got(c, en, f,
+                        kinds == 0 ? (w ? "only \"worker\"" : "none of them")
+                                   : "several kinds at once",
+                        "exactly one kind of event: slowdown and/or comm_slowdown (with "
+                        "worker), join, or leave");
+      goto out;
+    }
+    if (w && (jn || lv)) {
+      snprintf(g, sizeof g, "%s.worker", f);
+      rc = cfg_fail(c, w, g, w, "no worker key with %s (%s)", jn ? "join" : "leave",
+                    jn ? "a joining worker gets the next index" : "write leave: INDEX");
+      goto out;
+    }
+    long long idx;
+    if (jn) {
+      e->kind = HS_EVENT_JOIN;
+      snprintf(g, sizeof g, "%s.join", f);
+      if ((rc = expect_kind(c, jn, g, YAML_MAPPING_NODE, "a mapping with keys type, node")) ||
+          (rc = check_keys(c, jn, g, join_keys)))
+        goto out;
+      yaml_node_t *ty = map_get(c, jn, "type"), *no = map_get(c, jn, "node");
+      char h[160], list[400];
+      snprintf(h, sizeof h, "%s.type", g);
+      if (!ty) {
+        rc = cfg_fail(c, jn, h, NULL, "a device type name (required)");
+        goto out;
+      }
+      const char *tn = scalar(ty);
+      e->type = (tn && strlen(tn) == ty->data.scalar.length) ? find_sorted(tix, s->n_types, tn) : -1;
+      if (e->type < 0) {
+        type_list(s, list, sizeof list);
+        rc = cfg_fail(c, ty, h, ty, "one of the device_types: %s", list);
+        goto out;
+      }
+      snprintf(h, sizeof h, "%s.node", g);
+      if (!no) {
+        if (s->n_nodes == 1) {
+          e->node = 0; /* one node: nothing to choose */
+        } else {
+          node_list(s, list, sizeof list);
+          rc = cfg_fail(c, jn, h, NULL, "a node name, one of: %s (required)", list);
+          goto out;
+        }
+      } else {
+        const char *nn = scalar(no);
+        e->node = (nn && strlen(nn) == no->data.scalar.length) ? find_sorted(nix, s->n_nodes, nn) : -1;
+        if (e->node < 0) {
+          node_list(s, list, sizeof list);
+          rc = cfg_fail(c, no, h, no, "a node name, one of: %s", list);
+          goto out;
+        }
+      }
+    } else if (lv) {
+      e->kind = HS_EVENT_LEAVE;
+      snprintf(g, sizeof g, "%s.leave", f);
+      if (!scalar(lv) || hs_units_parse_count(scalar(lv), INT_MAX, &idx) != 0) {
+        rc = cfg_fail(c, lv, g, lv, "a worker index (an integer >= 0)");
+        goto out;
+      }
+      e->worker = (int)idx;
+      src[i].wpos = node_pos(lv);
+      copy_found(lv, src[i].found, sizeof src[i].found);
+    } else {
+      e->kind = HS_EVENT_SLOWDOWN;
+      snprintf(g, sizeof g, "%s.worker", f);
+      if (!w) {
+        rc = cfg_fail(c, en, g, NULL, "a worker index (required with slowdown/comm_slowdown)");
+        goto out;
+      }
+      if (!scalar(w) || hs_units_parse_count(scalar(w), INT_MAX, &idx) != 0) {
+        rc = cfg_fail(c, w, g, w, "a worker index (an integer >= 0)");
+        goto out;
+      }
+      e->worker = (int)idx;
+      src[i].wpos = node_pos(w);
+      copy_found(w, src[i].found, sizeof src[i].found);
+      if (sl) {
+        snprintf(g, sizeof g, "%s.slowdown", f);
+        if ((rc = get_positive(c, sl, g, &e->slowdown))) goto out;
+      }
+      if (cs) {
+        snprintf(g, sizeof g, "%s.comm_slowdown", f);
+        if ((rc = get_positive(c, cs, g, &e->comm_slowdown))) goto out;
+      }
+    }
+    s->n_events++;
+  }
+  rc = settle_events(s, 0, src, c->file, 0, c->d);
+out:
+  free(src);
+  return rc;
+}
+
+/* ---------- top level ---------- */
+
+static int parse_root(const cfg *c, const yaml_node_t *root) {
+  static const char *const keys[] = {"name",  "network", "parameter_server", "device_types",
+                                     "nodes", "jitter",  "events",           NULL};
+  static const char *const jitter_keys[] = {"cv", NULL};
+  hs_cluster_spec *s = c->s;
+  name_ix *tix = NULL, *nix = NULL;
+  int rc = expect_kind(c, root, "(top level)", YAML_MAPPING_NODE,
+                       "a mapping with keys name, network, device_types, nodes, ...");
+  if (!rc) rc = check_keys(c, root, "", keys);
+  if (rc) return rc;
+  yaml_node_t *v;
+  if (!(v = map_get(c, root, "name"))) return cfg_fail(c, root, "name", NULL, "a cluster name (required)");
+  if ((rc = get_name(c, v, "name", s->name, sizeof s->name))) return rc;
+
+  s->network.bandwidth = CFG_DEFAULT_NET_BW;
+  s->network.latency = CFG_DEFAULT_NET_LAT;
+  yaml_node_t *net = map_get(c, root, "network");
+  if (net && (rc = parse_link(c, net, "network", &s->network))) return rc;
+
+  if (!(v = map_get(c, root, "device_types")))
+    return cfg_fail(c, root, "device_types", NULL,
+                    "a mapping from device type names to {memory, max_batch, compute} (required)");
+  if ((rc = parse_types(c, v, &tix))) goto out;
+
+  if (!(v = map_get(c, root, "nodes"))) {
+    rc = cfg_fail(c, root, "nodes", NULL, "a sequence of nodes (required)");
+    goto out;
+  }
+  if ((rc = parse_nodes(c, v, tix, &nix))) goto out;
+  if (!net && s->n_nodes > 1) {
+    rc = cfg_fail(c, root, "network", NULL,
+                  "a mapping {bandwidth, latency} (required with more than one node)");
+    goto out;
+  }
+
+  if ((v = map_get(c, root, "parameter_server")) && (rc = parse_ps(c, v))) goto out;
+
+  if ((v = map_get(c, root, "jitter"))) {
+    if ((rc = expect_kind(c, v, "jitter", YAML_MAPPING_NODE, "a mapping with key cv")) ||
+        (rc = check_keys(c, v, "jitter", jitter_keys)))
+      goto out;
+    yaml_node_t *cv = map_get(c, v, "cv");
+    const char *t = scalar(cv);
+    if (cv && (!t || hs_units_parse_number(t, &s->jitter_cv) != 0)) {
+      rc = cfg_fail(c, cv, "jitter.cv", cv, "a number >= 0");
+      goto out;
+    }
+  }
+
+  if ((v = map_get(c, root, "events")) && (rc = parse_events(c, v, tix, nix))) goto out;
+out:
+  free(tix);
+  free(nix);
+  return rc;
+}
+
+/* Line and column (1-based) of a byte offset, for reader errors that carry only an offset. */
+static hs_srcpos offset_pos(const char *text, size_t len, size_t off) {
+  hs_srcpos p = {1, 1};
+  for (size_t i = 0; i < off && i < len; i++) {
+    if (text[i] == '\n') {
+      p.line++;
+      p.col = 1;
+    } else {
+      p.col++;
+    }
+  }
+  return p;
+}
+
+static int yaml_fail(const cfg *c, const yaml_parser_t *p, const char *text, size_t len) {
+  if (p->error == YAML_MEMORY_ERROR)
+    return hs_diag_set(c->d, HS_ENOMEM, "%s: out of memory while parsing YAML", c->file);
+  const char *problem = p->problem ? p->problem : "unknown problem";
+  if (p->error == YAML_READER_ERROR) {
+    hs_srcpos pos = offset_pos(text, len, p->problem_offset);
+    return hs_diag_set(c->d, HS_EINVAL,
+                       "%s:%d:%d: YAML syntax error: %s (byte offset %zu, value 0x%x)", c->file,
+                       pos.line, pos.col, problem, p->problem_offset,
+                       (unsigned)(p->problem_value & 0xffffffff));
+  }
+  if (p->context)
+    return hs_diag_set(c->d, HS_EINVAL, "%s:%d:%d: YAML syntax error: %s %s (line %d, column %d)",
+                       c->file, (int)p->problem_mark.line + 1, (int)p->problem_mark.column + 1,
+                       problem, p->context, (int)p->context_mark.line + 1,
+                       (int)p->context_mark.column + 1);
+  return hs_diag_set(c->d, HS_EINVAL, "%s:%d:%d: YAML syntax error: %s", c->file,
+                     (int)p->problem_mark.line + 1, (int)p->problem_mark.column + 1, problem);
+}
+
+int hs_cluster_parse(hs_cluster_spec *out, const char *name, const char *text, size_t len,
+                     hs_diag *d) {
+  if (!out) return hs_diag_set(d, HS_EINVAL, "hs_cluster_parse: no output");
+  memset(out, 0, sizeof *out);
+  if (!name) name = "(cluster)";
+  if (!text) return hs_diag_set(d, HS_EINVAL, "%s: no text", name);
+  snprintf(out->path, sizeof out->path, "%s", name);
+  out->text = malloc(len + 1);
+  if (!out->text) return hs_diag_set(d, HS_ENOMEM, "%s: out of memory", name);
+  memcpy(out->text, text, len);
+  out->text[len] = '\0';
+
+  yaml_parser_t parser;
+  yaml_document_t doc;
+  cfg c = {out->path, &doc, d, out};
+  int rc = 0;
+  if (!yaml_parser_initialize(&parser)) {
+    hs_cluster_spec_free(out);
+    return hs_diag_set(d, HS_ENOMEM, "%s: out of memory", name);
+  }
+  yaml_parser_set_input_string(&parser, (const unsigned char *)out->text, len);
+  if (!yaml_parser_load(&parser, &doc)) {
+    rc = yaml_fail(&c, &parser, out->text, len);
+    yaml_parser_delete(&parser);
+    hs_cluster_spec_free(out);
+    return rc;
+  }
+  yaml_node_t *root = yaml_document_get_root_node(&doc);
+  if (!root) {
+    rc = hs_diag_set(d, HS_EINVAL,
+                     "%s:1:1: (top level): expected a cluster description (a mapping with keys "
+                     "name, device_types, nodes, ...), got an empty file",
+                     out->path);
+  } else {
+    rc = parse_root(&c, root);
+  }
+  if (!rc) {
+    /* A second document would be silently ignored; say so instead. */
+    yaml_document_t extra;
+    if (!yaml_parser_load(&parser, &extra)) {
+      rc = yaml_fail(&c, &parser, out->text, len);
+    } else {
+      yaml_node_t *r2 = yaml_document_get_root_node(&extra);
+      if (r2)
+        rc = hs_diag_set(d, HS_EINVAL,
+                         "%s:%d:%d: (top level): expected a single YAML document, got a second "
+                         "one",
+                         out->path, (int)r2->start_mark.line + 1, (int)r2->start_mark.column + 1);
+      yaml_document_delete(&extra);
+    }
+  }
+  yaml_document_delete(&doc);
+  yaml_parser_delete(&parser);
+  if (rc) hs_cluster_spec_free(out);
+  return rc;
+}
+
+/* Reads a whole file into a NUL-terminated buffer the caller frees. */
+static int read_file(const char *path, char **text, size_t *len, hs_diag *d) {
+  *text = NULL;
+  *len = 0;
+  FILE *f = fopen(path, "rb");
+  if (!f) return hs_diag_set(d, HS_EIO, "%s: cannot open: %s", path, strerror(errno));
+  size_t cap = 4096, n = 0;
+  char *buf = malloc(cap);
+  int rc = 0;
+  if (!buf) {
+    fclose(f);
+    return hs_diag_set(d, HS_ENOMEM, "%s: out of memory", path);
+  }
+  for (;;) {
+    if (n + 1 >= cap) {
+      if (cap >= (size_t)CFG_MAX_FILE) {
+        rc = hs_diag_set(d, HS_EINVAL, "%s: expected a file of at most %ld bytes, got more",
+                         path, CFG_MAX_FILE);
+        break;
+      }
+      char *nb = realloc(buf, cap * 2);
+      if (!nb) {
+        rc = hs_diag_set(d, HS_ENOMEM, "%s: out of memory", path);
+        break;
+      }
+      buf = nb;
+      cap *= 2;
+    }
+    size_t got = fread(buf + n, 1, cap - 1 - n, f);
+    n += got;
+    if (got == 0) {
+      if (ferror(f)) rc = hs_diag_set(d, HS_EIO, "%s: cannot read: %s", path, strerror(errno));
+      break;
+    }
+  }
+  fclose(f);
+  if (rc) {
+    free(buf);
+    return rc;
+  }
+  buf[n] = '\0';
+  *text = buf;
+  *len = n;
+  return 0;
+}
+
+int hs_cluster_load(hs_cluster_spec *out, const char *path, hs_diag *d) {
+  if (!out) return hs_diag_set(d, HS_EINVAL, "hs_cluster_load: no output");
+  memset(out, 0, sizeof *out);
+  if (!path) return hs_diag_set(d, HS_EINVAL, "hs_cluster_load: no path");
+  char *text;
+  size_t len;
+  int rc = read_file(path, &text, &len, d);
+  if (rc) return rc;
+  rc = hs_cluster_parse(out, path, text, len, d);
+  free(text);
+  return rc;
+}
+
+void hs_cluster_spec_free(hs_cluster_spec *spec) {
+  if (!spec) return;
+  free(spec->text);
+  free(spec->types);
+  free(spec->nodes);
+  free(spec->workers);
+  free(spec->events);
+  memset(spec, 0, sizeof *spec);
+}
+
+/* ---------- CSV event traces ---------- */
+
+enum { CSV_AT, CSV_EVENT, CSV_WORKER, CSV_VALUE, CSV_TYPE, CSV_NODE, CSV_NCOLS };
+static const char *const csv_cols[CSV_NCOLS] = {"at", "event", "worker", "value", "type", "node"};
+
+typedef struct csv_field {
+  char *text; /* trimmed, NUL-terminated inside the line buffer */
+  int col;    /* 1-based column of the field's first character */
+} csv_field;
+
+static int csv_fail(const char *file, int line, const csv_field *f, int which, const char *fmt,
+                    hs_diag *d, ...) __attribute__((format(printf, 5, 7)));
+static int csv_fail(const char *file, int line, const csv_field *f, int which, const char *fmt,
+                    hs_diag *d, ...) {
+  char what[400], got[200];
+  va_list ap;
+  va_start(ap, d);
+  vsnprintf(what, sizeof what, fmt, ap);
+  va_end(ap);
+  const char *t = f[which].text;
+  if (t[0])
+    describe_found(t, strlen(t), got, sizeof got);
+  else
+    snprintf(got, sizeof got, "an empty field");
+  return hs_diag_set(d, HS_EINVAL, "%s:%d:%d: column \"%s\": expected %s, got %s", file, line,
+                     f[which].col, csv_cols[which], what, got);
+}
+
+/* Splits a line in place at commas and trims blanks; returns the number of fields found. */
+static int csv_split(char *line, csv_field *f, int max) {
+  int n = 0;
+  char *p = line;
+  for (;;) {
+    char *start = p;
+    while (*p && *p != ',') p++;
+    char *end = p;
+    int more = *p == ',';
+    if (n < max) {
+      while (start < end && (*start == ' ' || *start == '\t')) start++;
+      f[n].col = (int)(start - line) + 1;
+      while (end > start && (end[-1] == ' ' || end[-1] == '\t')) end--;
+      *end = '\0';
+      f[n].text = start;
+    }
+    n++;
+    if (!more) break;
+    p++;
+  }
+  return n;
+}
+
+static int csv_event(hs_cluster_spec *s, const char *file, int line, csv_field *f, hs_event_spec *e,
+                     ev_src *src, hs_diag *d) {
+  const char *kind = f[CSV_EVENT].text;
+  memset(e, 0, sizeof *e);
+  e->worker = -1;
+  e->slowdown = -1;
+  e->comm_slowdown = -1;
+  e->type = -1;
+  e->node = -1;
+  e->pos.line = line;
+  e->pos.col = 1;
+  src->wpos = e->pos;
+  src->index = -1;
+  if (hs_units_parse_time(f[CSV_AT].text, &e->at) != 0)
+    return csv_fail(file, line, f, CSV_AT, "%s", d, EXP_TIME);
+  int need_worker = 0, need_value = 0, is_join = 0;
+  if (strcmp(kind, "slowdown") == 0 || strcmp(kind, "comm_slowdown") == 0) {
+    e->kind = HS_EVENT_SLOWDOWN;
+    need_worker = need_value = 1;
+  } else if (strcmp(kind, "leave") == 0) {
+    e->kind = HS_EVENT_LEAVE;
+    need_worker = 1;
+  } else if (strcmp(kind, "join") == 0) {
+    e->kind = HS_EVENT_JOIN;
+    is_join = 1;
+  } else {
+    return csv_fail(file, line, f, CSV_EVENT, "one of: slowdown, comm_slowdown, join, leave", d);
+  }
+  /* Columns an event kind does not use must stay empty, so a shifted column cannot pass. */
+  if (!need_worker && f[CSV_WORKER].text[0])
+    return csv_fail(file, line, f, CSV_WORKER, "an empty field for a %s event", d, kind);
+  if (!need_value && f[CSV_VALUE].text[0])
+    return csv_fail(file, line, f, CSV_VALUE, "an empty field for a %s event", d, kind);
+  if (!is_join && f[CSV_TYPE].text[0])
+    return csv_fail(file, line, f, CSV_TYPE, "an empty field for a %s event", d, kind);
+  if (!is_join && f[CSV_NODE].text[0])
+    return csv_fail(file, line, f, CSV_NODE, "an empty field for a %s event", d, kind);
+  if (need_worker) {
+    long long w;
+    if (hs_units_parse_count(f[CSV_WORKER].text, INT_MAX, &w) != 0)
+      return csv_fail(file, line, f, CSV_WORKER, "a worker index (an integer >= 0)", d);
+    e->worker = (int)w;
+    src->wpos.col = f[CSV_WORKER].col;
+    snprintf(src->found, sizeof src->found, "%s", f[CSV_WORKER].text);
+  }
+  if (need_value) {
+    double v;
+    if (hs_units_parse_number(f[CSV_VALUE].text, &v) != 0 || !(v > 0))
+      return csv_fail(file, line, f, CSV_VALUE, "a slowdown factor (a number > 0)", d);
+    if (kind[0] == 's')
+      e->slowdown = v;
+    else
+      e->comm_slowdown = v;
+  }
+  if (is_join) {
+    char list[400];
+    e->type = hs_cluster_find_type(s, f[CSV_TYPE].text);
+    if (e->type < 0) {
+      type_list(s, list, sizeof list);
+      return csv_fail(file, line, f, CSV_TYPE, "one of the device_types: %s", d, list);
+    }
+    if (f[CSV_NODE].text[0] == '\0' && s->n_nodes == 1) {
+      e->node = 0;
+    } else {
+      e->node = hs_cluster_find_node(s, f[CSV_NODE].text);
+      if (e->node < 0) {
+        node_list(s, list, sizeof list);
+        return csv_fail(file, line, f, CSV_NODE, "a node name, one of: %s", d, list);
+      }
+    }
+  }
+  return 0;
+}
+
+int hs_cluster_load_events_csv(hs_cluster_spec *spec, const char *path, hs_diag *d) {
+  if (!spec || !path) return hs_diag_set(d, HS_EINVAL, "hs_cluster_load_events_csv: no input");
+  char *text;
+  size_t len;
+  int rc = read_file(path, &text, &len, d);
+  if (rc) return rc;
+  if (strlen(text) != len) {
+    free(text);
+    return hs_diag_set(d, HS_EINVAL, "%s: expected a text file, got a NUL byte", path);
+  }
+  /* Upper bound on data lines, so the arrays are allocated once. */
+  size_t maxlines = 1;
+  for (size_t i = 0; i < len; i++) maxlines += text[i] == '\n';
+  int old_n = spec->n_events;
+  if (maxlines > (size_t)(INT_MAX / 2 - old_n)) {
+    free(text);
+    return hs_diag_set(d, HS_EINVAL, "%s: expected fewer lines, got %zu", path, maxlines);
+  }
+  hs_event_spec *ev = realloc(spec->events, ((size_t)old_n + maxlines) * sizeof *ev);
+  ev_src *src = calloc(maxlines, sizeof *src);
+  if (ev) spec->events = ev;
+  if (!ev || !src) {
+    free(text);
+    free(src);
+    return hs_diag_set(d, HS_ENOMEM, "%s: out of memory", path);
+  }
+  int header_seen = 0, line = 0, n_new = 0;
+  char *p = text;
+  while (*p) {
+    char *eol = strchr(p, '\n');
+    char *next = eol ? eol + 1 : p + strlen(p);
+    if (eol) *eol = '\0';
+    if (eol && eol > p && eol[-1] == '\r') eol[-1] = '\0';
+    line++;
+    char *q = p;
+    while (*q == ' ' || *q == '\t') q++;
+    if (*q == '\0' || *q == '#') {
+      p = next;
+      continue;
+    }
+    char first[200];
+    if (!header_seen) describe_found(p, strlen(p), first, sizeof first);
+    csv_field f[CSV_NCOLS];
+    int nf = csv_split(p, f, CSV_NCOLS);
+    if (!header_seen) {
+      int ok = nf == CSV_NCOLS;
+      for (int i = 0; ok && i < CSV_NCOLS; i++) ok = strcmp(f[i].text, csv_cols[i]) == 0;
+      if (!ok) {
+        rc = hs_diag_set(d, HS_EINVAL,
+                         "%s:%d:1: header: expected \"at,event,worker,value,type,node\", got %s",
+                         path, line, first);
+        goto fail;
+      }
+      header_seen = 1;
+      p = next;
+      continue;
+    }
+    if (nf != CSV_NCOLS) {
+      rc = hs_diag_set(d, HS_EINVAL,
+                       "%s:%d:1: line: expected 6 fields (at,event,worker,value,type,node), got %d",
+                       path, line, nf);
+      goto fail;
+    }
+    if ((rc = csv_event(spec, path, line, f, &spec->events[old_n + n_new], &src[n_new], d)))
+      goto fail;
+    n_new++;
+    p = next;
+  }
+  if (!header_seen) {
+    rc = hs_diag_set(d, HS_EINVAL,
+                     "%s:1:1: header: expected \"at,event,worker,value,type,node\", got an empty "
+                     "file",
+                     path);
+    goto fail;
+  }
+  spec->n_events = old_n + n_new;
+  rc = settle_events(spec, old_n, src, path, 1, d);
+  if (rc) spec->n_events = old_n; /* settle_events leaves the array untouched on failure */
+fail:
+  free(src);
+  free(text);
+  return rc;
+}
