@@ -1,0 +1,595 @@
+#include "core/core_store.h"
+
+#include <math.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+struct hs_store {
+  sqlite3 *db;
+  char *path;
+  int flags;
+  int version;            /* schema version in the file */
+  sqlite3_stmt *step_ins; /* prepared once, reused for every step row */
+  int64_t step_run;       /* run of the open step batch */
+  int steps_open;         /* a step transaction is open */
+  int64_t step_pending;   /* rows in the open transaction */
+};
+
+/* The ordered migrations: migrations[i] brings the schema from version i to i + 1. Never edit
+ * one that has shipped; append a new one. Each runs in its own transaction together with the
+ * update of schema_version, so a crash leaves the file at a whole version. */
+static const char *const migrations[] = {
+    /* 1: runs and their records, calibration and validation tables. */
+    "CREATE TABLE run ("
+    "  id INTEGER PRIMARY KEY,"
+    "  kind TEXT NOT NULL CHECK (kind IN ('sim', 'real')),"
+    "  policy TEXT NOT NULL,"
+    "  params TEXT NOT NULL DEFAULT '',"
+    "  cluster_name TEXT,"
+    "  cluster_path TEXT,"
+    "  cluster_text TEXT,"
+    "  model TEXT NOT NULL,"
+    "  global_batch INTEGER NOT NULL CHECK (global_batch > 0),"
+    "  seed INTEGER NOT NULL,"
+    "  options TEXT CHECK (options IS NULL OR json_valid(options)),"
+    "  versions TEXT CHECK (versions IS NULL OR json_valid(versions)),"
+    "  command TEXT,"
+    "  status TEXT NOT NULL DEFAULT 'running'"
+    "    CHECK (status IN ('running', 'complete', 'failed', 'interrupted')),"
+    "  error TEXT,"
+    "  started_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),"
+    "  finished_at TEXT"
+    ") STRICT;"
+    "CREATE TABLE summary ("
+    "  run_id INTEGER PRIMARY KEY REFERENCES run(id) ON DELETE CASCADE,"
+    "  workers INTEGER, iterations INTEGER, events INTEGER, samples INTEGER,"
+    "  sim_time_s REAL, mean_iteration_s REAL, samples_per_s REAL,"
+    "  wait_fraction REAL CHECK (wait_fraction IS NULL OR (wait_fraction >= 0 AND wait_fraction <= 1)),"
+    "  wall_s REAL, final_loss REAL, final_accuracy REAL, time_to_target_s REAL"
+    ") STRICT;"
+    "CREATE TABLE worker ("
+    "  run_id INTEGER NOT NULL REFERENCES run(id) ON DELETE CASCADE,"
+    "  idx INTEGER NOT NULL CHECK (idx >= 0),"
+    "  device_type TEXT, node TEXT,"
+    "  joined_at_s REAL NOT NULL DEFAULT 0, left_at_s REAL,"
+    "  initial_batch INTEGER, steps INTEGER NOT NULL DEFAULT 0, samples INTEGER NOT NULL DEFAULT 0,"
+    "  busy_s REAL, wait_s REAL, comm_s REAL,"
+    "  PRIMARY KEY (run_id, idx)"
+    ") STRICT;"
+    /* WITHOUT ROWID: the primary key is the only b-tree, so an insert touches one tree instead
+     * of a rowid table plus its unique index (bench/bench_store.c measures the difference). */
+    "CREATE TABLE step ("
+    "  run_id INTEGER NOT NULL REFERENCES run(id) ON DELETE CASCADE,"
+    "  worker INTEGER NOT NULL, step INTEGER NOT NULL, batch INTEGER NOT NULL,"
+    "  start_s REAL NOT NULL, compute_end_s REAL NOT NULL, comm_end_s REAL, wait_s REAL NOT NULL,"
+    "  model_version INTEGER NOT NULL, staleness INTEGER NOT NULL, loss REAL,"
+    "  PRIMARY KEY (run_id, worker, step)"
+    ") STRICT, WITHOUT ROWID;"
+    "CREATE TABLE eval ("
+    "  id INTEGER PRIMARY KEY,"
+    "  run_id INTEGER NOT NULL REFERENCES run(id) ON DELETE CASCADE,"
+    "  time_s REAL NOT NULL, step INTEGER NOT NULL, loss REAL,"
+    "  accuracy REAL CHECK (accuracy IS NULL OR (accuracy >= 0 AND accuracy <= 1))"
+    ") STRICT;"
+    "CREATE INDEX eval_run ON eval(run_id, time_s);"
+    "CREATE TABLE device ("
+    "  id INTEGER PRIMARY KEY,"
+    "  name TEXT NOT NULL,"
+    "  uuid TEXT,"
+    "  kind TEXT NOT NULL CHECK (kind IN ('cpu', 'cuda')),"
+    "  ordinal INTEGER,"
+    "  sm_count INTEGER CHECK (sm_count IS NULL OR sm_count > 0),"
+    "  sm_partition INTEGER CHECK (sm_partition IS NULL OR sm_partition > 0),"
+    "  memory_bytes INTEGER CHECK (memory_bytes IS NULL OR memory_bytes >= 0),"
+    "  compute_capability TEXT,"
+    "  clock_sm_mhz INTEGER, clock_mem_mhz INTEGER,"
+    "  driver_version TEXT, cuda_version TEXT, cudnn_version TEXT, nccl_version TEXT,"
+    "  blas TEXT, host TEXT,"
+    "  created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))"
+    ") STRICT;"
+    "CREATE TABLE model ("
+    "  name TEXT PRIMARY KEY,"
+    "  params INTEGER NOT NULL CHECK (params > 0),"
+    "  grad_bytes INTEGER NOT NULL CHECK (grad_bytes > 0),"
+    "  flops_per_sample REAL,"
+    "  description TEXT"
+    ") STRICT;"
+    "CREATE TABLE calib_sample ("
+    "  id INTEGER PRIMARY KEY,"
+    "  device_id INTEGER NOT NULL REFERENCES device(id) ON DELETE CASCADE,"
+    "  model TEXT NOT NULL REFERENCES model(name),"
+    "  batch INTEGER NOT NULL CHECK (batch > 0),"
+    "  phase TEXT NOT NULL CHECK (phase IN ('forward', 'backward', 'update', 'step')),"
+    "  median_s REAL NOT NULL, p10_s REAL, p90_s REAL,"
+    "  count INTEGER NOT NULL CHECK (count > 0),"
+    "  created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))"
+    ") STRICT;"
+    "CREATE INDEX calib_sample_key ON calib_sample(device_id, model, phase, batch);"
+    "CREATE TABLE perf_model ("
+    "  id INTEGER PRIMARY KEY,"
+    "  device_id INTEGER NOT NULL REFERENCES device(id) ON DELETE CASCADE,"
+    "  model TEXT NOT NULL REFERENCES model(name),"
+    "  phase TEXT NOT NULL CHECK (phase IN ('forward', 'backward', 'update', 'step')),"
+    "  form TEXT NOT NULL CHECK (form IN ('linear', 'cubic', 'piecewise', 'saturating')),"
+    "  params TEXT NOT NULL CHECK (json_valid(params)),"
+    "  r2 REAL, heldout_rel_error REAL,"
+    "  max_batch INTEGER CHECK (max_batch IS NULL OR max_batch > 0),"
+    "  chosen INTEGER NOT NULL DEFAULT 0 CHECK (chosen IN (0, 1)),"
+    "  created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))"
+    ") STRICT;"
+    "CREATE INDEX perf_model_key ON perf_model(device_id, model, phase);"
+    "CREATE TABLE comm_sample ("
+    "  id INTEGER PRIMARY KEY,"
+    "  device_id INTEGER REFERENCES device(id) ON DELETE CASCADE,"
+    "  backend TEXT NOT NULL CHECK (backend IN ('nccl', 'local', 'cpu')),"
+    "  op TEXT NOT NULL CHECK (op IN ('allreduce', 'p2p', 'broadcast', 'allgather', 'reducescatter')),"
+    "  world_size INTEGER NOT NULL DEFAULT 2 CHECK (world_size > 0),"
+    "  bytes INTEGER NOT NULL CHECK (bytes >= 0),"
+    "  median_s REAL NOT NULL, p10_s REAL, p90_s REAL,"
+    "  count INTEGER NOT NULL CHECK (count > 0),"
+    "  created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))"
+    ") STRICT;"
+    "CREATE INDEX comm_sample_key ON comm_sample(backend, op, device_id, bytes);"
+    "CREATE TABLE comm_model ("
+    "  id INTEGER PRIMARY KEY,"
+    "  device_id INTEGER REFERENCES device(id) ON DELETE CASCADE,"
+    "  backend TEXT NOT NULL CHECK (backend IN ('nccl', 'local', 'cpu')),"
+    "  op TEXT NOT NULL CHECK (op IN ('allreduce', 'p2p', 'broadcast', 'allgather', 'reducescatter')),"
+    "  world_size INTEGER NOT NULL DEFAULT 2 CHECK (world_size > 0),"
+    "  alpha_s REAL NOT NULL CHECK (alpha_s >= 0),"
+    "  beta_bytes_per_s REAL NOT NULL CHECK (beta_bytes_per_s > 0),"
+    "  r2 REAL,"
+    "  created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))"
+    ") STRICT;"
+    "CREATE TABLE validation ("
+    "  id INTEGER PRIMARY KEY,"
+    "  run_id INTEGER NOT NULL REFERENCES run(id) ON DELETE CASCADE,"
+    "  sim_run_id INTEGER REFERENCES run(id) ON DELETE SET NULL,"
+    "  median_iter_error REAL, p95_iter_error REAL, time_to_loss_error REAL,"
+    "  created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))"
+    ") STRICT;"
+    "CREATE INDEX validation_run ON validation(run_id);"
+    "CREATE INDEX validation_sim_run ON validation(sim_run_id);",
+};
+enum { N_MIGRATIONS = (int)(sizeof migrations / sizeof migrations[0]) };
+_Static_assert(N_MIGRATIONS == HS_STORE_SCHEMA_VERSION, "one migration per schema version");
+
+static int db_fail(hs_store *s, hs_diag *d, const char *what) {
+  return hs_diag_set(d, HS_EDB, "database %s: %s: %s", s->path, what, sqlite3_errmsg(s->db));
+}
+
+static int exec(hs_store *s, const char *sql, const char *what, hs_diag *d) {
+  char *err = NULL;
+  int rc = sqlite3_exec(s->db, sql, NULL, NULL, &err);
+  if (rc == SQLITE_NOTADB) {
+    sqlite3_free(err);
+    return hs_diag_set(d, HS_EDB, "%s is not an SQLite database (%s)", s->path,
+                       sqlite3_errstr(rc));
+  }
+  if (rc != SQLITE_OK) {
+    hs_diag_set(d, HS_EDB, "database %s: %s: %s", s->path, what,
+                err ? err : sqlite3_errmsg(s->db));
+    sqlite3_free(err);
+    return HS_EDB;
+  }
+  return 0;
+}
+
+/* Runs a query that yields one integer; *found says whether a row came back. */
+static int query_int(hs_store *s, const char *sql, int64_t *val, int *found, hs_diag *d) {
+  sqlite3_stmt *st = NULL;
+  if (sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) != SQLITE_OK) return db_fail(s, d, sql);
+  int rc = sqlite3_step(st);
+  *found = rc == SQLITE_ROW;
+  if (rc == SQLITE_ROW) *val = sqlite3_column_int64(st, 0);
+  if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
+    db_fail(s, d, sql);
+    sqlite3_finalize(st);
+    return HS_EDB;
+  }
+  sqlite3_finalize(st);
+  return 0;
+}
+
+/* Reads the schema version: 0 for a file without hetsim tables. Also the first read of the
+ * file, so a file that is not a database fails here with SQLITE_NOTADB. */
+static int read_version(hs_store *s, int *version, hs_diag *d) {
+  int64_t v = 0, n = 0;
+  int found = 0;
+  int rc = query_int(s, "SELECT count(*) FROM sqlite_master WHERE name = 'schema_version'", &n,
+                     &found, d);
+  if (rc) {
+    if (sqlite3_errcode(s->db) == SQLITE_NOTADB)
+      return hs_diag_set(d, HS_EDB, "%s is not an SQLite database (%s)", s->path,
+                         sqlite3_errmsg(s->db));
+    return rc;
+  }
+  if (n == 0) {
+    int64_t others = 0;
+    rc = query_int(s, "SELECT count(*) FROM sqlite_master WHERE name NOT LIKE 'sqlite_%'",
+                   &others, &found, d);
+    if (rc) return rc;
+    if (others > 0)
+      return hs_diag_set(d, HS_ESCHEMA,
+                         "%s is an SQLite database but not a hetsim one (no schema_version "
+                         "table); use a new file",
+                         s->path);
+    *version = 0;
+    return 0;
+  }
+  rc = query_int(s, "SELECT version FROM schema_version", &v, &found, d);
+  if (rc) return rc;
+  *version = found ? (int)v : 0;
+  return 0;
+}
+
+static int newer_error(hs_store *s, int version, hs_diag *d) {
+  return hs_diag_set(d, HS_ESCHEMA,
+                     "database %s has schema version %d, this hetsim knows up to %d; upgrade "
+                     "hetsim",
+                     s->path, version, HS_STORE_SCHEMA_VERSION);
+}
+
+/* Applies the migrations the file lacks, each in its own IMMEDIATE transaction. The version is
+ * read again inside each transaction because another process may have migrated meanwhile. */
+static int migrate(hs_store *s, hs_diag *d) {
+  int rc = exec(s,
+                "CREATE TABLE IF NOT EXISTS schema_version ("
+                "  id INTEGER PRIMARY KEY CHECK (id = 1),"
+                "  version INTEGER NOT NULL,"
+                "  updated_at TEXT NOT NULL"
+                ") STRICT",
+                "creating schema_version", d);
+  if (rc) return rc;
+  for (;;) {
+    if ((rc = exec(s, "BEGIN IMMEDIATE", "starting a migration", d))) return rc;
+    int v = 0;
+    if ((rc = read_version(s, &v, d))) goto fail;
+    if (v > HS_STORE_SCHEMA_VERSION) {
+      rc = newer_error(s, v, d);
+      goto fail;
+    }
+    if (v == HS_STORE_SCHEMA_VERSION) {
+      s->version = v;
+      return exec(s, "COMMIT", "committing", d);
+    }
+    char what[64];
+    snprintf(what, sizeof what, "migration to schema version %d", v + 1);
+    if ((rc = exec(s, migrations[v], what, d))) goto fail;
+    char sql[256];
+    snprintf(sql, sizeof sql,
+             "INSERT INTO schema_version(id, version, updated_at) VALUES (1, %d, "
+             "strftime('%%Y-%%m-%%dT%%H:%%M:%%fZ', 'now')) ON CONFLICT(id) DO UPDATE SET "
+             "version = excluded.version, updated_at = excluded.updated_at",
+             v + 1);
+    if ((rc = exec(s, sql, what, d))) goto fail;
+    if ((rc = exec(s, "COMMIT", what, d))) goto fail;
+  }
+fail:
+  sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+  return rc;
+}
+
+int hs_store_open(hs_store **out, const char *path, int flags, hs_diag *d) {
+  *out = NULL;
+  int readonly = (flags & HS_STORE_READONLY) != 0;
+  if (readonly && access(path, F_OK) != 0)
+    return hs_diag_set(d, HS_ENOTFOUND, "database %s does not exist", path);
+  hs_store *s = calloc(1, sizeof *s);
+  if (!s) return hs_diag_set(d, HS_ENOMEM, "out of memory opening %s", path);
+  s->path = strdup(path);
+  s->flags = flags;
+  if (!s->path) {
+    free(s);
+    return hs_diag_set(d, HS_ENOMEM, "out of memory opening %s", path);
+  }
+  int oflags = readonly ? SQLITE_OPEN_READONLY : (SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
+  int rc;
+  if (sqlite3_open_v2(path, &s->db, oflags | SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK) {
+    rc = hs_diag_set(d, HS_EDB, "cannot open database %s: %s", path,
+                     s->db ? sqlite3_errmsg(s->db) : "out of memory");
+    goto fail;
+  }
+  sqlite3_extended_result_codes(s->db, 0);
+  sqlite3_busy_timeout(s->db, HS_STORE_BUSY_TIMEOUT_MS);
+  /* Settings that do not touch the file come first: a newer or foreign file must be left
+   * exactly as it was found. */
+  if ((rc = exec(s,
+                 "PRAGMA foreign_keys = ON; PRAGMA temp_store = MEMORY;"
+                 "PRAGMA cache_size = -65536",
+                 "configuring the connection", d)))
+    goto fail;
+  int v = 0;
+  if ((rc = read_version(s, &v, d))) goto fail;
+  if (v > HS_STORE_SCHEMA_VERSION) {
+    rc = newer_error(s, v, d);
+    goto fail;
+  }
+  if (readonly) {
+    if (v == 0) {
+      rc = hs_diag_set(d, HS_ESCHEMA, "%s is not a hetsim database (no schema)", path);
+      goto fail;
+    }
+    s->version = v;
+  } else {
+    /* WAL lets readers run beside one writer, and with synchronous=NORMAL a commit costs no
+     * fsync (only checkpoints do), which the bulk step insert needs. */
+    if ((rc = exec(s, "PRAGMA journal_mode = WAL", "switching to WAL", d))) goto fail;
+    if ((rc = exec(s, "PRAGMA synchronous = NORMAL", "setting synchronous", d))) goto fail;
+    if ((rc = migrate(s, d))) goto fail;
+  }
+  *out = s;
+  return 0;
+fail:
+  sqlite3_close(s->db);
+  free(s->path);
+  free(s);
+  return rc;
+}
+
+void hs_store_close(hs_store *s) {
+  if (!s) return;
+  if (s->steps_open) hs_store_steps_end(s, NULL);
+  sqlite3_finalize(s->step_ins);
+  sqlite3_close(s->db);
+  free(s->path);
+  free(s);
+}
+
+struct sqlite3 *hs_store_db(hs_store *s) { return s->db; }
+const char *hs_store_path(const hs_store *s) { return s->path; }
+int hs_store_schema_version(const hs_store *s) { return s->version; }
+
+static int writable(hs_store *s, hs_diag *d) {
+  if (s->flags & HS_STORE_READONLY)
+    return hs_diag_set(d, HS_EINVAL, "database %s was opened read-only", s->path);
+  return 0;
+}
+
+static void bind_text(sqlite3_stmt *st, int i, const char *v) {
+  if (v) sqlite3_bind_text(st, i, v, -1, SQLITE_STATIC);
+  else sqlite3_bind_null(st, i);
+}
+
+/* NaN means "no value" throughout the store API. */
+static void bind_real(sqlite3_stmt *st, int i, double v) {
+  if (isnan(v)) sqlite3_bind_null(st, i);
+  else sqlite3_bind_double(st, i, v);
+}
+
+/* Steps a bound statement once and resets it: the common shape of every single-row write. */
+static int step_once(hs_store *s, sqlite3_stmt *st, const char *what, hs_diag *d) {
+  int rc = sqlite3_step(st);
+  if (rc != SQLITE_DONE && rc != SQLITE_ROW) {
+    db_fail(s, d, what);
+    sqlite3_reset(st);
+    return HS_EDB;
+  }
+  sqlite3_reset(st);
+  return 0;
+}
+
+static int check_steps_closed(hs_store *s, hs_diag *d) {
+  if (s->steps_open)
+    return hs_diag_set(d, HS_EINVAL,
+                       "database %s: a step batch is open; call hs_store_steps_end first",
+                       s->path);
+  return 0;
+}
+
+int hs_store_run_begin(hs_store *s, const hs_run_info *info, int64_t *run_id, hs_diag *d) {
+  int rc;
+  if ((rc = writable(s, d)) || (rc = check_steps_closed(s, d))) return rc;
+  static const char sql[] =
+      "INSERT INTO run(kind, policy, params, cluster_name, cluster_path, cluster_text, model,"
+      " global_batch, seed, options, versions, command, status)"
+      " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, 'running')";
+  sqlite3_stmt *st = NULL;
+  if (sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) != SQLITE_OK)
+    return db_fail(s, d, "preparing the run insert");
+  bind_text(st, 1, info->kind);
+  bind_text(st, 2, info->policy);
+  bind_text(st, 3, info->params ? info->params : "");
+  bind_text(st, 4, info->cluster_name);
+  bind_text(st, 5, info->cluster_path);
+  bind_text(st, 6, info->cluster_text);
+  bind_text(st, 7, info->model);
+  sqlite3_bind_int64(st, 8, info->global_batch);
+  sqlite3_bind_int64(st, 9, (int64_t)info->seed);
+  bind_text(st, 10, info->options_json);
+  bind_text(st, 11, info->versions_json);
+  bind_text(st, 12, info->command);
+  /* Autocommit: the row is durable (in WAL) as soon as the step returns. */
+  rc = step_once(s, st, "inserting the run", d);
+  sqlite3_finalize(st);
+  if (rc) return rc;
+  *run_id = sqlite3_last_insert_rowid(s->db);
+  return 0;
+}
+
+int hs_store_workers_add(hs_store *s, int64_t run, const hs_worker_row *rows, int n, hs_diag *d) {
+  int rc;
+  if ((rc = writable(s, d)) || (rc = check_steps_closed(s, d))) return rc;
+  static const char sql[] =
+      "INSERT INTO worker(run_id, idx, device_type, node, joined_at_s, left_at_s, initial_batch,"
+      " steps, samples, busy_s, wait_s, comm_s) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12)";
+  sqlite3_stmt *st = NULL;
+  if (sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) != SQLITE_OK)
+    return db_fail(s, d, "preparing the worker insert");
+  if ((rc = exec(s, "BEGIN IMMEDIATE", "starting the worker insert", d))) {
+    sqlite3_finalize(st);
+    return rc;
+  }
+  for (int i = 0; i < n && !rc; i++) {
+    const hs_worker_row *w = &rows[i];
+    sqlite3_bind_int64(st, 1, run);
+    sqlite3_bind_int(st, 2, w->index);
+    bind_text(st, 3, w->device_type);
+    bind_text(st, 4, w->node);
+    bind_real(st, 5, w->joined_at_s);
+    bind_real(st, 6, w->left_at_s);
+    sqlite3_bind_int(st, 7, w->initial_batch);
+    sqlite3_bind_int64(st, 8, w->steps);
+    sqlite3_bind_int64(st, 9, w->samples);
+    bind_real(st, 10, w->busy_s);
+    bind_real(st, 11, w->wait_s);
+    bind_real(st, 12, w->comm_s);
+    rc = step_once(s, st, "inserting a worker", d);
+    if (rc) hs_diag_prefix(d, "worker %d of run %lld", w->index, (long long)run);
+  }
+  sqlite3_finalize(st);
+  if (rc) {
+    sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+    return rc;
+  }
+  return exec(s, "COMMIT", "committing workers", d);
+}
+
+int hs_store_steps_begin(hs_store *s, int64_t run, hs_diag *d) {
+  int rc;
+  if ((rc = writable(s, d)) || (rc = check_steps_closed(s, d))) return rc;
+  if (!s->step_ins) {
+    static const char sql[] =
+        "INSERT INTO step(run_id, worker, step, batch, start_s, compute_end_s, comm_end_s,"
+        " wait_s, model_version, staleness, loss) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11)";
+    if (sqlite3_prepare_v3(s->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &s->step_ins, NULL) !=
+        SQLITE_OK)
+      return db_fail(s, d, "preparing the step insert");
+  }
+  if ((rc = exec(s, "BEGIN IMMEDIATE", "starting the step insert", d))) return rc;
+  s->step_run = run;
+  s->steps_open = 1;
+  s->step_pending = 0;
+  return 0;
+}
+
+int hs_store_step_add(hs_store *s, const hs_step_row *r, hs_diag *d) {
+  if (!s->steps_open)
+    return hs_diag_set(d, HS_EINVAL, "database %s: hs_store_step_add outside a step batch",
+                       s->path);
+  sqlite3_stmt *st = s->step_ins;
+  sqlite3_bind_int64(st, 1, s->step_run);
+  sqlite3_bind_int(st, 2, r->worker);
+  sqlite3_bind_int64(st, 3, r->step);
+  sqlite3_bind_int(st, 4, r->batch);
+  sqlite3_bind_double(st, 5, r->start_s);
+  sqlite3_bind_double(st, 6, r->compute_end_s);
+  bind_real(st, 7, r->comm_end_s);
+  sqlite3_bind_double(st, 8, r->wait_s);
+  sqlite3_bind_int64(st, 9, r->model_version);
+  sqlite3_bind_int(st, 10, r->staleness);
+  bind_real(st, 11, r->loss);
+  if (sqlite3_step(st) != SQLITE_DONE) {
+    hs_diag_set(d, HS_EDB, "database %s: inserting step %lld of worker %d, run %lld: %s",
+                s->path, (long long)r->step, (int)r->worker, (long long)s->step_run,
+                sqlite3_errmsg(s->db));
+    sqlite3_reset(st);
+    return HS_EDB;
+  }
+  sqlite3_reset(st);
+  /* Committing in batches bounds the work lost to an interruption and lets other processes
+   * that share the file get the write lock between batches. */
+  if (++s->step_pending >= HS_STORE_STEP_BATCH) {
+    int rc = exec(s, "COMMIT; BEGIN IMMEDIATE", "committing a step batch", d);
+    if (rc) {
+      if (sqlite3_get_autocommit(s->db)) s->steps_open = 0;
+      return rc;
+    }
+    s->step_pending = 0;
+  }
+  return 0;
+}
+
+int hs_store_steps_end(hs_store *s, hs_diag *d) {
+  if (!s->steps_open) return 0;
+  s->steps_open = 0;
+  s->step_pending = 0;
+  if (sqlite3_get_autocommit(s->db)) return 0;
+  return exec(s, "COMMIT", "committing the last step batch", d);
+}
+
+int hs_store_eval_add(hs_store *s, int64_t run, double time_s, int64_t step, double loss,
+                      double accuracy, hs_diag *d) {
+  int rc;
+  if ((rc = writable(s, d)) || (rc = check_steps_closed(s, d))) return rc;
+  sqlite3_stmt *st = NULL;
+  if (sqlite3_prepare_v2(s->db,
+                         "INSERT INTO eval(run_id, time_s, step, loss, accuracy)"
+                         " VALUES (?1, ?2, ?3, ?4, ?5)",
+                         -1, &st, NULL) != SQLITE_OK)
+    return db_fail(s, d, "preparing the eval insert");
+  sqlite3_bind_int64(st, 1, run);
+  sqlite3_bind_double(st, 2, time_s);
+  sqlite3_bind_int64(st, 3, step);
+  bind_real(st, 4, loss);
+  bind_real(st, 5, accuracy);
+  rc = step_once(s, st, "inserting an evaluation", d);
+  sqlite3_finalize(st);
+  return rc;
+}
+
+int hs_store_run_finish(hs_store *s, int64_t run, const char *status, const hs_summary *sum,
+                        const char *error, hs_diag *d) {
+  int rc;
+  if ((rc = writable(s, d))) return rc;
+  if (!status || (strcmp(status, "complete") && strcmp(status, "failed") &&
+                  strcmp(status, "interrupted")))
+    return hs_diag_set(d, HS_EINVAL,
+                       "run status must be complete, failed or interrupted, got \"%s\"",
+                       status ? status : "(null)");
+  if ((rc = hs_store_steps_end(s, d))) return rc;
+  if ((rc = exec(s, "BEGIN IMMEDIATE", "finishing the run", d))) return rc;
+  sqlite3_stmt *st = NULL;
+  if (sqlite3_prepare_v2(s->db,
+                         "UPDATE run SET status = ?2, error = ?3,"
+                         " finished_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now') WHERE id = ?1",
+                         -1, &st, NULL) != SQLITE_OK) {
+    rc = db_fail(s, d, "preparing the run update");
+    goto fail;
+  }
+  sqlite3_bind_int64(st, 1, run);
+  bind_text(st, 2, status);
+  bind_text(st, 3, error);
+  rc = step_once(s, st, "updating the run", d);
+  sqlite3_finalize(st);
+  st = NULL;
+  if (rc) goto fail;
+  if (sqlite3_changes(s->db) != 1) {
+    rc = hs_diag_set(d, HS_ENOTFOUND, "database %s: no run %lld", s->path, (long long)run);
+    goto fail;
+  }
+  if (sum) {
+    if (sqlite3_prepare_v2(s->db,
+                           "INSERT OR REPLACE INTO summary(run_id, workers, iterations, events,"
+                           " samples, sim_time_s, mean_iteration_s, samples_per_s, wait_fraction,"
+                           " wall_s, final_loss, final_accuracy, time_to_target_s)"
+                           " VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13)",
+                           -1, &st, NULL) != SQLITE_OK) {
+      rc = db_fail(s, d, "preparing the summary insert");
+      goto fail;
+    }
+    sqlite3_bind_int64(st, 1, run);
+    sqlite3_bind_int64(st, 2, sum->workers);
+    sqlite3_bind_int64(st, 3, sum->iterations);
+    sqlite3_bind_int64(st, 4, sum->events);
+    sqlite3_bind_int64(st, 5, sum->samples);
+    bind_real(st, 6, sum->sim_time_s);
+    bind_real(st, 7, sum->mean_iteration_s);
+    bind_real(st, 8, sum->samples_per_s);
+    bind_real(st, 9, sum->wait_fraction);
+    bind_real(st, 10, sum->wall_s);
+    bind_real(st, 11, sum->final_loss);
+    bind_real(st, 12, sum->final_accuracy);
+    bind_real(st, 13, sum->time_to_target_s);
+    rc = step_once(s, st, "inserting the summary", d);
+    sqlite3_finalize(st);
+    if (rc) goto fail;
+  }
+  return exec(s, "COMMIT", "finishing the run", d);
+fail:
+  sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+  return rc;
+}

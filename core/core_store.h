@@ -1,0 +1,103 @@
+/* core_store: the SQLite database where every run, calibration and validation lands.
+ *
+ * Contract:
+ * - hs_store_open creates the file and brings its schema up to HS_STORE_SCHEMA_VERSION by
+ *   applying the ordered migrations (each in its own transaction), unless HS_STORE_READONLY is
+ *   given: then nothing is created or changed, and a missing file is HS_ENOTFOUND. A database
+ *   whose schema is newer than this build knows is refused with HS_ESCHEMA and left untouched.
+ * - The connection uses WAL, foreign keys and a busy timeout, so several processes (sweep ranks)
+ *   may write one file; every write transaction starts with BEGIN IMMEDIATE.
+ * - A run is inserted with status 'running' and committed at once; only hs_store_run_finish
+ *   marks it complete, failed or interrupted, so a half-written run never looks complete.
+ * - Step rows go through a buffered bulk insert that commits every HS_STORE_STEP_BATCH rows;
+ *   an interrupted run keeps the rows of every committed batch, and hs_store_run_finish and
+ *   hs_store_close commit the pending ones.
+ * - Doubles that are NaN are stored as NULL. Times are seconds, sizes bytes, batches samples.
+ * - Ownership: the caller owns every string it passes; the store copies what it keeps.
+ * - Threading: one hs_store per thread; the handle is not shared.
+ * - Library code: errors go into hs_diag (with sqlite3_errmsg and the path), never to stdio. */
+#ifndef HS_CORE_STORE_H
+#define HS_CORE_STORE_H
+
+#include <stdint.h>
+
+#include "core/core_error.h"
+
+struct sqlite3;
+
+/* The newest schema this build knows; docs/schema.md describes it table by table. */
+#define HS_STORE_SCHEMA_VERSION 1
+/* Step rows per transaction in the bulk insert. */
+#define HS_STORE_STEP_BATCH 100000
+/* How long a writer waits for another process's transaction before giving up, in ms. */
+#define HS_STORE_BUSY_TIMEOUT_MS 30000
+
+typedef struct hs_store hs_store;
+enum { HS_STORE_READONLY = 1 };
+
+/* Opens (and unless READONLY creates and migrates) the database at path. On failure *out is
+ * NULL and d says why: HS_ENOTFOUND (read-only, no such file), HS_EDB (not a database, I/O),
+ * HS_ESCHEMA (schema newer than this build, or not a hetsim database). */
+int hs_store_open(hs_store **out, const char *path, int flags, hs_diag *d);
+/* Commits pending step rows and closes. NULL is allowed. */
+void hs_store_close(hs_store *s);
+struct sqlite3 *hs_store_db(hs_store *s);
+const char *hs_store_path(const hs_store *s);
+/* The schema version found in (or brought to) the file. */
+int hs_store_schema_version(const hs_store *s);
+
+typedef struct hs_run_info {
+  const char *kind;          /* "sim" | "real" */
+  const char *policy;        /* "ssgd" */
+  const char *params;        /* canonical "k=v,k=v" of the policy's parameters */
+  const char *cluster_name, *cluster_path, *cluster_text;  /* text = the whole YAML as given */
+  const char *model;
+  int64_t global_batch;      /* samples per global iteration */
+  uint64_t seed;             /* stored as INTEGER (the bits cast to int64) */
+  const char *options_json;  /* other run options, JSON object text; NULL = none */
+  const char *versions_json; /* hetsim + library versions, JSON object text; NULL = none */
+  const char *command;       /* the command line */
+} hs_run_info;
+/* Inserts a run with status 'running' and commits at once. */
+int hs_store_run_begin(hs_store *s, const hs_run_info *info, int64_t *run_id, hs_diag *d);
+
+typedef struct hs_worker_row {
+  int index;                 /* worker number, file order from 0 */
+  const char *device_type;
+  const char *node;
+  double joined_at_s, left_at_s;          /* s; left_at_s NaN = NULL (never left) */
+  int initial_batch;         /* samples */
+  int64_t steps, samples;
+  double busy_s, wait_s, comm_s;          /* s */
+} hs_worker_row;
+/* Inserts n worker rows in one transaction. */
+int hs_store_workers_add(hs_store *s, int64_t run, const hs_worker_row *rows, int n, hs_diag *d);
+
+typedef struct hs_step_row {
+  int32_t worker; int64_t step; int32_t batch;
+  double start_s, compute_end_s, comm_end_s, wait_s;  /* s; comm_end_s NaN = NULL */
+  int64_t model_version; int32_t staleness;
+  double loss;                            /* NaN = NULL */
+} hs_step_row;
+/* Buffered bulk insert: one prepared statement, a transaction committed every
+ * HS_STORE_STEP_BATCH rows so an interrupted run keeps consistent rows. Between begin and end
+ * the store may be used only for step rows (other writes would land in the open batch). */
+int hs_store_steps_begin(hs_store *s, int64_t run, hs_diag *d);
+int hs_store_step_add(hs_store *s, const hs_step_row *row, hs_diag *d);
+int hs_store_steps_end(hs_store *s, hs_diag *d);
+/* loss and accuracy NaN = NULL; accuracy is a fraction in [0, 1]. */
+int hs_store_eval_add(hs_store *s, int64_t run, double time_s, int64_t step, double loss,
+                      double accuracy, hs_diag *d);
+
+typedef struct hs_summary {
+  int64_t workers, iterations, events, samples;
+  double sim_time_s, mean_iteration_s, samples_per_s, wait_fraction, wall_s;
+  double final_loss, final_accuracy, time_to_target_s;   /* NaN = NULL */
+} hs_summary;
+/* status: "complete" | "failed" | "interrupted"; sum may be NULL; error may be NULL.
+ * Commits pending step rows first, then sets the status, finished_at and the summary in one
+ * transaction. An unknown run is HS_ENOTFOUND. */
+int hs_store_run_finish(hs_store *s, int64_t run, const char *status, const hs_summary *sum,
+                        const char *error, hs_diag *d);
+
+#endif

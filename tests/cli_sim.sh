@@ -1,0 +1,148 @@
+#!/usr/bin/env bash
+# CLI tests for `hetsim sim`, `policies`, `models`, the top-level help and the subcommands that
+# are not built yet. Usage: cli_sim.sh HETSIM SOURCE_DIR
+set -u
+H=$1
+SRC=$2
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+pass=0
+fail=0
+ok() { pass=$((pass + 1)); echo "ok   $1"; }
+no() { fail=$((fail + 1)); echo "FAIL $1"; }
+check() { local name=$1; shift; if "$@"; then ok "$name"; else no "$name"; fi; }
+# expect_exit NAME CODE CMD...: runs CMD, keeps its stdout/stderr in $T/out and $T/err
+expect_exit() {
+  local name=$1 code=$2; shift 2
+  "$@" >"$T/out" 2>"$T/err"
+  local rc=$?
+  if [ "$rc" = "$code" ]; then ok "$name"; else no "$name (exit $rc, wanted $code): $(head -c 300 "$T/err")"; fi
+}
+# val DB SQL: the single value a query returns (CSV is RFC 4180: CRLF line ends).
+val() { "$H" query --db "$1" sql "$2" --csv | tr -d '\r' | tail -n 1; }
+runs() { val "$T/h.db" "SELECT count(*) AS n FROM run"; }
+
+C="$SRC/traces/lbb-4gpu.yaml"
+
+# --- help and the command table ---------------------------------------------------------
+expect_exit help 0 "$H" --help
+check help_lists_commands grep -q "sim " "$T/out"
+for c in sim query policies models; do
+  expect_exit "help_$c" 0 "$H" "$c" --help
+done
+for c in calib real validate sweep devices; do
+  expect_exit "not_built_$c" 2 "$H" "$c"
+  check "not_built_${c}_says_so" grep -q "not built yet" "$T/err"
+done
+expect_exit unknown_command 2 "$H" frobnicate
+expect_exit no_command 2 "$H"
+
+# --- policies and models ----------------------------------------------------------------
+expect_exit policies 0 "$H" policies
+for p in ssgd ps-bsp asp ssp localsgd; do check "policies_lists_$p" grep -q "^$p " "$T/out"; done
+expect_exit policies_json 0 "$H" policies --json
+check policies_json_has_param grep -q '"name": "tau"' "$T/out"
+expect_exit models 0 "$H" models
+check models_resnet18_params grep -Eq "^resnet18 .* 11173962 " "$T/out"
+expect_exit models_json 0 "$H" models --json
+check models_json_vgg16 grep -q '"params": 14728266' "$T/out"
+
+# --- a run, its JSON summary, trace and rows ---------------------------------------------
+expect_exit sim_json 0 "$H" sim --cluster "$C" --model resnet18 --policy ssgd --global-batch 256 \
+  --iterations 20 --db "$T/h.db" --json --trace-out "$T/trace.json"
+for k in run_id policy workers iterations sim_time_s mean_iteration_s samples_per_s wait_fraction events wall_s; do
+  check "sim_json_has_$k" grep -q "\"$k\":" "$T/out"
+done
+check sim_json_iterations grep -q '"iterations": 20,' "$T/out"
+check sim_json_status grep -q '"status": "complete"' "$T/out"
+if command -v python3 >/dev/null; then
+  check sim_json_parses python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["workers"]==4' "$T/out"
+  check trace_parses python3 -c '
+import json,sys
+d=json.load(open(sys.argv[1]))
+ev=d["traceEvents"]
+tids={e["tid"] for e in ev if e.get("ph")=="X"}
+names={e["name"] for e in ev if e.get("ph")=="X"}
+assert tids=={0,1,2,3}, tids
+assert {"compute","wait","allreduce"} <= names, names
+' "$T/trace.json"
+fi
+check steps_stored test "$(val "$T/h.db" "SELECT count(*) FROM step WHERE run_id=1")" = 80
+check workers_stored test "$(val "$T/h.db" "SELECT count(*) FROM worker WHERE run_id=1")" = 4
+check run_complete test "$(val "$T/h.db" "SELECT status FROM run WHERE id=1")" = complete
+
+expect_exit sim_text 0 "$H" sim --cluster "$C" --model resnet18 --policy "ssp:s=1" --global-batch 256 \
+  --sim-time 10s --db "$T/h.db" --store summary
+check sim_text_summary grep -q "simulated time" "$T/out"
+check summary_store_no_steps test "$(val "$T/h.db" "SELECT count(*) FROM step WHERE run_id=2")" = 0
+expect_exit sim_events_csv 0 "$H" sim --cluster "$C" --events "$SRC/traces/lbb-4gpu-events.csv" \
+  --model resnet18 --policy asp --global-batch 256 --sim-time 60s --db "$T/h.db"
+
+# Same seed, same rows; another seed (with jitter), other rows.
+J="$T/jitter.yaml"
+sed 's/^jitter: {cv: 0.0}/jitter: {cv: 0.2}/' "$C" >"$J"
+for s in 5 5 6; do
+  "$H" sim --cluster "$J" --model resnet18 --policy ssgd --global-batch 256 --iterations 30 \
+    --seed $s --db "$T/det.db" --json >"$T/det-$s.json" 2>&1
+done
+q() { "$H" query --db "$T/det.db" sql "SELECT worker,step,batch,start_s,compute_end_s,comm_end_s,wait_s FROM step WHERE run_id=$1 ORDER BY worker,step" --csv; }
+check same_seed_same_rows test "$(q 1)" = "$(q 2)"
+check other_seed_other_rows test "$(q 1)" != "$(q 3)"
+
+# --- bad input: exit 2, a precise message, nothing stored ----------------------------------
+before=$(runs)
+cat >"$T/bad.yaml" <<'YAML'
+name: bad
+device_types:
+  g: {compute: {t0: 4ms, per_sample: 0.5ms}}
+nodes:
+  - name: n0
+    link: {bandwidth: fast}
+    devices: [{type: g, count: 2}]
+YAML
+expect_exit bad_cluster 2 "$H" sim --cluster "$T/bad.yaml" --model resnet18 --policy ssgd --global-batch 8 --iterations 1 --db "$T/h.db"
+check bad_cluster_message grep -q 'bad.yaml:6:23: nodes\[0\].link.bandwidth: expected a bandwidth' "$T/err"
+expect_exit missing_cluster 2 "$H" sim --cluster "$T/nope.yaml" --model resnet18 --policy ssgd --global-batch 8 --iterations 1 --db "$T/h.db"
+expect_exit unknown_model 2 "$H" sim --cluster "$C" --model resnet19 --policy ssgd --global-batch 8 --iterations 1 --db "$T/h.db"
+check unknown_model_lists grep -q "valid: mlp" "$T/err"
+expect_exit unknown_policy 2 "$H" sim --cluster "$C" --model resnet18 --policy sgd --global-batch 8 --iterations 1 --db "$T/h.db"
+check unknown_policy_lists grep -q "valid: ssgd" "$T/err"
+expect_exit unknown_param 2 "$H" sim --cluster "$C" --model resnet18 --policy ssp:x=1 --global-batch 8 --iterations 1 --db "$T/h.db"
+expect_exit bad_param 2 "$H" sim --cluster "$C" --model resnet18 --policy ssp:s=-1 --global-batch 8 --iterations 1 --db "$T/h.db"
+expect_exit no_stop 2 "$H" sim --cluster "$C" --model resnet18 --policy ssgd --global-batch 8 --db "$T/h.db"
+expect_exit bad_batch 2 "$H" sim --cluster "$C" --model resnet18 --policy ssgd --global-batch 0 --iterations 1 --db "$T/h.db"
+expect_exit bad_simtime 2 "$H" sim --cluster "$C" --model resnet18 --policy ssgd --global-batch 8 --sim-time soon --db "$T/h.db"
+expect_exit too_few_samples 2 "$H" sim --cluster "$C" --model resnet18 --policy ssgd --global-batch 2 --iterations 1 --db "$T/h.db"
+expect_exit memory_limit 2 "$H" sim --cluster "$C" --model resnet18 --policy ssgd --global-batch 100000 --iterations 1 --db "$T/h.db"
+check memory_limit_message grep -q "memory limit" "$T/err"
+expect_exit target_needs_convergence 2 "$H" sim --cluster "$C" --model resnet18 --policy ssgd --global-batch 8 --target-loss 0.5 --db "$T/h.db"
+expect_exit calib_not_built 2 "$H" sim --cluster "$C" --model resnet18 --policy ssgd --global-batch 8 --iterations 1 --calib x.db --db "$T/h.db"
+expect_exit unknown_option 2 "$H" sim --cluster "$C" --frob
+printf 'at,event,worker,value,type,node\n1s,slowdown,9,2,,\n' >"$T/bad.csv"
+expect_exit bad_events_csv 2 "$H" sim --cluster "$C" --events "$T/bad.csv" --model resnet18 --policy ssgd --global-batch 8 --iterations 1 --db "$T/h.db"
+check bad_events_csv_message grep -q "bad.csv:2" "$T/err"
+check nothing_stored_for_bad_input test "$(runs)" = "$before"
+
+# --- progress only on a terminal (or when forced), interruption -------------------------
+bash "$SRC/bench/gen_cluster.sh" 20000 >"$T/big.yaml"
+HETSIM_PROGRESS=1 "$H" sim --cluster "$T/big.yaml" --model resnet18 --policy ssgd --global-batch 640000 \
+  --iterations 400 --db "$T/p.db" --store summary >"$T/out" 2>"$T/err"
+check progress_forced grep -q "%" "$T/err"
+"$H" sim --cluster "$T/big.yaml" --model resnet18 --policy ssgd --global-batch 640000 \
+  --iterations 40 --db "$T/p.db" --store summary >"$T/out" 2>"$T/err"
+check progress_silent_when_piped test ! -s "$T/err"
+
+"$H" sim --cluster "$T/big.yaml" --model resnet18 --policy ssgd --global-batch 640000 \
+  --iterations 100000000 --db "$T/int.db" >"$T/out" 2>"$T/err" &
+pid=$!
+sleep 2
+kill -INT $pid
+wait $pid
+rc=$?
+check interrupted_exit_1 test "$rc" = 1
+check interrupted_status test "$(val "$T/int.db" "SELECT status FROM run")" = interrupted
+check interrupted_steps_kept test "$(val "$T/int.db" "SELECT count(*) > 0 FROM step")" = 1
+check interrupted_integrity test "$(val "$T/int.db" "PRAGMA integrity_check")" = ok
+
+echo "$pass passed, $fail failed"
+[ "$fail" = 0 ]

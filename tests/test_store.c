@@ -1,0 +1,491 @@
+/* Tests for core_store: schema creation and migration, refusal of newer schemas and foreign
+ * files, read-only opens, and round trips of runs, workers, steps and evaluations.
+ *
+ * With HETSIM_STORE_FIXTURE=PATH in the environment the program instead writes a small fixed
+ * database to PATH and exits: tests/cli_query.sh uses it to test `hetsim query` without
+ * depending on the simulator. */
+#include <math.h>
+#include <sqlite3.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/core_store.h"
+#include "tests/hs_test.h"
+
+static void rm_db(const char *path) {
+  char aux[600];
+  unlink(path);
+  snprintf(aux, sizeof aux, "%s-wal", path);
+  unlink(aux);
+  snprintf(aux, sizeof aux, "%s-shm", path);
+  unlink(aux);
+}
+
+static int file_exists(const char *path) {
+  struct stat st;
+  return stat(path, &st) == 0;
+}
+
+/* One integer from a query, or -1 when the query fails or yields nothing. */
+static int64_t q_int(hs_store *s, const char *sql) {
+  sqlite3_stmt *st = NULL;
+  int64_t v = -1;
+  if (sqlite3_prepare_v2(hs_store_db(s), sql, -1, &st, NULL) == SQLITE_OK &&
+      sqlite3_step(st) == SQLITE_ROW)
+    v = sqlite3_column_int64(st, 0);
+  sqlite3_finalize(st);
+  return v;
+}
+
+static double q_double(hs_store *s, const char *sql) {
+  sqlite3_stmt *st = NULL;
+  double v = NAN;
+  if (sqlite3_prepare_v2(hs_store_db(s), sql, -1, &st, NULL) == SQLITE_OK &&
+      sqlite3_step(st) == SQLITE_ROW)
+    v = sqlite3_column_double(st, 0);
+  sqlite3_finalize(st);
+  return v;
+}
+
+static const hs_run_info run_info = {
+    .kind = "sim", .policy = "ssgd", .params = "", .cluster_name = "lbb-4gpu",
+    .cluster_path = "traces/lbb-4gpu.yaml", .cluster_text = "name: lbb-4gpu\n",
+    .model = "resnet18", .global_batch = 64, .seed = UINT64_C(0xfedcba9876543210),
+    .options_json = "{\"iterations\":5}", .versions_json = "{\"hetsim\":\"0.1.0\"}",
+    .command = "hetsim sim ..."};
+
+static void test_open_migrate_reopen(void) {
+  const char *p = hs_test_tmp("migrate.db");
+  rm_db(p);
+  hs_diag d = {0};
+  hs_store *s = NULL;
+  ASSERT_EQ(hs_store_open(&s, p, 0, &d), 0);
+  if (!s) return;
+  ASSERT_EQ(hs_store_schema_version(s), HS_STORE_SCHEMA_VERSION);
+  ASSERT_EQ(q_int(s, "SELECT version FROM schema_version"), HS_STORE_SCHEMA_VERSION);
+  ASSERT_EQ(q_int(s, "SELECT count(*) FROM schema_version"), 1);
+  ASSERT_EQ(q_int(s, "PRAGMA foreign_keys"), 1);
+  ASSERT_EQ(q_int(s, "SELECT count(*) FROM pragma_journal_mode WHERE journal_mode = 'wal'"), 1);
+  ASSERT(q_int(s, "PRAGMA busy_timeout") >= 10000);
+  /* Every table of the contract exists and is STRICT. */
+  static const char *const tables[] = {"run", "summary", "worker", "step", "eval", "device",
+                                       "model", "calib_sample", "perf_model", "comm_sample",
+                                       "comm_model", "validation", "schema_version", NULL};
+  for (const char *const *t = tables; *t; t++) {
+    char sql[400];
+    snprintf(sql, sizeof sql, "SELECT strict FROM pragma_table_list WHERE name = '%s'", *t);
+    if (q_int(s, sql) != 1) HS_FAIL_AT("table %s missing or not STRICT", *t);
+  }
+  int64_t run = 0;
+  ASSERT_EQ(hs_store_run_begin(s, &run_info, &run, &d), 0);
+  hs_store_close(s);
+  /* Reopening applies nothing and keeps the data. */
+  s = NULL;
+  ASSERT_EQ(hs_store_open(&s, p, 0, &d), 0);
+  if (!s) return;
+  ASSERT_EQ(q_int(s, "SELECT version FROM schema_version"), HS_STORE_SCHEMA_VERSION);
+  ASSERT_EQ(q_int(s, "SELECT count(*) FROM run"), 1);
+  hs_store_close(s);
+  rm_db(p);
+}
+
+static void test_newer_schema_refused(void) {
+  const char *p = hs_test_tmp("newer.db");
+  rm_db(p);
+  hs_diag d = {0};
+  hs_store *s = NULL;
+  ASSERT_EQ(hs_store_open(&s, p, 0, &d), 0);
+  if (!s) return;
+  int64_t run = 0;
+  ASSERT_EQ(hs_store_run_begin(s, &run_info, &run, &d), 0);
+  ASSERT_EQ(sqlite3_exec(hs_store_db(s), "UPDATE schema_version SET version = 999", NULL, NULL,
+                         NULL),
+            SQLITE_OK);
+  hs_store_close(s);
+  s = NULL;
+  ASSERT_EQ(hs_store_open(&s, p, 0, &d), HS_ESCHEMA);
+  ASSERT(s == NULL);
+  ASSERT_CONTAINS(d.msg, "schema version 999");
+  ASSERT_CONTAINS(d.msg, "upgrade hetsim");
+  ASSERT_CONTAINS(d.msg, p);
+  ASSERT_EQ(hs_store_open(&s, p, HS_STORE_READONLY, &d), HS_ESCHEMA);
+  /* The file was not touched: look with plain SQLite. */
+  sqlite3 *db = NULL;
+  ASSERT_EQ(sqlite3_open_v2(p, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+  sqlite3_stmt *st = NULL;
+  ASSERT_EQ(sqlite3_prepare_v2(db, "SELECT (SELECT version FROM schema_version),"
+                                   " (SELECT count(*) FROM run)", -1, &st, NULL),
+            SQLITE_OK);
+  ASSERT_EQ(sqlite3_step(st), SQLITE_ROW);
+  ASSERT_EQ(sqlite3_column_int(st, 0), 999);
+  ASSERT_EQ(sqlite3_column_int(st, 1), 1);
+  sqlite3_finalize(st);
+  sqlite3_close(db);
+  rm_db(p);
+}
+
+static void test_readonly(void) {
+  const char *p = hs_test_tmp("ro.db");
+  rm_db(p);
+  hs_diag d = {0};
+  hs_store *s = NULL;
+  ASSERT_EQ(hs_store_open(&s, p, HS_STORE_READONLY, &d), HS_ENOTFOUND);
+  ASSERT(s == NULL);
+  ASSERT_CONTAINS(d.msg, p);
+  ASSERT_CONTAINS(d.msg, "does not exist");
+  ASSERT(!file_exists(p));
+  /* An empty file is a valid empty SQLite database but not a hetsim one; read-only must not
+   * migrate it. */
+  FILE *f = fopen(p, "w");
+  ASSERT(f != NULL);
+  if (f) fclose(f);
+  ASSERT_EQ(hs_store_open(&s, p, HS_STORE_READONLY, &d), HS_ESCHEMA);
+  struct stat st;
+  ASSERT(stat(p, &st) == 0 && st.st_size == 0);
+  rm_db(p);
+  /* A real database opened read-only reads but refuses writes. */
+  ASSERT_EQ(hs_store_open(&s, p, 0, &d), 0);
+  int64_t run = 0;
+  if (s) ASSERT_EQ(hs_store_run_begin(s, &run_info, &run, &d), 0);
+  hs_store_close(s);
+  s = NULL;
+  ASSERT_EQ(hs_store_open(&s, p, HS_STORE_READONLY, &d), 0);
+  if (!s) return;
+  ASSERT_EQ(q_int(s, "SELECT count(*) FROM run"), 1);
+  ASSERT_EQ(hs_store_run_begin(s, &run_info, &run, &d), HS_EINVAL);
+  ASSERT(sqlite3_exec(hs_store_db(s), "DELETE FROM run", NULL, NULL, NULL) != SQLITE_OK);
+  ASSERT_EQ(q_int(s, "SELECT count(*) FROM run"), 1);
+  hs_store_close(s);
+  rm_db(p);
+}
+
+static void test_not_a_database(void) {
+  const char *p = hs_test_tmp("garbage.db");
+  rm_db(p);
+  FILE *f = fopen(p, "w");
+  ASSERT(f != NULL);
+  if (!f) return;
+  for (int i = 0; i < 200; i++) fputs("this is not an sqlite database at all\n", f);
+  fclose(f);
+  hs_diag d = {0};
+  hs_store *s = NULL;
+  ASSERT_EQ(hs_store_open(&s, p, 0, &d), HS_EDB);
+  ASSERT(s == NULL);
+  ASSERT_CONTAINS(d.msg, p);
+  ASSERT_CONTAINS(d.msg, "not an SQLite database");
+  ASSERT_EQ(hs_store_open(&s, p, HS_STORE_READONLY, &d), HS_EDB);
+  ASSERT_CONTAINS(d.msg, "not an SQLite database");
+  rm_db(p);
+}
+
+static void test_foreign_sqlite_file(void) {
+  const char *p = hs_test_tmp("foreign.db");
+  rm_db(p);
+  sqlite3 *db = NULL;
+  sqlite3_open(p, &db);
+  sqlite3_exec(db, "CREATE TABLE run(x)", NULL, NULL, NULL);
+  sqlite3_close(db);
+  hs_diag d = {0};
+  hs_store *s = NULL;
+  ASSERT_EQ(hs_store_open(&s, p, 0, &d), HS_ESCHEMA);
+  ASSERT_CONTAINS(d.msg, "not a hetsim");
+  rm_db(p);
+}
+
+static void test_run_lifecycle(void) {
+  const char *p = hs_test_tmp("run.db");
+  rm_db(p);
+  hs_diag d = {0};
+  hs_store *s = NULL;
+  ASSERT_EQ(hs_store_open(&s, p, 0, &d), 0);
+  if (!s) return;
+  int64_t a = 0, b = 0, c = 0;
+  ASSERT_EQ(hs_store_run_begin(s, &run_info, &a, &d), 0);
+  ASSERT_EQ(hs_store_run_begin(s, &run_info, &b, &d), 0);
+  ASSERT_EQ(hs_store_run_begin(s, &run_info, &c, &d), 0);
+  ASSERT(b == a + 1 && c == b + 1);
+  char sql[400];
+  snprintf(sql, sizeof sql, "SELECT status = 'running' AND finished_at IS NULL FROM run WHERE id = %lld",
+           (long long)a);
+  ASSERT_EQ(q_int(s, sql), 1);
+  /* The seed keeps its 64 bits through the signed column. */
+  snprintf(sql, sizeof sql, "SELECT seed FROM run WHERE id = %lld", (long long)a);
+  ASSERT((uint64_t)q_int(s, sql) == run_info.seed);
+  hs_summary sum = {.workers = 4, .iterations = 5, .events = 77, .samples = 320,
+                    .sim_time_s = 0.5, .mean_iteration_s = 0.1, .samples_per_s = 640,
+                    .wait_fraction = 0.25, .wall_s = 0.01, .final_loss = NAN,
+                    .final_accuracy = NAN, .time_to_target_s = NAN};
+  ASSERT_EQ(hs_store_run_finish(s, a, "complete", &sum, NULL, &d), 0);
+  ASSERT_EQ(hs_store_run_finish(s, b, "failed", NULL, "worker 3 died", &d), 0);
+  ASSERT_EQ(hs_store_run_finish(s, c, "bogus", NULL, NULL, &d), HS_EINVAL);
+  ASSERT_EQ(hs_store_run_finish(s, 9999, "complete", NULL, NULL, &d), HS_ENOTFOUND);
+  snprintf(sql, sizeof sql,
+           "SELECT count(*) FROM run r JOIN summary s ON s.run_id = r.id WHERE r.id = %lld AND "
+           "r.status = 'complete' AND r.finished_at LIKE '____-__-__T__:__:__.___Z' AND "
+           "s.iterations = 5 AND s.final_loss IS NULL AND s.time_to_target_s IS NULL",
+           (long long)a);
+  ASSERT_EQ(q_int(s, sql), 1);
+  snprintf(sql, sizeof sql, "SELECT wait_fraction FROM summary WHERE run_id = %lld", (long long)a);
+  ASSERT_NEAR(q_double(s, sql), 0.25, 0);
+  snprintf(sql, sizeof sql,
+           "SELECT count(*) FROM run WHERE id = %lld AND status = 'failed' AND error = 'worker 3 died'",
+           (long long)b);
+  ASSERT_EQ(q_int(s, sql), 1);
+  snprintf(sql, sizeof sql, "SELECT status FROM run WHERE id = %lld", (long long)c);
+  sqlite3_stmt *st = NULL;
+  sqlite3_prepare_v2(hs_store_db(s), sql, -1, &st, NULL);
+  ASSERT_EQ(sqlite3_step(st), SQLITE_ROW);
+  ASSERT_STR((const char *)sqlite3_column_text(st, 0), "running");
+  sqlite3_finalize(st);
+  /* A bad kind is refused by the schema's CHECK. */
+  hs_run_info bad = run_info;
+  bad.kind = "dream";
+  int64_t x = 0;
+  ASSERT_EQ(hs_store_run_begin(s, &bad, &x, &d), HS_EDB);
+  ASSERT_CONTAINS(d.msg, "CHECK");
+  hs_store_close(s);
+  rm_db(p);
+}
+
+static void test_workers_and_eval(void) {
+  const char *p = hs_test_tmp("workers.db");
+  rm_db(p);
+  hs_diag d = {0};
+  hs_store *s = NULL;
+  ASSERT_EQ(hs_store_open(&s, p, 0, &d), 0);
+  if (!s) return;
+  int64_t run = 0;
+  ASSERT_EQ(hs_store_run_begin(s, &run_info, &run, &d), 0);
+  hs_worker_row w[3] = {
+      {.index = 0, .device_type = "gtx1070", .node = "server0", .joined_at_s = 0,
+       .left_at_s = NAN, .initial_batch = 24, .steps = 5, .samples = 120, .busy_s = 0.4,
+       .wait_s = 0.1, .comm_s = 0.05},
+      {.index = 1, .device_type = "gtx1070", .node = "server0", .joined_at_s = 0,
+       .left_at_s = 3.5, .initial_batch = 24, .steps = 5, .samples = 120, .busy_s = 0.4,
+       .wait_s = 0.1, .comm_s = 0.05},
+      {.index = 2, .device_type = "gtx750", .node = "server0", .joined_at_s = 1.0,
+       .left_at_s = NAN, .initial_batch = 16, .steps = 5, .samples = 80, .busy_s = 0.5,
+       .wait_s = 0.0, .comm_s = 0.05},
+  };
+  ASSERT_EQ(hs_store_workers_add(s, run, w, 3, &d), 0);
+  char sql[400];
+  snprintf(sql, sizeof sql, "SELECT count(*) FROM worker WHERE run_id = %lld", (long long)run);
+  ASSERT_EQ(q_int(s, sql), 3);
+  ASSERT_EQ(q_int(s, "SELECT count(*) FROM worker WHERE left_at_s IS NULL"), 2);
+  ASSERT_NEAR(q_double(s, "SELECT left_at_s FROM worker WHERE idx = 1"), 3.5, 0);
+  /* A duplicate index fails and rolls the whole call back. */
+  hs_worker_row dup[2] = {w[0], w[0]};
+  dup[0].index = 7;
+  ASSERT_EQ(hs_store_workers_add(s, run, dup, 2, &d), HS_EDB);
+  ASSERT_EQ(q_int(s, "SELECT count(*) FROM worker"), 3);
+  /* Foreign keys are enforced: no workers for a run that does not exist. */
+  ASSERT_EQ(hs_store_workers_add(s, 424242, w, 1, &d), HS_EDB);
+  ASSERT_CONTAINS(d.msg, "FOREIGN KEY");
+
+  ASSERT_EQ(hs_store_eval_add(s, run, 1.5, 10, 2.1, 0.3, &d), 0);
+  ASSERT_EQ(hs_store_eval_add(s, run, 3.0, 20, NAN, 0.45, &d), 0);
+  ASSERT_EQ(hs_store_eval_add(s, run, 4.5, 30, 1.2, NAN, &d), 0);
+  ASSERT_EQ(q_int(s, "SELECT count(*) FROM eval"), 3);
+  ASSERT_EQ(q_int(s, "SELECT count(*) FROM eval WHERE loss IS NULL"), 1);
+  ASSERT_EQ(q_int(s, "SELECT step FROM eval WHERE accuracy IS NULL"), 30);
+  ASSERT_NEAR(q_double(s, "SELECT accuracy FROM eval WHERE step = 20"), 0.45, 0);
+  ASSERT_EQ(hs_store_eval_add(s, run, 5.0, 40, 1.0, 1.5, &d), HS_EDB); /* accuracy > 1 */
+  hs_store_close(s);
+  rm_db(p);
+}
+
+enum { N_STEPS = 250000, N_WORKERS = 7 };
+
+static hs_step_row make_step(int64_t i) {
+  hs_step_row r = {.worker = (int32_t)(i % N_WORKERS), .step = i / N_WORKERS,
+                   .batch = (int32_t)(8 + i % 5), .start_s = 0.001 * (double)i,
+                   .compute_end_s = 0.001 * (double)i + 0.0004,
+                   .comm_end_s = (i % 3) ? 0.001 * (double)i + 0.0007 : NAN,
+                   .wait_s = 1e-5 * (double)(i % 11), .model_version = i / N_WORKERS,
+                   .staleness = (int32_t)(i % 4), .loss = (i % 2) ? NAN : 2.5 - 1e-6 * (double)i};
+  return r;
+}
+
+static void test_steps_roundtrip(void) {
+  const char *p = hs_test_tmp("steps.db");
+  rm_db(p);
+  hs_diag d = {0};
+  hs_store *s = NULL;
+  ASSERT_EQ(hs_store_open(&s, p, 0, &d), 0);
+  if (!s) return;
+  int64_t run = 0;
+  ASSERT_EQ(hs_store_run_begin(s, &run_info, &run, &d), 0);
+  ASSERT_EQ(hs_store_steps_begin(s, run, &d), 0);
+  /* Other writes are refused while a batch is open. */
+  ASSERT_EQ(hs_store_eval_add(s, run, 0, 0, 1, 0.5, &d), HS_EINVAL);
+  int rc = 0;
+  for (int64_t i = 0; i < N_STEPS && !rc; i++) {
+    hs_step_row r = make_step(i);
+    rc = hs_store_step_add(s, &r, &d);
+  }
+  ASSERT_EQ(rc, 0);
+  /* A duplicate key fails with a message naming the step; the batch stays usable. */
+  hs_step_row dup = make_step(5);
+  ASSERT_EQ(hs_store_step_add(s, &dup, &d), HS_EDB);
+  ASSERT_CONTAINS(d.msg, "step 0 of worker 5");
+  ASSERT_EQ(hs_store_steps_end(s, &d), 0);
+  ASSERT_EQ(hs_store_steps_end(s, &d), 0); /* idempotent */
+  ASSERT_EQ(q_int(s, "SELECT count(*) FROM step"), N_STEPS);
+  ASSERT_EQ(q_int(s, "SELECT count(*) FROM step WHERE loss IS NULL"), N_STEPS / 2);
+  ASSERT_EQ(q_int(s, "SELECT count(*) FROM step WHERE comm_end_s IS NULL"), (N_STEPS + 2) / 3);
+  ASSERT_EQ(q_int(s, "SELECT count(DISTINCT worker) FROM step"), N_WORKERS);
+  int64_t batch_sum = 0;
+  for (int64_t k = 0; k < 10; k++) batch_sum += make_step(k * N_WORKERS + 3).batch;
+  ASSERT_EQ(q_int(s, "SELECT sum(batch) FROM step WHERE worker = 3 AND step < 10"), batch_sum);
+  static const int64_t probes[] = {0, 1, 99999, 100000, 123456, N_STEPS - 1};
+  for (size_t k = 0; k < sizeof probes / sizeof probes[0]; k++) {
+    hs_step_row e = make_step(probes[k]);
+    sqlite3_stmt *st = NULL;
+    sqlite3_prepare_v2(hs_store_db(s),
+                       "SELECT batch, start_s, compute_end_s, comm_end_s, wait_s, model_version,"
+                       " staleness, loss FROM step WHERE run_id = ?1 AND worker = ?2 AND step = ?3",
+                       -1, &st, NULL);
+    sqlite3_bind_int64(st, 1, run);
+    sqlite3_bind_int(st, 2, e.worker);
+    sqlite3_bind_int64(st, 3, e.step);
+    ASSERT_EQ(sqlite3_step(st), SQLITE_ROW);
+    ASSERT_EQ(sqlite3_column_int(st, 0), e.batch);
+    ASSERT_NEAR(sqlite3_column_double(st, 1), e.start_s, 0);
+    ASSERT_NEAR(sqlite3_column_double(st, 2), e.compute_end_s, 0);
+    if (isnan(e.comm_end_s)) ASSERT_EQ(sqlite3_column_type(st, 3), SQLITE_NULL);
+    else ASSERT_NEAR(sqlite3_column_double(st, 3), e.comm_end_s, 0);
+    ASSERT_NEAR(sqlite3_column_double(st, 4), e.wait_s, 0);
+    ASSERT_EQ(sqlite3_column_int64(st, 5), e.model_version);
+    ASSERT_EQ(sqlite3_column_int(st, 6), e.staleness);
+    if (isnan(e.loss)) ASSERT_EQ(sqlite3_column_type(st, 7), SQLITE_NULL);
+    else ASSERT_NEAR(sqlite3_column_double(st, 7), e.loss, 0);
+    sqlite3_finalize(st);
+  }
+  ASSERT_EQ(hs_store_run_finish(s, run, "complete", NULL, NULL, &d), 0);
+  hs_store_close(s);
+  rm_db(p);
+}
+
+/* Rows of committed batches survive a run that never finishes, and closing commits the rest;
+ * the run stays 'running' so it never looks complete. */
+static void test_steps_interrupted(void) {
+  const char *p = hs_test_tmp("interrupted.db");
+  rm_db(p);
+  hs_diag d = {0};
+  hs_store *s = NULL;
+  ASSERT_EQ(hs_store_open(&s, p, 0, &d), 0);
+  if (!s) return;
+  int64_t run = 0;
+  ASSERT_EQ(hs_store_run_begin(s, &run_info, &run, &d), 0);
+  ASSERT_EQ(hs_store_steps_begin(s, run, &d), 0);
+  for (int64_t i = 0; i < HS_STORE_STEP_BATCH + 10; i++) {
+    hs_step_row r = make_step(i);
+    hs_store_step_add(s, &r, &d);
+  }
+  /* A second connection sees exactly the committed batch. */
+  hs_store *r = NULL;
+  ASSERT_EQ(hs_store_open(&r, p, HS_STORE_READONLY, &d), 0);
+  if (r) {
+    ASSERT_EQ(q_int(r, "SELECT count(*) FROM step"), HS_STORE_STEP_BATCH);
+    hs_store_close(r);
+  }
+  hs_store_close(s);
+  s = NULL;
+  ASSERT_EQ(hs_store_open(&s, p, HS_STORE_READONLY, &d), 0);
+  if (!s) return;
+  ASSERT_EQ(q_int(s, "SELECT count(*) FROM step"), HS_STORE_STEP_BATCH + 10);
+  ASSERT_EQ(q_int(s, "SELECT count(*) FROM run WHERE status = 'running'"), 1);
+  hs_store_close(s);
+  rm_db(p);
+}
+
+/* Two handles on one file, as two processes of a sweep would have, interleave their writes. */
+static void test_two_writers(void) {
+  const char *p = hs_test_tmp("two.db");
+  rm_db(p);
+  hs_diag d = {0};
+  hs_store *a = NULL, *b = NULL;
+  ASSERT_EQ(hs_store_open(&a, p, 0, &d), 0);
+  ASSERT_EQ(hs_store_open(&b, p, 0, &d), 0);
+  if (!a || !b) return;
+  int64_t ra = 0, rb = 0;
+  ASSERT_EQ(hs_store_run_begin(a, &run_info, &ra, &d), 0);
+  ASSERT_EQ(hs_store_run_begin(b, &run_info, &rb, &d), 0);
+  ASSERT(ra != rb);
+  ASSERT_EQ(hs_store_run_finish(b, rb, "interrupted", NULL, NULL, &d), 0);
+  ASSERT_EQ(hs_store_run_finish(a, ra, "complete", NULL, NULL, &d), 0);
+  ASSERT_EQ(q_int(a, "SELECT count(*) FROM run WHERE status != 'running'"), 2);
+  hs_store_close(a);
+  hs_store_close(b);
+  rm_db(p);
+}
+
+/* The fixture for tests/cli_query.sh: two finished runs with known numbers, one running run,
+ * and a text field that needs CSV quoting. */
+static int write_fixture(const char *path) {
+  rm_db(path);
+  hs_diag d = {0};
+  hs_store *s = NULL;
+  int rc = hs_store_open(&s, path, 0, &d);
+  if (rc) {
+    fprintf(stderr, "fixture: %s\n", d.msg);
+    return 1;
+  }
+  hs_run_info i1 = run_info, i2 = run_info, i3 = run_info;
+  i1.params = "";
+  i1.seed = 1;
+  i2.params = "k=2,note=\"a, b\"";
+  i2.policy = "lbb";
+  i2.seed = 2;
+  i3.kind = "real";
+  int64_t r1 = 0, r2 = 0, r3 = 0;
+  hs_summary s1 = {.workers = 4, .iterations = 5, .events = 100, .samples = 320,
+                   .sim_time_s = 2.0, .mean_iteration_s = 0.4, .samples_per_s = 160,
+                   .wait_fraction = 0.25, .wall_s = 0.01, .final_loss = NAN,
+                   .final_accuracy = NAN, .time_to_target_s = NAN};
+  hs_summary s2 = s1;
+  s2.sim_time_s = 1.0;
+  s2.mean_iteration_s = 0.2;
+  s2.samples_per_s = 320;
+  s2.wait_fraction = 0.0;
+  s2.final_loss = 0.5;
+  hs_worker_row w[2] = {
+      {.index = 0, .device_type = "gtx1070", .node = "server0", .left_at_s = NAN,
+       .initial_batch = 32, .steps = 5, .samples = 160, .busy_s = 1.5, .wait_s = 0.5,
+       .comm_s = 0.1},
+      {.index = 1, .device_type = "gtx750", .node = "server0", .left_at_s = NAN,
+       .initial_batch = 32, .steps = 5, .samples = 160, .busy_s = 2.0, .wait_s = 0.0,
+       .comm_s = 0.1},
+  };
+  if ((rc = hs_store_run_begin(s, &i1, &r1, &d)) || (rc = hs_store_workers_add(s, r1, w, 2, &d)) ||
+      (rc = hs_store_run_finish(s, r1, "complete", &s1, NULL, &d)) ||
+      (rc = hs_store_run_begin(s, &i2, &r2, &d)) || (rc = hs_store_workers_add(s, r2, w, 2, &d)) ||
+      (rc = hs_store_run_finish(s, r2, "complete", &s2, NULL, &d)) ||
+      (rc = hs_store_run_begin(s, &i3, &r3, &d)))
+    fprintf(stderr, "fixture: %s\n", d.msg);
+  hs_store_close(s);
+  return rc ? 1 : 0;
+}
+
+static const hs_test_case cases[] = {
+    {"open_migrate_reopen", test_open_migrate_reopen},
+    {"newer_schema_refused", test_newer_schema_refused},
+    {"readonly", test_readonly},
+    {"not_a_database", test_not_a_database},
+    {"foreign_sqlite_file", test_foreign_sqlite_file},
+    {"run_lifecycle", test_run_lifecycle},
+    {"workers_and_eval", test_workers_and_eval},
+    {"steps_roundtrip", test_steps_roundtrip},
+    {"steps_interrupted", test_steps_interrupted},
+    {"two_writers", test_two_writers},
+    {NULL, NULL},
+};
+
+int main(int argc, char **argv) {
+  const char *fixture = getenv("HETSIM_STORE_FIXTURE");
+  if (fixture && *fixture) return write_fixture(fixture);
+  return hs_test_main("store", cases, argc, argv);
+}
