@@ -1,6 +1,7 @@
 #include "core/core_json.h"
 
 #include <math.h>
+#include <stdlib.h>
 
 void hs_json_init(hs_json *j, FILE *out, int pretty) {
   j->out = out;
@@ -81,8 +82,17 @@ void hs_json_string(hs_json *j, const char *s) {
 
 void hs_json_double(hs_json *j, double v) {
   before_item(j);
-  if (isfinite(v)) fprintf(j->out, "%.17g", v);
-  else fputs("null", j->out);
+  if (!isfinite(v)) {
+    fputs("null", j->out);
+    return;
+  }
+  /* The shortest form that reads back as the same double: 41.8, not 41.799999999999997. */
+  char buf[32];
+  for (int prec = 15; prec <= 17; prec++) {
+    snprintf(buf, sizeof buf, "%.*g", prec, v);
+    if (strtod(buf, NULL) == v) break;
+  }
+  fputs(buf, j->out);
 }
 
 void hs_json_int(hs_json *j, int64_t v) {
