@@ -7,15 +7,25 @@
 #include <string.h>
 #include <unistd.h>
 
+/* Step rows buffered before they are handed to SQLite in one statement, "INSERT INTO step
+ * SELECT ... FROM hs_step_feed", where hs_step_feed is a virtual table over the buffer. One
+ * statement then carries the VDBE start and reset for 1,024 rows, and each row costs no
+ * parameter binding, only a column read from C memory. bench/bench_store.c compared this with
+ * one-row and 32-row multi-VALUES inserts. */
+enum { STEP_CHUNK = 1024 };
+
 struct hs_store {
   sqlite3 *db;
   char *path;
   int flags;
-  int version;            /* schema version in the file */
-  sqlite3_stmt *step_ins; /* prepared once, reused for every step row */
-  int64_t step_run;       /* run of the open step batch */
-  int steps_open;         /* a step transaction is open */
-  int64_t step_pending;   /* rows in the open transaction */
+  int version;             /* schema version in the file */
+  sqlite3_stmt *step_ins1; /* one-row insert, for the rows of a chunk that failed */
+  sqlite3_stmt *step_insn; /* the insert from hs_step_feed, prepared once */
+  int64_t step_run;        /* run of the open step batch */
+  int steps_open;          /* a step transaction is open */
+  int64_t step_pending;    /* rows added since the last commit, buffered ones included */
+  int step_nbuf;           /* rows in step_buf, not yet given to SQLite */
+  hs_step_row step_buf[STEP_CHUNK];
 };
 
 /* The ordered migrations: migrations[i] brings the schema from version i to i + 1. Never edit
@@ -66,7 +76,7 @@ static const char *const migrations[] = {
     "  worker INTEGER NOT NULL, step INTEGER NOT NULL, batch INTEGER NOT NULL,"
     "  start_s REAL NOT NULL, compute_end_s REAL NOT NULL, comm_end_s REAL, wait_s REAL NOT NULL,"
     "  model_version INTEGER NOT NULL, staleness INTEGER NOT NULL, loss REAL,"
-    "  PRIMARY KEY (run_id, worker, step)"
+    "  PRIMARY KEY (run_id, step, worker)"
     ") STRICT, WITHOUT ROWID;"
     "CREATE TABLE eval ("
     "  id INTEGER PRIMARY KEY,"
@@ -273,6 +283,132 @@ fail:
   return rc;
 }
 
+/* hs_step_feed: an eponymous, read-only virtual table whose rows are the store's buffered step
+ * rows (s->step_buf[0 .. step_nbuf)), with run_id = s->step_run. It exists on the store's own
+ * connection only, so the insert reads the buffer without copying it through bound
+ * parameters. */
+typedef struct step_feed_cursor {
+  sqlite3_vtab_cursor base;
+  int i; /* row of step_buf */
+} step_feed_cursor;
+
+typedef struct step_feed_vtab {
+  sqlite3_vtab base;
+  hs_store *s;
+} step_feed_vtab;
+
+enum {
+  FEED_RUN_ID, FEED_WORKER, FEED_STEP, FEED_BATCH, FEED_START_S, FEED_COMPUTE_END_S,
+  FEED_COMM_END_S, FEED_WAIT_S, FEED_MODEL_VERSION, FEED_STALENESS, FEED_LOSS
+};
+
+static int feed_connect(sqlite3 *db, void *aux, int argc, const char *const *argv,
+                        sqlite3_vtab **out, char **err) {
+  (void)argc, (void)argv, (void)err;
+  int rc = sqlite3_declare_vtab(db,
+                                "CREATE TABLE x(run_id INTEGER, worker INTEGER, step INTEGER,"
+                                " batch INTEGER, start_s REAL, compute_end_s REAL,"
+                                " comm_end_s REAL, wait_s REAL, model_version INTEGER,"
+                                " staleness INTEGER, loss REAL)");
+  if (rc != SQLITE_OK) return rc;
+  step_feed_vtab *v = sqlite3_malloc(sizeof *v);
+  if (!v) return SQLITE_NOMEM;
+  memset(v, 0, sizeof *v);
+  v->s = aux;
+  *out = &v->base;
+  return SQLITE_OK;
+}
+
+static int feed_disconnect(sqlite3_vtab *v) {
+  sqlite3_free(v);
+  return SQLITE_OK;
+}
+
+static int feed_best_index(sqlite3_vtab *v, sqlite3_index_info *info) {
+  (void)v;
+  info->estimatedCost = STEP_CHUNK;
+  info->estimatedRows = STEP_CHUNK;
+  return SQLITE_OK;
+}
+
+static int feed_open(sqlite3_vtab *v, sqlite3_vtab_cursor **out) {
+  (void)v;
+  step_feed_cursor *c = sqlite3_malloc(sizeof *c);
+  if (!c) return SQLITE_NOMEM;
+  memset(c, 0, sizeof *c);
+  *out = &c->base;
+  return SQLITE_OK;
+}
+
+static int feed_close(sqlite3_vtab_cursor *c) {
+  sqlite3_free(c);
+  return SQLITE_OK;
+}
+
+static int feed_filter(sqlite3_vtab_cursor *c, int idx_num, const char *idx_str, int argc,
+                       sqlite3_value **argv) {
+  (void)idx_num, (void)idx_str, (void)argc, (void)argv;
+  ((step_feed_cursor *)c)->i = 0;
+  return SQLITE_OK;
+}
+
+static int feed_next(sqlite3_vtab_cursor *c) {
+  ((step_feed_cursor *)c)->i++;
+  return SQLITE_OK;
+}
+
+static int feed_eof(sqlite3_vtab_cursor *c) {
+  const hs_store *s = ((step_feed_vtab *)c->pVtab)->s;
+  return ((step_feed_cursor *)c)->i >= s->step_nbuf;
+}
+
+static void result_real(sqlite3_context *ctx, double v) {
+  if (isnan(v)) sqlite3_result_null(ctx);
+  else sqlite3_result_double(ctx, v);
+}
+
+static int feed_column(sqlite3_vtab_cursor *c, sqlite3_context *ctx, int col) {
+  const hs_store *s = ((step_feed_vtab *)c->pVtab)->s;
+  const hs_step_row *r = &s->step_buf[((step_feed_cursor *)c)->i];
+  switch (col) {
+  case FEED_RUN_ID: sqlite3_result_int64(ctx, s->step_run); break;
+  case FEED_WORKER: sqlite3_result_int(ctx, r->worker); break;
+  case FEED_STEP: sqlite3_result_int64(ctx, r->step); break;
+  case FEED_BATCH: sqlite3_result_int(ctx, r->batch); break;
+  case FEED_START_S: sqlite3_result_double(ctx, r->start_s); break;
+  case FEED_COMPUTE_END_S: sqlite3_result_double(ctx, r->compute_end_s); break;
+  case FEED_COMM_END_S: result_real(ctx, r->comm_end_s); break;
+  case FEED_WAIT_S: sqlite3_result_double(ctx, r->wait_s); break;
+  case FEED_MODEL_VERSION: sqlite3_result_int64(ctx, r->model_version); break;
+  case FEED_STALENESS: sqlite3_result_int(ctx, r->staleness); break;
+  case FEED_LOSS: result_real(ctx, r->loss); break;
+  default: sqlite3_result_null(ctx); break;
+  }
+  return SQLITE_OK;
+}
+
+static int feed_rowid(sqlite3_vtab_cursor *c, sqlite3_int64 *rowid) {
+  *rowid = ((step_feed_cursor *)c)->i;
+  return SQLITE_OK;
+}
+
+/* xCreate is NULL, so the table is eponymous only: CREATE VIRTUAL TABLE cannot make one. */
+static const sqlite3_module step_feed_module = {
+    .iVersion = 0,
+    .xCreate = NULL,
+    .xConnect = feed_connect,
+    .xBestIndex = feed_best_index,
+    .xDisconnect = feed_disconnect,
+    .xDestroy = feed_disconnect,
+    .xOpen = feed_open,
+    .xClose = feed_close,
+    .xFilter = feed_filter,
+    .xNext = feed_next,
+    .xEof = feed_eof,
+    .xColumn = feed_column,
+    .xRowid = feed_rowid,
+};
+
 int hs_store_open(hs_store **out, const char *path, int flags, hs_diag *d) {
   *out = NULL;
   int readonly = (flags & HS_STORE_READONLY) != 0;
@@ -295,6 +431,10 @@ int hs_store_open(hs_store **out, const char *path, int flags, hs_diag *d) {
   }
   sqlite3_extended_result_codes(s->db, 0);
   sqlite3_busy_timeout(s->db, HS_STORE_BUSY_TIMEOUT_MS);
+  if (sqlite3_create_module(s->db, "hs_step_feed", &step_feed_module, s) != SQLITE_OK) {
+    rc = db_fail(s, d, "registering the step feed");
+    goto fail;
+  }
   /* Settings that do not touch the file come first: a newer or foreign file must be left
    * exactly as it was found. */
   if ((rc = exec(s,
@@ -333,7 +473,8 @@ fail:
 void hs_store_close(hs_store *s) {
   if (!s) return;
   if (s->steps_open) hs_store_steps_end(s, NULL);
-  sqlite3_finalize(s->step_ins);
+  sqlite3_finalize(s->step_ins1);
+  sqlite3_finalize(s->step_insn);
   sqlite3_close(s->db);
   free(s->path);
   free(s);
@@ -448,21 +589,81 @@ int hs_store_workers_add(hs_store *s, int64_t run, const hs_worker_row *rows, in
   return exec(s, "COMMIT", "committing workers", d);
 }
 
+/* OR FAIL keeps the rows a failed statement inserted before the bad one, so sqlite3_changes()
+ * says which row failed and the rows after it can be retried one by one. */
+#define STEP_INSERT                                                                           \
+  "INSERT OR FAIL INTO step(run_id, worker, step, batch, start_s, compute_end_s, comm_end_s," \
+  " wait_s, model_version, staleness, loss) "
+
+static int prepare_step_insert(hs_store *s, const char *sql, sqlite3_stmt **st, hs_diag *d) {
+  if (sqlite3_prepare_v3(s->db, sql, -1, SQLITE_PREPARE_PERSISTENT, st, NULL) != SQLITE_OK)
+    return db_fail(s, d, "preparing the step insert");
+  return 0;
+}
+
+/* Binds row r to the 11 parameters that start at base (1-based). */
+static void bind_step(sqlite3_stmt *st, int base, int64_t run, const hs_step_row *r) {
+  sqlite3_bind_int64(st, base, run);
+  sqlite3_bind_int(st, base + 1, r->worker);
+  sqlite3_bind_int64(st, base + 2, r->step);
+  sqlite3_bind_int(st, base + 3, r->batch);
+  sqlite3_bind_double(st, base + 4, r->start_s);
+  sqlite3_bind_double(st, base + 5, r->compute_end_s);
+  bind_real(st, base + 6, r->comm_end_s);
+  sqlite3_bind_double(st, base + 7, r->wait_s);
+  sqlite3_bind_int64(st, base + 8, r->model_version);
+  sqlite3_bind_int(st, base + 9, r->staleness);
+  bind_real(st, base + 10, r->loss);
+}
+
+static int step_row_fail(hs_store *s, const hs_step_row *r, hs_diag *d) {
+  return hs_diag_set(d, HS_EDB, "database %s: inserting step %lld of worker %d, run %lld: %s",
+                     s->path, (long long)r->step, (int)r->worker, (long long)s->step_run,
+                     sqlite3_errmsg(s->db));
+}
+
+/* Inserts rows one at a time, each independent of the others as the unbuffered store was: a
+ * row that fails is reported (the first one in d) and the rest still go in. */
+static int insert_rows_singly(hs_store *s, const hs_step_row *rows, int n, hs_diag *d) {
+  int first = 0;
+  for (int i = 0; i < n; i++) {
+    sqlite3_stmt *st = s->step_ins1;
+    bind_step(st, 1, s->step_run, &rows[i]);
+    if (sqlite3_step(st) != SQLITE_DONE && !first) first = step_row_fail(s, &rows[i], d);
+    sqlite3_reset(st);
+  }
+  return first;
+}
+
+/* Hands the buffered rows to SQLite in one statement; after a failure, the rows from the failed
+ * one on go in one by one so that each bad row is named and the good ones are kept. */
+static int flush_steps(hs_store *s, hs_diag *d) {
+  int n = s->step_nbuf;
+  if (n == 0) return 0;
+  int rc = sqlite3_step(s->step_insn);
+  sqlite3_reset(s->step_insn);
+  /* An error at the end of the statement (a deferred constraint) undoes all its rows and
+   * reports no changes; otherwise the rows before the failed one stay. */
+  int done = rc == SQLITE_DONE ? n : sqlite3_changes(s->db);
+  if (done < 0 || done > n) done = 0;
+  s->step_nbuf = 0;
+  return done == n ? 0 : insert_rows_singly(s, s->step_buf + done, n - done, d);
+}
+
 int hs_store_steps_begin(hs_store *s, int64_t run, hs_diag *d) {
   int rc;
   if ((rc = writable(s, d)) || (rc = check_steps_closed(s, d))) return rc;
-  if (!s->step_ins) {
-    static const char sql[] =
-        "INSERT INTO step(run_id, worker, step, batch, start_s, compute_end_s, comm_end_s,"
-        " wait_s, model_version, staleness, loss) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11)";
-    if (sqlite3_prepare_v3(s->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &s->step_ins, NULL) !=
-        SQLITE_OK)
-      return db_fail(s, d, "preparing the step insert");
-  }
+  if (!s->step_ins1 &&
+      (rc = prepare_step_insert(s, STEP_INSERT "VALUES (?,?,?,?,?,?,?,?,?,?,?)", &s->step_ins1, d)))
+    return rc;
+  if (!s->step_insn &&
+      (rc = prepare_step_insert(s, STEP_INSERT "SELECT * FROM hs_step_feed", &s->step_insn, d)))
+    return rc;
   if ((rc = exec(s, "BEGIN IMMEDIATE", "starting the step insert", d))) return rc;
   s->step_run = run;
   s->steps_open = 1;
   s->step_pending = 0;
+  s->step_nbuf = 0;
   return 0;
 }
 
@@ -470,45 +671,35 @@ int hs_store_step_add(hs_store *s, const hs_step_row *r, hs_diag *d) {
   if (!s->steps_open)
     return hs_diag_set(d, HS_EINVAL, "database %s: hs_store_step_add outside a step batch",
                        s->path);
-  sqlite3_stmt *st = s->step_ins;
-  sqlite3_bind_int64(st, 1, s->step_run);
-  sqlite3_bind_int(st, 2, r->worker);
-  sqlite3_bind_int64(st, 3, r->step);
-  sqlite3_bind_int(st, 4, r->batch);
-  sqlite3_bind_double(st, 5, r->start_s);
-  sqlite3_bind_double(st, 6, r->compute_end_s);
-  bind_real(st, 7, r->comm_end_s);
-  sqlite3_bind_double(st, 8, r->wait_s);
-  sqlite3_bind_int64(st, 9, r->model_version);
-  sqlite3_bind_int(st, 10, r->staleness);
-  bind_real(st, 11, r->loss);
-  if (sqlite3_step(st) != SQLITE_DONE) {
-    hs_diag_set(d, HS_EDB, "database %s: inserting step %lld of worker %d, run %lld: %s",
-                s->path, (long long)r->step, (int)r->worker, (long long)s->step_run,
-                sqlite3_errmsg(s->db));
-    sqlite3_reset(st);
-    return HS_EDB;
-  }
-  sqlite3_reset(st);
+  s->step_buf[s->step_nbuf++] = *r;
+  int rc = 0;
+  if (s->step_nbuf == STEP_CHUNK) rc = flush_steps(s, d);
   /* Committing in batches bounds the work lost to an interruption and lets other processes
-   * that share the file get the write lock between batches. */
+   * that share the file get the write lock between batches. The batch is committed even when
+   * one of its rows failed, as it was when rows went in one at a time. */
   if (++s->step_pending >= HS_STORE_STEP_BATCH) {
-    int rc = exec(s, "COMMIT; BEGIN IMMEDIATE", "committing a step batch", d);
-    if (rc) {
+    if (s->step_nbuf) {
+      int frc = flush_steps(s, d);
+      if (!rc) rc = frc;
+    }
+    int crc = exec(s, "COMMIT; BEGIN IMMEDIATE", "committing a step batch", rc ? NULL : d);
+    if (crc) {
       if (sqlite3_get_autocommit(s->db)) s->steps_open = 0;
-      return rc;
+      if (!rc) rc = crc;
     }
     s->step_pending = 0;
   }
-  return 0;
+  return rc;
 }
 
 int hs_store_steps_end(hs_store *s, hs_diag *d) {
   if (!s->steps_open) return 0;
+  int rc = s->step_nbuf ? flush_steps(s, d) : 0;
   s->steps_open = 0;
   s->step_pending = 0;
-  if (sqlite3_get_autocommit(s->db)) return 0;
-  return exec(s, "COMMIT", "committing the last step batch", d);
+  if (sqlite3_get_autocommit(s->db)) return rc;
+  int crc = exec(s, "COMMIT", "committing the last step batch", rc ? NULL : d);
+  return rc ? rc : crc;
 }
 
 int hs_store_eval_add(hs_store *s, int64_t run, double time_s, int64_t step, double loss,

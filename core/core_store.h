@@ -79,9 +79,13 @@ typedef struct hs_step_row {
   int64_t model_version; int32_t staleness;
   double loss;                            /* NaN = NULL */
 } hs_step_row;
-/* Buffered bulk insert: one prepared statement, a transaction committed every
- * HS_STORE_STEP_BATCH rows so an interrupted run keeps consistent rows. Between begin and end
- * the store may be used only for step rows (other writes would land in the open batch). */
+/* Buffered bulk insert: rows are buffered and inserted in chunks by one prepared statement, in a
+ * transaction committed every HS_STORE_STEP_BATCH rows so an interrupted run keeps consistent
+ * rows. Because of the buffering, a bad row (a duplicate key, an unknown run) is reported by a
+ * later hs_store_step_add or by hs_store_steps_end, with a message naming its step and worker;
+ * the other rows still go in. hs_store_steps_end, hs_store_run_finish and hs_store_close
+ * insert and commit the buffered rows. Between begin and end the store may be used only for
+ * step rows (other writes would land in the open batch). */
 int hs_store_steps_begin(hs_store *s, int64_t run, hs_diag *d);
 int hs_store_step_add(hs_store *s, const hs_step_row *row, hs_diag *d);
 int hs_store_steps_end(hs_store *s, hs_diag *d);
