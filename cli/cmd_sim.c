@@ -269,7 +269,8 @@ int hs_cmd_sim(int argc, char **argv) {
       (a.events && (rc = hs_cluster_load_events_csv(&spec, a.events, &d)))) {
     fprintf(stderr, "hetsim sim: %s\n", d.msg);
     hs_cluster_spec_free(&spec);
-    return hs_exit_code(rc) == 1 && rc == HS_EIO ? 2 : hs_exit_code(rc);
+    /* A cluster file that cannot be read is bad input too. */
+    return rc == HS_EIO ? 2 : hs_exit_code(rc);
   }
   int status = 2;
   hs_model_stats ms;

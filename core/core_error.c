@@ -24,14 +24,19 @@ const char *hs_strerror(int code) {
   }
 }
 
-int hs_diag_set(hs_diag *d, int code, const char *fmt, ...) {
+int hs_diag_vset(hs_diag *d, int code, const char *fmt, va_list ap) {
   if (d) {
-    va_list ap;
-    va_start(ap, fmt);
     vsnprintf(d->msg, sizeof d->msg, fmt, ap);
-    va_end(ap);
     d->code = code;
   }
+  return code;
+}
+
+int hs_diag_set(hs_diag *d, int code, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  hs_diag_vset(d, code, fmt, ap);
+  va_end(ap);
   return code;
 }
 

@@ -7,6 +7,7 @@
 #ifndef HS_CORE_ERROR_H
 #define HS_CORE_ERROR_H
 
+#include <stdarg.h>
 #include <stddef.h>
 
 #define HS_ERRNO_MAP(XX)                                                         \
@@ -42,6 +43,9 @@ const char *hs_strerror(int code);     /* "invalid input" */
  * `return hs_diag_set(d, HS_EINVAL, "x: expected ...")`. */
 int hs_diag_set(hs_diag *d, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* The same with a va_list, for functions that take their own format arguments. */
+int hs_diag_vset(hs_diag *d, int code, const char *fmt, va_list ap)
+    __attribute__((format(printf, 3, 0)));
 /* Prepends "prefix: " to an existing message (for context such as a file name). */
 void hs_diag_prefix(hs_diag *d, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void hs_diag_clear(hs_diag *d);

@@ -6,14 +6,10 @@
 #include "policies/pol_policy.h"
 
 int hs_rt_fail(hs_runtime *rt, int code, const char *fmt, ...) {
-  hs_diag *d = rt->ops->diag(rt);
-  if (d) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(d->msg, sizeof d->msg, fmt, ap);
-    va_end(ap);
-    d->code = code;
-  }
+  va_list ap;
+  va_start(ap, fmt);
+  hs_diag_vset(rt->ops->diag(rt), code, fmt, ap);
+  va_end(ap);
   return code;
 }
 

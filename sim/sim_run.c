@@ -92,9 +92,8 @@ static int fail(sim *s, int code, const char *fmt, ...) __attribute__((format(pr
 static int fail(sim *s, int code, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(s->diag.msg, sizeof s->diag.msg, fmt, ap);
+  hs_diag_vset(&s->diag, code, fmt, ap);
   va_end(ap);
-  s->diag.code = code;
   return code;
 }
 
