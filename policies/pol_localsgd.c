@@ -54,7 +54,8 @@ static int localsgd_on_compute(void *state, hs_runtime *rt, const hs_step_obs *o
   localsgd_state *s = state;
   int w = o->worker, rc = hs_rt_local_update(rt, w);
   if (rc) return rc;
-  if (++s->steps[w] < s->tau) return hs_rt_compute(rt, w, o->batch, 0);
+  /* A worker that left during the round contributes the steps it took. */
+  if (++s->steps[w] < s->tau && hs_rt_active(rt, w)) return hs_rt_compute(rt, w, o->batch, 0);
   if (++s->ready < s->g.n) return 0;
   return hs_rt_allreduce(rt, s->g.ws, s->g.n, NULL, &s->opts);
 }

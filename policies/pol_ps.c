@@ -21,6 +21,8 @@ typedef struct ps_state {
   hs_pol_group g;
   hs_comm_opts push, pull;
   int pushed;         /* bsp: pushes accumulated this round */
+  int expected;       /* bsp: pushes the round waits for (workers that left before their
+                         step began are taken off) */
   int64_t *clock;     /* ssp: pushes applied, by worker */
   char *blocked;      /* ssp: waiting for the slowest worker, by worker */
   int64_t min_clock;  /* ssp: smallest clock among active workers */
@@ -59,6 +61,7 @@ static int ps_start(void *state, hs_runtime *rt) {
     s->blocked[w] = 0;
   }
   s->min_clock = 0;
+  s->expected = s->g.n;
   for (int i = 0; i < s->g.n; i++)
     if ((rc = hs_rt_compute(rt, s->g.ws[i], s->g.batch[i], 0))) return rc;
   return 0;
@@ -92,17 +95,21 @@ static int ssp_release(ps_state *s, hs_runtime *rt) {
   return 0;
 }
 
+/* bsp: the server applies once every worker still in the round has pushed. */
+static int bsp_maybe_apply(ps_state *s, hs_runtime *rt) {
+  if (s->expected <= 0 || s->pushed < s->expected) return 0;
+  s->pushed = 0;
+  return hs_rt_apply(rt, &s->push);
+}
+
 static int ps_on_comm(void *state, hs_runtime *rt, const hs_comm_obs *o) {
   ps_state *s = state;
   int rc = 0;
   switch (o->kind) {
   case HS_OP_PUSH:
     if (s->mode == PS_BSP) {
-      if (++s->pushed == s->g.n) {
-        s->pushed = 0;
-        return hs_rt_apply(rt, &s->push);
-      }
-      return 0;
+      s->pushed++;
+      return bsp_maybe_apply(s, rt);
     }
     if (s->changed) {
       s->changed = 0;
@@ -124,11 +131,17 @@ static int ps_on_comm(void *state, hs_runtime *rt, const hs_comm_obs *o) {
       s->changed = 0;
       if ((rc = ps_rebuild(s, rt))) return rc;
     }
+    s->expected = s->g.n;
     for (int i = 0; i < s->g.n; i++)
       if ((rc = hs_rt_pull(rt, s->g.ws[i], &s->pull))) return rc;
     return 0;
   case HS_OP_PULL:
-    if (!hs_rt_active(rt, o->worker)) return 0;
+    if (!hs_rt_active(rt, o->worker)) {
+      /* It left after the apply: the round goes on without it. */
+      if (s->mode != PS_BSP) return 0;
+      s->expected--;
+      return bsp_maybe_apply(s, rt);
+    }
     return hs_rt_compute(rt, o->worker, ps_batch(s, o->worker), 0);
   case HS_OP_ALLREDUCE:
     break;

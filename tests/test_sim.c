@@ -349,6 +349,39 @@ static void test_join_and_leave(void) {
         HS_FAIL_AT("%s: worker 3 started a step at %g after leaving", pols[p], r.rows.r[i].start_s);
     run_free(&r);
   }
+  /* localsgd: a worker that leaves in the middle of its local steps ends its round early. */
+  static const char *mid =
+      "name: mid\n"
+      "device_types:\n"
+      "  g: {compute: {t0: 10ms, per_sample: 1ms}}\n"
+      "nodes:\n"
+      "  - {devices: [{type: g, count: 2}]}\n"
+      "events:\n"
+      "  - {at: 0.03s, leave: 1}\n";
+  run m;
+  simulate(&m, mid, "localsgd:tau=10", 32, 3, 0, 1);
+  if (m.rc) HS_FAIL_AT("localsgd leave mid-round: %s", m.d.msg);
+  ASSERT_EQ(m.res.summary.iterations, 3);
+  ASSERT_EQ(m.res.workers[1].steps, 2);
+  run_free(&m);
+  /* ps-bsp: a worker that leaves between the apply and its next step does not hold the
+   * round up. Step: 26 ms compute, ~35 ms push, so worker 1 leaves while pulling after the
+   * first apply. */
+  static const char *bsp =
+      "name: bsp\n"
+      "network: {bandwidth: 10Gbps, latency: 20us}\n"
+      "device_types:\n"
+      "  g: {compute: {t0: 10ms, per_sample: 1ms}}\n"
+      "nodes:\n"
+      "  - {devices: [{type: g, count: 2}]}\n"
+      "events:\n"
+      "  - {at: 0.1s, leave: 1}\n";
+  simulate(&m, bsp, "ps-bsp", 32, 5, 0, 1);
+  if (m.rc) HS_FAIL_AT("ps-bsp leave after apply: %s", m.d.msg);
+  ASSERT_EQ(m.res.status, HS_SIM_COMPLETE);
+  ASSERT_EQ(m.res.summary.iterations, 5);
+  ASSERT_EQ(m.res.workers[1].steps, 1);
+  run_free(&m);
   /* ssgd: while worker 3 is slowed 3x, iterations are slower; after it leaves, the three left
    * take the global batch between them. */
   run r;
