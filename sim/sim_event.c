@@ -145,6 +145,18 @@ void hs_engine_test_rank_limit(hs_engine *e, uint64_t limit) {
   if (limit > e->size && limit <= ((uint64_t)1 << (64 - e->slot_bits))) e->rank_limit = limit;
 }
 
+/* Moves the hole at i up towards the root until x fits there, then stores x: the last step
+ * of both a push and a bottom-up pop. */
+static inline void sift_up(hs_heap_entry *h, size_t i, hs_heap_entry x) {
+  while (i > 0) {
+    size_t p = (i - 1) / 4;
+    if (!entry_less(&x, &h[p])) break;
+    h[i] = h[p];
+    i = p;
+  }
+  h[i] = x;
+}
+
 int hs_engine_schedule(hs_engine *e, double time, uint32_t kind, uint32_t worker, int64_t arg,
                        hs_diag *d) {
   /* The negated test also rejects NaN, which would otherwise poison the heap order. */
@@ -176,15 +188,7 @@ int hs_engine_schedule(hs_engine *e, double time, uint32_t kind, uint32_t worker
   /* Adding 0.0 turns -0.0 into +0.0, whose bits would otherwise sort after every positive time. */
   hs_heap_entry x = {.tbits = time_bits(time + 0.0),
                      .key = (e->next_rank++ << e->slot_bits) | slot};
-  hs_heap_entry *h = e->heap;
-  size_t i = e->size++;
-  while (i > 0) {
-    size_t p = (i - 1) / 4;
-    if (!entry_less(&x, &h[p])) break;
-    h[i] = h[p];
-    i = p;
-  }
-  h[i] = x;
+  sift_up(e->heap, e->size++, x);
   return 0;
 }
 
@@ -224,13 +228,7 @@ int hs_engine_pop(hs_engine *e, hs_event *out) {
       h[i] = h[best];
       i = best;
     }
-    while (i > 0) {
-      size_t p = (i - 1) / 4;
-      if (!entry_less(&x, &h[p])) break;
-      h[i] = h[p];
-      i = p;
-    }
-    h[i] = x;
+    sift_up(h, i, x);
   }
 
   uint32_t slot = (uint32_t)(top.key & e->slot_mask);
