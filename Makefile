@@ -4,7 +4,8 @@ BUILD ?= build
 ASAN_BUILD ?= build-asan
 CMAKE_FLAGS ?=
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
-DEB_PACKAGES = cmake make gcc pkg-config libgsl-dev libyaml-dev libsqlite3-dev
+DEB_PACKAGES = cmake make gcc pkg-config libgsl-dev libyaml-dev libsqlite3-dev libopenblas-dev zlib1g-dev \
+  dataset-fashion-mnist
 SUDO = $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: all deps build run test asan bench clean
