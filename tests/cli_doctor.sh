@@ -1,0 +1,167 @@
+#!/usr/bin/env bash
+# CLI tests for `hetsim doctor`: the JSON schema (docs/cli.md), the text format, exit codes, and
+# that a missing or unloadable library (HETSIM_CUDNN_PATH / HETSIM_NCCL_PATH pointing to an empty
+# folder or to a file that is not an ELF library) and missing data are reported as "missing" with
+# the reason, not a crash. Works with or without a GPU and with or without CUDA in the build.
+# Usage: bash tests/cli_doctor.sh /path/to/hetsim /path/to/source-dir
+set -u
+HETSIM=${1:?usage: cli_doctor.sh HETSIM SOURCE_DIR}
+SRC=${2:?usage: cli_doctor.sh HETSIM SOURCE_DIR}
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/hetsim-cli-doctor.XXXXXX")
+trap 'rm -rf "$TMP"' EXIT
+pass=0
+fail=0
+ok() { pass=$((pass + 1)); echo "ok   doctor.$1"; }
+bad() { fail=$((fail + 1)); echo "FAIL doctor.$1: $2"; }
+
+command -v python3 >/dev/null || { echo "python3 is needed to check JSON; skipped"; exit 77; }
+
+# doctor_json NAME [ENV=VALUE...]: runs `hetsim doctor --json` with the environment given; the
+# output lands in $TMP/NAME.json. Exit status must be 0.
+doctor_json() {
+  local name=$1
+  shift
+  env "$@" "$HETSIM" doctor --json >"$TMP/$name.json" 2>"$TMP/$name.err"
+  local rc=$?
+  if [ $rc -ne 0 ]; then
+    bad "$name" "exit $rc; stderr: $(head -c 300 "$TMP/$name.err")"
+    return 1
+  fi
+  return 0
+}
+
+# check NAME FILE PYTHON: runs the Python snippet with `r` bound to the parsed JSON of FILE.
+# The snippet asserts; the first failed assertion is the reason shown.
+check() {
+  local name=$1 file=$2 code=$3
+  local out
+  if out=$(python3 - "$file" 2>&1 <<EOF
+import json, sys
+r = json.load(open(sys.argv[1]))
+def find(name):
+    m = [c for c in r["checks"] if c["name"] == name]
+    assert len(m) == 1, "check %r appears %d times" % (name, len(m))
+    return m[0]
+has_gpu = len(r["gpus"]) > 0
+$code
+EOF
+  ); then ok "$name"; else bad "$name" "$(echo "$out" | tail -3)"; fi
+}
+
+# 1. The schema.
+if doctor_json plain; then
+  check schema "$TMP/plain.json" '
+assert set(r) == {"schema_version", "hetsim_version", "build", "usable", "checks", "gpus", "counts"}, sorted(r)
+assert r["schema_version"] == 1
+assert isinstance(r["hetsim_version"], str) and r["hetsim_version"]
+assert set(r["build"]) == {"cuda", "cudnn", "nccl", "mpi", "sanitized"}
+assert all(isinstance(v, bool) for v in r["build"].values())
+assert r["usable"] is True
+keys = {"section", "name", "status", "version", "path", "detail", "value", "expected"}
+for c in r["checks"]:
+    assert set(c) == keys, c
+    assert c["section"] in ("build", "library", "gpu", "probe", "data", "store"), c
+    assert c["status"] in ("ok", "missing", "failed"), c
+    assert isinstance(c["name"], str) and c["name"]
+    for k in ("version", "path", "detail"):
+        assert c[k] is None or (isinstance(c[k], str) and c[k]), (k, c)
+    for k in ("value", "expected"):
+        assert c[k] is None or isinstance(c[k], (int, float)), (k, c)
+    if c["status"] != "ok":
+        assert c["detail"], ("a check that is not ok must say why", c)
+for g in r["gpus"]:
+    assert set(g) == {"index", "name", "uuid", "compute_capability", "sms", "memory_bytes",
+                      "clock_khz", "memory_clock_khz", "memory_bus_bits"}, g
+    assert g["uuid"].startswith("GPU-") and g["sms"] > 0 and g["memory_bytes"] > 0
+counts = {s: sum(1 for c in r["checks"] if c["status"] == s) for s in ("ok", "missing", "failed")}
+assert r["counts"] == counts, (r["counts"], counts)
+'
+  check names "$TMP/plain.json" '
+for n in ("hetsim", "GSL", "SQLite", "libyaml", "OpenBLAS", "zlib", "CUDA runtime", "CUDA driver",
+          "cuBLAS", "cuDNN", "NCCL", "cuDNN convolution", "cuBLAS GEMM", "NCCL all-reduce 1 rank",
+          "NCCL 2 ranks on 1 GPU", "green contexts", "MPS", "Fashion-MNIST", "results store"):
+    find(n)
+for n in ("hetsim", "GSL", "SQLite", "libyaml", "OpenBLAS", "zlib", "results store"):
+    assert find(n)["status"] == "ok", find(n)
+assert find("hetsim")["version"] == r["hetsim_version"]
+assert find("SQLite")["version"].startswith("3.")
+'
+  check gpu_or_missing "$TMP/plain.json" '
+gpu_checks = [c for c in r["checks"] if c["section"] == "gpu"]
+if has_gpu:
+    assert len(gpu_checks) == len(r["gpus"]) and all(c["status"] == "ok" for c in gpu_checks)
+else:
+    # Without a GPU, the GPU and its probes say missing with a reason; none claims "failed".
+    assert [c["status"] for c in gpu_checks] == ["missing"], gpu_checks
+    for n in ("cuDNN convolution", "cuBLAS GEMM", "NCCL all-reduce 1 rank", "NCCL 2 ranks on 1 GPU",
+              "green contexts"):
+        c = find(n)
+        assert c["status"] == "missing" and c["detail"], c
+if not r["build"]["cuda"]:
+    for n in ("CUDA runtime", "CUDA driver", "cuBLAS", "cuDNN", "NCCL"):
+        assert find(n)["status"] == "missing" and "built without CUDA" in find(n)["detail"], find(n)
+'
+fi
+
+# 2. cuDNN pointed to an empty folder: missing, naming the folder; nothing else breaks.
+mkdir -p "$TMP/empty"
+if doctor_json cudnn_empty HETSIM_CUDNN_PATH="$TMP/empty"; then
+  check cudnn_empty "$TMP/cudnn_empty.json" "
+c = find('cuDNN')
+assert c['status'] == 'missing', c
+if r['build']['cudnn']:
+    assert 'libcudnn.so.9 not found' in c['detail'] and '$TMP/empty' in c['detail'], c
+    assert c['path'] is None and c['version'] is None
+    p = find('cuDNN convolution')
+    assert p['status'] == 'missing' and 'libcudnn.so.9' in p['detail'], p
+assert r['usable'] is True
+"
+fi
+
+# 3. A file named libcudnn.so.9 that is not a library, and the same for NCCL.
+mkdir -p "$TMP/broken"
+printf 'not an ELF file\n' >"$TMP/broken/libcudnn.so.9"
+printf 'not an ELF file either\n' >"$TMP/broken/libnccl.so.2"
+if doctor_json unloadable HETSIM_CUDNN_PATH="$TMP/broken" HETSIM_NCCL_PATH="$TMP/broken"; then
+  check unloadable "$TMP/unloadable.json" "
+for lib, so, probes in (('cuDNN', 'libcudnn.so.9', ('cuDNN convolution',)),
+                        ('NCCL', 'libnccl.so.2', ('NCCL all-reduce 1 rank', 'NCCL 2 ranks on 1 GPU'))):
+    c = find(lib)
+    assert c['status'] == 'missing', c
+    if r['build'][lib.lower()]:
+        assert so + ' could not be loaded' in c['detail'] and '$TMP/broken/' + so in c['detail'], c
+        for p in probes:
+            assert find(p)['status'] == 'missing' and so in find(p)['detail'], find(p)
+"
+fi
+
+# 4. Fashion-MNIST missing: the command that installs it.
+if doctor_json nodata HETSIM_FASHION_MNIST_DIR="$TMP/empty"; then
+  check nodata "$TMP/nodata.json" '
+c = find("Fashion-MNIST")
+assert c["status"] == "missing" and "dataset-fashion-mnist" in c["detail"], c
+'
+fi
+
+# 5. The text format: one line per check, the status first, padded to 7 columns.
+if HETSIM_CUDNN_PATH="$TMP/empty" "$HETSIM" doctor >"$TMP/text" 2>"$TMP/text.err"; then
+  n_json=$(python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))["checks"]))' "$TMP/cudnn_empty.json" 2>/dev/null)
+  n_text=$(wc -l <"$TMP/text")
+  if ! grep -qvE '^(ok      |missing |failed  )[^ ]' "$TMP/text" && [ "$n_text" = "$n_json" ] &&
+     grep -q '^ok      SQLite 3\.' "$TMP/text" && grep -q '^missing cuDNN: ' "$TMP/text"; then
+    ok text
+  else
+    bad text "unexpected lines ($n_text lines, JSON has $n_json checks): $(head -c 400 "$TMP/text")"
+  fi
+else
+  bad text "exit $?: $(head -c 300 "$TMP/text.err")"
+fi
+
+# 6. Usage.
+"$HETSIM" doctor --bogus >/dev/null 2>"$TMP/err"
+rc=$?
+if [ $rc -eq 2 ] && grep -q 'unknown argument' "$TMP/err"; then ok usage; else bad usage "exit $rc"; fi
+if "$HETSIM" doctor --help | grep -q 'usage: hetsim doctor'; then ok help; else bad help "no usage line"; fi
+
+echo "$pass passed, $fail failed"
+[ $fail -eq 0 ]

@@ -1,0 +1,50 @@
+# Source this on the GPU machine before running a carried hetsim build:
+#   . ./gpu-env.sh && ./hetsim doctor
+# It points hetsim at cuDNN, NCCL and cuBLAS from the pip `nvidia-*` wheels when they are
+# installed (nvidia-cudnn-cu13, nvidia-nccl-cu13, nvidia-cublas), and puts the bundle's lib/
+# (shared libraries carried with the build, if any) and those wheel folders on LD_LIBRARY_PATH,
+# so that cuDNN's own sub-libraries and their dependencies resolve too. Variables already set
+# are kept. hetsim finds the CUDA install (/usr/local/cuda/lib64) without help; see docs/gpu.md.
+_hs_here=$(cd "$(dirname "${BASH_SOURCE[0]:-$0}")" && pwd)
+
+# Python site folders: the interpreter's own answer when python3 runs, then the usual places.
+_hs_sites=""
+if command -v python3 >/dev/null 2>&1; then
+  _hs_sites=$(python3 -c 'import site, sys; print("\n".join(site.getsitepackages() + [site.getusersitepackages()]))' 2>/dev/null)
+fi
+for _hs_d in ${HETSIM_PYTHON_SITE//:/ } ${VIRTUAL_ENV:+$VIRTUAL_ENV/lib/python3*/site-packages} \
+    ${CONDA_PREFIX:+$CONDA_PREFIX/lib/python3*/site-packages} "$HOME"/.local/lib/python3*/site-packages \
+    /usr/local/lib/python3*/dist-packages /usr/local/lib/python3*/site-packages /usr/lib/python3/dist-packages; do
+  [ -d "$_hs_d" ] && _hs_sites="$_hs_sites
+$_hs_d"
+done
+
+# _hs_find SONAME: the first wheel folder (site/nvidia/*/lib) holding SONAME.
+_hs_find() {
+  local site f
+  while IFS= read -r site; do
+    [ -n "$site" ] || continue
+    for f in "$site"/nvidia/*/lib/"$1"; do
+      [ -e "$f" ] && { dirname "$f"; return 0; }
+    done
+  done <<<"$_hs_sites"
+  return 1
+}
+
+_hs_ld=""
+[ -d "$_hs_here/lib" ] && _hs_ld="$_hs_here/lib"
+for _hs_pair in HETSIM_CUDNN_PATH:libcudnn.so.9 HETSIM_NCCL_PATH:libnccl.so.2 HETSIM_CUBLAS_PATH:libcublas.so.13; do
+  _hs_var=${_hs_pair%%:*}
+  _hs_so=${_hs_pair#*:}
+  if [ -z "${!_hs_var:-}" ] && _hs_dir=$(_hs_find "$_hs_so"); then
+    export "$_hs_var=$_hs_dir"
+  fi
+  [ -n "${!_hs_var:-}" ] && _hs_ld="$_hs_ld:${!_hs_var}"
+  echo "hetsim: $_hs_var=${!_hs_var:-(unset: the CUDA install or the loader path)}" >&2
+done
+# cuBLASLt and the CUDA 13 wheels' shared folder (nvidia/cu13/lib), which cuDNN needs.
+if _hs_dir=$(_hs_find libcublasLt.so.13); then _hs_ld="$_hs_ld:$_hs_dir"; fi
+_hs_ld=${_hs_ld#:}
+if [ -n "$_hs_ld" ]; then export LD_LIBRARY_PATH="$_hs_ld${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"; fi
+unset _hs_here _hs_sites _hs_d _hs_ld _hs_pair _hs_var _hs_so _hs_dir
+unset -f _hs_find
