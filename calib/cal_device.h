@@ -1,0 +1,42 @@
+/* cal_device: device strings and device discovery for the calibration.
+ *
+ * A device string is "cpu", "cuda:I" (GPU I) or "cuda:I/sm=N" (a green-context partition of N
+ * SMs of GPU I), as nn_net.h takes. Discovery fills the columns of the device table: for the
+ * cpu, the model name from /proc/cpuinfo, the online cores (stored in sm_count: the cpu's
+ * processing units), the physical memory, OpenBLAS's version and configuration
+ * (openblas_get_config) and the host name; for a GPU, through the CUDA driver opened at run
+ * time (nn/nn_cudalib.h): name, UUID, SMs, memory, compute capability, clocks and the driver,
+ * cuDNN and NCCL versions.
+ * Contract: no allocation; strings are copied into the struct. A GPU device on a machine or
+ * build without CUDA is HS_EUNSUPPORTED with a message that says which. */
+#ifndef HS_CAL_DEVICE_H
+#define HS_CAL_DEVICE_H
+
+#include <stdint.h>
+
+#include "core/core_error.h"
+
+typedef struct hs_cal_device {
+  char spec[64];               /* the device string as given, e.g. "cuda:0/sm=32" */
+  char kind[8];                /* "cpu" | "cuda" */
+  char name[256];              /* device.name: CPU or GPU model name (or --name) */
+  int ordinal;                 /* cuda: GPU index; -1 for the cpu */
+  int sm_partition;            /* SMs of the partition; 0 = whole device */
+  int sm_count;                /* GPU SMs, or the cpu's online cores; 0 = unknown */
+  int64_t memory_bytes;        /* bytes; 0 = unknown */
+  char uuid[64];               /* GPU UUID; empty for the cpu */
+  char compute_capability[16]; /* "9.0"; empty for the cpu */
+  int clock_sm_mhz, clock_mem_mhz; /* MHz; 0 = unknown */
+  char driver_version[32], cuda_version[32], cudnn_version[32], nccl_version[32];
+  char blas[256];              /* cpu: OpenBLAS version and configuration */
+  char host[256];
+  int threads;                 /* cpu: threads per net used for the timings (1 = default) */
+} hs_cal_device;
+
+/* Parses a device string into spec, kind, ordinal and sm_partition; HS_EINVAL with a message
+ * like `--device: expected cpu, cuda:I or cuda:I/sm=N, got "gpu0"`. */
+int hs_cal_device_parse(const char *s, hs_cal_device *out, hs_diag *d);
+/* Fills the rest of *dev (after hs_cal_device_parse) from the machine. */
+int hs_cal_device_discover(hs_cal_device *dev, hs_diag *d);
+
+#endif

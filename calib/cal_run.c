@@ -1,0 +1,249 @@
+#include "calib/cal_run.h"
+
+#include <gsl/gsl_rng.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "calib/cal_comm.h"
+#include "core/core_rng.h"
+#include "nn/nn_net.h"
+
+enum { COMM_MIN_BYTES = 4096 };
+
+static int comm_sizes(const hs_cal_opts *o) {
+  int n = 0;
+  for (int64_t b = COMM_MIN_BYTES; b <= o->comm_max_bytes; b *= 4) n++;
+  return n;
+}
+
+static int comm_on(const hs_cal_opts *o, const hs_cal_device *dev) {
+  return o->comm && !strcmp(dev->kind, "cpu");
+}
+
+int hs_cal_points(const hs_cal_opts *o, const hs_cal_device *dev) {
+  return o->n_models * o->n_batches + (comm_on(o, dev) ? 2 * comm_sizes(o) : 0);
+}
+
+typedef struct sweep {
+  const hs_cal_opts *o;
+  double done; /* points visited, for the progress display */
+} sweep;
+
+static int stopped(const hs_cal_opts *o, hs_diag *d) {
+  if (o->stop && *o->stop) return hs_diag_set(d, HS_EINTR, "interrupted; rerun the same command to resume");
+  return 0;
+}
+
+/* One step split into phases; t[phase] in seconds. */
+static int timed_step(hs_net *n, const hs_sgd *sgd, double t[HS_CAL_PHASES], hs_diag *d) {
+  int rc;
+  if ((rc = hs_net_mark(n, 0, d)) || (rc = hs_net_forward(n, 1, d)) || (rc = hs_net_mark(n, 1, d)) ||
+      (rc = hs_net_backward(n, d)) || (rc = hs_net_mark(n, 2, d)) || (rc = hs_net_update(n, sgd, d)) ||
+      (rc = hs_net_mark(n, 3, d)))
+    return rc;
+  if (!t) return hs_net_sync(n, d);
+  if ((rc = hs_net_elapsed(n, 0, 1, &t[HS_CAL_FORWARD], d)) ||
+      (rc = hs_net_elapsed(n, 1, 2, &t[HS_CAL_BACKWARD], d)) ||
+      (rc = hs_net_elapsed(n, 2, 3, &t[HS_CAL_UPDATE], d)) ||
+      (rc = hs_net_elapsed(n, 0, 3, &t[HS_CAL_STEP], d)))
+    return rc;
+  return 0;
+}
+
+/* Times one batch size; HS_ENOMEM when the net cannot hold it. */
+static int time_point(sweep *sw, hs_net *n, gsl_rng *rng, int batch, hs_cal_stats st[HS_CAL_PHASES],
+                      hs_diag *d) {
+  const hs_cal_opts *o = sw->o;
+  int c, h, w;
+  hs_net_input_shape(n, &c, &h, &w);
+  size_t per = (size_t)c * (size_t)h * (size_t)w;
+  float *x = malloc((size_t)batch * per * sizeof *x);
+  int32_t *y = malloc((size_t)batch * sizeof *y);
+  double *samples[HS_CAL_PHASES] = {NULL};
+  int rc = 0, reps = 0;
+  for (int p = 0; p < HS_CAL_PHASES; p++) samples[p] = malloc((size_t)o->rule.max_reps * sizeof(double));
+  if (!x || !y || !samples[0] || !samples[1] || !samples[2] || !samples[3]) {
+    rc = hs_diag_set(d, HS_ENOMEM, "out of host memory for a batch of %d", batch);
+    goto out;
+  }
+  for (size_t i = 0; i < (size_t)batch * per; i++) x[i] = (float)(gsl_rng_uniform(rng) * 2 - 1);
+  for (int i = 0; i < batch; i++) y[i] = (int32_t)gsl_rng_uniform_int(rng, (unsigned long)hs_net_classes(n));
+  if ((rc = hs_net_load(n, x, y, batch, d))) goto out;
+  /* A small learning rate keeps the weights finite over many steps on random labels. */
+  const hs_sgd sgd = {.lr = 1e-4, .momentum = 0.9, .weight_decay = 0};
+  for (int i = 0; i < o->warmup; i++) {
+    if ((rc = stopped(o, d)) || (rc = timed_step(n, &sgd, NULL, d))) goto out;
+  }
+  for (;;) {
+    if ((rc = stopped(o, d))) goto out;
+    double t[HS_CAL_PHASES];
+    if ((rc = timed_step(n, &sgd, t, d))) goto out;
+    for (int p = 0; p < HS_CAL_PHASES; p++) samples[p][reps] = t[p];
+    reps++;
+    if (o->progress) hs_progress_update(o->progress, sw->done + (double)reps / o->rule.max_reps);
+    int stable = hs_cal_stable(samples[HS_CAL_STEP], reps, &o->rule, d);
+    if (stable < 0) {
+      rc = stable;
+      goto out;
+    }
+    if (stable) break;
+  }
+  for (int p = 0; p < HS_CAL_PHASES && !rc; p++) rc = hs_cal_stats_of(samples[p], reps, &st[p], d);
+out:
+  free(x);
+  free(y);
+  for (int p = 0; p < HS_CAL_PHASES; p++) free(samples[p]);
+  return rc;
+}
+
+static int fit_model(hs_store *s, int64_t dev, hs_cal_model_result *mr, hs_diag *d) {
+  for (int p = 0; p < HS_CAL_PHASES; p++) {
+    double *b = NULL, *t = NULL;
+    int n = 0;
+    int rc = hs_cal_load_samples(s, dev, mr->model, (hs_cal_phase)p, &b, &t, &n, d);
+    if (rc) return rc;
+    hs_diag fd = {0};
+    /* Points beyond a memory limit seen now (stored by an earlier run) are left out. */
+    int k = 0;
+    for (int i = 0; i < n; i++)
+      if (!mr->oom_batch || b[i] < mr->oom_batch) b[k] = b[i], t[k] = t[i], k++;
+    rc = hs_fit_select(b, t, k, &mr->fits[p], &fd);
+    free(b);
+    free(t);
+    if (rc == HS_EINVAL) {
+      snprintf(mr->fit_error, sizeof mr->fit_error, "%s: %.200s", hs_cal_phase_name((hs_cal_phase)p), fd.msg);
+      continue;
+    }
+    if (rc) return hs_diag_set(d, rc, "fitting %s %s: %s", mr->model, hs_cal_phase_name((hs_cal_phase)p), fd.msg);
+    if ((rc = hs_cal_store_fits(s, dev, mr->model, (hs_cal_phase)p, &mr->fits[p], mr->max_batch, d))) return rc;
+    mr->fitted[p] = 1;
+  }
+  return 0;
+}
+
+static int calibrate_model(hs_store *s, const hs_cal_device *dev, int64_t dev_id, sweep *sw,
+                           hs_cal_model_result *mr, hs_diag *d) {
+  const hs_cal_opts *o = sw->o;
+  int rc = hs_cal_store_model(s, mr->model, d);
+  if (rc) return rc;
+  if (o->redo && (rc = hs_cal_forget(s, dev_id, mr->model, d))) return rc;
+  hs_net *n = NULL;
+  gsl_rng *rng = NULL;
+  int last_ok = 0;
+  for (int i = 0; i < o->n_batches; i++, sw->done += 1) {
+    int batch = o->batches[i], stored = 0;
+    if ((rc = stopped(o, d)) || (rc = hs_cal_point_stored(s, dev_id, mr->model, batch, &stored, d))) break;
+    if (o->progress) hs_progress_update(o->progress, sw->done);
+    if (stored) {
+      mr->skipped++;
+      last_ok = batch;
+      continue;
+    }
+    if (!n) {
+      hs_net_options no = {.seed = o->seed, .max_batch = 0, .threads = dev->threads};
+      if ((rc = hs_net_open(&n, dev->spec, mr->model, &no, d))) break;
+      if (!(rng = hs_rng_stream(o->seed, 0x63616c6962ULL))) {
+        rc = hs_diag_set(d, HS_ENOMEM, "out of memory for a random stream");
+        break;
+      }
+    }
+    hs_cal_stats st[HS_CAL_PHASES];
+    hs_diag pd = {0};
+    rc = time_point(sw, n, rng, batch, st, &pd);
+    if (rc == HS_ENOMEM) {
+      /* The sweep ends at the first batch that does not fit; the limit is what ran. */
+      mr->oom_batch = batch;
+      mr->max_batch = last_ok;
+      rc = 0;
+      if (!last_ok) rc = hs_diag_set(d, HS_ELIMIT, "%s on %s: even the smallest batch (%d) ran out of memory: %s", mr->model, dev->spec, batch, pd.msg);
+      break;
+    }
+    if (rc) {
+      hs_diag_set(d, rc, "%s, batch %d: %s", mr->model, batch, pd.msg);
+      break;
+    }
+    if ((rc = hs_cal_store_point(s, dev_id, mr->model, batch, st, d))) break;
+    mr->measured++;
+    last_ok = batch;
+  }
+  hs_net_close(n);
+  gsl_rng_free(rng);
+  if (rc) return rc;
+  return fit_model(s, dev_id, mr, d);
+}
+
+static int calibrate_comm(hs_store *s, int64_t dev_id, sweep *sw, hs_cal_comm_result *cr, hs_diag *d) {
+  const hs_cal_opts *o = sw->o;
+  hs_comm_key key = {.device = dev_id, .backend = "cpu", .op = cr->op, .world_size = cr->world_size};
+  hs_cal_comm_opts co = {.rule = o->rule, .warmup = o->warmup, .stop = o->stop};
+  int rc = 0;
+  for (int64_t bytes = COMM_MIN_BYTES; bytes <= o->comm_max_bytes; bytes *= 4, sw->done += 1) {
+    int stored = 0;
+    if ((rc = stopped(o, d)) || (rc = hs_cal_comm_stored(s, &key, bytes, &stored, d))) return rc;
+    if (o->progress) hs_progress_update(o->progress, sw->done);
+    if (stored) {
+      cr->skipped++;
+      continue;
+    }
+    hs_cal_stats st;
+    rc = !strcmp(cr->op, "p2p") ? hs_cal_time_p2p(bytes, &co, &st, d)
+                                : hs_cal_time_allreduce(cr->world_size, bytes, &co, &st, d);
+    if (rc == HS_EINTR) return stopped(o, d) ? stopped(o, d) : rc;
+    if (rc || (rc = hs_cal_store_comm_sample(s, &key, bytes, &st, d))) return rc;
+    cr->measured++;
+  }
+  double *b = NULL, *t = NULL;
+  int n = 0;
+  if ((rc = hs_cal_load_comm(s, &key, &b, &t, &n, d))) return rc;
+  hs_diag fd = {0};
+  rc = hs_fit_comm(b, t, n, &cr->alpha_s, &cr->beta_bytes_per_s, &cr->r2, &fd);
+  free(b);
+  free(t);
+  if (rc) {
+    snprintf(cr->why, sizeof cr->why, "%.250s", fd.msg);
+    return 0;
+  }
+  if ((rc = hs_cal_store_comm_model(s, &key, cr->alpha_s, cr->beta_bytes_per_s, cr->r2, d))) return rc;
+  cr->fitted = 1;
+  return 0;
+}
+
+int hs_cal_run(hs_store *s, const hs_cal_device *dev, const hs_cal_opts *o, hs_cal_result *res,
+               hs_diag *d) {
+  memset(res, 0, sizeof *res);
+  int rc = hs_cal_rule_check(&o->rule, d);
+  if (rc) return rc;
+  for (int i = 1; i < o->n_batches; i++)
+    if (o->batches[i] <= o->batches[i - 1]) return hs_diag_set(d, HS_EINVAL, "batch sizes must increase");
+  if ((rc = hs_cal_store_device(s, dev, &res->device_id, d))) return rc;
+  res->models = calloc((size_t)(o->n_models > 0 ? o->n_models : 1), sizeof *res->models);
+  if (!res->models) return hs_diag_set(d, HS_ENOMEM, "out of memory");
+  sweep sw = {.o = o};
+  for (int m = 0; m < o->n_models; m++) {
+    hs_cal_model_result *mr = &res->models[res->n_models++];
+    snprintf(mr->model, sizeof mr->model, "%s", o->models[m]);
+    if ((rc = calibrate_model(s, dev, res->device_id, &sw, mr, d))) return rc;
+  }
+  if (!comm_on(o, dev)) {
+    snprintf(res->comm_note, sizeof res->comm_note, "%s",
+             !o->comm ? "communication not timed (--no-comm)"
+                      : "NCCL communication timing is not built yet; only the cpu backend's is");
+    return 0;
+  }
+  const char *ops[2] = {"allreduce", "p2p"};
+  for (int i = 0; i < 2; i++) {
+    hs_cal_comm_result *cr = &res->comm[res->n_comm++];
+    snprintf(cr->op, sizeof cr->op, "%s", ops[i]);
+    cr->world_size = i == 0 ? o->comm_world : 2;
+    if ((rc = calibrate_comm(s, res->device_id, &sw, cr, d))) return rc;
+  }
+  return 0;
+}
+
+void hs_cal_result_free(hs_cal_result *res) {
+  if (!res) return;
+  free(res->models);
+  res->models = NULL;
+  res->n_models = 0;
+}

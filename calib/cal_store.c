@@ -1,0 +1,369 @@
+#include "calib/cal_store.h"
+
+#include <math.h>
+#include <sqlite3.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nn/nn_zoo.h"
+
+static const char *const phase_names[HS_CAL_PHASES] = {
+    [HS_CAL_FORWARD] = "forward", [HS_CAL_BACKWARD] = "backward",
+    [HS_CAL_UPDATE] = "update", [HS_CAL_STEP] = "step",
+};
+
+const char *hs_cal_phase_name(hs_cal_phase p) {
+  return (int)p >= 0 && p < HS_CAL_PHASES ? phase_names[p] : NULL;
+}
+
+static int db_fail(hs_store *s, hs_diag *d, const char *what) {
+  return hs_diag_set(d, HS_EDB, "database %s: %s: %s", hs_store_path(s), what,
+                     sqlite3_errmsg(hs_store_db(s)));
+}
+
+static int prep(hs_store *s, sqlite3_stmt **st, const char *sql, hs_diag *d) {
+  if (sqlite3_prepare_v2(hs_store_db(s), sql, -1, st, NULL) != SQLITE_OK) return db_fail(s, d, sql);
+  return 0;
+}
+
+/* Steps a statement that returns no rows (or whose rows are ignored) and finalizes it. */
+static int run(hs_store *s, sqlite3_stmt *st, const char *what, hs_diag *d) {
+  int rc = sqlite3_step(st);
+  int ok = rc == SQLITE_DONE || rc == SQLITE_ROW;
+  if (!ok) db_fail(s, d, what);
+  sqlite3_finalize(st);
+  return ok ? 0 : HS_EDB;
+}
+
+static int exec(hs_store *s, const char *sql, hs_diag *d) {
+  if (sqlite3_exec(hs_store_db(s), sql, NULL, NULL, NULL) != SQLITE_OK) return db_fail(s, d, sql);
+  return 0;
+}
+
+static void rollback(hs_store *s) { sqlite3_exec(hs_store_db(s), "ROLLBACK", NULL, NULL, NULL); }
+
+static void bind_text_or_null(sqlite3_stmt *st, int i, const char *v) {
+  if (v && *v) sqlite3_bind_text(st, i, v, -1, SQLITE_TRANSIENT);
+  else sqlite3_bind_null(st, i);
+}
+static void bind_pos_or_null(sqlite3_stmt *st, int i, int64_t v) {
+  if (v > 0) sqlite3_bind_int64(st, i, v);
+  else sqlite3_bind_null(st, i);
+}
+static void bind_double_or_null(sqlite3_stmt *st, int i, double v) {
+  if (isfinite(v)) sqlite3_bind_double(st, i, v);
+  else sqlite3_bind_null(st, i);
+}
+
+int hs_cal_store_device(hs_store *s, const hs_cal_device *dev, int64_t *id, hs_diag *d) {
+  sqlite3_stmt *st = NULL;
+  int rc = prep(s, &st,
+                "SELECT id FROM device WHERE kind = ?1 AND name = ?2 AND host IS ?3 AND ordinal IS "
+                "?4 AND sm_partition IS ?5 AND uuid IS ?6 ORDER BY id DESC LIMIT 1",
+                d);
+  if (rc) return rc;
+  sqlite3_bind_text(st, 1, dev->kind, -1, SQLITE_STATIC);
+  sqlite3_bind_text(st, 2, dev->name, -1, SQLITE_STATIC);
+  bind_text_or_null(st, 3, dev->host);
+  if (dev->ordinal >= 0) sqlite3_bind_int(st, 4, dev->ordinal);
+  else sqlite3_bind_null(st, 4);
+  bind_pos_or_null(st, 5, dev->sm_partition);
+  bind_text_or_null(st, 6, dev->uuid);
+  rc = sqlite3_step(st);
+  if (rc == SQLITE_ROW) {
+    *id = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    return 0;
+  }
+  sqlite3_finalize(st);
+  if (rc != SQLITE_DONE) return db_fail(s, d, "looking up the device");
+  if ((rc = prep(s, &st,
+                 "INSERT INTO device(name, uuid, kind, ordinal, sm_count, sm_partition, "
+                 "memory_bytes, compute_capability, clock_sm_mhz, clock_mem_mhz, driver_version, "
+                 "cuda_version, cudnn_version, nccl_version, blas, host) VALUES (?1, ?2, ?3, ?4, "
+                 "?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
+                 d)))
+    return rc;
+  sqlite3_bind_text(st, 1, dev->name, -1, SQLITE_STATIC);
+  bind_text_or_null(st, 2, dev->uuid);
+  sqlite3_bind_text(st, 3, dev->kind, -1, SQLITE_STATIC);
+  if (dev->ordinal >= 0) sqlite3_bind_int(st, 4, dev->ordinal);
+  bind_pos_or_null(st, 5, dev->sm_count);
+  bind_pos_or_null(st, 6, dev->sm_partition);
+  bind_pos_or_null(st, 7, dev->memory_bytes);
+  bind_text_or_null(st, 8, dev->compute_capability);
+  bind_pos_or_null(st, 9, dev->clock_sm_mhz);
+  bind_pos_or_null(st, 10, dev->clock_mem_mhz);
+  bind_text_or_null(st, 11, dev->driver_version);
+  bind_text_or_null(st, 12, dev->cuda_version);
+  bind_text_or_null(st, 13, dev->cudnn_version);
+  bind_text_or_null(st, 14, dev->nccl_version);
+  bind_text_or_null(st, 15, dev->blas);
+  bind_text_or_null(st, 16, dev->host);
+  if ((rc = run(s, st, "inserting the device", d))) return rc;
+  *id = sqlite3_last_insert_rowid(hs_store_db(s));
+  return 0;
+}
+
+int hs_cal_store_model(hs_store *s, const char *model, hs_diag *d) {
+  hs_model_stats ms;
+  const hs_model_info *mi = hs_zoo_find(model);
+  int rc = mi ? hs_zoo_stats(model, &ms, d) : hs_diag_set(d, HS_EINVAL, "unknown model \"%s\"", model);
+  if (rc) return rc;
+  sqlite3_stmt *st = NULL;
+  if ((rc = prep(s, &st,
+                 "INSERT INTO model(name, params, grad_bytes, flops_per_sample, description) "
+                 "VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT(name) DO NOTHING",
+                 d)))
+    return rc;
+  sqlite3_bind_text(st, 1, model, -1, SQLITE_STATIC);
+  sqlite3_bind_int64(st, 2, ms.params);
+  sqlite3_bind_int64(st, 3, ms.grad_bytes);
+  sqlite3_bind_double(st, 4, ms.flops_per_sample);
+  sqlite3_bind_text(st, 5, mi->description, -1, SQLITE_STATIC);
+  return run(s, st, "inserting the model", d);
+}
+
+int hs_cal_point_stored(hs_store *s, int64_t dev, const char *model, int batch, int *stored,
+                        hs_diag *d) {
+  sqlite3_stmt *st = NULL;
+  int rc = prep(s, &st,
+                "SELECT count(DISTINCT phase) FROM calib_sample WHERE device_id = ?1 AND model = "
+                "?2 AND batch = ?3",
+                d);
+  if (rc) return rc;
+  sqlite3_bind_int64(st, 1, dev);
+  sqlite3_bind_text(st, 2, model, -1, SQLITE_STATIC);
+  sqlite3_bind_int(st, 3, batch);
+  rc = sqlite3_step(st);
+  *stored = rc == SQLITE_ROW && sqlite3_column_int(st, 0) == HS_CAL_PHASES;
+  sqlite3_finalize(st);
+  return rc == SQLITE_ROW ? 0 : db_fail(s, d, "reading calib_sample");
+}
+
+int hs_cal_store_point(hs_store *s, int64_t dev, const char *model, int batch,
+                       const hs_cal_stats stv[HS_CAL_PHASES], hs_diag *d) {
+  int rc = exec(s, "BEGIN IMMEDIATE", d);
+  if (rc) return rc;
+  sqlite3_stmt *st = NULL;
+  if ((rc = prep(s, &st, "DELETE FROM calib_sample WHERE device_id = ?1 AND model = ?2 AND batch = ?3", d))) goto fail;
+  sqlite3_bind_int64(st, 1, dev);
+  sqlite3_bind_text(st, 2, model, -1, SQLITE_STATIC);
+  sqlite3_bind_int(st, 3, batch);
+  if ((rc = run(s, st, "replacing calib_sample rows", d))) goto fail;
+  for (int p = 0; p < HS_CAL_PHASES; p++) {
+    if ((rc = prep(s, &st,
+                   "INSERT INTO calib_sample(device_id, model, batch, phase, median_s, p10_s, "
+                   "p90_s, count) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                   d)))
+      goto fail;
+    sqlite3_bind_int64(st, 1, dev);
+    sqlite3_bind_text(st, 2, model, -1, SQLITE_STATIC);
+    sqlite3_bind_int(st, 3, batch);
+    sqlite3_bind_text(st, 4, phase_names[p], -1, SQLITE_STATIC);
+    sqlite3_bind_double(st, 5, stv[p].median_s);
+    bind_double_or_null(st, 6, stv[p].p10_s);
+    bind_double_or_null(st, 7, stv[p].p90_s);
+    sqlite3_bind_int(st, 8, stv[p].count);
+    if ((rc = run(s, st, "inserting calib_sample", d))) goto fail;
+  }
+  if ((rc = exec(s, "COMMIT", d))) goto fail;
+  return 0;
+fail:
+  rollback(s);
+  return rc;
+}
+
+int hs_cal_forget(hs_store *s, int64_t dev, const char *model, hs_diag *d) {
+  int rc = exec(s, "BEGIN IMMEDIATE", d);
+  if (rc) return rc;
+  static const char *const sqls[] = {
+      "DELETE FROM calib_sample WHERE device_id = ?1 AND model = ?2",
+      "DELETE FROM perf_model WHERE device_id = ?1 AND model = ?2",
+  };
+  for (int i = 0; i < 2; i++) {
+    sqlite3_stmt *st = NULL;
+    if ((rc = prep(s, &st, sqls[i], d))) goto fail;
+    sqlite3_bind_int64(st, 1, dev);
+    sqlite3_bind_text(st, 2, model, -1, SQLITE_STATIC);
+    if ((rc = run(s, st, sqls[i], d))) goto fail;
+  }
+  if ((rc = exec(s, "COMMIT", d))) goto fail;
+  return 0;
+fail:
+  rollback(s);
+  return rc;
+}
+
+/* Reads (x, y) pairs from a prepared statement into fresh arrays. */
+static int read_pairs(hs_store *s, sqlite3_stmt *st, double **x, double **y, int *n, hs_diag *d) {
+  int cap = 16, k = 0, rc, oom = 0;
+  double *xs = malloc((size_t)cap * sizeof *xs), *ys = malloc((size_t)cap * sizeof *ys);
+  while (xs && ys && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+    if (k == cap) {
+      cap *= 2;
+      double *nx = realloc(xs, (size_t)cap * sizeof *xs);
+      if (nx) xs = nx;
+      double *ny = realloc(ys, (size_t)cap * sizeof *ys);
+      if (ny) ys = ny;
+      if (!nx || !ny) {
+        oom = 1;
+        break;
+      }
+    }
+    xs[k] = sqlite3_column_double(st, 0);
+    ys[k] = sqlite3_column_double(st, 1);
+    k++;
+  }
+  rc = sqlite3_errcode(hs_store_db(s));
+  sqlite3_finalize(st);
+  if (!xs || !ys || oom) {
+    free(xs);
+    free(ys);
+    return hs_diag_set(d, HS_ENOMEM, "out of memory reading samples");
+  }
+  if (rc != SQLITE_OK && rc != SQLITE_DONE && rc != SQLITE_ROW) {
+    free(xs);
+    free(ys);
+    return db_fail(s, d, "reading samples");
+  }
+  *x = xs, *y = ys, *n = k;
+  return 0;
+}
+
+int hs_cal_load_samples(hs_store *s, int64_t dev, const char *model, hs_cal_phase phase,
+                        double **batch, double **time, int *n, hs_diag *d) {
+  sqlite3_stmt *st = NULL;
+  int rc = prep(s, &st,
+                "SELECT batch, median_s FROM calib_sample WHERE id IN (SELECT max(id) FROM "
+                "calib_sample WHERE device_id = ?1 AND model = ?2 AND phase = ?3 GROUP BY batch) "
+                "ORDER BY batch",
+                d);
+  if (rc) return rc;
+  sqlite3_bind_int64(st, 1, dev);
+  sqlite3_bind_text(st, 2, model, -1, SQLITE_STATIC);
+  sqlite3_bind_text(st, 3, phase_names[phase], -1, SQLITE_STATIC);
+  return read_pairs(s, st, batch, time, n, d);
+}
+
+int hs_cal_store_fits(hs_store *s, int64_t dev, const char *model, hs_cal_phase phase,
+                      const hs_fit_set *fs, int max_batch, hs_diag *d) {
+  int rc = exec(s, "BEGIN IMMEDIATE", d);
+  if (rc) return rc;
+  sqlite3_stmt *st = NULL;
+  if ((rc = prep(s, &st, "DELETE FROM perf_model WHERE device_id = ?1 AND model = ?2 AND phase = ?3", d))) goto fail;
+  sqlite3_bind_int64(st, 1, dev);
+  sqlite3_bind_text(st, 2, model, -1, SQLITE_STATIC);
+  sqlite3_bind_text(st, 3, phase_names[phase], -1, SQLITE_STATIC);
+  if ((rc = run(s, st, "replacing perf_model rows", d))) goto fail;
+  for (int f = 0; f < HS_PERF_FORMS; f++) {
+    const hs_fit_result *r = &fs->r[f];
+    if (!r->ok) continue;
+    char params[512];
+    if (hs_perf_params_json(&r->model, params, sizeof params) < 0) {
+      rc = hs_diag_set(d, HS_ELIMIT, "parameters of the %s fit do not fit in %zu bytes", hs_perf_form_name((hs_perf_form)f), sizeof params);
+      goto fail;
+    }
+    if ((rc = prep(s, &st,
+                   "INSERT INTO perf_model(device_id, model, phase, form, params, r2, "
+                   "heldout_rel_error, max_batch, chosen) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                   d)))
+      goto fail;
+    sqlite3_bind_int64(st, 1, dev);
+    sqlite3_bind_text(st, 2, model, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 3, phase_names[phase], -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 4, hs_perf_form_name((hs_perf_form)f), -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 5, params, -1, SQLITE_TRANSIENT);
+    bind_double_or_null(st, 6, r->r2);
+    bind_double_or_null(st, 7, r->heldout);
+    bind_pos_or_null(st, 8, max_batch);
+    sqlite3_bind_int(st, 9, f == fs->chosen);
+    if ((rc = run(s, st, "inserting perf_model", d))) goto fail;
+  }
+  if ((rc = exec(s, "COMMIT", d))) goto fail;
+  return 0;
+fail:
+  rollback(s);
+  return rc;
+}
+
+static void bind_comm_key(sqlite3_stmt *st, const hs_comm_key *k) {
+  sqlite3_bind_int64(st, 1, k->device);
+  sqlite3_bind_text(st, 2, k->backend, -1, SQLITE_STATIC);
+  sqlite3_bind_text(st, 3, k->op, -1, SQLITE_STATIC);
+  sqlite3_bind_int(st, 4, k->world_size);
+}
+
+int hs_cal_comm_stored(hs_store *s, const hs_comm_key *k, int64_t bytes, int *stored, hs_diag *d) {
+  sqlite3_stmt *st = NULL;
+  int rc = prep(s, &st,
+                "SELECT count(*) FROM comm_sample WHERE device_id = ?1 AND backend = ?2 AND op = "
+                "?3 AND world_size = ?4 AND bytes = ?5",
+                d);
+  if (rc) return rc;
+  bind_comm_key(st, k);
+  sqlite3_bind_int64(st, 5, bytes);
+  rc = sqlite3_step(st);
+  *stored = rc == SQLITE_ROW && sqlite3_column_int(st, 0) > 0;
+  sqlite3_finalize(st);
+  return rc == SQLITE_ROW ? 0 : db_fail(s, d, "reading comm_sample");
+}
+
+int hs_cal_store_comm_sample(hs_store *s, const hs_comm_key *k, int64_t bytes,
+                             const hs_cal_stats *cs, hs_diag *d) {
+  sqlite3_stmt *st = NULL;
+  int rc = prep(s, &st,
+                "INSERT INTO comm_sample(device_id, backend, op, world_size, bytes, median_s, "
+                "p10_s, p90_s, count) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                d);
+  if (rc) return rc;
+  bind_comm_key(st, k);
+  sqlite3_bind_int64(st, 5, bytes);
+  sqlite3_bind_double(st, 6, cs->median_s);
+  bind_double_or_null(st, 7, cs->p10_s);
+  bind_double_or_null(st, 8, cs->p90_s);
+  sqlite3_bind_int(st, 9, cs->count);
+  return run(s, st, "inserting comm_sample", d);
+}
+
+int hs_cal_load_comm(hs_store *s, const hs_comm_key *k, double **bytes, double **time, int *n,
+                     hs_diag *d) {
+  sqlite3_stmt *st = NULL;
+  int rc = prep(s, &st,
+                "SELECT bytes, median_s FROM comm_sample WHERE id IN (SELECT max(id) FROM "
+                "comm_sample WHERE device_id = ?1 AND backend = ?2 AND op = ?3 AND world_size = "
+                "?4 GROUP BY bytes) ORDER BY bytes",
+                d);
+  if (rc) return rc;
+  bind_comm_key(st, k);
+  return read_pairs(s, st, bytes, time, n, d);
+}
+
+int hs_cal_store_comm_model(hs_store *s, const hs_comm_key *k, double alpha_s, double beta,
+                            double r2, hs_diag *d) {
+  int rc = exec(s, "BEGIN IMMEDIATE", d);
+  if (rc) return rc;
+  sqlite3_stmt *st = NULL;
+  if ((rc = prep(s, &st,
+                 "DELETE FROM comm_model WHERE device_id = ?1 AND backend = ?2 AND op = ?3 AND "
+                 "world_size = ?4",
+                 d)))
+    goto fail;
+  bind_comm_key(st, k);
+  if ((rc = run(s, st, "replacing comm_model rows", d))) goto fail;
+  if ((rc = prep(s, &st,
+                 "INSERT INTO comm_model(device_id, backend, op, world_size, alpha_s, "
+                 "beta_bytes_per_s, r2) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                 d)))
+    goto fail;
+  bind_comm_key(st, k);
+  sqlite3_bind_double(st, 5, alpha_s);
+  sqlite3_bind_double(st, 6, beta);
+  bind_double_or_null(st, 7, r2);
+  if ((rc = run(s, st, "inserting comm_model", d))) goto fail;
+  if ((rc = exec(s, "COMMIT", d))) goto fail;
+  return 0;
+fail:
+  rollback(s);
+  return rc;
+}

@@ -1,0 +1,403 @@
+/* hetsim calib: time real training steps on a device, fit performance models, store both.
+ *
+ * Every input is checked, and the device opened, before the database is touched, so that bad
+ * input (an unknown model, a GPU this machine lacks) leaves nothing in the database. */
+#include <getopt.h>
+#include <math.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "calib/cal_device.h"
+#include "calib/cal_run.h"
+#include "cli/cli.h"
+#include "core/core_json.h"
+#include "core/core_progress.h"
+#include "core/core_store.h"
+#include "core/core_units.h"
+#include "nn/nn_net.h"
+#include "nn/nn_zoo.h"
+
+/* The one piece of process-wide state: a signal handler can reach nothing else. */
+static volatile sig_atomic_t calib_interrupted;
+static void on_sigint(int sig) { calib_interrupted = 1; }
+
+enum { MAX_MODELS = 16, MAX_BATCHES = 64 };
+static const int default_batches[] = {8, 16, 32, 64, 128, 256};
+
+static void usage(FILE *out) {
+  fprintf(out,
+"usage: hetsim calib --device cpu|cuda:I|cuda:I/sm=N [--model NAME]... [--batches LIST]\n"
+"                    [--db FILE] [--json] [--warmup N] [--min-reps N] [--max-reps N]\n"
+"                    [--rel-tol X] [--comm | --no-comm] [--comm-max BYTES] [--comm-world N]\n"
+"                    [--threads N] [--name NAME] [--redo] [--seed S]\n"
+"\n"
+"Times training steps (forward, backward, update and the whole step) of each model on the\n"
+"device over a sweep of batch sizes, fits t(b) (linear, cubic, piecewise, saturating) and\n"
+"keeps the form with the smallest error on held-out batch sizes; on the cpu also times the\n"
+"threaded all-reduce and memcpy transfers and fits alpha + n/beta. Everything goes to the\n"
+"database; a rerun skips the points already stored (resume) and refits.\n"
+"\n"
+"  --device DEV      cpu, cuda:I (GPU I) or cuda:I/sm=N (a partition of N SMs)\n"
+"  --model NAME      model from `hetsim models`; repeat or comma-separate (default mlp,cnn)\n"
+"  --batches LIST    batch sizes, e.g. 8,16,32,64 (default 8,16,32,64,128,256); at least 3;\n"
+"                    the sweep stops at the first that runs out of memory\n"
+"  --db FILE         database (default %s)\n"
+"  --json            print the result as one JSON object on stdout\n"
+"  --warmup N        untimed steps before each batch's timed ones (default 3)\n"
+"  --min-reps N      timed steps at least (default 5)\n"
+"  --max-reps N      timed steps at most (default 50)\n"
+"  --rel-tol X       stop once the last 3 steps moved the median step time by less than X\n"
+"                    (relative, default 0.02)\n"
+"  --comm, --no-comm time communication or not (default: on for the cpu)\n"
+"  --comm-max BYTES  largest message, sizes 4KiB, 16KiB, ... (default 64MiB)\n"
+"  --comm-world N    threads of the timed all-reduce (default 2)\n"
+"  --threads N       cpu: threads per net (default 1)\n"
+"  --name NAME       device name to store (default: the CPU or GPU model name)\n"
+"  --redo            time every point again instead of skipping stored ones\n"
+"  --seed S          weights and random inputs (default 1)\n"
+"\n"
+"exit status: 0 done, 1 runtime failure or interrupted (rerun to resume), 2 bad input.\n",
+          HS_DEFAULT_DB);
+}
+
+typedef struct calib_args {
+  const char *device, *db, *name;
+  const char *models[MAX_MODELS];
+  int n_models;
+  int batches[MAX_BATCHES];
+  int n_batches;
+  int json, comm, redo, threads;
+  hs_cal_opts o;
+} calib_args;
+
+static int bad(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int bad(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fprintf(stderr, "hetsim calib: ");
+  vfprintf(stderr, fmt, ap);
+  va_end(ap);
+  fprintf(stderr, "\nrun `hetsim calib --help` for the options\n");
+  return 2;
+}
+
+static int parse_int(const char *s, long min, long max, int *out) {
+  char *end;
+  long v = strtol(s, &end, 10);
+  if (!*s || *end || v < min || v > max) return -1;
+  *out = (int)v;
+  return 0;
+}
+
+static int cmp_int(const void *a, const void *b) {
+  int x = *(const int *)a, y = *(const int *)b;
+  return (x > y) - (x < y);
+}
+
+static int parse_batches(const char *s, calib_args *a) {
+  char buf[1024];
+  if (strlen(s) >= sizeof buf) return bad("--batches: list too long");
+  snprintf(buf, sizeof buf, "%s", s);
+  a->n_batches = 0;
+  for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+    if (a->n_batches == MAX_BATCHES) return bad("--batches: at most %d batch sizes", MAX_BATCHES);
+    if (parse_int(tok, 1, 1 << 24, &a->batches[a->n_batches]))
+      return bad("--batches: expected positive integers separated by commas, got \"%s\"", s);
+    a->n_batches++;
+  }
+  qsort(a->batches, (size_t)a->n_batches, sizeof a->batches[0], cmp_int);
+  for (int i = 1; i < a->n_batches; i++)
+    if (a->batches[i] == a->batches[i - 1]) return bad("--batches: batch size %d is given twice", a->batches[i]);
+  if (a->n_batches < HS_FIT_MIN_POINTS)
+    return bad("--batches: need at least %d batch sizes to fit and judge a model, got %d", HS_FIT_MIN_POINTS, a->n_batches);
+  return 0;
+}
+
+static int add_models(const char *s, calib_args *a) {
+  char buf[512];
+  snprintf(buf, sizeof buf, "%s", s);
+  for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+    const hs_model_info *mi = hs_zoo_find(tok);
+    if (!mi) {
+      char names[256];
+      hs_zoo_names(names, sizeof names);
+      return bad("--model: unknown model \"%s\"; valid: %s", tok, names);
+    }
+    int dup = 0;
+    for (int i = 0; i < a->n_models; i++) dup |= !strcmp(a->models[i], mi->name);
+    if (dup) continue;
+    if (a->n_models == MAX_MODELS) return bad("--model: at most %d models", MAX_MODELS);
+    a->models[a->n_models++] = mi->name; /* the zoo's string: static */
+  }
+  return 0;
+}
+
+enum { O_DEVICE = 256, O_MODEL, O_BATCHES, O_DB, O_JSON, O_WARMUP, O_MINREPS, O_MAXREPS, O_RELTOL,
+       O_COMM, O_NOCOMM, O_COMMMAX, O_COMMWORLD, O_THREADS, O_NAME, O_REDO, O_SEED, O_HELP };
+
+static int parse_args(int argc, char **argv, calib_args *a) {
+  static const struct option opts[] = {
+      {"device", required_argument, NULL, O_DEVICE}, {"model", required_argument, NULL, O_MODEL},
+      {"batches", required_argument, NULL, O_BATCHES}, {"db", required_argument, NULL, O_DB},
+      {"json", no_argument, NULL, O_JSON}, {"warmup", required_argument, NULL, O_WARMUP},
+      {"min-reps", required_argument, NULL, O_MINREPS}, {"max-reps", required_argument, NULL, O_MAXREPS},
+      {"rel-tol", required_argument, NULL, O_RELTOL}, {"comm", no_argument, NULL, O_COMM},
+      {"no-comm", no_argument, NULL, O_NOCOMM}, {"comm-max", required_argument, NULL, O_COMMMAX},
+      {"comm-world", required_argument, NULL, O_COMMWORLD}, {"threads", required_argument, NULL, O_THREADS},
+      {"name", required_argument, NULL, O_NAME}, {"redo", no_argument, NULL, O_REDO},
+      {"seed", required_argument, NULL, O_SEED}, {"help", no_argument, NULL, O_HELP},
+      {NULL, 0, NULL, 0},
+  };
+  memset(a, 0, sizeof *a);
+  a->db = HS_DEFAULT_DB;
+  a->comm = -1;
+  a->threads = 1;
+  a->o = (hs_cal_opts){.rule = {.min_reps = 5, .max_reps = 50, .rel_tol = 0.02}, .warmup = 3,
+                       .comm_world = 2, .comm_max_bytes = 64 << 20, .seed = 1};
+  optind = 1;
+  opterr = 0;
+  int c, rc;
+  double v;
+  while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+    switch (c) {
+    case O_DEVICE: a->device = optarg; break;
+    case O_MODEL:
+      if ((rc = add_models(optarg, a))) return rc;
+      break;
+    case O_BATCHES:
+      if ((rc = parse_batches(optarg, a))) return rc;
+      break;
+    case O_DB: a->db = optarg; break;
+    case O_JSON: a->json = 1; break;
+    case O_WARMUP:
+      if (parse_int(optarg, 0, 1000000, &a->o.warmup)) return bad("--warmup: expected a non-negative integer, got \"%s\"", optarg);
+      break;
+    case O_MINREPS:
+      if (parse_int(optarg, 1, 1000000, &a->o.rule.min_reps)) return bad("--min-reps: expected a positive integer, got \"%s\"", optarg);
+      break;
+    case O_MAXREPS:
+      if (parse_int(optarg, 1, 1000000, &a->o.rule.max_reps)) return bad("--max-reps: expected a positive integer, got \"%s\"", optarg);
+      break;
+    case O_RELTOL:
+      if (hs_units_parse_number(optarg, &v) || !(v > 0)) return bad("--rel-tol: expected a positive number, got \"%s\"", optarg);
+      a->o.rule.rel_tol = v;
+      break;
+    case O_COMM: a->comm = 1; break;
+    case O_NOCOMM: a->comm = 0; break;
+    case O_COMMMAX:
+      if (hs_units_parse_bytes(optarg, &v) || v < 16384 || v > 4.0 * (1 << 30))
+        return bad("--comm-max: expected a size from 16KiB to 4GiB like \"64MiB\", got \"%s\"", optarg);
+      a->o.comm_max_bytes = (int64_t)v;
+      break;
+    case O_COMMWORLD:
+      if (parse_int(optarg, 2, 1024, &a->o.comm_world)) return bad("--comm-world: expected an integer from 2 to 1024, got \"%s\"", optarg);
+      break;
+    case O_THREADS:
+      if (parse_int(optarg, 1, 1024, &a->threads)) return bad("--threads: expected a positive integer, got \"%s\"", optarg);
+      break;
+    case O_NAME:
+      if (!*optarg || strlen(optarg) > 200) return bad("--name: expected a name of 1 to 200 characters");
+      a->name = optarg;
+      break;
+    case O_REDO: a->redo = 1; break;
+    case O_SEED: {
+      char *end;
+      unsigned long long s = strtoull(optarg, &end, 10);
+      if (!*optarg || *end || *optarg == '-') return bad("--seed: expected a non-negative integer, got \"%s\"", optarg);
+      a->o.seed = s;
+      break;
+    }
+    case O_HELP:
+    case 'h': usage(stdout); return -1;
+    default: return bad("unknown or incomplete option \"%s\"", argv[optind - 1]);
+    }
+  }
+  if (optind < argc) return bad("unexpected argument \"%s\"", argv[optind]);
+  if (!a->device) return bad("%s", "--device cpu|cuda:I|cuda:I/sm=N is required");
+  if (a->o.rule.max_reps < a->o.rule.min_reps)
+    return bad("--max-reps (%d) must be at least --min-reps (%d)", a->o.rule.max_reps, a->o.rule.min_reps);
+  if (!a->n_models) add_models("mlp,cnn", a);
+  if (!a->n_batches) {
+    a->n_batches = (int)(sizeof default_batches / sizeof default_batches[0]);
+    memcpy(a->batches, default_batches, sizeof default_batches);
+  }
+  return 0;
+}
+
+static void print_json(const calib_args *a, const hs_cal_device *dev, const hs_cal_result *r,
+                       const char *status) {
+  hs_json j;
+  hs_json_init(&j, stdout, 1);
+  hs_json_object_begin(&j);
+  hs_json_key(&j, "status"); hs_json_string(&j, status);
+  hs_json_key(&j, "db"); hs_json_string(&j, a->db);
+  hs_json_key(&j, "device"); hs_json_object_begin(&j);
+  hs_json_key(&j, "id"); hs_json_int(&j, r->device_id);
+  hs_json_key(&j, "spec"); hs_json_string(&j, dev->spec);
+  hs_json_key(&j, "name"); hs_json_string(&j, dev->name);
+  hs_json_key(&j, "kind"); hs_json_string(&j, dev->kind);
+  hs_json_key(&j, "host"); hs_json_string(&j, dev->host);
+  hs_json_object_end(&j);
+  hs_json_key(&j, "models"); hs_json_array_begin(&j);
+  for (int m = 0; m < r->n_models; m++) {
+    const hs_cal_model_result *mr = &r->models[m];
+    hs_json_object_begin(&j);
+    hs_json_key(&j, "model"); hs_json_string(&j, mr->model);
+    hs_json_key(&j, "measured"); hs_json_int(&j, mr->measured);
+    hs_json_key(&j, "skipped"); hs_json_int(&j, mr->skipped);
+    hs_json_key(&j, "max_batch"); if (mr->max_batch) hs_json_int(&j, mr->max_batch); else hs_json_null(&j);
+    hs_json_key(&j, "fits"); hs_json_array_begin(&j);
+    for (int p = 0; p < HS_CAL_PHASES; p++) {
+      if (!mr->fitted[p]) continue;
+      const hs_fit_set *fs = &mr->fits[p];
+      for (int f = 0; f < HS_PERF_FORMS; f++) {
+        if (!fs->r[f].ok) continue;
+        hs_json_object_begin(&j);
+        hs_json_key(&j, "phase"); hs_json_string(&j, hs_cal_phase_name((hs_cal_phase)p));
+        hs_json_key(&j, "form"); hs_json_string(&j, hs_perf_form_name((hs_perf_form)f));
+        hs_json_key(&j, "chosen"); hs_json_bool(&j, f == fs->chosen);
+        hs_json_key(&j, "heldout_rel_error"); hs_json_double(&j, fs->r[f].heldout);
+        hs_json_key(&j, "r2"); hs_json_double(&j, fs->r[f].r2);
+        hs_json_key(&j, "params"); hs_json_object_begin(&j);
+        for (int k = 0; k < hs_perf_form_nparams((hs_perf_form)f); k++) {
+          hs_json_key(&j, hs_perf_param_key((hs_perf_form)f, k));
+          hs_json_double(&j, fs->r[f].model.p[k]);
+        }
+        hs_json_object_end(&j);
+        hs_json_object_end(&j);
+      }
+    }
+    hs_json_array_end(&j);
+    hs_json_key(&j, "fit_error"); hs_json_string(&j, mr->fit_error[0] ? mr->fit_error : NULL);
+    hs_json_object_end(&j);
+  }
+  hs_json_array_end(&j);
+  hs_json_key(&j, "comm"); hs_json_array_begin(&j);
+  for (int i = 0; i < r->n_comm; i++) {
+    const hs_cal_comm_result *c = &r->comm[i];
+    hs_json_object_begin(&j);
+    hs_json_key(&j, "backend"); hs_json_string(&j, "cpu");
+    hs_json_key(&j, "op"); hs_json_string(&j, c->op);
+    hs_json_key(&j, "world_size"); hs_json_int(&j, c->world_size);
+    hs_json_key(&j, "measured"); hs_json_int(&j, c->measured);
+    hs_json_key(&j, "skipped"); hs_json_int(&j, c->skipped);
+    hs_json_key(&j, "alpha_s"); hs_json_double(&j, c->fitted ? c->alpha_s : NAN);
+    hs_json_key(&j, "beta_bytes_per_s"); hs_json_double(&j, c->fitted ? c->beta_bytes_per_s : NAN);
+    hs_json_key(&j, "r2"); hs_json_double(&j, c->fitted ? c->r2 : NAN);
+    hs_json_object_end(&j);
+  }
+  hs_json_array_end(&j);
+  hs_json_key(&j, "comm_note"); hs_json_string(&j, r->comm_note[0] ? r->comm_note : NULL);
+  hs_json_object_end(&j);
+}
+
+static void print_text(const calib_args *a, const hs_cal_device *dev, const hs_cal_result *r) {
+  printf("device %lld: %s (%s) on %s\n", (long long)r->device_id, dev->name, dev->spec, dev->host);
+  for (int m = 0; m < r->n_models; m++) {
+    const hs_cal_model_result *mr = &r->models[m];
+    printf("  %s: %d batch sizes timed, %d already stored", mr->model, mr->measured, mr->skipped);
+    if (mr->oom_batch) printf(", out of memory at batch %d (max batch %d)", mr->oom_batch, mr->max_batch);
+    printf("\n");
+    if (mr->fitted[HS_CAL_STEP]) {
+      const hs_fit_set *fs = &mr->fits[HS_CAL_STEP];
+      for (int f = 0; f < HS_PERF_FORMS; f++) {
+        if (!fs->r[f].ok) continue;
+        char params[256];
+        hs_perf_params_json(&fs->r[f].model, params, sizeof params);
+        char err[32] = "n/a";
+        if (!isnan(fs->r[f].heldout)) snprintf(err, sizeof err, "%.2f%%", fs->r[f].heldout * 100);
+        printf("    step %-10s held-out error %7s  R2 %.4f  %s%s\n", hs_perf_form_name((hs_perf_form)f),
+               err, fs->r[f].r2, params, f == fs->chosen ? "  <- chosen" : "");
+      }
+    }
+    if (mr->fit_error[0]) printf("    not fitted: %s\n", mr->fit_error);
+  }
+  for (int i = 0; i < r->n_comm; i++) {
+    const hs_cal_comm_result *c = &r->comm[i];
+    if (c->fitted)
+      printf("  comm cpu %s (world %d): alpha %.3g s, beta %.4g GB/s, R2 %.4f (%d sizes timed, %d stored)\n",
+             c->op, c->world_size, c->alpha_s, c->beta_bytes_per_s / 1e9, c->r2, c->measured, c->skipped);
+    else
+      printf("  comm cpu %s (world %d): not fitted: %s\n", c->op, c->world_size, c->why);
+  }
+  if (r->comm_note[0]) printf("  %s\n", r->comm_note);
+  printf("  database %s\n", a->db);
+}
+
+int hs_cmd_calib(int argc, char **argv) {
+  calib_args a;
+  int rc = parse_args(argc, argv, &a);
+  if (rc) return rc < 0 ? 0 : rc;
+  hs_diag d = {0};
+  hs_cal_device dev;
+  if ((rc = hs_cal_device_parse(a.device, &dev, &d))) return bad("%s", d.msg);
+  dev.threads = a.threads;
+  if (a.name) snprintf(dev.name, sizeof dev.name, "%s", a.name);
+  if ((rc = hs_cal_device_discover(&dev, &d))) {
+    fprintf(stderr, "hetsim calib: %s\n", d.msg);
+    return rc == HS_EUNSUPPORTED || rc == HS_EINVAL ? 2 : 1;
+  }
+  if (!a.name && !strcmp(dev.kind, "cpu") && dev.threads > 1) {
+    char full[300];
+    snprintf(full, sizeof full, "%s (%d threads)", dev.name, dev.threads);
+    snprintf(dev.name, sizeof dev.name, "%.255s", full);
+  }
+  /* Open the device once before the database: a device that cannot run says so now. */
+  hs_net *probe = NULL;
+  hs_net_options no = {.seed = a.o.seed, .threads = dev.threads};
+  if ((rc = hs_net_open(&probe, dev.spec, a.models[0], &no, &d))) {
+    fprintf(stderr, "hetsim calib: %s\n", d.msg);
+    return rc == HS_EUNSUPPORTED || rc == HS_EINVAL ? 2 : 1;
+  }
+  hs_net_close(probe);
+
+  hs_store *store = NULL;
+  if ((rc = hs_store_open(&store, a.db, 0, &d))) {
+    fprintf(stderr, "hetsim calib: %s\n", d.msg);
+    return hs_exit_code(rc);
+  }
+  a.o.models = a.models;
+  a.o.n_models = a.n_models;
+  a.o.batches = a.batches;
+  a.o.n_batches = a.n_batches;
+  a.o.comm = a.comm < 0 ? 1 : a.comm;
+  a.o.redo = a.redo;
+  a.o.stop = &calib_interrupted;
+  hs_progress prog;
+  char label[128];
+  snprintf(label, sizeof label, "calib %s", dev.spec);
+  hs_progress_init(&prog, stderr, label, (double)hs_cal_points(&a.o, &dev));
+  a.o.progress = &prog;
+
+  struct sigaction sa, old_sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_sigint;
+  sigemptyset(&sa.sa_mask);
+  calib_interrupted = 0;
+  sigaction(SIGINT, &sa, &old_sa);
+  hs_cal_result res;
+  rc = hs_cal_run(store, &dev, &a.o, &res, &d);
+  sigaction(SIGINT, &old_sa, NULL);
+  hs_progress_finish(&prog);
+
+  int status = 0;
+  if (rc) {
+    fprintf(stderr, "hetsim calib: %s%s\n", d.msg,
+            rc == HS_EINTR ? "" : "; the points stored so far are kept, rerun to resume");
+    status = rc == HS_ELIMIT ? 1 : hs_exit_code(rc) == 2 ? 2 : 1;
+  } else {
+    if (a.json) print_json(&a, &dev, &res, "complete");
+    else print_text(&a, &dev, &res);
+    for (int m = 0; m < res.n_models; m++)
+      if (!res.models[m].fitted[HS_CAL_STEP]) {
+        fprintf(stderr, "hetsim calib: %s: no step model could be fitted: %s\n", res.models[m].model, res.models[m].fit_error);
+        status = 1;
+      }
+  }
+  hs_cal_result_free(&res);
+  hs_store_close(store);
+  return status;
+}

@@ -1,0 +1,150 @@
+/* hetsim devices: the calibrated devices in a database, with the models calibrated on each, the
+ * chosen form of the step fit, its held-out error and the batch limit. Read-only. */
+#include <getopt.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "core/core_json.h"
+#include "core/core_store.h"
+
+static void usage(FILE *out) {
+  fprintf(out,
+"usage: hetsim devices [--db FILE] [--csv | --json]\n"
+"\n"
+"Lists the devices calibrated in the database (`hetsim calib`), one line per device and\n"
+"model: the chosen form of the step-time fit, its median error on held-out batch sizes,\n"
+"the largest batch that fitted in memory (blank: no limit seen) and the batch sizes timed.\n"
+"A device without calibrated models is listed once with an empty model.\n"
+"\n"
+"  --db FILE   database (default %s)\n"
+"  --csv       comma-separated values with a header line\n"
+"  --json      one JSON array of objects\n",
+          HS_DEFAULT_DB);
+}
+
+static const char *const sql =
+    "SELECT d.id, d.name, d.kind, d.host, p.model, p.form, p.heldout_rel_error, p.max_batch,"
+    " (SELECT count(DISTINCT batch) FROM calib_sample c WHERE c.device_id = d.id AND c.model ="
+    " p.model AND c.phase = 'step') AS batches"
+    " FROM device d LEFT JOIN perf_model p ON p.device_id = d.id AND p.phase = 'step' AND"
+    " p.chosen = 1 ORDER BY d.id, p.model";
+
+static void csv_field(const char *s) {
+  if (!s) return;
+  if (!strpbrk(s, ",\"\n")) {
+    fputs(s, stdout);
+    return;
+  }
+  putchar('"');
+  for (; *s; s++) {
+    if (*s == '"') putchar('"');
+    putchar(*s);
+  }
+  putchar('"');
+}
+
+int hs_cmd_devices(int argc, char **argv) {
+  static const struct option opts[] = {
+      {"db", required_argument, NULL, 'd'}, {"csv", no_argument, NULL, 'c'},
+      {"json", no_argument, NULL, 'j'}, {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0},
+  };
+  const char *db = HS_DEFAULT_DB;
+  int csv = 0, json = 0, c;
+  optind = 1;
+  opterr = 0;
+  while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+    switch (c) {
+    case 'd': db = optarg; break;
+    case 'c': csv = 1; break;
+    case 'j': json = 1; break;
+    case 'h': usage(stdout); return 0;
+    default:
+      fprintf(stderr, "hetsim devices: unknown or incomplete option \"%s\"\nrun `hetsim devices --help` for the options\n", argv[optind - 1]);
+      return 2;
+    }
+  }
+  if (optind < argc || (csv && json)) {
+    fprintf(stderr, "hetsim devices: %s\nrun `hetsim devices --help` for the options\n",
+            csv && json ? "--csv and --json exclude each other" : "unexpected argument");
+    return 2;
+  }
+  hs_diag d = {0};
+  hs_store *s = NULL;
+  int rc = hs_store_open(&s, db, HS_STORE_READONLY, &d);
+  if (rc) {
+    fprintf(stderr, "hetsim devices: %s\n", d.msg);
+    return rc == HS_ENOTFOUND ? 2 : hs_exit_code(rc);
+  }
+  sqlite3_stmt *st = NULL;
+  if (sqlite3_prepare_v2(hs_store_db(s), sql, -1, &st, NULL) != SQLITE_OK) {
+    fprintf(stderr, "hetsim devices: database %s: %s\n", db, sqlite3_errmsg(hs_store_db(s)));
+    hs_store_close(s);
+    return 1;
+  }
+  hs_json j;
+  if (json) {
+    hs_json_init(&j, stdout, 1);
+    hs_json_array_begin(&j);
+  } else if (csv) {
+    printf("device_id,name,kind,host,model,form,heldout_rel_error,max_batch,batches\n");
+  } else {
+    printf("%-4s %-40s %-5s %-12s %-10s %-10s %-9s %-9s %s\n", "id", "name", "kind", "host", "model",
+           "form", "held-out", "max batch", "batches");
+  }
+  int rows = 0;
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    rows++;
+    long long id = sqlite3_column_int64(st, 0);
+    const char *name = (const char *)sqlite3_column_text(st, 1);
+    const char *kind = (const char *)sqlite3_column_text(st, 2);
+    const char *host = (const char *)sqlite3_column_text(st, 3);
+    const char *model = (const char *)sqlite3_column_text(st, 4);
+    const char *form = (const char *)sqlite3_column_text(st, 5);
+    int has_err = sqlite3_column_type(st, 6) != SQLITE_NULL, has_max = sqlite3_column_type(st, 7) != SQLITE_NULL;
+    double err = sqlite3_column_double(st, 6);
+    long long maxb = sqlite3_column_int64(st, 7), nb = sqlite3_column_int64(st, 8);
+    if (json) {
+      hs_json_object_begin(&j);
+      hs_json_key(&j, "device_id"); hs_json_int(&j, id);
+      hs_json_key(&j, "name"); hs_json_string(&j, name);
+      hs_json_key(&j, "kind"); hs_json_string(&j, kind);
+      hs_json_key(&j, "host"); hs_json_string(&j, host);
+      hs_json_key(&j, "model"); hs_json_string(&j, model);
+      hs_json_key(&j, "form"); hs_json_string(&j, form);
+      hs_json_key(&j, "heldout_rel_error"); if (has_err) hs_json_double(&j, err); else hs_json_null(&j);
+      hs_json_key(&j, "max_batch"); if (has_max) hs_json_int(&j, maxb); else hs_json_null(&j);
+      hs_json_key(&j, "batches"); hs_json_int(&j, nb);
+      hs_json_object_end(&j);
+    } else if (csv) {
+      printf("%lld,", id);
+      csv_field(name); putchar(',');
+      csv_field(kind); putchar(',');
+      csv_field(host); putchar(',');
+      csv_field(model); putchar(',');
+      csv_field(form); putchar(',');
+      if (has_err) printf("%.17g", err);
+      putchar(',');
+      if (has_max) printf("%lld", maxb);
+      printf(",%lld\n", nb);
+    } else {
+      char e[32] = "", m[32] = "";
+      if (has_err) snprintf(e, sizeof e, "%.2f%%", err * 100);
+      if (has_max) snprintf(m, sizeof m, "%lld", maxb);
+      printf("%-4lld %-40s %-5s %-12s %-10s %-10s %-9s %-9s %lld\n", id, name ? name : "", kind ? kind : "",
+             host ? host : "", model ? model : "-", form ? form : "-", e, m, nb);
+    }
+  }
+  int ok = rc == SQLITE_DONE;
+  if (!ok) fprintf(stderr, "hetsim devices: database %s: %s\n", db, sqlite3_errmsg(hs_store_db(s)));
+  sqlite3_finalize(st);
+  if (json) {
+    hs_json_array_end(&j);
+    printf("\n");
+  } else if (!csv && !rows) {
+    printf("(no calibrated devices in %s; run `hetsim calib --device cpu`)\n", db);
+  }
+  hs_store_close(s);
+  return ok ? 0 : 1;
+}

@@ -1,0 +1,182 @@
+#include "core/core_perfmodel.h"
+
+#include <ctype.h>
+#include <math.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct form_info {
+  const char *name;
+  int nparams;
+  const char *keys[HS_PERF_MAX_PARAMS];
+} form_info;
+
+static const form_info forms[HS_PERF_FORMS] = {
+    [HS_PERF_LINEAR] = {.name = "linear", .nparams = 2, .keys = {"t0", "k"}},
+    [HS_PERF_CUBIC] = {.name = "cubic", .nparams = 4, .keys = {"a0", "a1", "a2", "a3"}},
+    [HS_PERF_PIECEWISE] = {.name = "piecewise", .nparams = 4, .keys = {"t0", "k1", "k2", "knee"}},
+    [HS_PERF_SATURATING] = {.name = "saturating", .nparams = 3, .keys = {"t0", "k", "b0"}},
+};
+
+static const form_info *info(hs_perf_form f) {
+  return (int)f >= 0 && (int)f < HS_PERF_FORMS ? &forms[f] : NULL;
+}
+
+const char *hs_perf_form_name(hs_perf_form f) { return info(f) ? info(f)->name : NULL; }
+int hs_perf_form_nparams(hs_perf_form f) { return info(f) ? info(f)->nparams : 0; }
+const char *hs_perf_param_key(hs_perf_form f, int i) {
+  return info(f) && i >= 0 && i < info(f)->nparams ? info(f)->keys[i] : NULL;
+}
+
+int hs_perf_form_parse(const char *name, hs_perf_form *out) {
+  for (int f = 0; f < HS_PERF_FORMS; f++)
+    if (name && !strcmp(name, forms[f].name)) {
+      *out = (hs_perf_form)f;
+      return 0;
+    }
+  return HS_EINVAL;
+}
+
+double hs_perf_eval(const hs_perf_model *m, double b) {
+  const double *p = m->p;
+  double t = NAN;
+  switch (m->form) {
+  case HS_PERF_LINEAR: t = p[0] + p[1] * b; break;
+  case HS_PERF_CUBIC: t = p[0] + b * (p[1] + b * (p[2] + b * p[3])); break;
+  case HS_PERF_PIECEWISE:
+    t = b <= p[3] ? p[0] + p[1] * b : p[0] + p[1] * p[3] + p[2] * (b - p[3]);
+    break;
+  case HS_PERF_SATURATING:
+    /* -expm1(-x) = 1 - exp(-x) without cancellation at small x. */
+    t = p[2] > 0 ? p[0] + p[1] * (b + p[2] * expm1(-b / p[2])) : p[0] + p[1] * b;
+    break;
+  }
+  return t > 0 ? t : 0.0;
+}
+
+int hs_perf_params_json(const hs_perf_model *m, char *buf, size_t size) {
+  const form_info *fi = info(m->form);
+  if (!fi) return HS_EINVAL;
+  size_t used = 0;
+  for (int i = 0; i < fi->nparams; i++) {
+    int k = snprintf(buf + used, size > used ? size - used : 0, "%s\"%s\":%.17g", i ? "," : "{",
+                     fi->keys[i], m->p[i]);
+    if (k < 0 || (size_t)k >= size - used) return HS_ELIMIT;
+    used += (size_t)k;
+  }
+  if (used + 2 > size) return HS_ELIMIT;
+  buf[used++] = '}';
+  buf[used] = '\0';
+  return (int)used;
+}
+
+static const char *skip_ws(const char *s) {
+  while (isspace((unsigned char)*s)) s++;
+  return s;
+}
+
+int hs_perf_params_parse(hs_perf_form f, const char *json, hs_perf_model *m, hs_diag *d) {
+  const form_info *fi = info(f);
+  if (!fi) return hs_diag_set(d, HS_EINVAL, "unknown performance-model form %d", (int)f);
+  int seen[HS_PERF_MAX_PARAMS] = {0};
+  const char *s = skip_ws(json ? json : "");
+  if (*s++ != '{') return hs_diag_set(d, HS_EINVAL, "%s params: expected a JSON object, got \"%s\"", fi->name, json ? json : "");
+  s = skip_ws(s);
+  while (*s != '}') {
+    if (*s++ != '"') return hs_diag_set(d, HS_EINVAL, "%s params: expected a key in \"%s\"", fi->name, json);
+    const char *k = s;
+    while (*s && *s != '"') s++;
+    if (!*s) return hs_diag_set(d, HS_EINVAL, "%s params: unterminated key in \"%s\"", fi->name, json);
+    size_t klen = (size_t)(s - k);
+    s = skip_ws(s + 1);
+    if (*s++ != ':') return hs_diag_set(d, HS_EINVAL, "%s params: expected ':' in \"%s\"", fi->name, json);
+    char *end;
+    double v = strtod(s, &end);
+    if (end == s || !isfinite(v))
+      return hs_diag_set(d, HS_EINVAL, "%s params: expected a finite number in \"%s\"", fi->name, json);
+    int idx = -1;
+    for (int i = 0; i < fi->nparams; i++)
+      if (strlen(fi->keys[i]) == klen && !strncmp(fi->keys[i], k, klen)) idx = i;
+    if (idx < 0)
+      return hs_diag_set(d, HS_EINVAL, "%s params: unexpected key \"%.*s\" in \"%s\"", fi->name, (int)klen, k, json);
+    m->p[idx] = v;
+    seen[idx] = 1;
+    s = skip_ws(end);
+    if (*s == ',') s = skip_ws(s + 1);
+    else if (*s != '}') return hs_diag_set(d, HS_EINVAL, "%s params: expected ',' or '}' in \"%s\"", fi->name, json);
+  }
+  for (int i = 0; i < fi->nparams; i++)
+    if (!seen[i]) return hs_diag_set(d, HS_EINVAL, "%s params: missing \"%s\" in \"%s\"", fi->name, fi->keys[i], json);
+  for (int i = fi->nparams; i < HS_PERF_MAX_PARAMS; i++) m->p[i] = 0;
+  m->form = f;
+  return 0;
+}
+
+void hs_perf_describe_db(hs_store *s, char *buf, size_t size) {
+  sqlite3 *db = hs_store_db(s);
+  sqlite3_stmt *st = NULL;
+  size_t used = 0;
+  buf[0] = '\0';
+  if (sqlite3_prepare_v2(db,
+                         "SELECT d.id, d.name, (SELECT group_concat(model, ', ') FROM (SELECT "
+                         "DISTINCT model FROM perf_model p WHERE p.device_id = d.id AND p.chosen "
+                         "= 1 AND p.phase = 'step' ORDER BY model)) FROM device d ORDER BY d.id",
+                         -1, &st, NULL) != SQLITE_OK) {
+    snprintf(buf, size, "(cannot read the devices: %s)", sqlite3_errmsg(db));
+    return;
+  }
+  while (sqlite3_step(st) == SQLITE_ROW && used + 1 < size) {
+    const char *models = (const char *)sqlite3_column_text(st, 2);
+    int k = snprintf(buf + used, size - used, "%s\"%s\" (id %lld: %s)", used ? "; " : "",
+                     (const char *)sqlite3_column_text(st, 1), (long long)sqlite3_column_int64(st, 0),
+                     models ? models : "no model calibrated");
+    if (k < 0) break;
+    used += (size_t)k < size - used ? (size_t)k : size - used - 1;
+  }
+  sqlite3_finalize(st);
+  if (!used) snprintf(buf, size, "no calibrated devices");
+}
+
+int hs_perf_load(hs_store *s, const char *device, const char *model, hs_perf_model *out,
+                 int64_t *device_id, hs_diag *d) {
+  sqlite3 *db = hs_store_db(s);
+  sqlite3_stmt *st = NULL;
+  char *end;
+  long long id = strtoll(device, &end, 10);
+  int by_id = *device && !*end;
+  /* The newest device of that name (or that id) with a chosen step fit for the model. */
+  const char *sql =
+      "SELECT p.form, p.params, p.max_batch, d.id FROM perf_model p JOIN device d ON d.id = "
+      "p.device_id WHERE (d.name = ?1 OR (?2 AND d.id = ?3)) AND p.model = ?4 AND p.phase = "
+      "'step' AND p.chosen = 1 ORDER BY d.id DESC, p.id DESC LIMIT 1";
+  if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
+    return hs_diag_set(d, HS_EDB, "database %s: reading perf_model: %s", hs_store_path(s), sqlite3_errmsg(db));
+  sqlite3_bind_text(st, 1, device, -1, SQLITE_STATIC);
+  sqlite3_bind_int(st, 2, by_id);
+  sqlite3_bind_int64(st, 3, id);
+  sqlite3_bind_text(st, 4, model, -1, SQLITE_STATIC);
+  int rc = sqlite3_step(st);
+  if (rc == SQLITE_ROW) {
+    hs_perf_form f = HS_PERF_LINEAR;
+    const char *form = (const char *)sqlite3_column_text(st, 0);
+    int prc = hs_perf_form_parse(form, &f);
+    if (prc) prc = hs_diag_set(d, HS_EINVAL, "database %s: perf_model has an unknown form \"%s\"", hs_store_path(s), form ? form : "");
+    if (!prc) prc = hs_perf_params_parse(f, (const char *)sqlite3_column_text(st, 1), out, d);
+    if (!prc) {
+      out->max_batch = sqlite3_column_type(st, 2) == SQLITE_NULL ? 0 : sqlite3_column_int(st, 2);
+      if (device_id) *device_id = sqlite3_column_int64(st, 3);
+    }
+    sqlite3_finalize(st);
+    return prc;
+  }
+  sqlite3_finalize(st);
+  if (rc != SQLITE_DONE)
+    return hs_diag_set(d, HS_EDB, "database %s: reading perf_model: %s", hs_store_path(s), sqlite3_errmsg(db));
+  char held[700];
+  hs_perf_describe_db(s, held, sizeof held);
+  return hs_diag_set(d, HS_ENOTFOUND,
+                     "no calibrated step model for %s on device \"%s\" in %s; it holds: %s",
+                     model, device, hs_store_path(s), held);
+}

@@ -1,0 +1,72 @@
+/* core_perfmodel: fitted performance models t(b), evaluated by the simulator.
+ *
+ * The calibration (calib/) fits step times against batch size and stores the fits in the
+ * perf_model table; this module is the evaluation side, kept in core/ so that the simulator
+ * (which may not include calib/) can use it. Forms, with b the batch in samples and t in s:
+ *   linear      t = t0 + k*b                                        params {t0, k}
+ *   cubic       t = a0 + a1*b + a2*b^2 + a3*b^3 (as LBB fits)       params {a0, a1, a2, a3}
+ *   piecewise   t = t0 + k1*b                  for b <= knee        params {t0, k1, k2, knee}
+ *               t = t0 + k1*knee + k2*(b-knee) for b >  knee        (continuous at the knee)
+ *   saturating  t = t0 + k*(b - b0*(1 - exp(-b/b0)))                params {t0, k, b0}
+ *               a smooth knee: the fixed cost t0 dominates while b << b0 (the extra time grows
+ *               like k*b^2/(2*b0)), and the time is linear with slope k once b >> b0; it is
+ *               monotone increasing for k > 0, b0 > 0.
+ * The params column holds a JSON object with exactly those keys (numbers).
+ *
+ * Contract: pure functions on caller-owned structs, except hs_perf_load, which reads the
+ * database through the store handle (read-only SQL) and allocates nothing the caller keeps.
+ * Units: seconds, samples. */
+#ifndef HS_CORE_PERFMODEL_H
+#define HS_CORE_PERFMODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/core_error.h"
+#include "core/core_store.h"
+
+typedef enum hs_perf_form {
+  HS_PERF_LINEAR = 0,
+  HS_PERF_CUBIC = 1,
+  HS_PERF_PIECEWISE = 2,
+  HS_PERF_SATURATING = 3
+} hs_perf_form;
+#define HS_PERF_FORMS 4
+#define HS_PERF_MAX_PARAMS 4
+
+typedef struct hs_perf_model {
+  hs_perf_form form;
+  double p[HS_PERF_MAX_PARAMS]; /* in the order of the form's keys above */
+  int max_batch;                /* samples; 0 = no limit known (no out-of-memory was seen) */
+} hs_perf_model;
+
+/* "linear", "cubic", "piecewise", "saturating"; NULL for an unknown form. */
+const char *hs_perf_form_name(hs_perf_form f);
+/* Number of parameters of a form and the JSON key of parameter i. */
+int hs_perf_form_nparams(hs_perf_form f);
+const char *hs_perf_param_key(hs_perf_form f, int i);
+/* 0, or HS_EINVAL for a name that is not a form. */
+int hs_perf_form_parse(const char *name, hs_perf_form *out);
+
+/* Time in seconds of one step at `batch` samples. Never negative (clamped at 0). */
+double hs_perf_eval(const hs_perf_model *m, double batch);
+
+/* Writes the params JSON object ({"t0":...,"k":...}, shortest round-trip numbers). Returns the
+ * length, or HS_ELIMIT if buf is too small. */
+int hs_perf_params_json(const hs_perf_model *m, char *buf, size_t size);
+/* Parses a params JSON object for form f into m->p; every key of the form must be present and
+ * no other. HS_EINVAL with a message otherwise. */
+int hs_perf_params_parse(hs_perf_form f, const char *json, hs_perf_model *m, hs_diag *d);
+
+/* Loads the chosen fit of phase "step" for a model on a calibrated device. `device` is a device
+ * name (device.name) or a device id in decimal; when several devices share a name the newest
+ * one that has a chosen step fit for the model wins. HS_ENOTFOUND with a message that lists
+ * what the database holds (devices and their calibrated models) when there is no such device
+ * or the model was not calibrated on it. */
+int hs_perf_load(hs_store *s, const char *device, const char *model, hs_perf_model *out,
+                 int64_t *device_id, hs_diag *d);
+
+/* Writes "NAME (id N: model, model), ..." or "no calibrated devices" into buf, for messages. */
+void hs_perf_describe_db(hs_store *s, char *buf, size_t size);
+
+#endif

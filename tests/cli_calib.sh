@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# hetsim calib / devices / sim --calib end to end on the cpu backend, kept to a few seconds:
+# a small sweep with few repetitions, resume, the devices listing, a simulation on the fitted
+# model, and bad input (exit 2 with a clear message).
+# usage: cli_calib.sh HETSIM_BINARY SOURCE_DIR
+set -u
+bin=$1
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+cd "$tmp"
+fails=0
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+q() { sqlite3 cal.db "$1"; }
+
+quick=(--max-reps 6 --min-reps 3 --warmup 1 --comm-max 256KiB)
+"$bin" calib --device cpu --model mlp --batches 8,16,32,64 --db cal.db "${quick[@]}" > out.txt 2> err.txt
+[ $? -eq 0 ] || { fail "calib exit status"; cat err.txt; }
+grep -q "mlp: 4 batch sizes timed, 0 already stored" out.txt || fail "calib summary: $(cat out.txt)"
+[ "$(q "SELECT count(*) FROM device WHERE kind = 'cpu' AND blas IS NOT NULL AND host IS NOT NULL")" = 1 ] || fail "device row"
+[ "$(q "SELECT count(*) FROM calib_sample WHERE model = 'mlp'")" = 16 ] || fail "calib_sample rows (4 batches x 4 phases)"
+[ "$(q "SELECT count(*) FROM calib_sample WHERE median_s > 0 AND p10_s <= median_s AND median_s <= p90_s AND count >= 3")" = 16 ] || fail "calib_sample statistics"
+[ "$(q "SELECT count(*) FROM perf_model WHERE model = 'mlp' AND chosen = 1")" = 4 ] || fail "one chosen fit per phase"
+[ "$(q "SELECT count(*) FROM perf_model WHERE phase = 'step' AND chosen = 1 AND heldout_rel_error IS NOT NULL AND json_valid(params)")" = 1 ] || fail "step fit"
+[ "$(q "SELECT count(*) FROM comm_model WHERE backend = 'cpu' AND beta_bytes_per_s > 0 AND alpha_s >= 0")" = 2 ] || fail "comm_model rows"
+[ "$(q "SELECT count(*) FROM comm_sample")" = 8 ] || fail "comm_sample rows (4 sizes x 2 ops)"
+
+# Resume: the stored points are skipped; a new batch size is timed; fits are refitted.
+"$bin" calib --device cpu --model mlp --batches 8,16,32,64,96 --db cal.db "${quick[@]}" > out2.txt 2>&1 || fail "rerun exit status"
+grep -q "mlp: 1 batch sizes timed, 4 already stored" out2.txt || fail "resume: $(cat out2.txt)"
+[ "$(q "SELECT count(*) FROM calib_sample")" = 20 ] || fail "resume added one point"
+[ "$(q "SELECT count(*) FROM device")" = 1 ] || fail "resume reused the device row"
+[ "$(q "SELECT count(*) FROM comm_sample")" = 8 ] || fail "resume skipped the stored message sizes"
+
+# JSON output.
+"$bin" calib --device cpu --model mlp --batches 8,16,32,64,96 --db cal.db "${quick[@]}" --json > out.json || fail "json exit"
+grep -q '"skipped": 5' out.json || fail "json skipped count"
+
+# hetsim devices
+"$bin" devices --db cal.db > dev.txt || fail "devices exit"
+grep -q "mlp" dev.txt || fail "devices lists mlp: $(cat dev.txt)"
+"$bin" devices --db cal.db --csv | grep -q "^1,.*,cpu,.*,mlp," || fail "devices --csv"
+"$bin" devices --db cal.db --json | grep -q '"model": "mlp"' || fail "devices --json"
+
+# The simulator takes the fitted model.
+name=$(q "SELECT name FROM device WHERE id = 1")
+cat > cl.yaml <<YAML
+name: calib-test
+network: {bandwidth: 10Gbps, latency: 20us}
+device_types:
+  mine: {memory: 8GiB, compute: {calib: "$name"}}
+nodes:
+  - name: n0
+    link: {bandwidth: 8GB/s, latency: 5us}
+    devices: [{type: mine}]
+YAML
+"$bin" sim --cluster cl.yaml --model mlp --policy ssgd --global-batch 32 --iterations 3 --db sim.db --calib cal.db --json > sim.json || fail "sim --calib exit"
+t32=$(q "SELECT params FROM perf_model WHERE phase = 'step' AND chosen = 1")
+iter=$(sed -n 's/.*"mean_iteration_s": \([0-9.e+-]*\).*/\1/p' sim.json)
+[ -n "$iter" ] && awk -v x="$iter" 'BEGIN { exit !(x > 0) }' || fail "sim mean_iteration_s: $(cat sim.json)"
+# One worker, no communication: an iteration is exactly t(32) of the chosen fit.
+want=$(sqlite3 cal.db "SELECT CASE form WHEN 'linear' THEN json_extract(params,'\$.t0') + 32*json_extract(params,'\$.k') ELSE -1 END FROM perf_model WHERE phase='step' AND chosen=1")
+if [ "$want" != "-1" ]; then
+  awk -v a="$iter" -v b="$want" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 1e-9 * b) }' || fail "sim iteration $iter != fitted t(32) $want ($t32)"
+fi
+"$bin" sim --cluster cl.yaml --model cnn --policy ssgd --global-batch 32 --iterations 3 --db sim.db --calib cal.db > /dev/null 2> err.txt
+[ $? -eq 2 ] && grep -q "no calibrated step model for cnn" err.txt && grep -q "it holds:.*mlp" err.txt || fail "sim with an uncalibrated model: $(cat err.txt)"
+sed -i "s/calib: \"$name\"/calib: \"no such gpu\"/" cl.yaml
+"$bin" sim --cluster cl.yaml --model mlp --policy ssgd --global-batch 32 --iterations 3 --db sim.db --calib cal.db > /dev/null 2> err.txt
+[ $? -eq 2 ] && grep -q 'device "no such gpu"' err.txt || fail "sim with an unknown device: $(cat err.txt)"
+
+# Bad input: exit 2, clear message, nothing written.
+expect2() { # pattern, args...
+  local pat=$1; shift
+  "$bin" calib "$@" --db bad.db > /dev/null 2> err.txt
+  local rc=$?
+  [ $rc -eq 2 ] || fail "calib $* exit $rc (want 2)"
+  grep -q -- "$pat" err.txt || fail "calib $*: message $(cat err.txt)"
+}
+expect2 'unknown model "nosuch"' --device cpu --model nosuch
+expect2 'expected positive integers' --device cpu --batches 8,x,32
+expect2 'need at least 3 batch sizes' --device cpu --batches 8,16
+expect2 'given twice' --device cpu --batches 8,16,16
+expect2 'expected cpu, cuda:I or cuda:I/sm=N, got "gpu0"' --device gpu0
+expect2 'expected cpu, cuda:I or cuda:I/sm=N' --device cuda:0/sm=0
+expect2 '--device cpu|cuda:I|cuda:I/sm=N is required'
+if ! command -v nvidia-smi > /dev/null || ! nvidia-smi > /dev/null 2>&1; then
+  expect2 'cuda:0' --device cuda:0 --model mlp
+fi
+[ ! -e bad.db ] || fail "bad input created the database"
+
+if [ $fails -gt 0 ]; then echo "$fails failed"; exit 1; fi
+echo "all passed"
