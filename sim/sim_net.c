@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-int hs_net_open(hs_net *net, const hs_cluster_spec *spec) {
+int hs_netm_open(hs_netm *net, const hs_cluster_spec *spec) {
   memset(net, 0, sizeof *net);
   net->spec = spec;
   net->n_nodes = spec->n_nodes;
@@ -13,42 +13,42 @@ int hs_net_open(hs_net *net, const hs_cluster_spec *spec) {
   net->node_slow = calloc(n, sizeof *net->node_slow);
   net->node_order = calloc(n, sizeof *net->node_order);
   if (!net->node_count || !net->node_slow || !net->node_order) {
-    hs_net_close(net);
+    hs_netm_close(net);
     return HS_ENOMEM;
   }
   return 0;
 }
 
-void hs_net_close(hs_net *net) {
+void hs_netm_close(hs_netm *net) {
   free(net->node_count);
   free(net->node_slow);
   free(net->node_order);
   memset(net, 0, sizeof *net);
 }
 
-hs_link_spec hs_net_link(const hs_net *net, const hs_net_peer *a, const hs_net_peer *b) {
+hs_link_spec hs_netm_link(const hs_netm *net, const hs_netm_peer *a, const hs_netm_peer *b) {
   hs_link_spec l = a->node == b->node ? net->spec->nodes[a->node].link : net->spec->network;
   double slow = a->comm_slowdown > b->comm_slowdown ? a->comm_slowdown : b->comm_slowdown;
   l.bandwidth /= slow;
   return l;
 }
 
-double hs_net_ring_time(hs_net *net, const hs_net_peer *peers, const int *ws, int n, double m) {
+double hs_netm_ring_time(hs_netm *net, const hs_netm_peer *peers, const int *ws, int n, double m) {
   if (n <= 1) return 0.0;
   double worst = 0.0;
   for (int k = 0; k < n; k++) {
-    hs_link_spec l = hs_net_link(net, &peers[ws[k]], &peers[ws[(k + 1) % n]]);
+    hs_link_spec l = hs_netm_link(net, &peers[ws[k]], &peers[ws[(k + 1) % n]]);
     double step = l.latency + m / ((double)n * l.bandwidth);
     if (step > worst) worst = step;
   }
   return 2.0 * (double)(n - 1) * worst;
 }
 
-double hs_net_hier_time(hs_net *net, const hs_net_peer *peers, const int *ws, int n, double m) {
+double hs_netm_hier_time(hs_netm *net, const hs_netm_peer *peers, const int *ws, int n, double m) {
   if (n <= 1) return 0.0;
   int q = 0;
   for (int k = 0; k < n; k++) {
-    const hs_net_peer *p = &peers[ws[k]];
+    const hs_netm_peer *p = &peers[ws[k]];
     if (net->node_count[p->node] == 0) {
       net->node_order[q++] = p->node;
       net->node_slow[p->node] = p->comm_slowdown;

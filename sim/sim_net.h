@@ -20,29 +20,29 @@
 #include "core/core_config.h"
 
 /* What the network model reads about one participant. */
-typedef struct hs_net_peer {
+typedef struct hs_netm_peer {
   int node;
   double comm_slowdown;
-} hs_net_peer;
+} hs_netm_peer;
 
 /* Scratch space reused across collectives so that pricing one allocates nothing. */
-typedef struct hs_net {
+typedef struct hs_netm {
   const hs_cluster_spec *spec;
   int n_nodes;
   int *node_count;      /* participants per node, by node */
   double *node_slow;    /* largest comm_slowdown per node */
   int *node_order;      /* nodes in order of first appearance */
-} hs_net;
+} hs_netm;
 
-int hs_net_open(hs_net *net, const hs_cluster_spec *spec);
-void hs_net_close(hs_net *net);
+int hs_netm_open(hs_netm *net, const hs_cluster_spec *spec);
+void hs_netm_close(hs_netm *net);
 
 /* The link between two peers: the node's link inside a node, the network between nodes. */
-hs_link_spec hs_net_link(const hs_net *net, const hs_net_peer *a, const hs_net_peer *b);
+hs_link_spec hs_netm_link(const hs_netm *net, const hs_netm_peer *a, const hs_netm_peer *b);
 
 /* All-reduce time of m bytes over peers[ws[0..n-1]] in that ring order. */
-double hs_net_ring_time(hs_net *net, const hs_net_peer *peers, const int *ws, int n, double m);
-double hs_net_hier_time(hs_net *net, const hs_net_peer *peers, const int *ws, int n, double m);
+double hs_netm_ring_time(hs_netm *net, const hs_netm_peer *peers, const int *ws, int n, double m);
+double hs_netm_hier_time(hs_netm *net, const hs_netm_peer *peers, const int *ws, int n, double m);
 
 /* --- a link shared by flows, max-min fair ------------------------------------------------ */
 
