@@ -19,7 +19,8 @@
 
 typedef enum hs_net_vec { HS_NET_PARAMS = 0, HS_NET_GRADS = 1 } hs_net_vec;
 
-typedef struct hs_net_backend {
+/* A struct tag without a typedef: nn_net.h already names the function hs_net_backend(). */
+struct hs_net_backend {
   int version; /* HS_NET_BACKEND_VERSION */
   const char *name; /* "cpu", "cuda" */
   /* n->graph, n->opts, n->n_params, n->param_off, n->device and the parsed ordinal and SM
@@ -40,10 +41,10 @@ typedef struct hs_net_backend {
   int (*elapsed)(hs_net *n, int from, int to, double *seconds, hs_diag *d);
   int (*sync)(hs_net *n, hs_diag *d);
   int64_t (*bytes)(const hs_net *n);
-} hs_net_backend;
+};
 
 struct hs_net {
-  const hs_net_backend *be;
+  const struct hs_net_backend *be;
   hs_graph *graph;       /* owned; the zoo model */
   char device[64];       /* as given to open */
   char model[32];
@@ -57,13 +58,24 @@ struct hs_net {
   void *impl;            /* the backend's state */
 };
 
-extern const hs_net_backend hs_net_backend_cpu;
+extern const struct hs_net_backend hs_net_backend_cpu;
 #if HETSIM_HAVE_CUDA
-extern const hs_net_backend hs_net_backend_cuda;
+extern const struct hs_net_backend hs_net_backend_cuda;
 #endif
 
 /* Fills host[0..n_params) with the initial parameters of graph g for seed (see nn_net.h). */
 int hs_net_init_params(const hs_graph *g, const int64_t *param_off, uint64_t seed, float *host,
                        hs_diag *d);
+
+/* Opens a net on a graph built by the caller rather than taken from the zoo (gradient checks
+ * of layer combinations no zoo model has). Takes ownership of g: the net closes it, and so does
+ * a failed open. The model name is hs_graph_name(g); the logits are the last layer's output. */
+int hs_net_open_graph(hs_net **out, const char *device, hs_graph *g, const hs_net_options *o,
+                      hs_diag *d);
+
+/* cpu backend: caps the bytes the net may hold (hs_net_bytes); a load that would grow past the
+ * cap fails with HS_ENOMEM as a real allocation failure does. 0 removes the cap. Lets tests
+ * exercise the out-of-memory path, and lets a caller emulate a device's memory on the CPU. */
+int hs_net_cpu_set_limit(hs_net *n, int64_t bytes, hs_diag *d);
 
 #endif
