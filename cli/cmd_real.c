@@ -1,0 +1,522 @@
+/* hetsim real: train for real under a policy and store the run (kind 'real').
+ *
+ * Every input is checked before the database is opened (bad input leaves nothing stored); the
+ * run's row is written before the workers start, so that a run that fails or is interrupted
+ * mid-way is marked so and keeps the rows it wrote. The options needed to replay the run in
+ * the simulator (`hetsim validate`) go into the run's options JSON. */
+#include <getopt.h>
+#include <gsl/gsl_version.h>
+#include <math.h>
+#include <signal.h>
+#include <sqlite3.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <yaml.h>
+
+#include "calib/cal_device.h"
+#include "cli/cli.h"
+#include "core/core_buildinfo.h"
+#include "core/core_config.h"
+#include "core/core_json.h"
+#include "core/core_perfmodel.h"
+#include "core/core_store.h"
+#include "core/core_units.h"
+#include "nn/nn_data.h"
+#include "nn/nn_zoo.h"
+#include "policies/pol_registry.h"
+#include "real/real_comm.h"
+#include "real/real_run.h"
+
+/* The one piece of process-wide state: a signal handler can reach nothing else. */
+static volatile sig_atomic_t real_interrupted;
+static void on_sigint(int sig) {
+  (void)sig;
+  real_interrupted = 1;
+}
+
+static void usage(FILE *out) {
+  fprintf(out,
+"usage: hetsim real --model NAME --policy NAME[:key=value,...] --global-batch B\n"
+"                   (--iterations N | --epochs E | --time T | --target-loss L)\n"
+"                   [--cluster FILE] [--workers N] [--backend cpu|local|nccl] [--device DEV]\n"
+"                   [--lr LR] [--eval-every N] [--eval-samples N] [--train-samples N]\n"
+"                   [--seed S] [--calib DB] [--timeout T] [--db FILE] [--json]\n"
+"\n"
+"Trains MODEL for real under a policy (`hetsim policies`), with the same policy code the\n"
+"simulator runs, and stores per-step timings, losses and evaluations as a run of kind real.\n"
+"\n"
+"  --backend NAME        cpu (default): workers are threads on the nn cpu backend;\n"
+"                        local, nccl: GPU backends, not supported yet in this version\n"
+"  --device DEV          the workers' device; the cpu backend runs on cpu (default)\n"
+"  --cluster FILE        cluster file: its workers, their initial slowdowns and its slowdown\n"
+"                        and leave events are emulated (a worker slowed s times sleeps\n"
+"                        (s-1) times its measured compute after each step); default: --workers\n"
+"                        equal workers\n"
+"  --workers N           workers when no cluster file is given (default 2)\n"
+"  --iterations N        stop after N updates of the global model\n"
+"  --epochs E            stop once E epochs of the training samples have been computed\n"
+"  --time T              stop after T of training (e.g. 30s)\n"
+"  --target-loss L       stop at the first evaluation with test loss <= L\n"
+"  --lr LR               SGD learning rate (default 0.1; policies may change it)\n"
+"  --eval-every N        global updates between evaluations of the global model (default 20)\n"
+"  --eval-samples N      test samples per evaluation, the first ones (default 1000)\n"
+"  --train-samples N     training samples sharded over the workers; 0 = all (default 0)\n"
+"  --seed S              weights, shards (default 1)\n"
+"  --calib DB            calibration database: the device's fitted step model serves the\n"
+"                        policy's predictions (default: time a few steps before the run)\n"
+"  --timeout T           bound on every communication wait (default 60s)\n"
+"  --db FILE             results database (default %s)\n"
+"  --json                print the summary as one JSON object on stdout (the keys of\n"
+"                        `hetsim sim --json`; sim_time_s is the measured training time)\n"
+"\n"
+"exit status: 0 run complete, 1 run failed or interrupted, 2 bad usage or bad input.\n",
+          HS_DEFAULT_DB);
+}
+
+typedef struct real_args {
+  const char *model, *policy, *cluster, *backend, *device, *db, *calib;
+  int64_t global_batch, iterations, workers, eval_every, eval_samples, train_samples;
+  double epochs, time, target_loss, lr, timeout;
+  uint64_t seed;
+  int json;
+} real_args;
+
+static int bad(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int bad(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fprintf(stderr, "hetsim real: ");
+  vfprintf(stderr, fmt, ap);
+  va_end(ap);
+  fprintf(stderr, "\nrun `hetsim real --help` for the options\n");
+  return 2;
+}
+
+static int parse_int64(const char *s, int64_t min, int64_t *out) {
+  char *end;
+  long long v = strtoll(s, &end, 10);
+  if (!*s || *end || v < min) return -1;
+  *out = v;
+  return 0;
+}
+
+enum { O_MODEL = 256, O_POLICY, O_GB, O_ITERS, O_EPOCHS, O_TIME, O_TLOSS, O_CLUSTER, O_WORKERS,
+       O_BACKEND, O_DEVICE, O_LR, O_EVERY, O_ESAMP, O_TSAMP, O_SEED, O_CALIB, O_TIMEOUT, O_DB,
+       O_JSON, O_HELP };
+
+static int parse_args(int argc, char **argv, real_args *a) {
+  static const struct option opts[] = {
+      {"model", required_argument, NULL, O_MODEL}, {"policy", required_argument, NULL, O_POLICY},
+      {"global-batch", required_argument, NULL, O_GB}, {"iterations", required_argument, NULL, O_ITERS},
+      {"epochs", required_argument, NULL, O_EPOCHS}, {"time", required_argument, NULL, O_TIME},
+      {"target-loss", required_argument, NULL, O_TLOSS}, {"cluster", required_argument, NULL, O_CLUSTER},
+      {"workers", required_argument, NULL, O_WORKERS}, {"backend", required_argument, NULL, O_BACKEND},
+      {"device", required_argument, NULL, O_DEVICE}, {"lr", required_argument, NULL, O_LR},
+      {"eval-every", required_argument, NULL, O_EVERY}, {"eval-samples", required_argument, NULL, O_ESAMP},
+      {"train-samples", required_argument, NULL, O_TSAMP}, {"seed", required_argument, NULL, O_SEED},
+      {"calib", required_argument, NULL, O_CALIB}, {"timeout", required_argument, NULL, O_TIMEOUT},
+      {"db", required_argument, NULL, O_DB}, {"json", no_argument, NULL, O_JSON},
+      {"help", no_argument, NULL, O_HELP}, {NULL, 0, NULL, 0},
+  };
+  memset(a, 0, sizeof *a);
+  a->db = HS_DEFAULT_DB;
+  a->backend = "cpu";
+  a->device = "cpu";
+  a->seed = 1;
+  a->lr = 0.1;
+  a->eval_every = 20;
+  a->eval_samples = 1000;
+  a->timeout = 60;
+  optind = 1;
+  opterr = 0;
+  int c;
+  int64_t v;
+  while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+    switch (c) {
+    case O_MODEL: a->model = optarg; break;
+    case O_POLICY: a->policy = optarg; break;
+    case O_CLUSTER: a->cluster = optarg; break;
+    case O_BACKEND: a->backend = optarg; break;
+    case O_DEVICE: a->device = optarg; break;
+    case O_CALIB: a->calib = optarg; break;
+    case O_DB: a->db = optarg; break;
+    case O_JSON: a->json = 1; break;
+    case O_GB:
+      if (parse_int64(optarg, 1, &a->global_batch)) return bad("--global-batch: expected a positive integer, got \"%s\"", optarg);
+      break;
+    case O_ITERS:
+      if (parse_int64(optarg, 1, &a->iterations)) return bad("--iterations: expected a positive integer, got \"%s\"", optarg);
+      break;
+    case O_WORKERS:
+      if (parse_int64(optarg, 1, &a->workers) || a->workers > 4096) return bad("--workers: expected an integer in 1..4096, got \"%s\"", optarg);
+      break;
+    case O_EVERY:
+      if (parse_int64(optarg, 0, &a->eval_every)) return bad("--eval-every: expected a non-negative integer, got \"%s\"", optarg);
+      break;
+    case O_ESAMP:
+      if (parse_int64(optarg, 1, &a->eval_samples)) return bad("--eval-samples: expected a positive integer, got \"%s\"", optarg);
+      break;
+    case O_TSAMP:
+      if (parse_int64(optarg, 0, &a->train_samples)) return bad("--train-samples: expected a non-negative integer, got \"%s\"", optarg);
+      break;
+    case O_EPOCHS:
+      if (hs_units_parse_number(optarg, &a->epochs) || !(a->epochs > 0)) return bad("--epochs: expected a positive number, got \"%s\"", optarg);
+      break;
+    case O_TIME:
+      if (hs_units_parse_time(optarg, &a->time) || !(a->time > 0)) return bad("--time: expected a positive time like \"30s\", got \"%s\"", optarg);
+      break;
+    case O_TIMEOUT:
+      if (hs_units_parse_time(optarg, &a->timeout) || !(a->timeout > 0)) return bad("--timeout: expected a positive time like \"60s\", got \"%s\"", optarg);
+      break;
+    case O_TLOSS:
+      if (hs_units_parse_number(optarg, &a->target_loss) || !(a->target_loss > 0)) return bad("--target-loss: expected a positive number, got \"%s\"", optarg);
+      break;
+    case O_LR:
+      if (hs_units_parse_number(optarg, &a->lr) || !(a->lr > 0)) return bad("--lr: expected a positive number, got \"%s\"", optarg);
+      break;
+    case O_SEED:
+      if (parse_int64(optarg, 0, &v)) return bad("--seed: expected a non-negative integer, got \"%s\"", optarg);
+      a->seed = (uint64_t)v;
+      break;
+    case O_HELP:
+    case 'h': usage(stdout); return -1;
+    default: return bad("unknown or incomplete option \"%s\"", argv[optind - 1]);
+    }
+  }
+  if (optind < argc) return bad("unexpected argument \"%s\"", argv[optind]);
+  if (!a->model) return bad("%s", "--model NAME is required (see `hetsim models`)");
+  if (!a->policy) return bad("%s", "--policy NAME is required (see `hetsim policies`)");
+  if (!a->global_batch) return bad("%s", "--global-batch B is required");
+  if (!a->iterations && !(a->epochs > 0) && !(a->time > 0) && !(a->target_loss > 0))
+    return bad("%s", "a stop condition is required: --iterations N, --epochs E, --time T or --target-loss L");
+  if (a->cluster && a->workers) return bad("%s", "--workers and --cluster exclude each other: the cluster file says how many workers");
+  if (!a->workers) a->workers = 2;
+  return 0;
+}
+
+/* Sinks: steps go straight into the store's bulk insert; evaluations are kept in memory (the
+ * store takes only step rows while the bulk insert is open) and written at the end. */
+typedef struct eval_row {
+  double time_s, loss, accuracy;
+  int64_t step;
+} eval_row;
+
+typedef struct real_ctx {
+  hs_store *store;
+  int64_t run_id;
+  int64_t n_evals, cap_evals;
+  eval_row *evals;
+} real_ctx;
+
+static int step_sink(void *ctx, const hs_step_row *row, hs_diag *d) {
+  real_ctx *r = ctx;
+  return hs_store_step_add(r->store, row, d);
+}
+
+static int eval_sink(void *ctx, double time_s, int64_t step, double loss, double accuracy, hs_diag *d) {
+  real_ctx *r = ctx;
+  if (r->n_evals == r->cap_evals) {
+    int64_t nc = r->cap_evals ? 2 * r->cap_evals : 64;
+    eval_row *e = realloc(r->evals, (size_t)nc * sizeof *e);
+    if (!e) return hs_diag_set(d, HS_ENOMEM, "out of memory for evaluations");
+    r->evals = e;
+    r->cap_evals = nc;
+  }
+  r->evals[r->n_evals++] = (eval_row){.time_s = time_s, .loss = loss, .accuracy = accuracy, .step = step};
+  return 0;
+}
+
+static void join_argv(int argc, char **argv, char *buf, size_t len) {
+  size_t used = (size_t)snprintf(buf, len, "hetsim");
+  for (int i = 0; i < argc && used < len; i++) {
+    int k = snprintf(buf + used, len - used, " %s", argv[i]);
+    if (k < 0) break;
+    used += (size_t)k;
+  }
+}
+
+static double wall_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void print_summary(const real_args *a, int64_t run_id, const char *status, const char *cluster,
+                          const hs_summary *m) {
+  if (a->json) {
+    hs_json j;
+    hs_json_init(&j, stdout, 1);
+    hs_json_object_begin(&j);
+    hs_json_key(&j, "run_id"); hs_json_int(&j, run_id);
+    hs_json_key(&j, "status"); hs_json_string(&j, status);
+    hs_json_key(&j, "kind"); hs_json_string(&j, "real");
+    hs_json_key(&j, "backend"); hs_json_string(&j, a->backend);
+    hs_json_key(&j, "policy"); hs_json_string(&j, a->policy);
+    hs_json_key(&j, "cluster"); hs_json_string(&j, cluster);
+    hs_json_key(&j, "model"); hs_json_string(&j, a->model);
+    hs_json_key(&j, "global_batch"); hs_json_int(&j, a->global_batch);
+    hs_json_key(&j, "seed"); hs_json_int(&j, (int64_t)a->seed);
+    hs_json_key(&j, "workers"); hs_json_int(&j, m->workers);
+    hs_json_key(&j, "iterations"); hs_json_int(&j, m->iterations);
+    hs_json_key(&j, "samples"); hs_json_int(&j, m->samples);
+    hs_json_key(&j, "sim_time_s"); hs_json_double(&j, m->sim_time_s);
+    hs_json_key(&j, "mean_iteration_s"); hs_json_double(&j, m->mean_iteration_s);
+    hs_json_key(&j, "samples_per_s"); hs_json_double(&j, m->samples_per_s);
+    hs_json_key(&j, "wait_fraction"); hs_json_double(&j, m->wait_fraction);
+    hs_json_key(&j, "events"); hs_json_int(&j, m->events);
+    hs_json_key(&j, "wall_s"); hs_json_double(&j, m->wall_s);
+    hs_json_key(&j, "final_loss"); hs_json_double(&j, m->final_loss);
+    hs_json_key(&j, "final_accuracy"); hs_json_double(&j, m->final_accuracy);
+    hs_json_key(&j, "time_to_target_s"); hs_json_double(&j, m->time_to_target_s);
+    hs_json_key(&j, "db"); hs_json_string(&j, a->db);
+    hs_json_object_end(&j);
+    return;
+  }
+  printf("run %lld (%s): real %s on %s (%lld workers, %s backend), %s, global batch %lld\n",
+         (long long)run_id, status, a->policy, cluster, (long long)m->workers, a->backend, a->model,
+         (long long)a->global_batch);
+  printf("  iterations       %lld\n", (long long)m->iterations);
+  printf("  training time    %.6g s (%.6g ms per iteration)\n", m->sim_time_s, m->mean_iteration_s * 1e3);
+  printf("  throughput       %.6g samples/s\n", m->samples_per_s);
+  printf("  wait fraction    %.4f\n", m->wait_fraction);
+  printf("  final loss       %.6g\n", m->final_loss);
+  if (!isnan(m->final_accuracy)) printf("  final accuracy   %.4f\n", m->final_accuracy);
+  if (a->target_loss > 0) {
+    if (isnan(m->time_to_target_s)) printf("  time to target   not reached\n");
+    else printf("  time to target   %.6g s\n", m->time_to_target_s);
+  }
+  printf("  database         %s\n", a->db);
+}
+
+/* Opens the model's training and test data: Fashion-MNIST for the models that train on it,
+ * synthetic CIFAR-shaped data (a pure function of the seed) for the others. */
+static int open_data(const real_args *a, const hs_model_info *mi, hs_dataset **train, hs_dataset **test,
+                     hs_diag *d) {
+  if (!strcmp(mi->dataset, "fashion-mnist")) {
+    int rc = hs_data_fashion_mnist_first(train, NULL, "train", a->train_samples, d);
+    return rc ? rc : hs_data_fashion_mnist_first(test, NULL, "test", a->eval_samples, d);
+  }
+  int64_t n = a->train_samples > 0 ? a->train_samples : mi->dataset_train_size;
+  /* Synthetic data has no test split: evaluations use the first eval-samples training samples
+   * (a prefix of the same seed's data, see nn_data.h). */
+  int rc = hs_data_synthetic_cifar(train, n, a->seed, d);
+  if (!rc) rc = hs_data_synthetic_cifar(test, a->eval_samples < n ? a->eval_samples : n, a->seed, d);
+  return rc;
+}
+
+int hs_cmd_real(int argc, char **argv) {
+  real_args a;
+  int rc = parse_args(argc, argv, &a);
+  if (rc) return rc < 0 ? 0 : rc;
+
+  hs_diag d = {0};
+  int status = 2;
+  hs_cluster_spec spec;
+  memset(&spec, 0, sizeof spec);
+  int have_spec = 0;
+  const hs_policy *pol = NULL;
+  hs_params params;
+  hs_store *store = NULL, *calib_store = NULL;
+  hs_dataset *train = NULL, *test = NULL;
+  hs_real_result res;
+  memset(&res, 0, sizeof res);
+  real_ctx rctx = {0};
+  hs_perf_model perf;
+  int have_perf = 0;
+
+  const hs_real_comm_ops *comm = hs_real_comm_find(a.backend, &d);
+  if (!comm) {
+    fprintf(stderr, "hetsim real: %s\n", d.msg);
+    return 2;
+  }
+  hs_cal_device dev;
+  if ((rc = hs_cal_device_parse(a.device, &dev, &d))) {
+    fprintf(stderr, "hetsim real: --device: %s\n", d.msg);
+    return 2;
+  }
+  if (!strcmp(comm->name, "cpu") && strcmp(dev.kind, "cpu")) {
+    fprintf(stderr, "hetsim real: --device %s: the cpu backend runs its workers on --device cpu; "
+            "GPUs need --backend local or nccl\n", a.device);
+    return 2;
+  }
+  if (strcmp(comm->name, "cpu") && strcmp(dev.kind, "cuda")) {
+    fprintf(stderr, "hetsim real: --device %s: the %s backend needs a GPU device such as cuda:0\n", a.device, comm->name);
+    return 2;
+  }
+  /* One process runs every worker of the cpu and local backends: a launcher that started
+   * several is a mistake worth stopping at once. */
+  hs_real_launch launch;
+  if ((rc = hs_real_launch_read(&launch, strcmp(comm->name, "nccl") ? 1 : 0, &d))) {
+    fprintf(stderr, "hetsim real: %s\n", d.msg);
+    return 2;
+  }
+  if (a.cluster) {
+    if ((rc = hs_cluster_load(&spec, a.cluster, &d))) {
+      fprintf(stderr, "hetsim real: %s\n", d.msg);
+      hs_cluster_spec_free(&spec);
+      return 2;
+    }
+    have_spec = 1;
+  }
+  int n_workers = have_spec ? spec.n_workers : (int)a.workers;
+  if (a.global_batch < n_workers) {
+    fprintf(stderr, "hetsim real: --global-batch %lld is smaller than the %d workers\n", (long long)a.global_batch, n_workers);
+    goto out;
+  }
+  const hs_model_info *mi = hs_zoo_find(a.model);
+  if (!mi) {
+    char names[256];
+    hs_zoo_names(names, sizeof names);
+    fprintf(stderr, "hetsim real: --model: unknown model \"%s\"; valid: %s\n", a.model, names);
+    goto out;
+  }
+  if ((rc = hs_policy_parse(a.policy, &pol, &params, &d))) {
+    fprintf(stderr, "hetsim real: %s\n", d.msg);
+    goto out;
+  }
+  char pstr[1024];
+  hs_params_format(&params, pstr, sizeof pstr);
+  if (strcmp(comm->name, "cpu")) {
+    /* Say plainly what this build cannot do before anything is stored. */
+    hs_real_comm *probe = NULL;
+    hs_real_comm_config cc = {.world = 2, .n = 1, .timeout_s = a.timeout, .device = a.device};
+    if ((rc = comm->open(&probe, &cc, &d))) {
+      fprintf(stderr, "hetsim real: %s\n", d.msg);
+      goto out;
+    }
+    comm->close(probe);
+  }
+  if ((rc = hs_cal_device_discover(&dev, &d))) {
+    fprintf(stderr, "hetsim real: --device %s: %s\n", a.device, d.msg);
+    goto out;
+  }
+  if (a.calib) {
+    if ((rc = hs_store_open(&calib_store, a.calib, HS_STORE_READONLY, &d)) ||
+        (rc = hs_perf_load(calib_store, dev.name, a.model, &perf, NULL, &d))) {
+      fprintf(stderr, "hetsim real: --calib %s: %s\n", a.calib, d.msg);
+      goto out;
+    }
+    have_perf = 1;
+  }
+  if ((rc = open_data(&a, mi, &train, &test, &d))) {
+    fprintf(stderr, "hetsim real: %s\n", d.msg);
+    status = hs_exit_code(rc) == 2 || rc == HS_ENOTFOUND ? 2 : 1;
+    goto out;
+  }
+  if ((rc = hs_store_open(&store, a.db, 0, &d))) {
+    fprintf(stderr, "hetsim real: %s\n", d.msg);
+    status = hs_exit_code(rc) == 2 ? 2 : 1;
+    goto out;
+  }
+  status = 1;
+
+  char command[4096], options[2048], versions[512], cname[96];
+  join_argv(argc, argv, command, sizeof command);
+  int workers = have_spec ? spec.n_workers : (int)a.workers;
+  snprintf(cname, sizeof cname, "%s", have_spec ? spec.name : "cpu-threads");
+  char dev_name[300];
+  {
+    /* The device name goes into JSON: keep it to characters that need no escaping. */
+    size_t k = 0;
+    for (const char *p = dev.name; *p && k + 1 < sizeof dev_name; p++)
+      dev_name[k++] = (*p == '"' || *p == '\\' || (unsigned char)*p < 0x20) ? ' ' : *p;
+    dev_name[k] = 0;
+  }
+  snprintf(options, sizeof options,
+           "{\"backend\":\"%s\",\"device\":\"%s\",\"device_name\":\"%s\",\"workers\":%d,"
+           "\"iterations\":%lld,\"epochs\":%.17g,\"time_s\":%.17g,\"target_loss\":%.17g,"
+           "\"lr\":%.17g,\"eval_every\":%lld,\"eval_samples\":%lld,\"train_samples\":%lld,"
+           "\"timeout_s\":%.17g,\"launch\":\"%s\"}",
+           comm->name, a.device, dev_name, workers, (long long)a.iterations, a.epochs, a.time,
+           a.target_loss, a.lr, (long long)a.eval_every, (long long)a.eval_samples,
+           (long long)a.train_samples, a.timeout, launch.source);
+  snprintf(versions, sizeof versions,
+           "{\"hetsim\":\"%s\",\"gsl\":\"%s\",\"sqlite\":\"%s\",\"libyaml\":\"%s\"}", HETSIM_VERSION,
+           GSL_VERSION, sqlite3_libversion(), yaml_get_version_string());
+  hs_run_info info = {
+      .kind = "real", .policy = pol->name, .params = pstr, .cluster_name = cname,
+      .cluster_path = a.cluster, .cluster_text = have_spec ? spec.text : NULL, .model = a.model,
+      .global_batch = a.global_batch, .seed = a.seed, .options_json = options,
+      .versions_json = versions, .command = command,
+  };
+  rctx.store = store;
+  if ((rc = hs_store_run_begin(store, &info, &rctx.run_id, &d)) ||
+      (rc = hs_store_steps_begin(store, rctx.run_id, &d))) {
+    fprintf(stderr, "hetsim real: storing run: %s\n", d.msg);
+    goto out;
+  }
+
+  hs_real_config cfg = {
+      .cluster = have_spec ? &spec : NULL, .n_workers = workers, .model = a.model,
+      .device = a.device, .comm = comm, .timeout_s = a.timeout, .train = train, .test = test,
+      .global_batch = a.global_batch, .policy = pol, .params = &params, .seed = a.seed,
+      .lr = a.lr, .eval_every = a.eval_every, .max_iterations = a.iterations,
+      .max_epochs = a.epochs, .max_time = a.time, .target_loss = a.target_loss,
+      .perf = have_perf ? &perf : NULL, .sink = step_sink, .sink_ctx = &rctx,
+      .eval_sink = eval_sink, .eval_ctx = &rctx, .stop = &real_interrupted,
+  };
+  struct sigaction sa, old_sa, old_term;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_sigint;
+  sigemptyset(&sa.sa_mask);
+  real_interrupted = 0;
+  sigaction(SIGINT, &sa, &old_sa);
+  sigaction(SIGTERM, &sa, &old_term);
+  double t0 = wall_now();
+  rc = hs_real_run(&cfg, &res, &d);
+  res.summary.wall_s = wall_now() - t0;
+  sigaction(SIGINT, &old_sa, NULL);
+  sigaction(SIGTERM, &old_term, NULL);
+
+  hs_diag sd = {0};
+  int src = hs_store_steps_end(store, &sd);
+  for (int64_t i = 0; !src && i < rctx.n_evals; i++)
+    src = hs_store_eval_add(store, rctx.run_id, rctx.evals[i].time_s, rctx.evals[i].step,
+                            rctx.evals[i].loss, rctx.evals[i].accuracy, &sd);
+  const char *st = rc ? "failed"
+                 : res.status == HS_REAL_COMPLETE ? "complete"
+                 : res.status == HS_REAL_INTERRUPTED ? "interrupted" : "failed";
+  const char *err = rc ? d.msg
+                  : res.status == HS_REAL_STALLED ? "the policy left nothing to do before any stop condition (did every worker leave?)"
+                  : res.status == HS_REAL_INTERRUPTED ? "interrupted by a signal" : NULL;
+  if (!src && res.workers) {
+    hs_worker_row *rows = calloc((size_t)res.n_workers, sizeof *rows);
+    if (!rows) src = hs_diag_set(&sd, HS_ENOMEM, "out of memory");
+    for (int i = 0; rows && i < res.n_workers; i++) {
+      const hs_real_worker_stats *w = &res.workers[i];
+      const char *type = have_spec ? spec.types[spec.workers[i].type].name : "cpu";
+      const char *node = have_spec ? spec.nodes[spec.workers[i].node].name : dev.host;
+      rows[i] = (hs_worker_row){.index = i, .device_type = type, .node = node, .joined_at_s = w->joined_at,
+                                .left_at_s = w->left_at, .initial_batch = w->initial_batch,
+                                .steps = w->steps, .samples = w->samples, .busy_s = w->busy_s,
+                                .wait_s = w->wait_s, .comm_s = w->comm_s};
+    }
+    if (!src) src = hs_store_workers_add(store, rctx.run_id, rows, res.n_workers, &sd);
+    free(rows);
+  }
+  if (!src) src = hs_store_run_finish(store, rctx.run_id, st, res.workers ? &res.summary : NULL, err, &sd);
+  if (src) {
+    fprintf(stderr, "hetsim real: storing run: %s\n", sd.msg);
+    goto out;
+  }
+  if (rc) {
+    fprintf(stderr, "hetsim real: run %lld failed: %s\n", (long long)rctx.run_id, d.msg);
+    goto out;
+  }
+  print_summary(&a, rctx.run_id, st, cname, &res.summary);
+  if (err) fprintf(stderr, "hetsim real: run %lld %s: %s\n", (long long)rctx.run_id, st, err);
+  status = res.status == HS_REAL_COMPLETE ? 0 : 1;
+
+out:
+  hs_real_result_free(&res);
+  free(rctx.evals);
+  hs_store_close(store);
+  hs_store_close(calib_store);
+  hs_data_close(train);
+  hs_data_close(test);
+  if (have_spec) hs_cluster_spec_free(&spec);
+  return status;
+}

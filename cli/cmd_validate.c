@@ -1,0 +1,503 @@
+/* hetsim validate RUN_ID: simulate a real run with the calibration of the same device and
+ * measure the simulator's error.
+ *
+ * The cluster is rebuilt from the run: its workers and slowdown/leave events (the cluster file
+ * stored with the run, or N equal workers), every device type's compute replaced by the chosen
+ * step fit of the run's device (`compute: {calib: DEVICE}`), no jitter, and the links set from
+ * the device's fitted cpu communication models: a ring all-reduce over N workers measured as
+ * alpha + M/beta becomes links with latency alpha/(2(N-1)) and bandwidth beta*2(N-1)/N (so the
+ * simulator's ring formula gives back alpha + M/beta), and the parameter server's link takes
+ * the point-to-point fit. The simulation uses the same policy, parameters, seed and global
+ * batch, and the proxy convergence model with the run's learning rate and data sizes, with the
+ * run's final loss as its target. It is stored as a run of kind sim.
+ *
+ * Errors (relative to the real run; stored in `validation`):
+ * - per-iteration time: T_v is the first start of a step computed on model version v; for
+ *   consecutive versions v1 < v2 seen in both runs the time per iteration is
+ *   (T_v2 - T_v1)/(v2 - v1); the error of each interval is |sim - real| / real; median and p95
+ *   (nearest rank) over the intervals.
+ * - time to final loss: the real run's first evaluation with loss <= its final loss, against
+ *   the simulated run's time to that loss as a target (NULL when the simulation never reached
+ *   it, or for models the proxy cannot train). */
+#include <getopt.h>
+#include <math.h>
+#include <sqlite3.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "core/core_config.h"
+#include "core/core_json.h"
+#include "core/core_perfmodel.h"
+#include "core/core_store.h"
+#include "nn/nn_zoo.h"
+#include "policies/pol_registry.h"
+#include "sim/sim_conv.h"
+#include "sim/sim_run.h"
+
+static void usage(FILE *out) {
+  fprintf(out,
+"usage: hetsim validate RUN_ID [--db FILE] [--calib DB] [--json]\n"
+"\n"
+"Simulates the real run RUN_ID with the calibration of the same device (same policy, seed,\n"
+"batch, workers and slowdown events), stores the simulated run and the errors in the\n"
+"validation table, and prints the median and p95 per-iteration time error and the error in\n"
+"the time to the real run's final loss (relative errors; 0.05 = 5%%).\n"
+"\n"
+"  --db FILE      results database holding the run (default %s)\n"
+"  --calib DB     database with the device's calibration (default: the --db database)\n"
+"  --json         print one JSON object: run_id, sim_run_id, median_iter_error,\n"
+"                 p95_iter_error, time_to_loss_error, intervals\n"
+"\n"
+"exit status: 0 validated, 1 runtime failure, 2 bad usage or bad input.\n",
+          HS_DEFAULT_DB);
+}
+
+static int bad(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int bad(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fprintf(stderr, "hetsim validate: ");
+  vfprintf(stderr, fmt, ap);
+  va_end(ap);
+  fprintf(stderr, "\n");
+  return 2;
+}
+
+typedef struct real_run_row {
+  char kind[8], status[16], policy[64], params[1024], model[32], device_name[300];
+  char *cluster_text;
+  int64_t global_batch, iterations, eval_every, eval_samples, train_samples;
+  uint64_t seed;
+  int workers;
+  double lr, final_loss;
+} real_run_row;
+
+static void copy_col(sqlite3_stmt *st, int i, char *buf, size_t len) {
+  const unsigned char *t = sqlite3_column_text(st, i);
+  snprintf(buf, len, "%s", t ? (const char *)t : "");
+}
+
+static int load_run(sqlite3 *db, int64_t id, real_run_row *r) {
+  const char *sql =
+      "SELECT run.kind, run.status, run.policy, run.params, run.model, run.cluster_text,"
+      " run.global_batch, run.seed, json_extract(run.options, '$.device_name'),"
+      " json_extract(run.options, '$.workers'), json_extract(run.options, '$.lr'),"
+      " json_extract(run.options, '$.eval_every'), json_extract(run.options, '$.eval_samples'),"
+      " json_extract(run.options, '$.train_samples'), summary.iterations,"
+      " (SELECT loss FROM eval WHERE eval.run_id = run.id ORDER BY step DESC, time_s DESC LIMIT 1)"
+      " FROM run LEFT JOIN summary ON summary.run_id = run.id WHERE run.id = ?";
+  sqlite3_stmt *st;
+  if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) return -1;
+  sqlite3_bind_int64(st, 1, id);
+  int found = sqlite3_step(st) == SQLITE_ROW;
+  if (found) {
+    copy_col(st, 0, r->kind, sizeof r->kind);
+    copy_col(st, 1, r->status, sizeof r->status);
+    copy_col(st, 2, r->policy, sizeof r->policy);
+    copy_col(st, 3, r->params, sizeof r->params);
+    copy_col(st, 4, r->model, sizeof r->model);
+    const unsigned char *t = sqlite3_column_text(st, 5);
+    r->cluster_text = t ? strdup((const char *)t) : NULL;
+    r->global_batch = sqlite3_column_int64(st, 6);
+    r->seed = (uint64_t)sqlite3_column_int64(st, 7);
+    copy_col(st, 8, r->device_name, sizeof r->device_name);
+    r->workers = sqlite3_column_int(st, 9);
+    r->lr = sqlite3_column_double(st, 10);
+    r->eval_every = sqlite3_column_int64(st, 11);
+    r->eval_samples = sqlite3_column_int64(st, 12);
+    r->train_samples = sqlite3_column_int64(st, 13);
+    r->iterations = sqlite3_column_int64(st, 14);
+    r->final_loss = sqlite3_column_type(st, 15) == SQLITE_NULL ? NAN : sqlite3_column_double(st, 15);
+  }
+  sqlite3_finalize(st);
+  return found;
+}
+
+/* The device's fitted cpu communication model for `op`, nearest world size first. */
+static int comm_fit(sqlite3 *db, const char *device, const char *op, int world, double *alpha, double *beta) {
+  const char *sql =
+      "SELECT alpha_s, beta_bytes_per_s FROM comm_model JOIN device ON device.id = comm_model.device_id"
+      " WHERE comm_model.backend = 'cpu' AND comm_model.op = ? AND device.name = ?"
+      " ORDER BY abs(comm_model.world_size - ?), comm_model.id DESC LIMIT 1";
+  sqlite3_stmt *st;
+  if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) return -1;
+  sqlite3_bind_text(st, 1, op, -1, SQLITE_STATIC);
+  sqlite3_bind_text(st, 2, device, -1, SQLITE_STATIC);
+  sqlite3_bind_int(st, 3, world);
+  int found = sqlite3_step(st) == SQLITE_ROW;
+  if (found) {
+    *alpha = sqlite3_column_double(st, 0);
+    *beta = sqlite3_column_double(st, 1);
+  }
+  sqlite3_finalize(st);
+  return found;
+}
+
+/* T_v per model version of a run: versions[i], times[i], ascending. Returns the count. */
+static int64_t version_times(sqlite3 *db, int64_t run, int64_t **versions, double **times) {
+  sqlite3_stmt *st;
+  *versions = NULL;
+  *times = NULL;
+  if (sqlite3_prepare_v2(db, "SELECT model_version, min(start_s) FROM step WHERE run_id = ?"
+                         " GROUP BY model_version ORDER BY model_version", -1, &st, NULL) != SQLITE_OK)
+    return -1;
+  sqlite3_bind_int64(st, 1, run);
+  int64_t n = 0, cap = 0;
+  while (sqlite3_step(st) == SQLITE_ROW) {
+    if (n == cap) {
+      cap = cap ? 2 * cap : 256;
+      int64_t *v = realloc(*versions, (size_t)cap * sizeof *v);
+      if (v) *versions = v;
+      double *t = realloc(*times, (size_t)cap * sizeof *t);
+      if (t) *times = t;
+      if (!v || !t) {
+        sqlite3_finalize(st);
+        return -1;
+      }
+    }
+    (*versions)[n] = sqlite3_column_int64(st, 0);
+    (*times)[n] = sqlite3_column_double(st, 1);
+    n++;
+  }
+  sqlite3_finalize(st);
+  return n;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+/* Median and p95 of the per-iteration errors over the versions both runs saw. */
+static int64_t iter_errors(sqlite3 *db, int64_t real_id, int64_t sim_id, double *median, double *p95) {
+  int64_t *rv, *sv;
+  double *rt, *stt;
+  int64_t nr = version_times(db, real_id, &rv, &rt), ns = version_times(db, sim_id, &sv, &stt);
+  int64_t m = 0;
+  double *err = NULL;
+  if (nr > 1 && ns > 1) err = malloc((size_t)nr * sizeof *err);
+  if (err) {
+    int64_t j = 0, pv = -1;
+    double prt = 0, pst = 0;
+    for (int64_t i = 0; i < nr; i++) {
+      while (j < ns && sv[j] < rv[i]) j++;
+      if (j == ns) break;
+      if (sv[j] != rv[i]) continue;
+      if (pv >= 0) {
+        double dr = (rt[i] - prt) / (double)(rv[i] - pv), ds = (stt[j] - pst) / (double)(rv[i] - pv);
+        if (dr > 0) err[m++] = fabs(ds - dr) / dr;
+      }
+      pv = rv[i];
+      prt = rt[i];
+      pst = stt[j];
+    }
+  }
+  *median = *p95 = NAN;
+  if (m > 0) {
+    qsort(err, (size_t)m, sizeof *err, cmp_double);
+    *median = m % 2 ? err[m / 2] : 0.5 * (err[m / 2 - 1] + err[m / 2]);
+    int64_t k = (int64_t)ceil(0.95 * (double)m) - 1;
+    *p95 = err[k < 0 ? 0 : k];
+  }
+  free(err);
+  free(rv);
+  free(rt);
+  free(sv);
+  free(stt);
+  return m;
+}
+
+typedef struct vctx {
+  hs_store *store;
+  int64_t run_id;
+  int64_t n, cap;
+  double *t, *loss, *acc;
+  int64_t *step;
+} vctx;
+
+static int v_step(void *ctx, const hs_step_row *row, hs_diag *d) {
+  vctx *v = ctx;
+  return hs_store_step_add(v->store, row, d);
+}
+
+static int v_eval(void *ctx, double time_s, int64_t step, double loss, double accuracy, hs_diag *d) {
+  vctx *v = ctx;
+  if (v->n == v->cap) {
+    int64_t nc = v->cap ? 2 * v->cap : 64;
+    double *t = realloc(v->t, (size_t)nc * sizeof *t);
+    if (t) v->t = t;
+    double *l = realloc(v->loss, (size_t)nc * sizeof *l);
+    if (l) v->loss = l;
+    double *a = realloc(v->acc, (size_t)nc * sizeof *a);
+    if (a) v->acc = a;
+    int64_t *s = realloc(v->step, (size_t)nc * sizeof *s);
+    if (s) v->step = s;
+    if (!t || !l || !a || !s) return hs_diag_set(d, HS_ENOMEM, "out of memory for evaluations");
+    v->cap = nc;
+  }
+  v->t[v->n] = time_s;
+  v->loss[v->n] = loss;
+  v->acc[v->n] = accuracy;
+  v->step[v->n] = step;
+  v->n++;
+  return 0;
+}
+
+int hs_cmd_validate(int argc, char **argv) {
+  static const struct option opts[] = {
+      {"db", required_argument, NULL, 'd'}, {"calib", required_argument, NULL, 'c'},
+      {"json", no_argument, NULL, 'j'}, {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0},
+  };
+  const char *dbp = HS_DEFAULT_DB, *calibp = NULL;
+  int json = 0, c;
+  optind = 1;
+  opterr = 0;
+  while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+    switch (c) {
+    case 'd': dbp = optarg; break;
+    case 'c': calibp = optarg; break;
+    case 'j': json = 1; break;
+    case 'h': usage(stdout); return 0;
+    default: return bad("unknown or incomplete option \"%s\"; run `hetsim validate --help`", argv[optind - 1]);
+    }
+  }
+  if (optind != argc - 1) return bad("%s", "expected one RUN_ID; run `hetsim validate --help`");
+  char *end;
+  long long id = strtoll(argv[optind], &end, 10);
+  if (!*argv[optind] || *end || id < 1) return bad("RUN_ID: expected a positive integer, got \"%s\"", argv[optind]);
+
+  hs_diag d = {0};
+  int status = 2, rc;
+  hs_store *store = NULL, *cstore = NULL;
+  real_run_row r;
+  memset(&r, 0, sizeof r);
+  hs_cluster_spec spec;
+  memset(&spec, 0, sizeof spec);
+  int have_spec = 0;
+  hs_perf_model *perf = NULL;
+  hs_sim_result res;
+  memset(&res, 0, sizeof res);
+  vctx v = {0};
+  if ((rc = hs_store_open(&store, dbp, 0, &d))) {
+    fprintf(stderr, "hetsim validate: %s\n", d.msg);
+    return hs_exit_code(rc) == 2 || rc == HS_ENOTFOUND ? 2 : 1;
+  }
+  sqlite3 *db = hs_store_db(store);
+  int found = load_run(db, id, &r);
+  if (found <= 0) {
+    if (found < 0) fprintf(stderr, "hetsim validate: %s: %s\n", dbp, sqlite3_errmsg(db));
+    else fprintf(stderr, "hetsim validate: %s has no run %lld\n", dbp, id);
+    status = found < 0 ? 1 : 2;
+    goto out;
+  }
+  if (strcmp(r.kind, "real")) {
+    fprintf(stderr, "hetsim validate: run %lld is a %s run; validate takes a real run (hetsim real)\n", id, r.kind);
+    goto out;
+  }
+  if (strcmp(r.status, "complete")) {
+    fprintf(stderr, "hetsim validate: run %lld is %s, not complete; validate a complete run\n", id, r.status);
+    goto out;
+  }
+  if (!r.device_name[0] || r.workers < 1 || r.iterations < 1) {
+    fprintf(stderr, "hetsim validate: run %lld lacks its device, workers or iterations in its options\n", id);
+    goto out;
+  }
+  sqlite3 *cdb = db;
+  if (calibp) {
+    if ((rc = hs_store_open(&cstore, calibp, HS_STORE_READONLY, &d))) {
+      fprintf(stderr, "hetsim validate: --calib %s: %s\n", calibp, d.msg);
+      goto out;
+    }
+    cdb = hs_store_db(cstore);
+  }
+  hs_store *perf_store = cstore ? cstore : store;
+
+  /* The cluster: the run's own file, or N equal workers on one node. */
+  char gen[1024];
+  const char *text = r.cluster_text;
+  if (!text) {
+    snprintf(gen, sizeof gen,
+             "name: cpu-threads\nnetwork: {bandwidth: 1GB/s, latency: 1us}\ndevice_types:\n"
+             "  cpu: {compute: {t0: 1ms, per_sample: 1ms}}\nnodes:\n  - name: host\n"
+             "    link: {bandwidth: 1GB/s, latency: 1us}\n    devices: [{type: cpu, count: %d}]\n",
+             r.workers);
+    text = gen;
+  }
+  if ((rc = hs_cluster_parse(&spec, "stored cluster", text, strlen(text), &d))) {
+    fprintf(stderr, "hetsim validate: run %lld: %s\n", id, d.msg);
+    goto out;
+  }
+  have_spec = 1;
+  int n = spec.n_workers;
+  double a_ar = 0, b_ar = 1, a_p2p = 0, b_p2p = 1;
+  if ((n > 1 && comm_fit(cdb, r.device_name, "allreduce", n, &a_ar, &b_ar) <= 0) ||
+      comm_fit(cdb, r.device_name, "p2p", 2, &a_p2p, &b_p2p) <= 0) {
+    fprintf(stderr, "hetsim validate: no cpu communication model for device \"%s\" in %s; "
+            "run `hetsim calib --device cpu --model %s` first\n", r.device_name, calibp ? calibp : dbp, r.model);
+    goto out;
+  }
+  hs_link_spec ring = {.bandwidth = b_ar, .latency = 0};
+  if (n > 1) ring = (hs_link_spec){.bandwidth = b_ar * 2.0 * (n - 1) / n, .latency = a_ar / (2.0 * (n - 1))};
+  spec.network = ring;
+  for (int i = 0; i < spec.n_nodes; i++) spec.nodes[i].link = ring;
+  spec.ps.link = (hs_link_spec){.bandwidth = b_p2p, .latency = a_p2p};
+  spec.ps.update_time = 0;
+  spec.jitter_cv = 0;
+  if (!(perf = calloc((size_t)spec.n_types, sizeof *perf))) {
+    fprintf(stderr, "hetsim validate: out of memory\n");
+    status = 1;
+    goto out;
+  }
+  for (int t = 0; t < spec.n_types; t++) {
+    spec.types[t].compute.kind = HS_COMPUTE_CALIB;
+    size_t cl = sizeof spec.types[t].compute.calib, nl = strlen(r.device_name);
+    if (nl >= cl) nl = cl - 1;
+    memcpy(spec.types[t].compute.calib, r.device_name, nl);
+    spec.types[t].compute.calib[nl] = 0;
+    spec.types[t].max_batch = 0;
+    spec.types[t].memory = 0;
+    if ((rc = hs_perf_load(perf_store, r.device_name, r.model, &perf[t], NULL, &d))) {
+      fprintf(stderr, "hetsim validate: %s; run `hetsim calib --device cpu --model %s` first\n", d.msg, r.model);
+      goto out;
+    }
+  }
+
+  const hs_policy *pol;
+  hs_params params;
+  char pspec[1200];
+  snprintf(pspec, sizeof pspec, "%s%s%s", r.policy, r.params[0] ? ":" : "", r.params);
+  if ((rc = hs_policy_parse(pspec, &pol, &params, &d))) {
+    fprintf(stderr, "hetsim validate: run %lld: %s\n", id, d.msg);
+    goto out;
+  }
+  hs_model_stats ms;
+  const hs_model_info *mi = hs_zoo_find(r.model);
+  if (!mi || hs_zoo_stats(r.model, &ms, &d)) {
+    fprintf(stderr, "hetsim validate: run %lld: unknown model %s\n", id, r.model);
+    goto out;
+  }
+  /* The proxy convergence model trains the same model on the same data, when it can. */
+  const hs_conv_model *conv = NULL;
+  hs_params cparams;
+  char cspec[256];
+  int64_t every = r.eval_every > 0 ? r.eval_every : r.iterations;
+  snprintf(cspec, sizeof cspec, "proxy:lr=%.17g,eval_every=%lld,eval_samples=%lld,train_samples=%lld",
+           r.lr, (long long)every, (long long)(r.eval_samples > 10000 ? 10000 : r.eval_samples),
+           (long long)r.train_samples);
+  hs_diag cd = {0};
+  if (isnan(r.final_loss) || hs_conv_parse(cspec, r.model, NULL, &conv, &cparams, &cd)) conv = NULL;
+
+  char command[256], options[512];
+  snprintf(command, sizeof command, "hetsim validate %lld", id);
+  snprintf(options, sizeof options, "{\"validates\":%lld,\"iterations\":%lld,\"convergence\":\"%s\",\"grad_bytes\":%lld}",
+           id, (long long)r.iterations, conv ? "proxy" : "none", (long long)ms.grad_bytes);
+  hs_run_info info = {.kind = "sim", .policy = pol->name, .params = r.params, .cluster_name = spec.name,
+                      .cluster_text = text, .model = r.model, .global_batch = r.global_batch,
+                      .seed = r.seed, .options_json = options, .command = command};
+  v.store = store;
+  if ((rc = hs_store_run_begin(store, &info, &v.run_id, &d)) || (rc = hs_store_steps_begin(store, v.run_id, &d))) {
+    fprintf(stderr, "hetsim validate: storing the simulated run: %s\n", d.msg);
+    status = 1;
+    goto out;
+  }
+  hs_sim_config cfg = {
+      .cluster = &spec, .model = r.model, .grad_bytes = (double)ms.grad_bytes,
+      .param_bytes = 4.0 * (double)ms.params, .dataset_size = r.train_samples > 0 ? r.train_samples : mi->dataset_train_size,
+      .global_batch = r.global_batch, .policy = pol, .params = &params, .seed = r.seed,
+      .max_iterations = r.iterations, .sink = v_step, .sink_ctx = &v, .perf = perf,
+      .conv = conv, .conv_params = conv ? &cparams : NULL,
+      .target_loss = conv ? r.final_loss : 0, .eval_sink = conv ? v_eval : NULL, .eval_ctx = &v,
+  };
+  if (conv) cfg.max_iterations = 2 * r.iterations; /* room to reach the real run's final loss */
+  rc = hs_sim_run(&cfg, &res, &d);
+  hs_diag sd = {0};
+  int src = hs_store_steps_end(store, &sd);
+  for (int64_t i = 0; !src && i < v.n; i++)
+    src = hs_store_eval_add(store, v.run_id, v.t[i], v.step[i], v.loss[i], v.acc[i], &sd);
+  if (!src) src = hs_store_run_finish(store, v.run_id, rc ? "failed" : "complete", rc ? NULL : &res.summary,
+                                      rc ? d.msg : NULL, &sd);
+  if (rc || src) {
+    fprintf(stderr, "hetsim validate: simulating run %lld: %s\n", id, rc ? d.msg : sd.msg);
+    status = 1;
+    goto out;
+  }
+
+  double med, p95, ttl = NAN, real_ttl = NAN;
+  int64_t intervals = iter_errors(db, id, v.run_id, &med, &p95);
+  if (conv) {
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(db, "SELECT min(time_s) FROM eval WHERE run_id = ? AND loss <= ?", -1, &st, NULL) == SQLITE_OK) {
+      sqlite3_bind_int64(st, 1, id);
+      sqlite3_bind_double(st, 2, r.final_loss * (1 + 1e-12));
+      if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_type(st, 0) != SQLITE_NULL) real_ttl = sqlite3_column_double(st, 0);
+      sqlite3_finalize(st);
+    }
+    if (real_ttl > 0 && !isnan(res.summary.time_to_target_s)) ttl = fabs(res.summary.time_to_target_s - real_ttl) / real_ttl;
+  }
+  sqlite3_stmt *ins;
+  int64_t vid = 0;
+  if (sqlite3_prepare_v2(db, "INSERT INTO validation(run_id, sim_run_id, median_iter_error, p95_iter_error,"
+                         " time_to_loss_error) VALUES (?, ?, ?, ?, ?)", -1, &ins, NULL) != SQLITE_OK) {
+    fprintf(stderr, "hetsim validate: %s: %s\n", dbp, sqlite3_errmsg(db));
+    status = 1;
+    goto out;
+  }
+  sqlite3_bind_int64(ins, 1, id);
+  sqlite3_bind_int64(ins, 2, v.run_id);
+  double vals[3] = {med, p95, ttl};
+  for (int i = 0; i < 3; i++) {
+    if (isnan(vals[i])) sqlite3_bind_null(ins, 3 + i);
+    else sqlite3_bind_double(ins, 3 + i, vals[i]);
+  }
+  int ok = sqlite3_step(ins) == SQLITE_DONE;
+  sqlite3_finalize(ins);
+  if (!ok) {
+    fprintf(stderr, "hetsim validate: storing the validation: %s\n", sqlite3_errmsg(db));
+    status = 1;
+    goto out;
+  }
+  vid = sqlite3_last_insert_rowid(db);
+  if (json) {
+    hs_json j;
+    hs_json_init(&j, stdout, 1);
+    hs_json_object_begin(&j);
+    hs_json_key(&j, "run_id"); hs_json_int(&j, id);
+    hs_json_key(&j, "sim_run_id"); hs_json_int(&j, v.run_id);
+    hs_json_key(&j, "validation_id"); hs_json_int(&j, vid);
+    hs_json_key(&j, "policy"); hs_json_string(&j, pol->name);
+    hs_json_key(&j, "device"); hs_json_string(&j, r.device_name);
+    hs_json_key(&j, "intervals"); hs_json_int(&j, intervals);
+    hs_json_key(&j, "median_iter_error"); hs_json_double(&j, med);
+    hs_json_key(&j, "p95_iter_error"); hs_json_double(&j, p95);
+    hs_json_key(&j, "time_to_loss_error"); hs_json_double(&j, ttl);
+    hs_json_key(&j, "real_time_to_loss_s"); hs_json_double(&j, real_ttl);
+    hs_json_key(&j, "sim_time_to_loss_s"); hs_json_double(&j, res.summary.time_to_target_s);
+    hs_json_key(&j, "final_loss"); hs_json_double(&j, r.final_loss);
+    hs_json_object_end(&j);
+  } else {
+    printf("validation %lld of real run %lld (%s on %s), simulated as run %lld\n", (long long)vid, id,
+           pol->name, r.device_name, (long long)v.run_id);
+    printf("  per-iteration time error   median %.4f, p95 %.4f over %lld intervals\n", med, p95, (long long)intervals);
+    if (!conv) printf("  time to final loss error   not measured (no loss, or a model the proxy cannot train)\n");
+    else if (isnan(ttl)) printf("  time to final loss error   not reached: the simulation never got to loss %.6g\n", r.final_loss);
+    else printf("  time to final loss error   %.4f (real %.6g s, simulated %.6g s, loss %.6g)\n", ttl, real_ttl,
+                res.summary.time_to_target_s, r.final_loss);
+  }
+  status = 0;
+
+out:
+  hs_sim_result_free(&res);
+  free(v.t);
+  free(v.loss);
+  free(v.acc);
+  free(v.step);
+  free(perf);
+  free(r.cluster_text);
+  if (have_spec) hs_cluster_spec_free(&spec);
+  hs_store_close(cstore);
+  hs_store_close(store);
+  return status;
+}

@@ -1,0 +1,86 @@
+/* real_comm: the communication backends of the real runtime (cpu, local, nccl), as one table.
+ *
+ * The real runtime (real_run.h) moves gradients and models through a backend chosen by name:
+ *   cpu    workers are threads of one process; buffers are host memory; reductions are loops
+ *          (real_cpu.c)
+ *   local  workers are threads of one process, each on its own green-context SM partition of
+ *          one GPU; buffers are device memory; reductions are cuBLAS axpy calls on the device
+ *          (real_local.c)
+ *   nccl   one process per GPU (mpirun, or RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT as torchrun
+ *          sets them); the ncclUniqueId travels over a TCP socket from rank 0; ncclAllReduce
+ *          for all-reduce, ncclSend/ncclRecv for the parameter server (real_nccl.c)
+ *
+ * Ranks: workers are ranks 0..workers-1; the parameter server, when the run has one, is rank
+ * `workers` (so world = workers + 1).
+ *
+ * Operations (every one is called by the thread or process that owns `rank`):
+ * - allreduce: every participant of `ranks` calls it with the same `op` id, its own buffer of n
+ *   floats and the same weights; on return each buffer holds sum_i weights[i] * buf_i (the
+ *   weights are used as given). Participants may arrive in any order.
+ * - send/recv: one point-to-point transfer of n floats from `rank` to `peer`, matched by
+ *   (source, destination, tag). A send may return before the receiver has the bytes.
+ * - barrier: every rank of the world.
+ * - abort: makes every wait in progress or to come return HS_EINTR promptly (the runtime calls
+ *   it when the run ends early or fails, so that no thread waits for a partner that will never
+ *   come). Safe to call from any thread, more than once.
+ * Every wait is bounded by cfg.timeout_s: a partner that does not arrive in time is HS_ERUNTIME
+ * with a message naming the operation, the rank and the missing partners.
+ *
+ * Threading: a comm handle is shared by all the process's worker threads; the backend
+ * synchronises internally. Errors are values; nothing exits. Units: floats (n), seconds. */
+#ifndef HS_REAL_COMM_H
+#define HS_REAL_COMM_H
+
+#include <stdint.h>
+
+#include "core/core_error.h"
+
+#define HS_REAL_COMM_VERSION 1
+
+typedef struct hs_real_comm hs_real_comm;
+
+typedef struct hs_real_comm_config {
+  int world;          /* ranks in all: workers, plus one when there is a parameter server */
+  int64_t n;          /* floats of the largest buffer (one model or gradient) */
+  double timeout_s;   /* bound on every wait; <= 0 = 60 s */
+  const char *device; /* local: the GPU ("cuda:0"); others: ignored */
+} hs_real_comm_config;
+
+typedef struct hs_real_comm_ops {
+  int version; /* HS_REAL_COMM_VERSION */
+  const char *name;
+  const char *description;
+  /* Where the buffers live: 0 host memory, 1 device memory. */
+  int device_buffers;
+  int (*open)(hs_real_comm **out, const hs_real_comm_config *cfg, hs_diag *d);
+  void (*close)(hs_real_comm *c); /* NULL is fine */
+  int (*allreduce)(hs_real_comm *c, uint64_t op, int rank, float *buf, int64_t n, const int *ranks,
+                   int nranks, const double *weights, hs_diag *d);
+  int (*send)(hs_real_comm *c, int rank, int peer, uint64_t tag, const float *buf, int64_t n,
+              hs_diag *d);
+  int (*recv)(hs_real_comm *c, int rank, int peer, uint64_t tag, float *buf, int64_t n, hs_diag *d);
+  int (*barrier)(hs_real_comm *c, int rank, hs_diag *d);
+  void (*abort)(hs_real_comm *c);
+} hs_real_comm_ops;
+
+extern const hs_real_comm_ops hs_real_comm_cpu;
+extern const hs_real_comm_ops hs_real_comm_local;
+extern const hs_real_comm_ops hs_real_comm_nccl;
+
+/* The backend called name, or NULL; HS_EINVAL in d lists the valid names. */
+const hs_real_comm_ops *hs_real_comm_find(const char *name, hs_diag *d);
+
+/* The nccl backend's view of how this process was started. */
+typedef struct hs_real_launch {
+  int rank, world;      /* -1 when the environment names none */
+  char master_addr[256];
+  int master_port;
+  const char *source;   /* "mpirun", "torchrun", or "none" */
+} hs_real_launch;
+/* Reads OMPI_COMM_WORLD_RANK/SIZE (mpirun) or RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT
+ * (torchrun). HS_EINVAL with a message for a malformed or inconsistent environment (a rank not
+ * below the world size, a world size that differs from `expect_world` when that is > 0, a
+ * missing MASTER_ADDR or MASTER_PORT). A process with neither set gets source "none". */
+int hs_real_launch_read(hs_real_launch *l, int expect_world, hs_diag *d);
+
+#endif

@@ -1,0 +1,274 @@
+/* The cpu communication backend: workers are threads of one process and every buffer is host
+ * memory (see real_comm.h for the contract).
+ *
+ * All-reduce: a rendezvous slot per operation id. Each participant adds its weighted buffer
+ * into the slot's sum under the backend's mutex as it arrives; the last one to arrive marks the
+ * slot done and wakes the others; each then copies the sum out, and the last to leave frees
+ * the slot. Point-to-point: a mailbox of copied messages matched by (source, destination, tag),
+ * so a send never waits. Every wait is a condition wait on CLOCK_MONOTONIC bounded by the
+ * timeout, and abort wakes them all. */
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "real/real_comm.h"
+
+typedef struct cpu_slot {
+  uint64_t op;
+  int nranks, arrived, departed, done;
+  double *sum;               /* accumulated in double, so the order of arrival hardly matters */
+  struct cpu_slot *next;
+} cpu_slot;
+
+typedef struct cpu_msg {
+  int src, dst;
+  uint64_t tag;
+  int64_t n;
+  float *data;
+  struct cpu_msg *next;
+} cpu_msg;
+
+struct hs_real_comm {
+  hs_real_comm_config cfg;
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  int aborted;
+  cpu_slot *slots;
+  cpu_msg *msgs;
+  int bar_count;
+  uint64_t bar_gen;
+};
+
+static void deadline_in(struct timespec *ts, double s) {
+  clock_gettime(CLOCK_MONOTONIC, ts);
+  double whole = floor(s);
+  ts->tv_sec += (time_t)whole;
+  ts->tv_nsec += (long)((s - whole) * 1e9);
+  if (ts->tv_nsec >= 1000000000L) {
+    ts->tv_sec++;
+    ts->tv_nsec -= 1000000000L;
+  }
+}
+
+/* Waits on the backend's condition until the deadline; called with mu held. Returns 0 when
+ * woken, HS_EINTR after abort, HS_ERUNTIME at the deadline (the caller names what it missed). */
+static int wait_until(hs_real_comm *c, const struct timespec *dl) {
+  if (c->aborted) return HS_EINTR;
+  int e = pthread_cond_timedwait(&c->cv, &c->mu, dl);
+  if (c->aborted) return HS_EINTR;
+  return e == ETIMEDOUT ? HS_ERUNTIME : 0;
+}
+
+static int cpu_open(hs_real_comm **out, const hs_real_comm_config *cfg, hs_diag *d) {
+  *out = NULL;
+  if (cfg->world < 1 || cfg->n < 1) return hs_diag_set(d, HS_EINVAL, "cpu comm: world %d, %lld floats", cfg->world, (long long)cfg->n);
+  hs_real_comm *c = calloc(1, sizeof *c);
+  if (!c) return hs_diag_set(d, HS_ENOMEM, "out of memory for the cpu comm backend");
+  c->cfg = *cfg;
+  c->cfg.device = NULL;
+  if (!(c->cfg.timeout_s > 0)) c->cfg.timeout_s = 60;
+  pthread_condattr_t ca;
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  pthread_mutex_init(&c->mu, NULL);
+  pthread_cond_init(&c->cv, &ca);
+  pthread_condattr_destroy(&ca);
+  *out = c;
+  return 0;
+}
+
+static void cpu_close(hs_real_comm *c) {
+  if (!c) return;
+  while (c->slots) {
+    cpu_slot *s = c->slots;
+    c->slots = s->next;
+    free(s->sum);
+    free(s);
+  }
+  while (c->msgs) {
+    cpu_msg *m = c->msgs;
+    c->msgs = m->next;
+    free(m->data);
+    free(m);
+  }
+  pthread_cond_destroy(&c->cv);
+  pthread_mutex_destroy(&c->mu);
+  free(c);
+}
+
+static void unlink_slot(hs_real_comm *c, cpu_slot *s) {
+  for (cpu_slot **p = &c->slots; *p; p = &(*p)->next)
+    if (*p == s) {
+      *p = s->next;
+      break;
+    }
+  free(s->sum);
+  free(s);
+}
+
+static int cpu_allreduce(hs_real_comm *c, uint64_t op, int rank, float *buf, int64_t n,
+                         const int *ranks, int nranks, const double *weights, hs_diag *d) {
+  if (n < 1 || n > c->cfg.n || nranks < 1)
+    return hs_diag_set(d, HS_EINVAL, "cpu all-reduce %llu: %lld floats over %d ranks (buffers hold %lld)",
+                       (unsigned long long)op, (long long)n, nranks, (long long)c->cfg.n);
+  int me = -1;
+  for (int i = 0; i < nranks; i++)
+    if (ranks[i] == rank) me = i;
+  if (me < 0) return hs_diag_set(d, HS_EINVAL, "cpu all-reduce %llu: rank %d is not a participant", (unsigned long long)op, rank);
+  double wt = weights ? weights[me] : 1.0;
+  struct timespec dl;
+  deadline_in(&dl, c->cfg.timeout_s);
+  pthread_mutex_lock(&c->mu);
+  cpu_slot *s = c->slots;
+  while (s && s->op != op) s = s->next;
+  if (!s) {
+    s = calloc(1, sizeof *s);
+    if (s) s->sum = calloc((size_t)n, sizeof *s->sum);
+    if (!s || !s->sum) {
+      if (s) free(s);
+      pthread_mutex_unlock(&c->mu);
+      return hs_diag_set(d, HS_ENOMEM, "out of memory for an all-reduce of %lld floats", (long long)n);
+    }
+    s->op = op;
+    s->nranks = nranks;
+    s->next = c->slots;
+    c->slots = s;
+  }
+  for (int64_t i = 0; i < n; i++) s->sum[i] += wt * (double)buf[i];
+  if (++s->arrived == s->nranks) {
+    s->done = 1;
+    pthread_cond_broadcast(&c->cv);
+  }
+  int rc = 0;
+  while (!s->done && !rc) rc = wait_until(c, &dl);
+  if (s->done) {
+    for (int64_t i = 0; i < n; i++) buf[i] = (float)s->sum[i];
+    rc = 0;
+  }
+  int arrived = s->arrived;
+  if (++s->departed == s->arrived && (s->done || rc)) unlink_slot(c, s);
+  pthread_mutex_unlock(&c->mu);
+  if (rc == HS_ERUNTIME)
+    return hs_diag_set(d, rc, "cpu all-reduce %llu: rank %d waited %.3g s and only %d of %d participants arrived",
+                       (unsigned long long)op, rank, c->cfg.timeout_s, arrived, nranks);
+  if (rc == HS_EINTR) return hs_diag_set(d, rc, "cpu all-reduce %llu: aborted", (unsigned long long)op);
+  return 0;
+}
+
+static int cpu_send(hs_real_comm *c, int rank, int peer, uint64_t tag, const float *buf, int64_t n,
+                    hs_diag *d) {
+  if (peer < 0 || peer >= c->cfg.world || n < 1)
+    return hs_diag_set(d, HS_EINVAL, "cpu send from %d to %d of %lld floats: no such peer", rank, peer, (long long)n);
+  cpu_msg *m = calloc(1, sizeof *m);
+  if (m) m->data = malloc((size_t)n * sizeof *m->data);
+  if (!m || !m->data) {
+    free(m);
+    return hs_diag_set(d, HS_ENOMEM, "out of memory for a message of %lld floats", (long long)n);
+  }
+  memcpy(m->data, buf, (size_t)n * sizeof *buf);
+  m->src = rank;
+  m->dst = peer;
+  m->tag = tag;
+  m->n = n;
+  pthread_mutex_lock(&c->mu);
+  int aborted = c->aborted;
+  if (!aborted) {
+    /* Appended at the tail, so messages between one pair arrive in the order sent. */
+    cpu_msg **p = &c->msgs;
+    while (*p) p = &(*p)->next;
+    *p = m;
+    pthread_cond_broadcast(&c->cv);
+  }
+  pthread_mutex_unlock(&c->mu);
+  if (aborted) {
+    free(m->data);
+    free(m);
+    return hs_diag_set(d, HS_EINTR, "cpu send from %d to %d: aborted", rank, peer);
+  }
+  return 0;
+}
+
+static int cpu_recv(hs_real_comm *c, int rank, int peer, uint64_t tag, float *buf, int64_t n,
+                    hs_diag *d) {
+  struct timespec dl;
+  deadline_in(&dl, c->cfg.timeout_s);
+  pthread_mutex_lock(&c->mu);
+  cpu_msg *m = NULL;
+  int rc = 0;
+  for (;;) {
+    cpu_msg **p = &c->msgs;
+    while (*p && !((*p)->src == peer && (*p)->dst == rank && (*p)->tag == tag)) p = &(*p)->next;
+    if (*p) {
+      m = *p;
+      *p = m->next;
+      break;
+    }
+    if ((rc = wait_until(c, &dl))) break;
+  }
+  pthread_mutex_unlock(&c->mu);
+  if (!m) {
+    if (rc == HS_EINTR) return hs_diag_set(d, rc, "cpu recv on %d from %d: aborted", rank, peer);
+    return hs_diag_set(d, HS_ERUNTIME, "cpu recv on rank %d: nothing from rank %d (tag %llu) within %.3g s",
+                       rank, peer, (unsigned long long)tag, c->cfg.timeout_s);
+  }
+  if (m->n != n) rc = hs_diag_set(d, HS_ERUNTIME, "cpu recv on rank %d: %lld floats from rank %d, expected %lld",
+                                  rank, (long long)m->n, peer, (long long)n);
+  else memcpy(buf, m->data, (size_t)n * sizeof *buf);
+  free(m->data);
+  free(m);
+  return rc;
+}
+
+static int cpu_barrier(hs_real_comm *c, int rank, hs_diag *d) {
+  struct timespec dl;
+  deadline_in(&dl, c->cfg.timeout_s);
+  pthread_mutex_lock(&c->mu);
+  uint64_t gen = c->bar_gen;
+  int rc = 0;
+  if (++c->bar_count == c->cfg.world) {
+    c->bar_count = 0;
+    c->bar_gen++;
+    pthread_cond_broadcast(&c->cv);
+  }
+  while (gen == c->bar_gen && !rc) rc = wait_until(c, &dl);
+  int arrived = c->bar_count;
+  pthread_mutex_unlock(&c->mu);
+  if (rc == HS_EINTR) return hs_diag_set(d, rc, "cpu barrier on rank %d: aborted", rank);
+  if (rc) return hs_diag_set(d, rc, "cpu barrier on rank %d: %d of %d ranks arrived within %.3g s",
+                             rank, arrived, c->cfg.world, c->cfg.timeout_s);
+  return 0;
+}
+
+static void cpu_abort(hs_real_comm *c) {
+  pthread_mutex_lock(&c->mu);
+  c->aborted = 1;
+  pthread_cond_broadcast(&c->cv);
+  pthread_mutex_unlock(&c->mu);
+}
+
+const hs_real_comm_ops hs_real_comm_cpu = {
+    .version = HS_REAL_COMM_VERSION,
+    .name = "cpu",
+    .description = "workers are threads on the nn cpu backend; reductions in host memory",
+    .device_buffers = 0,
+    .open = cpu_open,
+    .close = cpu_close,
+    .allreduce = cpu_allreduce,
+    .send = cpu_send,
+    .recv = cpu_recv,
+    .barrier = cpu_barrier,
+    .abort = cpu_abort,
+};
+
+static const hs_real_comm_ops *const backends[] = {&hs_real_comm_cpu, &hs_real_comm_local,
+                                                   &hs_real_comm_nccl, NULL};
+
+const hs_real_comm_ops *hs_real_comm_find(const char *name, hs_diag *d) {
+  for (int i = 0; backends[i]; i++)
+    if (!strcmp(backends[i]->name, name)) return backends[i];
+  hs_diag_set(d, HS_EINVAL, "--backend: unknown backend \"%s\"; valid: cpu, local, nccl", name);
+  return NULL;
+}

@@ -1,0 +1,1136 @@
+/* The real runtime: see real_run.h for the contract and the numerics. */
+#define _GNU_SOURCE
+#include "real/real_run.h"
+
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "nn/nn_net.h"
+
+typedef enum item_kind {
+  IT_COMPUTE = 0,
+  IT_LOCAL = 1,
+  IT_ALLREDUCE = 2,
+  IT_PUSH = 3,       /* worker: send its update to the server */
+  IT_PULL = 4,       /* worker: receive the global model */
+  IT_SRV_PUSH = 5,   /* server: receive a push and apply or accumulate it */
+  IT_SRV_PULL = 6,   /* server: send the global model */
+  IT_SRV_APPLY = 7   /* server: apply the accumulated pushes */
+} item_kind;
+
+/* One communication the policy issued; shared by the items of every lane it involves. */
+typedef struct rop {
+  uint64_t id;
+  hs_comm_kind kind;
+  hs_comm_what what;
+  hs_ps_mode ps_mode;
+  int worker;
+  int n;                   /* all-reduce participants */
+  int *ws;
+  double *wts;             /* normalised weights */
+  int left;                /* participants still to finish */
+  int global_done;
+  double lr;
+  int batch;               /* push: the pushing worker's last batch */
+  uint64_t version;        /* push: worker's version at issue; pull: global version sent */
+  int64_t step;            /* push: the pushing worker's step */
+  double start;            /* s */
+  uint64_t tag;
+  struct rop *next;        /* the runtime's list of live operations */
+} rop;
+
+typedef struct item {
+  item_kind kind;
+  int batch;
+  uint64_t tag;
+  rop *op;
+  struct item *next;
+} item;
+
+typedef struct lane {
+  pthread_t th;
+  int started, busy;
+  item *head, *tail;
+} lane;
+
+typedef struct rworker {
+  lane ln;
+  hs_net *net;
+  hs_data_iter it;
+  float *x;                /* input batch buffer */
+  int32_t *y;
+  int cap;                 /* samples the buffers hold */
+  float *host, *base;      /* P floats each: scratch, and the model at the last sync */
+  double slowdown, lr;
+  int active, computing, in_step, last_batch; /* computing: a step is queued or running */
+  uint64_t version;
+  /* the open step record */
+  int rec_open;
+  hs_step_row rec;
+  double rec_comm, prev_end;
+  int64_t steps, samples;
+  int initial_batch;
+  double busy, comm, joined_at, left_at;
+} rworker;
+
+typedef struct rtimer {
+  double at;               /* s */
+  int cluster_event;       /* index into the cluster's events, or -1 for a policy timer */
+  uint64_t tag, seq;
+} rtimer;
+
+typedef struct pending_eval {
+  double time_s;
+  int64_t step;
+  float *model;
+  struct pending_eval *next;
+} pending_eval;
+
+typedef struct real {
+  hs_runtime rt;           /* first member: the policy sees only this */
+  const hs_real_config *cfg;
+  hs_diag diag;
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  hs_real_comm *comm;
+  int n;
+  int64_t P;               /* parameters */
+  rworker *w;
+  lane srv;
+  float *srv_buf;
+  double *acc;             /* server accumulator */
+  double acc_w;            /* GRAD: sum of batches; MODEL: count */
+  float *global;
+  double global_lr;
+  uint64_t version, next_op, timer_seq;
+  int64_t iterations, samples, last_eval;
+  double samples_target, t0, end;
+  int done, failed, stalled;
+  void *pstate;
+  rop *ops;
+  rtimer *timers;
+  int n_timers, cap_timers;
+  pending_eval *evals, *evals_tail;
+  hs_net *eval_net;
+  double last_loss, last_acc, target_time;
+  double probe_t0, probe_k;
+} real;
+
+static real *R(hs_runtime *rt) { return (real *)rt; }
+
+static double mono(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static double now_of(const real *s) { return mono() - s->t0; }
+
+static int fail(real *s, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int fail(real *s, int code, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  hs_diag_vset(&s->diag, code, fmt, ap);
+  va_end(ap);
+  return code;
+}
+
+/* Ends the run (with mu held): wakes every lane and every communication wait. */
+static void finish_run(real *s) {
+  if (!s->done) {
+    s->done = 1;
+    s->end = now_of(s);
+  }
+  pthread_cond_broadcast(&s->cv);
+  if (s->comm) s->cfg->comm->abort(s->comm);
+}
+
+/* Records the first failure (with mu held) and ends the run. An error that only reports the
+ * abort of an already finished run is not a failure. */
+static void lane_failed(real *s, int rc, const hs_diag *d) {
+  if (s->done && rc == HS_EINTR) return;
+  if (!s->failed) {
+    s->failed = 1;
+    s->diag = *d;
+    s->diag.code = rc;
+  }
+  finish_run(s);
+}
+
+/* --- records ------------------------------------------------------------------------------- */
+
+static int flush_record(real *s, int w) {
+  rworker *x = &s->w[w];
+  if (!x->rec_open) return 0;
+  x->rec_open = 0;
+  hs_step_row row = x->rec;
+  double end = row.comm_end_s > row.compute_end_s ? row.comm_end_s : row.compute_end_s;
+  double wait = (end - x->prev_end) - (row.compute_end_s - row.start_s) - x->rec_comm;
+  x->prev_end = end;
+  row.comm_end_s = end;
+  row.wait_s = wait > 0 ? wait : 0.0;
+  if (!s->cfg->sink) return 0;
+  int rc = s->cfg->sink(s->cfg->sink_ctx, &row, &s->diag);
+  if (rc && !s->diag.msg[0]) fail(s, rc, "could not store step %lld of worker %d", (long long)row.step, w);
+  return rc;
+}
+
+/* --- policy delivery (mu held) ----------------------------------------------------------- */
+
+static int policy_rc(real *s, int rc) {
+  if (rc >= 0) return 0;
+  if (!s->diag.msg[0]) fail(s, rc, "policy %s failed (%s)", s->cfg->policy->name, hs_strerror(rc));
+  s->failed = 1;
+  s->diag.code = rc;
+  finish_run(s);
+  return rc;
+}
+
+static void deliver_comm(real *s, hs_comm_kind kind, int w, double start, int stale, uint64_t tag) {
+  if (s->done || !s->cfg->policy->on_comm) return;
+  hs_comm_obs o = {.kind = kind, .worker = w, .start = start, .end = now_of(s),
+                   .version = s->version, .staleness = stale, .tag = tag};
+  policy_rc(s, s->cfg->policy->on_comm(s->pstate, &s->rt, &o));
+}
+
+/* One update of the global model (mu held): counts it, queues an evaluation when one is due,
+ * and checks the stop conditions. */
+static void global_update(real *s) {
+  s->version++;
+  s->iterations++;
+  const hs_real_config *c = s->cfg;
+  double t = now_of(s);
+  if (c->test && c->eval_every > 0 && s->iterations % c->eval_every == 0) {
+    pending_eval *e = calloc(1, sizeof *e);
+    if (e) e->model = malloc((size_t)s->P * sizeof *e->model);
+    if (!e || !e->model) {
+      if (e) free(e);
+      fail(s, HS_ENOMEM, "out of memory for an evaluation");
+      s->failed = 1;
+      finish_run(s);
+      return;
+    }
+    memcpy(e->model, s->global, (size_t)s->P * sizeof *e->model);
+    e->time_s = t;
+    e->step = s->iterations;
+    if (s->evals_tail) s->evals_tail->next = e;
+    else s->evals = e;
+    s->evals_tail = e;
+    pthread_cond_broadcast(&s->cv);
+  }
+  if ((c->max_iterations > 0 && s->iterations >= c->max_iterations) ||
+      (s->samples_target > 0 && (double)s->samples >= s->samples_target) ||
+      (c->max_time > 0 && t >= c->max_time))
+    finish_run(s);
+}
+
+/* --- rop list -------------------------------------------------------------------------------- */
+
+static rop *op_new(real *s, hs_comm_kind kind, const hs_comm_opts *o) {
+  rop *op = calloc(1, sizeof *op);
+  if (!op) {
+    fail(s, HS_ENOMEM, "out of memory for a communication record");
+    return NULL;
+  }
+  op->id = ++s->next_op;
+  op->kind = kind;
+  op->what = o ? o->what : HS_COMM_GRAD;
+  op->ps_mode = o ? o->ps_mode : HS_PS_APPLY;
+  op->tag = o ? o->tag : 0;
+  op->start = now_of(s);
+  op->next = s->ops;
+  s->ops = op;
+  return op;
+}
+
+static void op_free(real *s, rop *op) {
+  for (rop **p = &s->ops; *p; p = &(*p)->next)
+    if (*p == op) {
+      *p = op->next;
+      break;
+    }
+  free(op->ws);
+  free(op->wts);
+  free(op);
+}
+
+static int enqueue(real *s, lane *l, item_kind kind, int batch, uint64_t tag, rop *op) {
+  item *it = calloc(1, sizeof *it);
+  if (!it) return fail(s, HS_ENOMEM, "out of memory for a queued action");
+  it->kind = kind;
+  it->batch = batch;
+  it->tag = tag;
+  it->op = op;
+  if (l->tail) l->tail->next = it;
+  else l->head = it;
+  l->tail = it;
+  pthread_cond_broadcast(&s->cv);
+  return 0;
+}
+
+/* --- runtime operations (called by the policy, mu held) ----------------------------------- */
+
+static double rt_now(hs_runtime *rt) { return now_of(R(rt)); }
+static int rt_n_workers(hs_runtime *rt) { return R(rt)->n; }
+static int rt_active(hs_runtime *rt, int w) {
+  real *s = R(rt);
+  return w >= 0 && w < s->n && s->w[w].active;
+}
+static int64_t rt_global_batch(hs_runtime *rt) { return R(rt)->cfg->global_batch; }
+static int rt_max_batch(hs_runtime *rt, int w) {
+  (void)rt, (void)w;
+  return 0;
+}
+static double predict(const real *s, int w, int batch) {
+  double slow = s->w[w].slowdown > 1 ? s->w[w].slowdown : 1.0;
+  if (s->cfg->perf) return hs_perf_eval(s->cfg->perf, (double)batch) * slow;
+  double t = s->probe_t0 + s->probe_k * (double)batch;
+  return (t > 0 ? t : 0) * slow;
+}
+static double rt_predict(hs_runtime *rt, int w, int batch) {
+  real *s = R(rt);
+  return w >= 0 && w < s->n ? predict(s, w, batch) : NAN;
+}
+static uint64_t rt_version(hs_runtime *rt) { return R(rt)->version; }
+static uint64_t rt_worker_version(hs_runtime *rt, int w) {
+  real *s = R(rt);
+  return w >= 0 && w < s->n ? s->w[w].version : 0;
+}
+static uint64_t rt_seed(hs_runtime *rt) { return R(rt)->cfg->seed; }
+static hs_diag *rt_diag(hs_runtime *rt) { return &R(rt)->diag; }
+
+static int check_worker(real *s, int w, const char *what) {
+  if (w < 0 || w >= s->n)
+    return fail(s, HS_ERUNTIME, "policy %s: %s on worker %d, which does not exist (%d workers)",
+                s->cfg->policy->name, what, w, s->n);
+  return 0;
+}
+
+static int rt_compute(hs_runtime *rt, int w, int batch, uint64_t tag) {
+  real *s = R(rt);
+  int rc = check_worker(s, w, "compute");
+  if (rc) return rc;
+  rworker *x = &s->w[w];
+  if (!x->active)
+    return fail(s, HS_ERUNTIME, "policy %s: compute on worker %d, which is not in the cluster", s->cfg->policy->name, w);
+  if (x->computing)
+    return fail(s, HS_ERUNTIME, "policy %s: compute on worker %d while its step is running", s->cfg->policy->name, w);
+  if (batch < 1) return fail(s, HS_ERUNTIME, "policy %s: batch %d for worker %d", s->cfg->policy->name, batch, w);
+  x->computing = 1;
+  x->last_batch = batch;
+  return enqueue(s, &x->ln, IT_COMPUTE, batch, tag, NULL);
+}
+
+static int rt_local_update(hs_runtime *rt, int w) {
+  real *s = R(rt);
+  int rc = check_worker(s, w, "local update");
+  return rc ? rc : enqueue(s, &s->w[w].ln, IT_LOCAL, 0, 0, NULL);
+}
+
+static int rt_allreduce(hs_runtime *rt, const int *ws, int n, const double *weights, const hs_comm_opts *o) {
+  real *s = R(rt);
+  if (n < 1) return fail(s, HS_ERUNTIME, "policy %s: all-reduce over no worker", s->cfg->policy->name);
+  double sum = 0;
+  for (int i = 0; i < n; i++) {
+    int rc = check_worker(s, ws[i], "all-reduce");
+    if (rc) return rc;
+    double v = weights ? weights[i] : (double)s->w[ws[i]].last_batch;
+    if (!isfinite(v) || v < 0)
+      return fail(s, HS_ERUNTIME, "policy %s: all-reduce weight %d is %g", s->cfg->policy->name, i, v);
+    sum += v;
+  }
+  rop *op = op_new(s, HS_OP_ALLREDUCE, o);
+  if (!op) return HS_ENOMEM;
+  op->worker = -1;
+  op->n = op->left = n;
+  op->ws = malloc((size_t)n * sizeof *op->ws);
+  op->wts = malloc((size_t)n * sizeof *op->wts);
+  if (!op->ws || !op->wts) return fail(s, HS_ENOMEM, "out of memory for an all-reduce");
+  for (int i = 0; i < n; i++) {
+    double v = weights ? weights[i] : (double)s->w[ws[i]].last_batch;
+    op->ws[i] = ws[i];
+    op->wts[i] = sum > 0 ? v / sum : 1.0 / n;
+  }
+  op->lr = s->w[ws[0]].lr;
+  for (int i = 0; i < n; i++) {
+    int rc = enqueue(s, &s->w[ws[i]].ln, IT_ALLREDUCE, 0, 0, op);
+    if (rc) return rc;
+  }
+  return 0;
+}
+
+static int rt_push(hs_runtime *rt, int w, const hs_comm_opts *o) {
+  real *s = R(rt);
+  int rc = check_worker(s, w, "push");
+  if (rc) return rc;
+  rop *op = op_new(s, HS_OP_PUSH, o);
+  if (!op) return HS_ENOMEM;
+  rworker *x = &s->w[w];
+  op->worker = w;
+  op->lr = x->lr;
+  op->batch = x->last_batch > 0 ? x->last_batch : 1;
+  op->version = x->version;
+  op->step = x->steps;
+  if ((rc = enqueue(s, &x->ln, IT_PUSH, 0, 0, op))) return rc;
+  return enqueue(s, &s->srv, IT_SRV_PUSH, 0, 0, op);
+}
+
+static int rt_pull(hs_runtime *rt, int w, const hs_comm_opts *o) {
+  real *s = R(rt);
+  int rc = check_worker(s, w, "pull");
+  if (rc) return rc;
+  rop *op = op_new(s, HS_OP_PULL, o);
+  if (!op) return HS_ENOMEM;
+  op->worker = w;
+  if ((rc = enqueue(s, &s->srv, IT_SRV_PULL, 0, 0, op))) return rc;
+  return enqueue(s, &s->w[w].ln, IT_PULL, 0, 0, op);
+}
+
+static int rt_apply(hs_runtime *rt, const hs_comm_opts *o) {
+  real *s = R(rt);
+  rop *op = op_new(s, HS_OP_APPLY, o);
+  if (!op) return HS_ENOMEM;
+  op->worker = -1;
+  op->lr = s->global_lr;
+  return enqueue(s, &s->srv, IT_SRV_APPLY, 0, 0, op);
+}
+
+static int add_timer(real *s, double at, int cluster_event, uint64_t tag) {
+  if (s->n_timers == s->cap_timers) {
+    int nc = s->cap_timers ? 2 * s->cap_timers : 16;
+    rtimer *t = realloc(s->timers, (size_t)nc * sizeof *t);
+    if (!t) return fail(s, HS_ENOMEM, "out of memory for timers");
+    s->timers = t;
+    s->cap_timers = nc;
+  }
+  s->timers[s->n_timers++] = (rtimer){.at = at, .cluster_event = cluster_event, .tag = tag, .seq = s->timer_seq++};
+  pthread_cond_broadcast(&s->cv);
+  return 0;
+}
+
+static int rt_timer(hs_runtime *rt, double delay, uint64_t tag) {
+  real *s = R(rt);
+  if (!(delay >= 0) || !isfinite(delay))
+    return fail(s, HS_ERUNTIME, "policy %s: timer with delay %g", s->cfg->policy->name, delay);
+  return add_timer(s, now_of(s) + delay, -1, tag);
+}
+
+static int rt_set_lr(hs_runtime *rt, int w, double lr) {
+  real *s = R(rt);
+  if (!(lr >= 0)) return fail(s, HS_ERUNTIME, "policy %s: learning rate %g", s->cfg->policy->name, lr);
+  if (w == -1) {
+    s->global_lr = lr;
+    for (int i = 0; i < s->n; i++) s->w[i].lr = lr;
+    return 0;
+  }
+  int rc = check_worker(s, w, "set_lr");
+  if (!rc) s->w[w].lr = lr;
+  return rc;
+}
+
+static const hs_runtime_ops real_ops = {
+    .version = HS_RUNTIME_VERSION,
+    .now = rt_now,
+    .n_workers = rt_n_workers,
+    .active = rt_active,
+    .global_batch = rt_global_batch,
+    .max_batch = rt_max_batch,
+    .predict_compute = rt_predict,
+    .model_version = rt_version,
+    .worker_version = rt_worker_version,
+    .seed = rt_seed,
+    .compute = rt_compute,
+    .local_update = rt_local_update,
+    .allreduce = rt_allreduce,
+    .push = rt_push,
+    .apply = rt_apply,
+    .pull = rt_pull,
+    .timer = rt_timer,
+    .set_lr = rt_set_lr,
+    .diag = rt_diag,
+};
+
+/* --- lane work ------------------------------------------------------------------------------ */
+
+static void sleep_for(double sec) {
+  if (!(sec > 0)) return;
+  struct timespec ts = {.tv_sec = (time_t)sec, .tv_nsec = (long)((sec - floor(sec)) * 1e9)};
+  while (nanosleep(&ts, &ts) && errno == EINTR) {}
+}
+
+/* Loads worker w's next batch into its net and runs a training forward and backward pass. */
+static int train_step(real *s, rworker *x, int batch, double *loss, hs_diag *d) {
+  if (batch > x->cap) {
+    int c, h, wd;
+    hs_data_shape(s->cfg->train, &c, &h, &wd);
+    float *nx = realloc(x->x, (size_t)batch * (size_t)(c * h * wd) * sizeof *nx);
+    if (nx) x->x = nx;
+    int32_t *ny = realloc(x->y, (size_t)batch * sizeof *ny);
+    if (ny) x->y = ny;
+    if (!nx || !ny) return hs_diag_set(d, HS_ENOMEM, "out of memory for a batch of %d samples", batch);
+    x->cap = batch;
+  }
+  int rc, correct;
+  if ((rc = hs_data_iter_next(&x->it, batch, x->x, x->y, NULL, d)) ||
+      (rc = hs_net_load(x->net, x->x, x->y, batch, d)) || (rc = hs_net_forward(x->net, 1, d)) ||
+      (rc = hs_net_backward(x->net, d)) || (rc = hs_net_result(x->net, loss, &correct, d)))
+    return rc;
+  return 0;
+}
+
+static int do_compute(real *s, int w, const item *it, hs_diag *d) {
+  rworker *x = &s->w[w];
+  pthread_mutex_lock(&s->mu);
+  int rc = flush_record(s, w);
+  double slow = x->slowdown > 1 ? x->slowdown : 1.0;
+  double start = now_of(s);
+  x->rec_open = 1;
+  x->rec = (hs_step_row){.worker = w, .step = x->steps, .batch = it->batch, .start_s = start,
+                         .model_version = (int64_t)x->version, .loss = NAN};
+  x->rec_comm = 0;
+  x->in_step = 1;
+  if (!x->initial_batch) x->initial_batch = it->batch;
+  pthread_mutex_unlock(&s->mu);
+  if (rc) return hs_diag_set(d, rc, "%s", s->diag.msg);
+  double loss = NAN;
+  double t0 = mono();
+  if ((rc = train_step(s, x, it->batch, &loss, d))) return rc;
+  double tc = mono() - t0;
+  sleep_for((slow - 1.0) * tc); /* the emulated slowdown: the step lasts slow * tc */
+  pthread_mutex_lock(&s->mu);
+  double end = now_of(s);
+  x->computing = 0;
+  x->in_step = 0;
+  x->rec.compute_end_s = end;
+  x->rec.comm_end_s = end;
+  x->rec.loss = loss;
+  x->busy += end - start;
+  x->steps++;
+  x->samples += it->batch;
+  s->samples += it->batch;
+  if (!s->done && s->cfg->policy->on_compute) {
+    hs_step_obs o = {.worker = w, .batch = it->batch, .start = start, .end = end,
+                     .duration = end - start, .loss = loss, .tag = it->tag};
+    policy_rc(s, s->cfg->policy->on_compute(s->pstate, &s->rt, &o));
+  }
+  pthread_mutex_unlock(&s->mu);
+  return 0;
+}
+
+static int do_local(real *s, int w, hs_diag *d) {
+  rworker *x = &s->w[w];
+  pthread_mutex_lock(&s->mu);
+  hs_sgd opt = {.lr = x->lr, .momentum = 0, .weight_decay = 0};
+  pthread_mutex_unlock(&s->mu);
+  return hs_net_update(x->net, &opt, d);
+}
+
+/* Marks the communication time of a worker's open record (mu held). */
+static void comm_done(real *s, rworker *x, double start, double end) {
+  x->comm += end - start;
+  if (x->rec_open) {
+    x->rec_comm += end - start;
+    x->rec.comm_end_s = end;
+  }
+  (void)s;
+}
+
+/* The worker takes the global model (mu held). */
+static int take_global(real *s, rworker *x, hs_diag *d) {
+  int rc = hs_net_set_params(x->net, s->global, d);
+  if (rc) return rc;
+  memcpy(x->base, s->global, (size_t)s->P * sizeof *x->base);
+  x->version = s->version;
+  return 0;
+}
+
+static int do_allreduce(real *s, int w, rop *op, hs_diag *d) {
+  rworker *x = &s->w[w];
+  int me = 0;
+  while (op->ws[me] != w) me++;
+  const hs_real_comm_ops *cm = s->cfg->comm;
+  double start = now_of(s);
+  float *buf = op->what == HS_COMM_GRAD ? hs_net_grads(x->net) : hs_net_params(x->net);
+  int rc = cm->allreduce(s->comm, op->id, w, buf, s->P, op->ws, op->n, op->wts, d);
+  if (rc) return rc;
+  /* The reduced vector, in host memory. */
+  rc = op->what == HS_COMM_GRAD ? hs_net_get_grads(x->net, x->host, d) : hs_net_get_params(x->net, x->host, d);
+  if (rc) return rc;
+  pthread_mutex_lock(&s->mu);
+  if (!op->global_done) {
+    op->global_done = 1;
+    if (op->what == HS_COMM_GRAD) {
+      float lr = (float)op->lr;
+      for (int64_t i = 0; i < s->P; i++) s->global[i] -= lr * x->host[i];
+    } else {
+      memcpy(s->global, x->host, (size_t)s->P * sizeof *s->global);
+    }
+    global_update(s);
+  }
+  rc = take_global(s, x, d);
+  comm_done(s, x, start, now_of(s));
+  if (!rc && --op->left == 0) {
+    double first = op->start;
+    uint64_t tag = op->tag;
+    op_free(s, op);
+    deliver_comm(s, HS_OP_ALLREDUCE, -1, first, 0, tag);
+  }
+  pthread_mutex_unlock(&s->mu);
+  return rc;
+}
+
+static int do_push(real *s, int w, rop *op, hs_diag *d) {
+  rworker *x = &s->w[w];
+  int rc;
+  if (op->what == HS_COMM_GRAD) {
+    rc = hs_net_get_grads(x->net, x->host, d);
+  } else {
+    /* The progress since the last sync or push; the base moves to the model sent. */
+    rc = hs_net_get_params(x->net, x->host, d);
+    for (int64_t i = 0; !rc && i < s->P; i++) {
+      float p = x->host[i];
+      x->host[i] = p - x->base[i];
+      x->base[i] = p;
+    }
+  }
+  if (rc) return rc;
+  double start = now_of(s);
+  rc = s->cfg->comm->send(s->comm, w, s->n, op->id, x->host, s->P, d);
+  pthread_mutex_lock(&s->mu);
+  comm_done(s, x, start, now_of(s));
+  pthread_mutex_unlock(&s->mu);
+  return rc;
+}
+
+static int do_srv_push(real *s, rop *op, hs_diag *d) {
+  int rc = s->cfg->comm->recv(s->comm, s->n, op->worker, op->id, s->srv_buf, s->P, d);
+  if (rc) return rc;
+  pthread_mutex_lock(&s->mu);
+  int stale = 0;
+  if (op->ps_mode == HS_PS_APPLY) {
+    stale = (int)(s->version - op->version);
+    if (op->what == HS_COMM_GRAD) {
+      float lr = (float)op->lr;
+      for (int64_t i = 0; i < s->P; i++) s->global[i] -= lr * s->srv_buf[i];
+    } else {
+      for (int64_t i = 0; i < s->P; i++) s->global[i] += s->srv_buf[i];
+    }
+    global_update(s);
+  } else {
+    double wt = op->what == HS_COMM_GRAD ? (double)op->batch : 1.0;
+    for (int64_t i = 0; i < s->P; i++) s->acc[i] += wt * (double)s->srv_buf[i];
+    s->acc_w += wt;
+  }
+  rworker *x = &s->w[op->worker];
+  double now = now_of(s);
+  if (x->rec_open && x->rec.step == op->step) {
+    x->rec.comm_end_s = now;
+    x->rec.staleness = stale;
+  }
+  int w = op->worker;
+  double start = op->start;
+  uint64_t tag = op->tag;
+  op_free(s, op);
+  deliver_comm(s, HS_OP_PUSH, w, start, stale, tag);
+  pthread_mutex_unlock(&s->mu);
+  return 0;
+}
+
+static int do_srv_pull(real *s, rop *op, hs_diag *d) {
+  pthread_mutex_lock(&s->mu);
+  memcpy(s->srv_buf, s->global, (size_t)s->P * sizeof *s->srv_buf);
+  op->version = s->version;
+  pthread_mutex_unlock(&s->mu);
+  return s->cfg->comm->send(s->comm, s->n, op->worker, op->id, s->srv_buf, s->P, d);
+}
+
+static int do_pull(real *s, int w, rop *op, hs_diag *d) {
+  rworker *x = &s->w[w];
+  double start = now_of(s);
+  int rc = s->cfg->comm->recv(s->comm, w, s->n, op->id, x->host, s->P, d);
+  if (!rc) rc = hs_net_set_params(x->net, x->host, d);
+  if (rc) return rc;
+  memcpy(x->base, x->host, (size_t)s->P * sizeof *x->base);
+  pthread_mutex_lock(&s->mu);
+  x->version = op->version;
+  comm_done(s, x, start, now_of(s));
+  double first = op->start;
+  uint64_t tag = op->tag;
+  op_free(s, op);
+  deliver_comm(s, HS_OP_PULL, w, first, 0, tag);
+  pthread_mutex_unlock(&s->mu);
+  return 0;
+}
+
+static int do_srv_apply(real *s, rop *op) {
+  pthread_mutex_lock(&s->mu);
+  if (s->acc_w > 0) {
+    double scale = op->what == HS_COMM_GRAD ? -op->lr / s->acc_w : 1.0 / s->acc_w;
+    for (int64_t i = 0; i < s->P; i++) {
+      s->global[i] += (float)(scale * s->acc[i]);
+      s->acc[i] = 0;
+    }
+    s->acc_w = 0;
+  }
+  global_update(s);
+  double start = op->start;
+  uint64_t tag = op->tag;
+  op_free(s, op);
+  deliver_comm(s, HS_OP_APPLY, -1, start, 0, tag);
+  pthread_mutex_unlock(&s->mu);
+  return 0;
+}
+
+typedef struct lane_arg {
+  real *s;
+  int rank; /* worker index, or n for the server */
+} lane_arg;
+
+static void *lane_main(void *p) {
+  lane_arg *a = p;
+  real *s = a->s;
+  int rank = a->rank;
+  lane *l = rank < s->n ? &s->w[rank].ln : &s->srv;
+  pthread_mutex_lock(&s->mu);
+  for (;;) {
+    while (!l->head && !s->done) pthread_cond_wait(&s->cv, &s->mu);
+    if (s->done) break;
+    item *it = l->head;
+    l->head = it->next;
+    if (!l->head) l->tail = NULL;
+    l->busy = 1;
+    pthread_mutex_unlock(&s->mu);
+    hs_diag d = {0};
+    int rc = 0;
+    switch (it->kind) {
+    case IT_COMPUTE: rc = do_compute(s, rank, it, &d); break;
+    case IT_LOCAL: rc = do_local(s, rank, &d); break;
+    case IT_ALLREDUCE: rc = do_allreduce(s, rank, it->op, &d); break;
+    case IT_PUSH: rc = do_push(s, rank, it->op, &d); break;
+    case IT_PULL: rc = do_pull(s, rank, it->op, &d); break;
+    case IT_SRV_PUSH: rc = do_srv_push(s, it->op, &d); break;
+    case IT_SRV_PULL: rc = do_srv_pull(s, it->op, &d); break;
+    case IT_SRV_APPLY: rc = do_srv_apply(s, it->op); break;
+    }
+    free(it);
+    pthread_mutex_lock(&s->mu);
+    l->busy = 0;
+    if (rc) {
+      if (rank < s->n) hs_diag_prefix(&d, "worker %d: ", rank);
+      else hs_diag_prefix(&d, "parameter server: ");
+      lane_failed(s, rc, &d);
+    }
+    pthread_cond_broadcast(&s->cv);
+  }
+  pthread_mutex_unlock(&s->mu);
+  return NULL;
+}
+
+/* --- evaluation, timers, cluster events (calling thread) ------------------------------------ */
+
+static int evaluate(real *s, const float *model, double *loss, double *acc, hs_diag *d) {
+  const hs_dataset *ds = s->cfg->test;
+  int rc = hs_net_set_params(s->eval_net, model, d);
+  if (rc) return rc;
+  int64_t n = hs_data_count(ds);
+  const int chunk = 500;
+  int c, h, wd;
+  hs_data_shape(ds, &c, &h, &wd);
+  float *x = malloc((size_t)chunk * (size_t)(c * h * wd) * sizeof *x);
+  int32_t *y = malloc((size_t)chunk * sizeof *y);
+  int64_t *idx = malloc((size_t)chunk * sizeof *idx);
+  if (!x || !y || !idx) rc = hs_diag_set(d, HS_ENOMEM, "out of memory for an evaluation");
+  double lsum = 0;
+  int64_t correct = 0;
+  for (int64_t i = 0; !rc && i < n; i += chunk) {
+    int b = (int)(n - i < chunk ? n - i : chunk);
+    for (int k = 0; k < b; k++) idx[k] = i + k;
+    double l;
+    int cor;
+    if ((rc = hs_data_gather(ds, idx, b, x, y, d)) || (rc = hs_net_load(s->eval_net, x, y, b, d)) ||
+        (rc = hs_net_forward(s->eval_net, 0, d)) || (rc = hs_net_result(s->eval_net, &l, &cor, d)))
+      break;
+    lsum += l * b;
+    correct += cor;
+  }
+  free(x);
+  free(y);
+  free(idx);
+  if (rc) return rc;
+  *loss = lsum / (double)n;
+  *acc = (double)correct / (double)n;
+  return 0;
+}
+
+/* Stores an evaluation and checks the target (mu held). */
+static int record_eval(real *s, double t, int64_t step, double loss, double acc) {
+  s->last_eval = step;
+  s->last_loss = loss;
+  s->last_acc = acc;
+  const hs_real_config *c = s->cfg;
+  if (c->eval_sink) {
+    int rc = c->eval_sink(c->eval_ctx, t, step, loss, acc, &s->diag);
+    if (rc) {
+      if (!s->diag.msg[0]) fail(s, rc, "could not store the evaluation at step %lld", (long long)step);
+      return rc;
+    }
+  }
+  if (c->target_loss > 0 && loss <= c->target_loss && isnan(s->target_time)) {
+    s->target_time = t;
+    finish_run(s);
+  }
+  return 0;
+}
+
+static int on_cluster_event(real *s, int idx) {
+  const hs_event_spec *e = &s->cfg->cluster->events[idx];
+  if (e->worker < 0 || e->worker >= s->n) return fail(s, HS_EINVAL, "event %d: no worker %d", idx, e->worker);
+  rworker *x = &s->w[e->worker];
+  hs_cluster_obs o = {.worker = e->worker, .comm_slowdown = 1.0};
+  if (e->kind == HS_EVENT_SLOWDOWN) {
+    if (e->slowdown >= 0) x->slowdown = e->slowdown;
+    o.kind = HS_CHANGE_SLOWDOWN;
+  } else {
+    if (!x->active) return 0;
+    x->active = 0;
+    x->left_at = now_of(s);
+    o.kind = HS_CHANGE_LEAVE;
+  }
+  o.slowdown = x->slowdown;
+  if (s->done || !s->cfg->policy->on_cluster) return 0;
+  return policy_rc(s, s->cfg->policy->on_cluster(s->pstate, &s->rt, &o));
+}
+
+/* Fires due timers in (time, sequence) order (mu held). Returns the next due time or INFINITY. */
+static double fire_timers(real *s) {
+  for (;;) {
+    if (s->done || !s->n_timers) return INFINITY;
+    int best = 0;
+    for (int i = 1; i < s->n_timers; i++)
+      if (s->timers[i].at < s->timers[best].at ||
+          (s->timers[i].at == s->timers[best].at && s->timers[i].seq < s->timers[best].seq))
+        best = i;
+    rtimer t = s->timers[best];
+    if (t.at > now_of(s)) return t.at;
+    s->timers[best] = s->timers[--s->n_timers];
+    if (t.cluster_event >= 0) {
+      int rc = on_cluster_event(s, t.cluster_event);
+      if (rc) {
+        s->failed = 1;
+        finish_run(s);
+      }
+    } else if (s->cfg->policy->on_timer) {
+      policy_rc(s, s->cfg->policy->on_timer(s->pstate, &s->rt, t.tag));
+    }
+  }
+}
+
+static int all_idle(const real *s) {
+  if (s->srv.busy || s->srv.head || s->n_timers || s->evals) return 0;
+  for (int i = 0; i < s->n; i++)
+    if (s->w[i].ln.busy || s->w[i].ln.head) return 0;
+  return 1;
+}
+
+/* The calling thread's loop: timers, evaluations, the stop flag, stalls. */
+static void watch(real *s) {
+  pthread_mutex_lock(&s->mu);
+  while (!s->done) {
+    double next = fire_timers(s);
+    if (s->done) break;
+    if (s->cfg->max_time > 0 && now_of(s) >= s->cfg->max_time) {
+      finish_run(s);
+      break;
+    }
+    if (s->cfg->stop && *s->cfg->stop) break;
+    if (s->evals) {
+      pending_eval *e = s->evals;
+      s->evals = e->next;
+      if (!s->evals) s->evals_tail = NULL;
+      pthread_mutex_unlock(&s->mu);
+      double loss = NAN, acc = NAN;
+      hs_diag d = {0};
+      int rc = evaluate(s, e->model, &loss, &acc, &d);
+      pthread_mutex_lock(&s->mu);
+      if (rc) lane_failed(s, rc, &d);
+      else if (record_eval(s, e->time_s, e->step, loss, acc)) {
+        s->failed = 1;
+        finish_run(s);
+      }
+      free(e->model);
+      free(e);
+      continue;
+    }
+    if (all_idle(s)) {
+      s->stalled = 1;
+      finish_run(s);
+      break;
+    }
+    /* Wake at the next timer, and at least every 50 ms for the stop flag. */
+    double t = now_of(s), wake = fmin(next, t + 0.05);
+    if (s->cfg->max_time > 0) wake = fmin(wake, s->cfg->max_time);
+    struct timespec ts;
+    double abs_t = s->t0 + wake;
+    ts.tv_sec = (time_t)abs_t;
+    ts.tv_nsec = (long)((abs_t - floor(abs_t)) * 1e9);
+    pthread_cond_timedwait(&s->cv, &s->mu, &ts);
+  }
+  if (!s->done) finish_run(s); /* interrupted */
+  pthread_mutex_unlock(&s->mu);
+}
+
+/* --- set-up and the run ---------------------------------------------------------------------- */
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+/* Times a few steps on worker 0 at two batch sizes and fits t = t0 + k*b, so that
+ * hs_rt_predict has real numbers when no calibration was given. The data iterator is
+ * restarted afterwards (by the caller); the gradients are discarded. */
+static int probe(real *s, hs_diag *d) {
+  rworker *x = &s->w[0];
+  int64_t share = s->cfg->global_batch / s->n;
+  int b2 = (int)(share > 1 ? share : 2), b1 = b2 / 2 > 0 ? b2 / 2 : 1;
+  double med[2];
+  int bs[2] = {b1, b2};
+  for (int k = 0; k < 2; k++) {
+    double t[3];
+    double loss;
+    int rc = train_step(s, x, bs[k], &loss, d); /* warm-up */
+    for (int r = 0; !rc && r < 3; r++) {
+      double a = mono();
+      rc = train_step(s, x, bs[k], &loss, d);
+      t[r] = mono() - a;
+    }
+    if (rc) return rc;
+    qsort(t, 3, sizeof t[0], cmp_double);
+    med[k] = t[1];
+  }
+  s->probe_k = b2 > b1 ? (med[1] - med[0]) / (double)(b2 - b1) : 0;
+  if (s->probe_k < 0) s->probe_k = 0;
+  s->probe_t0 = med[0] - s->probe_k * (double)b1;
+  if (s->probe_t0 < 0) s->probe_t0 = 0;
+  return 0;
+}
+
+static int setup(real *s, const hs_real_config *cfg, hs_shards *sh) {
+  const hs_cluster_spec *spec = cfg->cluster;
+  s->rt.ops = &real_ops;
+  s->cfg = cfg;
+  s->last_eval = -1;
+  s->last_loss = s->last_acc = s->target_time = NAN;
+  s->probe_t0 = s->probe_k = NAN;
+  s->global_lr = cfg->lr;
+  s->n = spec ? spec->n_workers : cfg->n_workers;
+  if (s->n < 1) return fail(s, HS_EINVAL, "a real run needs at least one worker");
+  if (cfg->global_batch < s->n)
+    return fail(s, HS_EINVAL, "--global-batch %lld is smaller than the %d workers", (long long)cfg->global_batch, s->n);
+  if (cfg->max_iterations <= 0 && cfg->max_epochs <= 0 && cfg->max_time <= 0 && !(cfg->target_loss > 0))
+    return fail(s, HS_EINVAL, "no stop condition: give --iterations, --epochs, --time or --target-loss");
+  if (cfg->target_loss > 0 && !cfg->test) return fail(s, HS_EINVAL, "a target loss needs evaluations (a test set)");
+  if (spec)
+    for (int i = 0; i < spec->n_events; i++)
+      if (spec->events[i].kind == HS_EVENT_JOIN)
+        return fail(s, HS_EUNSUPPORTED, "%s:%d: a join event: workers joining mid-run are not supported in real mode yet",
+                    spec->path, spec->events[i].pos.line);
+  s->w = calloc((size_t)s->n, sizeof *s->w);
+  if (!s->w) return fail(s, HS_ENOMEM, "out of memory for %d workers", s->n);
+  hs_net_options no = {.seed = cfg->seed, .max_batch = 0, .threads = 1};
+  int rc;
+  for (int i = 0; i < s->n; i++) {
+    rworker *x = &s->w[i];
+    x->active = 1;
+    x->left_at = NAN;
+    x->lr = cfg->lr;
+    x->slowdown = spec ? spec->workers[i].slowdown : 1.0;
+    if ((rc = hs_net_open(&x->net, cfg->device, cfg->model, &no, &s->diag))) return rc;
+    if (i == 0) s->P = hs_net_param_count(x->net);
+    x->host = malloc((size_t)s->P * sizeof *x->host);
+    x->base = malloc((size_t)s->P * sizeof *x->base);
+    if (!x->host || !x->base) return fail(s, HS_ENOMEM, "out of memory for worker %d's buffers", i);
+    if ((rc = hs_data_iter_init(&x->it, cfg->train, sh, i, 0, &s->diag))) return rc;
+  }
+  s->global = malloc((size_t)s->P * sizeof *s->global);
+  s->srv_buf = malloc((size_t)s->P * sizeof *s->srv_buf);
+  s->acc = calloc((size_t)s->P, sizeof *s->acc);
+  if (!s->global || !s->srv_buf || !s->acc) return fail(s, HS_ENOMEM, "out of memory for the global model");
+  if ((rc = hs_net_get_params(s->w[0].net, s->global, &s->diag))) return rc;
+  for (int i = 0; i < s->n; i++) memcpy(s->w[i].base, s->global, (size_t)s->P * sizeof *s->global);
+  if (cfg->test && (rc = hs_net_open(&s->eval_net, cfg->device, cfg->model, &no, &s->diag))) return rc;
+  s->samples_target = cfg->max_epochs > 0 ? cfg->max_epochs * (double)hs_data_count(cfg->train) : 0;
+  if (!cfg->perf) {
+    /* The probe restarts worker 0's iterator on the shards it was given. */
+    if ((rc = probe(s, &s->diag))) return rc;
+    if ((rc = hs_data_iter_init(&s->w[0].it, cfg->train, sh, 0, 0, &s->diag))) return rc;
+  }
+  hs_real_comm_config cc = {.world = s->n + 1, .n = s->P, .timeout_s = cfg->timeout_s, .device = cfg->device};
+  if ((rc = cfg->comm->open(&s->comm, &cc, &s->diag))) return rc;
+  if (spec)
+    for (int i = 0; i < spec->n_events; i++)
+      if ((rc = add_timer(s, spec->events[i].at, i, 0))) return rc;
+  s->pstate = calloc(1, cfg->policy->state_size ? cfg->policy->state_size : 1);
+  if (!s->pstate) return fail(s, HS_ENOMEM, "out of memory for the policy's state");
+  return 0;
+}
+
+static void teardown(real *s) {
+  if (s->pstate && s->cfg->policy->fini) s->cfg->policy->fini(s->pstate, &s->rt);
+  free(s->pstate);
+  for (int i = 0; s->w && i < s->n; i++) {
+    rworker *x = &s->w[i];
+    while (x->ln.head) {
+      item *it = x->ln.head;
+      x->ln.head = it->next;
+      free(it);
+    }
+    hs_net_close(x->net);
+    free(x->x);
+    free(x->y);
+    free(x->host);
+    free(x->base);
+  }
+  while (s->srv.head) {
+    item *it = s->srv.head;
+    s->srv.head = it->next;
+    free(it);
+  }
+  while (s->ops) op_free(s, s->ops);
+  while (s->evals) {
+    pending_eval *e = s->evals;
+    s->evals = e->next;
+    free(e->model);
+    free(e);
+  }
+  if (s->comm) s->cfg->comm->close(s->comm);
+  hs_net_close(s->eval_net);
+  free(s->w);
+  free(s->global);
+  free(s->srv_buf);
+  free(s->acc);
+  free(s->timers);
+}
+
+static int fill_result(real *s, hs_real_result *res) {
+  double end = s->end;
+  res->n_workers = s->n;
+  res->probe_t0 = s->probe_t0;
+  res->probe_k = s->probe_k;
+  res->workers = calloc((size_t)s->n, sizeof *res->workers);
+  if (!res->workers) return fail(s, HS_ENOMEM, "out of memory");
+  double life_sum = 0, wait_sum = 0;
+  int64_t steps = 0;
+  for (int i = 0; i < s->n; i++) {
+    rworker *x = &s->w[i];
+    if (x->rec_open && !x->in_step) {
+      int rc = flush_record(s, i);
+      if (rc) return rc;
+    }
+    double until = isnan(x->left_at) ? end : fmin(end, x->left_at);
+    double wait = until - x->busy - x->comm;
+    if (wait < 0) wait = 0;
+    life_sum += until;
+    wait_sum += wait;
+    steps += x->steps;
+    res->workers[i] = (hs_real_worker_stats){.joined_at = 0, .left_at = x->left_at,
+                                             .initial_batch = x->initial_batch, .steps = x->steps,
+                                             .samples = x->samples, .busy_s = x->busy,
+                                             .comm_s = x->comm, .wait_s = wait};
+  }
+  hs_summary *m = &res->summary;
+  m->workers = s->n;
+  m->iterations = s->iterations;
+  m->events = steps;
+  m->samples = s->samples;
+  m->sim_time_s = end;
+  m->mean_iteration_s = s->iterations > 0 ? end / (double)s->iterations : NAN;
+  m->samples_per_s = end > 0 ? (double)s->samples / end : NAN;
+  m->wait_fraction = life_sum > 0 ? fmin(1.0, wait_sum / life_sum) : NAN;
+  m->wall_s = NAN;
+  m->final_loss = s->last_loss;
+  m->final_accuracy = s->last_acc;
+  m->time_to_target_s = s->target_time;
+  return 0;
+}
+
+int hs_real_run(const hs_real_config *cfg, hs_real_result *res, hs_diag *d) {
+  memset(res, 0, sizeof *res);
+  real *s = calloc(1, sizeof *s);
+  if (!s) return hs_diag_set(d, HS_ENOMEM, "out of memory");
+  pthread_mutex_init(&s->mu, NULL);
+  pthread_condattr_t ca;
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  pthread_cond_init(&s->cv, &ca);
+  pthread_condattr_destroy(&ca);
+  hs_shards *sh = NULL;
+  int rc = 0;
+  int n = cfg->cluster ? cfg->cluster->n_workers : cfg->n_workers;
+  if (!cfg->train) rc = fail(s, HS_EINVAL, "a real run needs a training set");
+  else if (n >= 1) rc = hs_shards_open(&sh, hs_data_count(cfg->train), n, NULL, cfg->seed, &s->diag);
+  if (!rc) rc = setup(s, cfg, sh);
+  lane_arg *args = NULL;
+  int started = 0;
+  if (!rc && !(args = calloc((size_t)s->n + 1, sizeof *args))) rc = fail(s, HS_ENOMEM, "out of memory");
+  if (!rc) {
+    s->t0 = mono();
+    for (int i = 0; i <= s->n && !rc; i++) {
+      args[i] = (lane_arg){.s = s, .rank = i};
+      lane *l = i < s->n ? &s->w[i].ln : &s->srv;
+      if (pthread_create(&l->th, NULL, lane_main, &args[i])) rc = fail(s, HS_ERUNTIME, "could not start thread %d", i);
+      else l->started = 1, started++;
+    }
+  }
+  if (!rc) {
+    pthread_mutex_lock(&s->mu);
+    if (cfg->policy->init) rc = policy_rc(s, cfg->policy->init(s->pstate, &s->rt, cfg->params));
+    if (!rc && cfg->policy->start) rc = policy_rc(s, cfg->policy->start(s->pstate, &s->rt));
+    pthread_mutex_unlock(&s->mu);
+    if (!rc) watch(s);
+  }
+  if (started) {
+    pthread_mutex_lock(&s->mu);
+    finish_run(s);
+    pthread_mutex_unlock(&s->mu);
+    for (int i = 0; i <= s->n; i++) {
+      lane *l = i < s->n ? &s->w[i].ln : &s->srv;
+      if (l->started) pthread_join(l->th, NULL);
+    }
+  }
+  free(args);
+  if (!rc && s->failed) rc = s->diag.code ? s->diag.code : HS_ERUNTIME;
+  res->status = s->stalled ? HS_REAL_STALLED : (cfg->stop && *cfg->stop) ? HS_REAL_INTERRUPTED : HS_REAL_COMPLETE;
+  if (!rc && cfg->test && s->eval_net && s->last_eval != s->iterations && res->status != HS_REAL_INTERRUPTED) {
+    /* The final model is evaluated at the end unless the last update just was. */
+    double loss, acc;
+    if (!(rc = evaluate(s, s->global, &loss, &acc, &s->diag)) && record_eval(s, s->end, s->iterations, loss, acc))
+      rc = s->diag.code ? s->diag.code : HS_EDB;
+  }
+  if (!rc || s->iterations > 0) {
+    int frc = fill_result(s, res);
+    if (!rc) rc = frc;
+  }
+  if (rc) {
+    if (d) *d = s->diag;
+    if (d && !d->msg[0]) hs_diag_set(d, rc, "real run failed (%s)", hs_strerror(rc));
+    if (d) d->code = rc;
+  }
+  teardown(s);
+  hs_shards_close(sh);
+  pthread_cond_destroy(&s->cv);
+  pthread_mutex_destroy(&s->mu);
+  free(s);
+  return rc;
+}
+
+void hs_real_result_free(hs_real_result *res) {
+  free(res->workers);
+  res->workers = NULL;
+}

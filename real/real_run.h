@@ -1,0 +1,108 @@
+/* real_run: the real runtime. It implements the policy interface (pol_policy.h) by really
+ * training a zoo model: one worker per thread, each with its own net (nn_net.h), its own shard
+ * of the training data, and a communication backend (real_comm.h) for all-reduce and the
+ * parameter server. The same policy objects that drive the simulator drive it.
+ *
+ * Threads: a lane per worker and one for the parameter server, each a thread that runs the
+ * actions the policy queued on it in order (compute a step, apply a local update, take part in
+ * an all-reduce, push, pull, apply). Compute and communication run concurrently on the lanes;
+ * the policy's callbacks, the step sink and the evaluation sink are serialised under one mutex
+ * (policies are not thread-safe). The calling thread fires timers and cluster events, runs the
+ * evaluations and watches for the end, an interrupt and a stall.
+ *
+ * Numerics (the same as the simulator's proxy convergence model, docs/convergence.md): plain
+ * SGD at the learning rate (policies may change it with set_lr), a global model held by the
+ * runtime (what a parameter server or the last all-reduce holds), and
+ *   all-reduce GRAD    global -= lr * sum_i w_i g_i; participants take the global model
+ *   all-reduce MODEL   global = sum_i w_i x_i;       participants take the global model
+ *   push GRAD          global -= lr * g_w            (applied on arrival, or accumulated)
+ *   push MODEL         global += x_w - base_w        (progress since its last sync or push)
+ *   apply              global -= lr * (sum b_i g_i) / (sum b_i), or += mean model delta
+ *   pull               the worker takes the global model
+ * weights NULL = b_i / sum b over the participants' last steps; given weights are normalised to
+ * sum 1. An operation's content is taken when its lane reaches it (after the lane's earlier
+ * actions), so communication overlaps other workers' compute but not the same worker's.
+ * Compression is not applied in real mode (a policy that sets a compressor sends fp32).
+ *
+ * Time: CLOCK_MONOTONIC, 0 at the start of the run. Heterogeneity on one machine is emulated
+ * from the cluster file: a worker whose compute slowdown is s (its initial `slowdown`, then the
+ * slowdown events at their times) measures the real compute time t of a step and then sleeps
+ * (s - 1) * t, so the step lasts s * t, with s read when the step starts, exactly as the
+ * simulator applies a slowdown. s < 1 cannot be emulated and counts as 1; comm_slowdown is
+ * not emulated. `leave` events are honoured; `join` events are refused (HS_EUNSUPPORTED).
+ *
+ * Contract: hs_real_run returns 0 when the run ended (result.status says how) or a negative
+ * code when it could not start or failed (the diag says why; rows already handed to the sinks
+ * stay). It frees everything it allocates; the caller owns the config and what it points to.
+ * Units: seconds, samples, floats. */
+#ifndef HS_REAL_RUN_H
+#define HS_REAL_RUN_H
+
+#include <signal.h>
+#include <stdint.h>
+
+#include "core/core_config.h"
+#include "core/core_perfmodel.h"
+#include "core/core_store.h"
+#include "nn/nn_data.h"
+#include "policies/pol_policy.h"
+#include "real/real_comm.h"
+
+typedef enum hs_real_status {
+  HS_REAL_COMPLETE = 0,    /* a stop condition was reached */
+  HS_REAL_INTERRUPTED = 1, /* *stop became non-zero */
+  HS_REAL_STALLED = 2      /* nothing was left to do before any stop condition */
+} hs_real_status;
+
+typedef int hs_real_step_sink(void *ctx, const hs_step_row *row, hs_diag *d);
+typedef int hs_real_eval_sink(void *ctx, double time_s, int64_t step, double loss,
+                              double accuracy, hs_diag *d);
+
+typedef struct hs_real_config {
+  const hs_cluster_spec *cluster; /* may be NULL: n_workers equal workers, no events */
+  int n_workers;                  /* used when cluster is NULL */
+  const char *model;
+  const char *device;             /* the nets' device: "cpu" */
+  const hs_real_comm_ops *comm;
+  double timeout_s;               /* bound on every communication wait; <= 0 = 60 */
+  const hs_dataset *train;        /* sharded over the workers */
+  const hs_dataset *test;         /* evaluations; may be NULL (no evaluation) */
+  int64_t global_batch;
+  const hs_policy *policy;
+  const hs_params *params;
+  uint64_t seed;
+  double lr;                      /* initial learning rate */
+  int64_t eval_every;             /* global updates between evaluations; 0 = only at the end */
+  int64_t max_iterations;         /* 0 = no limit */
+  double max_epochs;              /* 0 = no limit */
+  double max_time;                /* s; 0 = no limit */
+  double target_loss;             /* end at the first evaluation with loss <= this; 0 = none */
+  /* The device's calibrated step model (hs_rt_predict); NULL: a linear fit of steps timed on
+   * worker 0 before the run starts. */
+  const hs_perf_model *perf;
+  hs_real_step_sink *sink;        /* may be NULL */
+  void *sink_ctx;
+  hs_real_eval_sink *eval_sink;   /* may be NULL */
+  void *eval_ctx;
+  volatile sig_atomic_t *stop;    /* may be NULL */
+} hs_real_config;
+
+typedef struct hs_real_worker_stats {
+  double joined_at, left_at;      /* s; left_at NaN while in the cluster */
+  int initial_batch;
+  int64_t steps, samples;
+  double busy_s, comm_s, wait_s;  /* compute (with emulated slowdown), communication, idle */
+} hs_real_worker_stats;
+
+typedef struct hs_real_result {
+  hs_real_status status;
+  hs_summary summary;             /* wall_s is left for the caller; events = steps run */
+  int n_workers;
+  hs_real_worker_stats *workers;  /* free with hs_real_result_free */
+  double probe_t0, probe_k;       /* s, s/sample: the pre-run fit, NaN when perf was given */
+} hs_real_result;
+
+int hs_real_run(const hs_real_config *cfg, hs_real_result *res, hs_diag *d);
+void hs_real_result_free(hs_real_result *res);
+
+#endif

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# hetsim validate on a cpu run: a quick cpu calibration of mlp, a real run on the cpu backend,
+# then validate: a simulated run is stored, a validation row is written, and the JSON carries
+# the errors. The errors' size depends on the machine's load, so it is reported, not asserted.
+# usage: cli_validate.sh HETSIM_BINARY SOURCE_DIR
+set -u
+H=$1
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+cd "$T"
+pass=0
+fail=0
+ok() { pass=$((pass + 1)); echo "ok   $1"; }
+no() { fail=$((fail + 1)); echo "FAIL $1"; }
+check() { local name=$1; shift; if "$@"; then ok "$name"; else no "$name"; fi; }
+expect_exit() {
+  local name=$1 code=$2; shift 2
+  "$@" >"$T/out" 2>"$T/err"
+  local rc=$?
+  if [ "$rc" = "$code" ]; then ok "$name"; else no "$name (exit $rc, wanted $code): $(head -c 300 "$T/err")"; fi
+}
+q() { sqlite3 "$T/v.db" "$1"; }
+if [ ! -e /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ] && [ -z "${HETSIM_FASHION_MNIST_DIR:-}" ]; then
+  echo "Fashion-MNIST is not installed (apt-get install dataset-fashion-mnist); skipping"
+  exit 77
+fi
+
+expect_exit calib 0 "$H" calib --device cpu --model mlp --batches 8,16,32,48 --db "$T/v.db" \
+  --max-reps 6 --min-reps 3 --warmup 1 --comm-max 256KiB
+expect_exit real 0 "$H" real --policy ssgd --model mlp --global-batch 32 --iterations 30 --workers 2 \
+  --train-samples 1500 --eval-samples 300 --eval-every 10 --db "$T/v.db" --calib "$T/v.db" --json
+id=$(sed -n 's/.*"run_id": \([0-9]*\).*/\1/p' "$T/out")
+expect_exit validate 0 "$H" validate "${id:-0}" --db "$T/v.db" --json
+cat "$T/out"
+for k in run_id sim_run_id median_iter_error p95_iter_error time_to_loss_error; do
+  check "validate_json_$k" grep -q "\"$k\":" "$T/out"
+done
+check validate_row test "$(q "SELECT count(*) FROM validation WHERE run_id = ${id:-0} AND median_iter_error >= 0
+    AND p95_iter_error >= median_iter_error")" = 1
+check validate_sim_run test "$(q "SELECT kind || ' ' || status || ' ' || policy FROM run WHERE id = (SELECT sim_run_id FROM validation)")" = "sim complete ssgd"
+check validate_sim_steps test "$(q "SELECT count(*) > 0 FROM step WHERE run_id = (SELECT sim_run_id FROM validation)")" = 1
+expect_exit validate_text 0 "$H" validate "${id:-0}" --db "$T/v.db"
+check validate_text_says grep -q "per-iteration time error" "$T/out"
+check validate_two_rows test "$(q "SELECT count(*) FROM validation")" = 2
+
+# Bad input: exit 2 with a clear message.
+expect_exit validate_no_run 2 "$H" validate 999 --db "$T/v.db"
+check validate_no_run_says grep -q "has no run 999" "$T/err"
+sim=$(q "SELECT sim_run_id FROM validation LIMIT 1")
+expect_exit validate_sim_run_refused 2 "$H" validate "$sim" --db "$T/v.db"
+check validate_sim_run_says grep -q "is a sim run" "$T/err"
+expect_exit validate_bad_id 2 "$H" validate abc --db "$T/v.db"
+expect_exit validate_no_calib 2 "$H" validate "${id:-0}" --db "$T/v.db" --calib "$T/empty.db"
+
+echo "$pass passed, $fail failed"
+[ "$fail" = 0 ]
