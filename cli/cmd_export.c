@@ -1,0 +1,164 @@
+/* hetsim export: one run's rows as CSV files for other tools (spreadsheets, pandas, R).
+ *
+ * One file per table — run, summary, worker, step, eval, validation — each with a header row
+ * even when the run has no rows there, written by the same CSV printer as `query --csv`
+ * (RFC 4180). The database is opened read-only. Each file is written to a temporary name and
+ * renamed when complete (cli/report_file.h), so no file is ever seen half written. */
+#include <errno.h>
+#include <sqlite3.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "cli/cli.h"
+#include "cli/report_file.h"
+#include "core/core_store.h"
+
+static const char usage_text[] =
+    "usage: hetsim export RUN --csv DIR [--db FILE]\n"
+    "\n"
+    "Writes run RUN of the results database as CSV files in DIR (created if missing; its\n"
+    "parent must exist), one per table, each with a header row:\n"
+    "  run.csv         the run's row\n"
+    "  summary.csv     its totals (no data row while it has none)\n"
+    "  worker.csv      one row per worker\n"
+    "  step.csv        one row per worker step (ordered by step, then worker)\n"
+    "  eval.csv        evaluations (loss, accuracy against time)\n"
+    "  validation.csv  validations where RUN is the real or the simulated run\n"
+    "Columns are those of docs/schema.md. CSV is RFC 4180: CRLF line ends, fields with commas,\n"
+    "quotes or line breaks in double quotes, NULL as an empty field. Files already in DIR with\n"
+    "these names are replaced; each appears only once complete.\n"
+    "\n"
+    "  --csv DIR        output folder\n"
+    "  --db FILE        results database (default " HS_DEFAULT_DB "), opened read-only\n"
+    "  -h, --help       this text\n"
+    "\n"
+    "exit status: 0 done; 1 runtime failure (database or write error); 2 bad usage (no run ID,\n"
+    "one that is not a number or not in the database, no --csv, a missing database).\n";
+
+static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int usage_error(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fputs("hetsim export: ", stderr);
+  vfprintf(stderr, fmt, ap);
+  va_end(ap);
+  fputs("\n(see hetsim export --help)\n", stderr);
+  return 2;
+}
+
+static const struct table {
+  const char *file;
+  const char *sql; /* ?1 = the run id */
+} tables[] = {
+    {"run.csv", "SELECT * FROM run WHERE id = ?1"},
+    {"summary.csv", "SELECT * FROM summary WHERE run_id = ?1"},
+    {"worker.csv", "SELECT * FROM worker WHERE run_id = ?1 ORDER BY idx"},
+    {"step.csv", "SELECT * FROM step WHERE run_id = ?1 ORDER BY step, worker"},
+    {"eval.csv", "SELECT * FROM eval WHERE run_id = ?1 ORDER BY time_s, id"},
+    {"validation.csv", "SELECT * FROM validation WHERE run_id = ?1 OR sim_run_id = ?1 ORDER BY id"},
+    {NULL, NULL},
+};
+
+static int export_table(sqlite3 *db, const struct table *t, int64_t id, const char *dir) {
+  size_t n = strlen(dir) + strlen(t->file) + 2;
+  char *path = malloc(n);
+  if (!path) {
+    fputs("hetsim export: out of memory\n", stderr);
+    return 1;
+  }
+  snprintf(path, n, "%s/%s", dir, t->file);
+  sqlite3_stmt *st = NULL;
+  if (sqlite3_prepare_v2(db, t->sql, -1, &st, NULL) != SQLITE_OK) {
+    fprintf(stderr, "hetsim export: %s: %s\n", t->file, sqlite3_errmsg(db));
+    free(path);
+    return 1;
+  }
+  sqlite3_bind_int64(st, 1, id);
+  hs_diag d = {0};
+  hs_outfile of;
+  int rc = hs_outfile_open(&of, path, &d);
+  if (rc) {
+    fprintf(stderr, "hetsim export: %s\n", d.msg);
+    rc = 1;
+  } else if ((rc = hs_query_write_csv(st, of.f)) != 0) {
+    hs_outfile_abort(&of);
+  } else if (hs_outfile_commit(&of, &d)) {
+    fprintf(stderr, "hetsim export: %s\n", d.msg);
+    rc = 1;
+  } else {
+    printf("%s\n", path);
+  }
+  sqlite3_finalize(st);
+  free(path);
+  return rc;
+}
+
+int hs_cmd_export(int argc, char **argv) {
+  const char *db_path = HS_DEFAULT_DB, *dir = NULL, *run = NULL;
+  int only_pos = 0;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if (!only_pos && strcmp(a, "--") == 0) {
+      only_pos = 1;
+    } else if (!only_pos && (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0)) {
+      fputs(usage_text, stdout);
+      return 0;
+    } else if (!only_pos && (strcmp(a, "--db") == 0 || strcmp(a, "--csv") == 0)) {
+      if (i + 1 >= argc || !argv[i + 1][0]) return usage_error("%s needs a value", a);
+      if (a[2] == 'd') db_path = argv[++i];
+      else dir = argv[++i];
+    } else if (!only_pos && a[0] == '-' && a[1] != '\0') {
+      return usage_error("unknown option %s", a);
+    } else if (run) {
+      return usage_error("one run per export (got \"%s\" and \"%s\")", run, a);
+    } else {
+      run = a;
+    }
+  }
+  if (!run) return usage_error("%s", "missing run ID (hetsim query runs lists them)");
+  if (!dir) return usage_error("%s", "--csv DIR is required");
+  char *end = NULL;
+  errno = 0;
+  long long id = strtoll(run, &end, 10);
+  if (errno || end == run || *end || id <= 0) return usage_error("not a run ID: \"%s\"", run);
+
+  hs_diag d = {0};
+  hs_store *s = NULL;
+  int rc = hs_store_open(&s, db_path, HS_STORE_READONLY, &d);
+  if (rc) {
+    fprintf(stderr, "hetsim export: %s\n", d.msg);
+    return rc == HS_ENOTFOUND ? 2 : hs_exit_code(rc);
+  }
+  sqlite3 *db = hs_store_db(s);
+  sqlite3_stmt *st = NULL;
+  int found = 0;
+  if (sqlite3_prepare_v2(db, "SELECT 1 FROM run WHERE id = ?1", -1, &st, NULL) == SQLITE_OK) {
+    sqlite3_bind_int64(st, 1, id);
+    int step = sqlite3_step(st);
+    found = step == SQLITE_ROW ? 1 : step == SQLITE_DONE ? 0 : -1;
+  } else {
+    found = -1;
+  }
+  sqlite3_finalize(st);
+  if (found <= 0) {
+    if (found < 0) fprintf(stderr, "hetsim export: %s: %s\n", db_path, sqlite3_errmsg(db));
+    else fprintf(stderr, "hetsim export: no run %lld in %s (hetsim query runs lists them)\n", id, db_path);
+    hs_store_close(s);
+    return found < 0 ? 1 : 2;
+  }
+  /* The run exists, so the folder may now be made; nothing is created for bad input. */
+  if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
+    int e = errno;
+    fprintf(stderr, "hetsim export: %s: cannot create the folder: %s\n", dir, strerror(e));
+    hs_store_close(s);
+    return e == ENOENT || e == ENOTDIR ? 2 : 1;
+  }
+  rc = 0;
+  for (const struct table *t = tables; t->file && !rc; t++) rc = export_table(db, t, id, dir);
+  hs_store_close(s);
+  return rc;
+}

@@ -1,0 +1,862 @@
+/* hetsim report: one self-contained HTML page with SVG plots of some runs — a comparison table
+ * of their policies, progress against time, per-worker timelines, iteration-time
+ * distributions, loss and accuracy against time, and for validated runs the simulation
+ * against the measurement.
+ *
+ * Everything is read through a read-only connection; the page is written to a temporary file
+ * and renamed over --out only once complete (cli/report_file.h), so a failure leaves no half
+ * page. Huge runs are drawn in part (the first workers, the first steps, a thinned curve), and
+ * the page says what was left out. */
+#include <errno.h>
+#include <math.h>
+#include <sqlite3.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "cli/report_file.h"
+#include "cli/report_html.h"
+#include "cli/report_svg.h"
+#include "core/core_store.h"
+
+/* Limits that keep the page small enough for a browser whatever the run's size. */
+enum {
+  TIMELINE_MAX_WORKERS = 32, /* rows of a timeline */
+  TIMELINE_MAX_STEPS = 4000, /* step rows drawn per timeline (up to 3 spans each) */
+  CURVE_MAX_POINTS = 2000,   /* points of a progress or eval curve (thinned evenly) */
+  HIST_MAX_VALUES = 1000000, /* iteration times per histogram */
+  VALID_MAX_STEPS = 5000,    /* step indices in a simulated-against-measured plot */
+  MAX_RUNS = 64,
+};
+
+static const char usage_text[] =
+    "usage: hetsim report RUN... --out FILE.html [--db FILE] [--title TEXT]\n"
+    "\n"
+    "Writes one self-contained HTML page (inline SVG, no scripts, opens offline) about the\n"
+    "given runs of the results database:\n"
+    "  - a comparison table of the runs' policies and summaries, with bar charts;\n"
+    "  - samples processed against time;\n"
+    "  - per-worker timelines of compute, communication and wait (from step rows; at most\n"
+    "    32 workers and 4000 steps per run are drawn, and the page says when it cut);\n"
+    "  - the distribution of iteration times (a worker's step start to its next step start);\n"
+    "  - loss and accuracy against time (eval rows; runs without a convergence model say so);\n"
+    "  - for runs with validation rows, simulated against measured.\n"
+    "\n"
+    "  RUN...           run IDs (hetsim query runs lists them); repeats are shown once\n"
+    "  --out FILE       the page to write; it appears only once complete\n"
+    "  --db FILE        results database (default " HS_DEFAULT_DB "), opened read-only\n"
+    "  --title TEXT     page title (default \"hetsim report: runs ...\")\n"
+    "  -h, --help       this text\n"
+    "\n"
+    "exit status: 0 page written; 1 runtime failure (database or write error: no page is\n"
+    "left behind); 2 bad usage (no runs, a run ID that is not a number or not in the database,\n"
+    "no --out, a database or output folder that does not exist).\n";
+
+static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int usage_error(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fputs("hetsim report: ", stderr);
+  vfprintf(stderr, fmt, ap);
+  va_end(ap);
+  fputs("\n(see hetsim report --help)\n", stderr);
+  return 2;
+}
+
+/* One run as the page shows it. Summary numbers are NaN when the run has no summary row. */
+typedef struct run_row {
+  int64_t id;
+  char *kind, *policy, *params, *cluster, *model, *status, *error, *store;
+  char label[96];             /* "#3 lbb:k=2", the run's name on plots */
+  int64_t global_batch;
+  int has_summary;
+  double workers, iterations, samples, sim_time_s, mean_iteration_s, samples_per_s;
+  double wait_fraction, final_loss, final_accuracy, time_to_target_s;
+  int64_t nworkers, nsteps, nevals;
+  int color;
+} run_row;
+
+typedef struct report {
+  sqlite3 *db;
+  FILE *f;
+  const char *db_path;
+  run_row *runs;
+  int nruns;
+  hs_diag *d;
+} report;
+
+static int db_error(report *r, const char *what) {
+  return hs_diag_set(r->d, HS_EDB, "%s: %s: %s", r->db_path, what, sqlite3_errmsg(r->db));
+}
+
+static int prep(report *r, const char *sql, sqlite3_stmt **st) {
+  if (sqlite3_prepare_v2(r->db, sql, -1, st, NULL) != SQLITE_OK) return db_error(r, "preparing a query");
+  return 0;
+}
+
+static char *col_text(sqlite3_stmt *st, int i) {
+  const unsigned char *t = sqlite3_column_text(st, i);
+  return t ? strdup((const char *)t) : NULL;
+}
+
+static double col_real(sqlite3_stmt *st, int i) {
+  return sqlite3_column_type(st, i) == SQLITE_NULL ? NAN : sqlite3_column_double(st, i);
+}
+
+/* A number for a table cell: integers without a decimal point, others with 6 digits. */
+static const char *num(char *buf, size_t n, double v) {
+  if (!isfinite(v)) return NULL;
+  if (v == floor(v) && fabs(v) < 1e15) snprintf(buf, n, "%.0f", v);
+  else snprintf(buf, n, "%.6g", v);
+  return buf;
+}
+
+/* Growable arrays of doubles for curves. */
+typedef struct dvec {
+  double *v;
+  size_t n, cap;
+} dvec;
+
+static int dvec_push(dvec *a, double x) {
+  if (a->n == a->cap) {
+    size_t cap = a->cap ? a->cap * 2 : 256;
+    double *b = realloc(a->v, cap * sizeof *b);
+    if (!b) return HS_ENOMEM;
+    a->v = b;
+    a->cap = cap;
+  }
+  a->v[a->n++] = x;
+  return 0;
+}
+
+static void dvec_free(dvec *a) {
+  free(a->v);
+  memset(a, 0, sizeof *a);
+}
+
+static int oom(report *r) { return hs_diag_set(r->d, HS_ENOMEM, "out of memory"); }
+
+/* ---- loading ------------------------------------------------------------------------------ */
+
+static int load_run(report *r, run_row *run) {
+  sqlite3_stmt *st = NULL;
+  int rc = prep(r,
+                "SELECT r.kind, r.policy, r.params, r.cluster_name, r.model, r.status, r.error,"
+                " r.global_batch, s.run_id IS NOT NULL, s.workers, s.iterations, s.samples,"
+                " s.sim_time_s, s.mean_iteration_s, s.samples_per_s, s.wait_fraction,"
+                " s.final_loss, s.final_accuracy, s.time_to_target_s,"
+                " (SELECT count(*) FROM worker w WHERE w.run_id = r.id),"
+                " (SELECT count(*) FROM step p WHERE p.run_id = r.id),"
+                " (SELECT count(*) FROM eval e WHERE e.run_id = r.id),"
+                " CASE WHEN json_valid(r.options) THEN json_extract(r.options, '$.store') END"
+                " FROM run r LEFT JOIN summary s ON s.run_id = r.id WHERE r.id = ?1",
+                &st);
+  if (rc) return rc;
+  sqlite3_bind_int64(st, 1, run->id);
+  int step = sqlite3_step(st);
+  if (step != SQLITE_ROW) {
+    sqlite3_finalize(st);
+    return step == SQLITE_DONE ? hs_diag_set(r->d, HS_ENOTFOUND, "no run %lld", (long long)run->id)
+                               : db_error(r, "reading a run");
+  }
+  run->kind = col_text(st, 0);
+  run->policy = col_text(st, 1);
+  run->params = col_text(st, 2);
+  run->cluster = col_text(st, 3);
+  run->model = col_text(st, 4);
+  run->status = col_text(st, 5);
+  run->error = col_text(st, 6);
+  run->global_batch = sqlite3_column_int64(st, 7);
+  run->has_summary = sqlite3_column_int(st, 8);
+  run->workers = col_real(st, 9);
+  run->iterations = col_real(st, 10);
+  run->samples = col_real(st, 11);
+  run->sim_time_s = col_real(st, 12);
+  run->mean_iteration_s = col_real(st, 13);
+  run->samples_per_s = col_real(st, 14);
+  run->wait_fraction = col_real(st, 15);
+  run->final_loss = col_real(st, 16);
+  run->final_accuracy = col_real(st, 17);
+  run->time_to_target_s = col_real(st, 18);
+  run->nworkers = sqlite3_column_int64(st, 19);
+  run->nsteps = sqlite3_column_int64(st, 20);
+  run->nevals = sqlite3_column_int64(st, 21);
+  run->store = col_text(st, 22);
+  sqlite3_finalize(st);
+  if (!run->kind || !run->policy || !run->status) return oom(r);
+  return 0;
+}
+
+/* Whether the "k=v" item of length len appears among params (comma-separated). */
+static int has_item(const char *params, const char *item, size_t len) {
+  for (const char *p = params; p && *p;) {
+    const char *e = strchr(p, ',');
+    size_t n = e ? (size_t)(e - p) : strlen(p);
+    if (n == len && strncmp(p, item, len) == 0) return 1;
+    p = e ? e + 1 : NULL;
+  }
+  return 0;
+}
+
+/* A run's name on plots: "#ID policy", plus the parameters that differ from another shown
+ * run of the same policy ("#4 ssp:s=4"), since the canonical parameter list is long and the
+ * table below has it whole. */
+static void make_label(report *r, run_row *run) {
+  size_t o = (size_t)snprintf(run->label, sizeof run->label, "#%lld %s", (long long)run->id, run->policy);
+  char sep = ':';
+  for (const char *p = run->params; p && *p;) {
+    const char *e = strchr(p, ',');
+    size_t n = e ? (size_t)(e - p) : strlen(p);
+    int differs = 0;
+    for (int k = 0; k < r->nruns; k++) {
+      const run_row *q = &r->runs[k];
+      if (q != run && q->policy && strcmp(q->policy, run->policy) == 0 && !has_item(q->params, p, n))
+        differs = 1;
+    }
+    if (differs && o + n + 2 < sizeof run->label) {
+      o += (size_t)snprintf(run->label + o, sizeof run->label - o, "%c%.*s", sep, (int)n, p);
+      sep = ',';
+    }
+    p = e ? e + 1 : NULL;
+  }
+}
+
+static void free_run(run_row *run) {
+  free(run->kind);
+  free(run->policy);
+  free(run->params);
+  free(run->cluster);
+  free(run->model);
+  free(run->status);
+  free(run->error);
+  free(run->store);
+}
+
+/* Why a run has no step rows, for the notes under the step-based plots. */
+static const char *why_no_steps(const run_row *run) {
+  if (run->store && strcmp(run->store, "summary") == 0) return "stored with --store summary";
+  if (strcmp(run->status, "complete") != 0) return "the run did not finish its first batch of rows";
+  return "no step rows stored";
+}
+
+/* ---- comparison ----------------------------------------------------------------------------- */
+
+static void section_compare(report *r) {
+  hs_html_heading(r->f, "compare", "Runs and policies");
+  static const char *const head[] = {
+      "run", "kind", "policy", "params", "cluster", "model", "global batch", "status", "workers",
+      "iterations", "time (s)", "mean iteration (s)", "samples/s", "wait fraction",
+      "final loss", "final accuracy", "time to target (s)"};
+  hs_html_table_begin(r->f, head, (int)(sizeof head / sizeof head[0]));
+  int incomplete = 0;
+  for (int i = 0; i < r->nruns; i++) {
+    const run_row *run = &r->runs[i];
+    char b[16][48];
+    int bad = strcmp(run->status, "complete") != 0;
+    incomplete += bad;
+    hs_html_row_begin(r->f, bad ? "warn" : NULL);
+    snprintf(b[0], sizeof b[0], "%lld", (long long)run->id);
+    hs_html_cell(r->f, b[0]);
+    hs_html_cell(r->f, run->kind);
+    hs_html_cell(r->f, run->policy);
+    /* A space after each comma lets the long canonical list wrap in its cell. */
+    char params[1024] = "";
+    for (size_t k = 0, o = 0; run->params && run->params[k] && o + 3 < sizeof params; k++) {
+      params[o++] = run->params[k];
+      if (run->params[k] == ',') params[o++] = ' ';
+      params[o] = '\0';
+    }
+    hs_html_cell(r->f, params);
+    hs_html_cell(r->f, run->cluster);
+    hs_html_cell(r->f, run->model);
+    hs_html_cell(r->f, num(b[1], sizeof b[1], (double)run->global_batch));
+    hs_html_cell(r->f, run->status);
+    hs_html_cell(r->f, num(b[2], sizeof b[2], run->has_summary ? run->workers : (double)run->nworkers)) ;
+    hs_html_cell(r->f, num(b[3], sizeof b[3], run->iterations));
+    hs_html_cell(r->f, num(b[4], sizeof b[4], run->sim_time_s));
+    hs_html_cell(r->f, num(b[5], sizeof b[5], run->mean_iteration_s));
+    hs_html_cell(r->f, num(b[6], sizeof b[6], run->samples_per_s));
+    hs_html_cell(r->f, num(b[7], sizeof b[7], run->wait_fraction));
+    hs_html_cell(r->f, num(b[8], sizeof b[8], run->final_loss));
+    hs_html_cell(r->f, num(b[9], sizeof b[9], run->final_accuracy));
+    hs_html_cell(r->f, num(b[10], sizeof b[10], run->time_to_target_s));
+    hs_html_row_end(r->f);
+  }
+  hs_html_table_end(r->f);
+  if (incomplete)
+    hs_html_para(r->f, "warn",
+                 "%d of these runs did not complete (highlighted): \"running\" means still going or "
+                 "stopped without finishing (a crash, kill -9), \"interrupted\" stopped by SIGINT, "
+                 "\"failed\" ended with an error. Their numbers cover only what was stored.",
+                 incomplete);
+  for (int i = 0; i < r->nruns; i++)
+    if (r->runs[i].error) hs_html_para(r->f, "warn", "Run %lld failed: %s", (long long)r->runs[i].id, r->runs[i].error);
+
+  const char **labels = malloc((size_t)r->nruns * sizeof *labels);
+  double *v = malloc((size_t)r->nruns * 2 * sizeof *v);
+  int *colors = malloc((size_t)r->nruns * sizeof *colors);
+  if (!labels || !v || !colors) {
+    free(labels), free(v), free(colors);
+    return;
+  }
+  for (int i = 0; i < r->nruns; i++) {
+    labels[i] = r->runs[i].label;
+    v[i] = r->runs[i].samples_per_s;
+    v[r->nruns + i] = r->runs[i].wait_fraction;
+    colors[i] = r->runs[i].color;
+  }
+  int h = 60 + 26 * r->nruns;
+  hs_svg_frame a = {.kind = "bars", .title = "Throughput", .xlabel = "samples per second",
+                    .width = 520, .height = h};
+  hs_svg_frame b = {.kind = "bars", .title = "Share of worker time waiting",
+                    .xlabel = "wait fraction", .width = 520, .height = h};
+  fputs("<div class=\"plots\">\n", r->f);
+  hs_svg_bars(r->f, &a, labels, v, colors, r->nruns);
+  hs_svg_bars(r->f, &b, labels, v + r->nruns, colors, r->nruns);
+  fputs("</div>\n", r->f);
+  free(labels), free(v), free(colors);
+}
+
+/* ---- progress ------------------------------------------------------------------------------- */
+
+/* Samples of finished steps against the time each step's work ended, thinned to at most
+ * CURVE_MAX_POINTS points (every k-th, plus the last). */
+static int load_progress(report *r, const run_row *run, dvec *x, dvec *y) {
+  sqlite3_stmt *st = NULL;
+  int rc = prep(r,
+                "SELECT COALESCE(comm_end_s, compute_end_s) AS t, batch FROM step"
+                " WHERE run_id = ?1 ORDER BY t",
+                &st);
+  if (rc) return rc;
+  sqlite3_bind_int64(st, 1, run->id);
+  int64_t stride = run->nsteps / CURVE_MAX_POINTS + 1, i = 0;
+  double total = 0.0, t = 0.0;
+  int step;
+  rc = dvec_push(x, 0.0) || dvec_push(y, 0.0) ? HS_ENOMEM : 0;
+  while (!rc && (step = sqlite3_step(st)) == SQLITE_ROW) {
+    t = sqlite3_column_double(st, 0);
+    total += sqlite3_column_double(st, 1);
+    if (++i % stride == 0 && (dvec_push(x, t) || dvec_push(y, total))) rc = HS_ENOMEM;
+  }
+  if (!rc && step != SQLITE_DONE) rc = db_error(r, "reading step rows");
+  if (!rc && i % stride != 0 && (dvec_push(x, t) || dvec_push(y, total))) rc = HS_ENOMEM;
+  if (rc == HS_ENOMEM) oom(r);
+  sqlite3_finalize(st);
+  return rc;
+}
+
+static int section_progress(report *r) {
+  hs_html_heading(r->f, "progress", "Progress against time");
+  hs_svg_series *s = calloc((size_t)r->nruns, sizeof *s);
+  dvec *xs = calloc((size_t)r->nruns * 2, sizeof *xs);
+  if (!s || !xs) {
+    free(s), free(xs);
+    return oom(r);
+  }
+  int ns = 0, rc = 0;
+  for (int i = 0; i < r->nruns && !rc; i++) {
+    const run_row *run = &r->runs[i];
+    if (run->nsteps == 0) {
+      hs_html_para(r->f, "note", "Run %lld: no curve (%s).", (long long)run->id, why_no_steps(run));
+      continue;
+    }
+    rc = load_progress(r, run, &xs[2 * i], &xs[2 * i + 1]);
+    s[ns++] = (hs_svg_series){.label = run->label, .x = xs[2 * i].v, .y = xs[2 * i + 1].v,
+                              .n = xs[2 * i].n, .steps = 1, .color = run->color};
+  }
+  if (!rc && ns) {
+    hs_svg_frame fr = {.kind = "progress", .title = "Samples processed",
+                       .xlabel = "time (s)", .ylabel = "samples", .width = 1000, .height = 320};
+    hs_svg_lines(r->f, &fr, s, ns);
+    hs_html_para(r->f, "note", "Each step counts at the end of its communication (its compute when it had none).");
+  }
+  for (int i = 0; i < r->nruns * 2; i++) dvec_free(&xs[i]);
+  free(xs);
+  free(s);
+  return rc;
+}
+
+/* ---- timelines ------------------------------------------------------------------------------ */
+
+static int section_timeline(report *r, const run_row *run) {
+  char title[160];
+  snprintf(title, sizeof title, "Run %s", run->label);
+  fprintf(r->f, "<h3>");
+  hs_html_escape(r->f, title);
+  fprintf(r->f, "</h3>\n");
+  if (run->nsteps == 0) {
+    hs_html_para(r->f, "note", "No timeline: %s.", why_no_steps(run));
+    return 0;
+  }
+  sqlite3_stmt *st = NULL;
+  int rc = prep(r, "SELECT count(*), max(worker) + 1, max(COALESCE(comm_end_s, compute_end_s))"
+                   " FROM step WHERE run_id = ?1 AND worker < ?2", &st);
+  if (rc) return rc;
+  sqlite3_bind_int64(st, 1, run->id);
+  sqlite3_bind_int(st, 2, TIMELINE_MAX_WORKERS);
+  if (sqlite3_step(st) != SQLITE_ROW) {
+    sqlite3_finalize(st);
+    return db_error(r, "reading step rows");
+  }
+  int64_t rows = sqlite3_column_int64(st, 0);
+  int nw = sqlite3_column_int(st, 1);
+  double t_max = sqlite3_column_double(st, 2);
+  sqlite3_finalize(st);
+  int64_t total_workers = run->nworkers > nw ? run->nworkers : nw;
+  /* Too many steps: keep those that started before the TIMELINE_MAX_STEPS-th start. */
+  double t_cut = INFINITY;
+  if (rows > TIMELINE_MAX_STEPS) {
+    rc = prep(r, "SELECT start_s FROM step WHERE run_id = ?1 AND worker < ?2"
+                 " ORDER BY start_s LIMIT 1 OFFSET ?3", &st);
+    if (rc) return rc;
+    sqlite3_bind_int64(st, 1, run->id);
+    sqlite3_bind_int(st, 2, TIMELINE_MAX_WORKERS);
+    sqlite3_bind_int(st, 3, TIMELINE_MAX_STEPS);
+    if (sqlite3_step(st) == SQLITE_ROW) t_cut = t_max = sqlite3_column_double(st, 0);
+    sqlite3_finalize(st);
+  }
+  rc = prep(r, "SELECT worker, start_s, compute_end_s, comm_end_s, wait_s FROM step"
+               " WHERE run_id = ?1 AND worker < ?2 AND start_s < ?3", &st);
+  if (rc) return rc;
+  sqlite3_bind_int64(st, 1, run->id);
+  sqlite3_bind_int(st, 2, TIMELINE_MAX_WORKERS);
+  sqlite3_bind_double(st, 3, isfinite(t_cut) ? t_cut : HUGE_VAL);
+  size_t cap = (size_t)(rows < TIMELINE_MAX_STEPS ? rows : TIMELINE_MAX_STEPS) * 3 + 3, n = 0;
+  hs_svg_span *sp = malloc(cap * sizeof *sp);
+  if (!sp) {
+    sqlite3_finalize(st);
+    return oom(r);
+  }
+  int step;
+  int64_t drawn = 0;
+  while ((step = sqlite3_step(st)) == SQLITE_ROW && n + 3 <= cap) {
+    int w = sqlite3_column_int(st, 0);
+    double t0 = sqlite3_column_double(st, 1), tc = sqlite3_column_double(st, 2);
+    double tm = col_real(st, 3), wait = col_real(st, 4);
+    if (isfinite(wait) && wait > 0.0) sp[n++] = (hs_svg_span){.row = w, .kind = 2, .t0 = t0 - wait, .t1 = t0};
+    sp[n++] = (hs_svg_span){.row = w, .kind = 0, .t0 = t0, .t1 = tc};
+    if (isfinite(tm) && tm > tc) sp[n++] = (hs_svg_span){.row = w, .kind = 1, .t0 = tc, .t1 = tm};
+    drawn++;
+  }
+  if (step != SQLITE_ROW && step != SQLITE_DONE) rc = db_error(r, "reading step rows");
+  sqlite3_finalize(st);
+  if (!rc) {
+    char(*names)[16] = malloc((size_t)nw * sizeof *names);
+    const char **labels = malloc((size_t)nw * sizeof *labels);
+    if (!names || !labels) {
+      rc = oom(r);
+    } else {
+      for (int w = 0; w < nw; w++) {
+        snprintf(names[w], sizeof names[w], "w%d", w);
+        labels[w] = names[w];
+      }
+      static const char *const kinds[] = {"compute", "communication", "wait"};
+      static const char *const colors[] = {"#1f77b4", "#ff7f0e", "#c8c8c8"};
+      int height = 90 + (nw < 4 ? 4 : nw) * 16;
+      if (height > 620) height = 620;
+      hs_svg_frame fr = {.kind = "timeline", .xlabel = "time (s)", .width = 1000, .height = height};
+      hs_svg_timeline(r->f, &fr, labels, nw, sp, n, kinds, colors, 3, 0.0, t_max);
+      if (total_workers > nw || isfinite(t_cut)) {
+        char when[64] = "";
+        if (isfinite(t_cut)) snprintf(when, sizeof when, ", those that started before %.6g s", t_cut);
+        hs_html_para(r->f, "note",
+                     "Showing workers 0-%d of %lld and %lld of the run's %lld step rows%s; the "
+                     "others are left out to keep the page small.",
+                     nw - 1, (long long)total_workers, (long long)drawn, (long long)run->nsteps, when);
+      }
+    }
+    free(names);
+    free(labels);
+  }
+  free(sp);
+  return rc;
+}
+
+static int section_timelines(report *r) {
+  hs_html_heading(r->f, "timelines", "Per-worker timelines");
+  hs_html_para(r->f, "note",
+               "Each row is a worker; blue: computing, orange: communicating after its compute, "
+               "grey: waiting before a step could start (barrier, staleness bound).");
+  int rc = 0;
+  for (int i = 0; i < r->nruns && !rc; i++) rc = section_timeline(r, &r->runs[i]);
+  return rc;
+}
+
+/* ---- iteration times ------------------------------------------------------------------------ */
+
+/* A worker's iteration time: from the start of one of its steps to the start of its next, so
+ * compute, communication and the wait before the next step all count. */
+static const char cycle_sql[] =
+    "SELECT nx - start_s FROM (SELECT start_s, LEAD(start_s) OVER (PARTITION BY worker ORDER BY"
+    " step) AS nx FROM step WHERE run_id = ?1) WHERE nx IS NOT NULL LIMIT ?2";
+
+static int section_histograms(report *r) {
+  hs_html_heading(r->f, "iterations", "Iteration-time distributions");
+  hs_html_para(r->f, "note",
+               "Iteration time of a worker: from the start of one of its steps to the start of its "
+               "next (compute, communication and wait).");
+  fputs("<div class=\"plots\">\n", r->f);
+  int rc = 0;
+  for (int i = 0; i < r->nruns && !rc; i++) {
+    const run_row *run = &r->runs[i];
+    if (run->nsteps == 0) {
+      hs_html_para(r->f, "note", "Run %lld: no histogram (%s).", (long long)run->id, why_no_steps(run));
+      continue;
+    }
+    sqlite3_stmt *st = NULL;
+    rc = prep(r, cycle_sql, &st);
+    if (rc) break;
+    sqlite3_bind_int64(st, 1, run->id);
+    sqlite3_bind_int(st, 2, HIST_MAX_VALUES);
+    dvec v = {0};
+    int step;
+    while (!rc && (step = sqlite3_step(st)) == SQLITE_ROW)
+      if (dvec_push(&v, sqlite3_column_double(st, 0))) rc = oom(r);
+    if (!rc && step != SQLITE_DONE) rc = db_error(r, "reading step rows");
+    sqlite3_finalize(st);
+    if (!rc) {
+      char title[160];
+      snprintf(title, sizeof title, "%s (%zu iterations%s)", run->label, v.n,
+               v.n == HIST_MAX_VALUES ? ", first 1000000" : "");
+      int bins = (int)sqrt((double)v.n);
+      bins = bins < 5 ? 5 : bins > 60 ? 60 : bins;
+      hs_svg_frame fr = {.kind = "histogram", .title = title, .xlabel = "iteration time (s)",
+                         .ylabel = "iterations", .width = 490, .height = 260};
+      hs_svg_histogram(r->f, &fr, v.v, v.n, bins, run->color);
+    }
+    dvec_free(&v);
+  }
+  fputs("</div>\n", r->f);
+  return rc;
+}
+
+/* ---- convergence ---------------------------------------------------------------------------- */
+
+/* Eval rows of a run, thinned evenly to at most CURVE_MAX_POINTS. */
+static int load_evals(report *r, int64_t id, int64_t count, dvec *t, dvec *loss, dvec *acc) {
+  sqlite3_stmt *st = NULL;
+  int rc = prep(r, "SELECT time_s, loss, accuracy FROM eval WHERE run_id = ?1 ORDER BY time_s, step", &st);
+  if (rc) return rc;
+  sqlite3_bind_int64(st, 1, id);
+  int64_t stride = count / CURVE_MAX_POINTS + 1, i = 0;
+  int step;
+  while (!rc && (step = sqlite3_step(st)) == SQLITE_ROW) {
+    if (i++ % stride != 0 && i != count) continue;
+    if (dvec_push(t, sqlite3_column_double(st, 0)) || dvec_push(loss, col_real(st, 1)) ||
+        dvec_push(acc, col_real(st, 2)))
+      rc = oom(r);
+  }
+  if (!rc && step != SQLITE_DONE) rc = db_error(r, "reading eval rows");
+  sqlite3_finalize(st);
+  return rc;
+}
+
+static int section_convergence(report *r) {
+  hs_html_heading(r->f, "convergence", "Loss and accuracy against time");
+  hs_svg_series *s = calloc((size_t)r->nruns * 2, sizeof *s);
+  dvec *d = calloc((size_t)r->nruns * 3, sizeof *d);
+  if (!s || !d) {
+    free(s), free(d);
+    return oom(r);
+  }
+  int ns = 0, rc = 0;
+  for (int i = 0; i < r->nruns && !rc; i++) {
+    const run_row *run = &r->runs[i];
+    if (run->nevals == 0) {
+      hs_html_para(r->f, "note", "Run %lld: no convergence model (no eval rows).", (long long)run->id);
+      continue;
+    }
+    dvec *t = &d[3 * i], *l = &d[3 * i + 1], *a = &d[3 * i + 2];
+    rc = load_evals(r, run->id, run->nevals, t, l, a);
+    int markers = t->n <= 60;
+    s[ns] = (hs_svg_series){.label = run->label, .x = t->v, .y = l->v, .n = t->n, .markers = markers, .color = run->color};
+    s[r->nruns + ns] = (hs_svg_series){.label = run->label, .x = t->v, .y = a->v, .n = t->n, .markers = markers, .color = run->color};
+    ns++;
+  }
+  int have_loss = 0, have_acc = 0;
+  for (int i = 0; i < r->nruns * 3; i += 3)
+    for (size_t k = 0; k < d[i].n; k++) {
+      have_loss |= isfinite(d[i + 1].v[k]);
+      have_acc |= isfinite(d[i + 2].v[k]);
+    }
+  if (!rc && ns) {
+    hs_svg_frame fl = {.kind = "loss", .title = "Loss", .xlabel = "time (s)", .ylabel = "loss",
+                       .width = 490, .height = 300};
+    hs_svg_frame fa = {.kind = "accuracy", .title = "Accuracy", .xlabel = "time (s)",
+                       .ylabel = "accuracy", .width = 490, .height = 300};
+    fputs("<div class=\"plots\">\n", r->f);
+    if (have_loss) hs_svg_lines(r->f, &fl, s, ns);
+    if (have_acc) hs_svg_lines(r->f, &fa, s + r->nruns, ns);
+    fputs("</div>\n", r->f);
+    if (!have_acc) hs_html_para(r->f, "note", "The convergence model gives no accuracy.");
+    if (!have_loss) hs_html_para(r->f, "note", "The convergence model gives no loss.");
+  }
+  for (int i = 0; i < r->nruns * 3; i++) dvec_free(&d[i]);
+  free(d);
+  free(s);
+  return rc;
+}
+
+/* ---- validation ----------------------------------------------------------------------------- */
+
+/* Mean iteration time over the workers at each step index (see cycle_sql). */
+static int load_step_means(report *r, int64_t id, dvec *x, dvec *y) {
+  sqlite3_stmt *st = NULL;
+  int rc = prep(r,
+                "SELECT step, avg(nx - start_s) FROM (SELECT step, start_s, LEAD(start_s) OVER"
+                " (PARTITION BY worker ORDER BY step) AS nx FROM step WHERE run_id = ?1)"
+                " WHERE nx IS NOT NULL GROUP BY step ORDER BY step LIMIT ?2",
+                &st);
+  if (rc) return rc;
+  sqlite3_bind_int64(st, 1, id);
+  sqlite3_bind_int(st, 2, VALID_MAX_STEPS);
+  int step;
+  while (!rc && (step = sqlite3_step(st)) == SQLITE_ROW)
+    if (dvec_push(x, sqlite3_column_double(st, 0)) || dvec_push(y, sqlite3_column_double(st, 1))) rc = oom(r);
+  if (!rc && step != SQLITE_DONE) rc = db_error(r, "reading step rows");
+  sqlite3_finalize(st);
+  return rc;
+}
+
+static int in_runs(const report *r, int64_t id) {
+  for (int i = 0; i < r->nruns; i++)
+    if (r->runs[i].id == id) return 1;
+  return 0;
+}
+
+static int count_evals(report *r, int64_t id, int64_t *n) {
+  sqlite3_stmt *st = NULL;
+  int rc = prep(r, "SELECT count(*) FROM eval WHERE run_id = ?1", &st);
+  if (rc) return rc;
+  sqlite3_bind_int64(st, 1, id);
+  if (sqlite3_step(st) == SQLITE_ROW) *n = sqlite3_column_int64(st, 0);
+  else rc = db_error(r, "reading eval rows");
+  sqlite3_finalize(st);
+  return rc;
+}
+
+static int validation_plots(report *r, int64_t real, int64_t sim) {
+  dvec d[10];
+  memset(d, 0, sizeof d);
+  int rc = load_step_means(r, real, &d[0], &d[1]);
+  if (!rc) rc = load_step_means(r, sim, &d[2], &d[3]);
+  char lm[48], ls[48];
+  snprintf(lm, sizeof lm, "measured (run %lld)", (long long)real);
+  snprintf(ls, sizeof ls, "simulated (run %lld)", (long long)sim);
+  if (!rc) {
+    hs_svg_series s[2] = {
+        {.label = lm, .x = d[0].v, .y = d[1].v, .n = d[0].n, .color = 3},
+        {.label = ls, .x = d[2].v, .y = d[3].v, .n = d[2].n, .color = 0},
+    };
+    hs_svg_frame fr = {.kind = "validation", .title = "Iteration time: simulated against measured",
+                       .xlabel = "step", .ylabel = "mean iteration time (s)", .width = 490, .height = 300};
+    fputs("<div class=\"plots\">\n", r->f);
+    hs_svg_lines(r->f, &fr, s, 2);
+    int64_t ne[2] = {0, 0};
+    rc = count_evals(r, real, &ne[0]);
+    if (!rc) rc = count_evals(r, sim, &ne[1]);
+    if (!rc) rc = load_evals(r, real, ne[0], &d[4], &d[5], &d[6]);
+    if (!rc) rc = load_evals(r, sim, ne[1], &d[7], &d[8], &d[9]);
+    if (!rc && (d[4].n || d[7].n)) {
+      hs_svg_series e[2] = {
+          {.label = lm, .x = d[4].v, .y = d[5].v, .n = d[4].n, .color = 3},
+          {.label = ls, .x = d[7].v, .y = d[8].v, .n = d[7].n, .color = 0},
+      };
+      hs_svg_frame fl = {.kind = "validation", .title = "Loss: simulated against measured",
+                         .xlabel = "time (s)", .ylabel = "loss", .width = 490, .height = 300};
+      hs_svg_lines(r->f, &fl, e, 2);
+    }
+    fputs("</div>\n", r->f);
+  }
+  for (int i = 0; i < 10; i++) dvec_free(&d[i]);
+  return rc;
+}
+
+static int section_validation(report *r) {
+  hs_html_heading(r->f, "validation", "Simulated against measured");
+  sqlite3_stmt *st = NULL;
+  int rc = prep(r, "SELECT id, run_id, sim_run_id, median_iter_error, p95_iter_error,"
+                   " time_to_loss_error, created_at FROM validation ORDER BY id", &st);
+  if (rc) return rc;
+  /* The table holds few rows (one per `hetsim validate`), so filtering here is cheap. */
+  int64_t (*pairs)[2] = NULL;
+  size_t np = 0;
+  int step;
+  while (!rc && (step = sqlite3_step(st)) == SQLITE_ROW) {
+    int64_t real = sqlite3_column_int64(st, 1);
+    int sim_null = sqlite3_column_type(st, 2) == SQLITE_NULL;
+    int64_t sim = sqlite3_column_int64(st, 2);
+    if (!in_runs(r, real) && (sim_null || !in_runs(r, sim))) continue;
+    if (np == 0) {
+      static const char *const head[] = {"validation", "real run", "simulated run",
+                                         "median iteration error", "p95 iteration error",
+                                         "time-to-loss error", "created"};
+      hs_html_table_begin(r->f, head, 7);
+    }
+    char b[6][48];
+    hs_html_row_begin(r->f, NULL);
+    snprintf(b[0], sizeof b[0], "%lld", (long long)sqlite3_column_int64(st, 0));
+    snprintf(b[1], sizeof b[1], "%lld", (long long)real);
+    snprintf(b[2], sizeof b[2], "%lld", (long long)sim);
+    hs_html_cell(r->f, b[0]);
+    hs_html_cell(r->f, b[1]);
+    hs_html_cell(r->f, sim_null ? "(deleted)" : b[2]);
+    hs_html_cell(r->f, num(b[3], sizeof b[3], col_real(st, 3)));
+    hs_html_cell(r->f, num(b[4], sizeof b[4], col_real(st, 4)));
+    hs_html_cell(r->f, num(b[5], sizeof b[5], col_real(st, 5)));
+    hs_html_cell(r->f, (const char *)sqlite3_column_text(st, 6));
+    hs_html_row_end(r->f);
+    int64_t(*bigger)[2] = realloc(pairs, (np + 1) * sizeof *pairs);
+    if (!bigger) {
+      rc = oom(r);
+      break;
+    }
+    pairs = bigger;
+    pairs[np][0] = real;
+    pairs[np][1] = sim_null ? 0 : sim;
+    np++;
+  }
+  if (!rc && step != SQLITE_DONE) rc = db_error(r, "reading validation rows");
+  sqlite3_finalize(st);
+  if (!rc && np == 0)
+    hs_html_para(r->f, "note",
+                 "None of these runs has been validated (`hetsim validate RUN_ID` simulates a real "
+                 "run and stores the comparison).");
+  if (!rc && np) {
+    hs_html_table_end(r->f);
+    hs_html_para(r->f, "note", "Errors are relative: 0.05 = 5%%.");
+  }
+  for (size_t k = 0; k < np && !rc; k++) {
+    if (pairs[k][1] == 0) continue;
+    fprintf(r->f, "<h3>Run %lld against its simulation, run %lld</h3>\n", (long long)pairs[k][0],
+            (long long)pairs[k][1]);
+    rc = validation_plots(r, pairs[k][0], pairs[k][1]);
+  }
+  free(pairs);
+  return rc;
+}
+
+/* ---- page ----------------------------------------------------------------------------------- */
+
+static int write_page(report *r, const char *title) {
+  hs_html_begin(r->f, title);
+  hs_html_para(r->f, "note", "From %s; %d run%s. Made by hetsim report; `hetsim query run ID` shows every stored field.",
+               r->db_path, r->nruns, r->nruns == 1 ? "" : "s");
+  fputs("<p class=\"note\"><a href=\"#compare\">runs</a> · <a href=\"#progress\">progress</a> · "
+        "<a href=\"#timelines\">timelines</a> · <a href=\"#iterations\">iteration times</a> · "
+        "<a href=\"#convergence\">loss and accuracy</a> · <a href=\"#validation\">validation</a></p>\n",
+        r->f);
+  section_compare(r);
+  int rc = section_progress(r);
+  if (!rc) rc = section_timelines(r);
+  if (!rc) rc = section_histograms(r);
+  if (!rc) rc = section_convergence(r);
+  if (!rc) rc = section_validation(r);
+  hs_html_end(r->f);
+  return rc;
+}
+
+static int parse_id(const char *s, int64_t *id) {
+  char *end = NULL;
+  errno = 0;
+  long long v = strtoll(s, &end, 10);
+  if (errno || end == s || *end || v <= 0) return -1;
+  *id = v;
+  return 0;
+}
+
+int hs_cmd_report(int argc, char **argv) {
+  const char *db_path = HS_DEFAULT_DB, *out = NULL, *title = NULL;
+  int64_t ids[MAX_RUNS];
+  int nids = 0, only_pos = 0;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if (!only_pos && strcmp(a, "--") == 0) {
+      only_pos = 1;
+    } else if (!only_pos && (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0)) {
+      fputs(usage_text, stdout);
+      return 0;
+    } else if (!only_pos && (strcmp(a, "--db") == 0 || strcmp(a, "--out") == 0 || strcmp(a, "--title") == 0)) {
+      if (i + 1 >= argc || !argv[i + 1][0]) return usage_error("%s needs a value", a);
+      const char **dst = a[2] == 'd' ? &db_path : a[2] == 'o' ? &out : &title;
+      *dst = argv[++i];
+    } else if (!only_pos && a[0] == '-' && a[1] != '\0') {
+      return usage_error("unknown option %s", a);
+    } else {
+      int64_t id;
+      if (parse_id(a, &id)) return usage_error("not a run ID: \"%s\"", a);
+      int seen = 0;
+      for (int k = 0; k < nids; k++) seen |= ids[k] == id;
+      if (seen) continue;
+      if (nids == MAX_RUNS) return usage_error("at most %d runs per page", MAX_RUNS);
+      ids[nids++] = id;
+    }
+  }
+  if (nids == 0) return usage_error("%s", "give at least one run ID (hetsim query runs lists them)");
+  if (!out) return usage_error("%s", "--out FILE.html is required");
+
+  hs_diag d = {0};
+  hs_store *s = NULL;
+  int rc = hs_store_open(&s, db_path, HS_STORE_READONLY, &d);
+  if (rc) {
+    fprintf(stderr, "hetsim report: %s\n", d.msg);
+    return rc == HS_ENOTFOUND ? 2 : hs_exit_code(rc);
+  }
+  report r = {.db = hs_store_db(s), .db_path = db_path, .d = &d, .nruns = nids};
+  r.runs = calloc((size_t)nids, sizeof *r.runs);
+  if (!r.runs) {
+    hs_store_close(s);
+    fputs("hetsim report: out of memory\n", stderr);
+    return 1;
+  }
+  int missing = 0;
+  for (int i = 0; i < nids; i++) {
+    r.runs[i].id = ids[i];
+    r.runs[i].color = i;
+    rc = load_run(&r, &r.runs[i]);
+    if (rc == HS_ENOTFOUND) {
+      fprintf(stderr, "hetsim report: no run %lld in %s (hetsim query runs lists them)\n",
+              (long long)ids[i], db_path);
+      missing++;
+      rc = 0;
+    } else if (rc) {
+      break;
+    }
+  }
+  if (!rc && !missing)
+    for (int i = 0; i < nids; i++) make_label(&r, &r.runs[i]);
+  int status = 0;
+  if (rc) {
+    fprintf(stderr, "hetsim report: %s\n", d.msg);
+    status = hs_exit_code(rc);
+  } else if (missing) {
+    status = 2;
+  } else {
+    char deftitle[256];
+    if (!title) {
+      size_t o = (size_t)snprintf(deftitle, sizeof deftitle, "hetsim report: run%s", nids > 1 ? "s" : "");
+      for (int i = 0; i < nids && o < sizeof deftitle - 24; i++)
+        o += (size_t)snprintf(deftitle + o, sizeof deftitle - o, "%s %lld", i ? "," : "", (long long)ids[i]);
+      title = deftitle;
+    }
+    hs_outfile of;
+    rc = hs_outfile_open(&of, out, &d);
+    if (!rc) {
+      r.f = of.f;
+      rc = write_page(&r, title);
+      if (rc) hs_outfile_abort(&of);
+      else rc = hs_outfile_commit(&of, &d);
+    }
+    if (rc) {
+      fprintf(stderr, "hetsim report: %s\n", d.msg);
+      status = rc == HS_ENOTFOUND ? 2 : 1;
+    }
+  }
+  for (int i = 0; i < nids; i++) free_run(&r.runs[i]);
+  free(r.runs);
+  hs_store_close(s);
+  return status;
+}

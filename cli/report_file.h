@@ -1,0 +1,30 @@
+/* report_file: an output file that appears whole or not at all, for `hetsim report` and
+ * `hetsim export`.
+ *
+ * Contract: hs_outfile_open creates "PATH.tmp.PID" beside PATH (same directory, so the final
+ * rename stays on one file system); the caller writes to ->f; hs_outfile_commit flushes,
+ * fsyncs, closes and renames it over PATH; hs_outfile_abort closes and removes it. A failure
+ * at any point leaves PATH as it was (absent, or the previous complete file). Write errors
+ * on ->f are sticky, so the caller need not check each fprintf: commit sees them (ferror) and
+ * fails. The struct owns its path copies; commit and abort free them. Not thread-safe. */
+#ifndef HS_CLI_REPORT_FILE_H
+#define HS_CLI_REPORT_FILE_H
+
+#include <stdio.h>
+
+#include "core/core_error.h"
+
+typedef struct hs_outfile {
+  FILE *f;        /* write here between open and commit */
+  char *path;     /* final path */
+  char *tmp_path; /* where the bytes go until commit */
+} hs_outfile;
+
+/* HS_ENOTFOUND when PATH's directory does not exist, HS_EIO for other failures. */
+int hs_outfile_open(hs_outfile *o, const char *path, hs_diag *d);
+/* Returns 0, or HS_EIO (disk full, I/O error) after removing the temporary file. */
+int hs_outfile_commit(hs_outfile *o, hs_diag *d);
+/* Safe on an outfile that was never opened (zeroed) or already committed. */
+void hs_outfile_abort(hs_outfile *o);
+
+#endif

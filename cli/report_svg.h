@@ -1,0 +1,56 @@
+/* report_svg: the few plot types `hetsim report` draws, written as inline SVG: lines and step
+ * functions against a numeric x axis, a histogram, a horizontal bar chart and a timeline of
+ * spans per row (the per-worker compute / communication / wait picture).
+ *
+ * Contract: each function writes one complete <svg class="plot" data-plot="KIND"> element to
+ * f (which the caller owns and checks with ferror). Inputs are read, never kept. Values that
+ * are NaN are skipped (a line breaks there). A plot with nothing to draw still gets its frame
+ * and says "no data". Sizes are CSS pixels; data are in their own units (s, samples). Text is
+ * escaped here. Not thread-safe per FILE. */
+#ifndef HS_CLI_REPORT_SVG_H
+#define HS_CLI_REPORT_SVG_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+typedef struct hs_svg_frame {
+  const char *kind;           /* data-plot attribute: "timeline", "histogram", ... */
+  const char *title;          /* above the plot; NULL for none */
+  const char *xlabel, *ylabel;
+  int width, height;          /* px of the whole figure */
+} hs_svg_frame;
+
+typedef struct hs_svg_series {
+  const char *label;          /* legend entry; NULL for none */
+  const double *x, *y;        /* n points, x ascending */
+  size_t n;
+  int steps;                  /* 1: a step function, each y holds until the next x */
+  int markers;                /* 1: a dot at each point */
+  int color;                  /* index into the palette (wraps) */
+} hs_svg_series;
+
+/* The palette's colour i (wraps), as "#rrggbb"; shared so tables can name a run's colour. */
+const char *hs_svg_color(int i);
+
+void hs_svg_lines(FILE *f, const hs_svg_frame *fr, const hs_svg_series *s, int ns);
+
+/* Histogram of the n values in `bins` equal-width bins from their minimum to maximum. */
+void hs_svg_histogram(FILE *f, const hs_svg_frame *fr, const double *v, size_t n, int bins,
+                      int color);
+
+/* One horizontal bar per label, from 0 to values[i]. */
+void hs_svg_bars(FILE *f, const hs_svg_frame *fr, const char *const *labels,
+                 const double *values, const int *colors, int n);
+
+typedef struct hs_svg_span {
+  int row;                    /* 0 .. nrows-1, drawn top to bottom */
+  int kind;                   /* 0 .. nkinds-1: the colour and legend entry */
+  double t0, t1;              /* x from t0 to t1 */
+} hs_svg_span;
+
+/* Rows of spans between x = t_min and t_max (spans are clipped to it). */
+void hs_svg_timeline(FILE *f, const hs_svg_frame *fr, const char *const *row_labels, int nrows,
+                     const hs_svg_span *spans, size_t n, const char *const *kind_names,
+                     const char *const *kind_colors, int nkinds, double t_min, double t_max);
+
+#endif
