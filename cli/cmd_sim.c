@@ -21,10 +21,12 @@
 #include "core/core_config.h"
 #include "core/core_json.h"
 #include "core/core_progress.h"
+#include "core/core_perfmodel.h"
 #include "core/core_store.h"
 #include "core/core_units.h"
 #include "nn/nn_zoo.h"
 #include "policies/pol_registry.h"
+#include "sim/sim_conv.h"
 #include "sim/sim_run.h"
 #include "sim/sim_trace.h"
 
@@ -35,10 +37,12 @@ static void on_sigint(int sig) { sim_interrupted = 1; }
 static void usage(FILE *out) {
   fprintf(out,
 "usage: hetsim sim --cluster FILE --model NAME --policy NAME[:key=value,...]\n"
-"                  --global-batch B (--iterations N | --epochs E | --sim-time T)\n"
+"                  --global-batch B (--iterations N | --epochs E | --sim-time T |\n"
+"                  --target-loss L | --target-accuracy A)\n"
 "                  [--events FILE.csv] [--seed S] [--db FILE] [--store summary|steps]\n"
 "                  [--trace-out FILE.json] [--json] [--max-events N]\n"
-"                  [--convergence none] [--calib DB]\n"
+"                  [--convergence none|analytic|proxy[:key=value,...]]\n"
+"                  [--convergence-params FILE] [--calib DB]\n"
 "\n"
 "Simulates data-parallel training of MODEL on the cluster described by FILE (YAML, see\n"
 "docs/cli.md and traces/) under a policy (`hetsim policies` lists them), and stores the\n"
@@ -59,9 +63,17 @@ static void usage(FILE *out) {
 "  --trace-out FILE      write a Chrome trace (open it in Perfetto): a track per worker\n"
 "  --json                print the summary as one JSON object on stdout\n"
 "  --max-events N        limit on pending events (default 134217728)\n"
-"  --convergence MODEL   only `none` is built yet: no loss or accuracy is modelled\n"
-"  --target-loss L, --target-accuracy A, --calib DB\n"
-"                        need the convergence and calibration models: not built yet\n"
+"  --convergence MODEL   none (default): no loss or accuracy; analytic: loss from the\n"
+"                        progress in effective samples; proxy: really train mlp or cnn on\n"
+"                        Fashion-MNIST with each worker's schedule (docs/convergence.md);\n"
+"                        parameters as analytic:phi=2000,beta0=3 or proxy:lr=0.05\n"
+"  --convergence-params FILE  parameters as key=value lines, as `hetsim fit-convergence`\n"
+"                        writes them; keys given in --convergence win\n"
+"  --target-loss L       end at the first evaluation with loss <= L\n"
+"  --target-accuracy A   end at the first evaluation with accuracy >= A (0..1 or 0%%..100%%)\n"
+"                        (with both, the first evaluation that meets both)\n"
+"  --calib DB            database holding the calibrated models that `compute: {calib: NAME}`\n"
+"                        device types name (default: the --db database; see `hetsim devices`)\n"
 "\n"
 "exit status: 0 run complete, 1 run failed or interrupted, 2 bad usage or bad input.\n",
           HS_DEFAULT_DB);
@@ -74,6 +86,9 @@ typedef struct sim_args {
   uint64_t seed;
   int store_steps, json;
   size_t max_events;
+  const char *conv, *conv_file;   /* conv NULL = none */
+  const char *calib;              /* calibration database; NULL = the --db one */
+  double target_loss, target_acc; /* 0 = none */
 } sim_args;
 
 static int bad(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -96,7 +111,8 @@ static int parse_int64(const char *s, int64_t min, int64_t *out) {
 }
 
 enum { O_CLUSTER = 256, O_EVENTS, O_MODEL, O_POLICY, O_GB, O_ITERS, O_EPOCHS, O_SIMTIME,
-       O_TLOSS, O_TACC, O_CONV, O_CALIB, O_SEED, O_DB, O_STORE, O_TRACE, O_JSON, O_MAXEV, O_HELP };
+       O_TLOSS, O_TACC, O_CONV, O_CALIB, O_SEED, O_DB, O_STORE, O_TRACE, O_JSON, O_MAXEV, O_HELP,
+       O_CONVP };
 
 static int parse_args(int argc, char **argv, sim_args *a) {
   static const struct option opts[] = {
@@ -109,6 +125,7 @@ static int parse_args(int argc, char **argv, sim_args *a) {
       {"seed", required_argument, NULL, O_SEED}, {"db", required_argument, NULL, O_DB},
       {"store", required_argument, NULL, O_STORE}, {"trace-out", required_argument, NULL, O_TRACE},
       {"json", no_argument, NULL, O_JSON}, {"max-events", required_argument, NULL, O_MAXEV},
+      {"convergence-params", required_argument, NULL, O_CONVP},
       {"help", no_argument, NULL, O_HELP}, {NULL, 0, NULL, 0},
   };
   memset(a, 0, sizeof *a);
@@ -140,17 +157,25 @@ static int parse_args(int argc, char **argv, sim_args *a) {
         return bad("--sim-time: expected a positive time like \"600s\", got \"%s\"", optarg);
       break;
     case O_TLOSS:
-    case O_TACC:
-      return bad("%s: targets need a convergence model (--convergence analytic|proxy), which is not built yet",
-                 c == O_TLOSS ? "--target-loss" : "--target-accuracy");
-    case O_CONV:
-      if (strcmp(optarg, "none"))
-        return bad(strcmp(optarg, "analytic") && strcmp(optarg, "proxy")
-                       ? "--convergence: expected none, analytic or proxy, got \"%s\""
-                       : "--convergence %s: not built yet; only `none` is available",
-                   optarg);
+      if (hs_units_parse_number(optarg, &a->target_loss) || !(a->target_loss > 0))
+        return bad("--target-loss: expected a positive number, got \"%s\"", optarg);
       break;
-    case O_CALIB: return bad("--calib %s: calibrated performance models are not built yet", optarg);
+    case O_TACC: {
+      size_t l = strlen(optarg);
+      int pct = l > 0 && optarg[l - 1] == '%';
+      char num[64];
+      snprintf(num, sizeof num, "%.*s", (int)(pct ? l - 1 : l), optarg);
+      if (hs_units_parse_number(num, &a->target_acc) || !(a->target_acc > 0) ||
+          a->target_acc > (pct ? 100 : 1))
+        return bad("--target-accuracy: expected a fraction in (0, 1] or a percentage like 85%%, got \"%s\"", optarg);
+      if (pct) a->target_acc /= 100;
+      break;
+    }
+    case O_CONV:
+      a->conv = strcmp(optarg, "none") ? optarg : NULL;
+      break;
+    case O_CONVP: a->conv_file = optarg; break;
+    case O_CALIB: a->calib = optarg; break;
     case O_SEED:
       if (parse_int64(optarg, 0, &v)) return bad("--seed: expected a non-negative integer, got \"%s\"", optarg);
       a->seed = (uint64_t)v;
@@ -178,8 +203,13 @@ static int parse_args(int argc, char **argv, sim_args *a) {
   if (!a->model) return bad("%s", "--model NAME is required (see `hetsim models`)");
   if (!a->policy) return bad("%s", "--policy NAME is required (see `hetsim policies`)");
   if (!a->global_batch) return bad("%s", "--global-batch B is required");
-  if (!a->iterations && !a->epochs && !a->sim_time)
-    return bad("%s", "a stop condition is required: --iterations N, --epochs E or --sim-time T");
+  if ((a->target_loss > 0 || a->target_acc > 0) && !a->conv)
+    return bad("%s", "--target-loss and --target-accuracy need a convergence model: add --convergence analytic or proxy");
+  if (a->conv_file && !a->conv)
+    return bad("%s", "--convergence-params needs --convergence analytic or proxy");
+  if (!a->iterations && !a->epochs && !a->sim_time && !(a->target_loss > 0) && !(a->target_acc > 0))
+    return bad("%s", "a stop condition is required: --iterations N, --epochs E, --sim-time T, "
+               "--target-loss L or --target-accuracy A");
   return 0;
 }
 
@@ -203,6 +233,31 @@ static int step_sink(void *ctx, const hs_step_row *row, hs_diag *d) {
   int rc = run_ensure(r, d);
   if (rc || !r->store_steps) return rc;
   return hs_store_step_add(r->store, row, d);
+}
+
+/* Evaluations are kept in memory during the run (the store takes only step rows while their
+ * bulk insert is open) and written when it ends. */
+typedef struct eval_row {
+  double time_s, loss, accuracy;
+  int64_t step;
+} eval_row;
+
+typedef struct eval_buf {
+  int64_t n, cap;
+  eval_row *r;
+} eval_buf;
+
+static int eval_sink(void *ctx, double time_s, int64_t step, double loss, double accuracy, hs_diag *d) {
+  eval_buf *b = ctx;
+  if (b->n == b->cap) {
+    int64_t nc = b->cap ? 2 * b->cap : 256;
+    eval_row *r = realloc(b->r, (size_t)nc * sizeof *r);
+    if (!r) return hs_diag_set(d, HS_ENOMEM, "out of memory for evaluations");
+    b->r = r;
+    b->cap = nc;
+  }
+  b->r[b->n++] = (eval_row){.time_s = time_s, .loss = loss, .accuracy = accuracy, .step = step};
+  return 0;
 }
 
 static void join_argv(int argc, char **argv, char *buf, size_t len) {
@@ -236,6 +291,11 @@ static void print_summary(const sim_args *a, int64_t run_id, const char *status,
     hs_json_key(&j, "wait_fraction"); hs_json_double(&j, m->wait_fraction);
     hs_json_key(&j, "events"); hs_json_int(&j, m->events);
     hs_json_key(&j, "wall_s"); hs_json_double(&j, m->wall_s);
+    if (a->conv) {
+      hs_json_key(&j, "final_loss"); hs_json_double(&j, m->final_loss);
+      hs_json_key(&j, "final_accuracy"); hs_json_double(&j, m->final_accuracy);
+      hs_json_key(&j, "time_to_target_s"); hs_json_double(&j, m->time_to_target_s);
+    }
     hs_json_key(&j, "db"); hs_json_string(&j, a->db);
     hs_json_object_end(&j);
     return;
@@ -247,6 +307,14 @@ static void print_summary(const sim_args *a, int64_t run_id, const char *status,
   printf("  throughput       %.6g samples/s\n", m->samples_per_s);
   printf("  wait fraction    %.4f\n", m->wait_fraction);
   printf("  events           %lld in %.3f s of wall time\n", (long long)m->events, m->wall_s);
+  if (a->conv) {
+    printf("  final loss       %.6g\n", m->final_loss);
+    if (!isnan(m->final_accuracy)) printf("  final accuracy   %.4f\n", m->final_accuracy);
+    if (a->target_loss > 0 || a->target_acc > 0) {
+      if (isnan(m->time_to_target_s)) printf("  time to target   not reached\n");
+      else printf("  time to target   %.6g s\n", m->time_to_target_s);
+    }
+  }
   printf("  database         %s\n", a->db);
 }
 
@@ -281,6 +349,9 @@ int hs_cmd_sim(int argc, char **argv) {
   hs_trace *trace = NULL;
   hs_sim_result res;
   memset(&res, 0, sizeof res);
+  eval_buf evals = {0};
+  hs_perf_model *perf = NULL;     /* per device type, when one is calibrated */
+  hs_store *calib_store = NULL;
   if (!mi || hs_zoo_stats(a.model, &ms, &d)) {
     char names[256];
     hs_zoo_names(names, sizeof names);
@@ -293,6 +364,41 @@ int hs_cmd_sim(int argc, char **argv) {
   }
   char pstr[1024];
   hs_params_format(&params, pstr, sizeof pstr);
+  const hs_conv_model *conv = NULL;
+  hs_params conv_params;
+  char cstr[1024] = "";
+  if (a.conv) {
+    if ((rc = hs_conv_parse(a.conv, a.model, a.conv_file, &conv, &conv_params, &d))) {
+      fprintf(stderr, "hetsim sim: %s\n", d.msg);
+      goto out;
+    }
+    hs_params_format(&conv_params, cstr, sizeof cstr);
+  }
+
+  /* Device types with `compute: {calib: NAME}` take the chosen step fit of NAME (a device name
+   * or id) for this model from the calibration database. */
+  for (int t = 0; t < spec.n_types; t++) {
+    if (spec.types[t].compute.kind != HS_COMPUTE_CALIB) continue;
+    const char *cpath = a.calib ? a.calib : a.db;
+    if (!perf) {
+      hs_store *cs = NULL;
+      if (!(perf = calloc((size_t)spec.n_types, sizeof *perf))) {
+        fprintf(stderr, "hetsim sim: out of memory\n");
+        goto out;
+      }
+      if ((rc = hs_store_open(&cs, cpath, HS_STORE_READONLY, &d))) {
+        fprintf(stderr, "hetsim sim: --calib %s: %s\n", cpath, d.msg);
+        status = rc == HS_ENOTFOUND || hs_exit_code(rc) == 2 ? 2 : 1;
+        goto out;
+      }
+      calib_store = cs;
+    }
+    if ((rc = hs_perf_load(calib_store, spec.types[t].compute.calib, a.model, &perf[t], NULL, &d))) {
+      fprintf(stderr, "hetsim sim: %s: device_types.%s.compute: %s\n", spec.path, spec.types[t].name, d.msg);
+      status = rc == HS_ENOTFOUND ? 2 : 1;
+      goto out;
+    }
+  }
 
   if ((rc = hs_store_open(&store, a.db, 0, &d))) {
     fprintf(stderr, "hetsim sim: %s\n", d.msg);
@@ -304,12 +410,14 @@ int hs_cmd_sim(int argc, char **argv) {
     goto out;
   }
 
-  char command[4096], options[1024], versions[512];
+  char command[4096], options[2048], versions[512];
   join_argv(argc, argv, command, sizeof command);
   snprintf(options, sizeof options,
            "{\"iterations\":%lld,\"epochs\":%.17g,\"sim_time_s\":%.17g,\"store\":\"%s\","
-           "\"convergence\":\"none\",\"events_csv\":%s%s%s,\"grad_bytes\":%lld}",
+           "\"convergence\":\"%s\",\"convergence_params\":\"%s\",\"target_loss\":%.17g,"
+           "\"target_accuracy\":%.17g,\"events_csv\":%s%s%s,\"grad_bytes\":%lld}",
            (long long)a.iterations, a.epochs, a.sim_time, a.store_steps ? "steps" : "summary",
+           conv ? conv->name : "none", cstr, a.target_loss, a.target_acc,
            a.events ? "\"" : "", a.events ? a.events : "null", a.events ? "\"" : "",
            (long long)ms.grad_bytes);
   snprintf(versions, sizeof versions,
@@ -334,6 +442,9 @@ int hs_cmd_sim(int argc, char **argv) {
       .params = &params, .seed = a.seed, .max_iterations = a.iterations, .max_epochs = a.epochs,
       .max_sim_time = a.sim_time, .max_events = a.max_events, .sink = step_sink,
       .sink_ctx = &rctx, .trace = trace, .progress = &prog, .stop = &sim_interrupted,
+      .conv = conv, .conv_params = conv ? &conv_params : NULL, .target_loss = a.target_loss,
+      .target_accuracy = a.target_acc, .eval_sink = conv ? eval_sink : NULL, .eval_ctx = &evals,
+      .perf = perf,
   };
 
   struct sigaction sa, old_sa;
@@ -355,6 +466,9 @@ int hs_cmd_sim(int argc, char **argv) {
   hs_diag sd = {0};
   int src = run_ensure(&rctx, &sd);
   if (!src && a.store_steps) src = hs_store_steps_end(store, &sd);
+  for (int64_t i = 0; !src && i < evals.n; i++)
+    src = hs_store_eval_add(store, rctx.run_id, evals.r[i].time_s, evals.r[i].step, evals.r[i].loss,
+                            evals.r[i].accuracy, &sd);
   const char *st = rc ? "failed"
                  : res.status == HS_SIM_COMPLETE ? "complete"
                  : res.status == HS_SIM_INTERRUPTED ? "interrupted" : "failed";
@@ -401,7 +515,10 @@ int hs_cmd_sim(int argc, char **argv) {
 
 out:
   if (trace) hs_trace_close(trace, NULL);
+  hs_store_close(calib_store);
+  free(perf);
   hs_sim_result_free(&res);
+  free(evals.r);
   hs_store_close(store);
   hs_cluster_spec_free(&spec);
   return status;

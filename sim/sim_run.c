@@ -9,6 +9,9 @@
 #include <string.h>
 
 #include "core/core_rng.h"
+#include "nn/nn_zoo.h"
+#include "policies/pol_compress.h"
+#include "sim/sim_conv.h"
 #include "sim/sim_event.h"
 #include "sim/sim_net.h"
 
@@ -40,6 +43,7 @@ typedef struct sim_worker {
   int64_t rec_step;
   double rec_start, rec_cend, rec_commend, rec_comm; /* s */
   uint64_t rec_version;
+  double rec_loss;            /* the convergence model's loss of the step, NaN without one */
   double prev_end;            /* s, end of the previous record */
   uint64_t cur_tag;
   int64_t steps, samples;
@@ -62,6 +66,7 @@ typedef struct sim_op {
   int *ws;
   double *bstart, *bend;      /* bucket intervals */
   int next_free;
+  int conv_begun;             /* the convergence model has seen its begin */
 } sim_op;
 
 typedef struct sim {
@@ -69,11 +74,11 @@ typedef struct sim {
   const hs_sim_config *cfg;
   const hs_cluster_spec *spec;
   hs_engine *eng;
-  hs_net net;
+  hs_netm net;
   hs_diag diag;
   int n, cap;
   sim_worker *w;
-  hs_net_peer *peers;
+  hs_netm_peer *peers;
   sim_op *ops;
   int n_ops, cap_ops, free_op;
   hs_shared_link link[2];     /* the server's inbound (pushes) and outbound (pulls) links */
@@ -84,6 +89,11 @@ typedef struct sim {
   int done;
   double end;
   void *pstate;
+  /* convergence */
+  void *conv;                 /* the model's state, NULL without one */
+  int conv_ready;             /* init succeeded: fini is due */
+  int64_t eval_every, last_eval; /* iterations */
+  double last_loss, last_acc, target_time; /* target_time s, NaN until met */
 } sim;
 
 static sim *S(hs_runtime *rt) { return (sim *)rt; }
@@ -107,7 +117,9 @@ int hs_sim_max_batch(const hs_device_type *t, double param_bytes, double act_byt
 }
 
 static double predict(const sim *s, int w, int batch) {
-  const hs_compute_spec *c = &s->spec->types[s->w[w].type].compute;
+  int type = s->w[w].type;
+  const hs_compute_spec *c = &s->spec->types[type].compute;
+  if (c->kind == HS_COMPUTE_CALIB) return hs_perf_eval(&s->cfg->perf[type], (double)batch) * s->w[w].slowdown;
   return (c->t0 + c->per_sample * (double)batch) * s->w[w].slowdown;
 }
 
@@ -179,7 +191,7 @@ static int flush_record(sim *s, int w) {
       .wait_s = wait > 0 ? wait : 0.0,
       .model_version = (int64_t)x->rec_version,
       .staleness = x->rec_stale,
-      .loss = NAN,
+      .loss = x->rec_loss,
   };
   int rc = s->cfg->sink(s->cfg->sink_ctx, &row, &s->diag);
   if (rc && !s->diag.msg[0]) fail(s, rc, "could not store step %lld of worker %d", (long long)row.step, w);
@@ -208,8 +220,57 @@ static int deliver_cluster(sim *s, hs_cluster_change kind, int w) {
   return policy_rc(s, s->cfg->policy->on_cluster(s->pstate, &s->rt, &o));
 }
 
-/* One update of the global model: counts an iteration and checks the stop conditions. */
-static void global_update(sim *s) {
+/* --- convergence ------------------------------------------------------------------------- */
+
+static int conv_rc(sim *s, int rc) {
+  if (rc >= 0) return 0;
+  if (!s->diag.msg[0]) fail(s, rc, "convergence model %s failed (%s)", s->cfg->conv->name, hs_strerror(rc));
+  if (!s->diag.code) s->diag.code = rc;
+  return rc;
+}
+
+/* Tells the convergence model that operation id was issued. */
+static int conv_begin(sim *s, int id, const hs_conv_op *op) {
+  if (!s->conv) return 0;
+  int rc = conv_rc(s, s->cfg->conv->begin(s->conv, id, op, &s->diag));
+  if (!rc) s->ops[id].conv_begun = 1;
+  return rc;
+}
+
+static int conv_end(sim *s, int id, int staleness) {
+  if (!s->conv || !s->ops[id].conv_begun) return 0;
+  s->ops[id].conv_begun = 0;
+  return conv_rc(s, s->cfg->conv->end(s->conv, id, staleness, &s->diag));
+}
+
+/* Evaluates the global model at time now, hands the evaluation to the sink and checks the
+ * targets. */
+static int conv_eval(sim *s, double now) {
+  const hs_sim_config *c = s->cfg;
+  double loss, acc;
+  int rc = conv_rc(s, c->conv->evaluate(s->conv, &loss, &acc, &s->diag));
+  if (rc) return rc;
+  s->last_eval = s->iterations;
+  s->last_loss = loss;
+  s->last_acc = acc;
+  if (c->eval_sink && (rc = c->eval_sink(c->eval_ctx, now, s->iterations, loss, acc, &s->diag))) {
+    if (!s->diag.msg[0]) fail(s, rc, "could not store the evaluation at step %lld", (long long)s->iterations);
+    return rc;
+  }
+  int has = c->target_loss > 0 || c->target_accuracy > 0;
+  int met = (!(c->target_loss > 0) || loss <= c->target_loss) &&
+            (!(c->target_accuracy > 0) || acc >= c->target_accuracy);
+  if (has && met && isnan(s->target_time)) {
+    s->target_time = now;
+    s->done = 1;
+    s->end = now;
+  }
+  return 0;
+}
+
+/* One update of the global model: counts an iteration, evaluates when due and checks the stop
+ * conditions. */
+static int global_update(sim *s) {
   s->version++;
   s->iterations++;
   const hs_sim_config *c = s->cfg;
@@ -218,6 +279,8 @@ static void global_update(sim *s) {
     s->done = 1;
     s->end = hs_engine_now(s->eng);
   }
+  if (s->conv && s->iterations % s->eval_every == 0) return conv_eval(s, hs_engine_now(s->eng));
+  return 0;
 }
 
 /* --- runtime operations ----------------------------------------------------------------- */
@@ -269,6 +332,8 @@ static int rt_compute(hs_runtime *rt, int w, int batch, uint64_t tag) {
     return fail(s, HS_EINVAL, "worker %d (%s) cannot hold a batch of %d samples of %s: its memory "
                 "limit is %d", w, s->spec->types[x->type].name, batch, s->cfg->model, x->max_batch);
   if ((rc = flush_record(s, w))) return rc;
+  double loss = NAN;
+  if (s->conv && (rc = conv_rc(s, s->cfg->conv->step(s->conv, w, batch, &loss, &s->diag)))) return rc;
   double now = hs_engine_now(s->eng);
   double dur = predict(s, w, batch) * hs_rng_lognormal_unit(x->rng, s->spec->jitter_cv);
   x->computing = 1;
@@ -282,24 +347,44 @@ static int rt_compute(hs_runtime *rt, int w, int batch, uint64_t tag) {
   x->rec_comm = 0;
   x->rec_version = x->version;
   x->rec_stale = 0;
+  x->rec_loss = loss;
   if (!x->initial_batch) x->initial_batch = batch;
   return at(s, now + dur, EV_COMPUTE, (uint32_t)w, 0);
 }
 
 static int rt_local_update(hs_runtime *rt, int w) {
   /* A local update's time is part of the step's compute model; nothing to schedule. */
-  return check_worker(S(rt), w, "local update");
+  sim *s = S(rt);
+  int rc = check_worker(s, w, "local update");
+  if (rc || !s->conv) return rc;
+  return conv_rc(s, s->cfg->conv->local_update(s->conv, w, &s->diag));
 }
 
+/* A compressed gradient's bytes follow the compressor's wire format, its n = M/4 floats viewed
+ * as one near-square matrix (the simulator knows no layer shapes; see pol_compress.h). */
 static double op_bytes(const sim *s, const hs_comm_opts *o) {
   double m = s->cfg->grad_bytes;
-  if (o->compressor && o->ratio > 0) m *= o->ratio;
+  if (o->compressor && o->ratio > 0) {
+    hs_block b = hs_compress_flat_block(m / 4.0);
+    m = hs_compress_bytes(o->compressor, &b, 1, o->ratio);
+  }
   return m;
 }
 
+/* Compression and decompression time (the compressor's cost model on its reference device),
+ * scaled by the slowest participant's compute slowdown; added before the bytes flow. */
+static double op_compress_time(const sim *s, const hs_comm_opts *o, const int *ws, int n) {
+  if (!o->compressor || !(o->ratio > 0)) return 0;
+  hs_block b = hs_compress_flat_block(s->cfg->grad_bytes / 4.0);
+  double slow = 0;
+  for (int i = 0; i < n; i++)
+    if (s->w[ws[i]].slowdown > slow) slow = s->w[ws[i]].slowdown;
+  return hs_compress_seconds(o->compressor, &b, 1, o->ratio) * slow;
+}
+
 static double coll_time(sim *s, const sim_op *op, double m, hs_ar_algo algo) {
-  return algo == HS_AR_HIER ? hs_net_hier_time(&s->net, s->peers, op->ws, op->n, m)
-                            : hs_net_ring_time(&s->net, s->peers, op->ws, op->n, m);
+  return algo == HS_AR_HIER ? hs_netm_hier_time(&s->net, s->peers, op->ws, op->n, m)
+                            : hs_netm_ring_time(&s->net, s->peers, op->ws, op->n, m);
 }
 
 static int rt_allreduce(hs_runtime *rt, const int *ws, int n, const double *weights,
@@ -333,7 +418,7 @@ static int rt_allreduce(hs_runtime *rt, const int *ws, int n, const double *weig
   if (!op->ws || !op->bstart || !op->bend) return fail(s, HS_ENOMEM, "out of memory for an all-reduce");
   memcpy(op->ws, ws, (size_t)n * sizeof *ws);
 
-  double now = op->start;
+  double now = op->start, ct = op_compress_time(s, o, ws, n);
   if (!overlap) {
     /* The ring starts when the last participant is ready. */
     double start = now;
@@ -342,7 +427,7 @@ static int rt_allreduce(hs_runtime *rt, const int *ws, int n, const double *weig
       if (x->computing && x->rec_cend > start) start = x->rec_cend;
     }
     op->bstart[0] = start;
-    op->bend[0] = start + coll_time(s, op, op->bytes, o->algo);
+    op->bend[0] = start + ct + coll_time(s, op, op->bytes, o->algo);
   } else {
     /* Bucket k's gradients exist on worker i once the forward pass and the share of the
      * backward pass that produces the first (k+1) buckets are done; buckets are reduced one
@@ -360,11 +445,15 @@ static int rt_allreduce(hs_runtime *rt, const int *ws, int n, const double *weig
         if (r > ready) ready = r;
       }
       op->bstart[k] = ready > prev_end ? ready : prev_end;
-      op->bend[k] = op->bstart[k] + coll_time(s, op, mk, o->algo);
+      op->bend[k] = op->bstart[k] + ct * mk / op->bytes + coll_time(s, op, mk, o->algo);
       prev_end = op->bend[k];
     }
   }
   for (int i = 0; i < n; i++) s->w[ws[i]].pending_comm++;
+  hs_conv_op co = {.kind = HS_OP_ALLREDUCE, .what = o->what, .worker = -1, .ws = ws, .n = n,
+                   .weights = weights, .compressor = o->compressor, .ratio = o->ratio};
+  int rc = conv_begin(s, id, &co);
+  if (rc) return rc;
   return at(s, op->bend[nb - 1], EV_COLL, NO_WORKER, id);
 }
 
@@ -385,7 +474,11 @@ static int start_flow(sim *s, hs_comm_kind kind, int w, const hs_comm_opts *o) {
   op->bytes = kind == HS_OP_PULL ? s->cfg->grad_bytes : op_bytes(s, o);
   op->version = kind == HS_OP_PULL ? s->version : s->w[w].rec_version;
   s->w[w].pending_comm++;
-  return at(s, op->start + s->spec->ps.link.latency, EV_FLOW_START, (uint32_t)w, id);
+  hs_conv_op co = {.kind = kind, .what = o->what, .ps_mode = o->ps_mode, .worker = w,
+                   .compressor = kind == HS_OP_PUSH ? o->compressor : NULL, .ratio = o->ratio};
+  if ((rc = conv_begin(s, id, &co))) return rc;
+  double ct = kind == HS_OP_PUSH ? op_compress_time(s, o, &w, 1) : 0;
+  return at(s, op->start + s->spec->ps.link.latency + ct, EV_FLOW_START, (uint32_t)w, id);
 }
 
 static int rt_push(hs_runtime *rt, int w, const hs_comm_opts *o) { return start_flow(S(rt), HS_OP_PUSH, w, o); }
@@ -402,6 +495,9 @@ static int rt_apply(hs_runtime *rt, const hs_comm_opts *o) {
   op->start = hs_engine_now(s->eng);
   double t = (s->server_free > op->start ? s->server_free : op->start) + s->spec->ps.update_time;
   s->server_free = t;
+  hs_conv_op co = {.kind = HS_OP_APPLY, .what = o->what, .worker = -1};
+  int rc = conv_begin(s, id, &co);
+  if (rc) return rc;
   return at(s, t, EV_APPLY, NO_WORKER, id);
 }
 
@@ -416,7 +512,9 @@ static int rt_set_lr(hs_runtime *rt, int w, double lr) {
   /* The learning rate changes no time in the simulator; the convergence models read it. */
   sim *s = S(rt);
   if (!(lr >= 0)) return fail(s, HS_ERUNTIME, "policy %s: learning rate %g", s->cfg->policy->name, lr);
-  return w == -1 ? 0 : check_worker(s, w, "set_lr");
+  int rc = w == -1 ? 0 : check_worker(s, w, "set_lr");
+  if (rc || !s->conv) return rc;
+  return conv_rc(s, s->cfg->conv->set_lr(s->conv, w, lr, &s->diag));
 }
 
 static const hs_runtime_ops sim_ops = {
@@ -454,7 +552,7 @@ static int on_compute_done(sim *s, int w) {
   trace_slice(s, w, "compute", "compute", x->rec_start, now);
   if (!s->cfg->policy->on_compute) return 0;
   hs_step_obs o = {.worker = w, .batch = x->rec_batch, .start = x->rec_start, .end = now,
-                   .duration = now - x->rec_start, .loss = NAN, .tag = x->cur_tag};
+                   .duration = now - x->rec_start, .loss = x->rec_loss, .tag = x->cur_tag};
   return policy_rc(s, s->cfg->policy->on_compute(s->pstate, &s->rt, &o));
 }
 
@@ -473,7 +571,8 @@ static int on_coll_done(sim *s, int id) {
   sim_op *op = &s->ops[id];
   double now = hs_engine_now(s->eng);
   double first = op->bstart[0];
-  global_update(s);
+  int rc = conv_end(s, id, 0);
+  if (rc || (rc = global_update(s))) return rc;
   for (int i = 0; i < op->n; i++) {
     sim_worker *x = &s->w[op->ws[i]];
     double e = exposed(op, x->rec_cend);
@@ -526,6 +625,8 @@ static int flow_done(sim *s, int id) {
   }
   x->pending_comm--;
   if (x->rec_open) x->rec_commend = now;
+  int rc = conv_end(s, id, 0);
+  if (rc) return rc;
   uint64_t tag = op->tag;
   hs_comm_kind kind = op->kind;
   int stale = 0;
@@ -553,15 +654,16 @@ static int on_apply(sim *s, uint32_t worker, int id) {
   sim_op *op = &s->ops[id];
   double start = op->start;
   uint64_t tag = op->tag;
+  int rc;
   if (worker == NO_WORKER) { /* an apply of accumulated pushes */
-    global_update(s);
+    if ((rc = conv_end(s, id, 0)) || (rc = global_update(s))) return rc;
     op_free(s, id);
     return deliver_comm(s, HS_OP_APPLY, -1, start, 0, tag);
   }
   int w = (int)worker;
   sim_worker *x = &s->w[w];
   int stale = (int)(s->version - op->version);
-  global_update(s);
+  if ((rc = conv_end(s, id, stale)) || (rc = global_update(s))) return rc;
   x->pending_comm--;
   if (x->rec_open && x->rec_step == op->step) {
     x->rec_commend = hs_engine_now(s->eng);
@@ -576,7 +678,7 @@ static int add_worker(sim *s, int type, int node, double slow, double comm_slow,
     int nc = s->cap ? 2 * s->cap : 16;
     sim_worker *w = realloc(s->w, (size_t)nc * sizeof *w);
     if (w) s->w = w;
-    hs_net_peer *p = realloc(s->peers, (size_t)nc * sizeof *p);
+    hs_netm_peer *p = realloc(s->peers, (size_t)nc * sizeof *p);
     if (p) s->peers = p;
     if (!w || !p) return fail(s, HS_ENOMEM, "out of memory for %d workers", nc);
     s->cap = nc;
@@ -594,11 +696,16 @@ static int add_worker(sim *s, int type, int node, double slow, double comm_slow,
   x->rng = hs_rng_stream(s->cfg->seed, (uint64_t)i);
   if (!x->rng) return fail(s, HS_ENOMEM, "out of memory for worker %d's random stream", i);
   x->max_batch = hs_sim_max_batch(&s->spec->types[type], s->cfg->param_bytes, s->cfg->act_bytes_per_sample);
+  /* A calibrated limit (the first batch that ran out of memory) tightens a derived one; a
+   * max_batch written in the cluster file wins. */
+  int cal_max = s->spec->types[type].compute.kind == HS_COMPUTE_CALIB ? s->cfg->perf[type].max_batch : 0;
+  if (cal_max > 0 && !s->spec->types[type].max_batch && x->max_batch >= 0 && (!x->max_batch || cal_max < x->max_batch))
+    x->max_batch = cal_max;
   if (x->max_batch < 0)
     return fail(s, HS_EINVAL, "device type %s (%.3g GiB) cannot hold %s: its weights, gradients and "
                 "optimizer state alone need more memory", s->spec->types[type].name,
                 s->spec->types[type].memory / 1073741824.0, s->cfg->model);
-  s->peers[i] = (hs_net_peer){.node = node, .comm_slowdown = comm_slow};
+  s->peers[i] = (hs_netm_peer){.node = node, .comm_slowdown = comm_slow};
   s->n++;
   if (s->cfg->trace) {
     char name[192];
@@ -646,6 +753,8 @@ static int on_join_ready(sim *s, int w) {
   x->version = s->version;
   double now = hs_engine_now(s->eng);
   x->prev_end = now;
+  int rc;
+  if (s->conv && (rc = conv_rc(s, s->cfg->conv->add_worker(s->conv, w, &s->diag)))) return rc;
   return deliver_cluster(s, HS_CHANGE_JOIN, w);
 }
 
@@ -674,16 +783,19 @@ static int setup(sim *s, const hs_sim_config *cfg) {
   s->spec = spec;
   s->free_op = -1;
   for (int t = 0; t < spec->n_types; t++)
-    if (spec->types[t].compute.kind != HS_COMPUTE_INLINE)
-      return fail(s, HS_EINVAL, "%s: device_types.%s.compute: calibrated models (calib: \"%s\") "
-                  "need `hetsim calib`, which is not built yet; give t0 and per_sample",
+    if (spec->types[t].compute.kind == HS_COMPUTE_CALIB && !cfg->perf)
+      return fail(s, HS_EINVAL, "%s: device_types.%s.compute: the calibrated model (calib: \"%s\") "
+                  "was not resolved; give a calibration database (--calib DB)",
                   spec->path, spec->types[t].name, spec->types[t].compute.calib);
   if (cfg->global_batch < 1) return fail(s, HS_EINVAL, "--global-batch must be at least 1");
-  if (cfg->max_iterations <= 0 && cfg->max_epochs <= 0 && cfg->max_sim_time <= 0)
-    return fail(s, HS_EINVAL, "no stop condition: give --iterations, --epochs or --sim-time");
+  int targets = cfg->conv && (cfg->target_loss > 0 || cfg->target_accuracy > 0);
+  if (!cfg->conv && (cfg->target_loss > 0 || cfg->target_accuracy > 0))
+    return fail(s, HS_EINVAL, "a target loss or accuracy needs a convergence model (--convergence analytic|proxy)");
+  if (cfg->max_iterations <= 0 && cfg->max_epochs <= 0 && cfg->max_sim_time <= 0 && !targets)
+    return fail(s, HS_EINVAL, "no stop condition: give --iterations, --epochs, --sim-time, --target-loss or --target-accuracy");
   int rc = hs_engine_open(&s->eng, cfg->max_events, &s->diag);
   if (rc) return rc;
-  if (hs_net_open(&s->net, spec)) return fail(s, HS_ENOMEM, "out of memory");
+  if (hs_netm_open(&s->net, spec)) return fail(s, HS_ENOMEM, "out of memory");
   double ps_bw = spec->ps.link.bandwidth > 0 ? spec->ps.link.bandwidth : spec->network.bandwidth;
   hs_shared_link_init(&s->link[0], ps_bw);
   hs_shared_link_init(&s->link[1], ps_bw);
@@ -696,6 +808,22 @@ static int setup(sim *s, const hs_sim_config *cfg) {
   }
   for (int i = 0; i < spec->n_events; i++)
     if ((rc = at(s, spec->events[i].at, EV_CLUSTER, NO_WORKER, i))) return rc;
+  s->target_time = s->last_loss = s->last_acc = NAN;
+  s->last_eval = -1;
+  if (cfg->conv) {
+    const hs_model_info *mi = hs_zoo_find(cfg->model);
+    hs_conv_config cc = {.model = cfg->model, .dataset_size = cfg->dataset_size,
+                         .classes = mi ? mi->classes : 10, .global_batch = cfg->global_batch,
+                         .n_workers = s->n, .seed = cfg->seed, .params = cfg->conv_params};
+    double every = hs_params_get(cfg->conv_params, "eval_every");
+    s->eval_every = every >= 1 ? (int64_t)every : 1;
+    s->conv = calloc(1, cfg->conv->state_size ? cfg->conv->state_size : 1);
+    if (!s->conv) return fail(s, HS_ENOMEM, "out of memory for the convergence model");
+    s->conv_ready = 1;
+    if ((rc = conv_rc(s, cfg->conv->init(s->conv, &cc, &s->diag)))) return rc;
+    for (int i = 0; i < s->n; i++)
+      if ((rc = conv_rc(s, cfg->conv->add_worker(s->conv, i, &s->diag)))) return rc;
+  }
   s->pstate = calloc(1, cfg->policy->state_size ? cfg->policy->state_size : 1);
   if (!s->pstate) return fail(s, HS_ENOMEM, "out of memory for the policy's state");
   if (cfg->policy->init && (rc = policy_rc(s, cfg->policy->init(s->pstate, &s->rt, cfg->params))))
@@ -706,6 +834,8 @@ static int setup(sim *s, const hs_sim_config *cfg) {
 static void teardown(sim *s) {
   if (s->pstate && s->cfg->policy->fini) s->cfg->policy->fini(s->pstate, &s->rt);
   free(s->pstate);
+  if (s->conv_ready) s->cfg->conv->fini(s->conv);
+  free(s->conv);
   for (int i = 0; i < s->n; i++) gsl_rng_free(s->w[i].rng);
   for (int i = 0; i < s->n_ops; i++)
     if (s->ops[i].in_use) op_free(s, i);
@@ -714,7 +844,7 @@ static void teardown(sim *s) {
   free(s->peers);
   hs_shared_link_free(&s->link[0]);
   hs_shared_link_free(&s->link[1]);
-  hs_net_close(&s->net);
+  hs_netm_close(&s->net);
   if (s->eng) hs_engine_close(s->eng);
 }
 
@@ -764,6 +894,16 @@ static int finish(sim *s, hs_sim_result *res) {
   m->wait_fraction = life_sum > 0 ? wait_sum / life_sum : NAN;
   m->wall_s = NAN;
   m->final_loss = m->final_accuracy = m->time_to_target_s = NAN;
+  if (s->conv) {
+    /* The final model is evaluated at the end unless the last update just was. */
+    if (s->last_eval != s->iterations) {
+      int rc = conv_eval(s, end);
+      if (rc) return rc;
+    }
+    m->final_loss = s->last_loss;
+    m->final_accuracy = s->last_acc;
+    m->time_to_target_s = s->target_time;
+  }
   return 0;
 }
 

@@ -10,11 +10,16 @@
  * - It returns 0 when the run ended (result.status says how), or a negative code when the run
  *   could not be set up or the policy failed (the diag says why).
  * Semantics (see DESIGN.md, "Simulation semantics", and docs/policies.md):
- * - A step's compute time is t(b) = t0 + per_sample * b of the worker's device type, times its
- *   slowdown when the step starts, times lognormal jitter from the worker's own stream.
+ * - A step's compute time is t(b) = t0 + per_sample * b of the worker's device type (or its
+ *   calibrated model, cfg->perf), times its slowdown when the step starts, times lognormal
+ *   jitter from the worker's own stream.
  * - An iteration is one update of the global model: an all-reduce, an applied push, or a
  *   server apply. The run ends after max_iterations iterations, once max_epochs worth of
  *   samples have been computed, or at max_sim_time, whichever comes first.
+ * - With a convergence model, every step gets the model's loss, the global model is evaluated
+ *   every `eval_every` iterations (a parameter of the model) and once more at the end, and the
+ *   run also ends at the first evaluation that meets every target given (target_loss,
+ *   target_accuracy); summary.time_to_target_s is that evaluation's time (NaN if none met).
  * Units: seconds, bytes, samples. */
 #ifndef HS_SIM_RUN_H
 #define HS_SIM_RUN_H
@@ -23,6 +28,7 @@
 #include <stdint.h>
 
 #include "core/core_config.h"
+#include "core/core_perfmodel.h"
 #include "core/core_progress.h"
 #include "core/core_store.h"
 #include "policies/pol_policy.h"
@@ -36,6 +42,11 @@ typedef enum hs_sim_status {
 
 /* Receives each finished step; a non-zero return ends the run with that code. */
 typedef int hs_step_sink(void *ctx, const hs_step_row *row, hs_diag *d);
+/* Receives each evaluation of the convergence model (time in s, step = global updates so far,
+ * accuracy a fraction or NaN); a non-zero return ends the run with that code. */
+typedef int hs_eval_sink(void *ctx, double time_s, int64_t step, double loss, double accuracy,
+                         hs_diag *d);
+struct hs_conv_model;
 
 typedef struct hs_sim_config {
   const hs_cluster_spec *cluster;
@@ -57,6 +68,17 @@ typedef struct hs_sim_config {
   hs_trace *trace;                /* may be NULL */
   hs_progress *progress;          /* may be NULL */
   volatile sig_atomic_t *stop;    /* may be NULL */
+  /* Calibrated compute (core_perfmodel.h): one entry per device type of the cluster, read for
+   * the types whose compute is `calib:`; their step time is hs_perf_eval(&perf[type], b), and
+   * perf[type].max_batch (when > 0) bounds their batch. NULL when no type is calibrated. */
+  const hs_perf_model *perf;
+  /* Convergence (sim_conv.h): NULL = none, and then no loss, evaluation or target. */
+  const struct hs_conv_model *conv;
+  const hs_params *conv_params;   /* parsed against conv->params */
+  double target_loss;             /* end once an evaluation's loss is <= this; <= 0 = none */
+  double target_accuracy;         /* end once accuracy >= this (fraction); <= 0 = none */
+  hs_eval_sink *eval_sink;        /* may be NULL */
+  void *eval_ctx;
 } hs_sim_config;
 
 typedef struct hs_sim_worker_stats {

@@ -1,0 +1,490 @@
+/* The proxy convergence model: the simulator really trains a small model (mlp or cnn) on
+ * Fashion-MNIST on the nn cpu backend, following each simulated worker's schedule. See
+ * sim_conv.h for the interface and docs/convergence.md for the semantics.
+ *
+ * State: the global model (what a parameter server or the last all-reduce holds), and per
+ * worker the model it computes on, the gradient of its last step and, once it has applied a
+ * local update, the model it last synchronised on (for model-delta pushes). One hs_net does
+ * every forward and backward pass: a step loads the worker's model into it, runs the worker's
+ * next batch of its shard, and copies the gradient out.
+ *
+ * Operations take their content when issued (begin) and apply it when they complete (end):
+ *   all-reduce GRAD    global -= lr * sum_i w_i g_i; participants take the global model
+ *   all-reduce MODEL   global = sum_i w_i x_i;       participants take the global model
+ *   push GRAD          global -= lr * g_w            (applied on arrival, or accumulated)
+ *   push MODEL         global += x_w - base_w        (the worker's progress since it synced)
+ *   apply              global -= lr * (sum of accumulated b_i g_i) / (sum of b_i), or
+ *                      global += mean of accumulated model deltas
+ *   pull               the worker takes the global model as it was when the pull was issued
+ * weights NULL = b_i / sum b over the participants' last steps; given weights are normalised
+ * to sum 1. A gradient (or model delta) sent with a compressor goes through the compressor's
+ * real round trip (pol_compress.h), with one context per worker (error feedback persists).
+ * Optimiser: plain SGD (no momentum, no weight decay), so that a stale or averaged model is
+ * exactly a vector. Deterministic: one thread, events in simulated-time order. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nn/nn_data.h"
+#include "nn/nn_net.h"
+#include "nn/nn_zoo.h"
+#include "policies/pol_compress.h"
+#include "sim/sim_conv.h"
+
+/* One model vector, a gradient and a sync base per worker: mlp needs 2.4 MiB per worker, so
+ * 256 workers stay under 700 MiB. */
+#define HS_PROXY_MAX_WORKERS 256
+#define EVAL_CHUNK 1000
+
+static const hs_param_spec proxy_params[] = {
+    {"lr", HS_PARAM_DOUBLE, "0.1", 0, 100, NULL, "SGD learning rate (policies may change it with set_lr)"},
+    {"eval_every", HS_PARAM_INT, "20", 1, 1e9, NULL, "global updates between evaluations (and target checks)"},
+    {"eval_samples", HS_PARAM_INT, "10000", 1, 10000, NULL, "test samples per evaluation (the first ones)"},
+    {"train_samples", HS_PARAM_INT, "0", 0, 60000, NULL, "training samples sharded over the workers; 0 = all 60000"},
+    {NULL, 0, NULL, 0, 0, NULL, NULL},
+};
+
+typedef struct p_worker {
+  float *x;                   /* the model it computes on; NULL until it enters */
+  uint64_t stamp;             /* identifies x's content: equal stamps, equal vectors */
+  float *g;                   /* gradient of its last step */
+  float *base;                /* model at its last sync, valid when has_base */
+  int has_base;
+  int last_batch;
+  double lr;
+  hs_data_iter it;
+  hs_compress_ctx *cx;        /* the compressor state of its sent updates */
+  const hs_compressor *cx_c;
+  double cx_param;
+} p_worker;
+
+typedef struct p_op {
+  hs_comm_kind kind;
+  hs_comm_what what;
+  hs_ps_mode ps_mode;
+  int worker;
+  float *buf;                 /* content taken at issue */
+  uint64_t stamp;             /* pull: the global model's stamp at issue */
+  double samples;             /* pushed gradient: its batch */
+  int *ws;
+  int n;
+} p_op;
+
+typedef struct proxy {
+  hs_net *net;
+  int64_t P;                  /* parameters */
+  hs_dataset *train, *test;
+  hs_shards *sh;
+  int n_shards;
+  float *global;
+  uint64_t global_stamp, next_stamp, net_stamp; /* net_stamp: what the net holds, 0 = unknown */
+  float *acc;                 /* accumulated pushes */
+  double acc_w;               /* GRAD: sum of batches; MODEL: count */
+  int acc_model;
+  double lr;                  /* of global updates */
+  double lr0;
+  int n, cap;
+  p_worker *w;
+  p_op *ops;
+  int64_t cap_ops;
+  float **pool;               /* free P-float buffers */
+  int n_pool, cap_pool;
+  float *bx;                  /* batch inputs */
+  int32_t *by;
+  int bcap;                   /* samples the batch buffers hold */
+  float *cbuf;                /* a gradient padded to the compressor's matrix view */
+  int64_t cn;                 /* its floats */
+  int64_t sample_size;
+  int eval_n;
+  uint64_t seed;
+} proxy;
+
+/* --- buffers ------------------------------------------------------------------------------ */
+
+static float *buf_get(proxy *p) {
+  if (p->n_pool > 0) return p->pool[--p->n_pool];
+  return malloc((size_t)p->P * sizeof(float));
+}
+
+static void buf_put(proxy *p, float *b) {
+  if (!b) return;
+  if (p->n_pool == p->cap_pool) {
+    int nc = p->cap_pool ? 2 * p->cap_pool : 8;
+    float **np = realloc(p->pool, (size_t)nc * sizeof *np);
+    if (!np) {
+      free(b);
+      return;
+    }
+    p->pool = np;
+    p->cap_pool = nc;
+  }
+  p->pool[p->n_pool++] = b;
+}
+
+static int batch_room(proxy *p, int batch, hs_diag *d) {
+  if (batch <= p->bcap) return 0;
+  float *x = realloc(p->bx, (size_t)batch * (size_t)p->sample_size * sizeof *x);
+  if (x) p->bx = x;
+  int32_t *y = realloc(p->by, (size_t)batch * sizeof *y);
+  if (y) p->by = y;
+  if (!x || !y) return hs_diag_set(d, HS_ENOMEM, "proxy convergence: out of memory for a batch of %d", batch);
+  p->bcap = batch;
+  return 0;
+}
+
+/* --- workers ------------------------------------------------------------------------------ */
+
+static int worker_slot(proxy *p, int w, hs_diag *d) {
+  if (w < 0) return hs_diag_set(d, HS_ERUNTIME, "proxy convergence: worker %d", w);
+  if (w >= HS_PROXY_MAX_WORKERS)
+    return hs_diag_set(d, HS_ELIMIT, "--convergence proxy trains a real model per worker and "
+                       "supports at most %d workers; worker %d is one too many (use "
+                       "--convergence analytic for larger clusters)", HS_PROXY_MAX_WORKERS, w);
+  if (w >= p->cap) {
+    int nc = p->cap ? p->cap : 16;
+    while (nc <= w) nc *= 2;
+    p_worker *x = realloc(p->w, (size_t)nc * sizeof *x);
+    if (!x) return hs_diag_set(d, HS_ENOMEM, "proxy convergence: out of memory for %d workers", nc);
+    memset(x + p->cap, 0, (size_t)(nc - p->cap) * sizeof *x);
+    p->w = x;
+    p->cap = nc;
+  }
+  if (w >= p->n) p->n = w + 1;
+  p_worker *x = &p->w[w];
+  if (x->x) return 0;
+  x->x = malloc((size_t)p->P * sizeof(float));
+  x->g = calloc((size_t)p->P, sizeof(float));
+  if (!x->x || !x->g) return hs_diag_set(d, HS_ENOMEM, "proxy convergence: out of memory for worker %d's model", w);
+  memcpy(x->x, p->global, (size_t)p->P * sizeof(float));
+  x->stamp = p->global_stamp;
+  x->lr = p->lr;
+  /* A worker beyond the shards made at the start (a join) reads the shard of w mod shards. */
+  return hs_data_iter_init(&x->it, p->train, p->sh, w % p->n_shards, 0, d);
+}
+
+/* The worker takes model m (whose stamp is stamp): its base for later deltas is m too. */
+static void worker_sync(proxy *p, int w, const float *m, uint64_t stamp) {
+  p_worker *x = &p->w[w];
+  memcpy(x->x, m, (size_t)p->P * sizeof(float));
+  x->stamp = stamp;
+  x->has_base = 0;
+}
+
+/* The global model changed. */
+static void global_changed(proxy *p) { p->global_stamp = ++p->next_stamp; }
+
+/* Sends g (P floats, worker w's copy) through the compressor in place. The compressor views
+ * the vector as one near-square matrix (hs_compress_flat_block), a few floats longer than P:
+ * the padding is zero. */
+static int compress(proxy *p, int w, const hs_conv_op *op, float *g, hs_diag *d) {
+  if (!op->compressor) return 0;
+  p_worker *x = &p->w[w];
+  if (!p->cbuf) {
+    hs_block b = hs_compress_flat_block((double)p->P);
+    p->cn = b.rows * b.cols;
+    if (!(p->cbuf = calloc((size_t)p->cn, sizeof(float))))
+      return hs_diag_set(d, HS_ENOMEM, "proxy convergence: out of memory");
+  }
+  if (x->cx && (x->cx_c != op->compressor || x->cx_param != op->ratio)) {
+    hs_compress_close(x->cx);
+    x->cx = NULL;
+  }
+  if (!x->cx) {
+    int rc = hs_compressor_check(op->compressor, op->ratio, d);
+    hs_block b = hs_compress_flat_block((double)p->P);
+    if (rc || (rc = hs_compress_open(&x->cx, op->compressor, op->ratio, &b, 1, p->seed, (uint64_t)w, d)))
+      return rc;
+    x->cx_c = op->compressor;
+    x->cx_param = op->ratio;
+  }
+  memcpy(p->cbuf, g, (size_t)p->P * sizeof(float));
+  memset(p->cbuf + p->P, 0, (size_t)(p->cn - p->P) * sizeof(float));
+  int rc = hs_compress_roundtrip(x->cx, p->cbuf, d);
+  if (!rc) memcpy(g, p->cbuf, (size_t)p->P * sizeof(float));
+  return rc;
+}
+
+/* --- the table ---------------------------------------------------------------------------- */
+
+static int p_init(void *st, const hs_conv_config *c, hs_diag *d) {
+  proxy *p = st;
+  const hs_model_info *mi = hs_zoo_find(c->model);
+  if (!mi || strcmp(mi->dataset, "fashion-mnist"))
+    return hs_diag_set(d, HS_EINVAL, "--convergence proxy trains mlp or cnn on Fashion-MNIST; "
+                       "model %s is not supported (use --convergence analytic)", c->model);
+  if (c->n_workers > HS_PROXY_MAX_WORKERS)
+    return hs_diag_set(d, HS_EINVAL, "--convergence proxy trains a real model per worker and supports "
+                       "at most %d workers; the cluster has %d (use --convergence analytic)",
+                       HS_PROXY_MAX_WORKERS, c->n_workers);
+  p->seed = c->seed;
+  p->lr = p->lr0 = hs_params_get(c->params, "lr");
+  p->eval_n = (int)hs_params_get(c->params, "eval_samples");
+  int64_t ntrain = (int64_t)hs_params_get(c->params, "train_samples");
+  hs_net_options no = {.seed = c->seed, .threads = 1};
+  int rc = hs_net_open(&p->net, "cpu", c->model, &no, d);
+  if (rc) return rc;
+  p->P = hs_net_param_count(p->net);
+  if ((rc = hs_data_fashion_mnist_first(&p->train, NULL, "train", ntrain, d)) ||
+      (rc = hs_data_fashion_mnist_first(&p->test, NULL, "test", p->eval_n, d)))
+    return rc;
+  p->eval_n = (int)hs_data_count(p->test);
+  p->sample_size = hs_data_sample_size(p->train);
+  p->n_shards = c->n_workers > 0 ? c->n_workers : 1;
+  if ((rc = hs_shards_open(&p->sh, hs_data_count(p->train), p->n_shards, NULL, c->seed, d))) return rc;
+  p->global = malloc((size_t)p->P * sizeof(float));
+  p->acc = calloc((size_t)p->P, sizeof(float));
+  if (!p->global || !p->acc) return hs_diag_set(d, HS_ENOMEM, "proxy convergence: out of memory");
+  global_changed(p);
+  return hs_net_get_params(p->net, p->global, d);
+}
+
+static void p_fini(void *st) {
+  proxy *p = st;
+  for (int i = 0; i < p->n; i++) {
+    free(p->w[i].x);
+    free(p->w[i].g);
+    free(p->w[i].base);
+    hs_compress_close(p->w[i].cx);
+  }
+  free(p->w);
+  for (int64_t i = 0; i < p->cap_ops; i++) {
+    free(p->ops[i].buf);
+    free(p->ops[i].ws);
+  }
+  free(p->ops);
+  for (int i = 0; i < p->n_pool; i++) free(p->pool[i]);
+  free(p->pool);
+  free(p->bx);
+  free(p->by);
+  free(p->cbuf);
+  free(p->global);
+  free(p->acc);
+  hs_shards_close(p->sh);
+  hs_data_close(p->train);
+  hs_data_close(p->test);
+  hs_net_close(p->net);
+}
+
+static int p_add_worker(void *st, int w, hs_diag *d) {
+  proxy *p = st;
+  int rc = worker_slot(p, w, d);
+  if (!rc) worker_sync(p, w, p->global, p->global_stamp);
+  return rc;
+}
+
+static int p_step(void *st, int w, int batch, double *loss, hs_diag *d) {
+  proxy *p = st;
+  int rc, correct;
+  if ((rc = worker_slot(p, w, d)) || (rc = batch_room(p, batch, d))) return rc;
+  p_worker *x = &p->w[w];
+  x->last_batch = batch;
+  /* Workers that hold the same model (after an all-reduce, all of them) skip the copy. */
+  if (x->stamp != p->net_stamp) {
+    if ((rc = hs_net_set_params(p->net, x->x, d))) return rc;
+    p->net_stamp = x->stamp;
+  }
+  if ((rc = hs_data_iter_next(&x->it, batch, p->bx, p->by, NULL, d)) ||
+      (rc = hs_net_load(p->net, p->bx, p->by, batch, d)) || (rc = hs_net_forward(p->net, 1, d)) ||
+      (rc = hs_net_backward(p->net, d)) || (rc = hs_net_result(p->net, loss, &correct, d)))
+    return rc;
+  return hs_net_get_grads(p->net, x->g, d);
+}
+
+static int p_local_update(void *st, int w, hs_diag *d) {
+  proxy *p = st;
+  int rc = worker_slot(p, w, d);
+  if (rc) return rc;
+  p_worker *x = &p->w[w];
+  if (!x->has_base) {
+    if (!x->base && !(x->base = malloc((size_t)p->P * sizeof(float))))
+      return hs_diag_set(d, HS_ENOMEM, "proxy convergence: out of memory for worker %d", w);
+    memcpy(x->base, x->x, (size_t)p->P * sizeof(float));
+    x->has_base = 1;
+  }
+  float lr = (float)x->lr;
+  for (int64_t i = 0; i < p->P; i++) x->x[i] -= lr * x->g[i];
+  x->stamp = ++p->next_stamp;
+  return 0;
+}
+
+static int p_set_lr(void *st, int w, double lr, hs_diag *d) {
+  proxy *p = st;
+  if (w < 0) {
+    p->lr = lr;
+    for (int i = 0; i < p->n; i++) p->w[i].lr = lr;
+    return 0;
+  }
+  int rc = worker_slot(p, w, d);
+  if (!rc) p->w[w].lr = lr;
+  return rc;
+}
+
+static int p_begin(void *st, int64_t id, const hs_conv_op *op, hs_diag *d) {
+  proxy *p = st;
+  if (id < 0) return hs_diag_set(d, HS_ERUNTIME, "proxy convergence: operation id %lld", (long long)id);
+  if (id >= p->cap_ops) {
+    int64_t nc = p->cap_ops ? p->cap_ops : 64;
+    while (nc <= id) nc *= 2;
+    p_op *o = realloc(p->ops, (size_t)nc * sizeof *o);
+    if (!o) return hs_diag_set(d, HS_ENOMEM, "proxy convergence: out of memory");
+    memset(o + p->cap_ops, 0, (size_t)(nc - p->cap_ops) * sizeof *o);
+    p->ops = o;
+    p->cap_ops = nc;
+  }
+  p_op *o = &p->ops[id];
+  buf_put(p, o->buf);
+  o->buf = NULL;
+  o->kind = op->kind;
+  o->what = op->what;
+  o->ps_mode = op->ps_mode;
+  o->worker = op->worker;
+  o->n = 0;
+  o->samples = 0;
+  if (op->kind == HS_OP_APPLY) return 0;
+  if (!(o->buf = buf_get(p))) return hs_diag_set(d, HS_ENOMEM, "proxy convergence: out of memory");
+  float *b = o->buf;
+  int64_t P = p->P;
+  int rc;
+  switch (op->kind) {
+  case HS_OP_ALLREDUCE: {
+    int *ws = realloc(o->ws, (size_t)(op->n > 0 ? op->n : 1) * sizeof *ws);
+    if (!ws) return hs_diag_set(d, HS_ENOMEM, "proxy convergence: out of memory");
+    o->ws = ws;
+    o->n = op->n;
+    double tot = 0;
+    for (int i = 0; i < op->n; i++) {
+      if ((rc = worker_slot(p, op->ws[i], d))) return rc;
+      ws[i] = op->ws[i];
+      tot += op->weights ? op->weights[i] : p->w[ws[i]].last_batch;
+    }
+    memset(b, 0, (size_t)P * sizeof *b);
+    for (int i = 0; i < op->n; i++) {
+      p_worker *x = &p->w[ws[i]];
+      float wt = (float)(tot != 0 ? (op->weights ? op->weights[i] : x->last_batch) / tot : 1.0 / op->n);
+      const float *src = x->x;
+      if (op->what == HS_COMM_GRAD) {
+        if ((rc = compress(p, ws[i], op, x->g, d))) return rc;
+        src = x->g;
+      }
+      for (int64_t j = 0; j < P; j++) b[j] += wt * src[j];
+    }
+    return 0;
+  }
+  case HS_OP_PUSH: {
+    if ((rc = worker_slot(p, op->worker, d))) return rc;
+    p_worker *x = &p->w[op->worker];
+    if (op->what == HS_COMM_GRAD) {
+      memcpy(b, x->g, (size_t)P * sizeof *b);
+      o->samples = x->last_batch;
+    } else {
+      /* The worker's progress since it last synchronised; it goes on from where it is. */
+      for (int64_t j = 0; j < P; j++) b[j] = x->has_base ? x->x[j] - x->base[j] : 0.0f;
+      if (x->has_base) memcpy(x->base, x->x, (size_t)P * sizeof *b);
+    }
+    return compress(p, op->worker, op, b, d);
+  }
+  case HS_OP_PULL:
+    memcpy(b, p->global, (size_t)P * sizeof *b);
+    o->stamp = p->global_stamp;
+    return 0;
+  case HS_OP_APPLY:
+    return 0;
+  }
+  return hs_diag_set(d, HS_ERUNTIME, "proxy convergence: unknown operation %d", (int)op->kind);
+}
+
+static void sgd(float *x, const float *g, double lr, int64_t n) {
+  float l = (float)lr;
+  for (int64_t i = 0; i < n; i++) x[i] -= l * g[i];
+}
+
+static int p_end(void *st, int64_t id, int staleness, hs_diag *d) {
+  proxy *p = st;
+  if (id < 0 || id >= p->cap_ops)
+    return hs_diag_set(d, HS_ERUNTIME, "proxy convergence: no operation %lld in flight", (long long)id);
+  p_op *o = &p->ops[id];
+  int64_t P = p->P;
+  switch (o->kind) {
+  case HS_OP_ALLREDUCE:
+    if (o->what == HS_COMM_GRAD) sgd(p->global, o->buf, p->lr, P);
+    else memcpy(p->global, o->buf, (size_t)P * sizeof(float));
+    global_changed(p);
+    for (int i = 0; i < o->n; i++) worker_sync(p, o->ws[i], p->global, p->global_stamp);
+    break;
+  case HS_OP_PUSH:
+    if (o->ps_mode == HS_PS_ACCUMULATE) {
+      float s = o->what == HS_COMM_GRAD ? (float)o->samples : 1.0f;
+      for (int64_t j = 0; j < P; j++) p->acc[j] += s * o->buf[j];
+      p->acc_w += s;
+      p->acc_model = o->what == HS_COMM_MODEL;
+    } else if (o->what == HS_COMM_GRAD) {
+      sgd(p->global, o->buf, p->lr, P);
+      global_changed(p);
+    } else {
+      for (int64_t j = 0; j < P; j++) p->global[j] += o->buf[j];
+      global_changed(p);
+    }
+    break;
+  case HS_OP_PULL:
+    if (o->worker >= 0 && o->worker < p->n && p->w[o->worker].x)
+      worker_sync(p, o->worker, o->buf, o->stamp);
+    break;
+  case HS_OP_APPLY:
+    if (p->acc_w > 0) {
+      double f = 1.0 / p->acc_w;
+      if (p->acc_model)
+        for (int64_t j = 0; j < P; j++) p->global[j] += (float)f * p->acc[j];
+      else
+        sgd(p->global, p->acc, p->lr * f, P);
+    }
+    memset(p->acc, 0, (size_t)P * sizeof(float));
+    p->acc_w = 0;
+    global_changed(p);
+    break;
+  }
+  buf_put(p, o->buf);
+  o->buf = NULL;
+  return 0;
+}
+
+static int p_evaluate(void *st, double *loss, double *accuracy, hs_diag *d) {
+  proxy *p = st;
+  int rc = hs_net_set_params(p->net, p->global, d);
+  if (rc || (rc = batch_room(p, EVAL_CHUNK, d))) return rc;
+  p->net_stamp = p->global_stamp;
+  double lsum = 0;
+  int64_t correct = 0;
+  int64_t idx[EVAL_CHUNK];
+  for (int start = 0; start < p->eval_n; start += EVAL_CHUNK) {
+    int m = p->eval_n - start < EVAL_CHUNK ? p->eval_n - start : EVAL_CHUNK, c;
+    double l;
+    for (int i = 0; i < m; i++) idx[i] = start + i;
+    if ((rc = hs_data_gather(p->test, idx, m, p->bx, p->by, d)) ||
+        (rc = hs_net_load(p->net, p->bx, p->by, m, d)) || (rc = hs_net_forward(p->net, 0, d)) ||
+        (rc = hs_net_result(p->net, &l, &c, d)))
+      return rc;
+    lsum += l * m;
+    correct += c;
+  }
+  *loss = lsum / p->eval_n;
+  *accuracy = (double)correct / p->eval_n;
+  return 0;
+}
+
+const hs_conv_model hs_conv_proxy = {
+    .version = HS_CONV_VERSION,
+    .name = "proxy",
+    .description = "really train mlp or cnn on Fashion-MNIST (nn cpu backend) with each "
+                   "simulated worker's batches, stale models, local steps and compression",
+    .params = proxy_params,
+    .state_size = sizeof(proxy),
+    .init = p_init,
+    .fini = p_fini,
+    .add_worker = p_add_worker,
+    .step = p_step,
+    .local_update = p_local_update,
+    .set_lr = p_set_lr,
+    .begin = p_begin,
+    .end = p_end,
+    .evaluate = p_evaluate,
+};
