@@ -81,8 +81,8 @@ const hs_cudalib_status *hs_cudalib_status_get(hs_cudalib_id id);
 #define HS_CUDALIB_FIELD(ret, name, args) hs_pfn_##name name;
 
 /* The CUDA driver API (libcuda.so.1, installed with the NVIDIA driver). Green contexts need a
- * CUDA 12.4+ driver; on older drivers the library loads but the green-context entries are
- * missing and the table reports so. */
+ * CUDA 12.4+ driver (cuCtxRecordEvent, used by the real runtime's local backend, 12.5+); on
+ * older drivers the library loads but those entries are missing and the table reports so. */
 #define HS_CUDRV_FUNCS(XX)                                                                      \
   XX(CUresult, cuInit, (unsigned int flags))                                                   \
   XX(CUresult, cuDriverGetVersion, (int *version))                                             \
@@ -112,7 +112,8 @@ const hs_cudalib_status *hs_cudalib_status_get(hs_cudalib_id id);
   XX(CUresult, cuGreenCtxDestroy, (CUgreenCtx ctx))                                            \
   XX(CUresult, cuGreenCtxStreamCreate,                                                         \
      (CUstream * stream, CUgreenCtx ctx, unsigned int flags, int priority))                    \
-  XX(CUresult, cuCtxFromGreenCtx, (CUcontext * ctx, CUgreenCtx green))
+  XX(CUresult, cuCtxFromGreenCtx, (CUcontext * ctx, CUgreenCtx green))                       \
+  XX(CUresult, cuCtxRecordEvent, (CUcontext ctx, CUevent event))
 
 /* cuBLAS (libcublas.so.13). */
 #define HS_CUBLAS_FUNCS(XX)                                                                     \
@@ -213,7 +214,21 @@ const hs_cudnn_api *hs_cudnn_api_get(hs_diag *d);
   XX(ncclResult_t, ncclGroupEnd, (void))                                                       \
   XX(ncclResult_t, ncclAllReduce,                                                              \
      (const void *send, void *recv, size_t count, ncclDataType_t type, ncclRedOp_t op,         \
-      ncclComm_t comm, cudaStream_t stream))
+      ncclComm_t comm, cudaStream_t stream))                                                  \
+  XX(ncclResult_t, ncclCommInitRankConfig,                                                     \
+     (ncclComm_t * comm, int nranks, ncclUniqueId id, int rank, ncclConfig_t *config))          \
+  XX(ncclResult_t, ncclCommAbort, (ncclComm_t comm))                                           \
+  XX(ncclResult_t, ncclCommFinalize, (ncclComm_t comm))                                        \
+  XX(ncclResult_t, ncclSend,                                                                   \
+     (const void *send, size_t count, ncclDataType_t type, int peer, ncclComm_t comm,          \
+      cudaStream_t stream))                                                                   \
+  XX(ncclResult_t, ncclRecv,                                                                   \
+     (void *recv, size_t count, ncclDataType_t type, int peer, ncclComm_t comm,                \
+      cudaStream_t stream))                                                                   \
+  XX(ncclResult_t, ncclRedOpCreatePreMulSum,                                                   \
+     (ncclRedOp_t * op, void *scalar, ncclDataType_t type, ncclScalarResidence_t residence,    \
+      ncclComm_t comm))                                                                       \
+  XX(ncclResult_t, ncclRedOpDestroy, (ncclRedOp_t op, ncclComm_t comm))
 
 HS_NCCL_FUNCS(HS_CUDALIB_TYPEDEF)
 typedef struct hs_nccl_api {

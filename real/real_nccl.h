@@ -1,0 +1,24 @@
+/* real_nccl: the per-process nccl communication backend (real_nccl.c).
+ *
+ * hs_real_comm_nccl (real_comm.h, what `--backend nccl` finds) refuses to open until the real
+ * runtime can run one worker per process. This table is the backend itself, for a runtime (or a
+ * test) that runs in one process per rank, started by mpirun or torchrun:
+ * - open: cfg.world must equal the launch's world size; the rank is the launch's; cfg.device is
+ *   this process's GPU ("cuda:I"). It bootstraps the control channel and the world communicator,
+ *   bounded by cfg.timeout_s.
+ * - every other call's `rank` must be this process's rank (HS_EINVAL otherwise).
+ * - allreduce buffers are device memory; send/recv buffers are host memory.
+ * - a peer process that dies makes every wait fail within a poll interval of noticing it, with
+ *   HS_ERUNTIME and a message naming the rank.
+ * In builds without NCCL every call answers HS_EUNSUPPORTED. */
+#ifndef HS_REAL_NCCL_H
+#define HS_REAL_NCCL_H
+
+#include "real/real_comm.h"
+
+extern const hs_real_comm_ops hs_real_comm_nccl_rank;
+
+/* This process's rank in an open per-process nccl comm. */
+int hs_real_nccl_rank(const hs_real_comm *c);
+
+#endif

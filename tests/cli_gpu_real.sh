@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# hetsim real on the local backend (one GPU, workers on green-context SM partitions): ssgd with
+# three workers on partitions of 16 SMs trains mlp, the loss falls and the rows are complete.
+# Needs a GPU and Fashion-MNIST: exits 77 (skipped) without them. Not run on a GPU yet.
+# usage: cli_gpu_real.sh HETSIM_BINARY SOURCE_DIR
+set -u
+H=$1
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+cd "$T"
+pass=0
+fail=0
+ok() { pass=$((pass + 1)); echo "ok   $1"; }
+no() { fail=$((fail + 1)); echo "FAIL $1"; }
+check() { local name=$1; shift; if "$@"; then ok "$name"; else no "$name"; fi; }
+q() { sqlite3 "$T/r.db" "$1"; }
+if [ ! -e /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ] && [ -z "${HETSIM_FASHION_MNIST_DIR:-}" ]; then
+  echo "Fashion-MNIST is not installed (apt-get install dataset-fashion-mnist); skipping"
+  exit 77
+fi
+
+common=(--model mlp --global-batch 48 --iterations 30 --workers 3 --train-samples 1500
+        --eval-samples 300 --eval-every 10 --db "$T/r.db" --backend local)
+"$H" real --policy ssgd "${common[@]}" --device cuda:0/sm=16 --json >"$T/out" 2>"$T/err"
+rc=$?
+if [ "$rc" != 0 ] && grep -q "no usable GPU\|no CUDA support\|no usable GPU driver\|has no CUDA" "$T/err"; then
+  echo "skipped: $(head -c 300 "$T/err")"
+  exit 77
+fi
+check local_ssgd_exit test "$rc" = 0 || head -c 600 "$T/err"
+id=$(sed -n 's/.*"run_id": \([0-9]*\).*/\1/p' "$T/out")
+check local_ssgd_json test -n "$id"
+if [ -n "$id" ]; then
+  check local_ssgd_complete test "$(q "SELECT kind || ' ' || status FROM run WHERE id = $id")" = "real complete"
+  check local_ssgd_workers test "$(q "SELECT count(*) FROM worker WHERE run_id = $id AND steps > 0")" = 3
+  check local_ssgd_loss_falls test "$(q "SELECT (SELECT loss FROM eval WHERE run_id = $id ORDER BY step LIMIT 1) >
+      (SELECT loss FROM eval WHERE run_id = $id ORDER BY step DESC LIMIT 1)")" = 1
+fi
+echo "$pass passed, $fail failed"
+[ "$fail" = 0 ]

@@ -1,0 +1,331 @@
+/* The real runtime's GPU communication backends (real/real_local.c, real/real_nccl.c).
+ *
+ * - local: three worker threads, each with a net on its own green-context partition of GPU 0,
+ *   share their gradients through the local backend's weighted all-reduce; every worker ends
+ *   with sum_i w_i g_i (checked against the same sum on the host).
+ * - nccl (per-process table, real_nccl.h): two forked ranks on GPU 0, started torchrun-style
+ *   (RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT). Two ranks on one GPU need NCCL >= 2.30 with
+ *   NCCL_MULTI_RANK_GPU_ENABLE=1; with an older NCCL those cases say so and pass without
+ *   running. A weighted all-reduce, a send/recv pair out of tag order, a barrier; then a rank
+ *   killed (SIGKILL) while the other waits in an all-reduce whose timeout is 120 s: the survivor
+ *   must fail with a message naming the dead rank (the control channel noticed), not the timeout.
+ * Needs a GPU: exits 77 (skipped) where "cuda:0" cannot be opened. NOT RUN ON A GPU YET. */
+#include <math.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "core/core_buildinfo.h"
+#include "nn/nn_cudalib.h"
+#include "nn/nn_net.h"
+#include "real/real_comm.h"
+#include "real/real_nccl.h"
+#include "tests/hs_test.h"
+
+#define WORKERS 3
+
+typedef struct lworker {
+  hs_real_comm *comm;
+  int rank;
+  hs_net *net;
+  int64_t p;
+  float *g;
+  int rc;
+  char msg[1024];
+} lworker;
+
+static const double lweights[WORKERS] = {0.5, 0.3, 0.2};
+
+static float grad_value(int w, int64_t i) { return (float)((w + 1) * 0.25 + 0.001 * (double)(i % 97)); }
+
+static void *lworker_main(void *p) {
+  lworker *x = p;
+  hs_diag d = {0};
+  static const int ranks[WORKERS] = {0, 1, 2};
+  /* Through the net, so that its context is current on this thread, as in the runtime. */
+  x->rc = hs_net_set_grads(x->net, x->g, &d);
+  if (!x->rc) x->rc = hs_real_comm_local.allreduce(x->comm, 7, x->rank, hs_net_grads(x->net), x->p, ranks, WORKERS,
+                                                   lweights, &d);
+  if (!x->rc) x->rc = hs_net_get_grads(x->net, x->g, &d);
+  snprintf(x->msg, sizeof x->msg, "%s", d.msg);
+  return NULL;
+}
+
+static void test_local_weighted_allreduce(void) {
+  hs_diag d = {0};
+  lworker w[WORKERS];
+  memset(w, 0, sizeof w);
+  hs_net_options o = {.seed = 3};
+  for (int i = 0; i < WORKERS; i++) {
+    ASSERT_EQ(hs_net_open(&w[i].net, "cuda:0/sm=16", "mlp", &o, &d), 0);
+    if (!w[i].net) {
+      fprintf(stderr, "  %s\n", d.msg);
+      goto out;
+    }
+    w[i].p = hs_net_param_count(w[i].net);
+    w[i].rank = i;
+    w[i].g = malloc((size_t)w[i].p * sizeof *w[i].g);
+    for (int64_t k = 0; k < w[i].p; k++) w[i].g[k] = grad_value(i, k);
+  }
+  hs_real_comm *c = NULL;
+  hs_real_comm_config cc = {.world = WORKERS, .n = w[0].p, .timeout_s = 60, .device = "cuda:0/sm=16"};
+  ASSERT_EQ(hs_real_comm_local.open(&c, &cc, &d), 0);
+  if (!c) goto out;
+  pthread_t th[WORKERS];
+  for (int i = 0; i < WORKERS; i++) {
+    w[i].comm = c;
+    pthread_create(&th[i], NULL, lworker_main, &w[i]);
+  }
+  for (int i = 0; i < WORKERS; i++) pthread_join(th[i], NULL);
+  for (int i = 0; i < WORKERS; i++) {
+    if (w[i].rc) HS_FAIL_AT("worker %d: %s", i, w[i].msg);
+    double worst = 0;
+    for (int64_t k = 0; !w[i].rc && k < w[i].p; k++) {
+      double want = 0;
+      for (int j = 0; j < WORKERS; j++) want += lweights[j] * grad_value(j, k);
+      double e = fabs(w[i].g[k] - want) / (fabs(want) + 1e-6);
+      if (e > worst) worst = e;
+    }
+    ASSERT(worst < 1e-5);
+  }
+  hs_real_comm_local.close(c);
+out:
+  for (int i = 0; i < WORKERS; i++) {
+    hs_net_close(w[i].net);
+    free(w[i].g);
+  }
+}
+
+/* --- nccl: forked ranks --------------------------------------------------------------------- */
+
+#if HETSIM_HAVE_CUDA && HETSIM_HAVE_NCCL
+
+#include <cuda_runtime_api.h>
+
+#define NC_FLOATS 1000
+
+/* A child must not inherit the parent's CUDA state (CUDA does not survive fork): it runs this
+ * program again with its role in HS_GPU_REAL_ROLE ("rank0", "rank1", "victim", "survivor"). */
+static pid_t spawn(const char *role, int port) {
+  fflush(NULL);
+  pid_t pid = fork();
+  if (pid == 0) {
+    char b[16];
+    snprintf(b, sizeof b, "%d", port);
+    setenv("HS_GPU_REAL_ROLE", role, 1);
+    setenv("HS_GPU_REAL_PORT", b, 1);
+    execl("/proc/self/exe", "test_gpu_real", (char *)NULL);
+    _exit(127);
+  }
+  return pid;
+}
+
+/* 0 when two ranks may share GPU 0 here (and sets the variable that allows it), else 1 with why. */
+static int two_ranks_allowed(char *why, size_t len) {
+  hs_diag d = {0};
+  const hs_nccl_api *nccl = hs_nccl_api_get(&d);
+  if (!nccl) {
+    snprintf(why, len, "%.1000s", d.msg);
+    return 1;
+  }
+  int v = 0;
+  if (nccl->ncclGetVersion(&v) != ncclSuccess || v < 23000) {
+    snprintf(why, len, "NCCL %d: two ranks on one GPU need NCCL 2.30 or later", v);
+    return 1;
+  }
+  setenv("NCCL_MULTI_RANK_GPU_ENABLE", "1", 1);
+  return 0;
+}
+
+static void set_launch(int rank, int port) {
+  char b[32];
+  snprintf(b, sizeof b, "%d", rank);
+  setenv("RANK", b, 1);
+  setenv("WORLD_SIZE", "2", 1);
+  setenv("MASTER_ADDR", "127.0.0.1", 1);
+  snprintf(b, sizeof b, "%d", port);
+  setenv("MASTER_PORT", b, 1);
+}
+
+/* One rank of the functional case; the exit status says which step failed (0 = all passed). */
+static int rank_main(int rank, int port) {
+  set_launch(rank, port);
+  hs_diag d = {0};
+  hs_real_comm *c = NULL;
+  hs_real_comm_config cc = {.world = 2, .n = NC_FLOATS, .timeout_s = 60, .device = "cuda:0"};
+  if (hs_real_comm_nccl_rank.open(&c, &cc, &d)) {
+    fprintf(stderr, "rank %d: %s\n", rank, d.msg);
+    return 10;
+  }
+  int status = 0;
+  float host[NC_FLOATS], *dev = NULL;
+  for (int i = 0; i < NC_FLOATS; i++) host[i] = (float)(rank + 1) * (float)(i % 13);
+  static const int ranks[2] = {0, 1};
+  static const double wts[2] = {0.75, 0.25};
+  if (cudaMalloc((void **)&dev, sizeof host) != cudaSuccess ||
+      cudaMemcpy(dev, host, sizeof host, cudaMemcpyHostToDevice) != cudaSuccess)
+    status = 11;
+  if (!status && hs_real_comm_nccl_rank.allreduce(c, 1, rank, dev, NC_FLOATS, ranks, 2, wts, &d)) status = 12;
+  if (!status && cudaMemcpy(host, dev, sizeof host, cudaMemcpyDeviceToHost) != cudaSuccess) status = 13;
+  for (int i = 0; !status && i < NC_FLOATS; i++)
+    if (fabsf(host[i] - (float)(0.75 * 1 + 0.25 * 2) * (float)(i % 13)) > 1e-4f) status = 14;
+  /* Rank 0 sends tags 5 then 6; rank 1 asks for 6 first. */
+  float a[NC_FLOATS], b[NC_FLOATS];
+  for (int i = 0; i < NC_FLOATS; i++) a[i] = (float)i, b[i] = (float)-i;
+  if (!status && rank == 0 &&
+      (hs_real_comm_nccl_rank.send(c, 0, 1, 5, a, NC_FLOATS, &d) || hs_real_comm_nccl_rank.send(c, 0, 1, 6, b, NC_FLOATS, &d)))
+    status = 15;
+  if (!status && rank == 1) {
+    float r6[NC_FLOATS], r5[NC_FLOATS];
+    if (hs_real_comm_nccl_rank.recv(c, 1, 0, 6, r6, NC_FLOATS, &d) || hs_real_comm_nccl_rank.recv(c, 1, 0, 5, r5, NC_FLOATS, &d))
+      status = 16;
+    else if (memcmp(r6, b, sizeof b) || memcmp(r5, a, sizeof a)) status = 17;
+  }
+  if (!status && hs_real_comm_nccl_rank.barrier(c, rank, &d)) status = 18;
+  if (status) fprintf(stderr, "rank %d: step %d: %s\n", rank, status, d.msg);
+  cudaFree(dev);
+  hs_real_comm_nccl_rank.close(c);
+  return status;
+}
+
+static int port_base(void) { return 20000 + (int)(getpid() % 20000); }
+
+static void test_nccl_two_ranks(void) {
+  char why[1100];
+  if (two_ranks_allowed(why, sizeof why)) {
+    printf("  (not run: %s)\n", why);
+    return;
+  }
+  int port = port_base();
+  pid_t kids[2] = {spawn("rank0", port), spawn("rank1", port)};
+  for (int r = 0; r < 2; r++) {
+    int st = 0;
+    waitpid(kids[r], &st, 0);
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) HS_FAIL_AT("rank %d ended with status 0x%x", r, st);
+  }
+}
+
+/* Rank 0 waits in an all-reduce that rank 1 never joins: rank 1 is killed by the parent once it
+ * has opened (it writes a byte to the pipe, then sleeps). Rank 0's exit status: 0 when the
+ * all-reduce failed with a message that names rank 1's death. */
+static int survivor_main(int port) {
+  set_launch(0, port);
+  hs_diag d = {0};
+  hs_real_comm *c = NULL;
+  hs_real_comm_config cc = {.world = 2, .n = NC_FLOATS, .timeout_s = 120, .device = "cuda:0"};
+  if (hs_real_comm_nccl_rank.open(&c, &cc, &d)) {
+    fprintf(stderr, "rank 0: %s\n", d.msg);
+    return 10;
+  }
+  float *dev = NULL;
+  int status = cudaMalloc((void **)&dev, NC_FLOATS * sizeof(float)) != cudaSuccess ? 11 : 0;
+  static const int ranks[2] = {0, 1};
+  if (!status) {
+    int rc = hs_real_comm_nccl_rank.allreduce(c, 1, 0, dev, NC_FLOATS, ranks, 2, NULL, &d);
+    fprintf(stderr, "rank 0: all-reduce after rank 1 was killed: %s\n", rc ? d.msg : "succeeded");
+    status = rc == HS_ERUNTIME && strstr(d.msg, "rank 1") && strstr(d.msg, "died") ? 0 : 12;
+  }
+  cudaFree(dev);
+  hs_real_comm_nccl_rank.close(c);
+  return status;
+}
+
+/* The victim: opens as rank 1, says so on stdout (a pipe to the parent), then waits to be killed. */
+static int victim_main(int port) {
+  set_launch(1, port);
+  hs_diag d = {0};
+  hs_real_comm *c = NULL;
+  hs_real_comm_config cc = {.world = 2, .n = NC_FLOATS, .timeout_s = 120, .device = "cuda:0"};
+  if (hs_real_comm_nccl_rank.open(&c, &cc, &d)) {
+    fprintf(stderr, "rank 1: %s\n", d.msg);
+    return 10;
+  }
+  (void)!write(1, "x", 1);
+  for (;;) pause();
+}
+
+static void test_nccl_killed_rank(void) {
+  char why[1100];
+  if (two_ranks_allowed(why, sizeof why)) {
+    printf("  (not run: %s)\n", why);
+    return;
+  }
+  int port = port_base() + 1;
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  fflush(NULL);
+  pid_t victim = fork();
+  if (victim == 0) {
+    dup2(fds[1], 1);
+    close(fds[0]);
+    close(fds[1]);
+    setenv("HS_GPU_REAL_ROLE", "victim", 1);
+    char b[16];
+    snprintf(b, sizeof b, "%d", port);
+    setenv("HS_GPU_REAL_PORT", b, 1);
+    execl("/proc/self/exe", "test_gpu_real", (char *)NULL);
+    _exit(127);
+  }
+  close(fds[1]);
+  pid_t survivor = spawn("survivor", port);
+  char x;
+  int opened = read(fds[0], &x, 1) == 1;
+  close(fds[0]);
+  ASSERT(opened);
+  kill(victim, SIGKILL);
+  int st = 0;
+  waitpid(victim, &st, 0);
+  waitpid(survivor, &st, 0);
+  if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) HS_FAIL_AT("the surviving rank ended with status 0x%x", st);
+}
+
+/* A child's role, or -1 in the parent. */
+static int child_role(void) {
+  const char *role = getenv("HS_GPU_REAL_ROLE"), *port = getenv("HS_GPU_REAL_PORT");
+  if (!role || !port) return -1;
+  int p = atoi(port);
+  if (!strcmp(role, "rank0")) return rank_main(0, p);
+  if (!strcmp(role, "rank1")) return rank_main(1, p);
+  if (!strcmp(role, "victim")) return victim_main(p);
+  if (!strcmp(role, "survivor")) return survivor_main(p);
+  return 2;
+}
+
+#else
+
+static void test_nccl_two_ranks(void) { printf("  (not run: this build has no NCCL headers)\n"); }
+static void test_nccl_killed_rank(void) { printf("  (not run: this build has no NCCL headers)\n"); }
+static int child_role(void) { return -1; }
+
+#endif
+
+static const hs_test_case cases[] = {
+    {"local_weighted_allreduce", test_local_weighted_allreduce},
+    {"nccl_two_ranks", test_nccl_two_ranks},
+    {"nccl_killed_rank", test_nccl_killed_rank},
+    {NULL, NULL},
+};
+
+int main(int argc, char **argv) {
+  int role = child_role();
+  if (role >= 0) return role;
+  hs_net_options o = {.seed = 1};
+  hs_diag d = {0};
+  hs_net *probe = NULL;
+  int rc = hs_net_open(&probe, "cuda:0", "mlp", &o, &d);
+  if (rc == HS_EUNSUPPORTED) {
+    printf("skipped: %s\n", d.msg);
+    return 77;
+  }
+  if (rc) {
+    fprintf(stderr, "cuda:0: %s\n", d.msg);
+    return 1;
+  }
+  hs_net_close(probe);
+  return hs_test_main("gpu_real", cases, argc, argv);
+}
