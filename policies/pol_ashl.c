@@ -26,9 +26,9 @@
  * Data shares: every worker's step uses the same batch (the global batch split evenly), so
  * worker i processes H_i b samples per round and p_i = H_i / sum H is both its share of the
  * samples of a round and, as in ASHL, its data shard's share of the data set. ASHL weights
- * each update by p_i at the server; the runtime interface applies every push as one SGD update
- * and has no per-push weight yet, so that weighting is left to the runtime (see
- * docs/policies.md). Workers that join later run K local steps uncompressed (no profile). */
+ * each update by p_i at the server: every push carries weight p_i (hs_comm_opts.weight), so
+ * the server adds p_i times the worker's model change and one round of all workers' pushes
+ * moves the global model by the p-weighted average of their changes. Workers that join later run K local steps uncompressed (no profile). */
 #include <math.h>
 #include <stdlib.h>
 
@@ -175,6 +175,23 @@ static int ashl_batch(const ashl_state *s, int w) {
   return i >= 0 ? s->g.batch[i] : 0;
 }
 
+/* Worker w's data share p_w = H_w / sum of H over the active workers, with every worker's H
+ * taken from the plan of w's current stage (1 each while profiling, so p = 1/n). */
+static double ashl_share(const ashl_state *s, int w) {
+  int st = s->w[w].stage;
+  double sum = 0, mine = 0;
+  for (int i = 0; i < s->g.n; i++) {
+    int v = s->g.ws[i];
+    const ashl_worker *x = &s->w[v];
+    double h = st == ST_PROFILE ? 1.0
+               : st == ST_AHL   ? (s->planned ? x->h_ahl : s->k_ahl)
+                                   : (s->planned ? x->h_shl : s->k_shl);
+    sum += h;
+    if (v == w) mine = h;
+  }
+  return sum > 0 && mine > 0 ? mine / sum : 1.0;
+}
+
 static int ashl_round(ashl_state *s, hs_runtime *rt, int w) {
   ashl_worker *x = &s->w[w];
   x->steps = 0;
@@ -228,6 +245,7 @@ static int ashl_on_compute(void *state, hs_runtime *rt, const hs_step_obs *o) {
     push.ratio = x->stage == ST_PROFILE ? s->density : x->density;
     x->compressed = 1;
   }
+  push.weight = ashl_share(s, w);
   return hs_rt_push(rt, w, &push);
 }
 

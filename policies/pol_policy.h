@@ -59,6 +59,8 @@ typedef struct hs_comm_opts {
   const struct hs_compressor *compressor; /* NULL: fp32 as is */
   double ratio;                           /* compressor's ratio, when one is set */
   uint64_t tag;                           /* handed back in hs_comm_obs */
+  double weight;                          /* PUSH: the server scales this update by weight (e.g.
+                                             ASHL's data share p_i); 0 = 1, unscaled */
 } hs_comm_opts;
 
 /* A compute step finished. */

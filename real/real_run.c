@@ -37,6 +37,7 @@ typedef struct rop {
   int left;                /* participants still to finish */
   int global_done;
   double lr;
+  double weight;           /* push: the server scales the update by it (hs_comm_opts.weight) */
   int batch;               /* push: the pushing worker's last batch */
   uint64_t version;        /* push: worker's version at issue; pull: global version sent */
   int64_t step;            /* push: the pushing worker's step */
@@ -55,6 +56,7 @@ typedef struct item {
 
 typedef struct lane {
   pthread_t th;
+  pthread_cond_t cv;       /* the lane's own wake-up: work queued, or the end of the run */
   int started, busy;
   item *head, *tail;
 } lane;
@@ -148,6 +150,8 @@ static void finish_run(real *s) {
     s->end = now_of(s);
   }
   pthread_cond_broadcast(&s->cv);
+  for (int i = 0; s->w && i < s->n; i++) pthread_cond_signal(&s->w[i].ln.cv);
+  pthread_cond_signal(&s->srv.cv);
   if (s->comm) s->cfg->comm->abort(s->comm);
 }
 
@@ -243,6 +247,7 @@ static rop *op_new(real *s, hs_comm_kind kind, const hs_comm_opts *o) {
   op->what = o ? o->what : HS_COMM_GRAD;
   op->ps_mode = o ? o->ps_mode : HS_PS_APPLY;
   op->tag = o ? o->tag : 0;
+  op->weight = o && o->weight > 0 ? o->weight : 1.0;
   op->start = now_of(s);
   op->next = s->ops;
   s->ops = op;
@@ -270,7 +275,7 @@ static int enqueue(real *s, lane *l, item_kind kind, int batch, uint64_t tag, ro
   if (l->tail) l->tail->next = it;
   else l->head = it;
   l->tail = it;
-  pthread_cond_broadcast(&s->cv);
+  pthread_cond_signal(&l->cv);
   return 0;
 }
 
@@ -559,17 +564,22 @@ static int do_allreduce(real *s, int w, rop *op, hs_diag *d) {
   float *buf = op->what == HS_COMM_GRAD ? hs_net_grads(x->net) : hs_net_params(x->net);
   int rc = cm->allreduce(s->comm, op->id, w, buf, s->P, op->ws, op->n, op->wts, d);
   if (rc) return rc;
-  /* The reduced vector, in host memory. */
-  rc = op->what == HS_COMM_GRAD ? hs_net_get_grads(x->net, x->host, d) : hs_net_get_params(x->net, x->host, d);
-  if (rc) return rc;
+  /* The reduced vector, in host memory: a host backend's buffer is the net's own (read in
+   * place, no copy); a device backend's is copied out. */
+  const float *red = buf;
+  if (cm->device_buffers) {
+    rc = op->what == HS_COMM_GRAD ? hs_net_get_grads(x->net, x->host, d) : hs_net_get_params(x->net, x->host, d);
+    if (rc) return rc;
+    red = x->host;
+  }
   pthread_mutex_lock(&s->mu);
   if (!op->global_done) {
     op->global_done = 1;
     if (op->what == HS_COMM_GRAD) {
       float lr = (float)op->lr;
-      for (int64_t i = 0; i < s->P; i++) s->global[i] -= lr * x->host[i];
+      for (int64_t i = 0; i < s->P; i++) s->global[i] -= lr * red[i];
     } else {
-      memcpy(s->global, x->host, (size_t)s->P * sizeof *s->global);
+      memcpy(s->global, red, (size_t)s->P * sizeof *s->global);
     }
     global_update(s);
   }
@@ -615,16 +625,17 @@ static int do_srv_push(real *s, rop *op, hs_diag *d) {
   int stale = 0;
   if (op->ps_mode == HS_PS_APPLY) {
     stale = (int)(s->version - op->version);
+    float wt = (float)op->weight;
     if (op->what == HS_COMM_GRAD) {
-      float lr = (float)op->lr;
+      float lr = (float)op->lr * wt;
       for (int64_t i = 0; i < s->P; i++) s->global[i] -= lr * s->srv_buf[i];
     } else {
-      for (int64_t i = 0; i < s->P; i++) s->global[i] += s->srv_buf[i];
+      for (int64_t i = 0; i < s->P; i++) s->global[i] += wt * s->srv_buf[i];
     }
     global_update(s);
   } else {
     double wt = op->what == HS_COMM_GRAD ? (double)op->batch : 1.0;
-    for (int64_t i = 0; i < s->P; i++) s->acc[i] += wt * (double)s->srv_buf[i];
+    for (int64_t i = 0; i < s->P; i++) s->acc[i] += op->weight * wt * (double)s->srv_buf[i];
     s->acc_w += wt;
   }
   rworker *x = &s->w[op->worker];
@@ -699,7 +710,7 @@ static void *lane_main(void *p) {
   lane *l = rank < s->n ? &s->w[rank].ln : &s->srv;
   pthread_mutex_lock(&s->mu);
   for (;;) {
-    while (!l->head && !s->done) pthread_cond_wait(&s->cv, &s->mu);
+    while (!l->head && !s->done) pthread_cond_wait(&l->cv, &s->mu);
     if (s->done) break;
     item *it = l->head;
     l->head = it->next;
@@ -943,6 +954,7 @@ static int setup(real *s, const hs_real_config *cfg, hs_shards *sh) {
                     spec->path, spec->events[i].pos.line);
   s->w = calloc((size_t)s->n, sizeof *s->w);
   if (!s->w) return fail(s, HS_ENOMEM, "out of memory for %d workers", s->n);
+  for (int i = 0; i < s->n; i++) pthread_cond_init(&s->w[i].ln.cv, NULL);
   hs_net_options no = {.seed = cfg->seed, .max_batch = 0, .threads = 1};
   int rc;
   for (int i = 0; i < s->n; i++) {
@@ -991,6 +1003,7 @@ static void teardown(real *s) {
       x->ln.head = it->next;
       free(it);
     }
+    pthread_cond_destroy(&x->ln.cv);
     hs_net_close(x->net);
     free(x->x);
     free(x->y);
@@ -1069,6 +1082,7 @@ int hs_real_run(const hs_real_config *cfg, hs_real_result *res, hs_diag *d) {
   pthread_condattr_init(&ca);
   pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
   pthread_cond_init(&s->cv, &ca);
+  pthread_cond_init(&s->srv.cv, NULL);
   pthread_condattr_destroy(&ca);
   hs_shards *sh = NULL;
   int rc = 0;
@@ -1125,6 +1139,7 @@ int hs_real_run(const hs_real_config *cfg, hs_real_result *res, hs_diag *d) {
   teardown(s);
   hs_shards_close(sh);
   pthread_cond_destroy(&s->cv);
+  pthread_cond_destroy(&s->srv.cv);
   pthread_mutex_destroy(&s->mu);
   free(s);
   return rc;

@@ -58,6 +58,8 @@ typedef struct hs_conv_op {
   const struct hs_compressor *compressor; /* NULL: fp32 as is */
   double ratio;               /* the compressor's setting (hs_comm_opts.ratio: density, levels
                                  or rank), when compressor is set */
+  double weight;              /* PUSH: scale of the update at the server (hs_comm_opts.weight);
+                                 0 = 1 */
 } hs_conv_op;
 
 typedef struct hs_conv_model {

@@ -381,7 +381,13 @@ static int p_begin(void *st, int64_t id, const hs_conv_op *op, hs_diag *d) {
       for (int64_t j = 0; j < P; j++) b[j] = x->has_base ? x->x[j] - x->base[j] : 0.0f;
       if (x->has_base) memcpy(x->base, x->x, (size_t)P * sizeof *b);
     }
-    return compress(p, op->worker, op, b, d);
+    if ((rc = compress(p, op->worker, op, b, d))) return rc;
+    /* The server scales what arrives (after decompression) by the push's weight. */
+    if (op->weight > 0 && op->weight != 1) {
+      float wt = (float)op->weight;
+      for (int64_t j = 0; j < P; j++) b[j] *= wt;
+    }
+    return 0;
   }
   case HS_OP_PULL:
     memcpy(b, p->global, (size_t)P * sizeof *b);

@@ -475,7 +475,8 @@ static int start_flow(sim *s, hs_comm_kind kind, int w, const hs_comm_opts *o) {
   op->version = kind == HS_OP_PULL ? s->version : s->w[w].rec_version;
   s->w[w].pending_comm++;
   hs_conv_op co = {.kind = kind, .what = o->what, .ps_mode = o->ps_mode, .worker = w,
-                   .compressor = kind == HS_OP_PUSH ? o->compressor : NULL, .ratio = o->ratio};
+                   .compressor = kind == HS_OP_PUSH ? o->compressor : NULL, .ratio = o->ratio,
+                   .weight = kind == HS_OP_PUSH ? o->weight : 0};
   if ((rc = conv_begin(s, id, &co))) return rc;
   double ct = kind == HS_OP_PUSH ? op_compress_time(s, o, &w, 1) : 0;
   return at(s, op->start + s->spec->ps.link.latency + ct, EV_FLOW_START, (uint32_t)w, id);

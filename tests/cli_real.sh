@@ -97,7 +97,7 @@ expect_exit bad_rank 2 env OMPI_COMM_WORLD_RANK=5 OMPI_COMM_WORLD_SIZE=2 "$H" re
 check bad_rank_says grep -q "OMPI_COMM_WORLD_RANK=5 is not below OMPI_COMM_WORLD_SIZE=2" "$T/err"
 expect_exit nccl_not_yet 2 "$H" real --policy ssgd "${common[@]}" --backend nccl --device cuda:0
 check nccl_not_yet_says grep -q "not supported yet" "$T/err"
-expect_exit local_not_yet 2 "$H" real --policy ssgd "${common[@]}" --backend local --device cuda:0
+expect_exit local_without_gpu 2 "$H" real --policy ssgd "${common[@]}" --backend local --device cuda:0
 expect_exit no_stop 2 "$H" real --policy ssgd --model mlp --global-batch 8 --db "$T/r.db"
 expect_exit batch_below_workers 2 "$H" real --policy ssgd "${common[@]}" --global-batch 2
 expect_exit cluster_and_workers 2 "$H" real --policy ssgd "${common[@]}" --cluster slow.yaml
