@@ -15,6 +15,7 @@ typedef struct ring {
   int world;
   size_t n;                   /* floats per buffer */
   float **buf;
+  double *wts;                /* 1/world each, as the backend weighs an equal-batch all-reduce */
   pthread_barrier_t bar;
   const hs_cal_comm_opts *o;
   int done;                   /* written by thread 0 between barriers */
@@ -30,26 +31,42 @@ typedef struct ring_arg {
   int rank;
 } ring_arg;
 
-static void chunk(const ring *r, int c, size_t *lo, size_t *hi) {
-  *lo = r->n * (size_t)c / (size_t)r->world;
-  *hi = r->n * (size_t)(c + 1) / (size_t)r->world;
+static void chunk_of(int64_t n, int nranks, int c, int64_t *lo, int64_t *hi) {
+  *lo = n * c / nranks;
+  *hi = n * (c + 1) / nranks;
+}
+
+void hs_cal_reduce_chunk(float *const *bufs, const double *wts, int nranks, int me, int64_t n) {
+  enum { BLOCK = 1024 };
+  float tmp[BLOCK];
+  int64_t lo, hi;
+  chunk_of(n, nranks, me, &lo, &hi);
+  for (int64_t b = lo; b < hi; b += BLOCK) {
+    int64_t m = hi - b < BLOCK ? hi - b : BLOCK;
+    const float w0 = (float)wts[0], *src = bufs[0] + b;
+    for (int64_t i = 0; i < m; i++) tmp[i] = w0 * src[i];
+    for (int j = 1; j < nranks; j++) {
+      const float wj = (float)wts[j];
+      src = bufs[j] + b;
+      for (int64_t i = 0; i < m; i++) tmp[i] += wj * src[i];
+    }
+    memcpy(bufs[me] + b, tmp, (size_t)m * sizeof *tmp);
+  }
+}
+
+void hs_cal_gather_chunks(float *const *bufs, int nranks, int me, int64_t n) {
+  for (int j = 0; j < nranks; j++) {
+    if (j == me) continue;
+    int64_t lo, hi;
+    chunk_of(n, nranks, j, &lo, &hi);
+    memcpy(bufs[me] + lo, bufs[j] + lo, (size_t)(hi - lo) * sizeof(float));
+  }
 }
 
 static void allreduce_once(ring *r, int rank) {
-  int w = r->world;
-  float *dst = r->buf[rank];
-  const float *src = r->buf[(rank - 1 + w) % w];
-  size_t lo, hi;
-  for (int s = 0; s < w - 1; s++) { /* reduce-scatter */
-    chunk(r, ((rank - 1 - s) % w + w) % w, &lo, &hi);
-    for (size_t i = lo; i < hi; i++) dst[i] += src[i];
-    pthread_barrier_wait(&r->bar);
-  }
-  for (int s = 0; s < w - 1; s++) { /* all-gather */
-    chunk(r, ((rank - s) % w + w) % w, &lo, &hi);
-    memcpy(dst + lo, src + lo, (hi - lo) * sizeof *dst);
-    pthread_barrier_wait(&r->bar);
-  }
+  hs_cal_reduce_chunk(r->buf, r->wts, r->world, rank, (int64_t)r->n);
+  pthread_barrier_wait(&r->bar);
+  hs_cal_gather_chunks(r->buf, r->world, rank, (int64_t)r->n);
 }
 
 static void *ring_main(void *p) {
@@ -85,10 +102,12 @@ int hs_cal_time_allreduce(int world, int64_t bytes, const hs_cal_comm_opts *o,
   if (bytes < 4) return hs_diag_set(d, HS_EINVAL, "all-reduce: message must be at least 4 bytes, got %lld", (long long)bytes);
   ring r = {.world = world, .n = (size_t)bytes / sizeof(float), .o = o, .d = d};
   r.buf = calloc((size_t)world, sizeof *r.buf);
+  r.wts = malloc((size_t)world * sizeof *r.wts);
   r.samples = malloc((size_t)o->rule.max_reps * sizeof *r.samples);
   pthread_t *th = calloc((size_t)world, sizeof *th);
   ring_arg *args = calloc((size_t)world, sizeof *args);
-  int ok = r.buf && r.samples && th && args;
+  int ok = r.buf && r.wts && r.samples && th && args;
+  for (int i = 0; ok && i < world; i++) r.wts[i] = 1.0 / world;
   for (int i = 0; ok && i < world; i++) ok = (r.buf[i] = calloc(r.n, sizeof(float))) != NULL;
   if (!ok) {
     rc = hs_diag_set(d, HS_ENOMEM, "all-reduce: out of memory for %d buffers of %lld bytes", world, (long long)bytes);
@@ -122,6 +141,7 @@ int hs_cal_time_allreduce(int world, int64_t bytes, const hs_cal_comm_opts *o,
 out:
   for (int i = 0; r.buf && i < world; i++) free(r.buf[i]);
   free(r.buf);
+  free(r.wts);
   free(r.samples);
   free(th);
   free(args);
@@ -146,8 +166,17 @@ int hs_cal_time_p2p(int64_t bytes, const hs_cal_comm_opts *o, hs_cal_stats *out,
       rc = hs_diag_set(d, HS_EINTR, "interrupted");
       goto out;
     }
+    /* What the cpu backend does for one message: send copies into a fresh buffer in its
+     * mailbox, recv copies out of it and frees it. */
     double t0 = hs_cal_now();
-    memcpy(dst, src, (size_t)bytes);
+    char *msg = malloc((size_t)bytes);
+    if (!msg) {
+      rc = hs_diag_set(d, HS_ENOMEM, "p2p: out of memory for a message of %lld bytes", (long long)bytes);
+      goto out;
+    }
+    memcpy(msg, src, (size_t)bytes);
+    memcpy(dst, msg, (size_t)bytes);
+    free(msg);
     double t = hs_cal_now() - t0;
     /* Keep the copy observable so that it is not optimised away. */
     src[rep % bytes] = dst[(rep + 1) % bytes];

@@ -1,12 +1,14 @@
 /* cal_comm: timing of the "cpu" communication backend, where workers are threads of one process
- * (the real runtime's cpu backend): a ring all-reduce over world_size threads, and a
- * point-to-point transfer, which between threads is one memcpy.
+ * (the real runtime's cpu backend, real/real_cpu.c): an all-reduce over world_size threads, and
+ * a point-to-point transfer, which between threads is what the backend's send and recv do: a
+ * fresh message buffer, a copy into it and a copy out of it, then its release.
  *
- * All-reduce: each thread owns an fp32 buffer of `bytes`; reduce-scatter then all-gather around
- * the ring (2(N-1) steps, each thread adding or copying one 1/N chunk of its predecessor's buffer),
- * with a barrier between steps, as the threaded backend synchronises. The time of one all-reduce
- * is measured on thread 0 from a barrier before to a barrier after. Threads are created once per
- * message size and not timed.
+ * All-reduce: each thread owns an fp32 buffer of `bytes`; the same two kernels the backend runs
+ * (below): a shared-memory reduce-scatter, where thread i sums chunk i (1/N of the buffer) of
+ * every buffer with its weight (1/N here) into its own buffer, then an all-gather, where each
+ * thread copies the other chunks from their owners' buffers; a barrier before, between and
+ * after, as the backend synchronises. The time of one all-reduce is measured on thread 0 from a
+ * barrier before to the barrier after. Threads are created once per message size and not timed.
  * Repetitions: `warmup` untimed, then timed ones until the rule of cal_time.h stops them.
  * Contract: allocates and frees its buffers and threads inside each call; *stop (may be NULL)
  * ends the repetitions early with HS_EINTR. Units: bytes, seconds. */
@@ -28,6 +30,15 @@ typedef struct hs_cal_comm_opts {
 int hs_cal_time_allreduce(int world_size, int64_t bytes, const hs_cal_comm_opts *o,
                           hs_cal_stats *out, hs_diag *d);
 int hs_cal_time_p2p(int64_t bytes, const hs_cal_comm_opts *o, hs_cal_stats *out, hs_diag *d);
+
+/* The cpu all-reduce's kernels, shared with the backend so that calibration times what runs.
+ * bufs[0..nranks) are n floats each; chunk i is [n*i/nranks, n*(i+1)/nranks).
+ * reduce_chunk: bufs[me]'s chunk me = sum_j wts[j] * bufs[j]'s chunk me, in j order (fp32);
+ *   it reads only chunk me of the others, so the participants may run it concurrently.
+ * gather_chunks: copies chunk j of bufs[j] into bufs[me] for every j != me; run after every
+ *   participant's reduce_chunk, and no buffer may change until every participant has run it. */
+void hs_cal_reduce_chunk(float *const *bufs, const double *wts, int nranks, int me, int64_t n);
+void hs_cal_gather_chunks(float *const *bufs, int nranks, int me, int64_t n);
 
 /* Monotonic wall time in seconds. */
 double hs_cal_now(void);

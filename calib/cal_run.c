@@ -1,6 +1,8 @@
 #include "calib/cal_run.h"
 
 #include <gsl/gsl_rng.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +12,7 @@
 #include "nn/nn_net.h"
 
 enum { COMM_MIN_BYTES = 4096 };
+static const double BLOCK_S = 0.02; /* s: a block of steps timed as one sample (concurrent nets) */
 
 static int comm_sizes(const hs_cal_opts *o) {
   int n = 0;
@@ -51,9 +54,28 @@ static int timed_step(hs_net *n, const hs_sgd *sgd, double t[HS_CAL_PHASES], hs_
   return 0;
 }
 
-/* Times one batch size; HS_ENOMEM when the net cannot hold it. */
-static int time_point(sweep *sw, hs_net *n, gsl_rng *rng, int batch, hs_cal_stats st[HS_CAL_PHASES],
-                      hs_diag *d) {
+/* Nets stepping beside the timed one (opts.concurrent > 1): each on its own thread with its own
+ * net and the timed batch, stepping until told to quit, so that the timed step shares the
+ * cores, caches and memory bandwidth as one of N workers of a real run does. */
+typedef struct rival {
+  hs_net *net;
+  pthread_t th;
+  atomic_int *quit;
+  int rc;
+  hs_diag d;
+} rival;
+
+static void *rival_main(void *p) {
+  rival *r = p;
+  const hs_sgd sgd = {.lr = 1e-4, .momentum = 0.9, .weight_decay = 0};
+  while (!r->rc && !atomic_load(r->quit)) r->rc = timed_step(r->net, &sgd, NULL, &r->d);
+  return NULL;
+}
+
+/* Times one batch size; HS_ENOMEM when the net cannot hold it. `rivals` (n_rivals nets, may be
+ * 0) step concurrently while it is timed. */
+static int time_point(sweep *sw, hs_net *n, rival *rivals, int n_rivals, gsl_rng *rng, int batch,
+                      hs_cal_stats st[HS_CAL_PHASES], hs_diag *d) {
   const hs_cal_opts *o = sw->o;
   int c, h, w;
   hs_net_input_shape(n, &c, &h, &w);
@@ -61,7 +83,7 @@ static int time_point(sweep *sw, hs_net *n, gsl_rng *rng, int batch, hs_cal_stat
   float *x = malloc((size_t)batch * per * sizeof *x);
   int32_t *y = malloc((size_t)batch * sizeof *y);
   double *samples[HS_CAL_PHASES] = {NULL};
-  int rc = 0, reps = 0;
+  int rc = 0, reps = 0, started = 0;
   for (int p = 0; p < HS_CAL_PHASES; p++) samples[p] = malloc((size_t)o->rule.max_reps * sizeof(double));
   if (!x || !y || !samples[0] || !samples[1] || !samples[2] || !samples[3]) {
     rc = hs_diag_set(d, HS_ENOMEM, "out of host memory for a batch of %d", batch);
@@ -70,24 +92,56 @@ static int time_point(sweep *sw, hs_net *n, gsl_rng *rng, int batch, hs_cal_stat
   for (size_t i = 0; i < (size_t)batch * per; i++) x[i] = (float)(gsl_rng_uniform(rng) * 2 - 1);
   for (int i = 0; i < batch; i++) y[i] = (int32_t)gsl_rng_uniform_int(rng, (unsigned long)hs_net_classes(n));
   if ((rc = hs_net_load(n, x, y, batch, d))) goto out;
+  for (int r = 0; r < n_rivals; r++)
+    if ((rc = hs_net_load(rivals[r].net, x, y, batch, d))) goto out;
+  atomic_int quit;
+  atomic_init(&quit, 0);
+  for (; started < n_rivals; started++) {
+    rivals[started].quit = &quit;
+    rivals[started].rc = 0;
+    if (pthread_create(&rivals[started].th, NULL, rival_main, &rivals[started])) {
+      rc = hs_diag_set(d, HS_ERUNTIME, "cannot start the thread of concurrent net %d", started + 1);
+      break;
+    }
+  }
+  if (rc) goto join;
   /* A small learning rate keeps the weights finite over many steps on random labels. */
   const hs_sgd sgd = {.lr = 1e-4, .momentum = 0.9, .weight_decay = 0};
+  double w0 = hs_cal_now();
   for (int i = 0; i < o->warmup; i++) {
-    if ((rc = stopped(o, d)) || (rc = timed_step(n, &sgd, NULL, d))) goto out;
+    if ((rc = stopped(o, d)) || (rc = timed_step(n, &sgd, NULL, d))) goto join;
+  }
+  /* With concurrent nets a sample is the mean over a block of consecutive steps lasting about
+   * BLOCK_S, so that it carries its share of the time the nets (and anything else running)
+   * take turns on the cores, as a worker of a real run does; alone, a sample is one step. */
+  int block = 1;
+  if (n_rivals > 0 && o->warmup > 0) {
+    double step_s = (hs_cal_now() - w0) / o->warmup;
+    block = step_s > 0 ? (int)(BLOCK_S / step_s) + 1 : 1;
+    if (block > 1000) block = 1000;
   }
   for (;;) {
-    if ((rc = stopped(o, d))) goto out;
-    double t[HS_CAL_PHASES];
-    if ((rc = timed_step(n, &sgd, t, d))) goto out;
-    for (int p = 0; p < HS_CAL_PHASES; p++) samples[p][reps] = t[p];
+    if ((rc = stopped(o, d))) goto join;
+    double t[HS_CAL_PHASES], sum[HS_CAL_PHASES] = {0};
+    for (int k = 0; k < block; k++) {
+      if ((rc = timed_step(n, &sgd, t, d))) goto join;
+      for (int p = 0; p < HS_CAL_PHASES; p++) sum[p] += t[p];
+    }
+    for (int p = 0; p < HS_CAL_PHASES; p++) samples[p][reps] = sum[p] / block;
     reps++;
     if (o->progress) hs_progress_update(o->progress, sw->done + (double)reps / o->rule.max_reps);
     int stable = hs_cal_stable(samples[HS_CAL_STEP], reps, &o->rule, d);
     if (stable < 0) {
       rc = stable;
-      goto out;
+      goto join;
     }
     if (stable) break;
+  }
+join:
+  atomic_store(&quit, 1);
+  for (int r = 0; r < started; r++) {
+    pthread_join(rivals[r].th, NULL);
+    if (!rc && rivals[r].rc) rc = hs_diag_set(d, rivals[r].rc, "concurrent net %d: %s", r + 1, rivals[r].d.msg);
   }
   for (int p = 0; p < HS_CAL_PHASES && !rc; p++) rc = hs_cal_stats_of(samples[p], reps, &st[p], d);
 out:
@@ -130,7 +184,9 @@ static int calibrate_model(hs_store *s, const hs_cal_device *dev, int64_t dev_id
   if (o->redo && (rc = hs_cal_forget(s, dev_id, mr->model, d))) return rc;
   hs_net *n = NULL;
   gsl_rng *rng = NULL;
-  int last_ok = 0;
+  int last_ok = 0, n_rivals = o->concurrent > 1 ? o->concurrent - 1 : 0;
+  rival *rivals = n_rivals ? calloc((size_t)n_rivals, sizeof *rivals) : NULL;
+  if (n_rivals && !rivals) return hs_diag_set(d, HS_ENOMEM, "out of memory for %d concurrent nets", n_rivals);
   for (int i = 0; i < o->n_batches; i++, sw->done += 1) {
     int batch = o->batches[i], stored = 0;
     if ((rc = stopped(o, d)) || (rc = hs_cal_point_stored(s, dev_id, mr->model, batch, &stored, d))) break;
@@ -143,6 +199,11 @@ static int calibrate_model(hs_store *s, const hs_cal_device *dev, int64_t dev_id
     if (!n) {
       hs_net_options no = {.seed = o->seed, .max_batch = 0, .threads = dev->threads};
       if ((rc = hs_net_open(&n, dev->spec, mr->model, &no, d))) break;
+      for (int r = 0; r < n_rivals && !rc; r++) {
+        no.seed = o->seed + 1 + (uint64_t)r;
+        rc = hs_net_open(&rivals[r].net, dev->spec, mr->model, &no, d);
+      }
+      if (rc) break;
       if (!(rng = hs_rng_stream(o->seed, 0x63616c6962ULL))) {
         rc = hs_diag_set(d, HS_ENOMEM, "out of memory for a random stream");
         break;
@@ -150,7 +211,7 @@ static int calibrate_model(hs_store *s, const hs_cal_device *dev, int64_t dev_id
     }
     hs_cal_stats st[HS_CAL_PHASES];
     hs_diag pd = {0};
-    rc = time_point(sw, n, rng, batch, st, &pd);
+    rc = time_point(sw, n, rivals, n_rivals, rng, batch, st, &pd);
     if (rc == HS_ENOMEM) {
       /* The sweep ends at the first batch that does not fit; the limit is what ran. */
       mr->oom_batch = batch;
@@ -168,6 +229,8 @@ static int calibrate_model(hs_store *s, const hs_cal_device *dev, int64_t dev_id
     last_ok = batch;
   }
   hs_net_close(n);
+  for (int r = 0; r < n_rivals; r++) hs_net_close(rivals[r].net);
+  free(rivals);
   gsl_rng_free(rng);
   if (rc) return rc;
   return fit_model(s, dev_id, mr, d);

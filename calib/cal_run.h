@@ -13,9 +13,16 @@
  *   interrupted calibration rerun with the same arguments completes the rest; then every phase
  *   is refitted from all stored points (cal_fit.h) and the fits replace the earlier ones.
  *   The "step" fit is fitted to the timed whole steps, not to the sum of the phases.
- * - Communication (cpu devices): a threaded ring all-reduce and a memcpy point-to-point over
- *   message sizes 4 KiB, 16 KiB, ... up to comm_max_bytes, stored per size and fitted to
- *   alpha + n/beta. NCCL timing on GPUs is not built: the result says so.
+ * - Concurrent workers (opts.concurrent = N > 1): N-1 more nets, each on its own thread with
+ *   the same batch, step without pause while the one net is timed, so the times are those of
+ *   one of N workers sharing the device (cores, caches, memory bandwidth) as the real runtime's
+ *   workers do; each sample is then the mean step time over a block of consecutive steps
+ *   lasting about 20 ms (sized from the warm-up), so that it includes its share of the turns
+ *   the threads take on the cores (a single step's median misses the preemptions of a loaded
+ *   machine). The caller stores such a calibration under its own device name.
+ * - Communication (cpu devices): the cpu backend's threaded all-reduce and point-to-point
+ *   (cal_comm.h) over message sizes 4 KiB, 16 KiB, ... up to comm_max_bytes, stored per size
+ *   and fitted to alpha + n/beta. NCCL timing on GPUs is not built: the result says so.
  * Contract: the caller owns the store and the device; hs_cal_result_free frees the result.
  * *opts.stop (may be NULL) interrupts between repetitions with HS_EINTR, keeping every stored
  * point. Units: seconds, bytes, samples. */
@@ -43,6 +50,9 @@ typedef struct hs_cal_opts {
   int comm_world;              /* threads of the all-reduce, >= 2 */
   int64_t comm_max_bytes;      /* largest message; sizes go 4 KiB, x4, up to it */
   int redo;                    /* 1: forget the stored points of the models first */
+  int concurrent;              /* nets stepping at once, each on its own thread, while one is
+                                  timed (the N workers of a real run on this device); 0 or 1:
+                                  the timed net alone */
   uint64_t seed;               /* weights and inputs */
   volatile sig_atomic_t *stop; /* may be NULL */
   hs_progress *progress;       /* may be NULL; total = points to visit */

@@ -32,7 +32,7 @@ static void usage(FILE *out) {
 "usage: hetsim calib --device cpu|cuda:I|cuda:I/sm=N [--model NAME]... [--batches LIST]\n"
 "                    [--db FILE] [--json] [--warmup N] [--min-reps N] [--max-reps N]\n"
 "                    [--rel-tol X] [--comm | --no-comm] [--comm-max BYTES] [--comm-world N]\n"
-"                    [--threads N] [--name NAME] [--redo] [--seed S]\n"
+"                    [--threads N] [--concurrent N] [--name NAME] [--redo] [--seed S]\n"
 "\n"
 "Times training steps (forward, backward, update and the whole step) of each model on the\n"
 "device over a sweep of batch sizes, fits t(b) (linear, cubic, piecewise, saturating) and\n"
@@ -55,6 +55,10 @@ static void usage(FILE *out) {
 "  --comm-max BYTES  largest message, sizes 4KiB, 16KiB, ... (default 64MiB)\n"
 "  --comm-world N    threads of the timed all-reduce (default 2)\n"
 "  --threads N       cpu: threads per net (default 1)\n"
+"  --concurrent N    time each step while N-1 other nets step at the same time, each on its\n"
+"                    own thread, as N workers of `hetsim real --backend cpu` share the\n"
+"                    machine; stored as device \"NAME (N workers)\", which `hetsim validate`\n"
+"                    uses for runs of N workers (default 1: the step alone)\n"
 "  --name NAME       device name to store (default: the CPU or GPU model name)\n"
 "  --redo            time every point again instead of skipping stored ones\n"
 "  --seed S          weights and random inputs (default 1)\n"
@@ -136,7 +140,8 @@ static int add_models(const char *s, calib_args *a) {
 }
 
 enum { O_DEVICE = 256, O_MODEL, O_BATCHES, O_DB, O_JSON, O_WARMUP, O_MINREPS, O_MAXREPS, O_RELTOL,
-       O_COMM, O_NOCOMM, O_COMMMAX, O_COMMWORLD, O_THREADS, O_NAME, O_REDO, O_SEED, O_HELP };
+       O_COMM, O_NOCOMM, O_COMMMAX, O_COMMWORLD, O_THREADS, O_NAME, O_REDO, O_SEED, O_HELP,
+       O_CONCURRENT };
 
 static int parse_args(int argc, char **argv, calib_args *a) {
   static const struct option opts[] = {
@@ -147,6 +152,7 @@ static int parse_args(int argc, char **argv, calib_args *a) {
       {"rel-tol", required_argument, NULL, O_RELTOL}, {"comm", no_argument, NULL, O_COMM},
       {"no-comm", no_argument, NULL, O_NOCOMM}, {"comm-max", required_argument, NULL, O_COMMMAX},
       {"comm-world", required_argument, NULL, O_COMMWORLD}, {"threads", required_argument, NULL, O_THREADS},
+      {"concurrent", required_argument, NULL, O_CONCURRENT},
       {"name", required_argument, NULL, O_NAME}, {"redo", no_argument, NULL, O_REDO},
       {"seed", required_argument, NULL, O_SEED}, {"help", no_argument, NULL, O_HELP},
       {NULL, 0, NULL, 0},
@@ -194,6 +200,9 @@ static int parse_args(int argc, char **argv, calib_args *a) {
       break;
     case O_COMMWORLD:
       if (parse_int(optarg, 2, 1024, &a->o.comm_world)) return bad("--comm-world: expected an integer from 2 to 1024, got \"%s\"", optarg);
+      break;
+    case O_CONCURRENT:
+      if (parse_int(optarg, 1, 1024, &a->o.concurrent)) return bad("--concurrent: expected an integer from 1 to 1024, got \"%s\"", optarg);
       break;
     case O_THREADS:
       if (parse_int(optarg, 1, 1024, &a->threads)) return bad("--threads: expected a positive integer, got \"%s\"", optarg);
@@ -343,6 +352,11 @@ int hs_cmd_calib(int argc, char **argv) {
   if (!a.name && !strcmp(dev.kind, "cpu") && dev.threads > 1) {
     char full[300];
     snprintf(full, sizeof full, "%s (%d threads)", dev.name, dev.threads);
+    snprintf(dev.name, sizeof dev.name, "%.255s", full);
+  }
+  if (!a.name && a.o.concurrent > 1) {
+    char full[300];
+    snprintf(full, sizeof full, "%s (%d workers)", dev.name, a.o.concurrent);
     snprintf(dev.name, sizeof dev.name, "%.255s", full);
   }
   /* Open the device once before the database: a device that cannot run says so now. */

@@ -3,7 +3,11 @@
  *
  * The cluster is rebuilt from the run: its workers and slowdown/leave events (the cluster file
  * stored with the run, or N equal workers), every device type's compute replaced by the chosen
- * step fit of the run's device (`compute: {calib: DEVICE}`), no jitter, and the links set from
+ * step fit of the run's device (`compute: {calib: DEVICE}`) — the fit of "DEVICE (N workers)"
+ * (`hetsim calib --concurrent N`: steps timed while N nets step at once, as the run's N worker
+ * threads share the machine) when the calibration holds one, else the steps timed alone (the
+ * calibrated step includes the SGD update, which stands for the runtime's update of the global
+ * model and its copy into each worker after a reduce) — no jitter, and the links set from
  * the device's fitted cpu communication models: a ring all-reduce over N workers measured as
  * alpha + M/beta becomes links with latency alpha/(2(N-1)) and bandwidth beta*2(N-1)/N (so the
  * simulator's ring formula gives back alpha + M/beta), and the parameter server's link takes
@@ -12,10 +16,12 @@
  * run's final loss as its target. It is stored as a run of kind sim.
  *
  * Errors (relative to the real run; stored in `validation`):
- * - per-iteration time: T_v is the first start of a step computed on model version v; for
- *   consecutive versions v1 < v2 seen in both runs the time per iteration is
+ * - per-iteration time: T_v is the first start of a step computed on model version v; over
+ *   intervals of one round (consecutive versions seen in both runs that are multiples of R,
+ *   the versions per round: 1 for a synchronous run, N for an asynchronous one, where each
+ *   push makes a version and single versions come in bursts) the time per iteration is
  *   (T_v2 - T_v1)/(v2 - v1); the error of each interval is |sim - real| / real; median and p95
- *   (nearest rank) over the intervals.
+ *   (nearest rank) over the intervals. --window K also prints them over K rounds.
  * - time to final loss: the real run's first evaluation with loss <= its final loss, against
  *   the simulated run's time to that loss as a target (NULL when the simulation never reached
  *   it, or for models the proxy cannot train). */
@@ -39,7 +45,7 @@
 
 static void usage(FILE *out) {
   fprintf(out,
-"usage: hetsim validate RUN_ID [--db FILE] [--calib DB] [--json]\n"
+"usage: hetsim validate RUN_ID [--db FILE] [--calib DB] [--window K] [--json]\n"
 "\n"
 "Simulates the real run RUN_ID with the calibration of the same device (same policy, seed,\n"
 "batch, workers and slowdown events), stores the simulated run and the errors in the\n"
@@ -48,8 +54,14 @@ static void usage(FILE *out) {
 "\n"
 "  --db FILE      results database holding the run (default %s)\n"
 "  --calib DB     database with the device's calibration (default: the --db database)\n"
+"  --window K     also give the errors of per-iteration times averaged over windows of K\n"
+"                 rounds (printed only; the stored errors are over single rounds). A round\n"
+"                 is one model version for synchronous policies, about N versions (one\n"
+"                 step per worker) for asynchronous ones\n"
 "  --json         print one JSON object: run_id, sim_run_id, median_iter_error,\n"
-"                 p95_iter_error, time_to_loss_error, intervals\n"
+"                 p95_iter_error, time_to_loss_error, intervals, versions_per_interval,\n"
+"                 compute_calibration, and with --window K: window,\n"
+"                 window_median_iter_error, window_p95_iter_error\n"
 "\n"
 "exit status: 0 validated, 1 runtime failure, 2 bad usage or bad input.\n",
           HS_DEFAULT_DB);
@@ -172,7 +184,28 @@ static int cmp_double(const void *a, const void *b) {
 }
 
 /* Median and p95 of the per-iteration errors over the versions both runs saw. */
-static int64_t iter_errors(sqlite3 *db, int64_t real_id, int64_t sim_id, double *median, double *p95) {
+/* Model versions per round of the real run (one step per worker): 1 when the run is
+ * synchronous (at least N - 0.1 steps per version on average: every worker steps from each
+ * version), N otherwise (an asynchronous policy: each push makes a version). */
+static int64_t round_versions(sqlite3 *db, int64_t run, int workers) {
+  sqlite3_stmt *st;
+  int64_t k = 1;
+  if (sqlite3_prepare_v2(db, "SELECT count(*), count(DISTINCT model_version) FROM step WHERE run_id = ?", -1, &st,
+                         NULL) != SQLITE_OK)
+    return 1;
+  sqlite3_bind_int64(st, 1, run);
+  if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_int64(st, 1) > 0) {
+    double per_version = (double)sqlite3_column_int64(st, 0) / (double)sqlite3_column_int64(st, 1);
+    k = per_version >= workers - 0.1 ? 1 : workers;
+  }
+  sqlite3_finalize(st);
+  return k;
+}
+
+/* Median and p95 of the per-iteration errors over intervals of `stride` versions that both
+ * runs saw (versions that are multiples of stride). */
+static int64_t iter_errors(sqlite3 *db, int64_t real_id, int64_t sim_id, int64_t stride, double *median,
+                           double *p95) {
   int64_t *rv, *sv;
   double *rt, *stt;
   int64_t nr = version_times(db, real_id, &rv, &rt), ns = version_times(db, sim_id, &sv, &stt);
@@ -185,7 +218,7 @@ static int64_t iter_errors(sqlite3 *db, int64_t real_id, int64_t sim_id, double 
     for (int64_t i = 0; i < nr; i++) {
       while (j < ns && sv[j] < rv[i]) j++;
       if (j == ns) break;
-      if (sv[j] != rv[i]) continue;
+      if (sv[j] != rv[i] || rv[i] % stride) continue;
       if (pv >= 0) {
         double dr = (rt[i] - prt) / (double)(rv[i] - pv), ds = (stt[j] - pst) / (double)(rv[i] - pv);
         if (dr > 0) err[m++] = fabs(ds - dr) / dr;
@@ -249,10 +282,12 @@ static int v_eval(void *ctx, double time_s, int64_t step, double loss, double ac
 int hs_cmd_validate(int argc, char **argv) {
   static const struct option opts[] = {
       {"db", required_argument, NULL, 'd'}, {"calib", required_argument, NULL, 'c'},
-      {"json", no_argument, NULL, 'j'}, {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0},
+      {"json", no_argument, NULL, 'j'}, {"help", no_argument, NULL, 'h'},
+      {"window", required_argument, NULL, 'w'}, {NULL, 0, NULL, 0},
   };
   const char *dbp = HS_DEFAULT_DB, *calibp = NULL;
   int json = 0, c;
+  int64_t window = 1;
   optind = 1;
   opterr = 0;
   while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
@@ -260,6 +295,13 @@ int hs_cmd_validate(int argc, char **argv) {
     case 'd': dbp = optarg; break;
     case 'c': calibp = optarg; break;
     case 'j': json = 1; break;
+    case 'w': {
+      char *wend;
+      long long k = strtoll(optarg, &wend, 10);
+      if (!*optarg || *wend || k < 1 || k > 1000000) return bad("--window: expected a positive integer, got \"%s\"", optarg);
+      window = k;
+      break;
+    }
     case 'h': usage(stdout); return 0;
     default: return bad("unknown or incomplete option \"%s\"; run `hetsim validate --help`", argv[optind - 1]);
     }
@@ -332,9 +374,18 @@ int hs_cmd_validate(int argc, char **argv) {
   }
   have_spec = 1;
   int n = spec.n_workers;
+  /* The device as the run used it: N workers stepping at once (`hetsim calib --concurrent N`,
+   * stored as "NAME (N workers)") when that calibration exists, else the device alone. */
+  char shared[400];
+  snprintf(shared, sizeof shared, "%s (%d workers)", r.device_name, n);
+  hs_perf_model probe_pm;
+  hs_diag pd = {0};
+  const char *cdev = n > 1 && !hs_perf_load(perf_store, shared, r.model, &probe_pm, NULL, &pd) ? shared : r.device_name;
   double a_ar = 0, b_ar = 1, a_p2p = 0, b_p2p = 1;
-  if ((n > 1 && comm_fit(cdb, r.device_name, "allreduce", n, &a_ar, &b_ar) <= 0) ||
-      comm_fit(cdb, r.device_name, "p2p", 2, &a_p2p, &b_p2p) <= 0) {
+  const char *comm_dev = cdev;
+  if (cdev != r.device_name && comm_fit(cdb, cdev, "p2p", 2, &a_p2p, &b_p2p) <= 0) comm_dev = r.device_name;
+  if ((n > 1 && comm_fit(cdb, comm_dev, "allreduce", n, &a_ar, &b_ar) <= 0) ||
+      comm_fit(cdb, comm_dev, "p2p", 2, &a_p2p, &b_p2p) <= 0) {
     fprintf(stderr, "hetsim validate: no cpu communication model for device \"%s\" in %s; "
             "run `hetsim calib --device cpu --model %s` first\n", r.device_name, calibp ? calibp : dbp, r.model);
     goto out;
@@ -353,13 +404,13 @@ int hs_cmd_validate(int argc, char **argv) {
   }
   for (int t = 0; t < spec.n_types; t++) {
     spec.types[t].compute.kind = HS_COMPUTE_CALIB;
-    size_t cl = sizeof spec.types[t].compute.calib, nl = strlen(r.device_name);
+    size_t cl = sizeof spec.types[t].compute.calib, nl = strlen(cdev);
     if (nl >= cl) nl = cl - 1;
-    memcpy(spec.types[t].compute.calib, r.device_name, nl);
+    memcpy(spec.types[t].compute.calib, cdev, nl);
     spec.types[t].compute.calib[nl] = 0;
     spec.types[t].max_batch = 0;
     spec.types[t].memory = 0;
-    if ((rc = hs_perf_load(perf_store, r.device_name, r.model, &perf[t], NULL, &d))) {
+    if ((rc = hs_perf_load(perf_store, cdev, r.model, &perf[t], NULL, &d))) {
       fprintf(stderr, "hetsim validate: %s; run `hetsim calib --device cpu --model %s` first\n", d.msg, r.model);
       goto out;
     }
@@ -426,7 +477,10 @@ int hs_cmd_validate(int argc, char **argv) {
   }
 
   double med, p95, ttl = NAN, real_ttl = NAN;
-  int64_t intervals = iter_errors(db, id, v.run_id, &med, &p95);
+  int64_t per_round = round_versions(db, id, n);
+  int64_t intervals = iter_errors(db, id, v.run_id, per_round, &med, &p95);
+  double wmed = NAN, wp95 = NAN;
+  int64_t wintervals = window > 1 ? iter_errors(db, id, v.run_id, per_round * window, &wmed, &wp95) : 0;
   if (conv) {
     sqlite3_stmt *st;
     if (sqlite3_prepare_v2(db, "SELECT min(time_s) FROM eval WHERE run_id = ? AND loss <= ?", -1, &st, NULL) == SQLITE_OK) {
@@ -469,7 +523,15 @@ int hs_cmd_validate(int argc, char **argv) {
     hs_json_key(&j, "validation_id"); hs_json_int(&j, vid);
     hs_json_key(&j, "policy"); hs_json_string(&j, pol->name);
     hs_json_key(&j, "device"); hs_json_string(&j, r.device_name);
+    hs_json_key(&j, "compute_calibration"); hs_json_string(&j, cdev);
     hs_json_key(&j, "intervals"); hs_json_int(&j, intervals);
+    hs_json_key(&j, "versions_per_interval"); hs_json_int(&j, per_round);
+    if (window > 1) {
+      hs_json_key(&j, "window"); hs_json_int(&j, window);
+      hs_json_key(&j, "window_intervals"); hs_json_int(&j, wintervals);
+      hs_json_key(&j, "window_median_iter_error"); hs_json_double(&j, wmed);
+      hs_json_key(&j, "window_p95_iter_error"); hs_json_double(&j, wp95);
+    }
     hs_json_key(&j, "median_iter_error"); hs_json_double(&j, med);
     hs_json_key(&j, "p95_iter_error"); hs_json_double(&j, p95);
     hs_json_key(&j, "time_to_loss_error"); hs_json_double(&j, ttl);
@@ -480,7 +542,13 @@ int hs_cmd_validate(int argc, char **argv) {
   } else {
     printf("validation %lld of real run %lld (%s on %s), simulated as run %lld\n", (long long)vid, id,
            pol->name, r.device_name, (long long)v.run_id);
-    printf("  per-iteration time error   median %.4f, p95 %.4f over %lld intervals\n", med, p95, (long long)intervals);
+    printf("  compute calibration        %s%s\n", cdev,
+           cdev == r.device_name && n > 1 ? " (steps timed alone; `hetsim calib --concurrent N` times them as N workers share the machine)" : "");
+    printf("  per-iteration time error   median %.4f, p95 %.4f over %lld intervals of one round (%lld version%s)\n",
+           med, p95, (long long)intervals, (long long)per_round, per_round == 1 ? "" : "s");
+    if (window > 1)
+      printf("  over windows of %lld rounds median %.4f, p95 %.4f over %lld intervals\n", (long long)window, wmed, wp95,
+             (long long)wintervals);
     if (!conv) printf("  time to final loss error   not measured (no loss, or a model the proxy cannot train)\n");
     else if (isnan(ttl)) printf("  time to final loss error   not reached: the simulation never got to loss %.6g\n", r.final_loss);
     else printf("  time to final loss error   %.4f (real %.6g s, simulated %.6g s, loss %.6g)\n", ttl, real_ttl,

@@ -1,12 +1,17 @@
 /* The cpu communication backend: workers are threads of one process and every buffer is host
  * memory (see real_comm.h for the contract).
  *
- * All-reduce: a rendezvous slot per operation id. Each participant adds its weighted buffer
- * into the slot's sum under the backend's mutex as it arrives; the last one to arrive marks the
- * slot done and wakes the others; each then copies the sum out, and the last to leave frees
- * the slot. Point-to-point: a mailbox of copied messages matched by (source, destination, tag),
- * so a send never waits. Every wait is a condition wait on CLOCK_MONOTONIC bounded by the
- * timeout, and abort wakes them all. */
+ * All-reduce: a rendezvous slot per operation id where each participant leaves its buffer and
+ * weight. Once all have arrived, the participants run the two kernels that `hetsim calib`
+ * times for this backend (calib/cal_comm.h), concurrently and without the lock: each sums its
+ * own 1/N chunk over every buffer (in participant order, so the result does not depend on the
+ * order of arrival), then, after all have, copies the other chunks from their owners; nobody
+ * leaves before all have copied, and the last to leave frees the slot. Point-to-point: a
+ * mailbox of copied messages matched by (source, destination, tag), so a send never waits.
+ * Every wait for a partner is a condition wait on CLOCK_MONOTONIC bounded by the timeout, and
+ * abort wakes them all; the waits between the all-reduce's kernels, once every participant
+ * has arrived, wait only for the others' bounded loops and ignore abort (a participant must
+ * not leave while another still reads its buffer). */
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
@@ -14,12 +19,15 @@
 #include <string.h>
 #include <time.h>
 
+#include "calib/cal_comm.h"
 #include "real/real_comm.h"
 
 typedef struct cpu_slot {
   uint64_t op;
-  int nranks, arrived, departed, done;
-  double *sum;               /* accumulated in double, so the order of arrival hardly matters */
+  int nranks, arrived, reduced, copied, departed;
+  int64_t n;
+  float **bufs;              /* the participants' buffers, by index in `ranks` */
+  double *wts;
   struct cpu_slot *next;
 } cpu_slot;
 
@@ -85,7 +93,8 @@ static void cpu_close(hs_real_comm *c) {
   while (c->slots) {
     cpu_slot *s = c->slots;
     c->slots = s->next;
-    free(s->sum);
+    free(s->bufs);
+    free(s->wts);
     free(s);
   }
   while (c->msgs) {
@@ -105,8 +114,20 @@ static void unlink_slot(hs_real_comm *c, cpu_slot *s) {
       *p = s->next;
       break;
     }
-  free(s->sum);
+  free(s->bufs);
+  free(s->wts);
   free(s);
+}
+
+/* Waits (mu held) until *count reaches target. Once every participant has arrived the others
+ * only run the bounded loops below, so this wait needs no deadline and ignores abort: a
+ * participant must not leave while the others still read its buffer. */
+static void wait_count(hs_real_comm *c, const int *count, int target) {
+  while (*count < target) pthread_cond_wait(&c->cv, &c->mu);
+}
+
+static void bump(hs_real_comm *c, int *count, int target) {
+  if (++*count == target) pthread_cond_broadcast(&c->cv);
 }
 
 static int cpu_allreduce(hs_real_comm *c, uint64_t op, int rank, float *buf, int64_t n,
@@ -118,7 +139,6 @@ static int cpu_allreduce(hs_real_comm *c, uint64_t op, int rank, float *buf, int
   for (int i = 0; i < nranks; i++)
     if (ranks[i] == rank) me = i;
   if (me < 0) return hs_diag_set(d, HS_EINVAL, "cpu all-reduce %llu: rank %d is not a participant", (unsigned long long)op, rank);
-  double wt = weights ? weights[me] : 1.0;
   struct timespec dl;
   deadline_in(&dl, c->cfg.timeout_s);
   pthread_mutex_lock(&c->mu);
@@ -126,35 +146,56 @@ static int cpu_allreduce(hs_real_comm *c, uint64_t op, int rank, float *buf, int
   while (s && s->op != op) s = s->next;
   if (!s) {
     s = calloc(1, sizeof *s);
-    if (s) s->sum = calloc((size_t)n, sizeof *s->sum);
-    if (!s || !s->sum) {
-      if (s) free(s);
+    if (s) {
+      s->bufs = calloc((size_t)nranks, sizeof *s->bufs);
+      s->wts = calloc((size_t)nranks, sizeof *s->wts);
+    }
+    if (!s || !s->bufs || !s->wts) {
+      if (s) free(s->bufs), free(s->wts), free(s);
       pthread_mutex_unlock(&c->mu);
-      return hs_diag_set(d, HS_ENOMEM, "out of memory for an all-reduce of %lld floats", (long long)n);
+      return hs_diag_set(d, HS_ENOMEM, "out of memory for an all-reduce over %d ranks", nranks);
     }
     s->op = op;
     s->nranks = nranks;
+    s->n = n;
     s->next = c->slots;
     c->slots = s;
   }
-  for (int64_t i = 0; i < n; i++) s->sum[i] += wt * (double)buf[i];
-  if (++s->arrived == s->nranks) {
-    s->done = 1;
-    pthread_cond_broadcast(&c->cv);
+  if (s->n != n || s->nranks != nranks || s->bufs[me]) {
+    pthread_mutex_unlock(&c->mu);
+    return hs_diag_set(d, HS_EINVAL, "cpu all-reduce %llu: rank %d disagrees with the others on the size or joined twice",
+                       (unsigned long long)op, rank);
   }
+  s->bufs[me] = buf;
+  s->wts[me] = weights ? weights[me] : 1.0;
+  bump(c, &s->arrived, nranks);
   int rc = 0;
-  while (!s->done && !rc) rc = wait_until(c, &dl);
-  if (s->done) {
-    for (int64_t i = 0; i < n; i++) buf[i] = (float)s->sum[i];
-    rc = 0;
-  }
-  int arrived = s->arrived;
-  if (++s->departed == s->arrived && (s->done || rc)) unlink_slot(c, s);
-  pthread_mutex_unlock(&c->mu);
-  if (rc == HS_ERUNTIME)
-    return hs_diag_set(d, rc, "cpu all-reduce %llu: rank %d waited %.3g s and only %d of %d participants arrived",
+  while (s->arrived < nranks && !rc) rc = wait_until(c, &dl);
+  if (s->arrived < nranks) {
+    /* Gave up before everyone came: withdraw the buffer; nobody has read it. */
+    int arrived = s->arrived;
+    s->bufs[me] = NULL;
+    if (--s->arrived == 0) unlink_slot(c, s);
+    pthread_mutex_unlock(&c->mu);
+    if (rc == HS_EINTR) return hs_diag_set(d, rc, "cpu all-reduce %llu: aborted", (unsigned long long)op);
+    return hs_diag_set(d, HS_ERUNTIME, "cpu all-reduce %llu: rank %d waited %.3g s and only %d of %d participants arrived",
                        (unsigned long long)op, rank, c->cfg.timeout_s, arrived, nranks);
-  if (rc == HS_EINTR) return hs_diag_set(d, rc, "cpu all-reduce %llu: aborted", (unsigned long long)op);
+  }
+  pthread_mutex_unlock(&c->mu);
+  /* Reduce-scatter: participant `me` owns chunk `me` and sums it over every buffer, in
+   * participant order (so the result does not depend on the order of arrival). */
+  hs_cal_reduce_chunk(s->bufs, s->wts, nranks, me, n);
+  pthread_mutex_lock(&c->mu);
+  bump(c, &s->reduced, nranks);
+  wait_count(c, &s->reduced, nranks);
+  pthread_mutex_unlock(&c->mu);
+  /* All-gather: copy the other participants' reduced chunks. */
+  hs_cal_gather_chunks(s->bufs, nranks, me, n);
+  pthread_mutex_lock(&c->mu);
+  bump(c, &s->copied, nranks);
+  wait_count(c, &s->copied, nranks);
+  if (++s->departed == nranks) unlink_slot(c, s);
+  pthread_mutex_unlock(&c->mu);
   return 0;
 }
 

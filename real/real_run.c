@@ -1121,6 +1121,18 @@ int hs_real_run(const hs_real_config *cfg, hs_real_result *res, hs_diag *d) {
   free(args);
   if (!rc && s->failed) rc = s->diag.code ? s->diag.code : HS_ERUNTIME;
   res->status = s->stalled ? HS_REAL_STALLED : (cfg->stop && *cfg->stop) ? HS_REAL_INTERRUPTED : HS_REAL_COMPLETE;
+  /* Evaluations queued before the end that the watcher had not reached (the lanes are joined:
+   * no lock needed). */
+  while (!rc && s->evals && res->status != HS_REAL_INTERRUPTED) {
+    pending_eval *e = s->evals;
+    s->evals = e->next;
+    if (!s->evals) s->evals_tail = NULL;
+    double loss, acc;
+    if (!(rc = evaluate(s, e->model, &loss, &acc, &s->diag)) && record_eval(s, e->time_s, e->step, loss, acc))
+      rc = s->diag.code ? s->diag.code : HS_EDB;
+    free(e->model);
+    free(e);
+  }
   if (!rc && cfg->test && s->eval_net && s->last_eval != s->iterations && res->status != HS_REAL_INTERRUPTED) {
     /* The final model is evaluated at the end unless the last update just was. */
     double loss, acc;

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # hetsim validate on a cpu run: a quick cpu calibration of mlp, a real run on the cpu backend,
 # then validate: a simulated run is stored, a validation row is written, and the JSON carries
-# the errors. The errors' size depends on the machine's load, so it is reported, not asserted.
+# the errors; validate uses the steps timed alone until a calibration with 2 concurrent workers
+# (calib --concurrent 2) exists, then that one. The errors' size depends on the machine's load,
+# so it is reported, not asserted.
 # usage: cli_validate.sh HETSIM_BINARY SOURCE_DIR
 set -u
 H=$1
@@ -42,6 +44,20 @@ check validate_sim_steps test "$(q "SELECT count(*) > 0 FROM step WHERE run_id =
 expect_exit validate_text 0 "$H" validate "${id:-0}" --db "$T/v.db"
 check validate_text_says grep -q "per-iteration time error" "$T/out"
 check validate_two_rows test "$(q "SELECT count(*) FROM validation")" = 2
+expect_exit validate_alone 0 "$H" validate "${id:-0}" --db "$T/v.db" --json
+alone_calibration() { grep -q '"compute_calibration":' "$T/out" && ! grep -q '"compute_calibration": ".* workers)"' "$T/out"; }
+check validate_alone_calibration alone_calibration
+
+# With the steps also timed as 2 concurrent workers, validate takes that calibration.
+expect_exit calib_concurrent 0 "$H" calib --device cpu --model mlp --batches 8,16,32,48 --db "$T/v.db" \
+  --max-reps 6 --min-reps 3 --warmup 1 --comm-max 256KiB --concurrent 2
+check calib_concurrent_device test "$(q "SELECT count(*) FROM device WHERE name LIKE '% (2 workers)'")" = 1
+check calib_concurrent_fit test "$(q "SELECT count(*) FROM perf_model JOIN device ON device.id = perf_model.device_id
+    WHERE device.name LIKE '% (2 workers)' AND phase = 'step' AND chosen = 1")" = 1
+expect_exit validate_concurrent 0 "$H" validate "${id:-0}" --db "$T/v.db" --json
+cat "$T/out"
+check validate_concurrent_calibration grep -q '"compute_calibration": ".* (2 workers)"' "$T/out"
+expect_exit calib_concurrent_bad 2 "$H" calib --device cpu --model mlp --db "$T/v.db" --concurrent 0
 
 # Bad input: exit 2 with a clear message.
 expect_exit validate_no_run 2 "$H" validate 999 --db "$T/v.db"
