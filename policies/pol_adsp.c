@@ -5,7 +5,8 @@
  * I = period / dC seconds. Between commits a worker takes as many local steps (compute, local
  * update) as its speed allows: after each step it commits when the time since its last commit
  * ended is at least max(min_interval, I - o_i), o_i its last commit's duration (push of the
- * accumulated update, applied on arrival as one global update, then pull), which is the
+ * accumulated update as a MODEL push, the model change since the last pull, applied on arrival
+ * as one global update, then pull), which is the
  * reference code's rule. Fast workers thus take more local steps per commit; no worker waits
  * for another.
  *
@@ -296,7 +297,7 @@ static int adsp_init(void *state, hs_runtime *rt, const hs_params *p) {
   s->dc_max = cap < 1 ? 1 : cap > 1e9 ? 1000000000 : (int64_t)cap;
   if (s->dc > s->dc_max) s->dc_max = s->dc;
   s->last_check_loss = s->last_search = NAN;
-  s->push.what = HS_COMM_GRAD;
+  s->push.what = HS_COMM_MODEL; /* the commit's local steps, not only its last gradient */
   s->push.ps_mode = HS_PS_APPLY;
   s->pull.what = HS_COMM_MODEL;
   return 0;

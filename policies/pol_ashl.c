@@ -12,8 +12,8 @@
  *      T = max_j (c_j H_j + comm_j), and per worker the top-k density that makes its push fit
  *      in the slack T - c_i H_i - down_i (hs_ashl_density: 1 = uncompressed when it fits).
  * 2. AHL (asynchronous, local steps): a round of worker i is H_i local steps (compute, local
- *    update), a push of the accumulated update (one global update, applied on arrival) and a
- *    pull. No worker waits for another.
+ *    update), a push of the accumulated update (a MODEL push: the model change since the last
+ *    pull; one global update, applied on arrival) and a pull. No worker waits for another.
  * 3. SHL (semi-asynchronous): rounds as in AHL with the SHL plan's H_i and compressed pushes;
  *    a worker whose clock (SHL rounds pushed) is more than `staleness` (3) ahead of the slowest
  *    active worker blocks after its push until the slowest catches up, then pulls.
@@ -356,7 +356,7 @@ static int ashl_init(void *state, hs_runtime *rt, const hs_params *p) {
   s->switch_loss = p->value[P_SWITCH_LOSS];
   s->switch_at = p->value[P_SWITCH_AT];
   s->switch_iter = (int64_t)p->value[P_SWITCH_ITER];
-  s->push.what = HS_COMM_GRAD;
+  s->push.what = HS_COMM_MODEL; /* the round's local steps, not only its last gradient */
   s->push.ps_mode = HS_PS_APPLY;
   s->pull.what = HS_COMM_MODEL;
   return 0;

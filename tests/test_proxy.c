@@ -1,7 +1,8 @@
 /* The proxy convergence model: real training of mlp on a Fashion-MNIST subset under simulated
  * schedules. Determinism (same seed, same evaluations bit for bit), SSGD reducing the loss,
  * the asynchronous (push/pull) and local-SGD (model averaging) paths, targets, compression
- * through the compressor's real round trip, and the worker limit. Skips (77) without
+ * through the compressor's real round trip, the worker limit, model-delta pushes (one worker:
+ * local update + MODEL push + pull = one SGD step; ashl and adsp learn). Skips (77) without
  * Fashion-MNIST. */
 #include <stdlib.h>
 #include <unistd.h>
@@ -213,6 +214,94 @@ static void test_worker_limit(void) {
   free(st);
 }
 
+/* Drives one proxy instance with one worker for `rounds` rounds of `local` steps of 64 samples:
+ * GRAD: step, push GRAD, pull; MODEL: steps with local updates, push MODEL (weight wt), pull.
+ * The global model's loss before and after. */
+static int one_worker_rounds(hs_comm_what what, int rounds, int local, double wt, double *before,
+                             double *after, hs_diag *d) {
+  const hs_conv_model *m;
+  hs_params p;
+  int rc = hs_conv_parse("proxy:" SMALL, "mlp", NULL, &m, &p, d);
+  if (rc) return rc;
+  hs_conv_config c = {.model = "mlp", .dataset_size = 60000, .classes = 10, .global_batch = 64,
+                      .n_workers = 1, .seed = 11, .params = &p};
+  void *st = calloc(1, m->state_size);
+  if (!st) return HS_ENOMEM;
+  hs_conv_op push = {.kind = HS_OP_PUSH, .what = what, .ps_mode = HS_PS_APPLY, .worker = 0, .weight = wt};
+  hs_conv_op pull = {.kind = HS_OP_PULL, .what = HS_COMM_MODEL, .worker = 0};
+  double loss, acc;
+  if (!(rc = m->init(st, &c, d)) && !(rc = m->add_worker(st, 0, d))) rc = m->evaluate(st, before, &acc, d);
+  for (int r = 0; !rc && r < rounds; r++) {
+    for (int k = 0; !rc && k < local; k++) {
+      rc = m->step(st, 0, 64, &loss, d);
+      if (!rc && what == HS_COMM_MODEL) rc = m->local_update(st, 0, d);
+    }
+    if (!rc) rc = m->begin(st, 1, &push, d);
+    if (!rc) rc = m->end(st, 1, 0, d);
+    if (!rc) rc = m->begin(st, 2, &pull, d);
+    if (!rc) rc = m->end(st, 2, 0, d);
+  }
+  if (!rc) rc = m->evaluate(st, after, &acc, d);
+  m->fini(st);
+  free(st);
+  return rc;
+}
+
+/* proxy-6: with one worker, a local update followed by a MODEL push and a pull is one SGD step:
+ * the same global model as a GRAD push (up to float rounding), and several local steps per
+ * push keep learning; a push's weight scales the change. */
+static void test_model_push_identity(void) {
+  hs_diag d = {0};
+  double g0, g1, m0, m1, l0, l1, h0, h1;
+  ASSERT_EQ(one_worker_rounds(HS_COMM_GRAD, 30, 1, 0, &g0, &g1, &d), 0);
+  ASSERT_EQ(one_worker_rounds(HS_COMM_MODEL, 30, 1, 0, &m0, &m1, &d), 0);
+  ASSERT_EQ(one_worker_rounds(HS_COMM_MODEL, 10, 3, 1, &l0, &l1, &d), 0);
+  ASSERT_EQ(one_worker_rounds(HS_COMM_MODEL, 10, 3, 0.5, &h0, &h1, &d), 0);
+  if (d.msg[0]) fprintf(stderr, "  %s\n", d.msg);
+  ASSERT(g0 == m0 && m0 == l0);
+  ASSERT(g1 < 0.8 * g0);
+  ASSERT_NEAR(m1, g1, 1e-3 * g1);
+  /* 30 steps in 10 rounds of 3 local steps: the same samples, the same SGD steps. */
+  ASSERT_NEAR(l1, g1, 1e-3 * g1);
+  ASSERT(h1 < h0 && h1 > l1);
+}
+
+/* The ashl-3worker setting (traces/ashl-3worker.yaml): three workers slowed 2x/3x/4x in compute
+ * and 4x/6x/8x in communication, and a parameter server. */
+static const char *ASHL3 =
+    "name: ashl3\n"
+    "network: {bandwidth: 10Gbps, latency: 20us}\n"
+    "parameter_server: {bandwidth: 10Gbps, latency: 20us, update_time: 2ms}\n"
+    "device_types:\n"
+    "  gpu: {memory: 11GiB, compute: {t0: 3ms, per_sample: 0.30ms}}\n"
+    "nodes:\n"
+    "  - {name: w0, devices: [{type: gpu, slowdown: 2.0, comm_slowdown: 4.0}]}\n"
+    "  - {name: w1, devices: [{type: gpu, slowdown: 3.0, comm_slowdown: 6.0}]}\n"
+    "  - {name: w2, devices: [{type: gpu, slowdown: 4.0, comm_slowdown: 8.0}]}\n";
+
+/* proxy-7: the policies that push model deltas after local steps (ashl, adsp) train the global
+ * model: its loss falls below its first evaluation (it rose to 2-10 when they pushed only the
+ * last gradient of a round). */
+static void test_model_delta_policies_learn(void) {
+  const char *pols[] = {"ashl", "ashl:k_ahl=1", "adsp:period=0.5s,min_interval=0.05s"};
+  int64_t iters[] = {60, 150, 60};
+  for (int i = 0; i < 3; i++) {
+    hs_sim_result r;
+    evals e = {0};
+    steps s = {0};
+    hs_diag d = {0};
+    int rc = simulate(ASHL3, pols[i], "proxy:eval_every=10," SMALL, iters[i], 0, 1, &r, &e, &s, &d);
+    ASSERT_EQ(rc, 0);
+    if (rc) fprintf(stderr, "  %s: %s\n", pols[i], d.msg);
+    int learnt = e.n >= 3 && r.summary.final_loss < e.loss[0] && r.summary.final_accuracy > 0.6;
+    ASSERT(learnt);
+    if (!learnt)
+      fprintf(stderr, "  %s: %d evals, first %.3f, final %.3f (accuracy %.3f)\n", pols[i], e.n,
+              e.n ? e.loss[0] : NAN, r.summary.final_loss, r.summary.final_accuracy);
+    hs_sim_result_free(&r);
+  }
+}
+
 int main(int argc, char **argv) {
   hs_gsl_init();
   const char *dir = getenv("HETSIM_FASHION_MNIST_DIR");
@@ -230,6 +319,8 @@ int main(int argc, char **argv) {
       {"target_accuracy", test_target_accuracy},
       {"compressed_allreduce", test_compressed_allreduce},
       {"worker_limit", test_worker_limit},
+      {"model_push_identity", test_model_push_identity},
+      {"model_delta_policies_learn", test_model_delta_policies_learn},
       {NULL, NULL},
   };
   return hs_test_main("proxy", cases, argc, argv);
