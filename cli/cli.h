@@ -4,6 +4,8 @@
 #ifndef HS_CLI_H
 #define HS_CLI_H
 
+#include <stdio.h>
+
 #define HS_DEFAULT_DB "hetsim.db"
 
 typedef int hs_cmd_fn(int argc, char **argv);
@@ -16,7 +18,22 @@ typedef struct hs_cmd {
 
 hs_cmd_fn hs_cmd_sim;
 hs_cmd_fn hs_cmd_query;
+hs_cmd_fn hs_cmd_report;
+hs_cmd_fn hs_cmd_export;
 hs_cmd_fn hs_cmd_policies;
 hs_cmd_fn hs_cmd_models;
+hs_cmd_fn hs_cmd_calib;
+hs_cmd_fn hs_cmd_devices;
+hs_cmd_fn hs_cmd_doctor;
+hs_cmd_fn hs_cmd_real;
+hs_cmd_fn hs_cmd_validate;
+hs_cmd_fn hs_cmd_fit;
+hs_cmd_fn hs_cmd_sweep;
+
+/* Writes every row of a prepared statement as RFC 4180 CSV (a header row, CRLF line ends,
+ * NULL as an empty field, reals in their shortest exact form) and returns an exit status.
+ * Shared by `query --csv` and `export`, so the two cannot drift apart. */
+struct sqlite3_stmt;
+int hs_query_write_csv(struct sqlite3_stmt *st, FILE *out);
 
 #endif

@@ -32,6 +32,9 @@ static const char usage_text[] =
     "  compare A B      the summaries of runs A and B side by side: one row per numeric\n"
     "                   metric with columns metric, a, b, ratio (= b / a; null when a is 0\n"
     "                   or either value is null)\n"
+    "  evals ID         the run's evaluations: time_s, step, loss, accuracy (none without a\n"
+    "                   convergence model)\n"
+    "  steps ID         the run's step rows, ordered by step then worker\n"
     "  sql \"SELECT ...\" any one read-only SQL statement; statements that write are refused\n"
     "\n"
     "options (before or after the verb):\n"
@@ -42,9 +45,15 @@ static const char usage_text[] =
     "  --json           a JSON array of objects (column -> value; numbers as numbers, NULL as\n"
     "                   null). `run ID` writes one object {\"run\": {...}, \"summary\": {...}\n"
     "                   or null, \"workers\": [...]}\n"
+    "  --policy NAME    runs: only runs of this policy\n"
+    "  --kind sim|real  runs: only simulated or only real runs\n"
+    "  --status S       runs: only runs with status S (running, complete, failed, interrupted)\n"
+    "  --limit N        evals, steps: at most N rows\n"
     "  -h, --help       this text\n"
     "Without --csv or --json the output is an aligned table for people: NULL shows as NULL,\n"
-    "reals with 6 significant digits, long texts cut at 60 characters.\n"
+    "reals with 6 significant digits, long texts cut at 60 characters. `runs` then ends with a\n"
+    "note when some runs are not complete: status running means still going or stopped without\n"
+    "finishing (a crash, kill -9), interrupted stopped by SIGINT, failed ended with an error.\n"
     "\n"
     "The tables and their columns are described in docs/schema.md.\n"
     "\n"
@@ -292,6 +301,8 @@ static int print_rows(sqlite3_stmt *st, enum fmt fmt, FILE *out) {
   return step == SQLITE_DONE ? 0 : step_failed(sqlite3_db_handle(st));
 }
 
+int hs_query_write_csv(sqlite3_stmt *st, FILE *out) { return print_rows(st, FMT_CSV, out); }
+
 /* One row shown as "name  value" lines, for the wide run and summary rows. */
 static int print_vertical(sqlite3_stmt *st, const char *title, FILE *out) {
   int step = sqlite3_step(st);
@@ -358,15 +369,65 @@ static int check_run(sqlite3 *db, int64_t id, const char *path) {
   return 2;
 }
 
-static int verb_runs(sqlite3 *db, enum fmt fmt) {
+/* Filters of `runs`; NULL = any. */
+typedef struct run_filter {
+  const char *policy, *kind, *status;
+} run_filter;
+
+static void bind_filter(sqlite3_stmt *st, const run_filter *f) {
+  const char *v[3] = {f->policy, f->kind, f->status};
+  for (int k = 0; k < 3; k++) {
+    if (v[k]) sqlite3_bind_text(st, k + 1, v[k], -1, SQLITE_STATIC);
+    else sqlite3_bind_null(st, k + 1);
+  }
+}
+
+#define RUN_FILTER_SQL \
+  " WHERE (?1 IS NULL OR r.policy = ?1) AND (?2 IS NULL OR r.kind = ?2)" \
+  " AND (?3 IS NULL OR r.status = ?3)"
+
+static int verb_runs(sqlite3 *db, enum fmt fmt, const run_filter *filter) {
   sqlite3_stmt *st = NULL;
   if (prepare(db,
               "SELECT r.id, r.kind, r.policy, r.params, r.cluster_name AS cluster, r.model,"
               " COALESCE(s.workers, NULLIF((SELECT count(*) FROM worker w WHERE w.run_id = r.id),"
-              " 0)) AS workers, s.iterations, s.sim_time_s, r.status, r.started_at"
-              " FROM run r LEFT JOIN summary s ON s.run_id = r.id ORDER BY r.id",
+              " 0)) AS workers, s.iterations, s.sim_time_s,"
+              /* A 'running' run whose process is gone was cut short (core/core_store.c). */
+              " CASE WHEN r.status = 'running' AND hs_run_alive(r.options) = 0"
+              " THEN 'incomplete' ELSE r.status END AS status, r.started_at"
+              " FROM run r LEFT JOIN summary s ON s.run_id = r.id" RUN_FILTER_SQL " ORDER BY r.id",
               &st))
     return 1;
+  bind_filter(st, filter);
+  int rc = print_rows(st, fmt, stdout);
+  sqlite3_finalize(st);
+  if (rc || fmt != FMT_TEXT) return rc;
+  /* People reading the table learn what a status other than complete means; scripts read the
+   * status column of --csv or --json instead. */
+  if (prepare(db, "SELECT count(*) FROM run r" RUN_FILTER_SQL " AND r.status <> 'complete'", &st)) return 1;
+  bind_filter(st, filter);
+  if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_int64(st, 0) > 0)
+    printf("\n%lld run%s not complete. running: still going (or written on another host);\n"
+           "incomplete: its process is gone without finishing (a crash, kill -9);\n"
+           "interrupted: stopped by SIGINT; failed: ended with an error (see\n"
+           "hetsim query run ID). Their rows cover only what was stored before they stopped.\n",
+           (long long)sqlite3_column_int64(st, 0), sqlite3_column_int64(st, 0) == 1 ? " is" : "s are");
+  sqlite3_finalize(st);
+  return 0;
+}
+
+/* `evals ID` and `steps ID`: a run's rows of one table, oldest first, at most limit (< 0: all). */
+static int verb_rows(sqlite3 *db, const char *verb, int64_t id, long long limit, enum fmt fmt) {
+  const char *sql = strcmp(verb, "evals") == 0
+                        ? "SELECT time_s, step, loss, accuracy FROM eval WHERE run_id = ?1"
+                          " ORDER BY time_s, id LIMIT ?2"
+                        : "SELECT step, worker, batch, start_s, compute_end_s, comm_end_s, wait_s,"
+                          " model_version, staleness, loss FROM step WHERE run_id = ?1"
+                          " ORDER BY step, worker LIMIT ?2";
+  sqlite3_stmt *st = NULL;
+  if (prepare(db, sql, &st)) return 1;
+  sqlite3_bind_int64(st, 1, id);
+  sqlite3_bind_int64(st, 2, limit);
   int rc = print_rows(st, fmt, stdout);
   sqlite3_finalize(st);
   return rc;
@@ -494,6 +555,8 @@ int hs_cmd_query(int argc, char **argv) {
   enum fmt fmt = FMT_TEXT;
   int nfmt = 0, npos = 0, only_pos = 0;
   const char *pos[4];
+  run_filter filter = {NULL, NULL, NULL};
+  const char *limit_arg = NULL;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     if (!only_pos && strcmp(a, "--") == 0) {
@@ -512,6 +575,14 @@ int hs_cmd_query(int argc, char **argv) {
     } else if (!only_pos && strcmp(a, "--json") == 0) {
       fmt = FMT_JSON;
       nfmt++;
+    } else if (!only_pos && (strcmp(a, "--policy") == 0 || strcmp(a, "--kind") == 0 ||
+                             strcmp(a, "--status") == 0 || strcmp(a, "--limit") == 0)) {
+      if (i + 1 >= argc) return usage_error("%s needs a value", a);
+      const char *v = argv[++i];
+      if (a[2] == 'p') filter.policy = v;
+      else if (a[2] == 'k') filter.kind = v;
+      else if (a[2] == 's') filter.status = v;
+      else limit_arg = v;
     } else if (!only_pos && a[0] == '-' && a[1] != '\0' && npos == 0) {
       return usage_error("unknown option %s", a);
     } else if (!only_pos && a[0] == '-' && a[1] == '-') {
@@ -523,18 +594,36 @@ int hs_cmd_query(int argc, char **argv) {
   }
   if (nfmt > 1) return usage_error("%s", "give at most one of --csv and --json");
   if (!*db_path) return usage_error("%s", "--db needs a FILE");
-  if (npos == 0) return usage_error("%s", "missing verb: runs, run ID, compare A B or sql \"SELECT ...\"");
+  if (npos == 0)
+    return usage_error("%s", "missing verb: runs, run ID, compare A B, evals ID, steps ID or sql \"SELECT ...\"");
   const char *verb = pos[0];
-  int want;
+  int want, per_run = strcmp(verb, "evals") == 0 || strcmp(verb, "steps") == 0;
   if (strcmp(verb, "runs") == 0) want = 1;
-  else if (strcmp(verb, "run") == 0) want = 2;
+  else if (strcmp(verb, "run") == 0 || per_run) want = 2;
   else if (strcmp(verb, "compare") == 0) want = 3;
   else if (strcmp(verb, "sql") == 0) want = 2;
-  else return usage_error("unknown verb \"%s\" (runs, run, compare, sql)", verb);
+  else return usage_error("unknown verb \"%s\" (runs, run, compare, evals, steps, sql)", verb);
   if (npos < want) return usage_error("%s: missing argument", verb);
   if (npos > want) return usage_error("too many arguments for %s", verb);
+  if ((filter.policy || filter.kind || filter.status) && strcmp(verb, "runs") != 0)
+    return usage_error("%s", "--policy, --kind and --status filter `runs` only");
+  if (limit_arg && !per_run) return usage_error("%s", "--limit applies to `evals` and `steps` only");
+  if (filter.kind && strcmp(filter.kind, "sim") != 0 && strcmp(filter.kind, "real") != 0)
+    return usage_error("--kind: expected sim or real, got \"%s\"", filter.kind);
+  if (filter.status && strcmp(filter.status, "running") != 0 && strcmp(filter.status, "complete") != 0 &&
+      strcmp(filter.status, "failed") != 0 && strcmp(filter.status, "interrupted") != 0)
+    return usage_error("--status: expected running, complete, failed or interrupted, got \"%s\"",
+                       filter.status);
+  long long limit = -1;
+  if (limit_arg) {
+    char *end = NULL;
+    errno = 0;
+    limit = strtoll(limit_arg, &end, 10);
+    if (errno || end == limit_arg || *end || limit < 0)
+      return usage_error("--limit: expected a count of rows (0 or more), got \"%s\"", limit_arg);
+  }
   int64_t id[2] = {0, 0};
-  if (strcmp(verb, "run") == 0 || strcmp(verb, "compare") == 0)
+  if (strcmp(verb, "run") == 0 || strcmp(verb, "compare") == 0 || per_run)
     for (int k = 1; k < want; k++)
       if (parse_id(pos[k], &id[k - 1])) return 2;
 
@@ -550,7 +639,10 @@ int hs_cmd_query(int argc, char **argv) {
    * other files. */
   sqlite3_limit(db, SQLITE_LIMIT_ATTACHED, 0);
   if (strcmp(verb, "runs") == 0) {
-    rc = verb_runs(db, fmt);
+    rc = verb_runs(db, fmt, &filter);
+  } else if (per_run) {
+    rc = check_run(db, id[0], db_path);
+    if (!rc) rc = verb_rows(db, verb, id[0], limit, fmt);
   } else if (strcmp(verb, "run") == 0) {
     rc = check_run(db, id[0], db_path);
     if (!rc) rc = verb_run(db, id[0], fmt);

@@ -6,25 +6,22 @@
 #include "core/core_buildinfo.h"
 #include "core/core_rng.h"
 
-static hs_cmd_fn cmd_not_built;
-
 static const hs_cmd commands[] = {
     {"sim", "simulate a training run on a cluster under a policy", hs_cmd_sim},
     {"query", "list, show, compare runs, or run read-only SQL on the results database", hs_cmd_query},
+    {"report", "write one HTML page with plots comparing runs (timelines, loss, validation)", hs_cmd_report},
+    {"export", "write one run's rows as CSV files, one per table", hs_cmd_export},
     {"policies", "list the training policies and their parameters", hs_cmd_policies},
     {"models", "list the models with their parameters, gradient bytes and FLOPs", hs_cmd_models},
-    {"calib", "time real training steps on a device and fit performance models (not built yet)", cmd_not_built},
-    {"real", "train for real on GPUs or CPU threads under a policy (not built yet)", cmd_not_built},
-    {"validate", "simulate a real run and measure the prediction error (not built yet)", cmd_not_built},
-    {"sweep", "run a grid of simulations, over MPI ranks when started by mpirun (not built yet)", cmd_not_built},
-    {"devices", "list the calibrated devices in the database (not built yet)", cmd_not_built},
+    {"calib", "time real training steps on a device and fit performance models", hs_cmd_calib},
+    {"real", "train for real on CPU threads (GPU backends to come) under a policy", hs_cmd_real},
+    {"validate", "simulate a real run and measure the prediction error", hs_cmd_validate},
+    {"sweep", "run a grid of simulations in parallel and resumably, over MPI ranks under mpirun", hs_cmd_sweep},
+    {"devices", "list the calibrated devices with their fitted models", hs_cmd_devices},
+    {"doctor", "report what hetsim can do here: libraries, GPUs, probes that really run", hs_cmd_doctor},
+    {"fit-convergence", "fit the analytic convergence model to recorded runs' evaluations", hs_cmd_fit},
     {NULL, NULL, NULL},
 };
-
-static int cmd_not_built(int argc, char **argv) {
-  fprintf(stderr, "hetsim %s: not built yet in this version of hetsim (%s)\n", argv[0], HETSIM_VERSION);
-  return 2;
-}
 
 static void usage(FILE *out) {
   fprintf(out,
@@ -35,7 +32,7 @@ static void usage(FILE *out) {
           "\n"
           "commands:\n",
           HS_DEFAULT_DB);
-  for (const hs_cmd *c = commands; c->name; c++) fprintf(out, "  %-9s %s\n", c->name, c->summary);
+  for (const hs_cmd *c = commands; c->name; c++) fprintf(out, "  %-15s %s\n", c->name, c->summary);
   fprintf(out,
           "\n"
           "`hetsim COMMAND --help` describes each command.\n"

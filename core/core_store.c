@@ -1,6 +1,8 @@
 #include "core/core_store.h"
 
+#include <errno.h>
 #include <math.h>
+#include <signal.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -409,6 +411,153 @@ static const sqlite3_module step_feed_module = {
     .xRowid = feed_rowid,
 };
 
+/* ---- which process a run belongs to ----------------------------------------------------
+ * A run is committed as 'running' before its work starts; a process killed with SIGKILL, or a
+ * machine that lost power, never gets to change that. So that such a run can be told from one
+ * still going, hs_store_run_begin records in the run's options the writer's pid, host name,
+ * boot id and process start time (clock ticks after boot, /proc/PID/stat field 22, which pid
+ * reuse changes), and every connection gets the SQL function hs_run_alive(options): 1 when that
+ * process still runs, 0 when it is gone, NULL when this host cannot tell (another host, or no
+ * such fields). `hetsim query runs` shows a 'running' run whose process is gone as
+ * 'incomplete'. */
+
+/* Start time of process pid in clock ticks after boot, or -1; *state gets its state letter
+ * ('Z' for a zombie: killed, not yet reaped). */
+static long long proc_start_ticks(long pid, char *state) {
+  char path[64], buf[1024];
+  snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+  FILE *f = fopen(path, "r");
+  if (!f) return -1;
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[n] = '\0';
+  /* The command name (field 2) may hold spaces and parentheses: count fields after the last ')'. */
+  char *p = strrchr(buf, ')');
+  if (!p) return -1;
+  if (p[1] == ' ') *state = p[2];
+  long long v = -1;
+  for (int field = 2; p && *p; field++) {
+    p = strchr(p + 1, ' ');
+    if (p && field + 1 == 22) {
+      v = strtoll(p + 1, NULL, 10);
+      break;
+    }
+  }
+  return v;
+}
+
+static void boot_id(char *buf, size_t len) {
+  buf[0] = '\0';
+  FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+  if (!f) return;
+  if (!fgets(buf, (int)len, f)) buf[0] = '\0';
+  fclose(f);
+  buf[strcspn(buf, "\n")] = '\0';
+}
+
+static void run_alive_fn(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+  sqlite3 *db = sqlite3_context_db_handle(ctx);
+  sqlite3_stmt *st = NULL;
+  /* json_extract through SQL keeps one JSON parser; the options column is small. */
+  if (sqlite3_prepare_v2(db,
+                         "SELECT json_extract(?1, '$.pid'), json_extract(?1, '$.host'),"
+                         " json_extract(?1, '$.boot'), json_extract(?1, '$.pid_start')",
+                         -1, &st, NULL) != SQLITE_OK) {
+    sqlite3_result_null(ctx);
+    return;
+  }
+  sqlite3_bind_value(st, 1, argv[0]);
+  if (sqlite3_step(st) != SQLITE_ROW || sqlite3_column_type(st, 0) != SQLITE_INTEGER ||
+      sqlite3_column_type(st, 1) != SQLITE_TEXT) {
+    sqlite3_finalize(st);
+    sqlite3_result_null(ctx);
+    return;
+  }
+  long pid = (long)sqlite3_column_int64(st, 0);
+  char host[256] = "", boot[64];
+  int same_host = gethostname(host, sizeof host - 1) == 0 &&
+                  strcmp(host, (const char *)sqlite3_column_text(st, 1)) == 0;
+  boot_id(boot, sizeof boot);
+  int rebooted = sqlite3_column_type(st, 2) == SQLITE_TEXT && boot[0] &&
+                 strcmp(boot, (const char *)sqlite3_column_text(st, 2)) != 0;
+  long long start = sqlite3_column_type(st, 3) == SQLITE_INTEGER ? sqlite3_column_int64(st, 3) : -1;
+  sqlite3_finalize(st);
+  if (!same_host || pid <= 0) {
+    sqlite3_result_null(ctx);
+    return;
+  }
+  int alive = !rebooted && (kill((pid_t)pid, 0) == 0 || errno == EPERM);
+  char state = '?';
+  long long now_start = alive ? proc_start_ticks(pid, &state) : -1;
+  if (state == 'Z' || state == 'X') alive = 0;              /* killed, not yet reaped */
+  if (alive && start >= 0 && now_start != start) alive = 0; /* the pid was reused */
+  sqlite3_result_int(ctx, alive);
+}
+
+/* Switches the file to WAL. The switch needs the file to itself and SQLite does not wait for
+ * it with the busy handler, so processes that create one database at once (sweep ranks, the
+ * concurrent-writer test) would fail with "database is locked": retry for as long as the
+ * busy timeout, and skip the switch when another process has already made it. */
+static int to_wal(hs_store *s, hs_diag *d) {
+  for (int waited_ms = 0;; waited_ms += 5) {
+    sqlite3_stmt *st = NULL;
+    int rc = sqlite3_prepare_v2(s->db, "PRAGMA journal_mode", -1, &st, NULL);
+    if (rc == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW) {
+      const char *mode = (const char *)sqlite3_column_text(st, 0);
+      int wal = mode && strcmp(mode, "wal") == 0;
+      sqlite3_finalize(st);
+      if (wal) return 0;
+    } else {
+      sqlite3_finalize(st);
+    }
+    /* The pragma answers with the mode now in force: the old one when it could not switch. */
+    st = NULL;
+    rc = sqlite3_prepare_v2(s->db, "PRAGMA journal_mode = WAL", -1, &st, NULL);
+    if (rc == SQLITE_OK) rc = sqlite3_step(st);
+    const char *now = rc == SQLITE_ROW ? (const char *)sqlite3_column_text(st, 0) : NULL;
+    /* An in-memory database (":memory:") has no WAL and no other process to wait for. */
+    int wal = now && (strcmp(now, "wal") == 0 || strcmp(now, "memory") == 0);
+    sqlite3_finalize(st);
+    if (wal) return 0;
+    if (rc == SQLITE_ROW) rc = SQLITE_BUSY; /* still another mode: someone held the file */
+    if ((rc != SQLITE_BUSY && rc != SQLITE_LOCKED) || waited_ms >= HS_STORE_BUSY_TIMEOUT_MS)
+      return rc == SQLITE_BUSY && waited_ms >= HS_STORE_BUSY_TIMEOUT_MS
+                 ? hs_diag_set(d, HS_EDB, "database %s: switching to WAL: database is locked",
+                               s->path)
+                 : db_fail(s, d, "switching to WAL");
+    usleep(5000);
+  }
+}
+
+/* A read-only open of a WAL file needs its -shm file, which SQLite cannot create in a read-only
+ * folder or file system, and the open would fail: such a file is opened as immutable instead
+ * (nobody can be writing it there either, since a writer needs the same files), so that what
+ * is stored stays readable. Returns the "file:...?immutable=1" URI to use, or NULL for the
+ * plain path. */
+static char *immutable_uri(const char *path) {
+  char shm[4096], dir[4096];
+  if ((size_t)snprintf(shm, sizeof shm, "%s-shm", path) >= sizeof shm || access(shm, F_OK) == 0)
+    return NULL;
+  snprintf(dir, sizeof dir, "%s", path);
+  char *slash = strrchr(dir, '/');
+  if (slash) *(slash == dir ? slash + 1 : slash) = '\0';
+  else snprintf(dir, sizeof dir, ".");
+  if (access(dir, W_OK) == 0 || (errno != EACCES && errno != EROFS)) return NULL;
+  size_t n = strlen(path);
+  char *uri = malloc(3 * n + 32);
+  if (!uri) return NULL;
+  char *o = uri + sprintf(uri, "file:");
+  for (const unsigned char *p = (const unsigned char *)path; *p; p++) {
+    if ((*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') ||
+        strchr("/-._~", *p))
+      *o++ = (char)*p;
+    else
+      o += sprintf(o, "%%%02X", *p);
+  }
+  strcpy(o, "?immutable=1");
+  return uri;
+}
+
 int hs_store_open(hs_store **out, const char *path, int flags, hs_diag *d) {
   *out = NULL;
   int readonly = (flags & HS_STORE_READONLY) != 0;
@@ -424,14 +573,20 @@ int hs_store_open(hs_store **out, const char *path, int flags, hs_diag *d) {
   }
   int oflags = readonly ? SQLITE_OPEN_READONLY : (SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
   int rc;
-  if (sqlite3_open_v2(path, &s->db, oflags | SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK) {
+  char *uri = readonly ? immutable_uri(path) : NULL;
+  if (uri) oflags |= SQLITE_OPEN_URI;
+  int orc = sqlite3_open_v2(uri ? uri : path, &s->db, oflags | SQLITE_OPEN_NOMUTEX, NULL);
+  free(uri);
+  if (orc != SQLITE_OK) {
     rc = hs_diag_set(d, HS_EDB, "cannot open database %s: %s", path,
                      s->db ? sqlite3_errmsg(s->db) : "out of memory");
     goto fail;
   }
   sqlite3_extended_result_codes(s->db, 0);
   sqlite3_busy_timeout(s->db, HS_STORE_BUSY_TIMEOUT_MS);
-  if (sqlite3_create_module(s->db, "hs_step_feed", &step_feed_module, s) != SQLITE_OK) {
+  if (sqlite3_create_function(s->db, "hs_run_alive", 1, SQLITE_UTF8, NULL, run_alive_fn, NULL,
+                              NULL) != SQLITE_OK ||
+      sqlite3_create_module(s->db, "hs_step_feed", &step_feed_module, s) != SQLITE_OK) {
     rc = db_fail(s, d, "registering the step feed");
     goto fail;
   }
@@ -457,7 +612,7 @@ int hs_store_open(hs_store **out, const char *path, int flags, hs_diag *d) {
   } else {
     /* WAL lets readers run beside one writer, and with synchronous=NORMAL a commit costs no
      * fsync (only checkpoints do), which the bulk step insert needs. */
-    if ((rc = exec(s, "PRAGMA journal_mode = WAL", "switching to WAL", d))) goto fail;
+    if ((rc = to_wal(s, d))) goto fail;
     if ((rc = exec(s, "PRAGMA synchronous = NORMAL", "setting synchronous", d))) goto fail;
     if ((rc = migrate(s, d))) goto fail;
   }
@@ -527,7 +682,9 @@ int hs_store_run_begin(hs_store *s, const hs_run_info *info, int64_t *run_id, hs
   static const char sql[] =
       "INSERT INTO run(kind, policy, params, cluster_name, cluster_path, cluster_text, model,"
       " global_batch, seed, options, versions, command, status)"
-      " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, 'running')";
+      " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9,"
+      " json_set(COALESCE(?10, '{}'), '$.pid', ?13, '$.host', ?14, '$.boot', ?15,"
+      " '$.pid_start', ?16), ?11, ?12, 'running')";
   sqlite3_stmt *st = NULL;
   if (sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) != SQLITE_OK)
     return db_fail(s, d, "preparing the run insert");
@@ -543,6 +700,18 @@ int hs_store_run_begin(hs_store *s, const hs_run_info *info, int64_t *run_id, hs
   bind_text(st, 10, info->options_json);
   bind_text(st, 11, info->versions_json);
   bind_text(st, 12, info->command);
+  /* Who writes the run, so that a crash can be recognised later (hs_run_alive above). */
+  char host[256] = "", boot[64];
+  gethostname(host, sizeof host - 1);
+  boot_id(boot, sizeof boot);
+  char state;
+  long long start = proc_start_ticks((long)getpid(), &state);
+  sqlite3_bind_int64(st, 13, (int64_t)getpid());
+  sqlite3_bind_text(st, 14, host, -1, SQLITE_TRANSIENT);
+  if (boot[0]) sqlite3_bind_text(st, 15, boot, -1, SQLITE_TRANSIENT);
+  else sqlite3_bind_null(st, 15);
+  if (start >= 0) sqlite3_bind_int64(st, 16, start);
+  else sqlite3_bind_null(st, 16);
   /* Autocommit: the row is durable (in WAL) as soon as the step returns. */
   rc = step_once(s, st, "inserting the run", d);
   sqlite3_finalize(st);

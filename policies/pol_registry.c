@@ -4,7 +4,10 @@
 #include <string.h>
 
 static const hs_policy *const policies[] = {
-    &hs_policy_ssgd, &hs_policy_ps_bsp, &hs_policy_asp, &hs_policy_ssp, &hs_policy_localsgd, NULL,
+    &hs_policy_ssgd, &hs_policy_ps_bsp, &hs_policy_asp, &hs_policy_ssp, &hs_policy_localsgd,
+    &hs_policy_lbb, &hs_policy_lbcal, &hs_policy_predbatch, &hs_policy_dbs,
+    &hs_policy_alloc_static, &hs_policy_alloc_adaptive, &hs_policy_ashl, &hs_policy_adsp,
+    &hs_policy_ksync, &hs_policy_kasync, NULL,
 };
 
 const hs_policy *const *hs_policy_list(void) { return policies; }

@@ -10,6 +10,16 @@ extern const hs_policy hs_policy_ps_bsp;
 extern const hs_policy hs_policy_asp;
 extern const hs_policy hs_policy_ssp;
 extern const hs_policy hs_policy_localsgd;
+extern const hs_policy hs_policy_lbb;
+extern const hs_policy hs_policy_lbcal;
+extern const hs_policy hs_policy_predbatch;
+extern const hs_policy hs_policy_dbs;
+extern const hs_policy hs_policy_alloc_static;
+extern const hs_policy hs_policy_alloc_adaptive;
+extern const hs_policy hs_policy_ashl;
+extern const hs_policy hs_policy_adsp;
+extern const hs_policy hs_policy_ksync;
+extern const hs_policy hs_policy_kasync;
 
 /* NULL-terminated list, in the order `hetsim policies` prints them. */
 const hs_policy *const *hs_policy_list(void);

@@ -62,13 +62,13 @@ if [ $have_fixture = 1 ]; then
   run runs.csv 0 query runs --csv --db "$DB" &&
     check runs.csv bash -c "head -1 '$TMP/out' | tr -d '\r' | grep -qx 'id,kind,policy,params,cluster,model,workers,iterations,sim_time_s,status,started_at' &&
       grep -qF '2,sim,lbb,\"k=2,note=\"\"a, b\"\"\",lbb-4gpu,resnet18,4,5,1,complete,' '$TMP/out' &&
-      grep -qF '3,real,ssgd,,lbb-4gpu,resnet18,,,,running,' '$TMP/out'"
+      grep -qF '3,real,ssgd,,lbb-4gpu,resnet18,,,,incomplete,' '$TMP/out'"
   run runs.json 0 query runs --json --db "$DB" &&
     check runs.json bash -c "grep -qF '\"id\":1,\"kind\":\"sim\",\"policy\":\"ssgd\"' '$TMP/out' &&
       grep -qF '\"params\":\"k=2,note=\\\"a, b\\\"\"' '$TMP/out' && grep -qF '\"workers\":null' '$TMP/out' &&
       grep -qF '\"sim_time_s\":2,' '$TMP/out' && head -c1 '$TMP/out' | grep -q '\\['"
   if command -v python3 >/dev/null; then
-    check runs.json.parses python3 -c "import json,sys; r=json.load(open('$TMP/out')); assert len(r)>=3 and r[2]['status']=='running' and r[0]['iterations']==5"
+    check runs.json.parses python3 -c "import json,sys; r=json.load(open('$TMP/out')); assert len(r)>=3 and r[2]['status']=='incomplete' and r[0]['iterations']==5"
   fi
 
   # --- run ID --------------------------------------------------------------------------------

@@ -27,12 +27,8 @@ C="$SRC/traces/lbb-4gpu.yaml"
 # --- help and the command table ---------------------------------------------------------
 expect_exit help 0 "$H" --help
 check help_lists_commands grep -q "sim " "$T/out"
-for c in sim query policies models; do
+for c in sim query policies models calib devices real validate sweep; do
   expect_exit "help_$c" 0 "$H" "$c" --help
-done
-for c in calib real validate sweep devices; do
-  expect_exit "not_built_$c" 2 "$H" "$c"
-  check "not_built_${c}_says_so" grep -q "not built yet" "$T/err"
 done
 expect_exit unknown_command 2 "$H" frobnicate
 expect_exit no_command 2 "$H"
@@ -116,7 +112,6 @@ expect_exit too_few_samples 2 "$H" sim --cluster "$C" --model resnet18 --policy 
 expect_exit memory_limit 2 "$H" sim --cluster "$C" --model resnet18 --policy ssgd --global-batch 100000 --iterations 1 --db "$T/h.db"
 check memory_limit_message grep -q "memory limit" "$T/err"
 expect_exit target_needs_convergence 2 "$H" sim --cluster "$C" --model resnet18 --policy ssgd --global-batch 8 --target-loss 0.5 --db "$T/h.db"
-expect_exit calib_not_built 2 "$H" sim --cluster "$C" --model resnet18 --policy ssgd --global-batch 8 --iterations 1 --calib x.db --db "$T/h.db"
 expect_exit unknown_option 2 "$H" sim --cluster "$C" --frob
 printf 'at,event,worker,value,type,node\n1s,slowdown,9,2,,\n' >"$T/bad.csv"
 expect_exit bad_events_csv 2 "$H" sim --cluster "$C" --events "$T/bad.csv" --model resnet18 --policy ssgd --global-batch 8 --iterations 1 --db "$T/h.db"

@@ -1,0 +1,30 @@
+/* sweep_rank: which share of a sweep this process takes when started by mpirun.
+ *
+ * Two builds of one interface. In `hetsim` (no MPI library, so that the binary runs where no
+ * libmpi is installed) the rank and size come from the launcher's environment: Open MPI's
+ * OMPI_COMM_WORLD_RANK/SIZE, or PMI_RANK/PMI_SIZE (MPICH, Hydra, Slurm's PMI); barriers and
+ * sums are then local no-ops, which the sweep tolerates because every rank merges its own
+ * shards. In `hetsim-mpi` (built when CMake finds MPI, compiled with HS_SWEEP_MPI) the values
+ * come from MPI_COMM_WORLD, and barriers and sums are real, so that rank 0 can report totals.
+ * Outside mpirun both give rank 0 of 1. */
+#ifndef HS_SWEEP_RANK_H
+#define HS_SWEEP_RANK_H
+
+#include "core/core_error.h"
+
+typedef struct hs_sweep_rank {
+  int rank, size;
+  int mpi;      /* 1 when MPI_Init was called (hetsim-mpi under mpirun) */
+  int launched; /* 1 when started by an MPI launcher */
+} hs_sweep_rank;
+
+int hs_sweep_rank_init(hs_sweep_rank *r, int *argc, char ***argv, hs_diag *d);
+void hs_sweep_rank_barrier(hs_sweep_rank *r);
+/* The sum of v over the ranks (v itself without MPI). */
+long hs_sweep_rank_sum(hs_sweep_rank *r, long v);
+/* Ends the whole MPI job with code (a rank that stops early would leave the others waiting in
+ * a barrier); without MPI it does nothing and the caller returns its status. */
+void hs_sweep_rank_abort(hs_sweep_rank *r, int code);
+void hs_sweep_rank_finalize(hs_sweep_rank *r);
+
+#endif

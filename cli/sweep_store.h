@@ -1,0 +1,47 @@
+/* sweep_store: how `hetsim sweep` finds finished points, tags its runs and merges shards.
+ *
+ * A sweep run is an ordinary run whose `options` JSON carries `sweep_point` (the point's key,
+ * cli/sweep_grid.h) and `sweep` (the grid's name). A point is finished when the main database
+ * or one of the sweep's shard databases holds a run with its key and status 'complete'.
+ *
+ * Merging copies every tagged run of a shard into the main database under a new id, with its
+ * summary, worker, step and eval rows (run ids remapped), in one transaction per shard, and
+ * skips a run when the main database already has a complete run with the same key (or this
+ * very attempt: same key and started_at), so merging twice, or after a crash between the commit
+ * and the removal of the shard, adds nothing. Column lists are read from the schema, so a
+ * migration that adds columns needs no change here.
+ *
+ * Threading: one call at a time per hs_store. Errors go into hs_diag. */
+#ifndef HS_SWEEP_STORE_H
+#define HS_SWEEP_STORE_H
+
+#include <stdint.h>
+
+#include "core/core_error.h"
+#include "core/core_store.h"
+
+/* Sorted set of finished keys (16 hex digits each). */
+typedef struct hs_sweep_keys {
+  int n, cap;
+  char (*k)[17];
+} hs_sweep_keys;
+
+/* Adds the keys of the complete tagged runs of the database at path (opened read-only; a
+ * missing file adds nothing). */
+int hs_sweep_keys_load(hs_sweep_keys *ks, const char *path, hs_diag *d);
+int hs_sweep_keys_has(const hs_sweep_keys *ks, const char *key);
+void hs_sweep_keys_free(hs_sweep_keys *ks);
+
+/* Tags the newest run of s (a shard only this process writes) with key and grid name, unless
+ * it is tagged already. *run_id gets its id and status its status (status has room for 16
+ * bytes), or 0 and "" when there was no untagged run. */
+int hs_sweep_tag_last(hs_store *s, const char *key, const char *grid, int64_t *run_id,
+                      char *status, hs_diag *d);
+
+/* Merges the tagged runs of the shard at shard_path into s; counts go to merged and skipped.
+ * The shard is not removed (see hs_sweep_shard_remove). */
+int hs_sweep_merge(hs_store *s, const char *shard_path, int *merged, int *skipped, hs_diag *d);
+/* Removes a shard file and its -wal and -shm files. */
+int hs_sweep_shard_remove(const char *path, hs_diag *d);
+
+#endif

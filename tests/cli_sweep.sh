@@ -1,0 +1,171 @@
+#!/usr/bin/env bash
+# CLI tests for `hetsim sweep`: grid errors, the point list and keys, local workers, shards
+# merged without duplicates, resume (no finished point runs again), merging by hand, step rows
+# copied exactly, and, when Open MPI's mpirun is installed, ranks with `hetsim` (launcher
+# environment) and with `hetsim-mpi` (MPI_COMM_WORLD) when it was built.
+# Usage: bash tests/cli_sweep.sh /path/to/hetsim /path/to/source-dir
+set -u
+HETSIM=${1:?usage: cli_sweep.sh HETSIM SOURCE_DIR}
+SRC=${2:?usage: cli_sweep.sh HETSIM SOURCE_DIR}
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/hetsim-cli-sweep.XXXXXX")
+trap 'rm -rf "$TMP"' EXIT
+pass=0
+fail=0
+ok() { pass=$((pass + 1)); echo "ok   sweep.$1"; }
+bad() { fail=$((fail + 1)); echo "FAIL sweep.$1: $2"; }
+run() { # run NAME EXPECTED_STATUS ARGS...
+  local name=$1 want=$2
+  shift 2
+  "$HETSIM" "$@" >"$TMP/out" 2>"$TMP/err"
+  local got=$?
+  if [ "$got" -ne "$want" ]; then
+    bad "$name" "exit $got, expected $want; stderr: $(head -c 400 "$TMP/err")"
+    return 1
+  fi
+  return 0
+}
+has() { grep -qF -- "$2" "$TMP/$1"; }
+check() { local name=$1; shift; if "$@"; then ok "$name"; else bad "$name" "condition failed: $*"; fi; }
+q() { "$HETSIM" query --db "$1" --csv sql "$2" | tail -n +2 | tr -d '\r'; }
+
+cp "$SRC/traces/lbb-4gpu.yaml" "$TMP/c4.yaml"
+# The same cluster with a slower card: a different point for every policy and seed.
+sed 's/per_sample: 3.1ms/per_sample: 4.2ms/' "$SRC/traces/lbb-4gpu.yaml" > "$TMP/c4slow.yaml"
+cat > "$TMP/grid.yaml" <<'YAML'
+name: t
+clusters: [c4.yaml, c4slow.yaml]
+policies:
+  - ssgd
+  - {name: ssp, params: {s: [1, 3]}}
+seeds: [1, 2]
+model: resnet18
+global_batch: 128
+iterations: 15
+YAML
+N=12
+
+# --- usage and grid errors ---------------------------------------------------------------
+run help 0 sweep --help && check help.text has out "--grid FILE"
+run no_grid 2 sweep && check no_grid.msg has err "--grid FILE is required"
+run missing_grid 2 sweep --grid "$TMP/nope.yaml" && check missing_grid.msg has err "nope.yaml"
+printf 'clusters: [c4.yaml]\npolicies: [ssgd]\nmodel: resnet18\nglobal_batch: 64\niterations: 5\nbogus: 1\n' > "$TMP/g1.yaml"
+run unknown_key 2 sweep --grid "$TMP/g1.yaml" && check unknown_key.msg has err "g1.yaml:6:1: grid: expected one of"
+printf 'clusters: [c4.yaml]\npolicies: [{name: ssp, params: {s: [1, -2]}}]\nmodel: resnet18\nglobal_batch: 64\niterations: 5\n' > "$TMP/g2.yaml"
+run bad_param 2 sweep --grid "$TMP/g2.yaml" && check bad_param.msg has err "g2.yaml:2:12: policies[0]: ssp: parameter s"
+printf 'clusters: [c4.yaml, none.yaml]\npolicies: [ssgd]\nmodel: resnet18\nglobal_batch: 64\niterations: 5\n' > "$TMP/g3.yaml"
+run bad_cluster 2 sweep --grid "$TMP/g3.yaml" && check bad_cluster.msg has err "g3.yaml:1:21: clusters[1]"
+printf 'clusters: [c4.yaml]\npolicies: [ssgd]\nmodel: resnet18\nglobal_batch: 64\n' > "$TMP/g4.yaml"
+run no_stop 2 sweep --grid "$TMP/g4.yaml" && check no_stop.msg has err "a stop condition"
+printf 'clusters: [c4.yaml]\npolicies: [ssgd, "ssgd:overlap=0"]\nmodel: resnet18\nglobal_batch: 64\niterations: 5\n' > "$TMP/g5.yaml"
+run same_point 2 sweep --grid "$TMP/g5.yaml" && check same_point.msg has err "are the same experiment"
+check nothing_written test ! -e hetsim.db -a ! -e "$TMP/hetsim.db"
+
+# --- the point list ---------------------------------------------------------------------
+DB="$TMP/s.db"
+run list 0 sweep --grid "$TMP/grid.yaml" --db "$DB" --list &&
+  check list.count test "$(grep -c ' todo ' "$TMP/out")" -eq $N
+check list.no_db test ! -e "$DB"
+check list.keys_unique test "$(awk 'NR>1 {print $2}' "$TMP/out" | sort -u | wc -l)" -eq $N
+# The key is the experiment, not its spelling or the file's place.
+mkdir -p "$TMP/sub" && cp "$TMP/c4.yaml" "$TMP/sub/other.yaml"
+printf 'clusters: [sub/other.yaml]\npolicies: ["ssgd:overlap=0,algo=ring"]\nseeds: 1\nmodel: resnet18\nglobal_batch: 128\niterations: 15\n' > "$TMP/g6.yaml"
+k1=$(awk 'NR==2 {print $2}' "$TMP/out")
+run list_respelled 0 sweep --grid "$TMP/g6.yaml" --list &&
+  check key_stable test "$(awk 'NR==2 {print $2}' "$TMP/out")" = "$k1"
+
+# --- local workers, merge, resume ---------------------------------------------------------
+run sweep 0 sweep --grid "$TMP/grid.yaml" --db "$DB" --jobs 2 &&
+  check sweep.summary has out "sweep t: $N of $N points complete"
+check sweep.runs test "$(q "$DB" "SELECT count(*) FROM run WHERE status = 'complete'")" -eq $N
+check sweep.keys test "$(q "$DB" "SELECT count(DISTINCT json_extract(options, '\$.sweep_point')) FROM run")" -eq $N
+check sweep.summaries test "$(q "$DB" "SELECT count(*) FROM summary")" -eq $N
+check sweep.workers test "$(q "$DB" "SELECT count(*) FROM worker")" -eq $((N * 4))
+check sweep.no_shards test -z "$(ls "$TMP" | grep -E 's\.db\.(w|lock)')"
+check sweep.shards_used test "$(grep -c 's.db.w1' "$TMP/out")" -eq $((N / 2))
+# Slower card, longer simulated time: the clusters really differ.
+check sweep.clusters_differ test "$(q "$DB" "SELECT count(DISTINCT s.sim_time_s) FROM summary s JOIN run r ON r.id = s.run_id WHERE r.policy = 'ssgd'")" -eq 2
+run again 0 sweep --grid "$TMP/grid.yaml" --db "$DB" --jobs 2 &&
+  check again.nothing_run has out "$N already done, 0 to run"
+check again.no_new_runs test "$(q "$DB" "SELECT count(*) FROM run")" -eq $N
+run list_done 0 sweep --grid "$TMP/grid.yaml" --db "$DB" --list &&
+  check list_done.count test "$(grep -c ' done ' "$TMP/out")" -eq $N
+
+# Grown grid: only the new points run.
+sed 's/seeds: \[1, 2\]/seeds: [1, 2, 3]/' "$TMP/grid.yaml" > "$TMP/grid3.yaml"
+run grown 0 sweep --grid "$TMP/grid3.yaml" --db "$DB" --jobs 2 &&
+  check grown.only_new has out "$N already done, $((N / 2)) to run"
+check grown.runs test "$(q "$DB" "SELECT count(*) FROM run")" -eq $((N * 3 / 2))
+
+# Shards left behind (as a killed sweep leaves them, or --no-merge on another node) count as
+# done and are merged by the next sweep.
+D2="$TMP/r.db"
+run no_merge 0 sweep --grid "$TMP/grid.yaml" --db "$D2" --jobs 2 --no-merge
+check no_merge.main_empty test "$(q "$D2" "SELECT count(*) FROM run")" -eq 0
+check no_merge.shards test -e "$D2.w0" -a -e "$D2.w1"
+run resume 0 sweep --grid "$TMP/grid.yaml" --db "$D2" --jobs 1 &&
+  check resume.nothing_run has out "$N already done, 0 to run"
+check resume.merged test "$(q "$D2" "SELECT count(*) FROM run")" -eq $N
+check resume.shards_gone test ! -e "$D2.w0" -a ! -e "$D2.w1"
+
+# --merge by hand, twice: no duplicates.
+D3="$TMP/m.db"
+run no_merge2 0 sweep --grid "$TMP/grid.yaml" --db "$TMP/node.db" --jobs 2 --no-merge
+run merge 0 sweep --merge "$TMP/node.db.w0" "$TMP/node.db.w1" --db "$D3" --keep &&
+  check merge.msg has out "merged $N runs from 2 shards"
+run merge_twice 0 sweep --merge "$TMP/node.db.w0" "$TMP/node.db.w1" --db "$D3" &&
+  check merge_twice.msg has out "merged 0 runs from 2 shards into $D3 ($N already there)"
+check merge.no_dup test "$(q "$D3" "SELECT count(*) FROM run")" -eq $N
+check merge.removed test ! -e "$TMP/node.db.w0"
+run merge_missing 1 sweep --merge "$TMP/none.db" --db "$D3"
+run merge_usage 2 sweep --merge --db "$D3"
+check merge.fk test -z "$(q "$D3" "PRAGMA foreign_key_check")"
+
+# Step rows are copied exactly, with remapped run ids.
+printf 'clusters: [c4.yaml]\npolicies: [lbb]\nseeds: [5]\nmodel: resnet18\nglobal_batch: 128\niterations: 12\nstore: steps\n' > "$TMP/gs.yaml"
+run steps 0 sweep --grid "$TMP/gs.yaml" --db "$D3" --jobs 1
+run steps_direct 0 sim --cluster "$TMP/c4.yaml" --policy lbb --seed 5 --model resnet18 --global-batch 128 --iterations 12 --db "$TMP/direct.db"
+sig="SELECT count(*) || ':' || printf('%.9f', sum(start_s + compute_end_s + wait_s + coalesce(comm_end_s, 0))) || ':' || sum(batch * (step + 1) * (worker + 1)) FROM step WHERE run_id = (SELECT max(id) FROM run)"
+a=$(q "$D3" "$sig"); b=$(q "$TMP/direct.db" "$sig")
+check steps.same_rows test -n "$a" -a "$a" = "$b"
+check steps.remapped test "$(q "$D3" "SELECT count(*) FROM step WHERE run_id NOT IN (SELECT id FROM run)")" -eq 0
+
+# A second sweep on the same shards is refused while one holds the lock.
+# This shell holds the lock (on fd 9) until it closes the file.
+if command -v flock >/dev/null; then
+  exec 9>"$DB.lock"
+  flock -n 9
+  run locked 1 sweep --grid "$TMP/grid.yaml" --db "$DB" --jobs 1 && check locked.msg has err "another sweep"
+  check locked.lock_kept test -e "$DB.lock"
+  exec 9>&-
+  run unlocked 0 sweep --grid "$TMP/grid.yaml" --db "$DB" --jobs 1
+fi
+
+# --- MPI ----------------------------------------------------------------------------------
+if command -v mpirun >/dev/null; then
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+  for bin in "$HETSIM" "$(dirname "$HETSIM")/hetsim-mpi"; do
+    [ -x "$bin" ] || continue
+    name=mpi_$(basename "$bin" | tr - _)
+    M="$TMP/$name.db"
+    # Open MPI's own allocations outlive MPI_Finalize: in a sanitizer build, LeakSanitizer would
+    # report them (from libmpi and its unloaded plugins) for hetsim-mpi. hetsim's own code is
+    # leak-checked by the plain `hetsim` runs above.
+    asan=${ASAN_OPTIONS:-}
+    [ "$bin" != "$HETSIM" ] && export ASAN_OPTIONS="${asan:+$asan:}detect_leaks=0"
+    mpirun -np 2 "$bin" sweep --grid "$TMP/grid.yaml" --db "$M" >"$TMP/out" 2>"$TMP/err"
+    rc=$?
+    check "$name.exit" test $rc -eq 0
+    check "$name.runs" test "$(q "$M" "SELECT count(*) FROM run")" -eq $N
+    check "$name.keys" test "$(q "$M" "SELECT count(DISTINCT json_extract(options, '\$.sweep_point')) FROM run")" -eq $N
+    check "$name.both_ranks" test "$(grep -c 'rank 1)' "$TMP/out")" -eq $((N / 2))
+    check "$name.no_shards" test -z "$(ls "$TMP" | grep -F "$name.db.rank")"
+    mpirun -np 2 "$bin" sweep --grid "$TMP/grid.yaml" --db "$M" >"$TMP/out" 2>&1
+    check "$name.resume" test "$(grep -c '0 to run' "$TMP/out")" -eq 2
+    export ASAN_OPTIONS="$asan"
+  done
+else
+  echo "skip sweep.mpi: no mpirun (apt-get install openmpi-bin)"
+fi
+
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
