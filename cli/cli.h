@@ -4,6 +4,7 @@
 #ifndef HS_CLI_H
 #define HS_CLI_H
 
+#include <stdint.h>
 #include <stdio.h>
 
 #define HS_DEFAULT_DB "hetsim.db"
@@ -29,6 +30,12 @@ hs_cmd_fn hs_cmd_real;
 hs_cmd_fn hs_cmd_validate;
 hs_cmd_fn hs_cmd_fit;
 hs_cmd_fn hs_cmd_sweep;
+
+/* Prints "hetsim CMD: MESSAGE" on stderr, then, when help is set, a line pointing to
+ * `hetsim CMD --help`; returns 2, the exit status for bad usage or bad input. */
+int hs_cli_usage(const char *cmd, int help, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* Parses all of s as a decimal integer >= min into *out; returns 0, or -1 (out untouched). */
+int hs_cli_parse_int64(const char *s, int64_t min, int64_t *out);
 
 /* Writes every row of a prepared statement as RFC 4180 CSV (a header row, CRLF line ends,
  * NULL as an empty field, reals in their shortest exact form) and returns an exit status.

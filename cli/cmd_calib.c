@@ -77,16 +77,7 @@ typedef struct calib_args {
   hs_cal_opts o;
 } calib_args;
 
-static int bad(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int bad(const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  fprintf(stderr, "hetsim calib: ");
-  vfprintf(stderr, fmt, ap);
-  va_end(ap);
-  fprintf(stderr, "\nrun `hetsim calib --help` for the options\n");
-  return 2;
-}
+#define bad(...) hs_cli_usage("calib", 1, __VA_ARGS__)
 
 static int parse_int(const char *s, long min, long max, int *out) {
   char *end;

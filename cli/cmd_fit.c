@@ -68,16 +68,7 @@ static int usage(FILE *out, int code) {
   return code;
 }
 
-static int bad(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int bad(const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  fprintf(stderr, "hetsim fit-convergence: ");
-  vfprintf(stderr, fmt, ap);
-  va_end(ap);
-  fputc('\n', stderr);
-  return 2;
-}
+#define bad(...) hs_cli_usage("fit-convergence", 0, __VA_ARGS__)
 
 /* Progress of point i under coefficients c. */
 static double progress(const fit_data *f, const hs_conv_coef *c, const fit_point *p) {

@@ -86,24 +86,8 @@ typedef struct real_args {
   int json;
 } real_args;
 
-static int bad(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int bad(const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  fprintf(stderr, "hetsim real: ");
-  vfprintf(stderr, fmt, ap);
-  va_end(ap);
-  fprintf(stderr, "\nrun `hetsim real --help` for the options\n");
-  return 2;
-}
+#define bad(...) hs_cli_usage("real", 1, __VA_ARGS__)
 
-static int parse_int64(const char *s, int64_t min, int64_t *out) {
-  char *end;
-  long long v = strtoll(s, &end, 10);
-  if (!*s || *end || v < min) return -1;
-  *out = v;
-  return 0;
-}
 
 enum { O_MODEL = 256, O_POLICY, O_GB, O_ITERS, O_EPOCHS, O_TIME, O_TLOSS, O_CLUSTER, O_WORKERS,
        O_BACKEND, O_DEVICE, O_LR, O_EVERY, O_ESAMP, O_TSAMP, O_SEED, O_CALIB, O_TIMEOUT, O_DB,
@@ -147,22 +131,22 @@ static int parse_args(int argc, char **argv, real_args *a) {
     case O_DB: a->db = optarg; break;
     case O_JSON: a->json = 1; break;
     case O_GB:
-      if (parse_int64(optarg, 1, &a->global_batch)) return bad("--global-batch: expected a positive integer, got \"%s\"", optarg);
+      if (hs_cli_parse_int64(optarg, 1, &a->global_batch)) return bad("--global-batch: expected a positive integer, got \"%s\"", optarg);
       break;
     case O_ITERS:
-      if (parse_int64(optarg, 1, &a->iterations)) return bad("--iterations: expected a positive integer, got \"%s\"", optarg);
+      if (hs_cli_parse_int64(optarg, 1, &a->iterations)) return bad("--iterations: expected a positive integer, got \"%s\"", optarg);
       break;
     case O_WORKERS:
-      if (parse_int64(optarg, 1, &a->workers) || a->workers > 4096) return bad("--workers: expected an integer in 1..4096, got \"%s\"", optarg);
+      if (hs_cli_parse_int64(optarg, 1, &a->workers) || a->workers > 4096) return bad("--workers: expected an integer in 1..4096, got \"%s\"", optarg);
       break;
     case O_EVERY:
-      if (parse_int64(optarg, 0, &a->eval_every)) return bad("--eval-every: expected a non-negative integer, got \"%s\"", optarg);
+      if (hs_cli_parse_int64(optarg, 0, &a->eval_every)) return bad("--eval-every: expected a non-negative integer, got \"%s\"", optarg);
       break;
     case O_ESAMP:
-      if (parse_int64(optarg, 1, &a->eval_samples)) return bad("--eval-samples: expected a positive integer, got \"%s\"", optarg);
+      if (hs_cli_parse_int64(optarg, 1, &a->eval_samples)) return bad("--eval-samples: expected a positive integer, got \"%s\"", optarg);
       break;
     case O_TSAMP:
-      if (parse_int64(optarg, 0, &a->train_samples)) return bad("--train-samples: expected a non-negative integer, got \"%s\"", optarg);
+      if (hs_cli_parse_int64(optarg, 0, &a->train_samples)) return bad("--train-samples: expected a non-negative integer, got \"%s\"", optarg);
       break;
     case O_EPOCHS:
       if (hs_units_parse_number(optarg, &a->epochs) || !(a->epochs > 0)) return bad("--epochs: expected a positive number, got \"%s\"", optarg);
@@ -180,7 +164,7 @@ static int parse_args(int argc, char **argv, real_args *a) {
       if (hs_units_parse_number(optarg, &a->lr) || !(a->lr > 0)) return bad("--lr: expected a positive number, got \"%s\"", optarg);
       break;
     case O_SEED:
-      if (parse_int64(optarg, 0, &v)) return bad("--seed: expected a non-negative integer, got \"%s\"", optarg);
+      if (hs_cli_parse_int64(optarg, 0, &v)) return bad("--seed: expected a non-negative integer, got \"%s\"", optarg);
       a->seed = (uint64_t)v;
       break;
     case O_HELP:

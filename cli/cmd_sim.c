@@ -91,24 +91,8 @@ typedef struct sim_args {
   double target_loss, target_acc; /* 0 = none */
 } sim_args;
 
-static int bad(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int bad(const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  fprintf(stderr, "hetsim sim: ");
-  vfprintf(stderr, fmt, ap);
-  va_end(ap);
-  fprintf(stderr, "\nrun `hetsim sim --help` for the options\n");
-  return 2;
-}
+#define bad(...) hs_cli_usage("sim", 1, __VA_ARGS__)
 
-static int parse_int64(const char *s, int64_t min, int64_t *out) {
-  char *end;
-  long long v = strtoll(s, &end, 10);
-  if (!*s || *end || v < min) return -1;
-  *out = v;
-  return 0;
-}
 
 enum { O_CLUSTER = 256, O_EVENTS, O_MODEL, O_POLICY, O_GB, O_ITERS, O_EPOCHS, O_SIMTIME,
        O_TLOSS, O_TACC, O_CONV, O_CALIB, O_SEED, O_DB, O_STORE, O_TRACE, O_JSON, O_MAXEV, O_HELP,
@@ -143,10 +127,10 @@ static int parse_args(int argc, char **argv, sim_args *a) {
     case O_MODEL: a->model = optarg; break;
     case O_POLICY: a->policy = optarg; break;
     case O_GB:
-      if (parse_int64(optarg, 1, &a->global_batch)) return bad("--global-batch: expected a positive integer, got \"%s\"", optarg);
+      if (hs_cli_parse_int64(optarg, 1, &a->global_batch)) return bad("--global-batch: expected a positive integer, got \"%s\"", optarg);
       break;
     case O_ITERS:
-      if (parse_int64(optarg, 1, &a->iterations)) return bad("--iterations: expected a positive integer, got \"%s\"", optarg);
+      if (hs_cli_parse_int64(optarg, 1, &a->iterations)) return bad("--iterations: expected a positive integer, got \"%s\"", optarg);
       break;
     case O_EPOCHS:
       if (hs_units_parse_number(optarg, &a->epochs) || a->epochs <= 0)
@@ -177,7 +161,7 @@ static int parse_args(int argc, char **argv, sim_args *a) {
     case O_CONVP: a->conv_file = optarg; break;
     case O_CALIB: a->calib = optarg; break;
     case O_SEED:
-      if (parse_int64(optarg, 0, &v)) return bad("--seed: expected a non-negative integer, got \"%s\"", optarg);
+      if (hs_cli_parse_int64(optarg, 0, &v)) return bad("--seed: expected a non-negative integer, got \"%s\"", optarg);
       a->seed = (uint64_t)v;
       break;
     case O_DB: a->db = optarg; break;
@@ -189,7 +173,7 @@ static int parse_args(int argc, char **argv, sim_args *a) {
     case O_TRACE: a->trace_out = optarg; break;
     case O_JSON: a->json = 1; break;
     case O_MAXEV:
-      if (parse_int64(optarg, 1, &v)) return bad("--max-events: expected a positive integer, got \"%s\"", optarg);
+      if (hs_cli_parse_int64(optarg, 1, &v)) return bad("--max-events: expected a positive integer, got \"%s\"", optarg);
       a->max_events = (size_t)v;
       break;
     case O_HELP:

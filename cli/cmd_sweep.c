@@ -69,16 +69,7 @@ typedef struct sweep_args {
   int n_shards;
 } sweep_args;
 
-static int bad(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int bad(const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  fprintf(stderr, "hetsim sweep: ");
-  vfprintf(stderr, fmt, ap);
-  va_end(ap);
-  fprintf(stderr, "\nrun `hetsim sweep --help` for the options\n");
-  return 2;
-}
+#define bad(...) hs_cli_usage("sweep", 1, __VA_ARGS__)
 
 enum { O_GRID = 256, O_DB, O_JOBS, O_LIST, O_NOMERGE, O_MERGE, O_KEEP, O_HELP };
 

@@ -67,16 +67,7 @@ static void usage(FILE *out) {
           HS_DEFAULT_DB);
 }
 
-static int bad(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int bad(const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  fprintf(stderr, "hetsim validate: ");
-  vfprintf(stderr, fmt, ap);
-  va_end(ap);
-  fprintf(stderr, "\n");
-  return 2;
-}
+#define bad(...) hs_cli_usage("validate", 0, __VA_ARGS__)
 
 typedef struct real_run_row {
   char kind[8], status[16], policy[64], params[1024], model[32], device_name[300];
