@@ -88,7 +88,7 @@ policies: [ssgd, {name: localsgd, params: {tau: [2, 4]}}]
 seeds: [1, 2]
 model: resnet18
 global_batch: 8192
-iterations: 150
+iterations: 1500   # long enough that the kill below lands mid-sweep on an idle machine
 YAML
 S="$TMP/s.db"
 # In its own process group, so that one kill -9 takes the sweep and its workers.
