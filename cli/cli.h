@@ -37,6 +37,28 @@ int hs_cli_usage(const char *cmd, int help, const char *fmt, ...) __attribute__(
 /* Parses all of s as a decimal integer >= min into *out; returns 0, or -1 (out untouched). */
 int hs_cli_parse_int64(const char *s, int64_t min, int64_t *out);
 
+/* "hetsim ARGV..." into buf (truncated to len), for the run's `command` column. */
+void hs_cli_join_argv(int argc, char **argv, char *buf, size_t len);
+
+/* Evaluations of a run in progress, kept in memory because the store takes only step rows
+ * while their bulk insert is open, and written when the run ends. */
+struct hs_store;
+struct hs_diag;
+typedef struct hs_cli_eval {
+  double time_s, loss, accuracy;
+  int64_t step;
+} hs_cli_eval;
+typedef struct hs_cli_evals {
+  int64_t n, cap;
+  hs_cli_eval *r;
+} hs_cli_evals;
+/* An eval sink for hs_sim_config / hs_real_config; ctx is an hs_cli_evals. */
+int hs_cli_eval_sink(void *ctx, double time_s, int64_t step, double loss, double accuracy,
+                     struct hs_diag *d);
+/* Adds every buffered evaluation to run `run`; stops at the first failure. */
+int hs_cli_evals_store(const hs_cli_evals *e, struct hs_store *s, int64_t run, struct hs_diag *d);
+void hs_cli_evals_free(hs_cli_evals *e);
+
 /* Writes every row of a prepared statement as RFC 4180 CSV (a header row, CRLF line ends,
  * NULL as an empty field, reals in their shortest exact form) and returns an exit status.
  * Shared by `query --csv` and `export`, so the two cannot drift apart. */

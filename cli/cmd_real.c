@@ -185,43 +185,15 @@ static int parse_args(int argc, char **argv, real_args *a) {
 
 /* Sinks: steps go straight into the store's bulk insert; evaluations are kept in memory (the
  * store takes only step rows while the bulk insert is open) and written at the end. */
-typedef struct eval_row {
-  double time_s, loss, accuracy;
-  int64_t step;
-} eval_row;
-
 typedef struct real_ctx {
   hs_store *store;
   int64_t run_id;
-  int64_t n_evals, cap_evals;
-  eval_row *evals;
+  hs_cli_evals evals;
 } real_ctx;
 
 static int step_sink(void *ctx, const hs_step_row *row, hs_diag *d) {
   real_ctx *r = ctx;
   return hs_store_step_add(r->store, row, d);
-}
-
-static int eval_sink(void *ctx, double time_s, int64_t step, double loss, double accuracy, hs_diag *d) {
-  real_ctx *r = ctx;
-  if (r->n_evals == r->cap_evals) {
-    int64_t nc = r->cap_evals ? 2 * r->cap_evals : 64;
-    eval_row *e = realloc(r->evals, (size_t)nc * sizeof *e);
-    if (!e) return hs_diag_set(d, HS_ENOMEM, "out of memory for evaluations");
-    r->evals = e;
-    r->cap_evals = nc;
-  }
-  r->evals[r->n_evals++] = (eval_row){.time_s = time_s, .loss = loss, .accuracy = accuracy, .step = step};
-  return 0;
-}
-
-static void join_argv(int argc, char **argv, char *buf, size_t len) {
-  size_t used = (size_t)snprintf(buf, len, "hetsim");
-  for (int i = 0; i < argc && used < len; i++) {
-    int k = snprintf(buf + used, len - used, " %s", argv[i]);
-    if (k < 0) break;
-    used += (size_t)k;
-  }
 }
 
 static double wall_now(void) {
@@ -400,7 +372,7 @@ int hs_cmd_real(int argc, char **argv) {
   status = 1;
 
   char command[4096], options[2048], versions[512], cname[96];
-  join_argv(argc, argv, command, sizeof command);
+  hs_cli_join_argv(argc, argv, command, sizeof command);
   int workers = have_spec ? spec.n_workers : (int)a.workers;
   snprintf(cname, sizeof cname, "%s", have_spec ? spec.name : "cpu-threads");
   char dev_name[300];
@@ -442,7 +414,7 @@ int hs_cmd_real(int argc, char **argv) {
       .lr = a.lr, .eval_every = a.eval_every, .max_iterations = a.iterations,
       .max_epochs = a.epochs, .max_time = a.time, .target_loss = a.target_loss,
       .perf = have_perf ? &perf : NULL, .sink = step_sink, .sink_ctx = &rctx,
-      .eval_sink = eval_sink, .eval_ctx = &rctx, .stop = &real_interrupted,
+      .eval_sink = hs_cli_eval_sink, .eval_ctx = &rctx.evals, .stop = &real_interrupted,
   };
   struct sigaction sa, old_sa, old_term;
   memset(&sa, 0, sizeof sa);
@@ -459,9 +431,7 @@ int hs_cmd_real(int argc, char **argv) {
 
   hs_diag sd = {0};
   int src = hs_store_steps_end(store, &sd);
-  for (int64_t i = 0; !src && i < rctx.n_evals; i++)
-    src = hs_store_eval_add(store, rctx.run_id, rctx.evals[i].time_s, rctx.evals[i].step,
-                            rctx.evals[i].loss, rctx.evals[i].accuracy, &sd);
+  if (!src) src = hs_cli_evals_store(&rctx.evals, store, rctx.run_id, &sd);
   const char *st = rc ? "failed"
                  : res.status == HS_REAL_COMPLETE ? "complete"
                  : res.status == HS_REAL_INTERRUPTED ? "interrupted" : "failed";
@@ -498,7 +468,7 @@ int hs_cmd_real(int argc, char **argv) {
 
 out:
   hs_real_result_free(&res);
-  free(rctx.evals);
+  hs_cli_evals_free(&rctx.evals);
   hs_store_close(store);
   hs_store_close(calib_store);
   hs_data_close(train);

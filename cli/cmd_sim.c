@@ -219,40 +219,6 @@ static int step_sink(void *ctx, const hs_step_row *row, hs_diag *d) {
   return hs_store_step_add(r->store, row, d);
 }
 
-/* Evaluations are kept in memory during the run (the store takes only step rows while their
- * bulk insert is open) and written when it ends. */
-typedef struct eval_row {
-  double time_s, loss, accuracy;
-  int64_t step;
-} eval_row;
-
-typedef struct eval_buf {
-  int64_t n, cap;
-  eval_row *r;
-} eval_buf;
-
-static int eval_sink(void *ctx, double time_s, int64_t step, double loss, double accuracy, hs_diag *d) {
-  eval_buf *b = ctx;
-  if (b->n == b->cap) {
-    int64_t nc = b->cap ? 2 * b->cap : 256;
-    eval_row *r = realloc(b->r, (size_t)nc * sizeof *r);
-    if (!r) return hs_diag_set(d, HS_ENOMEM, "out of memory for evaluations");
-    b->r = r;
-    b->cap = nc;
-  }
-  b->r[b->n++] = (eval_row){.time_s = time_s, .loss = loss, .accuracy = accuracy, .step = step};
-  return 0;
-}
-
-static void join_argv(int argc, char **argv, char *buf, size_t len) {
-  size_t used = (size_t)snprintf(buf, len, "hetsim");
-  for (int i = 0; i < argc && used < len; i++) {
-    int k = snprintf(buf + used, len - used, " %s", argv[i]);
-    if (k < 0) break;
-    used += (size_t)k;
-  }
-}
-
 static void print_summary(const sim_args *a, int64_t run_id, const char *status,
                           const hs_cluster_spec *spec, const hs_summary *m) {
   if (a->json) {
@@ -333,7 +299,7 @@ int hs_cmd_sim(int argc, char **argv) {
   hs_trace *trace = NULL;
   hs_sim_result res;
   memset(&res, 0, sizeof res);
-  eval_buf evals = {0};
+  hs_cli_evals evals = {0};
   hs_perf_model *perf = NULL;     /* per device type, when one is calibrated */
   hs_store *calib_store = NULL;
   if (!mi || hs_zoo_stats(a.model, &ms, &d)) {
@@ -395,7 +361,7 @@ int hs_cmd_sim(int argc, char **argv) {
   }
 
   char command[4096], options[2048], versions[512];
-  join_argv(argc, argv, command, sizeof command);
+  hs_cli_join_argv(argc, argv, command, sizeof command);
   snprintf(options, sizeof options,
            "{\"iterations\":%lld,\"epochs\":%.17g,\"sim_time_s\":%.17g,\"store\":\"%s\","
            "\"convergence\":\"%s\",\"convergence_params\":\"%s\",\"target_loss\":%.17g,"
@@ -427,7 +393,7 @@ int hs_cmd_sim(int argc, char **argv) {
       .max_sim_time = a.sim_time, .max_events = a.max_events, .sink = step_sink,
       .sink_ctx = &rctx, .trace = trace, .progress = &prog, .stop = &sim_interrupted,
       .conv = conv, .conv_params = conv ? &conv_params : NULL, .target_loss = a.target_loss,
-      .target_accuracy = a.target_acc, .eval_sink = conv ? eval_sink : NULL, .eval_ctx = &evals,
+      .target_accuracy = a.target_acc, .eval_sink = conv ? hs_cli_eval_sink : NULL, .eval_ctx = &evals,
       .perf = perf,
   };
 
@@ -450,9 +416,7 @@ int hs_cmd_sim(int argc, char **argv) {
   hs_diag sd = {0};
   int src = run_ensure(&rctx, &sd);
   if (!src && a.store_steps) src = hs_store_steps_end(store, &sd);
-  for (int64_t i = 0; !src && i < evals.n; i++)
-    src = hs_store_eval_add(store, rctx.run_id, evals.r[i].time_s, evals.r[i].step, evals.r[i].loss,
-                            evals.r[i].accuracy, &sd);
+  if (!src) src = hs_cli_evals_store(&evals, store, rctx.run_id, &sd);
   const char *st = rc ? "failed"
                  : res.status == HS_SIM_COMPLETE ? "complete"
                  : res.status == HS_SIM_INTERRUPTED ? "interrupted" : "failed";
@@ -502,7 +466,7 @@ out:
   hs_store_close(calib_store);
   free(perf);
   hs_sim_result_free(&res);
-  free(evals.r);
+  hs_cli_evals_free(&evals);
   hs_store_close(store);
   hs_cluster_spec_free(&spec);
   return status;
