@@ -9,9 +9,12 @@
  * - The number of pending events is bounded by max_pending (default HS_ENGINE_DEFAULT_MAX_PENDING);
  *   exceeding it is an HS_ELIMIT error whose message names the limit and the --max-events
  *   option that raises it, not a crash or an unbounded allocation.
- * - Cost: O(log N) per schedule and pop, amortized O(1) memory growth (arrays double).
- *   Payloads (kind, worker, arg) sit in a pool with a free list; the heap holds only small
- *   (time, seq, slot) entries so that sifting moves few bytes.
+ * - Cost: the queue is a radix heap over the monotone (time, insertion rank) keys (see
+ *   sim_event.c): O(1) schedule and peek, and a pop moves each other entry of one bucket to a
+ *   lower one, each entry at most 15 times in its life (about twice in the hold model), so
+ *   amortized O(1) per event independent of N. Memory grows by doubling, amortized O(1), and a
+ *   pop never allocates. Payloads (kind, worker, arg) sit in a pool with a free list; the
+ *   queue holds only 16-byte (time, rank, slot) keys, so that moving entries moves few bytes.
  * - Ownership: hs_engine_open allocates, hs_engine_close frees. Not thread-safe: one engine per
  *   simulation, and several engines may live in one process. */
 #ifndef HS_SIM_EVENT_H
