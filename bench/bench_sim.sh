@@ -12,11 +12,12 @@ echo "== ssgd on traces/hetero-1024gpu.yaml, resnet18, global batch 65536, 1000 
 for store in steps summary; do
   for rep in 1 2 3; do
     rm -f "$T/b.db"*
-    /usr/bin/time -f "%e %M" -o "$T/time" "$H" sim --cluster "$HERE/../traces/hetero-1024gpu.yaml" \
+    /usr/bin/time -f "%e %U %S %M" -o "$T/time" "$H" sim --cluster "$HERE/../traces/hetero-1024gpu.yaml" \
       --model resnet18 --policy ssgd --global-batch 65536 --iterations 1000 --store $store \
       --db "$T/b.db" --json >"$T/out.json"
-    read -r el rss <"$T/time"
-    echo "store=$store rep=$rep: process ${el}s, sim+store wall_s $(json_field "$T/out.json" wall_s), events $(json_field "$T/out.json" events), peak RSS ${rss} KiB"
+    read -r el us ss rss <"$T/time"
+    # CPU time (user, sys: all threads) next to the wall time, which a loaded machine inflates.
+    echo "store=$store rep=$rep: process ${el}s (CPU ${us}s user ${ss}s sys), sim+store wall_s $(json_field "$T/out.json" wall_s), events $(json_field "$T/out.json" events), peak RSS ${rss} KiB"
   done
 done
 

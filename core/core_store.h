@@ -11,10 +11,15 @@
  *   marks it complete, failed or interrupted, so a half-written run never looks complete.
  * - Step rows go through a buffered bulk insert that commits every HS_STORE_STEP_BATCH rows;
  *   an interrupted run keeps the rows of every committed batch, and hs_store_run_finish and
- *   hs_store_close commit the pending ones.
+ *   hs_store_close commit the pending ones. During a step batch foreign keys are off on the
+ *   store's connection (the run is checked once per batch instead), and the connection's
+ *   automatic WAL checkpoint gives way to a checkpoint thread (core_store.c says why).
  * - Doubles that are NaN are stored as NULL. Times are seconds, sizes bytes, batches samples.
  * - Ownership: the caller owns every string it passes; the store copies what it keeps.
- * - Threading: one hs_store per thread; the handle is not shared.
+ * - Threading: one hs_store per thread; the handle is not shared. Between hs_store_steps_begin
+ *   and hs_store_steps_end the store runs two threads of its own, which block all signals: one
+ *   inserts the step rows with the store's connection, one checkpoints the WAL with a second
+ *   connection. Both are joined by hs_store_steps_end, hs_store_run_finish or hs_store_close.
  * - Library code: errors go into hs_diag (with sqlite3_errmsg and the path), never to stdio. */
 #ifndef HS_CORE_STORE_H
 #define HS_CORE_STORE_H
@@ -81,11 +86,13 @@ typedef struct hs_step_row {
 } hs_step_row;
 /* Buffered bulk insert: rows are buffered and inserted in chunks by one prepared statement, in a
  * transaction committed every HS_STORE_STEP_BATCH rows so an interrupted run keeps consistent
- * rows. Because of the buffering, a bad row (a duplicate key, an unknown run) is reported by a
- * later hs_store_step_add or by hs_store_steps_end, with a message naming its step and worker;
- * the other rows still go in. hs_store_steps_end, hs_store_run_finish and hs_store_close
- * insert and commit the buffered rows. Between begin and end the store may be used only for
- * step rows (other writes would land in the open batch). */
+ * rows. A run that does not exist is refused by hs_store_steps_begin (HS_ENOTFOUND), or at the
+ * next batch when another process deleted it meanwhile. Because of the buffering, a bad row (a
+ * duplicate key) is reported by a later hs_store_step_add or by hs_store_steps_end, with a
+ * message naming its step and worker; the other rows still go in. hs_store_steps_end,
+ * hs_store_run_finish and hs_store_close insert and commit the buffered rows. Between begin and
+ * end the store may be used only for step rows (its connection belongs to the writer thread,
+ * and other writes would land in the open batch). */
 int hs_store_steps_begin(hs_store *s, int64_t run, hs_diag *d);
 int hs_store_step_add(hs_store *s, const hs_step_row *row, hs_diag *d);
 int hs_store_steps_end(hs_store *s, hs_diag *d);

@@ -338,6 +338,9 @@ static void test_steps_roundtrip(void) {
   ASSERT_CONTAINS(d.msg, "step 0 of worker 5");
   ASSERT_EQ(hs_store_steps_end(s, &d), 0);
   ASSERT_EQ(hs_store_steps_end(s, &d), 0); /* idempotent */
+  /* Foreign keys are off only while the batch is open. */
+  ASSERT_EQ(q_int(s, "PRAGMA foreign_keys"), 1);
+  ASSERT_EQ(q_int(s, "PRAGMA page_size"), 16384); /* a new file */
   ASSERT_EQ(q_int(s, "SELECT count(*) FROM step"), N_STEPS + 1);
   ASSERT_EQ(q_int(s, "SELECT count(*) FROM step WHERE loss IS NULL"), (N_STEPS + 1) / 2);
   ASSERT_EQ(q_int(s, "SELECT count(*) FROM step WHERE comm_end_s IS NULL"), (N_STEPS + 3) / 3);
@@ -404,6 +407,86 @@ static void test_steps_interrupted(void) {
   ASSERT_EQ(q_int(s, "SELECT count(*) FROM step"), HS_STORE_STEP_BATCH + 10);
   ASSERT_EQ(q_int(s, "SELECT count(*) FROM run WHERE status = 'running'"), 1);
   hs_store_close(s);
+  rm_db(p);
+}
+
+/* The step rows need their run: an unknown run is refused at steps_begin (the rows themselves
+ * go in without a foreign-key check), and foreign keys are back on afterwards. */
+static void test_steps_need_run(void) {
+  const char *p = hs_test_tmp("needrun.db");
+  rm_db(p);
+  hs_diag d = {0};
+  hs_store *s = NULL;
+  ASSERT_EQ(hs_store_open(&s, p, 0, &d), 0);
+  if (!s) return;
+  ASSERT_EQ(hs_store_steps_begin(s, 42, &d), HS_ENOTFOUND);
+  ASSERT_CONTAINS(d.msg, "no run 42");
+  ASSERT_EQ(q_int(s, "PRAGMA foreign_keys"), 1);
+  ASSERT(sqlite3_get_autocommit(hs_store_db(s)));
+  hs_step_row r0 = make_step(0);
+  ASSERT_EQ(hs_store_step_add(s, &r0, &d), HS_EINVAL); /* no batch is open */
+  ASSERT_EQ(hs_store_steps_end(s, &d), 0);
+  int64_t run = 0;
+  ASSERT_EQ(hs_store_run_begin(s, &run_info, &run, &d), 0);
+  ASSERT_EQ(hs_store_steps_begin(s, run, &d), 0);
+  ASSERT_EQ(q_int(s, "PRAGMA foreign_keys"), 0); /* off for the batch only */
+  ASSERT_EQ(hs_store_step_add(s, &r0, &d), 0);
+  hs_store_close(s); /* commits the row, foreign keys back on */
+  s = NULL;
+  ASSERT_EQ(hs_store_open(&s, p, 0, &d), 0);
+  if (!s) return;
+  ASSERT_EQ(q_int(s, "SELECT count(*) FROM step"), 1);
+  ASSERT_EQ(q_int(s, "PRAGMA foreign_key_check"), -1); /* no orphan rows */
+  /* Deleting the run cascades to its rows, as before. */
+  ASSERT_EQ(sqlite3_exec(hs_store_db(s), "DELETE FROM run", NULL, NULL, NULL), SQLITE_OK);
+  ASSERT_EQ(q_int(s, "SELECT count(*) FROM step"), 0);
+  hs_store_close(s);
+  rm_db(p);
+}
+
+/* A file made with another page size keeps it, and migrates and takes step rows as usual. */
+static void test_existing_page_size(void) {
+  const char *p = hs_test_tmp("pages.db");
+  rm_db(p);
+  sqlite3 *db = NULL;
+  ASSERT_EQ(sqlite3_open(p, &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db, "PRAGMA page_size = 4096; PRAGMA journal_mode = WAL", NULL, NULL,
+                         NULL),
+            SQLITE_OK);
+  sqlite3_close(db);
+  hs_diag d = {0};
+  hs_store *s = NULL;
+  ASSERT_EQ(hs_store_open(&s, p, 0, &d), 0);
+  if (!s) return;
+  ASSERT_EQ(q_int(s, "PRAGMA page_size"), 4096);
+  ASSERT_EQ(hs_store_schema_version(s), HS_STORE_SCHEMA_VERSION);
+  int64_t run = 0;
+  ASSERT_EQ(hs_store_run_begin(s, &run_info, &run, &d), 0);
+  ASSERT_EQ(hs_store_steps_begin(s, run, &d), 0);
+  int rc = 0;
+  for (int64_t i = 0; i < 3 * HS_STORE_STEP_BATCH / 2 && !rc; i++) {
+    hs_step_row r = make_step(i);
+    rc = hs_store_step_add(s, &r, &d);
+  }
+  ASSERT_EQ(rc, 0);
+  ASSERT_EQ(hs_store_run_finish(s, run, "complete", NULL, NULL, &d), 0);
+  ASSERT_EQ(q_int(s, "SELECT count(*) FROM step"), 3 * HS_STORE_STEP_BATCH / 2);
+  hs_store_close(s);
+  /* Closing the last connection checkpointed the WAL into the file and removed it. */
+  char wal[600];
+  snprintf(wal, sizeof wal, "%s-wal", p);
+  ASSERT(!file_exists(wal));
+  s = NULL;
+  ASSERT_EQ(hs_store_open(&s, p, HS_STORE_READONLY, &d), 0);
+  if (s) {
+    sqlite3_stmt *st = NULL;
+    ASSERT_EQ(sqlite3_prepare_v2(hs_store_db(s), "PRAGMA integrity_check", -1, &st, NULL),
+              SQLITE_OK);
+    ASSERT_EQ(sqlite3_step(st), SQLITE_ROW);
+    ASSERT_EQ(strcmp((const char *)sqlite3_column_text(st, 0), "ok"), 0);
+    sqlite3_finalize(st);
+    hs_store_close(s);
+  }
   rm_db(p);
 }
 
@@ -485,6 +568,8 @@ static const hs_test_case cases[] = {
     {"workers_and_eval", test_workers_and_eval},
     {"steps_roundtrip", test_steps_roundtrip},
     {"steps_interrupted", test_steps_interrupted},
+    {"steps_need_run", test_steps_need_run},
+    {"existing_page_size", test_existing_page_size},
     {"two_writers", test_two_writers},
     {NULL, NULL},
 };
