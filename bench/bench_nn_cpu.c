@@ -12,7 +12,14 @@
  * 0.1 s of a 512x512x512 product, measured again right before each configuration because the
  * machine's load changes within a run; the header also gives the shape of mlp's first layer.
  *
- *   ./build/bench_nn_cpu            (or: ./build/bench_nn_cpu mlp 128 for one configuration) */
+ *   ./build/bench_nn_cpu            (or: ./build/bench_nn_cpu mlp 128 for one configuration)
+ *
+ * `bench_nn_cpu layouts [ROUNDS]` times instead the transposition layouts of mlp's two large
+ * products at batch 128 (the forward product and the weight gradient of the 784 -> 256 layer),
+ * the choice nn_cpu.c makes per product. The variants run interleaved, one after the other in
+ * each of ROUNDS rounds (default 400), so that they meet the same load; for each it prints the
+ * best time, the median, and the median over rounds of its time divided by the layout the
+ * backend used before (batch-major activations) in the same round. CPU time of the thread. */
 #include <cblas.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -66,6 +73,81 @@ static double sgemm_rate(int m, int n, int k) {
   free(b);
   free(c);
   return best;
+}
+
+static double thread_cpu_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+typedef struct layout_case {
+  const char *name;
+  int ta, tb, m, n, k; /* C [m x n] = op(A) op(B), row-major, tight leading dimensions */
+  int ref;             /* index of the batch-major variant it is compared with */
+} layout_case;
+
+static int bench_layouts(int rounds) {
+  static const layout_case cs[] = {
+      {"forward  Y = X W^T     NT 128x256x784 (batch-major, before)", 0, 1, 128, 256, 784, 0},
+      {"forward  Y^T = W X^T   NT 256x128x784 (feature-major, used)", 0, 1, 256, 128, 784, 0},
+      {"forward  Y = X W^T     TT 128x256x784 (X stored transposed)", 1, 1, 128, 256, 784, 0},
+      {"forward  Y^T = W X^T   NN 256x128x784 (X stored transposed)", 0, 0, 256, 128, 784, 0},
+      {"gradient dW = dY^T X   TN 256x784x128 (batch-major, before)", 1, 0, 256, 784, 128, 4},
+      {"gradient dW = dY^T X   NN 256x784x128 (dY^T stored, used)  ", 0, 0, 256, 784, 128, 4},
+      {"gradient dW = dY^T X   TT 256x784x128 (X stored transposed)", 1, 1, 256, 784, 128, 4},
+      {"gradient dW = dY^T X   NT 256x784x128 (both transposed)    ", 0, 1, 256, 784, 128, 4},
+  };
+  enum { NC = (int)(sizeof cs / sizeof cs[0]) };
+  size_t big = (size_t)784 * 256;
+  float *a = malloc(big * sizeof *a), *b = malloc(big * sizeof *b), *c = malloc(big * sizeof *c);
+  double *t = malloc((size_t)rounds * NC * sizeof *t), *col = malloc((size_t)rounds * sizeof *col);
+  if (!a || !b || !c || !t || !col) {
+    free(a);
+    free(b);
+    free(c);
+    free(t);
+    free(col);
+    fprintf(stderr, "bench_nn_cpu: out of memory\n");
+    return 1;
+  }
+  for (size_t i = 0; i < big; i++) {
+    a[i] = (float)(i % 7) * 0.1f - 0.3f;
+    b[i] = (float)(i % 5) * 0.1f - 0.2f;
+  }
+  for (int r = 0; r < rounds; r++)
+    for (int v = 0; v < NC; v++) {
+      const layout_case *x = &cs[v];
+      double t0 = thread_cpu_s();
+      for (int rep = 0; rep < 2; rep++)
+        cblas_sgemm(CblasRowMajor, x->ta ? CblasTrans : CblasNoTrans,
+                    x->tb ? CblasTrans : CblasNoTrans, x->m, x->n, x->k, 1.0f, a,
+                    x->ta ? x->m : x->k, b, x->tb ? x->k : x->n, 0.0f, c, x->n);
+      t[r * NC + v] = (thread_cpu_s() - t0) / 2;
+    }
+  printf("# %d interleaved rounds, CPU time per product; ratio = median over rounds of the time "
+         "over the batch-major variant's in the same round\n", rounds);
+  printf("%-62s %9s %9s %9s %7s\n", "product", "best_ms", "GFLOP/s", "median_ms", "ratio");
+  for (int v = 0; v < NC; v++) {
+    const layout_case *x = &cs[v];
+    double best = 1e30;
+    for (int r = 0; r < rounds; r++) {
+      col[r] = t[r * NC + v];
+      if (col[r] < best) best = col[r];
+    }
+    qsort(col, (size_t)rounds, sizeof *col, cmp_double);
+    double med = col[rounds / 2];
+    for (int r = 0; r < rounds; r++) col[r] = t[r * NC + v] / t[r * NC + x->ref];
+    qsort(col, (size_t)rounds, sizeof *col, cmp_double);
+    printf("%-62s %9.3f %9.1f %9.3f %7.3f\n", x->name, best * 1e3,
+           2.0 * x->m * x->n * x->k / best / 1e9, med * 1e3, col[rounds / 2]);
+  }
+  free(a);
+  free(b);
+  free(c);
+  free(t);
+  free(col);
+  return 0;
 }
 
 /* Times one (model, batch); prints a table row with the ratio to the sgemm rate measured just
@@ -133,6 +215,10 @@ static int bench_model(const char *model, int batch, double *ms_out) {
 
 int main(int argc, char **argv) {
   openblas_set_num_threads(1);
+  if (argc >= 2 && strcmp(argv[1], "layouts") == 0) {
+    int rounds = argc > 2 ? atoi(argv[2]) : 400;
+    return bench_layouts(rounds > 0 ? rounds : 400);
+  }
   double ref = sgemm_rate(512, 512, 512);
   double ref_mlp = sgemm_rate(128, 256, 784);
   printf("# single-thread cblas_sgemm: %.2f GFLOP/s at 512x512x512, %.2f GFLOP/s at "

@@ -1,7 +1,8 @@
 /* bench_proxy: time one simulated worker step of the proxy convergence model (sim_proxy.c):
- * the worker's next batch of its Fashion-MNIST shard, its model loaded into the net, forward,
- * backward and the gradient copied out, then an all-reduce of gradients over the workers
- * (begin + end: the weighted sum and one SGD update). One core (OpenBLAS threads = 1).
+ * the worker's next batch of its Fashion-MNIST shard, its model loaded into the net (when the
+ * net does not hold it already), forward, backward into the worker's gradient buffer, then an
+ * all-reduce of gradients over the workers (begin + end: the weighted sum and one SGD update).
+ * One core (OpenBLAS threads = 1).
  *
  *   bench_proxy [MODEL] [BATCH] [STEPS] [WORKERS]      defaults: mlp 128 200 4
  *

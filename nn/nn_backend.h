@@ -15,7 +15,7 @@
 #include "nn/nn_graph.h"
 #include "nn/nn_net.h"
 
-#define HS_NET_BACKEND_VERSION 1
+#define HS_NET_BACKEND_VERSION 2
 
 typedef enum hs_net_vec { HS_NET_PARAMS = 0, HS_NET_GRADS = 1 } hs_net_vec;
 
@@ -41,6 +41,10 @@ struct hs_net_backend {
   int (*elapsed)(hs_net *n, int from, int to, double *seconds, hs_diag *d);
   int (*sync)(hs_net *n, hs_diag *d);
   int64_t (*bytes)(const hs_net *n);
+  /* Appended in version 2. Like backward, but writes the gradient into `host` (n_params floats
+   * of host memory) instead of n->grads; n->grads is then left unspecified. NULL: nn_net.c
+   * runs backward and copies n->grads to host. */
+  int (*backward_into)(hs_net *n, float *host, hs_diag *d);
 };
 
 struct hs_net {

@@ -2,11 +2,10 @@
  *
  * Memory. Parameters, gradients, momentum and the batchnorm buffers are allocated once at
  * open. Everything that scales with the batch (the input copy, labels, each layer's output and
- * output gradient, max-pool arg-maxes, softmax probabilities, the im2col workspaces) lives in
- * one arena laid out for a batch capacity; a load with a larger batch lays out and allocates a
- * new arena and frees the old one only once the new one exists, so an allocation failure
- * (HS_ENOMEM) leaves the net as it was. No call after that allocates: a training step does no
- * malloc.
+ * output gradient, max-pool arg-maxes, the im2col workspaces) lives in one arena laid out for
+ * a batch capacity; a load with a larger batch lays out and allocates a new arena and frees the
+ * old one only once the new one exists, so an allocation failure (HS_ENOMEM) leaves the net as
+ * it was. No call after that allocates: a training step does no malloc.
  *
  * Graph execution. Forward runs the layers front to back; flatten and the input are views (no
  * copy). Backward runs back to front and computes the gradient of a layer's output only where
@@ -15,10 +14,26 @@
  * (a residual) receives the sum of their gradients: the reader that runs first in backward
  * writes the gradient, later ones add to it (`overwrite`), so no buffer is cleared per step.
  *
- * Kernels. Linear layers are one sgemm each way. Convolutions are im2col + sgemm on chunks of
- * samples (as many as keep the column buffer near HS_CPU_COL_BYTES), so that small layers get
- * one large product instead of one small product per sample; a 1x1 stride-1 unpadded conv reads
- * its input directly. Depthwise convolutions (one input channel per group) use a direct loop.
+ * Layouts. Activations are batch-major (NCHW; [batch x features] for linear layers), except
+ * that a linear layer whose output only reaches linear layers, directly or through a ReLU, keeps
+ * its output and output gradient feature-major ([features x batch], `fm`). The choice is per
+ * product, from timing OpenBLAS 0.3.21's SkylakeX sgemm on mlp's shapes (batch 128, 784 -> 256,
+ * `bench_nn_cpu layouts`): the forward product as W X^T (NT, 256x128x784) took a median
+ * 0.92-0.95 of the time of X W^T in the same rounds, the weight gradient from a stored dY^T (NN,
+ * 256x784x128) 0.93-1.00 of the time from a batch-major dY (TN). The differences are small;
+ * see docs/performance.md, "nn cpu backend".
+ *
+ * In-place activations. A ReLU (or ReLU6) whose input is a linear, conv or batchnorm layer that
+ * nothing else reads works in that layer's buffers: its output overwrites the input (which that
+ * layer's backward never reads) and its backward masks the shared gradient in place.
+ *
+ * Kernels. Linear layers are one sgemm each way; the bias is written into the output first and
+ * sgemm adds the product to it (OpenBLAS clears the output for beta 0 anyway, so the bias costs
+ * no pass of its own). The softmax cross-entropy of a training pass writes its gradient with
+ * respect to the logits in the same pass (backward only reads it). Convolutions are im2col +
+ * sgemm on chunks of samples (as many as keep the column buffer near HS_CPU_COL_BYTES), so that
+ * small layers get one large product instead of one small product per sample; a 1x1 stride-1
+ * unpadded conv reads its input directly. Depthwise convolutions (one input channel per group) use a direct loop.
  * Batchnorm keeps the per-channel batch mean and 1/std of the training pass for backward and
  * recomputes the normalised input from them. Max pooling keeps the arg-max of each window.
  *
@@ -50,7 +65,9 @@ typedef struct cpu_layer {
   int need;                    /* the gradient of this layer's output is needed */
   int consumers;               /* layers that read this one */
   int overwrite[2];            /* backward writes (1) or adds to (0) the gradient of in[k] */
-  int alias_dout;              /* flatten: shares its input's output gradient */
+  int alias_dout;              /* flatten, in-place act: shares its input's output gradient */
+  int fm;                      /* output and its gradient are feature-major [out_elems x batch] */
+  int inplace;                 /* relu/relu6: computes in its input's buffers */
   int direct;                  /* conv: depthwise, by a direct loop */
   int unit;                    /* conv: 1x1, stride 1, no padding: input is its own column */
   int chunk;                   /* conv: samples per im2col chunk at the arena's capacity */
@@ -72,7 +89,7 @@ typedef struct cpu_net {
   int correct;
   float *arena; /* batch-sized buffers (see the header) */
   int64_t arena_floats;
-  float *x, *probs, *col, *tmp; /* in the arena */
+  float *x, *col, *tmp; /* in the arena */
   int32_t *labels;              /* in the arena */
   float *momentum;  /* n_params */
   float *bn_store;  /* the batchnorm buffers of every layer, 4 per channel */
@@ -112,7 +129,7 @@ static int conv_chunk(const hs_layer *l, int cap) {
 /* Lays out the arena for `cap` samples: fills the layers' offsets (and chunks) and returns the
  * floats needed, with *col_off, *tmp_off etc. set. Writes nothing but the layout fields. */
 typedef struct arena_layout {
-  int64_t x, labels, probs, col, tmp, total;
+  int64_t x, labels, col, tmp, total;
 } arena_layout;
 
 static void layout(hs_net *n, int cap, arena_layout *a) {
@@ -123,13 +140,11 @@ static void layout(hs_net *n, int cap, arena_layout *a) {
   off += align_up(c->layers[0].out_elems * cap);
   a->labels = off;
   off += align_up(cap);
-  a->probs = off;
-  off += align_up((int64_t)n->classes * cap);
   for (int i = 0; i < c->count; i++) {
     cpu_layer *cl = &c->layers[i];
     const hs_layer *l = cl->l;
     cl->off_out = cl->off_dout = cl->off_arg = -1;
-    if (i == 0 || l->kind == HS_LAYER_FLATTEN) {
+    if (i == 0 || l->kind == HS_LAYER_FLATTEN || cl->inplace) {
       /* views: resolved from the input in resolve() */
     } else {
       cl->off_out = off;
@@ -164,7 +179,6 @@ static void resolve(hs_net *n, const arena_layout *a) {
   float *base = c->arena;
   c->x = base + a->x;
   c->labels = (int32_t *)(void *)(base + a->labels);
-  c->probs = base + a->probs;
   c->col = base + a->col;
   c->tmp = base + a->tmp;
   for (int i = 0; i < c->count; i++) {
@@ -230,6 +244,29 @@ static void cpu_close(hs_net *n) {
   n->params = n->grads = NULL;
 }
 
+static int is_act(hs_layer_kind k) { return k == HS_LAYER_RELU || k == HS_LAYER_RELU6; }
+
+/* Layer j's readers, as far as they are known (layers j+1 ..): 1 when j is not the logits and
+ * every reader is a linear layer or an activation (not the logits) read only by linear layers;
+ * those are the layers that accept a feature-major input. */
+static int feeds_only_linear(const cpu_net *c, int j) {
+  int last = c->count - 1, readers = 0;
+  if (j == last) return 0;
+  for (int r = j + 1; r <= last; r++) {
+    const hs_layer *l = c->layers[r].l;
+    if (l->in[0] != j && (l->n_in < 2 || l->in[1] != j)) continue;
+    readers++;
+    if (l->kind == HS_LAYER_LINEAR) continue;
+    if (!is_act(l->kind) || r == last) return 0;
+    for (int r2 = r + 1; r2 <= last; r2++) {
+      const hs_layer *l2 = c->layers[r2].l;
+      int reads = l2->in[0] == r || (l2->n_in > 1 && l2->in[1] == r);
+      if (reads && l2->kind != HS_LAYER_LINEAR) return 0;
+    }
+  }
+  return readers > 0;
+}
+
 static int cpu_open(hs_net *n, const float *init, hs_diag *d) {
   int count = hs_graph_count(n->graph);
   cpu_net *c = calloc(1, sizeof *c);
@@ -277,6 +314,17 @@ static int cpu_open(hs_net *n, const float *init, hs_diag *d) {
     }
     /* flatten shares its input's gradient buffer when it is that input's only reader */
     c->layers[j].alias_dout = l->kind == HS_LAYER_FLATTEN && c->layers[l->in[0]].consumers == 1;
+    if (is_act(l->kind) && l->in[0] > 0 && c->layers[l->in[0]].consumers == 1) {
+      hs_layer_kind sk = c->layers[l->in[0]].l->kind;
+      c->layers[j].inplace = sk == HS_LAYER_LINEAR || sk == HS_LAYER_CONV2D ||
+                             sk == HS_LAYER_BATCHNORM2D;
+      c->layers[j].alias_dout = c->layers[j].inplace;
+    }
+  }
+  for (int j = 1; j < count; j++) {
+    const hs_layer *l = c->layers[j].l;
+    if (l->kind == HS_LAYER_LINEAR) c->layers[j].fm = feeds_only_linear(c, j);
+    else if (is_act(l->kind)) c->layers[j].fm = c->layers[l->in[0]].fm;
   }
   c->bn_store = alloc_floats(bn_floats);
   if (!c->bn_store) goto nomem;
@@ -588,17 +636,37 @@ static void conv_backward(cpu_net *c, cpu_layer *cl, const float *w, float *dw, 
 
 /* --- linear -------------------------------------------------------------------------------- */
 
+/* C [M x N] = op(A) op(B) + beta C, every matrix row-major with a tight leading dimension: A is
+ * stored [M x K], or [K x M] when ta; B is stored [K x N], or [N x K] when tb. */
+static void gemm(int ta, int tb, int M, int N, int K, const float *A, const float *B, float beta,
+                 float *C) {
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M,
+              N, K, 1.0f, A, ta ? M : K, B, tb ? K : N, beta, C, N);
+}
+
+/* Y = X W^T + b with X and Y each batch- or feature-major (see the header). */
 static void linear_forward(cpu_net *c, cpu_layer *cl, const float *w, const float *bias,
                            int batch) {
   const hs_layer *l = cl->l;
-  const float *x = c->layers[l->in[0]].out;
+  const cpu_layer *src = &c->layers[l->in[0]];
   int in = l->in_c, out = l->out_c;
   float *y = cl->out;
   if (bias) {
-    for (int b = 0; b < batch; b++) memcpy(y + (int64_t)b * out, bias, (size_t)out * sizeof(float));
+    if (cl->fm) {
+      for (int o = 0; o < out; o++) {
+        float *row = y + (int64_t)o * batch, bv = bias[o];
+        for (int b = 0; b < batch; b++) row[b] = bv;
+      }
+    } else {
+      for (int b = 0; b < batch; b++) memcpy(y + (int64_t)b * out, bias, (size_t)out * sizeof(float));
+    }
   }
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, batch, out, in, 1.0f, x, in, w, in,
-              bias ? 1.0f : 0.0f, y, out);
+  float beta = bias ? 1.0f : 0.0f;
+  if (cl->fm) {
+    gemm(0, !src->fm, out, batch, in, w, src->out, beta, y); /* Y^T = W X^T */
+  } else {
+    gemm(src->fm, 1, batch, out, in, src->out, w, beta, y); /* Y = X W^T */
+  }
 }
 
 static void linear_backward(cpu_net *c, cpu_layer *cl, const float *w, float *dw, float *db,
@@ -607,18 +675,31 @@ static void linear_backward(cpu_net *c, cpu_layer *cl, const float *w, float *dw
   const cpu_layer *src = &c->layers[l->in[0]];
   int in = l->in_c, out = l->out_c;
   const float *dy = cl->dout;
-  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, out, in, batch, 1.0f, dy, out, src->out,
-              in, 0.0f, dw, in);
+  gemm(!cl->fm, src->fm, out, in, batch, dy, src->out, 0.0f, dw); /* dW = dY^T X */
   if (db) {
-    memset(db, 0, (size_t)out * sizeof(float));
-    for (int b = 0; b < batch; b++) {
-      const float *g = dy + (int64_t)b * out;
-      for (int o = 0; o < out; o++) db[o] += g[o];
+    if (cl->fm) {
+      /* row sums, each in batch order as the batch-major case adds them */
+      for (int o = 0; o < out; o++) {
+        const float *row = dy + (int64_t)o * batch;
+        float s = 0.0f;
+        for (int b = 0; b < batch; b++) s += row[b];
+        db[o] = s;
+      }
+    } else {
+      memset(db, 0, (size_t)out * sizeof(float));
+      for (int b = 0; b < batch; b++) {
+        const float *g = dy + (int64_t)b * out;
+        for (int o = 0; o < out; o++) db[o] += g[o];
+      }
     }
   }
-  if (src->need)
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, batch, in, out, 1.0f, dy, out, w, in,
-                cl->overwrite[0] ? 0.0f : 1.0f, src->dout, in);
+  if (!src->need) return;
+  float beta = cl->overwrite[0] ? 0.0f : 1.0f;
+  if (src->fm) {
+    gemm(1, !cl->fm, in, batch, out, w, dy, beta, src->dout); /* dX^T = W^T dY^T */
+  } else {
+    gemm(cl->fm, 0, batch, in, out, dy, w, beta, src->dout); /* dX = dY W */
+  }
 }
 
 /* --- batchnorm ----------------------------------------------------------------------------- */
@@ -852,27 +933,73 @@ static void gap_backward(cpu_net *c, cpu_layer *cl, int batch) {
 
 /* --- element-wise -------------------------------------------------------------------------- */
 
-static void act_forward(cpu_net *c, cpu_layer *cl, int batch, float hi) {
-  const float *x = c->layers[cl->l->in[0]].out;
-  float *y = cl->out;
-  int64_t n = cl->out_elems * batch;
-  for (int64_t i = 0; i < n; i++) {
-    float v = x[i] > 0.0f ? x[i] : 0.0f;
-    y[i] = v < hi ? v : hi;
-  }
+/* GCC's -O2 vectorises a loop only when its trip count is a known multiple of the vector width
+ * (the very-cheap cost model), so the loops over whole activations run in blocks of ACT_BLOCK
+ * elements and finish the rest one by one. */
+#define ACT_BLOCK 16
+
+static float clamp_act(float v, float hi) {
+  v = v > 0.0f ? v : 0.0f;
+  return v < hi ? v : hi;
 }
 
 /* The gradient passes where the output lies strictly inside (0, hi): PyTorch's threshold and
  * hardtanh backward. */
-static void act_backward(cpu_net *c, cpu_layer *cl, int batch, float hi) {
-  float *dx = c->layers[cl->l->in[0]].dout;
-  const float *y = cl->out, *dy = cl->dout;
+static float pass_act(float y, float dy, float hi) {
+  return (y > 0.0f) & (y < hi) ? dy : 0.0f; /* no short circuit: a branch keeps GCC from vectorising */
+}
+
+/* The kernels take restrict parameters: GCC does not vectorise the same loops over restrict
+ * locals. */
+static void clamp_inplace(float *y, int64_t n, float hi) {
+  int64_t i = 0;
+  for (; i + ACT_BLOCK <= n; i += ACT_BLOCK)
+    for (int k = 0; k < ACT_BLOCK; k++) y[i + k] = clamp_act(y[i + k], hi);
+  for (; i < n; i++) y[i] = clamp_act(y[i], hi);
+}
+
+static void clamp_copy(float *restrict y, const float *restrict x, int64_t n, float hi) {
+  int64_t i = 0;
+  for (; i + ACT_BLOCK <= n; i += ACT_BLOCK)
+    for (int k = 0; k < ACT_BLOCK; k++) y[i + k] = clamp_act(x[i + k], hi);
+  for (; i < n; i++) y[i] = clamp_act(x[i], hi);
+}
+
+static void mask_inplace(float *restrict g, const float *restrict y, int64_t n, float hi) {
+  int64_t i = 0;
+  for (; i + ACT_BLOCK <= n; i += ACT_BLOCK)
+    for (int k = 0; k < ACT_BLOCK; k++) g[i + k] = pass_act(y[i + k], g[i + k], hi);
+  for (; i < n; i++) g[i] = pass_act(y[i], g[i], hi);
+}
+
+static void mask_write(float *restrict dx, const float *restrict y, const float *restrict dy,
+                       int64_t n, float hi) {
+  int64_t i = 0;
+  for (; i + ACT_BLOCK <= n; i += ACT_BLOCK)
+    for (int k = 0; k < ACT_BLOCK; k++) dx[i + k] = pass_act(y[i + k], dy[i + k], hi);
+  for (; i < n; i++) dx[i] = pass_act(y[i], dy[i], hi);
+}
+
+static void mask_add(float *restrict dx, const float *restrict y, const float *restrict dy,
+                     int64_t n, float hi) {
+  int64_t i = 0;
+  for (; i + ACT_BLOCK <= n; i += ACT_BLOCK)
+    for (int k = 0; k < ACT_BLOCK; k++) dx[i + k] += pass_act(y[i + k], dy[i + k], hi);
+  for (; i < n; i++) dx[i] += pass_act(y[i], dy[i], hi);
+}
+
+static void act_forward(cpu_net *c, cpu_layer *cl, int batch, float hi) {
   int64_t n = cl->out_elems * batch;
-  if (cl->overwrite[0]) {
-    for (int64_t i = 0; i < n; i++) dx[i] = y[i] > 0.0f && y[i] < hi ? dy[i] : 0.0f;
-  } else {
-    for (int64_t i = 0; i < n; i++) dx[i] += y[i] > 0.0f && y[i] < hi ? dy[i] : 0.0f;
-  }
+  if (cl->inplace) clamp_inplace(cl->out, n, hi);
+  else clamp_copy(cl->out, c->layers[cl->l->in[0]].out, n, hi);
+}
+
+static void act_backward(cpu_net *c, cpu_layer *cl, int batch, float hi) {
+  int64_t n = cl->out_elems * batch;
+  float *dx = c->layers[cl->l->in[0]].dout;
+  if (cl->inplace) mask_inplace(cl->dout, cl->out, n, hi); /* cl->dout is dx */
+  else if (cl->overwrite[0]) mask_write(dx, cl->out, cl->dout, n, hi);
+  else mask_add(dx, cl->out, cl->dout, n, hi);
 }
 
 static void add_forward(cpu_net *c, cpu_layer *cl, int batch) {
@@ -908,28 +1035,38 @@ static void flatten_backward(cpu_net *c, cpu_layer *cl, int batch) {
 
 /* --- loss ---------------------------------------------------------------------------------- */
 
-/* Softmax cross-entropy of the last layer's output; keeps the probabilities for backward. */
-static void loss_forward(hs_net *n) {
+/* Softmax cross-entropy of the last layer's output. A training pass also writes the gradient
+ * of the mean loss with respect to the logits, (softmax - one-hot) / batch, into the last
+ * layer's output gradient, so that backward starts from it. */
+static void loss_forward(hs_net *n, int train) {
   cpu_net *c = impl(n);
-  const float *z = c->layers[c->count - 1].out;
+  cpu_layer *last = &c->layers[c->count - 1];
+  const float *z = last->out;
+  float *g = train ? last->dout : NULL;
   int K = n->classes;
+  float inv_batch = 1.0f / (float)c->batch;
   double total = 0.0;
   int correct = 0;
   for (int b = 0; b < c->batch; b++) {
     const float *zb = z + (int64_t)b * K;
-    float *pb = c->probs + (int64_t)b * K;
     int arg = 0;
     for (int k = 1; k < K; k++)
       if (zb[k] > zb[arg]) arg = k;
     float mx = zb[arg];
     double s = 0.0;
-    for (int k = 0; k < K; k++) {
-      pb[k] = expf(zb[k] - mx);
-      s += pb[k];
-    }
-    float inv = (float)(1.0 / s);
-    for (int k = 0; k < K; k++) pb[k] *= inv;
     int y = c->labels[b];
+    if (g) {
+      float *gb = g + (int64_t)b * K;
+      for (int k = 0; k < K; k++) {
+        gb[k] = expf(zb[k] - mx);
+        s += gb[k];
+      }
+      float inv = (float)(1.0 / s);
+      for (int k = 0; k < K; k++) gb[k] = gb[k] * inv * inv_batch;
+      gb[y] -= inv_batch;
+    } else {
+      for (int k = 0; k < K; k++) s += expf(zb[k] - mx);
+    }
     total += log(s) - (double)(zb[y] - mx);
     correct += arg == y;
   }
@@ -982,28 +1119,19 @@ static int cpu_forward(hs_net *n, int train, hs_diag *d) {
                          hs_layer_kind_name(l->kind));
     }
   }
-  loss_forward(n);
+  loss_forward(n, train);
   c->fwd = train ? 2 : 1;
   return 0;
 }
 
-static int cpu_backward(hs_net *n, hs_diag *d) {
+/* Backward from the logits' gradient that the training forward pass left, writing the
+ * parameters' gradients into grads (n_params floats). */
+static int backward_to(hs_net *n, float *grads, hs_diag *d) {
   cpu_net *c = impl(n);
   if (c->fwd != 2)
     return hs_diag_set(d, HS_EINVAL, "%s: backward: needs a training forward pass "
                        "(hs_net_forward(n, 1, ...)) of the loaded batch first", n->model);
-  int batch = c->batch, K = n->classes;
-  cpu_layer *last = &c->layers[c->count - 1];
-  if (last->dout) {
-    /* d(mean cross-entropy)/d(logits) = (softmax - one-hot) / batch */
-    float inv = 1.0f / (float)batch;
-    for (int b = 0; b < batch; b++) {
-      const float *pb = c->probs + (int64_t)b * K;
-      float *gb = last->dout + (int64_t)b * K;
-      for (int k = 0; k < K; k++) gb[k] = pb[k] * inv;
-      gb[c->labels[b]] -= inv;
-    }
-  }
+  int batch = c->batch;
   for (int i = c->count - 1; i >= 1; i--) {
     cpu_layer *cl = &c->layers[i];
     const hs_layer *l = cl->l;
@@ -1011,7 +1139,7 @@ static int cpu_backward(hs_net *n, hs_diag *d) {
     if (cl->consumers == 0 && i != c->count - 1) /* a dead end: no gradient reaches it */
       memset(cl->dout, 0, (size_t)(cl->out_elems * batch) * sizeof(float));
     const float *p = param_ptr(n, i);
-    float *g = n->param_off[i] >= 0 ? n->grads + n->param_off[i] : NULL;
+    float *g = n->param_off[i] >= 0 ? grads + n->param_off[i] : NULL;
     int src_need = c->layers[l->in[0]].need;
     switch (l->kind) {
     case HS_LAYER_CONV2D: {
@@ -1050,6 +1178,12 @@ static int cpu_backward(hs_net *n, hs_diag *d) {
     }
   }
   return 0;
+}
+
+static int cpu_backward(hs_net *n, hs_diag *d) { return backward_to(n, n->grads, d); }
+
+static int cpu_backward_into(hs_net *n, float *host, hs_diag *d) {
+  return backward_to(n, host, d);
 }
 
 static int cpu_update(hs_net *n, const hs_sgd *o, hs_diag *d) {
@@ -1146,4 +1280,5 @@ const struct hs_net_backend hs_net_backend_cpu = {
   .elapsed = cpu_elapsed,
   .sync = cpu_sync,
   .bytes = cpu_bytes,
+  .backward_into = cpu_backward_into,
 };

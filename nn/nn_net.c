@@ -250,6 +250,13 @@ int hs_net_forward(hs_net *n, int train, hs_diag *d) {
 
 int hs_net_backward(hs_net *n, hs_diag *d) { return n->be->backward(n, d); }
 
+int hs_net_backward_into(hs_net *n, float *grads, hs_diag *d) {
+  if (!grads) return hs_diag_set(d, HS_EINVAL, "%s: backward: no gradient buffer", n->model);
+  if (n->be->backward_into) return n->be->backward_into(n, grads, d);
+  int rc = n->be->backward(n, d);
+  return rc ? rc : n->be->copy(n, HS_NET_GRADS, 1, grads, d);
+}
+
 int hs_net_update(hs_net *n, const hs_sgd *opt, hs_diag *d) {
   if (!opt) return hs_diag_set(d, HS_EINVAL, "%s: update: no optimizer settings", n->model);
   /* torch.optim.SGD rejects the same values. */

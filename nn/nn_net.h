@@ -9,6 +9,7 @@
  *   hs_net_load(n, x, y, batch, d);           host arrays -> backend memory
  *   hs_net_forward(n, 1, d);                  training forward pass (batch statistics)
  *   hs_net_backward(n, d);                    gradients of the mean loss over the batch
+ *                                             (or hs_net_backward_into(n, host, d))
  *   ... all-reduce / compress hs_net_grads(n) in place, or through get/set_grads ...
  *   hs_net_update(n, &sgd, d);                SGD with momentum and weight decay
  *   hs_net_result(n, &loss, &correct, d);     waits for the device
@@ -81,6 +82,12 @@ int hs_net_forward(hs_net *n, int train, hs_diag *d);
 /* Gradients of the mean cross-entropy of the last training forward pass, written over (not
  * added to) hs_net_grads. */
 int hs_net_backward(hs_net *n, hs_diag *d);
+/* As hs_net_backward, but the gradient goes straight into `grads` (host memory,
+ * hs_net_param_count floats, written over) instead of hs_net_grads, whose content is then
+ * unspecified. The cpu backend writes there directly, which saves the copy of
+ * hs_net_get_grads (the proxy convergence model keeps one gradient per simulated worker); cuda
+ * computes into its own buffer and copies. */
+int hs_net_backward_into(hs_net *n, float *grads, hs_diag *d);
 /* One SGD step from the gradient buffer as it is now (after any all-reduce or compression). */
 int hs_net_update(hs_net *n, const hs_sgd *opt, hs_diag *d);
 /* Loss (mean over the batch) and correct top-1 predictions of the last forward pass. */

@@ -6,7 +6,7 @@
  * update) as its speed allows: after each step it commits when the time since its last commit
  * ended is at least max(min_interval, I - o_i), o_i its last commit's duration (push of the
  * accumulated update as a MODEL push, the model change since the last pull, applied on arrival
- * as one global update, then pull), which is the
+ * as one global update scaled by 1/N, N the active workers, then pull), which is the
  * reference code's rule. Fast workers thus take more local steps per commit; no worker waits
  * for another.
  *
@@ -185,6 +185,10 @@ static int adsp_on_compute(void *state, hs_runtime *rt, const hs_step_obs *o) {
   if (now - x->commit_end >= wait || !hs_rt_active(rt, w)) {
     x->commit_start = now;
     x->commits++;
+    /* The server adds the commit divided by the number of workers (the reference code's
+     * `parameters + new_l / worker_num`): N workers each committing its whole local progress
+     * at full size would move the model N times too far. */
+    s->push.weight = 1.0 / (s->g.n > 0 ? s->g.n : 1);
     return hs_rt_push(rt, w, &s->push);
   }
   return hs_rt_compute(rt, w, o->batch, 0);

@@ -17,7 +17,8 @@
  *   no worker is ever more than one round ahead;
  * - compensate=1 (with overlap): when round r's average x̄_r arrives during round r+1, each
  *   worker sets x_i ← x̄_r + (x_i − x_i^snap), keeping the local progress made since its
- *   snapshot (overlap local SGD / CoCoD-SGD), so no step is lost. compensate=0 replaces the
+ *   snapshot (overlap local SGD / CoCoD-SGD), so no step is lost: the all-reduce is issued
+ *   with hs_comm_opts.keep_local, and the runtime does the arithmetic. compensate=0 replaces the
  *   model by the stale average, x_i ← x̄_r: the steps taken since the snapshot are lost and
  *   the round's count of local steps starts again from the arrival.
  * Membership changes take effect at the next round. */
@@ -80,6 +81,9 @@ static int lbcal_init(void *state, hs_runtime *rt, const hs_params *p) {
                                 .min_spread = 8, .dynamic = p->value[P_LBB] != 0};
   st->s.opts.what = HS_COMM_MODEL;
   st->s.opts.algo = (hs_ar_algo)p->value[P_ALGO];
+  /* The compensation is model arithmetic, so the runtime does it: x_i <- avg + (x_i - x_i^snap),
+   * the snapshot being the model the worker sent. */
+  st->s.opts.keep_local = st->overlap && st->compensate;
   return 0;
 }
 

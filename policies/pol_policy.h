@@ -61,6 +61,11 @@ typedef struct hs_comm_opts {
   uint64_t tag;                           /* handed back in hs_comm_obs */
   double weight;                          /* PUSH: the server scales this update by weight (e.g.
                                              ASHL's data share p_i); 0 = 1, unscaled */
+  int keep_local;                         /* all-reduce of MODEL only: each participant keeps
+                                             the progress it made while the operation was in
+                                             flight, x_i <- avg + (x_i - x_i at issue) (overlap
+                                             local SGD / CoCoD-SGD compensation); 0: the
+                                             participants take the average, x_i <- avg */
 } hs_comm_opts;
 
 /* A compute step finished. */

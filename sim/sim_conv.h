@@ -60,6 +60,9 @@ typedef struct hs_conv_op {
                                  or rank), when compressor is set */
   double weight;              /* PUSH: scale of the update at the server (hs_comm_opts.weight);
                                  0 = 1 */
+  int keep_local;             /* ALLREDUCE of MODEL: at the end each participant takes
+                                 avg + (its model now - its model at begin), not avg
+                                 (hs_comm_opts.keep_local) */
 } hs_conv_op;
 
 typedef struct hs_conv_model {

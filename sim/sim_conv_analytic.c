@@ -6,14 +6,19 @@
  *   all-reduce of models      k += S E(S/tau) Ptau(tau) Pc / D S = samples the participants applied
  *                                                             locally since their last average,
  *                                                             tau = their mean local updates
- *   push of a gradient        k += b E(b) Ps(staleness) Pc / D
- *   push of a model           k += S_w E(S_w/tau_w) Ptau(tau_w) Ps Pc / D
- *   accumulated pushes        k += B E(B) Pc / D at the apply, B = the accumulated samples
- * with D the data set's size, E Pollux's statistical efficiency, Ps, Ptau, Pc the penalties.
+ *   push of a gradient        k += Pw b E(b) Ps(staleness) Pc / D
+ *   push of a model           k += Pw S_w E(S_w/tau_w) Ptau(tau_w) Ps Pc / D
+ *   accumulated pushes        k += min(1, pbar) B E(B) Pc / D at the apply, B = their samples
+ * with D the data set's size, E Pollux's statistical efficiency, Ps, Ptau, Pc the penalties,
+ * Pw = min(1, N p) for a push of server-side weight p (hs_comm_opts.weight, 1 when unset) among
+ * the N workers the model holds, and pbar the sample-weighted mean of the accumulated pushes'
+ * weights.
  * Each worker also tracks the progress of the model it holds (set by averages and pulls, moved
  * by its local updates), and a step's loss is l of that progress, so that policies reading the
- * loss see the stale model's loss. The learning rate is not modelled (set_lr is accepted and
- * ignored). */
+ * loss see the stale model's loss. At the end of an all-reduce the participants hold the global
+ * progress; with keep_local plus what their local updates since the begin added (those updates
+ * count toward the next average), without it those updates are lost and no longer count. The
+ * learning rate is not modelled (set_lr is accepted and ignored). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -106,20 +111,14 @@ double hs_conv_accuracy(const hs_conv_coef *c, double loss, int classes) {
   return a;
 }
 
-typedef struct a_worker {
-  int last_batch;        /* samples of its latest step */
-  int local_updates;     /* since its model was last replaced or pushed */
-  double local_samples;  /* samples those local updates applied */
-  double k;              /* progress of the model it holds, epochs */
-  double loss;           /* l(k), kept so that a step costs no division */
-} a_worker;
-
 typedef struct a_op {
   hs_comm_kind kind;
   int worker;
   hs_ps_mode ps_mode;
+  int keep_local;        /* all-reduce of models: participants keep their progress since begin */
   double value;          /* progress the operation brings, before the staleness penalty */
   double samples;        /* accumulated push: its batch */
+  double weight;         /* push: the server's scale of it (1 when unscaled) */
   double cfactor;        /* compression factor */
   double k;              /* pull: the global progress when it was issued */
   int *ws;               /* all-reduce: participants, set at end */
@@ -131,13 +130,32 @@ typedef struct analytic {
   double D;              /* samples per epoch */
   int classes;
   double k;              /* global progress, epochs of effective samples */
+  /* Per worker, one array per field (the simulator's own per-worker state shares the data
+   * cache, and each pass below reads or writes only one or two fields of every participant):
+   * sized cap, n in use. */
   int n, cap;
-  a_worker *w;
+  int *last_batch;       /* samples of its latest step */
+  int *local_updates;    /* since its model was last replaced or pushed */
+  double *local_samples; /* samples those local updates applied */
+  double *wk;            /* progress of the model it holds, epochs */
+  double *wloss;         /* l(wk), kept so that a step costs no division */
+  double *k_snap;        /* its progress when a keep_local all-reduce began; NULL until one
+                            does */
   a_op *ops;
   int64_t cap_ops;
-  double acc_samples, acc_cfactor; /* pushes accumulated for the next apply */
+  double acc_samples, acc_wsamples, acc_cfactor; /* pushes accumulated for the next apply:
+                                                    their samples, scaled by their weights */
   int64_t local_pending; /* local updates not yet averaged or pushed, over all workers */
 } analytic;
+
+/* Worker w holds the global model and has no local update pending. */
+static void fresh_worker(analytic *a, int w) {
+  a->last_batch[w] = 0;
+  a->local_updates[w] = 0;
+  a->local_samples[w] = 0;
+  a->wk[w] = a->k;
+  a->wloss[w] = hs_conv_loss(&a->c, a->k);
+}
 
 static int grow_workers(analytic *a, int w, hs_diag *d) {
   if (w < 0) return hs_diag_set(d, HS_ERUNTIME, "analytic convergence: worker %d", w);
@@ -145,13 +163,24 @@ static int grow_workers(analytic *a, int w, hs_diag *d) {
   if (w >= a->cap) {
     int nc = a->cap ? a->cap : 16;
     while (nc <= w) nc *= 2;
-    a_worker *x = realloc(a->w, (size_t)nc * sizeof *x);
-    if (!x) return hs_diag_set(d, HS_ENOMEM, "out of memory for %d workers' convergence state", nc);
-    a->w = x;
+    int ok = 1;
+#define GROW(f)                                                   \
+  do {                                                            \
+    void *g = realloc(a->f, (size_t)nc * sizeof *a->f);           \
+    if (g) a->f = g;                                              \
+    else ok = 0;                                                  \
+  } while (0)
+    GROW(last_batch);
+    GROW(local_updates);
+    GROW(local_samples);
+    GROW(wk);
+    GROW(wloss);
+    if (a->k_snap) GROW(k_snap);
+#undef GROW
+    if (!ok) return hs_diag_set(d, HS_ENOMEM, "out of memory for %d workers' convergence state", nc);
     a->cap = nc;
   }
-  double l = hs_conv_loss(&a->c, a->k);
-  for (int i = a->n; i <= w; i++) a->w[i] = (a_worker){.k = a->k, .loss = l};
+  for (int i = a->n; i <= w; i++) fresh_worker(a, i);
   a->n = w + 1;
   return 0;
 }
@@ -170,24 +199,40 @@ static void a_fini(void *st) {
   analytic *a = st;
   for (int64_t i = 0; i < a->cap_ops; i++) free(a->ops[i].ws);
   free(a->ops);
-  free(a->w);
+  free(a->last_batch);
+  free(a->local_updates);
+  free(a->local_samples);
+  free(a->wk);
+  free(a->wloss);
+  free(a->k_snap);
 }
 
 static int a_add_worker(void *st, int w, hs_diag *d) {
   analytic *a = st;
   int rc = grow_workers(a, w, d);
   if (rc) return rc;
-  a->w[w] = (a_worker){.k = a->k, .loss = hs_conv_loss(&a->c, a->k)};
+  a->local_pending -= a->local_updates[w];
+  fresh_worker(a, w);
+  return 0;
+}
+
+/* A step on a worker the model has not seen yet: out of the hot path below, so that the common
+ * case needs no stack frame. */
+__attribute__((noinline, cold)) static int a_step_new(analytic *a, int w, int batch, double *loss,
+                                                       hs_diag *d) {
+  int rc = grow_workers(a, w, d);
+  if (rc) return rc;
+  a->last_batch[w] = batch;
+  *loss = a->wloss[w];
   return 0;
 }
 
 /* The hot path: once per simulated step. */
 static int a_step(void *st, int w, int batch, double *loss, hs_diag *d) {
   analytic *a = st;
-  int rc;
-  if ((w < 0 || w >= a->n) && (rc = grow_workers(a, w, d))) return rc;
-  a->w[w].last_batch = batch;
-  *loss = a->w[w].loss;
+  if ((unsigned)w >= (unsigned)a->n) return a_step_new(a, w, batch, loss, d);
+  a->last_batch[w] = batch;
+  *loss = a->wloss[w];
   return 0;
 }
 
@@ -195,13 +240,12 @@ static int a_local_update(void *st, int w, hs_diag *d) {
   analytic *a = st;
   int rc = grow_workers(a, w, d);
   if (rc) return rc;
-  a_worker *x = &a->w[w];
-  double b = x->last_batch;
-  x->local_updates++;
-  x->local_samples += b;
+  double b = a->last_batch[w];
+  a->local_updates[w]++;
+  a->local_samples[w] += b;
   a->local_pending++;
-  x->k += b * hs_conv_efficiency(&a->c, b) / a->D;
-  x->loss = hs_conv_loss(&a->c, x->k);
+  a->wk[w] += b * hs_conv_efficiency(&a->c, b) / a->D;
+  a->wloss[w] = hs_conv_loss(&a->c, a->wk[w]);
   return 0;
 }
 
@@ -211,6 +255,40 @@ static int a_set_lr(void *st, int w, double lr, hs_diag *d) { return 0; }
 static double local_value(const analytic *a, double S, double tau) {
   if (!(tau > 0) || !(S > 0)) return 0;
   return S * hs_conv_efficiency(&a->c, S / tau) * hs_conv_local_factor(&a->c, tau) / a->D;
+}
+
+/* All-reduce issued: its participants, their batches (gradients) or the local updates they
+ * send (models). One pass over the participants for gradients (synchronous SGD has no local
+ * update pending, so the second pass is skipped). */
+static int begin_allreduce(analytic *a, a_op *o, const hs_conv_op *op, hs_diag *d) {
+  int n = op->n > 0 ? op->n : 0, rc;
+  int *ws = realloc(o->ws, (size_t)(n > 0 ? n : 1) * sizeof *ws);
+  if (!ws) return hs_diag_set(d, HS_ENOMEM, "out of memory for an all-reduce");
+  o->ws = ws;
+  o->n = n;
+  if (n > 0) memcpy(ws, op->ws, (size_t)n * sizeof *ws);
+  int64_t B = 0;
+  for (int i = 0; i < n; i++) {
+    if ((unsigned)ws[i] >= (unsigned)a->n && (rc = grow_workers(a, ws[i], d))) return rc;
+    B += a->last_batch[ws[i]];
+  }
+  double S = 0, T = 0;
+  for (int i = 0; a->local_pending > 0 && i < n; i++) {
+    int w = ws[i];
+    S += a->local_samples[w];
+    T += a->local_updates[w];
+    a->local_pending -= a->local_updates[w];
+    a->local_samples[w] = 0;
+    a->local_updates[w] = 0;
+  }
+  if (op->what == HS_COMM_GRAD) o->value = B > 0 ? (double)B * hs_conv_efficiency(&a->c, (double)B) / a->D : 0;
+  else o->value = n > 0 ? local_value(a, S, T / n) : 0;
+  o->value *= o->cfactor;
+  if (!o->keep_local) return 0;
+  if (!a->k_snap && !(a->k_snap = malloc((size_t)a->cap * sizeof *a->k_snap)))
+    return hs_diag_set(d, HS_ENOMEM, "out of memory for the convergence state");
+  for (int i = 0; i < n; i++) a->k_snap[ws[i]] = a->wk[ws[i]];
+  return 0;
 }
 
 static int a_begin(void *st, int64_t id, const hs_conv_op *op, hs_diag *d) {
@@ -228,50 +306,38 @@ static int a_begin(void *st, int64_t id, const hs_conv_op *op, hs_diag *d) {
   a_op *o = &a->ops[id];
   int *keep = o->ws;
   *o = (a_op){.kind = op->kind, .worker = op->worker, .ps_mode = op->ps_mode, .ws = keep,
+              .keep_local = op->kind == HS_OP_ALLREDUCE && op->what == HS_COMM_MODEL && op->keep_local,
+              .weight = op->weight > 0 ? op->weight : 1.0,
               .cfactor = op->compressor ? hs_conv_compress_factor(&a->c, hs_compress_wire_ratio(op->compressor, op->ratio))
                                         : 1.0};
   int rc;
   switch (op->kind) {
-  case HS_OP_ALLREDUCE: {
-    int *ws = realloc(o->ws, (size_t)(op->n > 0 ? op->n : 1) * sizeof *ws);
-    if (!ws) return hs_diag_set(d, HS_ENOMEM, "out of memory for an all-reduce");
-    o->ws = ws;
-    o->n = op->n;
-    double B = 0, S = 0, T = 0;
-    for (int i = 0; i < op->n; i++) {
-      if ((op->ws[i] < 0 || op->ws[i] >= a->n) && (rc = grow_workers(a, op->ws[i], d))) return rc;
-      ws[i] = op->ws[i];
-      B += a->w[ws[i]].last_batch;
-    }
-    /* Synchronous SGD applies no local update: skip that pass over the participants. */
-    for (int i = 0; a->local_pending > 0 && i < op->n; i++) {
-      a_worker *x = &a->w[ws[i]];
-      S += x->local_samples;
-      T += x->local_updates;
-      a->local_pending -= x->local_updates;
-      x->local_samples = 0;
-      x->local_updates = 0;
-    }
-    if (op->what == HS_COMM_GRAD) o->value = B > 0 ? B * hs_conv_efficiency(&a->c, B) / a->D : 0;
-    else o->value = op->n > 0 ? local_value(a, S, T / op->n) : 0;
-    o->value *= o->cfactor;
-    return 0;
-  }
+  case HS_OP_ALLREDUCE:
+    return begin_allreduce(a, o, op, d);
   case HS_OP_PUSH: {
     if ((rc = grow_workers(a, op->worker, d))) return rc;
-    a_worker *x = &a->w[op->worker];
+    int w = op->worker;
     if (op->what == HS_COMM_GRAD) {
-      double b = x->last_batch;
+      double b = a->last_batch[w];
       o->samples = b;
       o->value = b > 0 ? b * hs_conv_efficiency(&a->c, b) / a->D : 0;
     } else {
-      o->samples = x->local_samples;
-      o->value = local_value(a, x->local_samples, x->local_updates);
+      o->samples = a->local_samples[w];
+      o->value = local_value(a, a->local_samples[w], a->local_updates[w]);
     }
-    a->local_pending -= x->local_updates;
-    x->local_samples = 0;
-    x->local_updates = 0;
-    o->value *= o->cfactor;
+    a->local_pending -= a->local_updates[w];
+    a->local_samples[w] = 0;
+    a->local_updates[w] = 0;
+    /* The server scales the update by the push's weight p. A push applied on arrival with
+     * p = 1/N is one worker's share of a model average over the N workers, which the
+     * all-reduce row credits with all its samples; so such a push counts min(1, N p) of its
+     * progress: shares summing to 1 over a round (ASHL's p_i, ADSP's 1/N) as much as an
+     * average of the same local steps, smaller shares proportionally less, and a larger
+     * weight, which moves the model further than an average would, no more (the model has
+     * no penalty for overshooting). Accumulated pushes are averaged by the server, so there
+     * the neutral weight is 1 (at the apply). docs/convergence.md. */
+    double share = o->weight * (o->ps_mode == HS_PS_ACCUMULATE ? 1.0 : (double)a->n);
+    o->value *= o->cfactor * (share < 1 ? share : 1.0);
     return 0;
   }
   case HS_OP_PULL:
@@ -283,24 +349,50 @@ static int a_begin(void *st, int64_t id, const hs_conv_op *op, hs_diag *d) {
   return hs_diag_set(d, HS_ERUNTIME, "analytic convergence: unknown operation %d", (int)op->kind);
 }
 
+/* All-reduce completed: the participants take the global model. With keep_local each keeps
+ * the progress of the local updates it made while the operation was in flight; without it
+ * those updates are lost, so they no longer count toward the next average. */
+static void end_allreduce(analytic *a, const a_op *o) {
+  a->k += o->value;
+  double k = a->k, l = hs_conv_loss(&a->c, k);
+  double *wk = a->wk, *wloss = a->wloss;
+  const int *ws = o->ws;
+  if (!o->keep_local && a->local_pending == 0) {
+    for (int i = 0; i < o->n; i++) {
+      wk[ws[i]] = k;
+      wloss[ws[i]] = l;
+    }
+    return;
+  }
+  for (int i = 0; i < o->n; i++) {
+    int w = ws[i];
+    if (o->keep_local) {
+      double gain = wk[w] - a->k_snap[w];
+      wk[w] = k + (gain > 0 ? gain : 0);
+      wloss[w] = gain > 0 ? hs_conv_loss(&a->c, wk[w]) : l;
+    } else {
+      a->local_pending -= a->local_updates[w];
+      a->local_updates[w] = 0;
+      a->local_samples[w] = 0;
+      wk[w] = k;
+      wloss[w] = l;
+    }
+  }
+}
+
 static int a_end(void *st, int64_t id, int staleness, hs_diag *d) {
   analytic *a = st;
   if (id < 0 || id >= a->cap_ops)
     return hs_diag_set(d, HS_ERUNTIME, "analytic convergence: no operation %lld in flight", (long long)id);
   a_op *o = &a->ops[id];
   switch (o->kind) {
-  case HS_OP_ALLREDUCE: {
-    a->k += o->value;
-    double l = hs_conv_loss(&a->c, a->k);
-    for (int i = 0; i < o->n; i++) {
-      a->w[o->ws[i]].k = a->k;
-      a->w[o->ws[i]].loss = l;
-    }
+  case HS_OP_ALLREDUCE:
+    end_allreduce(a, o);
     return 0;
-  }
   case HS_OP_PUSH:
     if (o->ps_mode == HS_PS_ACCUMULATE) {
       a->acc_samples += o->samples;
+      a->acc_wsamples += o->samples * o->weight;
       if (o->cfactor < a->acc_cfactor) a->acc_cfactor = o->cfactor;
     } else {
       a->k += o->value * hs_conv_stale_factor(&a->c, staleness);
@@ -308,14 +400,18 @@ static int a_end(void *st, int64_t id, int staleness, hs_diag *d) {
     return 0;
   case HS_OP_PULL:
     if (o->worker >= 0 && o->worker < a->n) {
-      a->w[o->worker].k = o->k;
-      a->w[o->worker].loss = hs_conv_loss(&a->c, o->k);
+      a->wk[o->worker] = o->k;
+      a->wloss[o->worker] = hs_conv_loss(&a->c, o->k);
     }
     return 0;
   case HS_OP_APPLY: {
-    double B = a->acc_samples;
-    if (B > 0) a->k += B * hs_conv_efficiency(&a->c, B) * a->acc_cfactor / a->D;
+    /* The server applies the weighted mean of the accumulated updates: their efficiency is
+     * that of their total batch B, scaled by their mean weight. */
+    double B = a->acc_samples, pbar = B > 0 ? a->acc_wsamples / B : 1;
+    if (B > 0)
+      a->k += B * hs_conv_efficiency(&a->c, B) * (pbar < 1 ? pbar : 1.0) * a->acc_cfactor / a->D;
     a->acc_samples = 0;
+    a->acc_wsamples = 0;
     a->acc_cfactor = 1.0;
     return 0;
   }

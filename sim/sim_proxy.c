@@ -5,12 +5,19 @@
  * State: the global model (what a parameter server or the last all-reduce holds), and per
  * worker the model it computes on, the gradient of its last step and, once it has applied a
  * local update, the model it last synchronised on (for model-delta pushes). One hs_net does
- * every forward and backward pass: a step loads the worker's model into it, runs the worker's
- * next batch of its shard, and copies the gradient out.
+ * every forward and backward pass: a step loads the worker's model into it (unless the net
+ * holds that model already), runs the worker's next batch of its shard, and has the net write
+ * the gradient straight into the worker's buffer (hs_net_backward_into).
+ *
+ * A worker that took the global model and has not changed it since reads the global vector
+ * itself (`on_global`): after an all-reduce, no participant copies the model. Before the
+ * global model changes, every worker still reading it that does not take the new one at once
+ * gets its own copy (release_global).
  *
  * Operations take their content when issued (begin) and apply it when they complete (end):
  *   all-reduce GRAD    global -= lr * sum_i w_i g_i; participants take the global model
- *   all-reduce MODEL   global = sum_i w_i x_i;       participants take the global model
+ *   all-reduce MODEL   global = sum_i w_i x_i;       participants take the global model, or
+ *                      with keep_local x_i = global + (x_i - x_i at begin)
  *   push GRAD          global -= lr * g_w            (applied on arrival, or accumulated)
  *   push MODEL         global += x_w - base_w        (the worker's progress since it synced)
  *   apply              global -= lr * (sum of accumulated b_i g_i) / (sum of b_i), or
@@ -45,11 +52,15 @@ static const hs_param_spec proxy_params[] = {
 };
 
 typedef struct p_worker {
-  float *x;                   /* the model it computes on; NULL until it enters */
+  float *x;                   /* its own model buffer; NULL until it enters. The model it
+                                 computes on is model(p, x): the global one while on_global */
+  int on_global;
   uint64_t stamp;             /* identifies x's content: equal stamps, equal vectors */
   float *g;                   /* gradient of its last step */
   float *base;                /* model at its last sync, valid when has_base */
   int has_base;
+  int keep_pending;           /* a keep_local all-reduce took x into base and is in flight */
+  uint64_t keep_stamp;        /* x's stamp when that all-reduce began */
   int last_batch;
   double lr;
   hs_data_iter it;
@@ -68,6 +79,7 @@ typedef struct p_op {
   double samples;             /* pushed gradient: its batch */
   int *ws;
   int n;
+  int keep_local;             /* all-reduce MODEL: participants keep their progress since begin */
 } p_op;
 
 typedef struct proxy {
@@ -98,6 +110,30 @@ typedef struct proxy {
   int eval_n;
   uint64_t seed;
 } proxy;
+
+/* --- vectors ------------------------------------------------------------------------------ */
+
+/* GCC's -O2 vectorises a loop only when its trip count is a known multiple of the vector width
+ * (the very-cheap cost model), so these run in blocks of VBLOCK floats and finish one by one.
+ * Each element's arithmetic is the same either way: the results do not depend on the blocks. */
+#define VBLOCK 16
+
+static void vec_scale(float *restrict y, const float *restrict x, float a, int64_t n) {
+  int64_t i = 0;
+  for (; i + VBLOCK <= n; i += VBLOCK)
+    for (int k = 0; k < VBLOCK; k++) y[i + k] = a * x[i + k];
+  for (; i < n; i++) y[i] = a * x[i];
+}
+
+static void vec_axpy(float *restrict y, const float *restrict x, float a, int64_t n) {
+  int64_t i = 0;
+  for (; i + VBLOCK <= n; i += VBLOCK)
+    for (int k = 0; k < VBLOCK; k++) y[i + k] += a * x[i + k];
+  for (; i < n; i++) y[i] += a * x[i];
+}
+
+/* x -= lr g, as x + (-lr) g: negation is exact, so the bits are those of x - lr * g. */
+static void sgd(float *x, const float *g, double lr, int64_t n) { vec_axpy(x, g, -(float)lr, n); }
 
 /* --- buffers ------------------------------------------------------------------------------ */
 
@@ -155,19 +191,46 @@ static int worker_slot(proxy *p, int w, hs_diag *d) {
   x->x = malloc((size_t)p->P * sizeof(float));
   x->g = calloc((size_t)p->P, sizeof(float));
   if (!x->x || !x->g) return hs_diag_set(d, HS_ENOMEM, "proxy convergence: out of memory for worker %d's model", w);
-  memcpy(x->x, p->global, (size_t)p->P * sizeof(float));
+  x->on_global = 1;
   x->stamp = p->global_stamp;
   x->lr = p->lr;
   /* A worker beyond the shards made at the start (a join) reads the shard of w mod shards. */
   return hs_data_iter_init(&x->it, p->train, p->sh, w % p->n_shards, 0, d);
 }
 
-/* The worker takes model m (whose stamp is stamp): its base for later deltas is m too. */
+static const float *model(const proxy *p, const p_worker *x) {
+  return x->on_global ? p->global : x->x;
+}
+
+/* The worker gets its own copy of the model it reads, to change it or to keep it while the
+ * global model changes. */
+static void detach(proxy *p, p_worker *x) {
+  if (!x->on_global) return;
+  memcpy(x->x, p->global, (size_t)p->P * sizeof(float));
+  x->on_global = 0;
+}
+
+/* The global model is about to change: workers still reading it keep the old one, except the
+ * n workers of ws (ws NULL, n 0: none), which take the new one right after. */
+static void release_global(proxy *p, const int *ws, int n) {
+  for (int i = 0; i < n; i++) p->w[ws[i]].on_global = 0; /* their stale copy is never read */
+  for (int i = 0; i < p->n; i++)
+    if (p->w[i].x && p->w[i].on_global) detach(p, &p->w[i]);
+}
+
+/* The worker takes model m (whose stamp is stamp): its base for later deltas is m too. The
+ * global model is shared, not copied. */
 static void worker_sync(proxy *p, int w, const float *m, uint64_t stamp) {
   p_worker *x = &p->w[w];
-  memcpy(x->x, m, (size_t)p->P * sizeof(float));
+  if (m == p->global) {
+    x->on_global = 1;
+  } else {
+    memcpy(x->x, m, (size_t)p->P * sizeof(float));
+    x->on_global = 0;
+  }
   x->stamp = stamp;
   x->has_base = 0;
+  x->keep_pending = 0; /* a keep_local all-reduce in flight has lost its snapshot */
 }
 
 /* The global model changed. */
@@ -280,14 +343,14 @@ static int p_step(void *st, int w, int batch, double *loss, hs_diag *d) {
   x->last_batch = batch;
   /* Workers that hold the same model (after an all-reduce, all of them) skip the copy. */
   if (x->stamp != p->net_stamp) {
-    if ((rc = hs_net_set_params(p->net, x->x, d))) return rc;
+    if ((rc = hs_net_set_params(p->net, model(p, x), d))) return rc;
     p->net_stamp = x->stamp;
   }
   if ((rc = hs_data_iter_next(&x->it, batch, p->bx, p->by, NULL, d)) ||
       (rc = hs_net_load(p->net, p->bx, p->by, batch, d)) || (rc = hs_net_forward(p->net, 1, d)) ||
-      (rc = hs_net_backward(p->net, d)) || (rc = hs_net_result(p->net, loss, &correct, d)))
+      (rc = hs_net_backward_into(p->net, x->g, d)))
     return rc;
-  return hs_net_get_grads(p->net, x->g, d);
+  return hs_net_result(p->net, loss, &correct, d);
 }
 
 static int p_local_update(void *st, int w, hs_diag *d) {
@@ -295,14 +358,14 @@ static int p_local_update(void *st, int w, hs_diag *d) {
   int rc = worker_slot(p, w, d);
   if (rc) return rc;
   p_worker *x = &p->w[w];
+  detach(p, x);
   if (!x->has_base) {
     if (!x->base && !(x->base = malloc((size_t)p->P * sizeof(float))))
       return hs_diag_set(d, HS_ENOMEM, "proxy convergence: out of memory for worker %d", w);
     memcpy(x->base, x->x, (size_t)p->P * sizeof(float));
     x->has_base = 1;
   }
-  float lr = (float)x->lr;
-  for (int64_t i = 0; i < p->P; i++) x->x[i] -= lr * x->g[i];
+  sgd(x->x, x->g, x->lr, p->P);
   x->stamp = ++p->next_stamp;
   return 0;
 }
@@ -317,6 +380,50 @@ static int p_set_lr(void *st, int w, double lr, hs_diag *d) {
   int rc = worker_slot(p, w, d);
   if (!rc) p->w[w].lr = lr;
   return rc;
+}
+
+/* keep_local all-reduce of models: at begin each participant's model is kept in its base (which
+ * a MODEL push would also move to the model sent), at end it becomes
+ * avg + (x - base) and its base the average, so that a later MODEL push sends only the
+ * progress not yet averaged. A participant that took no local update meanwhile takes the
+ * average as is (and shares its stamp). */
+static int keep_begin(proxy *p, const int *ws, int n, hs_diag *d) {
+  for (int i = 0; i < n; i++) {
+    p_worker *x = &p->w[ws[i]];
+    if (x->keep_pending)
+      return hs_diag_set(d, HS_EUNSUPPORTED, "proxy convergence: worker %d is in two keep_local "
+                         "all-reduces at once, which is not supported", ws[i]);
+    if (!x->base && !(x->base = malloc((size_t)p->P * sizeof(float))))
+      return hs_diag_set(d, HS_ENOMEM, "proxy convergence: out of memory for worker %d", ws[i]);
+    memcpy(x->base, model(p, x), (size_t)p->P * sizeof(float));
+    x->has_base = 1;
+    x->keep_pending = 1;
+    x->keep_stamp = x->stamp;
+  }
+  return 0;
+}
+
+static int keep_end(proxy *p, const int *ws, int n, hs_diag *d) {
+  const float *g = p->global;
+  for (int i = 0; i < n; i++) {
+    p_worker *x = &p->w[ws[i]];
+    if (!x->keep_pending)
+      return hs_diag_set(d, HS_EUNSUPPORTED, "proxy convergence: worker %d's model was replaced "
+                         "while a keep_local all-reduce was in flight, which is not supported", ws[i]);
+    x->keep_pending = 0;
+    if (x->stamp == x->keep_stamp) {
+      worker_sync(p, ws[i], g, p->global_stamp);
+      continue;
+    }
+    float *m = x->x, *b = x->base;
+    for (int64_t j = 0; j < p->P; j++) {
+      float delta = m[j] - b[j];
+      m[j] = g[j] + delta;
+      b[j] = g[j];
+    }
+    x->stamp = ++p->next_stamp;
+  }
+  return 0;
 }
 
 static int p_begin(void *st, int64_t id, const hs_conv_op *op, hs_diag *d) {
@@ -340,6 +447,7 @@ static int p_begin(void *st, int64_t id, const hs_conv_op *op, hs_diag *d) {
   o->worker = op->worker;
   o->n = 0;
   o->samples = 0;
+  o->keep_local = op->kind == HS_OP_ALLREDUCE && op->what == HS_COMM_MODEL && op->keep_local;
   if (op->kind == HS_OP_APPLY) return 0;
   if (!(o->buf = buf_get(p))) return hs_diag_set(d, HS_ENOMEM, "proxy convergence: out of memory");
   float *b = o->buf;
@@ -357,18 +465,19 @@ static int p_begin(void *st, int64_t id, const hs_conv_op *op, hs_diag *d) {
       ws[i] = op->ws[i];
       tot += op->weights ? op->weights[i] : p->w[ws[i]].last_batch;
     }
-    memset(b, 0, (size_t)P * sizeof *b);
+    if (op->n == 0) memset(b, 0, (size_t)P * sizeof *b);
     for (int i = 0; i < op->n; i++) {
       p_worker *x = &p->w[ws[i]];
       float wt = (float)(tot != 0 ? (op->weights ? op->weights[i] : x->last_batch) / tot : 1.0 / op->n);
-      const float *src = x->x;
+      const float *src = model(p, x);
       if (op->what == HS_COMM_GRAD) {
         if ((rc = compress(p, ws[i], op, x->g, d))) return rc;
         src = x->g;
       }
-      for (int64_t j = 0; j < P; j++) b[j] += wt * src[j];
+      if (i == 0) vec_scale(b, src, wt, P);
+      else vec_axpy(b, src, wt, P);
     }
-    return 0;
+    return o->keep_local ? keep_begin(p, ws, op->n, d) : 0;
   }
   case HS_OP_PUSH: {
     if ((rc = worker_slot(p, op->worker, d))) return rc;
@@ -378,8 +487,9 @@ static int p_begin(void *st, int64_t id, const hs_conv_op *op, hs_diag *d) {
       o->samples = x->last_batch;
     } else {
       /* The worker's progress since it last synchronised; it goes on from where it is. */
-      for (int64_t j = 0; j < P; j++) b[j] = x->has_base ? x->x[j] - x->base[j] : 0.0f;
-      if (x->has_base) memcpy(x->base, x->x, (size_t)P * sizeof *b);
+      const float *m = model(p, x);
+      for (int64_t j = 0; j < P; j++) b[j] = x->has_base ? m[j] - x->base[j] : 0.0f;
+      if (x->has_base) memcpy(x->base, m, (size_t)P * sizeof *b);
     }
     if ((rc = compress(p, op->worker, op, b, d))) return rc;
     /* The server scales what arrives (after decompression) by the push's weight. */
@@ -399,11 +509,6 @@ static int p_begin(void *st, int64_t id, const hs_conv_op *op, hs_diag *d) {
   return hs_diag_set(d, HS_ERUNTIME, "proxy convergence: unknown operation %d", (int)op->kind);
 }
 
-static void sgd(float *x, const float *g, double lr, int64_t n) {
-  float l = (float)lr;
-  for (int64_t i = 0; i < n; i++) x[i] -= l * g[i];
-}
-
 static int p_end(void *st, int64_t id, int staleness, hs_diag *d) {
   proxy *p = st;
   if (id < 0 || id >= p->cap_ops)
@@ -412,34 +517,45 @@ static int p_end(void *st, int64_t id, int staleness, hs_diag *d) {
   int64_t P = p->P;
   switch (o->kind) {
   case HS_OP_ALLREDUCE:
+    if (o->keep_local) release_global(p, NULL, 0);
+    else release_global(p, o->ws, o->n);
     if (o->what == HS_COMM_GRAD) sgd(p->global, o->buf, p->lr, P);
     else memcpy(p->global, o->buf, (size_t)P * sizeof(float));
     global_changed(p);
-    for (int i = 0; i < o->n; i++) worker_sync(p, o->ws[i], p->global, p->global_stamp);
+    if (o->keep_local) {
+      int rc = keep_end(p, o->ws, o->n, d);
+      if (rc) return rc;
+    } else {
+      for (int i = 0; i < o->n; i++) worker_sync(p, o->ws[i], p->global, p->global_stamp);
+    }
     break;
   case HS_OP_PUSH:
     if (o->ps_mode == HS_PS_ACCUMULATE) {
       float s = o->what == HS_COMM_GRAD ? (float)o->samples : 1.0f;
-      for (int64_t j = 0; j < P; j++) p->acc[j] += s * o->buf[j];
+      vec_axpy(p->acc, o->buf, s, P);
       p->acc_w += s;
       p->acc_model = o->what == HS_COMM_MODEL;
     } else if (o->what == HS_COMM_GRAD) {
+      release_global(p, NULL, 0);
       sgd(p->global, o->buf, p->lr, P);
       global_changed(p);
     } else {
-      for (int64_t j = 0; j < P; j++) p->global[j] += o->buf[j];
+      release_global(p, NULL, 0);
+      vec_axpy(p->global, o->buf, 1.0f, P);
       global_changed(p);
     }
     break;
   case HS_OP_PULL:
+    /* unchanged since the pull was issued: the worker shares the global model */
     if (o->worker >= 0 && o->worker < p->n && p->w[o->worker].x)
-      worker_sync(p, o->worker, o->buf, o->stamp);
+      worker_sync(p, o->worker, o->stamp == p->global_stamp ? p->global : o->buf, o->stamp);
     break;
   case HS_OP_APPLY:
+    release_global(p, NULL, 0);
     if (p->acc_w > 0) {
       double f = 1.0 / p->acc_w;
       if (p->acc_model)
-        for (int64_t j = 0; j < P; j++) p->global[j] += (float)f * p->acc[j];
+        vec_axpy(p->global, p->acc, (float)f, P);
       else
         sgd(p->global, p->acc, p->lr * f, P);
     }

@@ -451,7 +451,8 @@ static int rt_allreduce(hs_runtime *rt, const int *ws, int n, const double *weig
   }
   for (int i = 0; i < n; i++) s->w[ws[i]].pending_comm++;
   hs_conv_op co = {.kind = HS_OP_ALLREDUCE, .what = o->what, .worker = -1, .ws = ws, .n = n,
-                   .weights = weights, .compressor = o->compressor, .ratio = o->ratio};
+                   .weights = weights, .compressor = o->compressor, .ratio = o->ratio,
+                   .keep_local = o->what == HS_COMM_MODEL && o->keep_local};
   int rc = conv_begin(s, id, &co);
   if (rc) return rc;
   return at(s, op->bend[nb - 1], EV_COLL, NO_WORKER, id);

@@ -180,6 +180,114 @@ static void test_local_and_grad_rounds(void) {
   drv_close(&v);
 }
 
+/* conv-2.3: a push's server-side weight p (ASHL's data share, ADSP's 1/N) among N = 2 workers:
+ * applied on arrival it counts min(1, N p) of its progress (a GRAD push at p = 0.25 half, a
+ * MODEL push after local steps at 0.75 all of it, at 0.5 = 1/N all of it, like weight 0 = 1);
+ * accumulated pushes count their sample-weighted mean weight (at most 1) at the apply. */
+static void test_push_weight(void) {
+  hs_diag d = {0};
+  double loss;
+  drv v;
+  drv_open(&v, "analytic:lambda_tau=0.1,lambda_s=0.2", 2);
+  const double D = 50000;
+  /* GRAD push of 64 samples at p = 0.25, staleness 2. */
+  hs_conv_op g = {.kind = HS_OP_PUSH, .what = HS_COMM_GRAD, .ps_mode = HS_PS_APPLY, .worker = 0,
+                  .weight = 0.25};
+  ASSERT_EQ(hs_conv_analytic.step(v.st, 0, 64, &loss, &d), 0);
+  ASSERT_EQ(hs_conv_analytic.begin(v.st, 1, &g, &d), 0);
+  ASSERT_EQ(hs_conv_analytic.end(v.st, 1, 2, &d), 0);
+  double k = 0.5 * 64 * hs_conv_efficiency(&v.c, 64) * hs_conv_stale_factor(&v.c, 2) / D;
+  ASSERT_NEAR(drv_loss(&v), hs_conv_loss(&v.c, k), 1e-12);
+  /* MODEL push after 3 local steps of 32 at p = 0.75, fresh. */
+  for (int t = 0; t < 3; t++) {
+    ASSERT_EQ(hs_conv_analytic.step(v.st, 1, 32, &loss, &d), 0);
+    ASSERT_EQ(hs_conv_analytic.local_update(v.st, 1, &d), 0);
+  }
+  hs_conv_op m = {.kind = HS_OP_PUSH, .what = HS_COMM_MODEL, .ps_mode = HS_PS_APPLY, .worker = 1,
+                  .weight = 0.75};
+  ASSERT_EQ(hs_conv_analytic.begin(v.st, 2, &m, &d), 0);
+  ASSERT_EQ(hs_conv_analytic.end(v.st, 2, 0, &d), 0);
+  k += 96 * hs_conv_efficiency(&v.c, 32) * hs_conv_local_factor(&v.c, 3) / D;
+  ASSERT_NEAR(drv_loss(&v), hs_conv_loss(&v.c, k), 1e-12);
+  /* The same at p = 1/N = 0.5. */
+  for (int t = 0; t < 3; t++) {
+    ASSERT_EQ(hs_conv_analytic.step(v.st, 1, 32, &loss, &d), 0);
+    ASSERT_EQ(hs_conv_analytic.local_update(v.st, 1, &d), 0);
+  }
+  m.weight = 0.5;
+  ASSERT_EQ(hs_conv_analytic.begin(v.st, 2, &m, &d), 0);
+  ASSERT_EQ(hs_conv_analytic.end(v.st, 2, 0, &d), 0);
+  k += 96 * hs_conv_efficiency(&v.c, 32) * hs_conv_local_factor(&v.c, 3) / D;
+  ASSERT_NEAR(drv_loss(&v), hs_conv_loss(&v.c, k), 1e-12);
+  /* Weight 0 is 1: the same GRAD push unweighted. */
+  g.weight = 0;
+  ASSERT_EQ(hs_conv_analytic.step(v.st, 0, 64, &loss, &d), 0);
+  ASSERT_EQ(hs_conv_analytic.begin(v.st, 1, &g, &d), 0);
+  ASSERT_EQ(hs_conv_analytic.end(v.st, 1, 0, &d), 0);
+  k += 64 * hs_conv_efficiency(&v.c, 64) / D;
+  ASSERT_NEAR(drv_loss(&v), hs_conv_loss(&v.c, k), 1e-12);
+  /* Accumulated: 64 samples at 0.5 and 32 at 1, applied together: B = 96, mean weight
+   * (32 + 32) / 96. */
+  hs_conv_op a = {.kind = HS_OP_PUSH, .what = HS_COMM_GRAD, .ps_mode = HS_PS_ACCUMULATE, .worker = 0,
+                  .weight = 0.5};
+  ASSERT_EQ(hs_conv_analytic.step(v.st, 0, 64, &loss, &d), 0);
+  ASSERT_EQ(hs_conv_analytic.begin(v.st, 3, &a, &d), 0);
+  ASSERT_EQ(hs_conv_analytic.end(v.st, 3, 0, &d), 0);
+  a.worker = 1;
+  a.weight = 1;
+  ASSERT_EQ(hs_conv_analytic.step(v.st, 1, 32, &loss, &d), 0);
+  ASSERT_EQ(hs_conv_analytic.begin(v.st, 4, &a, &d), 0);
+  ASSERT_EQ(hs_conv_analytic.end(v.st, 4, 0, &d), 0);
+  hs_conv_op ap = {.kind = HS_OP_APPLY, .what = HS_COMM_GRAD, .worker = -1};
+  ASSERT_EQ(hs_conv_analytic.begin(v.st, 5, &ap, &d), 0);
+  ASSERT_EQ(hs_conv_analytic.end(v.st, 5, 0, &d), 0);
+  k += 96 * hs_conv_efficiency(&v.c, 96) * (64.0 / 96.0) / D;
+  ASSERT_NEAR(drv_loss(&v), hs_conv_loss(&v.c, k), 1e-12);
+  drv_close(&v);
+}
+
+/* conv-2.4: an all-reduce of models with keep_local: a participant that took local steps while
+ * it was in flight holds the average's progress plus those steps', and the steps count toward
+ * the next average; without keep_local they are lost and count for nothing. */
+static void test_keep_local(void) {
+  for (int keep = 0; keep < 2; keep++) {
+    drv v;
+    hs_diag d = {0};
+    double loss;
+    int ws[2] = {0, 1};
+    drv_open(&v, "analytic:lambda_tau=0.1", 2);
+    const double D = 50000, e32 = hs_conv_efficiency(&v.c, 32), e64 = hs_conv_efficiency(&v.c, 64);
+    for (int t = 0; t < 2; t++)
+      for (int w = 0; w < 2; w++) {
+        ASSERT_EQ(hs_conv_analytic.step(v.st, w, 32, &loss, &d), 0);
+        ASSERT_EQ(hs_conv_analytic.local_update(v.st, w, &d), 0);
+      }
+    hs_conv_op op = {.kind = HS_OP_ALLREDUCE, .what = HS_COMM_MODEL, .worker = -1, .ws = ws,
+                     .n = 2, .keep_local = keep};
+    ASSERT_EQ(hs_conv_analytic.begin(v.st, 0, &op, &d), 0);
+    /* Worker 0 takes one local step while the average is in flight. */
+    ASSERT_EQ(hs_conv_analytic.step(v.st, 0, 32, &loss, &d), 0);
+    ASSERT_EQ(hs_conv_analytic.local_update(v.st, 0, &d), 0);
+    ASSERT_EQ(hs_conv_analytic.end(v.st, 0, 0, &d), 0);
+    /* S = 128 samples in tau = 2 updates each: S E(S/tau) Ptau(tau) / D. */
+    double k1 = 128 * e64 * hs_conv_local_factor(&v.c, 2) / D;
+    ASSERT_NEAR(drv_loss(&v), hs_conv_loss(&v.c, k1), 1e-12);
+    /* Worker 0's model: the average, plus its step with keep_local; worker 1's: the average. */
+    ASSERT_EQ(hs_conv_analytic.step(v.st, 0, 32, &loss, &d), 0);
+    ASSERT_NEAR(loss, hs_conv_loss(&v.c, k1 + (keep ? 32 * e32 / D : 0)), 1e-12);
+    ASSERT_EQ(hs_conv_analytic.step(v.st, 1, 32, &loss, &d), 0);
+    ASSERT_NEAR(loss, hs_conv_loss(&v.c, k1), 1e-12);
+    /* The next average: worker 1 takes one step, worker 0 one more (two kept, or one). */
+    for (int w = 0; w < 2; w++) ASSERT_EQ(hs_conv_analytic.local_update(v.st, w, &d), 0);
+    ASSERT_EQ(hs_conv_analytic.begin(v.st, 1, &op, &d), 0);
+    ASSERT_EQ(hs_conv_analytic.end(v.st, 1, 0, &d), 0);
+    double S = keep ? 96 : 64, tau = S / 32 / 2;
+    double k2 = k1 + S * e64 * hs_conv_local_factor(&v.c, tau) / D; /* S / tau = 64 */
+    ASSERT_NEAR(drv_loss(&v), hs_conv_loss(&v.c, k2), 1e-12);
+    drv_close(&v);
+  }
+}
+
 static const char *HOMO =
     "name: homo\n"
     "network: {bandwidth: 10Gbps, latency: 20us}\n"
@@ -315,6 +423,8 @@ int main(int argc, char **argv) {
       {"params", test_params},
       {"staleness_lowers_progress", test_staleness_lowers_progress},
       {"local_and_grad_rounds", test_local_and_grad_rounds},
+      {"push_weight", test_push_weight},
+      {"keep_local", test_keep_local},
       {"ssgd_closed_form", test_ssgd_closed_form},
       {"target_ends_run", test_target_ends_run},
       {"async_and_local", test_async_and_local},

@@ -374,6 +374,51 @@ static void test_batchnorm_small_batch(void) {
   hs_net_close(n);
 }
 
+/* Linear layers in every combination of batch- and feature-major input and output that
+ * nn_cpu.c picks (a linear read by a ReLU and a linear, read through a non-in-place ReLU, fm -> fm,
+ * fm -> bm logits, bm -> fm after an add), with in-place ReLU and ReLU6 on both layouts. */
+static void test_dense_layouts(void) {
+  hs_graph *g = NULL;
+  hs_diag d = {0};
+  ASSERT_EQ(hs_graph_open(&g, "dense", 1, 4, 4, &d), 0);
+  int f = hs_graph_flatten(g, 0);
+  int l1 = hs_graph_linear(g, f, 12, 1);             /* fm: read by a relu and a linear */
+  int r = hs_graph_relu(g, l1);                      /* not in place: l1 has two readers */
+  int l2 = hs_graph_linear(g, l1, 8, 0);             /* fm input, bm output (read by add) */
+  int l3 = hs_graph_linear(g, r, 8, 1);
+  int x = hs_graph_add(g, l2, l3);
+  x = hs_graph_relu6(g, x);                          /* bm, not in place (input is an add) */
+  x = hs_graph_linear(g, x, 8, 1);                   /* bm input, fm output */
+  x = hs_graph_relu(g, x);                           /* in place, fm */
+  x = hs_graph_linear(g, x, 6, 0);                   /* fm -> fm */
+  x = hs_graph_relu6(g, x);                          /* in place, fm */
+  hs_graph_linear(g, x, 5, 1);                       /* fm -> bm logits */
+  hs_net *n = NULL;
+  hs_net_options o = {.seed = 13};
+  ASSERT_EQ(hs_net_open_graph(&n, "cpu", g, &o, &d), 0);
+  if (!n) return;
+  /* Scale the layer before the last relu6 so that some of its inputs pass 6. */
+  int64_t np = hs_net_param_count(n);
+  float *w = malloc((size_t)np * sizeof *w);
+  hs_net_get_params(n, w, &d);
+  int before6 = hs_graph_count(n->graph) - 3;
+  for (int64_t k = 0; k < hs_layer_params(hs_graph_layer(n->graph, before6)); k++)
+    w[n->param_off[before6] + k] *= 20.0f;
+  hs_net_set_params(n, w, &d);
+  free(w);
+  enum { B = 5 };
+  float xs[B * 16];
+  int32_t ys[B] = {0, 4, 2, 1, 3};
+  uint64_t s = 17;
+  fill(xs, B * 16, -3.0, 3.0, &s);
+  check_stats st = {0};
+  grad_check(n, xs, ys, B, "dense batch 5", &st);
+  grad_check(n, xs, ys, 1, "dense batch 1", &st);
+  printf("  dense: %d checks, worst %.3f of the tolerance\n", st.checks, st.worst);
+  check_descent(n, xs, ys, B, "dense");
+  hs_net_close(n);
+}
+
 int main(int argc, char **argv) {
   static const hs_test_case cases[] = {
     {"kitchen_sink", test_kitchen_sink},
@@ -382,6 +427,7 @@ int main(int argc, char **argv) {
     {"mlp", test_mlp},
     {"cnn", test_cnn},
     {"batchnorm_small_batch", test_batchnorm_small_batch},
+    {"dense_layouts", test_dense_layouts},
     {NULL, NULL},
   };
   return hs_test_main("nn_grad", cases, argc, argv);

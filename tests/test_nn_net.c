@@ -230,6 +230,15 @@ static void test_vectors_round_trip(void) {
   ASSERT_EQ(hs_net_backward(n, &d), 0);
   ASSERT_EQ(hs_net_get_grads(n, b, &d), 0);
   ASSERT(memcmp(a, b, (size_t)np * sizeof *a) == 0);
+  /* backward_into writes the same gradient over a caller's buffer, and may run again */
+  for (int rep = 0; rep < 2; rep++) {
+    fill(b, np, -5.0, 5.0, &s);
+    ASSERT_EQ(hs_net_backward_into(n, b, &d), 0);
+    ASSERT(memcmp(a, b, (size_t)np * sizeof *a) == 0);
+  }
+  ASSERT_EQ(hs_net_backward_into(n, NULL, &d), HS_EINVAL);
+  ASSERT_EQ(hs_net_forward(n, 0, &d), 0);
+  ASSERT_EQ(hs_net_backward_into(n, b, &d), HS_EINVAL); /* needs a training pass */
   ASSERT_EQ(hs_net_get_params(n, NULL, &d), HS_EINVAL);
   free(a);
   free(b);

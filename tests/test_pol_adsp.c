@@ -133,6 +133,43 @@ static void test_no_loss_keeps_rate(void) {
   fake_close(&f);
 }
 
+/* The fake runtime's push, wrapped to record the weights the policy pushes with. */
+typedef struct weights_seen {
+  const hs_runtime_ops *inner;
+  int n;
+  double w[4096];
+} weights_seen;
+
+static int recording_push(hs_runtime *rt, int w, const hs_comm_opts *o) {
+  weights_seen *ws = ((fake_rt *)rt)->ctx;
+  if (ws->n < 4096) ws->w[ws->n++] = o->weight;
+  return ws->inner->push(rt, w, o);
+}
+
+/* Every commit is applied divided by the number of workers (the reference code's
+ * parameters + new_l / worker_num), so that N workers' whole local progress does not move the
+ * model N times too far. */
+static void test_commit_weight(void) {
+  for (int n = 2; n <= 3; n++) {
+    fake_rt f;
+    ASSERT_EQ(fake_open(&f, n, "adsp:period=2s,commits=2,min_interval=0"), 0);
+    for (int w = 0; w < n; w++) {
+      f.c[w] = 0.125 * (w + 1);
+      f.up[w] = f.down[w] = 0.0625;
+    }
+    weights_seen seen = {.inner = f.rt.ops};
+    hs_runtime_ops ops = *f.rt.ops;
+    ops.push = recording_push;
+    f.rt.ops = &ops;
+    f.ctx = &seen;
+    ASSERT_EQ(fake_run(&f, 20, 1000000), 0);
+    ASSERT(seen.n >= 10 * n);
+    for (int i = 0; i < seen.n; i++) ASSERT_NEAR(seen.w[i], 1.0 / n, 0);
+    f.rt.ops = seen.inner;
+    fake_close(&f);
+  }
+}
+
 static void test_sim_adsp_3worker(void) {
   const char *src = getenv("HETSIM_SOURCE_DIR");
   char path[1024];
@@ -166,6 +203,7 @@ int main(int argc, char **argv) {
       {"equal_commit_rates", test_equal_commit_rates},
       {"search_finds_best_rate", test_search_finds_best_rate},
       {"no_loss_keeps_rate", test_no_loss_keeps_rate},
+      {"commit_weight", test_commit_weight},
       {"sim_adsp_3worker", test_sim_adsp_3worker},
       {NULL, NULL},
   };

@@ -114,7 +114,7 @@ static void test_kasync_adaptive_staleness_grows_k(void) {
   ASSERT_EQ(fake_open(&f, 4, "kasync:k=1,adapt=state,every=4,max_stale=1"), 0);
   set_times(&f, (const double[]){1, 1.1, 1.2, 1.3}, 0.05);
   ASSERT_EQ(fake_run(&f, 60, 100000), 0);
-  int per[512], n = pushes_per_apply(&f, per, 512);
+  int per[512] = {0}, n = pushes_per_apply(&f, per, 512);
   ASSERT(n > 10);
   /* With k = 1 each gradient is about N - 1 updates stale, above the target of 1: k grows. */
   ASSERT_EQ(per[0], 1);
@@ -130,7 +130,7 @@ static void test_kasync_adaptive_loss(void) {
   set_times(&f, (const double[]){1, 1, 1, 1}, 0.05);
   f.loss_fn = falling_loss;
   ASSERT_EQ(fake_run(&f, 1e9, 400), 0);
-  int per[512], n = pushes_per_apply(&f, per, 512);
+  int per[512] = {0}, n = pushes_per_apply(&f, per, 512);
   /* k = ceil(sqrt(F0/F)): 1 at first, then non-decreasing as the loss falls; by version 400
    * the loss is about 19 times below F0 (the mean over the first 5 updates), so k would be 5
    * and is capped at N = 4. */

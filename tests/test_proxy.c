@@ -266,6 +266,97 @@ static void test_model_push_identity(void) {
   ASSERT(h1 < h0 && h1 > l1);
 }
 
+/* One proxy instance of mlp for the keep_local test: `n_shards` workers' shards, workers
+ * 0..n_workers-1 added; a worker beyond the shards reads shard w mod n_shards from its start. */
+static int keep_open(const hs_conv_model **m, void **st, int n_shards, int n_workers, hs_diag *d) {
+  hs_params p;
+  int rc = hs_conv_parse("proxy:" SMALL, "mlp", NULL, m, &p, d);
+  if (rc) return rc;
+  hs_conv_config c = {.model = "mlp", .dataset_size = 60000, .classes = 10, .global_batch = 64,
+                      .n_workers = n_shards, .seed = 13, .params = &p};
+  if (!(*st = calloc(1, (*m)->state_size))) return HS_ENOMEM;
+  rc = (*m)->init(*st, &c, d);
+  for (int w = 0; !rc && w < n_workers; w++) rc = (*m)->add_worker(*st, w, d);
+  return rc;
+}
+
+static int keep_step(const hs_conv_model *m, void *st, int w, hs_diag *d) {
+  double loss;
+  int rc = m->step(st, w, 32, &loss, d);
+  return rc ? rc : m->local_update(st, w, d);
+}
+
+/* The loss of the model worker w holds: a MODEL all-reduce of w alone (weight 1: b = 0 + 1 * x_w,
+ * exactly x_w) makes it the global model. */
+static int keep_worker_loss(const hs_conv_model *m, void *st, int w, double *loss, hs_diag *d) {
+  int ws[1] = {w};
+  double one[1] = {1};
+  hs_conv_op op = {.kind = HS_OP_ALLREDUCE, .what = HS_COMM_MODEL, .worker = -1, .ws = ws, .n = 1,
+                   .weights = one};
+  double acc;
+  int rc = m->begin(st, 9, &op, d);
+  if (!rc) rc = m->end(st, 9, 0, d);
+  return rc ? rc : m->evaluate(st, loss, &acc, d);
+}
+
+/* proxy-8: an all-reduce of models with keep_local. Workers 0 and 1 take a local step, the
+ * average x̄ starts, worker 0 takes another step (x_0 = s_0 - lr g), the average ends. With
+ * keep_local worker 0 then holds x̄ + (x_0 - s_0) exactly, worker 1 (no step) x̄ exactly;
+ * without it both hold x̄. The expected x̄ + (x_0 - s_0) is built in a second instance from
+ * other operations: worker 2 is a clone of worker 0 (shard 0 from its start); a MODEL push
+ * that is only accumulated moves its base to s_0, the plain average makes the global model x̄,
+ * worker 2 steps, and a MODEL push applied on arrival adds its x_2 - s_0 to x̄, in the same
+ * float operations. Models are compared by their evaluated loss, equal as doubles. */
+static void test_keep_local_allreduce(void) {
+  hs_diag d = {0};
+  const hs_conv_model *m;
+  void *a = NULL, *b = NULL;
+  int ws[2] = {0, 1};
+  double avg_loss = 0, l0 = 0, l1 = 0, l0_plain = 0, expect = 0, acc;
+  for (int keep = 1; keep >= 0; keep--) {
+    int rc = keep_open(&m, &a, 2, 2, &d);
+    hs_conv_op ar = {.kind = HS_OP_ALLREDUCE, .what = HS_COMM_MODEL, .worker = -1, .ws = ws, .n = 2,
+                     .keep_local = keep};
+    if (!rc) rc = keep_step(m, a, 0, &d);
+    if (!rc) rc = keep_step(m, a, 1, &d);
+    if (!rc) rc = m->begin(a, 1, &ar, &d);
+    if (!rc) rc = keep_step(m, a, 0, &d);
+    if (!rc) rc = m->end(a, 1, 0, &d);
+    if (!rc && keep) rc = m->evaluate(a, &avg_loss, &acc, &d);
+    if (!rc) rc = keep_worker_loss(m, a, 0, keep ? &l0 : &l0_plain, &d);
+    if (!rc && keep) rc = keep_worker_loss(m, a, 1, &l1, &d);
+    ASSERT_EQ(rc, 0);
+    if (rc) fprintf(stderr, "  %s\n", d.msg);
+    if (a) m->fini(a);
+    free(a);
+    a = NULL;
+  }
+  int rc = keep_open(&m, &b, 2, 3, &d);
+  hs_conv_op acc_push = {.kind = HS_OP_PUSH, .what = HS_COMM_MODEL, .ps_mode = HS_PS_ACCUMULATE, .worker = 2};
+  hs_conv_op push = {.kind = HS_OP_PUSH, .what = HS_COMM_MODEL, .ps_mode = HS_PS_APPLY, .worker = 2};
+  hs_conv_op ar = {.kind = HS_OP_ALLREDUCE, .what = HS_COMM_MODEL, .worker = -1, .ws = ws, .n = 2};
+  for (int w = 0; !rc && w < 3; w++) rc = keep_step(m, b, w, &d);
+  if (!rc) rc = m->begin(b, 1, &acc_push, &d);
+  if (!rc) rc = m->end(b, 1, 0, &d);
+  if (!rc) rc = m->begin(b, 2, &ar, &d);
+  if (!rc) rc = m->end(b, 2, 0, &d);
+  double avg_b = 0;
+  if (!rc) rc = m->evaluate(b, &avg_b, &acc, &d);
+  if (!rc) rc = keep_step(m, b, 2, &d);
+  if (!rc) rc = m->begin(b, 3, &push, &d);
+  if (!rc) rc = m->end(b, 3, 0, &d);
+  if (!rc) rc = m->evaluate(b, &expect, &acc, &d);
+  ASSERT_EQ(rc, 0);
+  if (rc) fprintf(stderr, "  %s\n", d.msg);
+  if (b) m->fini(b);
+  free(b);
+  ASSERT(avg_b == avg_loss);  /* both instances averaged the same two models */
+  ASSERT(l0 == expect);       /* x_0 = x̄ + (x_0 - s_0), bit for bit */
+  ASSERT(l1 == avg_loss);     /* no step while in flight: x_1 = x̄ */
+  ASSERT(l0_plain == avg_loss); /* without keep_local the step is lost */
+  ASSERT(l0 != avg_loss);
+}
+
 /* The ashl-3worker setting (traces/ashl-3worker.yaml): three workers slowed 2x/3x/4x in compute
  * and 4x/6x/8x in communication, and a parameter server. */
 static const char *ASHL3 =
@@ -302,6 +393,39 @@ static void test_model_delta_policies_learn(void) {
   }
 }
 
+/* proxy-10: a worker that took the global model keeps it while another worker's push changes
+ * the global one (the proxy shares the global vector until it changes): its next step computes
+ * on the old model, exactly as in a run without the push, even after an evaluation loaded the
+ * new model into the net; after a pull it computes on the new one. */
+static void test_stale_model_kept(void) {
+  double loss[3];
+  for (int k = 0; k < 3; k++) {
+    const hs_conv_model *m;
+    hs_params p;
+    hs_diag d = {0};
+    ASSERT_EQ(hs_conv_parse("proxy:" SMALL, "mlp", NULL, &m, &p, &d), 0);
+    hs_conv_config c = {.model = "mlp", .dataset_size = 60000, .classes = 10, .global_batch = 128,
+                        .n_workers = 2, .seed = 9, .params = &p};
+    void *st = calloc(1, m->state_size);
+    int rc = m->init(st, &c, &d);
+    hs_conv_op push = {.kind = HS_OP_PUSH, .what = HS_COMM_GRAD, .ps_mode = HS_PS_APPLY, .worker = 0};
+    hs_conv_op pull = {.kind = HS_OP_PULL, .what = HS_COMM_MODEL, .worker = 1};
+    double l, acc;
+    for (int w = 0; !rc && w < 2; w++) rc = m->add_worker(st, w, &d);
+    if (!rc) rc = m->step(st, 0, 64, &l, &d);
+    if (!rc && k > 0 && !(rc = m->begin(st, 1, &push, &d))) rc = m->end(st, 1, 0, &d);
+    if (!rc && k == 2 && !(rc = m->begin(st, 2, &pull, &d))) rc = m->end(st, 2, 0, &d);
+    if (!rc) rc = m->evaluate(st, &l, &acc, &d);
+    if (!rc) rc = m->step(st, 1, 64, &loss[k], &d);
+    ASSERT_EQ(rc, 0);
+    if (rc) fprintf(stderr, "  %s\n", d.msg);
+    m->fini(st);
+    free(st);
+  }
+  ASSERT(loss[1] == loss[0]);
+  ASSERT(loss[2] != loss[0]);
+}
+
 int main(int argc, char **argv) {
   hs_gsl_init();
   const char *dir = getenv("HETSIM_FASHION_MNIST_DIR");
@@ -320,7 +444,9 @@ int main(int argc, char **argv) {
       {"compressed_allreduce", test_compressed_allreduce},
       {"worker_limit", test_worker_limit},
       {"model_push_identity", test_model_push_identity},
+      {"keep_local_allreduce", test_keep_local_allreduce},
       {"model_delta_policies_learn", test_model_delta_policies_learn},
+      {"stale_model_kept", test_stale_model_kept},
       {NULL, NULL},
   };
   return hs_test_main("proxy", cases, argc, argv);
