@@ -1,6 +1,7 @@
 /* hetsim doctor: what hetsim can do on this machine — build options, the libraries it links and
- * opens at run time, the GPUs, probes that really run (cuDNN, cuBLAS, NCCL, green contexts, MPS),
- * the Fashion-MNIST files and the results store — one line per check: ok, missing or failed,
+ * opens at run time, MPI (which binary of the build links it: hetsim-mpi only), the GPUs,
+ * probes that really run (cuDNN, cuBLAS, NCCL, green contexts, MPS), the Fashion-MNIST files
+ * and the results store — one line per check: ok, missing or failed,
  * with the reason. `--json` prints the same as one object (schema in docs/cli.md).
  *
  * Exit status: 0 unless hetsim itself cannot work (the store cannot create a database, or the
@@ -28,6 +29,22 @@
 #include "nn/nn_cudalib.h"
 #include "nn/nn_data.h"
 #include "nn/nn_probe.h"
+
+#ifdef HS_SWEEP_MPI
+#include <mpi.h>
+#endif
+
+/* Which binary this is. `hetsim-mpi` is built from the same sources with HS_SWEEP_MPI
+ * (CMakeLists.txt) and is the only one that links libmpi; HETSIM_HAVE_MPI says only that the
+ * build made it. `hetsim` under mpirun takes its rank from the launcher's environment
+ * (cli/sweep_rank.h). */
+#ifdef HS_SWEEP_MPI
+#define DOCTOR_BINARY "hetsim-mpi"
+#define DOCTOR_LINKS_MPI 1
+#else
+#define DOCTOR_BINARY "hetsim"
+#define DOCTOR_LINKS_MPI 0
+#endif
 
 #define DOCTOR_SCHEMA_VERSION 1
 #define DOCTOR_MAX_CHECKS (32 + HS_PROBE_MAX_GPUS)
@@ -80,11 +97,51 @@ static void linked_from(doctor_check *c, const void *fn_addr) {
 }
 
 static void check_build(doctor *doc) {
-  doctor_check *c = add(doc, "build", "hetsim", HS_PROBE_OK, "CUDA %s, cuDNN %s, NCCL %s, MPI %s, sanitizers %s",
+  const char *mpi = DOCTOR_LINKS_MPI ? "yes" : HETSIM_HAVE_MPI ? "no (in hetsim-mpi)" : "no";
+  doctor_check *c = add(doc, "build", DOCTOR_BINARY, HS_PROBE_OK, "CUDA %s, cuDNN %s, NCCL %s, MPI %s, sanitizers %s",
                         HETSIM_HAVE_CUDA ? "yes" : "no", HETSIM_HAVE_CUDNN ? "yes" : "no",
-                        HETSIM_HAVE_NCCL ? "yes" : "no", HETSIM_HAVE_MPI ? "yes" : "no",
-                        HETSIM_SANITIZED ? "yes" : "no");
+                        HETSIM_HAVE_NCCL ? "yes" : "no", mpi, HETSIM_SANITIZED ? "yes" : "no");
   snprintf(c->version, sizeof c->version, "%s", HETSIM_VERSION);
+}
+
+/* MPI: linked into hetsim-mpi only. `hetsim` reports where hetsim-mpi is (beside it, where the
+ * build puts it) and what it does itself under mpirun. */
+static void check_mpi(doctor *doc) {
+#ifdef HS_SWEEP_MPI
+  char v[MPI_MAX_LIBRARY_VERSION_STRING] = "";
+  int len = 0;
+  MPI_Get_library_version(v, &len); /* MPI 3: callable before MPI_Init */
+  v[strcspn(v, "\n")] = '\0';
+  doctor_check *c = add(doc, "library", "MPI", HS_PROBE_OK,
+                        "linked into hetsim-mpi: under mpirun `hetsim-mpi sweep` takes its rank "
+                        "from MPI_COMM_WORLD; %s", v);
+  snprintf(c->version, sizeof c->version, "%.*s", (int)strcspn(v, ","), v);
+  linked_from(c, (const void *)&MPI_Get_library_version);
+#else
+  static const char own[] = "`hetsim sweep` under mpirun takes its rank from the launcher's "
+                            "environment (OMPI_COMM_WORLD_RANK/SIZE, PMI_RANK/SIZE)";
+  if (!HETSIM_HAVE_MPI) {
+    add(doc, "library", "MPI", HS_PROBE_MISSING,
+        "not linked into hetsim, and this build found no MPI, so hetsim-mpi was not built "
+        "(Debian: apt-get install libopenmpi-dev, then rebuild); %s", own);
+    return;
+  }
+  char exe[HS_DL_PATH_MAX - 16];
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  exe[n > 0 ? n : 0] = '\0';
+  char *slash = strrchr(exe, '/');
+  char bin[HS_DL_PATH_MAX];
+  snprintf(bin, sizeof bin, "%.*s/hetsim-mpi", slash ? (int)(slash - exe) : 1, slash ? exe : ".");
+  if (access(bin, X_OK) == 0) {
+    doctor_check *c = add(doc, "library", "MPI", HS_PROBE_OK,
+                          "not linked into hetsim; hetsim-mpi beside it links libmpi (ranks from "
+                          "MPI_COMM_WORLD, one total); %s", own);
+    snprintf(c->path, sizeof c->path, "%s", bin);
+  } else {
+    add(doc, "library", "MPI", HS_PROBE_MISSING,
+        "not linked into hetsim; this build made hetsim-mpi, but it is not at %s; %s", bin, own);
+  }
+#endif
 }
 
 static void check_linked(doctor *doc) {
@@ -267,11 +324,13 @@ static void print_json(const doctor *doc) {
   hs_json_int(&j, DOCTOR_SCHEMA_VERSION);
   hs_json_key(&j, "hetsim_version");
   hs_json_string(&j, HETSIM_VERSION);
+  hs_json_key(&j, "binary");
+  hs_json_string(&j, DOCTOR_BINARY);
   hs_json_key(&j, "build");
   hs_json_object_begin(&j);
   const struct { const char *k; int v; } build[] = {
       {"cuda", HETSIM_HAVE_CUDA}, {"cudnn", HETSIM_HAVE_CUDNN}, {"nccl", HETSIM_HAVE_NCCL},
-      {"mpi", HETSIM_HAVE_MPI}, {"sanitized", HETSIM_SANITIZED}};
+      {"mpi", DOCTOR_LINKS_MPI}, {"hetsim_mpi", HETSIM_HAVE_MPI}, {"sanitized", HETSIM_SANITIZED}};
   for (size_t i = 0; i < sizeof build / sizeof build[0]; i++) {
     hs_json_key(&j, build[i].k);
     hs_json_bool(&j, build[i].v);
@@ -341,7 +400,8 @@ int hs_cmd_doctor(int argc, char **argv) {
       printf("usage: hetsim doctor [--json]\n\n"
              "Reports what hetsim can do on this machine, one line per check (ok, missing or\n"
              "failed, with the reason): build options; the libraries it links (GSL, SQLite,\n"
-             "libyaml, OpenBLAS, zlib, the CUDA runtime) and opens at run time (CUDA driver,\n"
+             "libyaml, OpenBLAS, zlib, the CUDA runtime); MPI (linked into hetsim-mpi only:\n"
+             "`hetsim` says where hetsim-mpi is); the libraries it opens at run time (CUDA driver,\n"
              "cuBLAS, cuDNN, NCCL; see HETSIM_CUBLAS_PATH, HETSIM_CUDNN_PATH, HETSIM_NCCL_PATH);\n"
              "each GPU; probes that really run: a cuDNN convolution, a cuBLAS GEMM, NCCL\n"
              "all-reduce with 1 rank and with 2 ranks on one GPU, green-context SM partitions,\n"
@@ -362,6 +422,7 @@ int hs_cmd_doctor(int argc, char **argv) {
   }
   check_build(doc);
   check_linked(doc);
+  check_mpi(doc);
   check_loaded(doc);
   check_gpus(doc);
   check_probes(doc);

@@ -11,7 +11,9 @@
  * At the end each rank merges its own shards into DB (WAL and the busy timeout serialize the
  * ranks' merges), skipping runs whose point is already complete there, and removes them. A
  * killed sweep leaves shards behind; the next sweep with the same DB counts their finished
- * points as done and merges them too. A lock file (DB.lock, or DB.rank<R>.lock) keeps two
+ * points as done and merges them too. A point left without a complete run fails the sweep by
+ * name (each rank names its own; in hetsim-mpi rank 0 checks the whole grid in DB after the
+ * barrier, when every rank has merged). A lock file (DB.lock, or DB.rank<R>.lock) keeps two
  * sweeps from writing the same shards. */
 #include <errno.h>
 #include <fcntl.h>
@@ -218,6 +220,27 @@ static int merge_shards(hs_store *s, char **shards, int n, int keep, int *merged
   return bad_shards;
 }
 
+/* Names on stderr the points first, first + step, ... of g that done lacks (at most 16, then a
+ * count); returns how many there are. */
+static int report_missing(const hs_sweep_grid *g, const hs_sweep_keys *done, int first, int step,
+                          const char *db, const char *whose) {
+  enum { SHOWN = 16 };
+  int total = 0, n = 0;
+  for (int i = first; i < g->n_points; i += step) {
+    total++;
+    n += !hs_sweep_keys_has(done, g->points[i].key);
+  }
+  if (!n) return 0;
+  fprintf(stderr, "hetsim sweep: %d of %d points%s have no complete run in %s:", n, total, whose, db);
+  int k = 0;
+  for (int i = first; i < g->n_points && k < SHOWN; i += step)
+    if (!hs_sweep_keys_has(done, g->points[i].key))
+      fprintf(stderr, "%s point %d (%s)", k++ ? "," : "", g->points[i].index, g->points[i].key);
+  if (n > SHOWN) fprintf(stderr, " and %d more", n - SHOWN);
+  fprintf(stderr, "; run the same command again to run them\n");
+  return n;
+}
+
 static int open_main(const char *db, hs_store **s) {
   hs_diag d = {0};
   int rc = hs_store_open(s, db, 0, &d);
@@ -401,7 +424,25 @@ int hs_cmd_sweep(int argc, char **argv) {
     printf("sweep %s: %ld of %d points complete%s%s\n", g.name, all_done,
            rk.mpi ? g.n_points : mine, rk.mpi || !rk.launched ? "" : " on this rank",
            sweep_interrupted ? " (interrupted)" : "");
-  status = (!rc && ndone == mine && !merge_bad) ? 0 : 1;
+  fflush(stdout);
+  /* A point without a complete run fails the sweep by name. Under MPI every rank has merged by
+   * now (the barrier), so rank 0 checks the whole grid in DB itself: a rank that ran its points
+   * but lost them on the way (a merge that did not happen) cannot pass unnoticed. */
+  int missing = 0;
+  if (rk.mpi && !a.no_merge) {
+    if (rk.rank == 0) {
+      hs_sweep_keys all = {0};
+      int lrc = hs_sweep_keys_load(&all, a.db, &d);
+      if (lrc) fprintf(stderr, "hetsim sweep: %s\n", d.msg);
+      missing = lrc ? 1 : report_missing(&g, &all, 0, 1, a.db, "");
+      hs_sweep_keys_free(&all);
+    }
+  } else if (!rc) {
+    char where[4300];
+    snprintf(where, sizeof where, "%s%s", a.db, a.no_merge ? " or its shards" : "");
+    missing = report_missing(&g, &done, rk.rank, rk.size, where, rk.launched ? " of this rank" : "");
+  }
+  status = (!rc && ndone == mine && !merge_bad && !missing) ? 0 : 1;
 
 out:
   fflush(stdout);

@@ -2,7 +2,8 @@
 # CLI tests for `hetsim doctor`: the JSON schema (docs/cli.md), the text format, exit codes, and
 # that a missing or unloadable library (HETSIM_CUDNN_PATH / HETSIM_NCCL_PATH pointing to an empty
 # folder or to a file that is not an ELF library) and missing data are reported as "missing" with
-# the reason, not a crash. Works with or without a GPU and with or without CUDA in the build.
+# the reason, not a crash; that `hetsim` says it does not link MPI and where `hetsim-mpi` is, and
+# `hetsim-mpi` that it does. Works with or without a GPU, CUDA or MPI in the build.
 # Usage: bash tests/cli_doctor.sh /path/to/hetsim /path/to/source-dir
 set -u
 HETSIM=${1:?usage: cli_doctor.sh HETSIM SOURCE_DIR}
@@ -51,10 +52,13 @@ EOF
 # 1. The schema.
 if doctor_json plain; then
   check schema "$TMP/plain.json" '
-assert set(r) == {"schema_version", "hetsim_version", "build", "usable", "checks", "gpus", "counts"}, sorted(r)
+assert set(r) == {"schema_version", "hetsim_version", "binary", "build", "usable", "checks", "gpus",
+                  "counts"}, sorted(r)
 assert r["schema_version"] == 1
 assert isinstance(r["hetsim_version"], str) and r["hetsim_version"]
-assert set(r["build"]) == {"cuda", "cudnn", "nccl", "mpi", "sanitized"}
+assert r["binary"] == "hetsim", r["binary"]
+assert set(r["build"]) == {"cuda", "cudnn", "nccl", "mpi", "hetsim_mpi", "sanitized"}
+assert r["build"]["mpi"] is False, "hetsim never links libmpi"
 assert all(isinstance(v, bool) for v in r["build"].values())
 assert r["usable"] is True
 keys = {"section", "name", "status", "version", "path", "detail", "value", "expected"}
@@ -77,7 +81,7 @@ counts = {s: sum(1 for c in r["checks"] if c["status"] == s) for s in ("ok", "mi
 assert r["counts"] == counts, (r["counts"], counts)
 '
   check names "$TMP/plain.json" '
-for n in ("hetsim", "GSL", "SQLite", "libyaml", "OpenBLAS", "zlib", "CUDA runtime", "CUDA driver",
+for n in ("hetsim", "GSL", "SQLite", "libyaml", "OpenBLAS", "zlib", "CUDA runtime", "MPI", "CUDA driver",
           "cuBLAS", "cuDNN", "NCCL", "cuDNN convolution", "cuBLAS GEMM", "NCCL all-reduce 1 rank",
           "NCCL 2 ranks on 1 GPU", "green contexts", "MPS", "Fashion-MNIST", "results store"):
     find(n)
@@ -101,6 +105,30 @@ if not r["build"]["cuda"]:
     for n in ("CUDA runtime", "CUDA driver", "cuBLAS", "cuDNN", "NCCL"):
         assert find(n)["status"] == "missing" and "built without CUDA" in find(n)["detail"], find(n)
 '
+# MPI: hetsim does not link it; it names the hetsim-mpi the build put beside it (the real
+# binary's folder, also when $HETSIM is a wrapper), or says that there is none.
+  check mpi "$TMP/plain.json" '
+c = find("MPI")
+assert "launcher" in c["detail"] and "not linked into hetsim" in c["detail"], c
+if r["build"]["hetsim_mpi"]:
+    assert c["status"] == "ok" and c["path"].endswith("/hetsim-mpi"), c
+else:
+    assert c["status"] == "missing" and "found no MPI" in c["detail"], c
+assert "MPI no" in find("hetsim")["detail"], find("hetsim")
+'
+fi
+MPIBIN="$(dirname "$HETSIM")/hetsim-mpi"
+if [ -x "$MPIBIN" ]; then
+  # Open MPI's allocations outlive the process; LeakSanitizer would report them (cli_sweep.sh).
+  if HETSIM="$MPIBIN" doctor_json mpibin ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"; then
+    check mpi_binary "$TMP/mpibin.json" '
+assert r["binary"] == "hetsim-mpi" and r["build"]["mpi"] is True and r["build"]["hetsim_mpi"] is True
+c = find("MPI")
+assert c["status"] == "ok" and c["version"] and "MPI_COMM_WORLD" in c["detail"], c
+assert "libmpi" in c["path"], c
+assert "MPI yes" in find("hetsim-mpi")["detail"]
+'
+  fi
 fi
 
 # 2. cuDNN pointed to an empty folder: missing, naming the folder; nothing else breaks.

@@ -130,10 +130,21 @@ check progress_silent_when_piped test ! -s "$T/err"
 "$H" sim --cluster "$T/big.yaml" --model resnet18 --policy ssgd --global-batch 640000 \
   --iterations 100000000 --db "$T/int.db" >"$T/out" 2>"$T/err" &
 pid=$!
-sleep 2
+# Interrupt once the run has stored its first committed step rows (so the signal handler is
+# installed and there is something to keep), not after a fixed sleep that a loaded machine can
+# outlast. HETSIM_TEST_SLOW stretches the bound under valgrind (tests/valgrind.sh).
+for _ in $(seq 1 $((600 * ${HETSIM_TEST_SLOW:-1}))); do
+  [ "$(val "$T/int.db" "SELECT count(*) > 0 FROM step" 2>/dev/null)" = 1 ] && break
+  kill -0 $pid 2>/dev/null || break
+  sleep 0.1
+done
 kill -INT $pid
+# A run that ignores the interrupt must not run on for ever: kill it and let the checks fail.
+( sleep $((60 * ${HETSIM_TEST_SLOW:-1})); kill -9 $pid 2>/dev/null ) >/dev/null 2>&1 &
+watchdog=$!
 wait $pid
 rc=$?
+pkill -P $watchdog 2>/dev/null; kill $watchdog 2>/dev/null
 check interrupted_exit_1 test "$rc" = 1
 check interrupted_status test "$(val "$T/int.db" "SELECT status FROM run")" = interrupted
 check interrupted_steps_kept test "$(val "$T/int.db" "SELECT count(*) > 0 FROM step")" = 1

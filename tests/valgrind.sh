@@ -4,7 +4,9 @@
 # under valgrind. Any memcheck error or definite/indirect leak fails the run.
 # Usage: tests/valgrind.sh BUILD_DIR [NAME_REGEX]     (make valgrind builds and calls it)
 # GPU tests (test_gpu_*, cli_gpu_*) are left out: valgrind cannot follow the CUDA driver.
-# Slow (about 20-50x): not part of the CI run; run it before a release.
+# Slow (about 20-50x): not part of the CI run; run it before a release. The scripts see
+# HETSIM_TEST_SLOW (default 20 here, 1 when unset elsewhere): the factor by which a script
+# stretches its waits on hetsim (a timeout, the time before it interrupts a run).
 set -u
 BUILD=$(cd "${1:?usage: tests/valgrind.sh BUILD_DIR [NAME_REGEX]}" && pwd)
 FILTER=${2:-.}
@@ -12,6 +14,7 @@ SRC=$(cd "$(dirname "$0")/.." && pwd)
 command -v valgrind >/dev/null || { echo "valgrind not installed (apt-get install valgrind)"; exit 77; }
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/hetsim-valgrind.XXXXXX")
 trap 'rm -rf "$TMP"' EXIT
+export HETSIM_TEST_SLOW=${HETSIM_TEST_SLOW:-20}
 VG=(valgrind -q --leak-check=full --errors-for-leak-kinds=definite,indirect
     --show-leak-kinds=definite,indirect --error-exitcode=1 --num-callers=30
     --suppressions="$SRC/tests/valgrind.supp")
@@ -56,5 +59,5 @@ for s in "$SRC"/tests/cli_*.sh; do
     echo "FAIL $name (exit $rc)"; grep FAIL "$TMP/$name.out" | head -20; echo "$errs" | head -80
   fi
 done
-echo "valgrind: $pass passed, $fail failed ${failed[*]:-}"
+echo "valgrind: $pass passed, $fail failed ${failed[*]:-} ($SECONDS s, $(valgrind --version))"
 [ $fail -eq 0 ]
