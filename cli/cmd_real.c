@@ -28,6 +28,9 @@
 #include "nn/nn_zoo.h"
 #include "policies/pol_registry.h"
 #include "real/real_comm.h"
+#include "real/real_nccl.h"
+#include "real/real_rank.h"
+#include "real/real_rank_tcp.h"
 #include "real/real_run.h"
 
 /* The one piece of process-wide state: a signal handler can reach nothing else. */
@@ -43,16 +46,20 @@ static void usage(FILE *out) {
 "                   (--iterations N | --epochs E | --time T | --target-loss L)\n"
 "                   [--cluster FILE] [--workers N] [--backend cpu|local|nccl] [--device DEV]\n"
 "                   [--lr LR] [--eval-every N] [--eval-samples N] [--train-samples N]\n"
-"                   [--seed S] [--calib DB] [--timeout T] [--db FILE] [--json]\n"
+"                   [--seed S] [--calib DB] [--timeout T] [--server-rank] [--db FILE] [--json]\n"
 "\n"
 "Trains MODEL for real under a policy (`hetsim policies`), with the same policy code the\n"
 "simulator runs, and stores per-step timings, losses and evaluations as a run of kind real.\n"
 "\n"
-"  --backend NAME        cpu (default): workers are threads on the nn cpu backend;\n"
+"  --backend NAME        cpu (default): workers are threads on the nn cpu backend, or one\n"
+"                        process per worker when started by mpirun or torchrun (below);\n"
 "                        local: workers are threads on SM partitions of one GPU\n"
 "                        (--device cuda:I/sm=N; not yet run on a GPU);\n"
-"                        nccl: one process per GPU, not wired into this command yet\n"
-"  --device DEV          the workers' device; the cpu backend runs on cpu (default)\n"
+"                        nccl: one process per GPU, started by mpirun or torchrun (not yet\n"
+"                        run on a GPU)\n"
+"  --device DEV          the workers' device; the cpu backend runs on cpu (default);\n"
+"                        nccl ranks: cuda:I (the same GPU for every rank) or cuda:local\n"
+"                        (each rank the GPU of its local rank)\n"
 "  --cluster FILE        cluster file: its workers, their initial slowdowns and its slowdown\n"
 "                        and leave events are emulated (a worker slowed s times sleeps\n"
 "                        (s-1) times its measured compute after each step); default: --workers\n"
@@ -70,9 +77,17 @@ static void usage(FILE *out) {
 "  --calib DB            calibration database: the device's fitted step model serves the\n"
 "                        policy's predictions (default: time a few steps before the run)\n"
 "  --timeout T           bound on every communication wait (default 60s)\n"
+"  --server-rank         multi-process runs: one more process than workers, rank 0 being\n"
+"                        the parameter server (for push/pull policies; worker w is rank w+1)\n"
 "  --db FILE             results database (default %s)\n"
 "  --json                print the summary as one JSON object on stdout (the keys of\n"
 "                        `hetsim sim --json`; sim_time_s is the measured training time)\n"
+"\n"
+"Multi-process runs: `mpirun -np N hetsim real ...`, or one process per rank with RANK,\n"
+"WORLD_SIZE, MASTER_ADDR and MASTER_PORT set as torchrun does (ports MASTER_PORT and\n"
+"MASTER_PORT+1); N must equal the workers, or the workers plus one with --server-rank.\n"
+"Rank 0 runs the policy and writes the database; every worker's rank trains it.\n"
+"All-reduce policies run without --server-rank, parameter-server policies with it.\n"
 "\n"
 "exit status: 0 run complete, 1 run failed or interrupted, 2 bad usage or bad input.\n",
           HS_DEFAULT_DB);
@@ -83,7 +98,7 @@ typedef struct real_args {
   int64_t global_batch, iterations, workers, eval_every, eval_samples, train_samples;
   double epochs, time, target_loss, lr, timeout;
   uint64_t seed;
-  int json;
+  int json, server_rank;
 } real_args;
 
 #define bad(...) hs_cli_usage("real", 1, __VA_ARGS__)
@@ -91,7 +106,7 @@ typedef struct real_args {
 
 enum { O_MODEL = 256, O_POLICY, O_GB, O_ITERS, O_EPOCHS, O_TIME, O_TLOSS, O_CLUSTER, O_WORKERS,
        O_BACKEND, O_DEVICE, O_LR, O_EVERY, O_ESAMP, O_TSAMP, O_SEED, O_CALIB, O_TIMEOUT, O_DB,
-       O_JSON, O_HELP };
+       O_JSON, O_SERVER_RANK, O_HELP };
 
 static int parse_args(int argc, char **argv, real_args *a) {
   static const struct option opts[] = {
@@ -105,6 +120,7 @@ static int parse_args(int argc, char **argv, real_args *a) {
       {"train-samples", required_argument, NULL, O_TSAMP}, {"seed", required_argument, NULL, O_SEED},
       {"calib", required_argument, NULL, O_CALIB}, {"timeout", required_argument, NULL, O_TIMEOUT},
       {"db", required_argument, NULL, O_DB}, {"json", no_argument, NULL, O_JSON},
+      {"server-rank", no_argument, NULL, O_SERVER_RANK},
       {"help", no_argument, NULL, O_HELP}, {NULL, 0, NULL, 0},
   };
   memset(a, 0, sizeof *a);
@@ -130,6 +146,7 @@ static int parse_args(int argc, char **argv, real_args *a) {
     case O_CALIB: a->calib = optarg; break;
     case O_DB: a->db = optarg; break;
     case O_JSON: a->json = 1; break;
+    case O_SERVER_RANK: a->server_rank = 1; break;
     case O_GB:
       if (hs_cli_parse_int64(optarg, 1, &a->global_batch)) return bad("--global-batch: expected a positive integer, got \"%s\"", optarg);
       break;
@@ -290,6 +307,20 @@ int hs_cmd_real(int argc, char **argv) {
     fprintf(stderr, "hetsim real: %s\n", d.msg);
     return 2;
   }
+  /* --device cuda:local: under a launcher, every rank takes the GPU of its local rank. */
+  char local_dev[32];
+  if (!strcmp(a.device, "cuda:local")) {
+    const char *lr = getenv("OMPI_COMM_WORLD_LOCAL_RANK");
+    if (!lr) lr = getenv("LOCAL_RANK");
+    int64_t v;
+    if (!lr || hs_cli_parse_int64(lr, 0, &v) || v > 1023) {
+      fprintf(stderr, "hetsim real: --device cuda:local needs a launcher that sets the local rank (LOCAL_RANK as "
+              "torchrun does, or OMPI_COMM_WORLD_LOCAL_RANK under mpirun)%s%s\n", lr ? "; got " : "", lr ? lr : "");
+      return 2;
+    }
+    snprintf(local_dev, sizeof local_dev, "cuda:%lld", (long long)v);
+    a.device = local_dev;
+  }
   hs_cal_device dev;
   if ((rc = hs_cal_device_parse(a.device, &dev, &d))) {
     fprintf(stderr, "hetsim real: --device: %s\n", d.msg);
@@ -304,11 +335,19 @@ int hs_cmd_real(int argc, char **argv) {
     fprintf(stderr, "hetsim real: --device %s: the %s backend needs a GPU device such as cuda:0\n", a.device, comm->name);
     return 2;
   }
-  /* One process runs every worker of the cpu and local backends: a launcher that started
-   * several is a mistake worth stopping at once. */
+  /* Under a launcher (mpirun, torchrun) the cpu and nccl backends run one process per worker
+   * (real_rank.h); the local backend runs every worker in one process, so a launcher that
+   * started several is a mistake worth stopping at once. */
   hs_real_launch launch;
-  if ((rc = hs_real_launch_read(&launch, strcmp(comm->name, "nccl") ? 1 : 0, &d))) {
+  if ((rc = hs_real_launch_read(&launch, 0, &d)) ||
+      (!strcmp(comm->name, "local") && (rc = hs_real_launch_read(&launch, 1, &d)))) {
     fprintf(stderr, "hetsim real: %s\n", d.msg);
+    return 2;
+  }
+  int multi = strcmp(launch.source, "none") && strcmp(comm->name, "local");
+  if (a.server_rank && !multi) {
+    fprintf(stderr, "hetsim real: --server-rank is for multi-process runs (cpu or nccl backend under mpirun or "
+            "torchrun); the threaded runtime has its own server thread\n");
     return 2;
   }
   if (a.cluster) {
@@ -320,6 +359,16 @@ int hs_cmd_real(int argc, char **argv) {
     have_spec = 1;
   }
   int n_workers = have_spec ? spec.n_workers : (int)a.workers;
+  if (multi) {
+    /* One process per worker: the world size must match, and the backend's per-process table
+     * replaces the registry's. */
+    if ((rc = hs_real_launch_read(&launch, n_workers + a.server_rank, &d)) ||
+        (!strcmp(comm->name, "nccl") && (rc = hs_real_nccl_check(a.device, &d)))) {
+      fprintf(stderr, "hetsim real: %s\n", d.msg);
+      goto out;
+    }
+    comm = !strcmp(comm->name, "nccl") ? &hs_real_comm_nccl_rank : &hs_real_comm_tcp_rank;
+  }
   if (a.global_batch < n_workers) {
     fprintf(stderr, "hetsim real: --global-batch %lld is smaller than the %d workers\n", (long long)a.global_batch, n_workers);
     goto out;
@@ -337,7 +386,7 @@ int hs_cmd_real(int argc, char **argv) {
   }
   char pstr[1024];
   hs_params_format(&params, pstr, sizeof pstr);
-  if (strcmp(comm->name, "cpu")) {
+  if (!multi && strcmp(comm->name, "cpu")) {
     /* Say plainly what this build cannot do before anything is stored. */
     hs_real_comm *probe = NULL;
     hs_real_comm_config cc = {.world = 2, .n = 1, .timeout_s = a.timeout, .device = a.device};
@@ -362,6 +411,29 @@ int hs_cmd_real(int argc, char **argv) {
   if ((rc = open_data(&a, mi, &train, &test, &d))) {
     fprintf(stderr, "hetsim real: %s\n", d.msg);
     status = hs_exit_code(rc) == 2 || rc == HS_ENOTFOUND ? 2 : 1;
+    goto out;
+  }
+  if (multi && launch.rank != 0) {
+    /* Another rank: it executes its worker's actions; rank 0 stores everything. */
+    hs_real_config rcfg = {
+        .cluster = have_spec ? &spec : NULL, .n_workers = n_workers, .model = a.model, .device = a.device,
+        .comm = comm, .timeout_s = a.timeout, .train = train, .global_batch = a.global_batch, .policy = pol,
+        .params = &params, .seed = a.seed, .lr = a.lr, .eval_every = a.eval_every,
+        .max_iterations = a.iterations, .max_epochs = a.epochs, .max_time = a.time,
+        .target_loss = a.target_loss, .perf = have_perf ? &perf : NULL,
+    };
+    /* Ctrl-C reaches every rank of a terminal's process group: only rank 0 decides, and tells
+     * the others (SIGTERM still ends a rank; rank 0 then counts the run as interrupted if it
+     * got one too, and as failed otherwise). */
+    struct sigaction ign, old_int;
+    memset(&ign, 0, sizeof ign);
+    ign.sa_handler = on_sigint;
+    sigemptyset(&ign.sa_mask);
+    sigaction(SIGINT, &ign, &old_int);
+    if ((rc = hs_real_rank_run(&rcfg, &launch, &res, &d)))
+      fprintf(stderr, "hetsim real: rank %d: %s\n", launch.rank, d.msg);
+    sigaction(SIGINT, &old_int, NULL);
+    status = !rc ? 0 : rc == HS_EINVAL || rc == HS_EUNSUPPORTED ? 2 : 1;
     goto out;
   }
   if ((rc = hs_store_open(&store, a.db, 0, &d))) {
@@ -424,7 +496,7 @@ int hs_cmd_real(int argc, char **argv) {
   sigaction(SIGINT, &sa, &old_sa);
   sigaction(SIGTERM, &sa, &old_term);
   double t0 = wall_now();
-  rc = hs_real_run(&cfg, &res, &d);
+  rc = multi ? hs_real_rank_run(&cfg, &launch, &res, &d) : hs_real_run(&cfg, &res, &d);
   res.summary.wall_s = wall_now() - t0;
   sigaction(SIGINT, &old_sa, NULL);
   sigaction(SIGTERM, &old_term, NULL);
@@ -460,6 +532,8 @@ int hs_cmd_real(int argc, char **argv) {
   }
   if (rc) {
     fprintf(stderr, "hetsim real: run %lld failed: %s\n", (long long)rctx.run_id, d.msg);
+    /* What the multi-process runtime does not support yet is refused as bad input. */
+    if (multi && (rc == HS_EUNSUPPORTED || rc == HS_EINVAL)) status = 2;
     goto out;
   }
   print_summary(&a, rctx.run_id, st, cname, &res.summary);

@@ -3,12 +3,12 @@
  * Start-up: the rank and world size come from mpirun (OMPI_COMM_WORLD_RANK/SIZE) or from
  * torchrun's RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT (hs_real_launch_read).
  *
- * Two tables. hs_real_comm_nccl, the one `--backend nccl` finds, still refuses to open with
- * HS_EUNSUPPORTED: the real runtime (real_run.c) runs every worker as a thread of one process
- * and would call one process's backend for every rank, while this backend owns exactly one rank
- * per process; the multi-process runtime (the policy on one rank, its actions carried to the
- * others) is not built yet. hs_real_comm_nccl_rank (real_nccl.h) is the working per-process
- * backend such a runtime drives; tests/test_gpu_real.c exercises it with forked processes.
+ * Two tables. hs_real_comm_nccl, the one `--backend nccl` finds, refuses to open
+ * (HS_EUNSUPPORTED): the threaded runtime (real_run.c) would call one process's backend for
+ * every rank, while this backend owns exactly one rank per process. hs_real_comm_nccl_rank
+ * (real_nccl.h) is the working per-process backend that the multi-process runtime
+ * (real_rank.h) drives when `hetsim real --backend nccl` runs under mpirun or torchrun;
+ * tests/test_gpu_real.c also exercises it with forked processes.
  *
  * Control channel: a TCP star. Rank 0 listens on MASTER_ADDR:MASTER_PORT (mpirun: 127.0.0.1 and
  * 29500 unless set); every other rank connects (retrying until the timeout) and says its rank;
@@ -71,7 +71,7 @@ int hs_real_launch_read(hs_real_launch *l, int expect_world, hs_diag *d) {
   memset(l, 0, sizeof *l);
   l->rank = l->world = -1;
   l->source = "none";
-  int r, w, got_r, got_w;
+  int r = -1, w = -1, got_r, got_w;
   if ((got_r = env_int("OMPI_COMM_WORLD_RANK", &r, d)) < 0) return got_r;
   if ((got_w = env_int("OMPI_COMM_WORLD_SIZE", &w, d)) < 0) return got_w;
   if (got_r || got_w) {
@@ -87,8 +87,9 @@ int hs_real_launch_read(hs_real_launch *l, int expect_world, hs_diag *d) {
   if (!got_r || !got_w) return hs_diag_set(d, HS_EINVAL, "%s is set but %s is not", got_r ? rn : wn, got_r ? wn : rn);
   if (w < 1 || r >= w) return hs_diag_set(d, HS_EINVAL, "%s=%d is not below %s=%d", rn, r, wn, w);
   if (expect_world > 0 && w != expect_world)
-    return hs_diag_set(d, HS_EINVAL, "world-size mismatch: %s=%d but the run needs %d processes (one per worker%s)",
-                       wn, w, expect_world, " plus one for a parameter server when the policy pushes");
+    return hs_diag_set(d, HS_EINVAL, "world-size mismatch: %s=%d but the run needs %d processes (one per worker, plus one "
+                       "with a server rank)",
+                       wn, w, expect_world);
   l->rank = r;
   l->world = w;
   const char *addr = getenv("MASTER_ADDR"), *port = getenv("MASTER_PORT");
@@ -113,9 +114,9 @@ int hs_real_launch_read(hs_real_launch *l, int expect_world, hs_diag *d) {
 static int refuse_open(hs_real_comm **out, const hs_real_comm_config *cfg, hs_diag *d) {
   (void)cfg;
   *out = NULL;
-  return hs_diag_set(d, HS_EUNSUPPORTED, "--backend nccl: not supported yet in this version of hetsim "
-                     "(the collectives are built, but the real runtime runs every worker in one process and "
-                     "the multi-process runtime is not); use --backend cpu or local");
+  return hs_diag_set(d, HS_EUNSUPPORTED, "--backend nccl in a single process: not supported yet; nccl runs one process per "
+                     "GPU: start hetsim real under mpirun (mpirun -np N hetsim real ...) or with RANK, WORLD_SIZE, "
+                     "MASTER_ADDR and MASTER_PORT set as torchrun does; in one process use --backend cpu or local");
 }
 static void refuse_close(hs_real_comm *c) { (void)c; }
 static int refuse_allreduce(hs_real_comm *c, uint64_t op, int rank, float *buf, int64_t n,
@@ -142,7 +143,7 @@ static void refuse_abort(hs_real_comm *c) { (void)c; }
 const hs_real_comm_ops hs_real_comm_nccl = {
     .version = HS_REAL_COMM_VERSION,
     .name = "nccl",
-    .description = "one process per GPU over NCCL (needs the multi-process runtime: not supported yet)",
+    .description = "one process per GPU over NCCL (start under mpirun or torchrun; not run on a GPU yet)",
     .device_buffers = 1,
     .open = refuse_open,
     .close = refuse_close,
@@ -682,6 +683,20 @@ fail:
   return rc;
 }
 
+int hs_real_nccl_check(const char *device, hs_diag *d) {
+  int ordinal = -1, rc = device_ordinal(device, &ordinal, d);
+  if (rc) return rc;
+  hs_diag sub = {0};
+  if (!hs_nccl_api_get(&sub)) return hs_diag_set(d, HS_EUNSUPPORTED, "--backend nccl: %s", sub.msg);
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess || count < 1)
+    return hs_diag_set(d, HS_EUNSUPPORTED, "--backend nccl: this machine has no usable GPU");
+  if (ordinal >= count)
+    return hs_diag_set(d, HS_EINVAL, "--backend nccl: device \"%s\": bad device index, this machine has %d GPU%s", device,
+                       count, count == 1 ? "" : "s");
+  return 0;
+}
+
 static int check_rank(const hs_real_comm *c, int rank, const char *what, hs_diag *d) {
   if (rank == c->rank) return 0;
   return hs_diag_set(d, HS_EINVAL, "nccl %s: called for rank %d in the process of rank %d (one rank per process)",
@@ -920,6 +935,10 @@ static int rank_open(hs_real_comm **out, const hs_real_comm_config *cfg, hs_diag
 int hs_real_nccl_rank(const hs_real_comm *c) {
   (void)c;
   return -1;
+}
+int hs_real_nccl_check(const char *device, hs_diag *d) {
+  (void)device;
+  return hs_diag_set(d, HS_EUNSUPPORTED, "--backend nccl: this build has no CUDA or no NCCL headers");
 }
 
 #endif

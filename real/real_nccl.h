@@ -1,8 +1,9 @@
 /* real_nccl: the per-process nccl communication backend (real_nccl.c).
  *
- * hs_real_comm_nccl (real_comm.h, what `--backend nccl` finds) refuses to open until the real
- * runtime can run one worker per process. This table is the backend itself, for a runtime (or a
- * test) that runs in one process per rank, started by mpirun or torchrun:
+ * hs_real_comm_nccl (real_comm.h, what `--backend nccl` finds) refuses to open: the threaded
+ * runtime cannot drive one rank per process. This table is the backend itself, for the
+ * multi-process runtime (real_rank.h) or a test that runs one process per rank, started by
+ * mpirun or torchrun:
  * - open: cfg.world must equal the launch's world size; the rank is the launch's; cfg.device is
  *   this process's GPU ("cuda:I"). It bootstraps the control channel and the world communicator,
  *   bounded by cfg.timeout_s.
@@ -17,6 +18,11 @@
 #include "real/real_comm.h"
 
 extern const hs_real_comm_ops hs_real_comm_nccl_rank;
+
+/* Whether this process can run an nccl rank on `device` ("cuda:I"), before anything is
+ * opened: HS_EINVAL for a malformed device or a bad device index (naming how many GPUs there
+ * are), HS_EUNSUPPORTED for missing NCCL, CUDA or GPU, with a message. */
+int hs_real_nccl_check(const char *device, hs_diag *d);
 
 /* This process's rank in an open per-process nccl comm. */
 int hs_real_nccl_rank(const hs_real_comm *c);

@@ -1,0 +1,1442 @@
+/* The multi-process real runtime: see real_rank.h for the contract.
+ *
+ * Frames: every control message is a fixed cmsg, followed by `len` payload bytes (an
+ * all-reduce's weights and ranks, or an error's text). Both ends are this program on hosts of
+ * one byte order. Every command gets exactly one report, in order, so the coordinator knows
+ * what each worker still has to do (`outstanding`) and can tell a stall from work in flight. */
+#define _GNU_SOURCE
+#include "real/real_rank.h"
+
+#include <errno.h>
+#include <math.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "nn/nn_net.h"
+#include "real/real_rank_tcp.h"
+
+enum {
+  C_COMPUTE = 1, C_LOCAL = 2, C_ALLREDUCE = 3, C_STOP = 4, C_PUSH = 5, C_PULL = 6, /* to a worker */
+  S_PUSH = 7, S_PULL = 8, S_APPLY = 9,                                            /* to the server */
+  R_READY = 11, R_COMPUTE = 12, R_LOCAL = 13, R_ALLREDUCE = 14, R_ERROR = 15, R_PUSH = 16, R_PULL = 17,
+  R_SERVER = 18
+};
+
+typedef struct cmsg {
+  int32_t kind, worker, batch, what, n, code, snapshot, len; /* len: payload bytes */
+  int32_t ps_mode, peer;                                     /* S_PUSH, S_PULL: the worker's rank */
+  uint64_t tag, op;
+  double lr, slowdown, dur, loss; /* READY: dur, loss = the probe's t0 and k */
+  double weight;                  /* S_PUSH: hs_comm_opts.weight */
+} cmsg;
+
+#define MAX_PAYLOAD (1 << 20)
+
+static int send_msg(int fd, const cmsg *m, const void *payload, double timeout) {
+  double dl = hs_rank_mono() + timeout;
+  if (hs_rank_write(fd, m, sizeof *m, dl, -1)) return -1;
+  if (m->len > 0 && hs_rank_write(fd, payload, (size_t)m->len, dl, -1)) return -1;
+  return 0;
+}
+
+/* Reads one message; *payload is malloc'd (NULL when empty). 0, or hs_rank_read's codes. */
+static int recv_msg(int fd, cmsg *m, void **payload, double deadline, int abort_fd) {
+  *payload = NULL;
+  int r = hs_rank_read(fd, m, sizeof *m, deadline, abort_fd);
+  if (r) return r;
+  if (m->len < 0 || m->len > MAX_PAYLOAD) return -1;
+  if (m->len == 0) return 0;
+  char *p = malloc((size_t)m->len + 1);
+  if (!p) return -1;
+  if ((r = hs_rank_read(fd, p, (size_t)m->len, hs_rank_mono() + 60, abort_fd))) {
+    free(p);
+    return r;
+  }
+  p[m->len] = 0;
+  *payload = p;
+  return 0;
+}
+
+/* --- the executor: one worker's net, shard and replica -------------------------------------- */
+
+typedef struct cmd {
+  cmsg m;
+  void *payload;
+  struct cmd *next;
+} cmd;
+
+typedef struct snap {
+  uint64_t op;
+  float *model;
+  double time_s;  /* coordinator: when the update was counted */
+  int64_t step;   /* coordinator: the iteration */
+  struct snap *next;
+} snap;
+
+typedef struct exec {
+  const hs_real_config *cfg;
+  int rank, worker, n, fd, probe; /* rank: in the comm; worker: whose shard (the server: 0's) */
+  int server;                     /* the parameter-server rank: replica is the global model */
+  float *base, *srv_buf;          /* worker: the model at its last sync; server: a transfer */
+  double *acc, acc_w;             /* server: accumulated pushes (GRAD: sum of batches; MODEL: count) */
+  int world;
+  double timeout;
+  hs_shards *sh;
+  hs_net *net;
+  hs_data_iter it;
+  float *x;
+  int32_t *y;
+  int cap;
+  int64_t P;
+  float *replica, *host;
+  hs_real_comm *comm;
+  pthread_t reader, th;
+  int inited, reader_started, th_started;
+  int wake[2]; /* wakes the reader at the end */
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  cmd *head, *tail;
+  int stop, stop_code, lost, failed; /* stop_code: the run's outcome on rank 0 (0, or HS_E*) */
+  snap *snaps; /* rank 0: worker 0's replica at the evaluated iterations (mu) */
+  double probe_t0, probe_k;
+  int rc; /* the executor's result */
+  hs_diag diag;
+} exec;
+
+static void *reader_main(void *p) {
+  exec *e = p;
+  for (;;) {
+    cmsg m;
+    void *pl;
+    int r = recv_msg(e->fd, &m, &pl, INFINITY, e->wake[0]);
+    pthread_mutex_lock(&e->mu);
+    if (r || m.kind == C_STOP) {
+      if (!r) {
+        e->stop = 1;
+        e->stop_code = m.code;
+      } else if (r != -3 && !e->stop) {
+        e->lost = 1;
+      }
+      pthread_cond_broadcast(&e->cv);
+      if (e->comm) e->cfg->comm->abort(e->comm);
+      pthread_mutex_unlock(&e->mu);
+      free(pl);
+      break;
+    }
+    cmd *c = calloc(1, sizeof *c);
+    if (!c) {
+      e->lost = 1;
+      pthread_cond_broadcast(&e->cv);
+      pthread_mutex_unlock(&e->mu);
+      free(pl);
+      break;
+    }
+    c->m = m;
+    c->payload = pl;
+    if (e->tail) e->tail->next = c;
+    else e->head = c;
+    e->tail = c;
+    pthread_cond_broadcast(&e->cv);
+    pthread_mutex_unlock(&e->mu);
+  }
+  return NULL;
+}
+
+static void sleep_for(double sec) {
+  if (!(sec > 0)) return;
+  struct timespec ts = {.tv_sec = (time_t)sec, .tv_nsec = (long)((sec - floor(sec)) * 1e9)};
+  while (nanosleep(&ts, &ts) && errno == EINTR) {}
+}
+
+static int train_step(exec *e, int batch, double *loss, hs_diag *d) {
+  if (batch > e->cap) {
+    int c, h, wd;
+    hs_data_shape(e->cfg->train, &c, &h, &wd);
+    float *nx = realloc(e->x, (size_t)batch * (size_t)(c * h * wd) * sizeof *nx);
+    if (nx) e->x = nx;
+    int32_t *ny = realloc(e->y, (size_t)batch * sizeof *ny);
+    if (ny) e->y = ny;
+    if (!nx || !ny) return hs_diag_set(d, HS_ENOMEM, "out of memory for a batch of %d samples", batch);
+    e->cap = batch;
+  }
+  int rc, correct;
+  if ((rc = hs_data_iter_next(&e->it, batch, e->x, e->y, NULL, d)) || (rc = hs_net_load(e->net, e->x, e->y, batch, d)) ||
+      (rc = hs_net_forward(e->net, 1, d)) || (rc = hs_net_backward(e->net, d)) ||
+      (rc = hs_net_result(e->net, loss, &correct, d)))
+    return rc;
+  return 0;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+/* As real_run.c's probe: a few timed steps at two batch sizes, t = t0 + k*b. */
+static int probe(exec *e, hs_diag *d) {
+  int64_t share = e->cfg->global_batch / e->n;
+  int b2 = (int)(share > 1 ? share : 2), b1 = b2 / 2 > 0 ? b2 / 2 : 1;
+  double med[2];
+  int bs[2] = {b1, b2};
+  for (int k = 0; k < 2; k++) {
+    double t[3], loss;
+    int rc = train_step(e, bs[k], &loss, d);
+    for (int r = 0; !rc && r < 3; r++) {
+      double a = hs_rank_mono();
+      rc = train_step(e, bs[k], &loss, d);
+      t[r] = hs_rank_mono() - a;
+    }
+    if (rc) return rc;
+    qsort(t, 3, sizeof t[0], cmp_double);
+    med[k] = t[1];
+  }
+  e->probe_k = b2 > b1 ? (med[1] - med[0]) / (double)(b2 - b1) : 0;
+  if (e->probe_k < 0) e->probe_k = 0;
+  e->probe_t0 = med[0] - e->probe_k * (double)b1;
+  if (e->probe_t0 < 0) e->probe_t0 = 0;
+  return hs_data_iter_init(&e->it, e->cfg->train, e->sh, e->rank, 0, d);
+}
+
+static int exec_setup(exec *e, hs_diag *d) {
+  const hs_real_config *cfg = e->cfg;
+  hs_net_options no = {.seed = cfg->seed, .max_batch = 0, .threads = 1};
+  int rc;
+  if ((rc = hs_shards_open(&e->sh, hs_data_count(cfg->train), e->n, NULL, cfg->seed, d)) ||
+      (rc = hs_net_open(&e->net, cfg->device, cfg->model, &no, d)))
+    return rc;
+  e->P = hs_net_param_count(e->net);
+  size_t bytes = (size_t)e->P * sizeof(float);
+  e->replica = malloc(bytes);
+  e->host = malloc(bytes);
+  e->base = malloc(bytes);
+  if (e->server) {
+    e->srv_buf = malloc(bytes);
+    e->acc = calloc((size_t)e->P, sizeof *e->acc);
+  }
+  if (!e->replica || !e->host || !e->base || (e->server && (!e->srv_buf || !e->acc)))
+    return hs_diag_set(d, HS_ENOMEM, "out of memory for the model replica");
+  if ((rc = hs_net_get_params(e->net, e->replica, d)) ||
+      (rc = hs_data_iter_init(&e->it, cfg->train, e->sh, e->worker, 0, d)))
+    return rc;
+  memcpy(e->base, e->replica, bytes);
+  hs_real_comm_config cc = {.world = e->world, .n = e->P, .timeout_s = e->timeout, .device = cfg->device};
+  hs_real_comm *comm = NULL;
+  if ((rc = cfg->comm->open(&comm, &cc, d))) return rc;
+  pthread_mutex_lock(&e->mu);
+  e->comm = comm; /* the reader aborts it when rank 0 says stop */
+  int stopped = e->stop || e->lost;
+  pthread_mutex_unlock(&e->mu);
+  if (stopped) cfg->comm->abort(comm);
+  if (e->probe && (rc = probe(e, d))) return rc;
+  return 0;
+}
+
+/* Keeps a copy of the replica for the coordinator's evaluation of operation op (rank 0). */
+static int keep_snapshot(exec *e, uint64_t op, hs_diag *d) {
+  snap *s = calloc(1, sizeof *s);
+  if (s) s->model = malloc((size_t)e->P * sizeof *s->model);
+  if (!s || !s->model) {
+    free(s);
+    return hs_diag_set(d, HS_ENOMEM, "out of memory for an evaluation's model");
+  }
+  memcpy(s->model, e->replica, (size_t)e->P * sizeof *s->model);
+  s->op = op;
+  pthread_mutex_lock(&e->mu);
+  s->next = e->snaps;
+  e->snaps = s;
+  pthread_mutex_unlock(&e->mu);
+  return 0;
+}
+
+static int do_allreduce(exec *e, const cmd *c, double *dur, hs_diag *d) {
+  int n = c->m.n;
+  if (n < 1 || (size_t)c->m.len != (size_t)n * (sizeof(double) + sizeof(int32_t)) || !c->payload)
+    return hs_diag_set(d, HS_ERUNTIME, "all-reduce %llu: a malformed command", (unsigned long long)c->m.op);
+  const double *wts = c->payload;
+  int ranks[HS_RANK_MAX_WORLD];
+  if (n > HS_RANK_MAX_WORLD) return hs_diag_set(d, HS_ERUNTIME, "all-reduce over %d ranks", n);
+  memcpy(ranks, (const char *)c->payload + (size_t)n * sizeof(double), (size_t)n * sizeof(int32_t));
+  const hs_real_comm_ops *cm = e->cfg->comm;
+  int grad = c->m.what == HS_COMM_GRAD;
+  double t0 = hs_rank_mono();
+  float *buf = grad ? hs_net_grads(e->net) : hs_net_params(e->net);
+  int rc = cm->allreduce(e->comm, c->m.op, e->rank, buf, e->P, ranks, n, wts, d);
+  if (rc) return rc;
+  const float *red = buf;
+  if (cm->device_buffers) {
+    if ((rc = grad ? hs_net_get_grads(e->net, e->host, d) : hs_net_get_params(e->net, e->host, d))) return rc;
+    red = e->host;
+  }
+  if (grad) {
+    float lr = (float)c->m.lr;
+    for (int64_t i = 0; i < e->P; i++) e->replica[i] -= lr * red[i];
+  } else {
+    memcpy(e->replica, red, (size_t)e->P * sizeof *e->replica);
+  }
+  if ((rc = hs_net_set_params(e->net, e->replica, d))) return rc;
+  if (c->m.snapshot && (rc = keep_snapshot(e, c->m.op, d))) return rc;
+  *dur = hs_rank_mono() - t0;
+  return 0;
+}
+
+/* Worker: sends its update to the server (GRAD: its gradient; MODEL: its progress since its
+ * last sync or push, the base moving to the model sent), as real_run.c's do_push. */
+static int do_push(exec *e, const cmd *c, double *dur, hs_diag *d) {
+  int rc;
+  if (c->m.what == HS_COMM_GRAD) {
+    rc = hs_net_get_grads(e->net, e->host, d);
+  } else {
+    rc = hs_net_get_params(e->net, e->host, d);
+    for (int64_t i = 0; !rc && i < e->P; i++) {
+      float p = e->host[i];
+      e->host[i] = p - e->base[i];
+      e->base[i] = p;
+    }
+  }
+  if (rc) return rc;
+  double t0 = hs_rank_mono();
+  rc = e->cfg->comm->send(e->comm, e->rank, 0, c->m.op, e->host, e->P, d);
+  *dur = hs_rank_mono() - t0;
+  return rc;
+}
+
+/* Worker: takes the global model from the server. */
+static int do_pull(exec *e, const cmd *c, double *dur, hs_diag *d) {
+  double t0 = hs_rank_mono();
+  int rc = e->cfg->comm->recv(e->comm, e->rank, 0, c->m.op, e->host, e->P, d);
+  if (!rc) rc = hs_net_set_params(e->net, e->host, d);
+  if (rc) return rc;
+  memcpy(e->base, e->host, (size_t)e->P * sizeof *e->base);
+  *dur = hs_rank_mono() - t0;
+  return 0;
+}
+
+/* Server: the three operations of real_run.c's server lane, on its global model (replica). */
+static int do_server(exec *e, const cmd *c, hs_diag *d) {
+  int rc = 0, grad = c->m.what == HS_COMM_GRAD;
+  if (c->m.kind == S_PULL) return e->cfg->comm->send(e->comm, 0, c->m.peer, c->m.op, e->replica, e->P, d);
+  if (c->m.kind == S_PUSH) {
+    if ((rc = e->cfg->comm->recv(e->comm, 0, c->m.peer, c->m.op, e->srv_buf, e->P, d))) return rc;
+    if (c->m.ps_mode == HS_PS_APPLY) {
+      float wt = (float)c->m.weight;
+      if (grad) {
+        float lr = (float)c->m.lr * wt;
+        for (int64_t i = 0; i < e->P; i++) e->replica[i] -= lr * e->srv_buf[i];
+      } else {
+        for (int64_t i = 0; i < e->P; i++) e->replica[i] += wt * e->srv_buf[i];
+      }
+    } else {
+      double wt = grad ? (double)c->m.batch : 1.0;
+      for (int64_t i = 0; i < e->P; i++) e->acc[i] += c->m.weight * wt * (double)e->srv_buf[i];
+      e->acc_w += wt;
+    }
+  } else if (c->m.kind == S_APPLY) {
+    if (e->acc_w > 0) {
+      double scale = grad ? -c->m.lr / e->acc_w : 1.0 / e->acc_w;
+      for (int64_t i = 0; i < e->P; i++) {
+        e->replica[i] += (float)(scale * e->acc[i]);
+        e->acc[i] = 0;
+      }
+      e->acc_w = 0;
+    }
+  } else {
+    return hs_diag_set(d, HS_ERUNTIME, "parameter server: unknown command %d from the coordinator", c->m.kind);
+  }
+  return c->m.snapshot ? keep_snapshot(e, c->m.op, d) : 0;
+}
+
+static int execute(exec *e, const cmd *c, cmsg *rep, hs_diag *d) {
+  rep->worker = e->worker;
+  rep->op = c->m.op;
+  rep->tag = c->m.tag;
+  rep->batch = c->m.batch;
+  if (e->server) {
+    rep->kind = R_SERVER;
+    return do_server(e, c, d);
+  }
+  switch (c->m.kind) {
+  case C_COMPUTE: {
+    double loss = NAN, t0 = hs_rank_mono();
+    int rc = train_step(e, c->m.batch, &loss, d);
+    if (rc) return rc;
+    double slow = c->m.slowdown > 1 ? c->m.slowdown : 1.0;
+    sleep_for((slow - 1.0) * (hs_rank_mono() - t0)); /* the emulated slowdown, as real_run.h */
+    rep->kind = R_COMPUTE;
+    rep->dur = hs_rank_mono() - t0;
+    rep->loss = loss;
+    return 0;
+  }
+  case C_LOCAL: {
+    hs_sgd opt = {.lr = c->m.lr, .momentum = 0, .weight_decay = 0};
+    rep->kind = R_LOCAL;
+    return hs_net_update(e->net, &opt, d);
+  }
+  case C_ALLREDUCE:
+    rep->kind = R_ALLREDUCE;
+    return do_allreduce(e, c, &rep->dur, d);
+  case C_PUSH:
+    rep->kind = R_PUSH;
+    return do_push(e, c, &rep->dur, d);
+  case C_PULL:
+    rep->kind = R_PULL;
+    return do_pull(e, c, &rep->dur, d);
+  default:
+    return hs_diag_set(d, HS_ERUNTIME, "unknown command %d from rank 0", c->m.kind);
+  }
+}
+
+static void report_error(exec *e, int rc, const hs_diag *d) {
+  cmsg m = {.kind = R_ERROR, .worker = e->worker, .code = rc, .len = (int32_t)strlen(d->msg)};
+  (void)send_msg(e->fd, &m, d->msg, e->timeout);
+}
+
+/* Set-up, READY, then the commands until stop; e->rc and e->diag hold the outcome. */
+static void exec_run(exec *e) {
+  hs_diag d = {0};
+  int rc = exec_setup(e, &d);
+  if (rc) {
+    hs_diag_prefix(&d, "rank %d", e->rank);
+    report_error(e, rc, &d);
+    e->rc = rc;
+    e->diag = d;
+  } else {
+    cmsg ready = {.kind = R_READY, .worker = e->worker, .op = (uint64_t)e->P, .dur = e->probe_t0, .loss = e->probe_k};
+    if (send_msg(e->fd, &ready, NULL, e->timeout))
+      e->rc = hs_diag_set(&e->diag, HS_ERUNTIME, "rank %d: rank 0 went away during start-up", e->rank);
+  }
+  if (e->rc) e->failed = 1;
+  pthread_mutex_lock(&e->mu);
+  for (;;) {
+    while (!e->head && !e->stop && !e->lost) pthread_cond_wait(&e->cv, &e->mu);
+    if (e->stop || e->lost) break;
+    cmd *c = e->head;
+    e->head = c->next;
+    if (!e->head) e->tail = NULL;
+    pthread_mutex_unlock(&e->mu);
+    if (!e->failed) {
+      cmsg rep = {0};
+      hs_diag cd = {0};
+      rc = execute(e, c, &rep, &cd);
+      if (rc) {
+        /* Tell rank 0 and wait for its stop: it ends the run and tells everyone. */
+        if (e->server) hs_diag_prefix(&cd, "parameter server (rank 0)");
+        else hs_diag_prefix(&cd, "worker %d (rank %d)", e->worker, e->rank);
+        report_error(e, rc, &cd);
+        e->failed = 1;
+        e->rc = rc;
+        e->diag = cd;
+      } else if (send_msg(e->fd, &rep, NULL, e->timeout)) {
+        e->failed = 1;
+      }
+    }
+    free(c->payload);
+    free(c);
+    pthread_mutex_lock(&e->mu);
+  }
+  int lost = e->lost && !e->stop;
+  pthread_mutex_unlock(&e->mu);
+  if (lost) /* the cause, whatever a wait in progress said about it (aborted, a closed peer) */
+    e->rc = hs_diag_set(&e->diag, HS_ERUNTIME, "rank %d: rank 0 closed the control connection (its process died?); "
+                        "ending", e->rank);
+  /* Once rank 0 said stop, rank 0 alone reports the run (its exit status, its message): this
+   * rank ends quietly, also after errors of its own (rank 0 has them), because a launcher such
+   * as mpirun kills the other ranks, rank 0 included, when one ends with a failure. */
+  if (!lost) e->rc = 0;
+}
+
+/* rank: in the comm; off: 1 when rank 0 is the parameter server (worker w is then rank w + 1). */
+static int exec_init(exec *e, const hs_real_config *cfg, int rank, int n, int off, int fd) {
+  memset(e, 0, sizeof *e);
+  e->cfg = cfg;
+  e->rank = rank;
+  e->server = off && rank == 0;
+  e->worker = e->server ? 0 : rank - off;
+  e->n = n;
+  e->world = n + off;
+  e->fd = fd;
+  e->probe = rank == 0 && !cfg->perf;
+  e->probe_t0 = e->probe_k = NAN;
+  e->timeout = cfg->timeout_s > 0 ? cfg->timeout_s : 60;
+  e->wake[0] = e->wake[1] = -1;
+  pthread_mutex_init(&e->mu, NULL);
+  pthread_cond_init(&e->cv, NULL);
+  e->inited = 1;
+  if (pipe(e->wake)) return -1;
+  if (pthread_create(&e->reader, NULL, reader_main, e)) return -1;
+  e->reader_started = 1;
+  return 0;
+}
+
+static void exec_fini(exec *e) {
+  if (!e->inited) return;
+  if (e->reader_started) {
+    char b = 1;
+    (void)!write(e->wake[1], &b, 1);
+    pthread_join(e->reader, NULL);
+  }
+  if (e->comm) e->cfg->comm->close(e->comm);
+  while (e->head) {
+    cmd *c = e->head;
+    e->head = c->next;
+    free(c->payload);
+    free(c);
+  }
+  while (e->snaps) {
+    snap *s = e->snaps;
+    e->snaps = s->next;
+    free(s->model);
+    free(s);
+  }
+  hs_net_close(e->net);
+  hs_shards_close(e->sh);
+  free(e->x);
+  free(e->y);
+  free(e->replica);
+  free(e->host);
+  free(e->base);
+  free(e->srv_buf);
+  free(e->acc);
+  if (e->wake[0] >= 0) close(e->wake[0]);
+  if (e->wake[1] >= 0) close(e->wake[1]);
+  pthread_cond_destroy(&e->cv);
+  pthread_mutex_destroy(&e->mu);
+}
+
+static void *exec_thread(void *p) {
+  exec_run(p);
+  return NULL;
+}
+
+/* --- the coordinator (rank 0) ----------------------------------------------------------------- */
+
+typedef struct cworker {
+  double slowdown, lr;
+  int active, computing, last_batch, initial_batch, outstanding;
+  uint64_t version;
+  int rec_open;
+  hs_step_row rec;
+  double rec_comm, prev_end;
+  int64_t steps, samples;
+  double busy, comm;
+} cworker;
+
+typedef struct cop {
+  uint64_t id, seq, tag;   /* seq: the iteration it makes (all-reduce, apply-mode push, apply) */
+  int kind;                /* hs_comm_kind */
+  int left;                /* reports still to come */
+  int worker, ps_mode, got_server, got_worker;
+  uint64_t version;        /* push: the worker's version at issue; pull: the version sent */
+  int64_t step;            /* push: the worker's step at issue */
+  double start;
+  struct cop *next;
+} cop;
+
+typedef struct ctimer {
+  double at;
+  int cluster_event;
+  uint64_t tag, seq;
+} ctimer;
+
+typedef struct crd {
+  hs_runtime rt; /* first member: the policy sees only this */
+  const hs_real_config *cfg;
+  hs_diag diag;
+  int n, off, world;       /* off: 1 when rank 0 is the parameter server; world = n + off */
+  int *fds;                /* fds[r]: the control socket of rank r (rank 0: the socket pair) */
+  int srv_outstanding;     /* commands the server has not reported yet */
+  double timeout;
+  cworker *w;
+  exec *x0;
+  int64_t P;
+  uint64_t version, next_op, seq, timer_seq;
+  int64_t iterations, samples, last_eval;
+  double samples_target, t0, end, global_lr;
+  int done, failed, stalled, interrupted;
+  void *pstate;
+  cop *ops;
+  ctimer *timers;
+  int n_timers, cap_timers;
+  hs_net *eval_net;
+  snap *evals, *evals_tail; /* models waiting for their evaluation, in order */
+  int64_t eval_bytes;
+  double last_loss, last_acc, target_time, probe_t0, probe_k;
+} crd;
+
+static crd *C(hs_runtime *rt) { return (crd *)rt; }
+static double now_of(const crd *s) { return hs_rank_mono() - s->t0; }
+
+static int cfail(crd *s, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int cfail(crd *s, int code, const char *fmt, ...) {
+  if (!s->failed) {
+    va_list ap;
+    va_start(ap, fmt);
+    hs_diag_vset(&s->diag, code, fmt, ap);
+    va_end(ap);
+    s->failed = 1;
+  }
+  if (!s->done) {
+    s->done = 1;
+    s->end = now_of(s);
+  }
+  return code;
+}
+
+static void finish(crd *s) {
+  if (!s->done) {
+    s->done = 1;
+    s->end = now_of(s);
+  }
+}
+
+static int policy_rc(crd *s, int rc) {
+  if (rc >= 0) return 0;
+  if (!s->failed) {
+    if (!s->diag.msg[0]) hs_diag_set(&s->diag, rc, "policy %s failed (%s)", s->cfg->policy->name, hs_strerror(rc));
+    s->diag.code = rc;
+    s->failed = 1;
+  }
+  finish(s);
+  return rc;
+}
+
+static int send_cmd(crd *s, int w, cmsg *m, const void *payload) {
+  m->worker = w;
+  if (send_msg(s->fds[w + s->off], m, payload, s->timeout))
+    return cfail(s, HS_ERUNTIME, "cannot reach worker %d (rank %d) over the control channel (its process died?)", w,
+                 w + s->off);
+  s->w[w].outstanding++;
+  return 0;
+}
+
+static int send_srv(crd *s, cmsg *m) {
+  if (send_msg(s->fds[0], m, NULL, s->timeout))
+    return cfail(s, HS_ERUNTIME, "cannot reach the parameter server (rank 0's thread)");
+  s->srv_outstanding++;
+  return 0;
+}
+
+static cop *op_new(crd *s, hs_comm_kind kind, const hs_comm_opts *o, int left) {
+  cop *op = calloc(1, sizeof *op);
+  if (!op) {
+    cfail(s, HS_ENOMEM, "out of memory for a communication record");
+    return NULL;
+  }
+  op->id = ++s->next_op;
+  op->kind = kind;
+  op->tag = o ? o->tag : 0;
+  op->ps_mode = o ? (int)o->ps_mode : HS_PS_APPLY;
+  op->left = left;
+  op->worker = -1;
+  op->start = now_of(s);
+  op->next = s->ops;
+  s->ops = op;
+  return op;
+}
+
+/* Whether the global update that operation seq makes is evaluated. */
+static int snapshot_due(const crd *s, uint64_t seq) {
+  const hs_real_config *c = s->cfg;
+  return c->test && c->eval_every > 0 && (int64_t)seq % c->eval_every == 0;
+}
+
+static int flush_record(crd *s, int w) {
+  cworker *x = &s->w[w];
+  if (!x->rec_open) return 0;
+  x->rec_open = 0;
+  hs_step_row row = x->rec;
+  double end = row.comm_end_s > row.compute_end_s ? row.comm_end_s : row.compute_end_s;
+  double wait = (end - x->prev_end) - (row.compute_end_s - row.start_s) - x->rec_comm;
+  x->prev_end = end;
+  row.comm_end_s = end;
+  row.wait_s = wait > 0 ? wait : 0.0;
+  if (!s->cfg->sink) return 0;
+  hs_diag d = {0};
+  int rc = s->cfg->sink(s->cfg->sink_ctx, &row, &d);
+  if (rc) cfail(s, rc, "%s", d.msg[0] ? d.msg : "could not store a step");
+  return rc;
+}
+
+/* runtime operations (coordinator thread) */
+static double rt_now(hs_runtime *rt) { return now_of(C(rt)); }
+static int rt_n_workers(hs_runtime *rt) { return C(rt)->n; }
+static int rt_active(hs_runtime *rt, int w) { return w >= 0 && w < C(rt)->n && C(rt)->w[w].active; }
+static int64_t rt_global_batch(hs_runtime *rt) { return C(rt)->cfg->global_batch; }
+static int rt_max_batch(hs_runtime *rt, int w) {
+  (void)rt, (void)w;
+  return 0;
+}
+static double rt_predict(hs_runtime *rt, int w, int batch) {
+  crd *s = C(rt);
+  if (w < 0 || w >= s->n) return NAN;
+  double slow = s->w[w].slowdown > 1 ? s->w[w].slowdown : 1.0;
+  if (s->cfg->perf) return hs_perf_eval(s->cfg->perf, (double)batch) * slow;
+  double t = s->probe_t0 + s->probe_k * (double)batch;
+  return (t > 0 ? t : 0) * slow;
+}
+static uint64_t rt_version(hs_runtime *rt) { return C(rt)->version; }
+static uint64_t rt_worker_version(hs_runtime *rt, int w) {
+  crd *s = C(rt);
+  return w >= 0 && w < s->n ? s->w[w].version : 0;
+}
+static uint64_t rt_seed(hs_runtime *rt) { return C(rt)->cfg->seed; }
+static hs_diag *rt_diag(hs_runtime *rt) { return &C(rt)->diag; }
+
+static int check_worker(crd *s, int w, const char *what) {
+  if (w < 0 || w >= s->n)
+    return cfail(s, HS_ERUNTIME, "policy %s: %s on worker %d, which does not exist (%d workers)", s->cfg->policy->name,
+                 what, w, s->n);
+  return 0;
+}
+
+static int rt_compute(hs_runtime *rt, int w, int batch, uint64_t tag) {
+  crd *s = C(rt);
+  int rc = check_worker(s, w, "compute");
+  if (rc) return rc;
+  cworker *x = &s->w[w];
+  if (x->computing)
+    return cfail(s, HS_ERUNTIME, "policy %s: compute on worker %d while its step is running", s->cfg->policy->name, w);
+  if (batch < 1) return cfail(s, HS_ERUNTIME, "policy %s: batch %d for worker %d", s->cfg->policy->name, batch, w);
+  x->computing = 1;
+  x->last_batch = batch;
+  if (!x->initial_batch) x->initial_batch = batch;
+  cmsg m = {.kind = C_COMPUTE, .batch = batch, .tag = tag, .slowdown = x->slowdown};
+  return send_cmd(s, w, &m, NULL);
+}
+
+static int rt_local_update(hs_runtime *rt, int w) {
+  crd *s = C(rt);
+  int rc = check_worker(s, w, "local update");
+  if (rc) return rc;
+  cmsg m = {.kind = C_LOCAL, .lr = s->w[w].lr};
+  return send_cmd(s, w, &m, NULL);
+}
+
+static int rt_allreduce(hs_runtime *rt, const int *ws, int n, const double *weights, const hs_comm_opts *o) {
+  crd *s = C(rt);
+  if (s->off)
+    return cfail(s, HS_EUNSUPPORTED, "policy %s: all-reduce in a run with a parameter-server rank: not supported yet "
+                 "in the multi-process runtime (start one process per worker, without --server-rank)",
+                 s->cfg->policy->name);
+  if (n != s->n)
+    return cfail(s, HS_EUNSUPPORTED, "policy %s: an all-reduce over %d of the %d workers: all-reduces over a subset "
+                 "of the workers are not supported yet in the multi-process runtime", s->cfg->policy->name, n, s->n);
+  char *seen = calloc((size_t)s->n, 1);
+  size_t bytes = (size_t)n * (sizeof(double) + sizeof(int32_t));
+  char *pl = malloc(bytes);
+  if (!seen || !pl) {
+    free(seen);
+    free(pl);
+    return cfail(s, HS_ENOMEM, "out of memory for an all-reduce");
+  }
+  double *wts = (double *)pl, sum = 0;
+  int32_t rk[HS_RANK_MAX_WORLD];
+  int rc = 0;
+  for (int i = 0; i < n && !rc; i++) {
+    if ((rc = check_worker(s, ws[i], "all-reduce"))) break;
+    if (seen[ws[i]]++)
+      rc = cfail(s, HS_ERUNTIME, "policy %s: worker %d twice in one all-reduce", s->cfg->policy->name, ws[i]);
+    double v = weights ? weights[i] : (double)s->w[ws[i]].last_batch;
+    if (!isfinite(v) || v < 0)
+      rc = cfail(s, HS_ERUNTIME, "policy %s: all-reduce weight %d is %g", s->cfg->policy->name, i, v);
+    wts[i] = v;
+    rk[i] = ws[i];
+    sum += v;
+  }
+  free(seen);
+  if (rc) {
+    free(pl);
+    return rc;
+  }
+  for (int i = 0; i < n; i++) wts[i] = sum > 0 ? wts[i] / sum : 1.0 / n;
+  memcpy(pl + (size_t)n * sizeof(double), rk, (size_t)n * sizeof(int32_t));
+  cop *op = op_new(s, HS_OP_ALLREDUCE, o, n);
+  if (!op) {
+    free(pl);
+    return HS_ENOMEM;
+  }
+  op->seq = ++s->seq; /* every all-reduce covers every worker: they complete in issue order */
+  int snapshot = snapshot_due(s, op->seq);
+  cmsg m = {.kind = C_ALLREDUCE, .what = o ? (int32_t)o->what : HS_COMM_GRAD, .n = n, .op = op->id,
+            .lr = s->w[ws[0]].lr, .len = (int32_t)bytes};
+  for (int i = 0; i < n && !rc; i++) {
+    m.snapshot = ws[i] == 0 && snapshot;
+    rc = send_cmd(s, ws[i], &m, pl);
+  }
+  free(pl);
+  return rc;
+}
+
+static int no_server(crd *s, const char *what) {
+  return cfail(s, HS_EUNSUPPORTED, "policy %s: %s: a parameter-server policy needs a server rank: start one process "
+               "more than the workers and add --server-rank (rank 0 is then the server)", s->cfg->policy->name, what);
+}
+
+/* The server lane of real_run.c, on rank 0's server thread: the worker sends, the server takes
+ * it in the order the policy issued its operations. */
+static int rt_push(hs_runtime *rt, int w, const hs_comm_opts *o) {
+  crd *s = C(rt);
+  if (!s->off) return no_server(s, "push");
+  int rc = check_worker(s, w, "push");
+  if (rc) return rc;
+  cop *op = op_new(s, HS_OP_PUSH, o, 2);
+  if (!op) return HS_ENOMEM;
+  cworker *x = &s->w[w];
+  op->worker = w;
+  op->version = x->version;
+  op->step = x->steps;
+  if (op->ps_mode == HS_PS_APPLY) op->seq = ++s->seq;
+  hs_comm_what what = o ? o->what : HS_COMM_GRAD;
+  cmsg m = {.kind = C_PUSH, .what = (int32_t)what, .op = op->id};
+  cmsg sm = {.kind = S_PUSH, .what = (int32_t)what, .op = op->id, .peer = w + s->off, .ps_mode = op->ps_mode,
+             .lr = x->lr, .weight = o && o->weight > 0 ? o->weight : 1.0,
+             .batch = x->last_batch > 0 ? x->last_batch : 1, .snapshot = op->seq && snapshot_due(s, op->seq)};
+  if ((rc = send_cmd(s, w, &m, NULL))) return rc;
+  return send_srv(s, &sm);
+}
+
+static int rt_pull(hs_runtime *rt, int w, const hs_comm_opts *o) {
+  crd *s = C(rt);
+  if (!s->off) return no_server(s, "pull");
+  int rc = check_worker(s, w, "pull");
+  if (rc) return rc;
+  cop *op = op_new(s, HS_OP_PULL, o, 2);
+  if (!op) return HS_ENOMEM;
+  op->worker = w;
+  cmsg sm = {.kind = S_PULL, .op = op->id, .peer = w + s->off};
+  cmsg m = {.kind = C_PULL, .op = op->id};
+  if ((rc = send_srv(s, &sm))) return rc;
+  return send_cmd(s, w, &m, NULL);
+}
+
+static int rt_apply(hs_runtime *rt, const hs_comm_opts *o) {
+  crd *s = C(rt);
+  if (!s->off) return no_server(s, "apply");
+  cop *op = op_new(s, HS_OP_APPLY, o, 1);
+  if (!op) return HS_ENOMEM;
+  op->seq = ++s->seq;
+  cmsg sm = {.kind = S_APPLY, .what = o ? (int32_t)o->what : HS_COMM_GRAD, .op = op->id, .lr = s->global_lr,
+             .snapshot = snapshot_due(s, op->seq)};
+  return send_srv(s, &sm);
+}
+
+static int add_timer(crd *s, double at, int cluster_event, uint64_t tag) {
+  if (s->n_timers == s->cap_timers) {
+    int nc = s->cap_timers ? 2 * s->cap_timers : 16;
+    ctimer *t = realloc(s->timers, (size_t)nc * sizeof *t);
+    if (!t) return cfail(s, HS_ENOMEM, "out of memory for timers");
+    s->timers = t;
+    s->cap_timers = nc;
+  }
+  s->timers[s->n_timers++] = (ctimer){.at = at, .cluster_event = cluster_event, .tag = tag, .seq = s->timer_seq++};
+  return 0;
+}
+
+static int rt_timer(hs_runtime *rt, double delay, uint64_t tag) {
+  crd *s = C(rt);
+  if (!(delay >= 0) || !isfinite(delay))
+    return cfail(s, HS_ERUNTIME, "policy %s: timer with delay %g", s->cfg->policy->name, delay);
+  return add_timer(s, now_of(s) + delay, -1, tag);
+}
+
+static int rt_set_lr(hs_runtime *rt, int w, double lr) {
+  crd *s = C(rt);
+  if (!(lr >= 0)) return cfail(s, HS_ERUNTIME, "policy %s: learning rate %g", s->cfg->policy->name, lr);
+  if (w == -1) {
+    s->global_lr = lr;
+    for (int i = 0; i < s->n; i++) s->w[i].lr = lr;
+    return 0;
+  }
+  int rc = check_worker(s, w, "set_lr");
+  if (!rc) s->w[w].lr = lr;
+  return rc;
+}
+
+static const hs_runtime_ops rank_ops = {
+    .version = HS_RUNTIME_VERSION,
+    .now = rt_now,
+    .n_workers = rt_n_workers,
+    .active = rt_active,
+    .global_batch = rt_global_batch,
+    .max_batch = rt_max_batch,
+    .predict_compute = rt_predict,
+    .model_version = rt_version,
+    .worker_version = rt_worker_version,
+    .seed = rt_seed,
+    .compute = rt_compute,
+    .local_update = rt_local_update,
+    .allreduce = rt_allreduce,
+    .push = rt_push,
+    .apply = rt_apply,
+    .pull = rt_pull,
+    .timer = rt_timer,
+    .set_lr = rt_set_lr,
+    .diag = rt_diag,
+};
+
+/* --- evaluation ---------------------------------------------------------------------------- */
+
+static int evaluate(crd *s, const float *model, double *loss, double *acc, hs_diag *d) {
+  const hs_dataset *ds = s->cfg->test;
+  int rc = hs_net_set_params(s->eval_net, model, d);
+  if (rc) return rc;
+  int64_t n = hs_data_count(ds);
+  const int chunk = 500;
+  int c, h, wd;
+  hs_data_shape(ds, &c, &h, &wd);
+  float *x = malloc((size_t)chunk * (size_t)(c * h * wd) * sizeof *x);
+  int32_t *y = malloc((size_t)chunk * sizeof *y);
+  int64_t *idx = malloc((size_t)chunk * sizeof *idx);
+  if (!x || !y || !idx) rc = hs_diag_set(d, HS_ENOMEM, "out of memory for an evaluation");
+  double lsum = 0;
+  int64_t correct = 0;
+  for (int64_t i = 0; !rc && i < n; i += chunk) {
+    int b = (int)(n - i < chunk ? n - i : chunk);
+    for (int k = 0; k < b; k++) idx[k] = i + k;
+    double l;
+    int cor;
+    if ((rc = hs_data_gather(ds, idx, b, x, y, d)) || (rc = hs_net_load(s->eval_net, x, y, b, d)) ||
+        (rc = hs_net_forward(s->eval_net, 0, d)) || (rc = hs_net_result(s->eval_net, &l, &cor, d)))
+      break;
+    lsum += l * b;
+    correct += cor;
+  }
+  free(x);
+  free(y);
+  free(idx);
+  if (rc) return rc;
+  *loss = lsum / (double)n;
+  *acc = (double)correct / (double)n;
+  return 0;
+}
+
+static int eval_model(crd *s, const float *model, double t, int64_t step) {
+  double loss, acc;
+  hs_diag d = {0};
+  int rc = evaluate(s, model, &loss, &acc, &d);
+  if (rc) return cfail(s, rc, "evaluation at step %lld: %s", (long long)step, d.msg);
+  s->last_eval = step;
+  s->last_loss = loss;
+  s->last_acc = acc;
+  const hs_real_config *c = s->cfg;
+  if (c->eval_sink && (rc = c->eval_sink(c->eval_ctx, t, step, loss, acc, &d)))
+    return cfail(s, rc, "%s", d.msg[0] ? d.msg : "could not store an evaluation");
+  if (c->target_loss > 0 && loss <= c->target_loss && isnan(s->target_time)) {
+    s->target_time = t;
+    finish(s);
+  }
+  return 0;
+}
+
+/* --- handling reports ----------------------------------------------------------------------- */
+
+/* Evaluates the waiting models in order. */
+static void run_evals(crd *s) {
+  while (s->evals) {
+    snap *e = s->evals;
+    s->evals = e->next;
+    if (!s->evals) s->evals_tail = NULL;
+    s->eval_bytes -= s->P * (int64_t)sizeof(float);
+    eval_model(s, e->model, e->time_s, e->step); /* after a failure too: its rows stay */
+    free(e->model);
+    free(e);
+  }
+}
+
+static void on_iteration(crd *s, const cop *op) {
+  s->version++;
+  s->iterations++;
+  const hs_real_config *c = s->cfg;
+  double t = now_of(s);
+  if (c->test && c->eval_every > 0 && s->iterations % c->eval_every == 0) {
+    snap *got = NULL;
+    pthread_mutex_lock(&s->x0->mu);
+    for (snap **p = &s->x0->snaps; *p; p = &(*p)->next)
+      if ((*p)->op == op->id) {
+        got = *p;
+        *p = got->next;
+        break;
+      }
+    pthread_mutex_unlock(&s->x0->mu);
+    if (!got) {
+      cfail(s, HS_ERUNTIME, "internal: rank 0 kept no model for the evaluation at iteration %lld",
+            (long long)s->iterations);
+      return;
+    }
+    /* As the threaded runtime: evaluated after the run, where it delays no decision, unless a
+     * target loss needs the answer now or the waiting models grow past 256 MiB. */
+    got->time_s = t;
+    got->step = s->iterations;
+    got->next = NULL;
+    if (s->evals_tail) s->evals_tail->next = got;
+    else s->evals = got;
+    s->evals_tail = got;
+    s->eval_bytes += s->P * (int64_t)sizeof(float);
+    if (c->target_loss > 0 || s->eval_bytes > ((int64_t)256 << 20)) run_evals(s);
+  }
+  if ((c->max_iterations > 0 && s->iterations >= c->max_iterations) ||
+      (s->samples_target > 0 && (double)s->samples >= s->samples_target) || (c->max_time > 0 && t >= c->max_time))
+    finish(s);
+}
+
+static cop **find_op(crd *s, uint64_t id) {
+  cop **pp = &s->ops;
+  while (*pp && (*pp)->id != id) pp = &(*pp)->next;
+  return pp;
+}
+
+static void comm_done(crd *s, cworker *x, double dur) {
+  x->comm += dur;
+  if (x->rec_open) {
+    x->rec_comm += dur;
+    x->rec.comm_end_s = now_of(s);
+  }
+}
+
+static void deliver(crd *s, hs_comm_kind kind, int w, double start, int stale, uint64_t tag) {
+  if (s->done || !s->cfg->policy->on_comm) return;
+  hs_comm_obs o = {.kind = kind, .worker = w, .start = start, .end = now_of(s), .version = s->version,
+                   .staleness = stale, .tag = tag};
+  policy_rc(s, s->cfg->policy->on_comm(s->pstate, &s->rt, &o));
+}
+
+/* One reference of op is done; the last frees it. */
+static void op_release(crd *s, cop *op) {
+  if (--op->left > 0) return;
+  cop **pp = find_op(s, op->id);
+  if (*pp) *pp = op->next;
+  free(op);
+}
+
+/* A report of the parameter server (rank 0's server thread). */
+static void handle_server(crd *s, const cmsg *m) {
+  if (s->srv_outstanding < 1) {
+    cfail(s, HS_ERUNTIME, "the parameter server sent an unexpected report");
+    return;
+  }
+  s->srv_outstanding--;
+  cop *op = *find_op(s, m->op);
+  if (!op) {
+    cfail(s, HS_ERUNTIME, "the parameter server reported operation %llu, which is not in flight",
+          (unsigned long long)m->op);
+    return;
+  }
+  if (op->kind == HS_OP_PUSH) {
+    int stale = 0;
+    if (op->ps_mode == HS_PS_APPLY) {
+      stale = (int)(s->version - op->version);
+      on_iteration(s, op);
+    }
+    cworker *x = &s->w[op->worker];
+    if (x->rec_open && x->rec.step == op->step) {
+      x->rec.comm_end_s = now_of(s);
+      x->rec.staleness = stale;
+    }
+    deliver(s, HS_OP_PUSH, op->worker, op->start, stale, op->tag);
+  } else if (op->kind == HS_OP_PULL) {
+    op->version = s->version; /* the server sent the model after every update reported before */
+    op->got_server = 1;
+    if (op->got_worker) s->w[op->worker].version = op->version;
+  } else if (op->kind == HS_OP_APPLY) {
+    on_iteration(s, op);
+    deliver(s, HS_OP_APPLY, -1, op->start, 0, op->tag);
+  }
+  op_release(s, op);
+}
+
+/* A report of rank `chan`: worker chan - off, or with a server rank, the server at 0. */
+static void handle(crd *s, int chan, const cmsg *m, const char *payload) {
+  if (m->kind == R_ERROR) {
+    if (s->cfg->stop && *s->cfg->stop) { /* a signal for the whole job, seen by a wait first */
+      s->interrupted = 1;
+      finish(s);
+      return;
+    }
+    cfail(s, m->code < 0 ? m->code : HS_ERUNTIME, "%s", payload ? payload : "a worker failed");
+    return;
+  }
+  if (s->off && chan == 0) {
+    if (m->kind != R_SERVER) cfail(s, HS_ERUNTIME, "the parameter server sent an unexpected report (%d)", m->kind);
+    else handle_server(s, m);
+    return;
+  }
+  int w = chan - s->off;
+  cworker *x = &s->w[w];
+  if (m->worker != w || x->outstanding < 1) {
+    cfail(s, HS_ERUNTIME, "worker %d (rank %d) sent an unexpected report (%d)", w, chan, m->kind);
+    return;
+  }
+  x->outstanding--;
+  double now = now_of(s);
+  if (m->kind == R_COMPUTE) {
+    if (flush_record(s, w)) return;
+    double start = now - m->dur;
+    x->rec_open = 1;
+    x->rec = (hs_step_row){.worker = w, .step = x->steps, .batch = m->batch, .start_s = start, .compute_end_s = now,
+                           .comm_end_s = now, .model_version = (int64_t)x->version, .loss = m->loss};
+    x->rec_comm = 0;
+    x->computing = 0;
+    x->busy += m->dur;
+    x->steps++;
+    x->samples += m->batch;
+    s->samples += m->batch;
+    if (!s->done && s->cfg->policy->on_compute) {
+      hs_step_obs o = {.worker = w, .batch = m->batch, .start = start, .end = now, .duration = m->dur, .loss = m->loss,
+                       .tag = m->tag};
+      policy_rc(s, s->cfg->policy->on_compute(s->pstate, &s->rt, &o));
+    }
+    return;
+  }
+  if (m->kind == R_LOCAL) return;
+  cop *op = *find_op(s, m->op);
+  if (!op) {
+    cfail(s, HS_ERUNTIME, "worker %d reported operation %llu, which is not in flight", w, (unsigned long long)m->op);
+    return;
+  }
+  comm_done(s, x, m->dur);
+  if (m->kind == R_ALLREDUCE) {
+    x->version = op->seq;
+    if (op->left == 1) {
+      on_iteration(s, op);
+      deliver(s, HS_OP_ALLREDUCE, -1, op->start, 0, op->tag);
+    }
+  } else if (m->kind == R_PULL) {
+    op->got_worker = 1;
+    if (op->got_server) x->version = op->version;
+    deliver(s, HS_OP_PULL, w, op->start, 0, op->tag);
+  }
+  op_release(s, op);
+}
+
+static double fire_timers(crd *s) {
+  for (;;) {
+    if (s->done || !s->n_timers) return INFINITY;
+    int best = 0;
+    for (int i = 1; i < s->n_timers; i++)
+      if (s->timers[i].at < s->timers[best].at ||
+          (s->timers[i].at == s->timers[best].at && s->timers[i].seq < s->timers[best].seq))
+        best = i;
+    ctimer t = s->timers[best];
+    if (t.at > now_of(s)) return t.at;
+    s->timers[best] = s->timers[--s->n_timers];
+    if (t.cluster_event >= 0) {
+      const hs_event_spec *e = &s->cfg->cluster->events[t.cluster_event];
+      if (e->worker < 0 || e->worker >= s->n) {
+        cfail(s, HS_EINVAL, "event %d: no worker %d", t.cluster_event, e->worker);
+        continue;
+      }
+      if (e->slowdown >= 0) s->w[e->worker].slowdown = e->slowdown;
+      hs_cluster_obs o = {.kind = HS_CHANGE_SLOWDOWN, .worker = e->worker, .slowdown = s->w[e->worker].slowdown,
+                          .comm_slowdown = 1.0};
+      if (s->cfg->policy->on_cluster) policy_rc(s, s->cfg->policy->on_cluster(s->pstate, &s->rt, &o));
+    } else if (s->cfg->policy->on_timer) {
+      policy_rc(s, s->cfg->policy->on_timer(s->pstate, &s->rt, t.tag));
+    }
+  }
+}
+
+static int all_idle(const crd *s) {
+  if (s->n_timers || s->srv_outstanding) return 0;
+  for (int i = 0; i < s->n; i++)
+    if (s->w[i].outstanding) return 0;
+  return 1;
+}
+
+static void coordinate(crd *s) {
+  struct pollfd pf[HS_RANK_MAX_WORLD];
+  while (!s->done) {
+    double next = fire_timers(s);
+    if (s->done) break;
+    double t = now_of(s);
+    if (s->cfg->max_time > 0 && t >= s->cfg->max_time) {
+      finish(s);
+      break;
+    }
+    if (s->cfg->stop && *s->cfg->stop) {
+      s->interrupted = 1;
+      finish(s);
+      break;
+    }
+    if (all_idle(s)) {
+      s->stalled = 1;
+      finish(s);
+      break;
+    }
+    double wake = fmin(next - t, 0.05);
+    for (int i = 0; i < s->world; i++) pf[i] = (struct pollfd){.fd = s->fds[i], .events = POLLIN};
+    int r = poll(pf, (nfds_t)s->world, wake > 0 ? (int)(wake * 1000) + 1 : 0);
+    if (r < 0 && errno != EINTR) {
+      cfail(s, HS_ERUNTIME, "poll on the control channel: %s", strerror(errno));
+      break;
+    }
+    for (int i = 0; r > 0 && i < s->world && !s->done; i++) {
+      if (!(pf[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      cmsg m;
+      void *pl;
+      int rr = recv_msg(s->fds[i], &m, &pl, hs_rank_mono() + s->timeout, -1);
+      if (rr && s->cfg->stop && *s->cfg->stop) {
+        /* A signal for the whole job: the rank went with it; this is an interruption. */
+        s->interrupted = 1;
+        finish(s);
+        break;
+      }
+      if (rr) {
+        cfail(s, HS_ERUNTIME, "worker %d (rank %d): %s", i - s->off, i,
+              rr == -2 ? "sent half a message and then nothing (its process hangs?)"
+                       : "its process died: its control connection to rank 0 closed");
+        break;
+      }
+      handle(s, i, &m, pl);
+      free(pl);
+    }
+  }
+}
+
+/* Waits for every rank's READY (or its error), bounded. */
+static int await_ready(crd *s) {
+  int got = 0;
+  char *ready = calloc((size_t)s->world, 1);
+  if (!ready) return cfail(s, HS_ENOMEM, "out of memory");
+  double dl = hs_rank_mono() + 2 * s->timeout + 60; /* the data, the nets, the comm's own bounded start-up */
+  struct pollfd pf[HS_RANK_MAX_WORLD];
+  int rc = 0;
+  while (got < s->world && !rc) {
+    for (int i = 0; i < s->world; i++) pf[i] = (struct pollfd){.fd = s->fds[i], .events = ready[i] ? 0 : POLLIN};
+    int ms = (int)((dl - hs_rank_mono()) * 1000);
+    int r = ms > 0 ? poll(pf, (nfds_t)s->world, ms) : 0;
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) {
+      int missing = -1;
+      for (int i = 0; i < s->world && missing < 0; i++)
+        if (!ready[i]) missing = i;
+      rc = cfail(s, HS_ERUNTIME, "rank %d did not finish its start-up in time", missing);
+      break;
+    }
+    for (int i = 0; i < s->world && !rc; i++) {
+      if (ready[i] || !(pf[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      cmsg m;
+      void *pl;
+      if (recv_msg(s->fds[i], &m, &pl, hs_rank_mono() + s->timeout, -1)) {
+        rc = cfail(s, HS_ERUNTIME, "rank %d: its process died during start-up", i);
+        break;
+      }
+      if (m.kind == R_ERROR) rc = cfail(s, m.code < 0 ? m.code : HS_ERUNTIME, "%s", pl ? (char *)pl : "start-up failed");
+      else if (m.kind != R_READY) rc = cfail(s, HS_ERUNTIME, "rank %d: unexpected message %d at start-up", i, m.kind);
+      else if ((int64_t)m.op != s->P)
+        rc = cfail(s, HS_EINVAL, "rank %d's model has %lld parameters, rank 0's %lld (same --model everywhere?)", i,
+                   (long long)m.op, (long long)s->P);
+      else {
+        ready[i] = 1;
+        got++;
+        if (i == 0) {
+          s->probe_t0 = m.dur;
+          s->probe_k = m.loss;
+        }
+      }
+      free(pl);
+    }
+  }
+  free(ready);
+  return rc;
+}
+
+static int fill_result(crd *s, hs_real_result *res) {
+  double end = s->end;
+  res->n_workers = s->n;
+  res->probe_t0 = s->probe_t0;
+  res->probe_k = s->probe_k;
+  res->workers = calloc((size_t)s->n, sizeof *res->workers);
+  if (!res->workers) return cfail(s, HS_ENOMEM, "out of memory");
+  double life = 0, waits = 0;
+  int64_t steps = 0;
+  for (int i = 0; i < s->n; i++) {
+    cworker *x = &s->w[i];
+    double wait = end - x->busy - x->comm;
+    if (wait < 0) wait = 0;
+    life += end;
+    waits += wait;
+    steps += x->steps;
+    res->workers[i] = (hs_real_worker_stats){.joined_at = 0, .left_at = NAN, .initial_batch = x->initial_batch,
+                                             .steps = x->steps, .samples = x->samples, .busy_s = x->busy,
+                                             .comm_s = x->comm, .wait_s = wait};
+  }
+  hs_summary *m = &res->summary;
+  m->workers = s->n;
+  m->iterations = s->iterations;
+  m->events = steps;
+  m->samples = s->samples;
+  m->sim_time_s = end;
+  m->mean_iteration_s = s->iterations > 0 ? end / (double)s->iterations : NAN;
+  m->samples_per_s = end > 0 ? (double)s->samples / end : NAN;
+  m->wait_fraction = life > 0 ? fmin(1.0, waits / life) : NAN;
+  m->wall_s = NAN;
+  m->final_loss = s->last_loss;
+  m->final_accuracy = s->last_acc;
+  m->time_to_target_s = s->target_time;
+  return 0;
+}
+
+static int check_config(const hs_real_config *cfg, const hs_real_launch *l, int n, hs_diag *d) {
+  if (n < 1) return hs_diag_set(d, HS_EINVAL, "a real run needs at least one worker");
+  if (l->world != n && l->world != n + 1)
+    return hs_diag_set(d, HS_EINVAL, "world-size mismatch: the launcher started %d processes but the run has %d workers "
+                       "(one process per worker, plus one for a parameter-server rank)", l->world, n);
+  if (l->world > HS_RANK_MAX_WORLD) return hs_diag_set(d, HS_EINVAL, "%d ranks: at most %d", l->world, HS_RANK_MAX_WORLD);
+  if (!cfg->train) return hs_diag_set(d, HS_EINVAL, "a real run needs a training set");
+  if (cfg->global_batch < n)
+    return hs_diag_set(d, HS_EINVAL, "--global-batch %lld is smaller than the %d workers", (long long)cfg->global_batch, n);
+  if (cfg->max_iterations <= 0 && cfg->max_epochs <= 0 && cfg->max_time <= 0 && !(cfg->target_loss > 0))
+    return hs_diag_set(d, HS_EINVAL, "no stop condition: give --iterations, --epochs, --time or --target-loss");
+  if (l->rank == 0 && cfg->target_loss > 0 && !cfg->test)
+    return hs_diag_set(d, HS_EINVAL, "a target loss needs evaluations (a test set)");
+  const hs_cluster_spec *spec = cfg->cluster;
+  for (int i = 0; spec && i < spec->n_events; i++)
+    if (spec->events[i].kind != HS_EVENT_SLOWDOWN)
+      return hs_diag_set(d, HS_EUNSUPPORTED, "%s:%d: a %s event: not supported yet in the multi-process runtime (slowdown "
+                         "events are)", spec->path, spec->events[i].pos.line,
+                         spec->events[i].kind == HS_EVENT_JOIN ? "join" : "leave");
+  return 0;
+}
+
+/* Ranks other than 0: connect, run this rank's executor until rank 0 says stop. */
+static int run_leaf(const hs_real_config *cfg, const hs_real_launch *l, int n, hs_diag *d) {
+  int fds[HS_RANK_MAX_WORLD];
+  double timeout = cfg->timeout_s > 0 ? cfg->timeout_s : 60;
+  int rc = hs_rank_star_open("control channel", l->master_addr, l->master_port + 1, l->rank, l->world, timeout, fds, d);
+  if (rc) return rc;
+  exec e;
+  if (exec_init(&e, cfg, l->rank, n, l->world - n, fds[0])) {
+    rc = hs_diag_set(d, HS_ERUNTIME, "rank %d: cannot start its control thread", l->rank);
+  } else {
+    exec_run(&e);
+    rc = e.rc;
+    if (rc && d) *d = e.diag;
+  }
+  /* Close the socket first: the reader then ends even if rank 0 never said stop. */
+  shutdown(fds[0], SHUT_RDWR);
+  exec_fini(&e);
+  hs_rank_star_close(fds, l->world);
+  return rc;
+}
+
+static int run_root(crd *s, const hs_real_launch *l, int *fds, int pair[2]) {
+  const hs_real_config *cfg = s->cfg;
+  int rc = hs_rank_star_open("control channel", l->master_addr, l->master_port + 1, 0, s->world, s->timeout, fds,
+                             &s->diag);
+  if (rc) return rc;
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair))
+    return hs_diag_set(&s->diag, HS_ERUNTIME, "socketpair: %s", strerror(errno));
+  fds[0] = pair[0];
+  s->fds = fds;
+  s->w = calloc((size_t)s->n, sizeof *s->w);
+  if (!s->w) return hs_diag_set(&s->diag, HS_ENOMEM, "out of memory for %d workers", s->n);
+  for (int i = 0; i < s->n; i++) {
+    s->w[i].lr = cfg->lr;
+    s->w[i].active = 1;
+    s->w[i].slowdown = cfg->cluster ? cfg->cluster->workers[i].slowdown : 1.0;
+  }
+  hs_net_options no = {.seed = cfg->seed, .max_batch = 0, .threads = 1};
+  hs_net *probe_net = NULL;
+  if ((rc = hs_net_open(&probe_net, cfg->device, cfg->model, &no, &s->diag))) return rc;
+  s->P = hs_net_param_count(probe_net);
+  if (cfg->test) s->eval_net = probe_net;
+  else hs_net_close(probe_net);
+  if (exec_init(s->x0, cfg, 0, s->n, s->off, pair[1]) || pthread_create(&s->x0->th, NULL, exec_thread, s->x0))
+    return hs_diag_set(&s->diag, HS_ERUNTIME, "cannot start rank 0's executor threads");
+  s->x0->th_started = 1;
+  s->t0 = hs_rank_mono();
+  if ((rc = await_ready(s))) return rc;
+  s->samples_target = cfg->max_epochs > 0 ? cfg->max_epochs * (double)hs_data_count(cfg->train) : 0;
+  for (int i = 0; cfg->cluster && i < cfg->cluster->n_events; i++)
+    if ((rc = add_timer(s, cfg->cluster->events[i].at, i, 0))) return rc;
+  s->pstate = calloc(1, cfg->policy->state_size ? cfg->policy->state_size : 1);
+  if (!s->pstate) return hs_diag_set(&s->diag, HS_ENOMEM, "out of memory for the policy's state");
+  s->t0 = hs_rank_mono();
+  if (cfg->policy->init) rc = policy_rc(s, cfg->policy->init(s->pstate, &s->rt, cfg->params));
+  if (!rc && cfg->policy->start) rc = policy_rc(s, cfg->policy->start(s->pstate, &s->rt));
+  if (!rc && !s->failed) coordinate(s);
+  return s->failed ? (s->diag.code ? s->diag.code : HS_ERUNTIME) : rc;
+}
+
+int hs_real_rank_run(const hs_real_config *cfg, const hs_real_launch *l, hs_real_result *res, hs_diag *d) {
+  memset(res, 0, sizeof *res);
+  int n = cfg->cluster ? cfg->cluster->n_workers : cfg->n_workers;
+  int rc = check_config(cfg, l, n, d);
+  if (rc) return rc;
+  if (l->rank != 0) return run_leaf(cfg, l, n, d);
+
+  crd *s = calloc(1, sizeof *s);
+  exec *x0 = calloc(1, sizeof *x0);
+  int *fds = malloc(HS_RANK_MAX_WORLD * sizeof *fds);
+  if (!s || !x0 || !fds) {
+    free(s);
+    free(x0);
+    free(fds);
+    return hs_diag_set(d, HS_ENOMEM, "out of memory");
+  }
+  for (int i = 0; i < HS_RANK_MAX_WORLD; i++) fds[i] = -1;
+  int pair[2] = {-1, -1};
+  s->rt.ops = &rank_ops;
+  s->cfg = cfg;
+  s->n = n;
+  s->world = l->world;
+  s->off = l->world - n;
+  s->x0 = x0;
+  s->timeout = cfg->timeout_s > 0 ? cfg->timeout_s : 60;
+  s->global_lr = cfg->lr;
+  s->last_eval = -1;
+  s->last_loss = s->last_acc = s->target_time = s->probe_t0 = s->probe_k = NAN;
+  rc = run_root(s, l, fds, pair);
+  if (!s->done) finish(s);
+  /* Tell every rank to stop (with the outcome), then let worker 0's executor end. */
+  cmsg stop = {.kind = C_STOP, .code = rc < 0 ? rc : rc ? HS_ERUNTIME : 0};
+  for (int i = 0; i < s->world; i++)
+    if (fds[i] >= 0) (void)send_msg(fds[i], &stop, NULL, 1.0);
+  if (x0->th_started) pthread_join(x0->th, NULL);
+  if (!rc) {
+    run_evals(s);
+    if (s->failed) rc = s->diag.code ? s->diag.code : HS_ERUNTIME;
+  }
+  run_evals(s); /* after a failure: what was due before it */
+  if (x0->th_started && !rc && cfg->test && s->eval_net && s->last_eval != s->iterations && !s->interrupted) {
+    /* The final model, unless the last update was just evaluated: rank 0's replica (the
+     * server's global model, or worker 0's, as every all-reduce covers every worker). */
+    eval_model(s, x0->replica, s->end, s->iterations);
+    if (s->failed) rc = s->diag.code ? s->diag.code : HS_ERUNTIME;
+  }
+  for (int i = 0; s->w && i < n; i++)
+    if (!rc && s->w[i].rec_open) rc = flush_record(s, i);
+  res->status = s->stalled ? HS_REAL_STALLED : s->interrupted ? HS_REAL_INTERRUPTED : HS_REAL_COMPLETE;
+  if ((!rc || s->iterations > 0) && s->w) {
+    int frc = fill_result(s, res);
+    if (!rc) rc = frc;
+  }
+  if (rc && d) {
+    *d = s->diag;
+    if (!d->msg[0]) hs_diag_set(d, rc, "multi-process real run failed (%s)", hs_strerror(rc));
+    d->code = rc;
+  }
+  if (s->pstate && cfg->policy->fini) cfg->policy->fini(s->pstate, &s->rt);
+  free(s->pstate);
+  exec_fini(x0);
+  while (s->ops) {
+    cop *op = s->ops;
+    s->ops = op->next;
+    free(op);
+  }
+  hs_net_close(s->eval_net);
+  hs_rank_star_close(fds, s->world);
+  if (pair[1] >= 0) close(pair[1]);
+  free(fds);
+  free(s->w);
+  free(s->timers);
+  free(s);
+  free(x0);
+  return rc;
+}

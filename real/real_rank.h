@@ -1,0 +1,50 @@
+/* real_rank: the multi-process real runtime: one process per worker, started by mpirun or with
+ * RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT as torchrun sets them (hs_real_launch_read).
+ *
+ * Rank 0 is the coordinator: it runs the policy against hs_runtime exactly as the threaded
+ * runtime (real_run.h) does, keeps the records and calls the sinks (so rows are written by
+ * rank 0 only), fires timers and cluster events, and runs the evaluations. Two layouts, told
+ * apart by the launcher's world size:
+ * - world = workers: rank w executes worker w, rank 0 in a thread of its own: it holds the
+ *   worker's net, its data shard and a replica of the global model, executes the actions the
+ *   coordinator sends it in order (compute a step, apply a local update, take part in an
+ *   all-reduce) and reports each one back (measured duration, loss);
+ * - world = workers + 1: rank 0 is also the parameter server (a thread holding the global
+ *   model, which applies or accumulates pushes, applies, and sends it on pulls, in the order the
+ *   policy issued them, as real_run.c's server lane) and worker w is rank w + 1 (compute, local
+ *   update, push, pull).
+ *
+ * Two channels:
+ * - control: a TCP star on MASTER_PORT + 1 (real_rank_tcp.h); rank 0's executor (worker 0,
+ *   or the server) talks to the coordinator over a socket pair with the same frames;
+ * - data: the per-process comm table in cfg->comm (hs_real_comm_tcp_rank for the cpu backend,
+ *   hs_real_comm_nccl_rank for nccl), which owns MASTER_PORT.
+ *
+ * Numerics: those of real_run.h. All-reduce GRAD: replica -= lr * sum_i w_i g_i; MODEL:
+ * replica = sum_i w_i x_i; each participant then takes its replica. Because every all-reduce
+ * covers every worker, the replicas are the global model of the threaded runtime. An iteration
+ * is counted when the last participant reports the all-reduce (the threaded runtime counts the
+ * first), or when the server reports an apply-mode push or an apply; evaluations read rank 0's
+ * replica (worker 0's, or the server's global model) at that iteration.
+ *
+ * Refused (HS_EUNSUPPORTED): all-reduces over a subset of the workers and all-reduces with a
+ * server rank ("not supported yet"), pushes, pulls and applies without one (start one process
+ * more, with --server-rank), leave and join events ("not supported yet").
+ *
+ * Faults and bounds: a rank whose control connection closes (its process died) ends the run on
+ * rank 0 with HS_ERUNTIME naming the rank; so does a worker with actions outstanding that
+ * reports nothing for cfg->timeout_s, and every comm wait is bounded by it too. Rank 0 then
+ * tells the other ranks to stop; ranks whose rank 0 went away end with HS_ERUNTIME.
+ *
+ * Contract: as hs_real_run on rank 0 (res filled, sinks called). On other ranks the sinks,
+ * cfg->test and cfg->perf are not used, res holds no workers, and the return value is 0 once
+ * rank 0 said stop, or the rank's own error. Units: seconds, samples, floats. */
+#ifndef HS_REAL_RANK_H
+#define HS_REAL_RANK_H
+
+#include "real/real_comm.h"
+#include "real/real_run.h"
+
+int hs_real_rank_run(const hs_real_config *cfg, const hs_real_launch *launch, hs_real_result *res, hs_diag *d);
+
+#endif
