@@ -2,7 +2,6 @@
 
 #include <gsl/gsl_rng.h>
 #include <pthread.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,13 +53,48 @@ static int timed_step(hs_net *n, const hs_sgd *sgd, double t[HS_CAL_PHASES], hs_
   return 0;
 }
 
+/* The step boundary where the timed net and its rivals meet: each waits for all the others
+ * after every step, as the real runtime's workers meet at every all-reduce, so that the nets
+ * sleep and wake as workers do and a busy machine's scheduler treats them as it treats the
+ * workers (a thread that never sleeps gets only its fair share of a loaded machine: timed
+ * beside such rivals at a load average of 20 on 2 cores, a step of batch 64 took 18 ms, while
+ * the runs' workers computed theirs in 1.5 ms). quit releases every wait for good. */
+typedef struct lockstep {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  int n, waiting, quit;
+  unsigned gen;
+} lockstep;
+
+/* Waits until all n have arrived; returns 1 once quit was set (then it does not wait). */
+static int lockstep_wait(lockstep *b) {
+  pthread_mutex_lock(&b->mu);
+  unsigned gen = b->gen;
+  if (!b->quit && ++b->waiting == b->n) {
+    b->waiting = 0;
+    b->gen++;
+    pthread_cond_broadcast(&b->cv);
+  }
+  while (!b->quit && gen == b->gen) pthread_cond_wait(&b->cv, &b->mu);
+  int quit = b->quit;
+  pthread_mutex_unlock(&b->mu);
+  return quit;
+}
+
+static void lockstep_quit(lockstep *b) {
+  pthread_mutex_lock(&b->mu);
+  b->quit = 1;
+  pthread_cond_broadcast(&b->cv);
+  pthread_mutex_unlock(&b->mu);
+}
+
 /* Nets stepping beside the timed one (opts.concurrent > 1): each on its own thread with its own
- * net and the timed batch, stepping until told to quit, so that the timed step shares the
- * cores, caches and memory bandwidth as one of N workers of a real run does. */
+ * net and the timed batch, stepping in lock-step with it until told to quit, so that the timed
+ * step shares the cores, caches and memory bandwidth as one of N workers of a real run does. */
 typedef struct rival {
   hs_net *net;
   pthread_t th;
-  atomic_int *quit;
+  lockstep *ls;
   int rc;
   hs_diag d;
 } rival;
@@ -68,36 +102,29 @@ typedef struct rival {
 static void *rival_main(void *p) {
   rival *r = p;
   const hs_sgd sgd = {.lr = 1e-4, .momentum = 0.9, .weight_decay = 0};
-  while (!r->rc && !atomic_load(r->quit)) r->rc = timed_step(r->net, &sgd, NULL, &r->d);
+  do {
+    if (!r->rc) r->rc = timed_step(r->net, &sgd, NULL, &r->d);
+  } while (!lockstep_wait(r->ls));
   return NULL;
 }
 
-/* Times one batch size; HS_ENOMEM when the net cannot hold it. `rivals` (n_rivals nets, may be
- * 0) step concurrently while it is timed. */
-static int time_point(sweep *sw, hs_net *n, rival *rivals, int n_rivals, gsl_rng *rng, int batch,
-                      hs_cal_stats st[HS_CAL_PHASES], hs_diag *d) {
+/* One visit of a batch size in the interleaved sweep (cal_time.h): loads the first `batch`
+ * samples of x, y into the net (and the rivals), runs `warmup` untimed steps, then times
+ * `count` samples into the sweep's `point`. HS_ENOMEM when the net cannot hold the batch.
+ * `rivals` (n_rivals nets, may be 0) step concurrently while it is timed. */
+static int time_visit(sweep *sw, hs_net *n, rival *rivals, int n_rivals, const float *x,
+                      const int32_t *y, int batch, int warmup, int count, hs_cal_sweep *cs,
+                      int point, hs_diag *d) {
   const hs_cal_opts *o = sw->o;
-  int c, h, w;
-  hs_net_input_shape(n, &c, &h, &w);
-  size_t per = (size_t)c * (size_t)h * (size_t)w;
-  float *x = malloc((size_t)batch * per * sizeof *x);
-  int32_t *y = malloc((size_t)batch * sizeof *y);
-  double *samples[HS_CAL_PHASES] = {NULL};
-  int rc = 0, reps = 0, started = 0;
-  for (int p = 0; p < HS_CAL_PHASES; p++) samples[p] = malloc((size_t)o->rule.max_reps * sizeof(double));
-  if (!x || !y || !samples[0] || !samples[1] || !samples[2] || !samples[3]) {
-    rc = hs_diag_set(d, HS_ENOMEM, "out of host memory for a batch of %d", batch);
-    goto out;
-  }
-  for (size_t i = 0; i < (size_t)batch * per; i++) x[i] = (float)(gsl_rng_uniform(rng) * 2 - 1);
-  for (int i = 0; i < batch; i++) y[i] = (int32_t)gsl_rng_uniform_int(rng, (unsigned long)hs_net_classes(n));
-  if ((rc = hs_net_load(n, x, y, batch, d))) goto out;
+  int rc = 0, started = 0;
+  if ((rc = hs_net_load(n, x, y, batch, d))) return rc;
   for (int r = 0; r < n_rivals; r++)
-    if ((rc = hs_net_load(rivals[r].net, x, y, batch, d))) goto out;
-  atomic_int quit;
-  atomic_init(&quit, 0);
+    if ((rc = hs_net_load(rivals[r].net, x, y, batch, d))) return rc;
+  lockstep ls = {.n = n_rivals + 1};
+  pthread_mutex_init(&ls.mu, NULL);
+  pthread_cond_init(&ls.cv, NULL);
   for (; started < n_rivals; started++) {
-    rivals[started].quit = &quit;
+    rivals[started].ls = &ls;
     rivals[started].rc = 0;
     if (pthread_create(&rivals[started].th, NULL, rival_main, &rivals[started])) {
       rc = hs_diag_set(d, HS_ERUNTIME, "cannot start the thread of concurrent net %d", started + 1);
@@ -108,47 +135,59 @@ static int time_point(sweep *sw, hs_net *n, rival *rivals, int n_rivals, gsl_rng
   /* A small learning rate keeps the weights finite over many steps on random labels. */
   const hs_sgd sgd = {.lr = 1e-4, .momentum = 0.9, .weight_decay = 0};
   double w0 = hs_cal_now();
-  for (int i = 0; i < o->warmup; i++) {
+  for (int i = 0; i < warmup; i++) {
     if ((rc = stopped(o, d)) || (rc = timed_step(n, &sgd, NULL, d))) goto join;
+    if (n_rivals) lockstep_wait(&ls);
   }
   /* With concurrent nets a sample is the mean over a block of consecutive steps lasting about
    * BLOCK_S, so that it carries its share of the time the nets (and anything else running)
    * take turns on the cores, as a worker of a real run does; alone, a sample is one step. */
   int block = 1;
-  if (n_rivals > 0 && o->warmup > 0) {
-    double step_s = (hs_cal_now() - w0) / o->warmup;
+  if (n_rivals > 0 && warmup > 0) {
+    double step_s = (hs_cal_now() - w0) / warmup;
     block = step_s > 0 ? (int)(BLOCK_S / step_s) + 1 : 1;
     if (block > 1000) block = 1000;
   }
-  for (;;) {
+  for (int s = 0; s < count; s++) {
     if ((rc = stopped(o, d))) goto join;
     double t[HS_CAL_PHASES], sum[HS_CAL_PHASES] = {0};
     for (int k = 0; k < block; k++) {
       if ((rc = timed_step(n, &sgd, t, d))) goto join;
+      if (n_rivals) lockstep_wait(&ls);
       for (int p = 0; p < HS_CAL_PHASES; p++) sum[p] += t[p];
     }
-    for (int p = 0; p < HS_CAL_PHASES; p++) samples[p][reps] = sum[p] / block;
-    reps++;
-    if (o->progress) hs_progress_update(o->progress, sw->done + (double)reps / o->rule.max_reps);
-    int stable = hs_cal_stable(samples[HS_CAL_STEP], reps, &o->rule, d);
-    if (stable < 0) {
-      rc = stable;
-      goto join;
-    }
-    if (stable) break;
+    for (int p = 0; p < HS_CAL_PHASES; p++) sum[p] /= block;
+    if ((rc = hs_cal_sweep_add(cs, point, sum, d))) goto join;
+    if (o->progress) hs_progress_update(o->progress, sw->done + hs_cal_sweep_progress(cs));
   }
 join:
-  atomic_store(&quit, 1);
+  lockstep_quit(&ls);
   for (int r = 0; r < started; r++) {
     pthread_join(rivals[r].th, NULL);
     if (!rc && rivals[r].rc) rc = hs_diag_set(d, rivals[r].rc, "concurrent net %d: %s", r + 1, rivals[r].d.msg);
   }
-  for (int p = 0; p < HS_CAL_PHASES && !rc; p++) rc = hs_cal_stats_of(samples[p], reps, &st[p], d);
-out:
-  free(x);
-  free(y);
-  for (int p = 0; p < HS_CAL_PHASES; p++) free(samples[p]);
+  pthread_cond_destroy(&ls.cv);
+  pthread_mutex_destroy(&ls.mu);
   return rc;
+}
+
+/* Grows the random inputs to `batch` samples (the new ones drawn from rng): a batch size uses
+ * the first `batch` of them. HS_ENOMEM when the host cannot hold them. */
+static int grow_inputs(hs_net *n, gsl_rng *rng, int batch, float **x, int32_t **y, int *have,
+                       hs_diag *d) {
+  if (batch <= *have) return 0;
+  int c, h, w;
+  hs_net_input_shape(n, &c, &h, &w);
+  size_t per = (size_t)c * (size_t)h * (size_t)w;
+  float *nx = realloc(*x, (size_t)batch * per * sizeof *nx);
+  if (nx) *x = nx;
+  int32_t *ny = nx ? realloc(*y, (size_t)batch * sizeof *ny) : NULL;
+  if (ny) *y = ny;
+  if (!nx || !ny) return hs_diag_set(d, HS_ENOMEM, "out of host memory for a batch of %d", batch);
+  for (size_t i = (size_t)*have * per; i < (size_t)batch * per; i++) nx[i] = (float)(gsl_rng_uniform(rng) * 2 - 1);
+  for (int i = *have; i < batch; i++) ny[i] = (int32_t)gsl_rng_uniform_int(rng, (unsigned long)hs_net_classes(n));
+  *have = batch;
+  return 0;
 }
 
 static int fit_model(hs_store *s, int64_t dev, hs_cal_model_result *mr, hs_diag *d) {
@@ -184,53 +223,79 @@ static int calibrate_model(hs_store *s, const hs_cal_device *dev, int64_t dev_id
   if (o->redo && (rc = hs_cal_forget(s, dev_id, mr->model, d))) return rc;
   hs_net *n = NULL;
   gsl_rng *rng = NULL;
-  int last_ok = 0, n_rivals = o->concurrent > 1 ? o->concurrent - 1 : 0;
+  float *x = NULL;
+  int32_t *y = NULL;
+  int have = 0, n_todo = 0, n_rivals = o->concurrent > 1 ? o->concurrent - 1 : 0;
+  hs_cal_sweep cs = {0};
   rival *rivals = n_rivals ? calloc((size_t)n_rivals, sizeof *rivals) : NULL;
-  if (n_rivals && !rivals) return hs_diag_set(d, HS_ENOMEM, "out of memory for %d concurrent nets", n_rivals);
-  for (int i = 0; i < o->n_batches; i++, sw->done += 1) {
-    int batch = o->batches[i], stored = 0;
-    if ((rc = stopped(o, d)) || (rc = hs_cal_point_stored(s, dev_id, mr->model, batch, &stored, d))) break;
-    if (o->progress) hs_progress_update(o->progress, sw->done);
-    if (stored) {
-      mr->skipped++;
-      last_ok = batch;
-      continue;
+  int *todo = malloc((size_t)(o->n_batches > 0 ? o->n_batches : 1) * sizeof *todo);
+  if ((n_rivals && !rivals) || !todo) {
+    rc = hs_diag_set(d, HS_ENOMEM, "out of memory for %d batch sizes and %d concurrent nets", o->n_batches, n_rivals);
+    goto out;
+  }
+  /* The batch sizes still to time: points already stored are skipped (resume). */
+  for (int i = 0; i < o->n_batches; i++) {
+    int stored = 0;
+    if ((rc = stopped(o, d)) || (rc = hs_cal_point_stored(s, dev_id, mr->model, o->batches[i], &stored, d))) goto out;
+    if (stored) mr->skipped++;
+    else todo[n_todo++] = i;
+  }
+  sw->done += mr->skipped;
+  if (o->progress) hs_progress_update(o->progress, sw->done);
+  if ((rc = hs_cal_sweep_init(&cs, n_todo, HS_CAL_PHASES, HS_CAL_STEP, &o->rule, d))) goto out;
+  if (n_todo) {
+    hs_net_options no = {.seed = o->seed, .max_batch = 0, .threads = dev->threads};
+    if ((rc = hs_net_open(&n, dev->spec, mr->model, &no, d))) goto out;
+    for (int r = 0; r < n_rivals && !rc; r++) {
+      no.seed = o->seed + 1 + (uint64_t)r;
+      rc = hs_net_open(&rivals[r].net, dev->spec, mr->model, &no, d);
     }
-    if (!n) {
-      hs_net_options no = {.seed = o->seed, .max_batch = 0, .threads = dev->threads};
-      if ((rc = hs_net_open(&n, dev->spec, mr->model, &no, d))) break;
-      for (int r = 0; r < n_rivals && !rc; r++) {
-        no.seed = o->seed + 1 + (uint64_t)r;
-        rc = hs_net_open(&rivals[r].net, dev->spec, mr->model, &no, d);
-      }
-      if (rc) break;
-      if (!(rng = hs_rng_stream(o->seed, 0x63616c6962ULL))) {
-        rc = hs_diag_set(d, HS_ENOMEM, "out of memory for a random stream");
-        break;
-      }
+    if (rc) goto out;
+    if (!(rng = hs_rng_stream(o->seed, 0x63616c6962ULL))) {
+      rc = hs_diag_set(d, HS_ENOMEM, "out of memory for a random stream");
+      goto out;
     }
-    hs_cal_stats st[HS_CAL_PHASES];
+  }
+  /* Passes over the batch sizes, a few samples per visit (cal_time.h), so that a slow period
+   * of the machine spreads over every size; each point is stored as soon as it is done. */
+  int k, count, first;
+  while (!rc && hs_cal_sweep_next(&cs, &k, &count, &first)) {
+    int batch = o->batches[todo[k]];
     hs_diag pd = {0};
-    rc = time_point(sw, n, rivals, n_rivals, rng, batch, st, &pd);
+    rc = grow_inputs(n, rng, batch, &x, &y, &have, &pd);
+    /* The full warm-up on a size's first visit; one step to settle after switching sizes. */
+    if (!rc) rc = time_visit(sw, n, rivals, n_rivals, x, y, batch, first ? o->warmup : o->warmup > 0, count, &cs, k, &pd);
     if (rc == HS_ENOMEM) {
-      /* The sweep ends at the first batch that does not fit; the limit is what ran. */
+      /* The sweep ends at the first batch that does not fit; the limit is what ran (every
+       * smaller size was visited in the first pass, or is stored). */
       mr->oom_batch = batch;
-      mr->max_batch = last_ok;
+      mr->max_batch = todo[k] > 0 ? o->batches[todo[k] - 1] : 0;
+      hs_cal_sweep_drop(&cs, k);
       rc = 0;
-      if (!last_ok) rc = hs_diag_set(d, HS_ELIMIT, "%s on %s: even the smallest batch (%d) ran out of memory: %s", mr->model, dev->spec, batch, pd.msg);
-      break;
+      if (!mr->max_batch) rc = hs_diag_set(d, HS_ELIMIT, "%s on %s: even the smallest batch (%d) ran out of memory: %s", mr->model, dev->spec, batch, pd.msg);
+      continue;
     }
     if (rc) {
       hs_diag_set(d, rc, "%s, batch %d: %s", mr->model, batch, pd.msg);
       break;
     }
-    if ((rc = hs_cal_store_point(s, dev_id, mr->model, batch, st, d))) break;
-    mr->measured++;
-    last_ok = batch;
+    int now = hs_cal_sweep_judge(&cs, k, d);
+    if (now < 0) rc = now;
+    if (now > 0) {
+      hs_cal_stats st[HS_CAL_PHASES];
+      if (!(rc = hs_cal_sweep_stats(&cs, k, st, d)) && !(rc = hs_cal_store_point(s, dev_id, mr->model, batch, st, d)))
+        mr->measured++;
+    }
   }
+  sw->done += n_todo;
+out:
   hs_net_close(n);
-  for (int r = 0; r < n_rivals; r++) hs_net_close(rivals[r].net);
+  for (int r = 0; r < n_rivals && rivals; r++) hs_net_close(rivals[r].net);
   free(rivals);
+  free(todo);
+  free(x);
+  free(y);
+  hs_cal_sweep_free(&cs);
   gsl_rng_free(rng);
   if (rc) return rc;
   return fit_model(s, dev_id, mr, d);

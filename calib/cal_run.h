@@ -4,17 +4,20 @@
  * Method (calib/README.md has the details):
  * - For each model, a net is opened on the device (nn_net.h) and fed random fp32 inputs and
  *   random labels of the model's shape (timing does not depend on the values).
- * - For each batch size in increasing order: `warmup` untimed steps, then timed steps, each
- *   split by hs_net_mark into forward, backward and update, and timed whole (phase "step"),
- *   until the step times are stable (cal_time.h). Median, p10, p90 and count of every phase
- *   are stored as one point. The sweep stops at the first HS_ENOMEM; the largest batch that
- *   ran becomes perf_model.max_batch.
+ * - The batch sizes are timed interleaved (hs_cal_sweep, cal_time.h): passes over the sizes in
+ *   increasing order, each visit `warmup` untimed steps on a size's first visit (one after a
+ *   switch of size), then a few timed steps, each split by hs_net_mark into forward, backward
+ *   and update, and timed whole (phase "step"), until each size's step times are precise
+ *   enough and not bimodal (cal_time.h). Median, p10, p90 and count of every phase are stored
+ *   as one point when its size is done. The sweep stops at the first HS_ENOMEM (first pass);
+ *   the largest batch that ran becomes perf_model.max_batch.
  * - Resume: a point (device, model, batch) already stored is skipped unless opts.redo, so an
  *   interrupted calibration rerun with the same arguments completes the rest; then every phase
  *   is refitted from all stored points (cal_fit.h) and the fits replace the earlier ones.
  *   The "step" fit is fitted to the timed whole steps, not to the sum of the phases.
  * - Concurrent workers (opts.concurrent = N > 1): N-1 more nets, each on its own thread with
- *   the same batch, step without pause while the one net is timed, so the times are those of
+ *   the same batch, step in lock-step with the timed net (all wait for each other after every
+ *   step, as the runtime's workers meet at every all-reduce), so the times are those of
  *   one of N workers sharing the device (cores, caches, memory bandwidth) as the real runtime's
  *   workers do; each sample is then the mean step time over a block of consecutive steps
  *   lasting about 20 ms (sized from the warm-up), so that it includes its share of the turns

@@ -55,6 +55,15 @@ static void bind_double_or_null(sqlite3_stmt *st, int i, double v) {
   else sqlite3_bind_null(st, i);
 }
 
+/* The summary of one timed point, bound to ?i (median_s), ?i+1 (p10_s), ?i+2 (p90_s) and ?i+3
+ * (count): the same four columns in calib_sample and comm_sample. */
+static void bind_stats(sqlite3_stmt *st, int i, const hs_cal_stats *cs) {
+  sqlite3_bind_double(st, i, cs->median_s);
+  bind_double_or_null(st, i + 1, cs->p10_s);
+  bind_double_or_null(st, i + 2, cs->p90_s);
+  sqlite3_bind_int(st, i + 3, cs->count);
+}
+
 int hs_cal_store_device(hs_store *s, const hs_cal_device *dev, int64_t *id, hs_diag *d) {
   sqlite3_stmt *st = NULL;
   int rc = prep(s, &st,
@@ -161,10 +170,7 @@ int hs_cal_store_point(hs_store *s, int64_t dev, const char *model, int batch,
     sqlite3_bind_text(st, 2, model, -1, SQLITE_STATIC);
     sqlite3_bind_int(st, 3, batch);
     sqlite3_bind_text(st, 4, phase_names[p], -1, SQLITE_STATIC);
-    sqlite3_bind_double(st, 5, stv[p].median_s);
-    bind_double_or_null(st, 6, stv[p].p10_s);
-    bind_double_or_null(st, 7, stv[p].p90_s);
-    sqlite3_bind_int(st, 8, stv[p].count);
+    bind_stats(st, 5, &stv[p]);
     if ((rc = run(s, st, "inserting calib_sample", d))) goto fail;
   }
   if ((rc = exec(s, "COMMIT", d))) goto fail;
@@ -319,10 +325,7 @@ int hs_cal_store_comm_sample(hs_store *s, const hs_comm_key *k, int64_t bytes,
   if (rc) return rc;
   bind_comm_key(st, k);
   sqlite3_bind_int64(st, 5, bytes);
-  sqlite3_bind_double(st, 6, cs->median_s);
-  bind_double_or_null(st, 7, cs->p10_s);
-  bind_double_or_null(st, 8, cs->p90_s);
-  sqlite3_bind_int(st, 9, cs->count);
+  bind_stats(st, 6, cs);
   return run(s, st, "inserting comm_sample", d);
 }
 

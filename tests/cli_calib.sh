@@ -15,10 +15,12 @@ q() { sqlite3 cal.db "$1"; }
 quick=(--max-reps 6 --min-reps 3 --warmup 1 --comm-max 256KiB)
 "$bin" calib --device cpu --model mlp --batches 8,16,32,64 --db cal.db "${quick[@]}" > out.txt 2> err.txt
 [ $? -eq 0 ] || { fail "calib exit status"; cat err.txt; }
+# stderr is a file: no progress line (core_progress draws on a terminal only).
+! grep -q $'\r' err.txt || fail "progress drawn into a file: $(cat -v err.txt)"
 grep -q "mlp: 4 batch sizes timed, 0 already stored" out.txt || fail "calib summary: $(cat out.txt)"
 [ "$(q "SELECT count(*) FROM device WHERE kind = 'cpu' AND blas IS NOT NULL AND host IS NOT NULL")" = 1 ] || fail "device row"
 [ "$(q "SELECT count(*) FROM calib_sample WHERE model = 'mlp'")" = 16 ] || fail "calib_sample rows (4 batches x 4 phases)"
-[ "$(q "SELECT count(*) FROM calib_sample WHERE median_s > 0 AND p10_s <= median_s AND median_s <= p90_s AND count >= 3")" = 16 ] || fail "calib_sample statistics"
+[ "$(q "SELECT count(*) FROM calib_sample WHERE median_s > 0 AND p10_s <= median_s AND median_s <= p90_s AND count >= 3 AND count <= 6")" = 16 ] || fail "calib_sample statistics"
 [ "$(q "SELECT count(*) FROM perf_model WHERE model = 'mlp' AND chosen = 1")" = 4 ] || fail "one chosen fit per phase"
 [ "$(q "SELECT count(*) FROM perf_model WHERE phase = 'step' AND chosen = 1 AND heldout_rel_error IS NOT NULL AND json_valid(params)")" = 1 ] || fail "step fit"
 [ "$(q "SELECT count(*) FROM comm_model WHERE backend = 'cpu' AND beta_bytes_per_s > 0 AND alpha_s >= 0")" = 2 ] || fail "comm_model rows"

@@ -1,6 +1,10 @@
-/* Calibration: the stability rule on synthetic timings, summary statistics, the store's
+/* Calibration: the stopping rule (the median's confidence interval), bimodality, the
+ * interleaved sweep's order and its robustness on a simulated machine with a slow period and
+ * preemptions, summary statistics, the store's
  * round trips (device, points, fits, comm), loading the chosen fit for the simulator, and
  * resume (a second run skips the stored points). */
+#include <gsl/gsl_randist.h>
+#include <math.h>
 #include <unistd.h>
 
 #include "calib/cal_comm.h"
@@ -22,27 +26,234 @@ static void test_stats(void) {
   ASSERT_EQ(hs_cal_stats_of(x, 0, &st, &d), HS_EINVAL);
 }
 
-static void test_stability_rule(void) {
-  hs_cal_rule r = {.min_reps = 4, .max_reps = 10, .rel_tol = 0.01};
+static void test_median_ci(void) {
+  /* Ranks of the 95% interval: none below 6 samples; [x(1), x(6)] at 6, [x(2), x(9)] at 10
+   * (P(B <= 1) = 11/1024 <= 2.5% < P(B <= 2) = 56/1024), [x(6), x(15)] at 20. */
+  double x[20];
+  for (int i = 0; i < 20; i++) x[i] = (double)((i * 7) % 20 + 1); /* 1..20, shuffled */
+  double med, lo, hi;
   hs_diag d = {0};
-  double flat[] = {1.0, 1.0, 1.0, 1.0, 1.0};
+  ASSERT_EQ(hs_cal_median_ci(x, 5, 0.95, &med, &lo, &hi, &d), 0);
+  double six[] = {6, 1, 5, 2, 4, 3};
+  ASSERT_EQ(hs_cal_median_ci(six, 6, 0.95, &med, &lo, &hi, &d), 1);
+  ASSERT_NEAR(med, 3.5, 0);
+  ASSERT_NEAR(lo, 1, 0);
+  ASSERT_NEAR(hi, 6, 0);
+  double ten[] = {10, 9, 8, 7, 6, 5, 4, 3, 2, 1};
+  ASSERT_EQ(hs_cal_median_ci(ten, 10, 0.95, &med, &lo, &hi, &d), 1);
+  ASSERT_NEAR(lo, 2, 0);
+  ASSERT_NEAR(hi, 9, 0);
+  ASSERT_EQ(hs_cal_median_ci(x, 20, 0.95, &med, &lo, &hi, &d), 1);
+  ASSERT_NEAR(med, 10.5, 0);
+  ASSERT_NEAR(lo, 6, 0);
+  ASSERT_NEAR(hi, 15, 0);
+  ASSERT_EQ(hs_cal_median_ci(x, 0, 0.95, &med, &lo, &hi, &d), HS_EINVAL);
+}
+
+static void test_stability_rule(void) {
+  hs_cal_rule r = {.min_reps = 4, .max_reps = 30, .rel_tol = 0.01};
+  hs_diag d = {0};
+  double flat[] = {1.0, 1.0, 1.0, 1.0, 1.0, 1.0};
   ASSERT_EQ(hs_cal_stable(flat, 3, &r, &d), 0); /* below min_reps */
-  ASSERT_EQ(hs_cal_stable(flat, 4, &r, &d), 1);
-  /* A drifting series keeps moving its median by 10% per step: never stable before max. */
-  double drift[10];
-  for (int i = 0; i < 10; i++) drift[i] = 1.0 + 0.1 * i;
-  for (int n = 4; n < 10; n++) ASSERT_EQ(hs_cal_stable(drift, n, &r, &d), 0);
-  ASSERT_EQ(hs_cal_stable(drift, 10, &r, &d), 1); /* max_reps */
-  /* One outlier at the end does not move the median of a settled series. */
-  double outlier[] = {1.0, 1.002, 0.999, 1.001, 1.0, 5.0};
-  ASSERT_EQ(hs_cal_stable(outlier, 6, &r, &d), 1);
-  /* Noisy start, then settled. */
-  double settle[] = {2.0, 0.5, 1.0, 1.0, 1.0, 1.0, 1.0};
-  ASSERT_EQ(hs_cal_stable(settle, 4, &r, &d), 0);
-  ASSERT_EQ(hs_cal_stable(settle, 7, &r, &d), 1);
+  ASSERT_EQ(hs_cal_stable(flat, 5, &r, &d), 0); /* no 95% interval of the median yet */
+  ASSERT_EQ(hs_cal_stable(flat, 6, &r, &d), 1);
+  /* A drifting series: the interval keeps spanning more than +-1%, never stable before max. */
+  double drift[30];
+  for (int i = 0; i < 30; i++) drift[i] = 1.0 + 0.01 * i;
+  for (int n = 4; n < 30; n++) ASSERT_EQ(hs_cal_stable(drift, n, &r, &d), 0);
+  ASSERT_EQ(hs_cal_stable(drift, 30, &r, &d), 1); /* max_reps */
+  /* Outliers beyond the interval's order statistics do not keep a settled series going... */
+  double outlier[] = {1.0, 1.002, 0.999, 1.001, 1.0, 5.0, 1.0, 0.2, 1.003, 0.998};
+  ASSERT_EQ(hs_cal_stable(outlier, 10, &r, &d), 1);
+  /* ...but at 6 samples the interval is [min, max], so one outlier does. */
+  ASSERT_EQ(hs_cal_stable(outlier, 6, &r, &d), 0);
+  /* Wide scatter (+-5%) needs many samples: not stable at 10. */
+  double wide[] = {1.0, 1.05, 0.95, 1.04, 0.96, 1.03, 0.97, 1.02, 0.98, 1.01};
+  ASSERT_EQ(hs_cal_stable(wide, 10, &r, &d), 0);
   hs_cal_rule badr = {.min_reps = 5, .max_reps = 2, .rel_tol = 0.01};
   ASSERT_EQ(hs_cal_stable(flat, 5, &badr, &d), HS_EINVAL);
   ASSERT_CONTAINS(d.msg, "--max-reps");
+}
+
+static void test_bimodal(void) {
+  hs_diag d = {0};
+  /* Half the samples 30% slower (a slow period of the machine): two modes. */
+  double two[] = {1.0, 1.3, 1.01, 1.31, 0.99, 1.29, 1.0, 1.3, 1.01, 1.3, 1.0, 1.31};
+  ASSERT_EQ(hs_cal_bimodal(two, 12, 0.02, &d), 1);
+  ASSERT_EQ(hs_cal_bimodal(two, 7, 0.02, &d), 0); /* too few samples to tell */
+  /* Evenly spread, one mode. */
+  double even[12];
+  for (int i = 0; i < 12; i++) even[i] = 1.0 + 0.01 * i;
+  ASSERT_EQ(hs_cal_bimodal(even, 12, 0.02, &d), 0);
+  /* Two modes 3% apart: not worth measuring again (under max(2 rel_tol, 5%)). */
+  double close[12];
+  for (int i = 0; i < 12; i++) close[i] = i % 2 ? 1.03 : 1.0;
+  ASSERT_EQ(hs_cal_bimodal(close, 12, 0.02, &d), 0);
+  /* Two outliers are not a mode (a group needs a quarter of the samples). */
+  double outl[] = {1.0, 1.0, 1.01, 0.99, 1.0, 2.0, 1.0, 1.01, 0.99, 1.0, 3.0, 1.0};
+  ASSERT_EQ(hs_cal_bimodal(outl, 12, 0.02, &d), 0);
+}
+
+/* The interleaved order: passes over the points, HS_CAL_CHUNK samples per visit, the first
+ * visit of each point flagged; dropped points are not visited again. */
+static void test_sweep_order(void) {
+  hs_cal_rule r = {.min_reps = 5, .max_reps = 5, .rel_tol = 0.01};
+  hs_cal_sweep s;
+  hs_diag d = {0};
+  ASSERT_EQ(HS_CAL_CHUNK, 2);
+  ASSERT_EQ(hs_cal_sweep_init(&s, 3, 2, 1, &r, &d), 0);
+  const int want[][3] = {{0, 2, 1}, {1, 2, 1}, {2, 2, 1}, {0, 2, 0}, {1, 2, 0}, {2, 2, 0},
+                         {0, 1, 0}, {1, 1, 0}, {2, 1, 0}};
+  int point, count, first, v = 0;
+  while (hs_cal_sweep_next(&s, &point, &count, &first)) {
+    ASSERT(v < 9);
+    if (v >= 9) break;
+    ASSERT_EQ(point, want[v][0]);
+    ASSERT_EQ(count, want[v][1]);
+    ASSERT_EQ(first, want[v][2]);
+    for (int k = 0; k < count; k++) {
+      double t[2] = {0.5 * (point + 1), point + 1.0};
+      ASSERT_EQ(hs_cal_sweep_add(&s, point, t, &d), 0);
+    }
+    ASSERT_EQ(hs_cal_sweep_judge(&s, point, &d), v >= 6); /* done at max_reps */
+    v++;
+  }
+  ASSERT_EQ(v, 9);
+  hs_cal_stats st[2];
+  ASSERT_EQ(hs_cal_sweep_stats(&s, 2, st, &d), 0);
+  ASSERT_NEAR(st[1].median_s, 3, 0);
+  ASSERT_NEAR(st[0].median_s, 1.5, 0);
+  ASSERT_EQ(st[1].count, 5);
+  ASSERT_NEAR(hs_cal_sweep_progress(&s), 3, 0);
+  hs_cal_sweep_free(&s);
+
+  /* Dropping point 1 in the first pass drops 2 as well; 0 carries on alone. */
+  ASSERT_EQ(hs_cal_sweep_init(&s, 3, 1, 0, &r, &d), 0);
+  int seen[3] = {0};
+  while (hs_cal_sweep_next(&s, &point, &count, &first)) {
+    seen[point]++;
+    if (point == 1) {
+      hs_cal_sweep_drop(&s, 1);
+      continue;
+    }
+    double t = 1;
+    for (int k = 0; k < count; k++) ASSERT_EQ(hs_cal_sweep_add(&s, point, &t, &d), 0);
+    ASSERT(hs_cal_sweep_judge(&s, point, &d) >= 0);
+  }
+  ASSERT_EQ(seen[0], 3);
+  ASSERT_EQ(seen[1], 1);
+  ASSERT_EQ(seen[2], 0);
+  double t = 1;
+  ASSERT_EQ(hs_cal_sweep_add(&s, 2, &t, &d), HS_EINVAL);
+  hs_cal_sweep_free(&s);
+}
+
+/* A point whose samples are bimodal is measured again, at most HS_CAL_REMEASURE times. */
+static void test_sweep_remeasures_bimodal(void) {
+  hs_cal_rule r = {.min_reps = 10, .max_reps = 10, .rel_tol = 0.02};
+  hs_cal_sweep s;
+  hs_diag d = {0};
+  ASSERT_EQ(hs_cal_sweep_init(&s, 1, 1, 0, &r, &d), 0);
+  int point, count, first, rounds = 0, done = 0, i = 0;
+  while (!done && hs_cal_sweep_next(&s, &point, &count, &first)) {
+    for (int k = 0; k < count; k++, i++) {
+      double t = i % 2 ? 1.5 : 1.0; /* every other sample in a slow period */
+      ASSERT_EQ(hs_cal_sweep_add(&s, point, &t, &d), 0);
+    }
+    if (s.reps[0] == 10) rounds++;
+    done = hs_cal_sweep_judge(&s, point, &d);
+    ASSERT(done >= 0);
+  }
+  ASSERT_EQ(done, 1);
+  ASSERT_EQ(rounds, 1 + HS_CAL_REMEASURE);
+  ASSERT_EQ(s.remeasured[0], HS_CAL_REMEASURE);
+  hs_cal_sweep_free(&s);
+}
+
+/* A simulated machine: the step time of batch b is t0 + k b with 1% noise, 5% of the samples
+ * preempted (x3), and everything 1.6x slower for a stretch of wall time (a frequency change,
+ * another job) during 30%..60% of the sweep. The interleaved sweep recovers t0 and k; timing
+ * one batch size after the other does not (that is what the interleaving is for). */
+typedef struct sim_machine {
+  double clock, slow_from, slow_to;
+  gsl_rng *r;
+} sim_machine;
+
+static const double SIM_T0 = 1e-3, SIM_K = 1e-4;
+static const int sim_batches[] = {4, 8, 16, 24, 32, 48, 64, 96};
+enum { SIM_N = 8, SIM_REPS = 20 };
+
+static double sim_step(sim_machine *m, int point) {
+  double t = (SIM_T0 + SIM_K * sim_batches[point]) * (1 + 0.01 * gsl_ran_gaussian(m->r, 1));
+  if (m->clock >= m->slow_from && m->clock < m->slow_to) t *= 1.6;
+  if (gsl_rng_uniform(m->r) < 0.05) t *= 3;
+  m->clock += t;
+  return t;
+}
+
+static void sim_machine_init(sim_machine *m, uint64_t seed) {
+  double total = 0;
+  for (int i = 0; i < SIM_N; i++) total += SIM_REPS * (SIM_T0 + SIM_K * sim_batches[i]);
+  *m = (sim_machine){.slow_from = 0.3 * total, .slow_to = 0.6 * total, .r = hs_rng_stream(seed, 7)};
+}
+
+/* Worst relative error of the linear fit of the medians against the true line. */
+static double sim_fit_error(const double *median, hs_perf_model *fit) {
+  double b[SIM_N];
+  for (int i = 0; i < SIM_N; i++) b[i] = sim_batches[i];
+  hs_diag d = {0};
+  if (hs_fit_form(HS_PERF_LINEAR, b, median, SIM_N, fit, NULL, &d)) return INFINITY;
+  double worst = 0;
+  for (int i = 0; i < SIM_N; i++) {
+    double truth = SIM_T0 + SIM_K * b[i];
+    worst = fmax(worst, fabs(median[i] - truth) / truth);
+  }
+  return worst;
+}
+
+static void test_sweep_slow_period(void) {
+  hs_cal_rule r = {.min_reps = SIM_REPS, .max_reps = SIM_REPS, .rel_tol = 0.02};
+  hs_diag d = {0};
+  for (uint64_t seed = 1; seed <= 3; seed++) {
+    sim_machine m;
+    sim_machine_init(&m, seed);
+    hs_cal_sweep s;
+    double med[SIM_N] = {0};
+    ASSERT_EQ(hs_cal_sweep_init(&s, SIM_N, 1, 0, &r, &d), 0);
+    int point, count, first;
+    while (hs_cal_sweep_next(&s, &point, &count, &first)) {
+      for (int k = 0; k < count; k++) {
+        double t = sim_step(&m, point);
+        ASSERT_EQ(hs_cal_sweep_add(&s, point, &t, &d), 0);
+      }
+      int done = hs_cal_sweep_judge(&s, point, &d);
+      ASSERT(done >= 0);
+      hs_cal_stats st;
+      if (done == 1 && !hs_cal_sweep_stats(&s, point, &st, &d)) med[point] = st.median_s;
+    }
+    hs_cal_sweep_free(&s);
+    hs_perf_model fit;
+    double err = sim_fit_error(med, &fit);
+    if (!(err < 0.03)) HS_FAIL_AT("seed %llu: interleaved medians off by %.1f%%", (unsigned long long)seed, err * 100);
+    ASSERT_REL(fit.p[0], SIM_T0, 0.05);
+    ASSERT_REL(fit.p[1], SIM_K, 0.03);
+    gsl_rng_free(m.r);
+
+    /* The same machine timed one batch size after the other. */
+    sim_machine_init(&m, seed);
+    for (int i = 0; i < SIM_N; i++) {
+      double x[SIM_REPS];
+      int n = 0;
+      do x[n] = sim_step(&m, i), n++;
+      while (!hs_cal_stable(x, n, &r, &d));
+      hs_cal_stats st;
+      ASSERT_EQ(hs_cal_stats_of(x, n, &st, &d), 0);
+      med[i] = st.median_s;
+    }
+    gsl_rng_free(m.r);
+    err = sim_fit_error(med, &fit);
+    if (!(err > 0.2)) HS_FAIL_AT("seed %llu: sequential medians only %.1f%% off: the slow period missed", (unsigned long long)seed, err * 100);
+  }
 }
 
 static void test_device_parse(void) {
@@ -237,7 +448,12 @@ int main(int argc, char **argv) {
   hs_gsl_init();
   static const hs_test_case cases[] = {
       {"stats", test_stats},
+      {"median_ci", test_median_ci},
       {"stability_rule", test_stability_rule},
+      {"bimodal", test_bimodal},
+      {"sweep_order", test_sweep_order},
+      {"sweep_remeasures_bimodal", test_sweep_remeasures_bimodal},
+      {"sweep_slow_period", test_sweep_slow_period},
       {"device_parse", test_device_parse},
       {"store_roundtrip", test_store_roundtrip},
       {"resume_skips_stored_points", test_resume_skips_stored_points},
