@@ -63,7 +63,16 @@ void hs_cal_gather_chunks(float *const *bufs, int nranks, int me, int64_t n) {
   }
 }
 
+void hs_cal_reduce_all(float *const *bufs, const double *wts, int nranks, int64_t n) {
+  for (int c = 0; c < nranks; c++) hs_cal_reduce_chunk(bufs, wts, nranks, c, n);
+  for (int me = 0; me < nranks; me++) hs_cal_gather_chunks(bufs, nranks, me, n);
+}
+
 static void allreduce_once(ring *r, int rank) {
+  if (r->world <= HS_CAL_SERIAL_RANKS) {
+    if (rank == 0) hs_cal_reduce_all(r->buf, r->wts, r->world, (int64_t)r->n);
+    return;
+  }
   hs_cal_reduce_chunk(r->buf, r->wts, r->world, rank, (int64_t)r->n);
   pthread_barrier_wait(&r->bar);
   hs_cal_gather_chunks(r->buf, r->world, rank, (int64_t)r->n);

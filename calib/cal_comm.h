@@ -7,8 +7,10 @@
  * (below): a shared-memory reduce-scatter, where thread i sums chunk i (1/N of the buffer) of
  * every buffer with its weight (1/N here) into its own buffer, then an all-gather, where each
  * thread copies the other chunks from their owners' buffers; a barrier before, between and
- * after, as the backend synchronises. The time of one all-reduce is measured on thread 0 from a
- * barrier before to the barrier after. Threads are created once per message size and not timed.
+ * after, as the backend synchronises (up to HS_CAL_SERIAL_RANKS threads, thread 0 runs both
+ * kernels for all between the barriers before and after, as the backend's last arrival does).
+ * The time of one all-reduce is measured on thread 0 from the barrier before to the one after.
+ * Threads are created once per message size and not timed.
  * Repetitions: `warmup` untimed, then timed ones until the rule of cal_time.h stops them.
  * Contract: allocates and frees its buffers and threads inside each call; *stop (may be NULL)
  * ends the repetitions early with HS_EINTR. Units: bytes, seconds. */
@@ -39,6 +41,14 @@ int hs_cal_time_p2p(int64_t bytes, const hs_cal_comm_opts *o, hs_cal_stats *out,
  *   participant's reduce_chunk, and no buffer may change until every participant has run it. */
 void hs_cal_reduce_chunk(float *const *bufs, const double *wts, int nranks, int me, int64_t n);
 void hs_cal_gather_chunks(float *const *bufs, int nranks, int me, int64_t n);
+/* Up to HS_CAL_SERIAL_RANKS participants, one thread runs both kernels for every participant
+ * (hs_cal_reduce_all: every chunk's reduce, then every buffer's gather; the same sums, so the
+ * same bits) while the others wait: the backend's last arrival does it, so that the others
+ * are woken once, at the end, instead of three times (to help, after the reduce, after the
+ * gather), each a wait for a core on a busy machine; with few participants the work that one
+ * thread does alone is small. The timing above runs it on thread 0 for such world sizes. */
+#define HS_CAL_SERIAL_RANKS 2
+void hs_cal_reduce_all(float *const *bufs, const double *wts, int nranks, int64_t n);
 
 /* Monotonic wall time in seconds. */
 double hs_cal_now(void);

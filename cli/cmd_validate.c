@@ -11,9 +11,13 @@
  * the device's fitted cpu communication models: a ring all-reduce over N workers measured as
  * alpha + M/beta becomes links with latency alpha/(2(N-1)) and bandwidth beta*2(N-1)/N (so the
  * simulator's ring formula gives back alpha + M/beta), and the parameter server's link takes
- * the point-to-point fit. The simulation uses the same policy, parameters, seed and global
- * batch, and the proxy convergence model with the run's learning rate and data sizes, with the
- * run's final loss as its target. It is stored as a run of kind sim.
+ * the point-to-point fit. The runtime applies every reduced vector and every push to its
+ * global model once, in one pass over the parameters before the workers go on; that pass is
+ * the calibration's "update" phase (median over the batch sizes), added to the all-reduce's
+ * alpha and taken as the parameter server's update time (update_s in the JSON). The simulation
+ * uses the same policy, parameters, seed and global batch, and the proxy convergence model
+ * with the run's learning rate and data sizes, with the run's final loss as its target. It is
+ * stored as a run of kind sim.
  *
  * Errors (relative to the real run; stored in `validation`):
  * - per-iteration time: T_v is the first start of a step computed on model version v; over
@@ -137,6 +141,27 @@ static int comm_fit(sqlite3 *db, const char *device, const char *op, int world, 
   }
   sqlite3_finalize(st);
   return found;
+}
+
+/* The device's calibrated SGD update of the model (phase "update" of `hetsim calib`: one pass
+ * over the parameters, the same at every batch): the median over its timed batch sizes of
+ * their median update time, in seconds. Returns 1 when found. */
+static int update_time(sqlite3 *db, const char *device, const char *model, double *out) {
+  const char *sql =
+      "SELECT median_s FROM calib_sample JOIN device ON device.id = calib_sample.device_id"
+      " WHERE device.name = ? AND calib_sample.model = ? AND calib_sample.phase = 'update'"
+      " ORDER BY median_s";
+  sqlite3_stmt *st;
+  if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) return -1;
+  sqlite3_bind_text(st, 1, device, -1, SQLITE_STATIC);
+  sqlite3_bind_text(st, 2, model, -1, SQLITE_STATIC);
+  double v[64];
+  int n = 0;
+  while (n < 64 && sqlite3_step(st) == SQLITE_ROW) v[n++] = sqlite3_column_double(st, 0);
+  sqlite3_finalize(st);
+  if (!n) return 0;
+  *out = n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+  return 1;
 }
 
 /* T_v per model version of a run: versions[i], times[i], ascending. Returns the count. */
@@ -381,12 +406,17 @@ int hs_cmd_validate(int argc, char **argv) {
             "run `hetsim calib --device cpu --model %s` first\n", r.device_name, calibp ? calibp : dbp, r.model);
     goto out;
   }
+  /* The runtime applies each reduced vector or push to its global model once (one pass over
+   * the parameters, under its lock, before the participants go on): the calibrated update
+   * phase, added to every all-reduce and taken as the parameter server's update time. */
+  double upd = 0;
+  if (update_time(cdb, cdev, r.model, &upd) <= 0 && update_time(cdb, r.device_name, r.model, &upd) <= 0) upd = 0;
   hs_link_spec ring = {.bandwidth = b_ar, .latency = 0};
-  if (n > 1) ring = (hs_link_spec){.bandwidth = b_ar * 2.0 * (n - 1) / n, .latency = a_ar / (2.0 * (n - 1))};
+  if (n > 1) ring = (hs_link_spec){.bandwidth = b_ar * 2.0 * (n - 1) / n, .latency = (a_ar + upd) / (2.0 * (n - 1))};
   spec.network = ring;
   for (int i = 0; i < spec.n_nodes; i++) spec.nodes[i].link = ring;
   spec.ps.link = (hs_link_spec){.bandwidth = b_p2p, .latency = a_p2p};
-  spec.ps.update_time = 0;
+  spec.ps.update_time = upd;
   spec.jitter_cv = 0;
   if (!(perf = calloc((size_t)spec.n_types, sizeof *perf))) {
     fprintf(stderr, "hetsim validate: out of memory\n");
@@ -515,6 +545,7 @@ int hs_cmd_validate(int argc, char **argv) {
     hs_json_key(&j, "policy"); hs_json_string(&j, pol->name);
     hs_json_key(&j, "device"); hs_json_string(&j, r.device_name);
     hs_json_key(&j, "compute_calibration"); hs_json_string(&j, cdev);
+    hs_json_key(&j, "update_s"); hs_json_double(&j, upd);
     hs_json_key(&j, "intervals"); hs_json_int(&j, intervals);
     hs_json_key(&j, "versions_per_interval"); hs_json_int(&j, per_round);
     if (window > 1) {
@@ -535,6 +566,7 @@ int hs_cmd_validate(int argc, char **argv) {
            pol->name, r.device_name, (long long)v.run_id);
     printf("  compute calibration        %s%s\n", cdev,
            cdev == r.device_name && n > 1 ? " (steps timed alone; `hetsim calib --concurrent N` times them as N workers share the machine)" : "");
+    printf("  global model update        %.4g ms per all-reduce or push (calibrated update phase)\n", upd * 1e3);
     printf("  per-iteration time error   median %.4f, p95 %.4f over %lld intervals of one round (%lld version%s)\n",
            med, p95, (long long)intervals, (long long)per_round, per_round == 1 ? "" : "s");
     if (window > 1)

@@ -6,12 +6,14 @@
  * times for this backend (calib/cal_comm.h), concurrently and without the lock: each sums its
  * own 1/N chunk over every buffer (in participant order, so the result does not depend on the
  * order of arrival), then, after all have, copies the other chunks from their owners; nobody
- * leaves before all have copied, and the last to leave frees the slot. Point-to-point: a
- * mailbox of copied messages matched by (source, destination, tag), so a send never waits.
- * Every wait for a partner is a condition wait on CLOCK_MONOTONIC bounded by the timeout, and
- * abort wakes them all; the waits between the all-reduce's kernels, once every participant
- * has arrived, wait only for the others' bounded loops and ignore abort (a participant must
- * not leave while another still reads its buffer). */
+ * leaves before all have copied, and the last to leave frees the slot. Up to
+ * HS_CAL_SERIAL_RANKS participants, the last to arrive runs both kernels for all alone (the
+ * same sums) while the others sleep until it is done: one wake-up each instead of three.
+ * Point-to-point: a mailbox of copied messages matched by (source, destination, tag), so a
+ * send never waits. Every wait for a partner is a condition wait on CLOCK_MONOTONIC bounded by
+ * the timeout, and abort wakes them all; the waits between the all-reduce's kernels, once
+ * every participant has arrived, wait only for the others' bounded loops and ignore abort (a
+ * participant must not leave while another still reads its buffer). */
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
@@ -169,7 +171,7 @@ static int cpu_allreduce(hs_real_comm *c, uint64_t op, int rank, float *buf, int
   s->bufs[me] = buf;
   s->wts[me] = weights ? weights[me] : 1.0;
   bump(c, &s->arrived, nranks);
-  int rc = 0;
+  int last = s->arrived == nranks, rc = 0;
   while (s->arrived < nranks && !rc) rc = wait_until(c, &dl);
   if (s->arrived < nranks) {
     /* Gave up before everyone came: withdraw the buffer; nobody has read it. */
@@ -180,6 +182,21 @@ static int cpu_allreduce(hs_real_comm *c, uint64_t op, int rank, float *buf, int
     if (rc == HS_EINTR) return hs_diag_set(d, rc, "cpu all-reduce %llu: aborted", (unsigned long long)op);
     return hs_diag_set(d, HS_ERUNTIME, "cpu all-reduce %llu: rank %d waited %.3g s and only %d of %d participants arrived",
                        (unsigned long long)op, rank, c->cfg.timeout_s, arrived, nranks);
+  }
+  if (nranks <= HS_CAL_SERIAL_RANKS) {
+    /* Few participants: the last to arrive runs both kernels for all while the others wait
+     * (cal_comm.h says why). */
+    if (last) {
+      pthread_mutex_unlock(&c->mu);
+      hs_cal_reduce_all(s->bufs, s->wts, nranks, n);
+      pthread_mutex_lock(&c->mu);
+      s->copied = nranks;
+      pthread_cond_broadcast(&c->cv);
+    }
+    wait_count(c, &s->copied, nranks);
+    if (++s->departed == nranks) unlink_slot(c, s);
+    pthread_mutex_unlock(&c->mu);
+    return 0;
   }
   pthread_mutex_unlock(&c->mu);
   /* Reduce-scatter: participant `me` owns chunk `me` and sums it over every buffer, in

@@ -39,7 +39,8 @@ typedef struct rop {
   double lr;
   double weight;           /* push: the server scales the update by it (hs_comm_opts.weight) */
   int batch;               /* push: the pushing worker's last batch */
-  uint64_t version;        /* push: worker's version at issue; pull: global version sent */
+  uint64_t version;        /* push: worker's version at issue; pull: global version sent;
+                              all-reduce: the global version its update applied to */
   int64_t step;            /* push: the pushing worker's step */
   double start;            /* s */
   uint64_t tag;
@@ -72,6 +73,12 @@ typedef struct rworker {
   double slowdown, lr;
   int active, computing, in_step, last_batch; /* computing: a step is queued or running */
   uint64_t version;
+  /* net_synced: the net's parameters are the global model of `version` (taken, pulled or
+   * updated in place since, no local update), so a host-buffer all-reduce of gradients can
+   * apply the update to them in place instead of copying the global model in. base_stale:
+   * `base` (the model at the last sync) is the net's parameters, not yet copied out; it is
+   * copied before they change or are read as the base. */
+  int net_synced, base_stale;
   /* the open step record */
   int rec_open;
   hs_step_row rec;
@@ -119,12 +126,24 @@ typedef struct real {
   rtimer *timers;
   int n_timers, cap_timers;
   pending_eval *evals, *evals_tail;
+  int64_t n_evals;         /* queued evaluations */
   hs_net *eval_net;
   double last_loss, last_acc, target_time;
   double probe_t0, probe_k;
 } real;
 
 static real *R(hs_runtime *rt) { return (real *)rt; }
+
+/* Queued models beyond this many bytes are evaluated during the run. */
+static const double EVAL_DEFER_BYTES = 256.0 * 1024 * 1024;
+
+/* Whether the watcher evaluates queued models during the run (mu held). An evaluation only
+ * reads the model copied at its update, so its result and time stamp do not depend on when it
+ * runs: it is deferred to the end of the run, where it does not take a core from the workers,
+ * unless a target loss needs it now or the queued copies grow too large. */
+static int eval_online(const real *s) {
+  return s->cfg->target_loss > 0 || (double)s->n_evals * (double)s->P * sizeof(float) > EVAL_DEFER_BYTES;
+}
 
 static double mono(void) {
   struct timespec ts;
@@ -226,7 +245,8 @@ static void global_update(real *s) {
     if (s->evals_tail) s->evals_tail->next = e;
     else s->evals = e;
     s->evals_tail = e;
-    pthread_cond_broadcast(&s->cv);
+    s->n_evals++;
+    if (eval_online(s)) pthread_cond_broadcast(&s->cv);
   }
   if ((c->max_iterations > 0 && s->iterations >= c->max_iterations) ||
       (s->samples_target > 0 && (double)s->samples >= s->samples_target) ||
@@ -528,10 +548,28 @@ static int do_compute(real *s, int w, const item *it, hs_diag *d) {
   return 0;
 }
 
+/* Copies the net's parameters out as the base when they stand for it (lane thread, before
+ * they change or the base is read). */
+static int settle_base(rworker *x, hs_diag *d) {
+  if (!x->base_stale) return 0;
+  x->base_stale = 0;
+  return hs_net_get_params(x->net, x->base, d);
+}
+
+/* p -= lr * g over n floats: the global model's update from a reduced gradient and, applied to
+ * a net that holds the same global model, the same update in place (one function, so both
+ * round alike and stay bit-identical). */
+__attribute__((noinline)) static void sgd_apply(float *p, const float *g, float lr, int64_t n) {
+  for (int64_t i = 0; i < n; i++) p[i] -= lr * g[i];
+}
+
 static int do_local(real *s, int w, hs_diag *d) {
   rworker *x = &s->w[w];
+  int rc = settle_base(x, d);
+  if (rc) return rc;
   pthread_mutex_lock(&s->mu);
   hs_sgd opt = {.lr = x->lr, .momentum = 0, .weight_decay = 0};
+  x->net_synced = 0;
   pthread_mutex_unlock(&s->mu);
   return hs_net_update(x->net, &opt, d);
 }
@@ -546,12 +584,13 @@ static void comm_done(real *s, rworker *x, double start, double end) {
   (void)s;
 }
 
-/* The worker takes the global model (mu held). */
+/* The worker takes the global model (mu held); the net's parameters then stand for the base. */
 static int take_global(real *s, rworker *x, hs_diag *d) {
   int rc = hs_net_set_params(x->net, s->global, d);
   if (rc) return rc;
-  memcpy(x->base, s->global, (size_t)s->P * sizeof *x->base);
   x->version = s->version;
+  x->net_synced = 1;
+  x->base_stale = 1;
   return 0;
 }
 
@@ -575,15 +614,30 @@ static int do_allreduce(real *s, int w, rop *op, hs_diag *d) {
   pthread_mutex_lock(&s->mu);
   if (!op->global_done) {
     op->global_done = 1;
+    op->version = s->version; /* the version the update applies to */
     if (op->what == HS_COMM_GRAD) {
-      float lr = (float)op->lr;
-      for (int64_t i = 0; i < s->P; i++) s->global[i] -= lr * red[i];
+      sgd_apply(s->global, red, (float)op->lr, s->P);
     } else {
       memcpy(s->global, red, (size_t)s->P * sizeof *s->global);
     }
     global_update(s);
   }
-  rc = take_global(s, x, d);
+  /* A host net that holds the model this update applied to (and no later update came) applies
+   * it to its own parameters, outside the lock, instead of copying the global model in. */
+  int in_place = op->what == HS_COMM_GRAD && !cm->device_buffers && x->net_synced &&
+                 x->version == op->version && s->version == op->version + 1;
+  if (in_place) {
+    x->version = s->version;
+    x->base_stale = 1; /* as take_global: the updated parameters stand for the base */
+    pthread_mutex_unlock(&s->mu);
+    sgd_apply(hs_net_params(x->net), red, (float)op->lr, s->P);
+    pthread_mutex_lock(&s->mu);
+  } else {
+    /* hs_comm_opts.keep_local (x_i <- avg + (x_i - x_i at begin)) needs no arithmetic here:
+     * the lane runs nothing else between taking this worker's model and this point, so its
+     * progress since the operation began is zero and the average is the result. */
+    rc = take_global(s, x, d);
+  }
   comm_done(s, x, start, now_of(s));
   if (!rc && --op->left == 0) {
     double first = op->start;
@@ -597,12 +651,16 @@ static int do_allreduce(real *s, int w, rop *op, hs_diag *d) {
 
 static int do_push(real *s, int w, rop *op, hs_diag *d) {
   rworker *x = &s->w[w];
-  int rc;
+  int rc = 0;
+  const float *msg = x->host;
   if (op->what == HS_COMM_GRAD) {
-    rc = hs_net_get_grads(x->net, x->host, d);
+    /* A host net's gradient is sent from where it is. */
+    if (s->cfg->comm->device_buffers) rc = hs_net_get_grads(x->net, x->host, d);
+    else msg = hs_net_grads(x->net);
   } else {
     /* The progress since the last sync or push; the base moves to the model sent. */
-    rc = hs_net_get_params(x->net, x->host, d);
+    rc = settle_base(x, d);
+    if (!rc) rc = hs_net_get_params(x->net, x->host, d);
     for (int64_t i = 0; !rc && i < s->P; i++) {
       float p = x->host[i];
       x->host[i] = p - x->base[i];
@@ -611,7 +669,7 @@ static int do_push(real *s, int w, rop *op, hs_diag *d) {
   }
   if (rc) return rc;
   double start = now_of(s);
-  rc = s->cfg->comm->send(s->comm, w, s->n, op->id, x->host, s->P, d);
+  rc = s->cfg->comm->send(s->comm, w, s->n, op->id, msg, s->P, d);
   pthread_mutex_lock(&s->mu);
   comm_done(s, x, start, now_of(s));
   pthread_mutex_unlock(&s->mu);
@@ -664,12 +722,15 @@ static int do_srv_pull(real *s, rop *op, hs_diag *d) {
 static int do_pull(real *s, int w, rop *op, hs_diag *d) {
   rworker *x = &s->w[w];
   double start = now_of(s);
-  int rc = s->cfg->comm->recv(s->comm, w, s->n, op->id, x->host, s->P, d);
-  if (!rc) rc = hs_net_set_params(x->net, x->host, d);
+  /* A host net receives the model straight into its parameters, which then stand for the base. */
+  int host = !s->cfg->comm->device_buffers;
+  int rc = s->cfg->comm->recv(s->comm, w, s->n, op->id, host ? hs_net_params(x->net) : x->host, s->P, d);
+  if (!rc && !host) rc = hs_net_set_params(x->net, x->host, d);
   if (rc) return rc;
-  memcpy(x->base, x->host, (size_t)s->P * sizeof *x->base);
   pthread_mutex_lock(&s->mu);
   x->version = op->version;
+  x->net_synced = 1;
+  x->base_stale = 1;
   comm_done(s, x, start, now_of(s));
   double first = op->start;
   uint64_t tag = op->tag;
@@ -843,7 +904,7 @@ static double fire_timers(real *s) {
 }
 
 static int all_idle(const real *s) {
-  if (s->srv.busy || s->srv.head || s->n_timers || s->evals) return 0;
+  if (s->srv.busy || s->srv.head || s->n_timers || (s->evals && eval_online(s))) return 0;
   for (int i = 0; i < s->n; i++)
     if (s->w[i].ln.busy || s->w[i].ln.head) return 0;
   return 1;
@@ -860,10 +921,11 @@ static void watch(real *s) {
       break;
     }
     if (s->cfg->stop && *s->cfg->stop) break;
-    if (s->evals) {
+    if (s->evals && eval_online(s)) {
       pending_eval *e = s->evals;
       s->evals = e->next;
       if (!s->evals) s->evals_tail = NULL;
+      s->n_evals--;
       pthread_mutex_unlock(&s->mu);
       double loss = NAN, acc = NAN;
       hs_diag d = {0};
@@ -1121,12 +1183,13 @@ int hs_real_run(const hs_real_config *cfg, hs_real_result *res, hs_diag *d) {
   free(args);
   if (!rc && s->failed) rc = s->diag.code ? s->diag.code : HS_ERUNTIME;
   res->status = s->stalled ? HS_REAL_STALLED : (cfg->stop && *cfg->stop) ? HS_REAL_INTERRUPTED : HS_REAL_COMPLETE;
-  /* Evaluations queued before the end that the watcher had not reached (the lanes are joined:
-   * no lock needed). */
-  while (!rc && s->evals && res->status != HS_REAL_INTERRUPTED) {
+  /* Evaluations deferred to the end, or queued before it and not yet reached, also after an
+   * interruption: they are of models the run reached (the lanes are joined: no lock needed). */
+  while (!rc && s->evals) {
     pending_eval *e = s->evals;
     s->evals = e->next;
     if (!s->evals) s->evals_tail = NULL;
+    s->n_evals--;
     double loss, acc;
     if (!(rc = evaluate(s, e->model, &loss, &acc, &s->diag)) && record_eval(s, e->time_s, e->step, loss, acc))
       rc = s->diag.code ? s->diag.code : HS_EDB;

@@ -6,9 +6,15 @@
  * Threads: a lane per worker and one for the parameter server, each a thread that runs the
  * actions the policy queued on it in order (compute a step, apply a local update, take part in
  * an all-reduce, push, pull, apply). Compute and communication run concurrently on the lanes;
+ * a worker whose net (in host memory) holds the global model that an all-reduce of gradients
+ * updates applies the update to its own parameters instead of copying the global model in;
  * the policy's callbacks, the step sink and the evaluation sink are serialised under one mutex
- * (policies are not thread-safe). The calling thread fires timers and cluster events, runs the
- * evaluations and watches for the end, an interrupt and a stall.
+ * (policies are not thread-safe). The calling thread fires timers and cluster events and watches
+ * for the end, an interrupt and a stall. Evaluations: the global model is copied at the update
+ * that is due one and evaluated after the run (after an interruption too), where it does not
+ * take a core from the workers; with a target loss, or once the waiting copies exceed 256 MiB,
+ * the calling thread evaluates them during the run. Each is stored with the time and step of
+ * its update either way.
  *
  * Numerics (the same as the simulator's proxy convergence model, docs/convergence.md): plain
  * SGD at the learning rate (policies may change it with set_lr), a global model held by the

@@ -47,6 +47,13 @@ check validate_two_rows test "$(q "SELECT count(*) FROM validation")" = 2
 expect_exit validate_alone 0 "$H" validate "${id:-0}" --db "$T/v.db" --json
 alone_calibration() { grep -q '"compute_calibration":' "$T/out" && ! grep -q '"compute_calibration": ".* workers)"' "$T/out"; }
 check validate_alone_calibration alone_calibration
+# The runtime's update of its global model is the calibrated update phase: the median over the
+# 4 timed batch sizes (the mean of the middle two).
+want_upd=$(q "SELECT avg(median_s) FROM (SELECT median_s FROM calib_sample WHERE phase = 'update' AND model = 'mlp'
+    ORDER BY median_s LIMIT 2 OFFSET 1)")
+got_upd=$(sed -n 's/.*"update_s": \([-0-9.eE+]*\).*/\1/p' "$T/out")
+check validate_update_calibrated awk -v a="${got_upd:-nan}" -v b="${want_upd:-0}" \
+  'BEGIN { d = a - b; if (d < 0) d = -d; exit !(b > 0 && d <= 1e-9 * b) }'
 
 # With the steps also timed as 2 concurrent workers, validate takes that calibration.
 expect_exit calib_concurrent 0 "$H" calib --device cpu --model mlp --batches 8,16,32,48 --db "$T/v.db" \
