@@ -28,6 +28,7 @@
 #include <time.h>
 
 #include "core/core_error.h"
+#include "nn/nn_blas.h"
 #include "nn/nn_net.h"
 #include "nn/nn_zoo.h"
 
@@ -214,6 +215,7 @@ static int bench_model(const char *model, int batch, double *ms_out) {
 }
 
 int main(int argc, char **argv) {
+  hs_blas_choose_core(argv);
   openblas_set_num_threads(1);
   if (argc >= 2 && strcmp(argv[1], "layouts") == 0) {
     int rounds = argc > 2 ? atoi(argv[2]) : 400;

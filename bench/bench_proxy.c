@@ -14,6 +14,7 @@
 #include <time.h>
 
 #include "core/core_rng.h"
+#include "nn/nn_blas.h"
 #include "nn/nn_zoo.h"
 #include "sim/sim_conv.h"
 
@@ -27,6 +28,7 @@ static double now_s(void) { return clock_s(CLOCK_MONOTONIC); }
 static double cpu_s(void) { return clock_s(CLOCK_PROCESS_CPUTIME_ID); }
 
 int main(int argc, char **argv) {
+  hs_blas_choose_core(argv);
   hs_gsl_init();
   const char *model = argc > 1 ? argv[1] : "mlp";
   int batch = argc > 2 ? atoi(argv[2]) : 128;

@@ -5,6 +5,7 @@
 #include "cli/cli.h"
 #include "core/core_buildinfo.h"
 #include "core/core_rng.h"
+#include "nn/nn_blas.h"
 
 static const hs_cmd commands[] = {
     {"sim", "simulate a training run on a cluster under a policy", hs_cmd_sim},
@@ -40,6 +41,7 @@ static void usage(FILE *out) {
 }
 
 int main(int argc, char **argv) {
+  hs_blas_choose_core(argv); /* may start the program again with OPENBLAS_CORETYPE set */
   hs_gsl_init();
   if (argc < 2) {
     usage(stderr);
