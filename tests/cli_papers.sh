@@ -27,7 +27,7 @@ check run_exit_0 test "$rc" = 0
 for f in results.csv results.md commands.txt; do check "writes_$f" test -s "$T/out/$f"; done
 
 ids="lbb_epoch lbb_step lbb_batches lbb_tta lbcal_epoch lbcal_acc lbcal_acc_time ashl_mlp ashl_mlp_bsp
-     ashl_resnet18 ashl_resnet18_bsp alloc_members alloc_slow"
+     ashl_resnet18 ashl_resnet18_bsp ashl_mlp_proxy ashl_mlp_proxy_bsp alloc_members alloc_slow"
 for id in $ids; do
   check "csv_row_$id" python3 - "$T/out/results.csv" "$id" <<'PY'
 import csv, sys
@@ -42,7 +42,7 @@ done
 check csv_no_extra_rows test "$(tail -n +2 "$T/out/results.csv" | wc -l)" = "$(echo $ids | wc -w)"
 check md_says_quick grep -q "Quick run" "$T/out/results.md"
 # every run of the script is listed with its command
-check commands_listed test "$(grep -c ': hetsim sim ' "$T/out/commands.txt")" = 19
+check commands_listed test "$(grep -c ': hetsim sim ' "$T/out/commands.txt")" = 22
 # bad usage
 bash "$SRC/notebooks-data/papers/run.sh" >/dev/null 2>&1
 check no_args_exit_2 test $? = 2

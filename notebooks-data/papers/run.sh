@@ -46,6 +46,8 @@ if [ "$QUICK" = 1 ]; then
   PROXY_TTA=(--iterations 4)             # cap on the time-to-accuracy runs
   PROXY_2EP=(--iterations 4)             # stands in for two Fashion-MNIST epochs
   ANALYTIC_CAP=(--iterations 20)
+  PROXY_EACH="proxy:eval_every=1,eval_samples=200,train_samples=2048"
+  PROXY_CAP=(--iterations 4)
 else
   EPOCH=(--epochs 1)                     # CIFAR-10: 50,000 samples
   EPOCH3=(--epochs 3)
@@ -53,6 +55,8 @@ else
   PROXY_TTA=(--epochs 10)                # a cap; the target ends the run first
   PROXY_2EP=(--epochs 2)                 # Fashion-MNIST: 60,000 samples per epoch
   ANALYTIC_CAP=(--sim-time 100000s)      # a cap; the target ends the run first
+  PROXY_EACH="proxy:eval_every=1"        # evaluated at every update: no time rounded up
+  PROXY_CAP=(--sim-time 1500s)           # a cap; the target ends the run first
 fi
 
 echo "# each command also had --db <a temporary database> --json; paths are relative to the source tree" >"$W/commands.txt"
@@ -102,6 +106,11 @@ for m in "mlp 0.45" "resnet18 0.5"; do
     run "c3_${1}_$p" --cluster "$ASHL3" --model "$1" --policy $p --global-batch 192 --convergence analytic \
       --target-loss "$2" "${ANALYTIC_CAP[@]}" --store summary
   done
+done
+# 3b. The same for mlp under the proxy (real SGD on Fashion-MNIST on each worker's schedule).
+for p in ps-bsp adsp ashl; do
+  run "c3p_mlp_$p" --cluster "$ASHL3" --model mlp --policy $p --global-batch 192 --convergence "$PROXY_EACH" \
+    --target-loss 0.45 "${PROXY_CAP[@]}" --store summary
 done
 
 # 4. Proportional (alloc-static) vs self-adaptive (alloc-adaptive) allocation on a ring with a

@@ -104,6 +104,12 @@ def main():
             "adsp", a["time_to_target_s"], "ashl", h["time_to_target_s"], "ASHL more than 35% less than ADSP")
         row(f"ashl_{m}_bsp", cmp3, f"time to training loss {target}, synchronous reference", "s", "analytic",
             "ps-bsp", p["time_to_target_s"], "ashl", h["time_to_target_s"], "(context; not in the paper's figure)")
+    a, h, p = r("c3p_mlp_adsp"), r("c3p_mlp_ashl"), r("c3p_mlp_ps-bsp")
+    cmp3 = "ADSP vs ASHL, ashl-3worker, mlp on Fashion-MNIST (proxy), B=192"
+    row("ashl_mlp_proxy", cmp3, "time to training loss 0.45", "s", "proxy",
+        "adsp", a["time_to_target_s"], "ashl", h["time_to_target_s"], "ASHL more than 35% less than ADSP")
+    row("ashl_mlp_proxy_bsp", cmp3, "time to training loss 0.45, synchronous reference", "s", "proxy",
+        "ps-bsp", p["time_to_target_s"], "ashl", h["time_to_target_s"], "(context; not in the paper's figure)")
 
     # 4. alloc-static vs alloc-adaptive on the ring
     for ev, label in (("members", "worker replaced at 10 s, worker added at 20 s"),
