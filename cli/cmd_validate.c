@@ -7,7 +7,8 @@
  * (`hetsim calib --concurrent N`: steps timed while N nets step at once, as the run's N worker
  * threads share the machine) when the calibration holds one, else the steps timed alone (the
  * calibrated step includes the SGD update, which stands for the runtime's update of the global
- * model and its copy into each worker after a reduce) — no jitter, and the links set from
+ * model and its copy into each worker after a reduce), lognormal jitter with the spread of the
+ * calibrated steps (step_jitter below: jitter_cv in the JSON), and the links set from
  * the device's fitted cpu communication models: a ring all-reduce over N workers measured as
  * alpha + M/beta becomes links with latency alpha/(2(N-1)) and bandwidth beta*2(N-1)/N (so the
  * simulator's ring formula gives back alpha + M/beta), and the parameter server's link takes
@@ -161,6 +162,36 @@ static int update_time(sqlite3 *db, const char *device, const char *model, doubl
   sqlite3_finalize(st);
   if (!n) return 0;
   *out = n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+  return 1;
+}
+
+/* The spread of the device's calibrated step times as a coefficient of variation for the
+ * simulator's lognormal jitter (mean 1): per timed batch size, a lognormal through its 10th
+ * and 90th percentiles has sigma = ln(p90/p10) / (2 z90), z90 = 1.2816; the median sigma over
+ * the batch sizes, as cv = sqrt(exp(sigma^2) - 1). Returns 1 when found. */
+static int step_jitter(sqlite3 *db, const char *device, const char *model, double *cv) {
+  const char *sql =
+      "SELECT p10_s, p90_s FROM calib_sample JOIN device ON device.id = calib_sample.device_id"
+      " WHERE device.name = ? AND calib_sample.model = ? AND calib_sample.phase = 'step'"
+      " AND p10_s > 0 AND p90_s >= p10_s";
+  sqlite3_stmt *st;
+  if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) return -1;
+  sqlite3_bind_text(st, 1, device, -1, SQLITE_STATIC);
+  sqlite3_bind_text(st, 2, model, -1, SQLITE_STATIC);
+  double sig[64];
+  int n = 0;
+  while (n < 64 && sqlite3_step(st) == SQLITE_ROW)
+    sig[n++] = log(sqlite3_column_double(st, 1) / sqlite3_column_double(st, 0)) / (2 * 1.2815515655446004);
+  sqlite3_finalize(st);
+  if (!n) return 0;
+  for (int i = 1; i < n; i++) /* insertion sort: a handful of batch sizes */
+    for (int j = i; j > 0 && sig[j] < sig[j - 1]; j--) {
+      double t = sig[j];
+      sig[j] = sig[j - 1];
+      sig[j - 1] = t;
+    }
+  double s = n % 2 ? sig[n / 2] : 0.5 * (sig[n / 2 - 1] + sig[n / 2]);
+  *cv = sqrt(expm1(s * s));
   return 1;
 }
 
@@ -417,7 +448,11 @@ int hs_cmd_validate(int argc, char **argv) {
   for (int i = 0; i < spec.n_nodes; i++) spec.nodes[i].link = ring;
   spec.ps.link = (hs_link_spec){.bandwidth = b_p2p, .latency = a_p2p};
   spec.ps.update_time = upd;
-  spec.jitter_cv = 0;
+  /* The steps' spread as the calibration saw it: with N workers waiting for each other, the
+   * slowest of N steps sets a synchronous round, longer than the median step. */
+  double jitter = 0;
+  if (step_jitter(cdb, cdev, r.model, &jitter) <= 0) jitter = 0;
+  spec.jitter_cv = jitter;
   if (!(perf = calloc((size_t)spec.n_types, sizeof *perf))) {
     fprintf(stderr, "hetsim validate: out of memory\n");
     status = 1;
@@ -546,6 +581,7 @@ int hs_cmd_validate(int argc, char **argv) {
     hs_json_key(&j, "device"); hs_json_string(&j, r.device_name);
     hs_json_key(&j, "compute_calibration"); hs_json_string(&j, cdev);
     hs_json_key(&j, "update_s"); hs_json_double(&j, upd);
+    hs_json_key(&j, "jitter_cv"); hs_json_double(&j, jitter);
     hs_json_key(&j, "intervals"); hs_json_int(&j, intervals);
     hs_json_key(&j, "versions_per_interval"); hs_json_int(&j, per_round);
     if (window > 1) {
@@ -567,6 +603,7 @@ int hs_cmd_validate(int argc, char **argv) {
     printf("  compute calibration        %s%s\n", cdev,
            cdev == r.device_name && n > 1 ? " (steps timed alone; `hetsim calib --concurrent N` times them as N workers share the machine)" : "");
     printf("  global model update        %.4g ms per all-reduce or push (calibrated update phase)\n", upd * 1e3);
+    printf("  step time jitter           cv %.3f (lognormal, from the calibrated steps' 10th-90th percentiles)\n", jitter);
     printf("  per-iteration time error   median %.4f, p95 %.4f over %lld intervals of one round (%lld version%s)\n",
            med, p95, (long long)intervals, (long long)per_round, per_round == 1 ? "" : "s");
     if (window > 1)

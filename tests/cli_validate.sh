@@ -54,6 +54,20 @@ want_upd=$(q "SELECT avg(median_s) FROM (SELECT median_s FROM calib_sample WHERE
 got_upd=$(sed -n 's/.*"update_s": \([-0-9.eE+]*\).*/\1/p' "$T/out")
 check validate_update_calibrated awk -v a="${got_upd:-nan}" -v b="${want_upd:-0}" \
   'BEGIN { d = a - b; if (d < 0) d = -d; exit !(b > 0 && d <= 1e-9 * b) }'
+# The simulated steps' jitter: a lognormal through the calibrated steps' 10th and 90th
+# percentiles, the median sigma over the batch sizes, as a coefficient of variation.
+jitter_ok() {
+  python3 - "$T/v.db" "$T/out" <<'PY'
+import json, math, sqlite3, statistics, sys
+rows = sqlite3.connect(sys.argv[1]).execute(
+    "SELECT p10_s, p90_s FROM calib_sample JOIN device ON device.id = device_id "
+    "WHERE phase = 'step' AND model = 'mlp' AND device.name NOT LIKE '% workers)'").fetchall()
+s = statistics.median(math.log(p90 / p10) / (2 * 1.2815515655446004) for p10, p90 in rows)
+want, got = math.sqrt(math.expm1(s * s)), json.load(open(sys.argv[2]))["jitter_cv"]
+sys.exit(0 if len(rows) == 4 and abs(got - want) <= 1e-9 * max(want, 1e-12) else 1)
+PY
+}
+check validate_jitter_calibrated jitter_ok
 
 # With the steps also timed as 2 concurrent workers, validate takes that calibration.
 expect_exit calib_concurrent 0 "$H" calib --device cpu --model mlp --batches 8,16,32,48 --db "$T/v.db" \
