@@ -35,7 +35,8 @@ typedef struct rop {
   int *ws;
   double *wts;             /* normalised weights */
   int left;                /* participants still to finish */
-  int global_done;
+  int global_done;         /* the first participant has claimed the global update */
+  int global_applied;      /* ... and finished it */
   double lr;
   double weight;           /* push: the server scales the update by it (hs_comm_opts.weight) */
   int batch;               /* push: the pushing worker's last batch */
@@ -116,6 +117,7 @@ typedef struct real {
   double *acc;             /* server accumulator */
   double acc_w;            /* GRAD: sum of batches; MODEL: count */
   float *global;
+  int global_busy;         /* an all-reduce's first participant updates `global` outside mu */
   double global_lr;
   uint64_t version, next_op, timer_seq;
   int64_t iterations, samples, last_eval;
@@ -133,6 +135,12 @@ typedef struct real {
 } real;
 
 static real *R(hs_runtime *rt) { return (real *)rt; }
+
+/* Waits while an all-reduce's first participant updates the global model outside the lock
+ * (mu held): everything that reads or writes `global` under mu calls it first. */
+static void global_wait(real *s) {
+  while (s->global_busy) pthread_cond_wait(&s->cv, &s->mu);
+}
 
 /* Queued models beyond this many bytes are evaluated during the run. */
 static const double EVAL_DEFER_BYTES = 256.0 * 1024 * 1024;
@@ -556,11 +564,16 @@ static int settle_base(rworker *x, hs_diag *d) {
   return hs_net_get_params(x->net, x->base, d);
 }
 
-/* p -= lr * g over n floats: the global model's update from a reduced gradient and, applied to
- * a net that holds the same global model, the same update in place (one function, so both
- * round alike and stay bit-identical). */
-__attribute__((noinline)) static void sgd_apply(float *p, const float *g, float lr, int64_t n) {
-  for (int64_t i = 0; i < n; i++) p[i] -= lr * g[i];
+/* p -= lr * g over n floats, the result also written to q when q is not NULL: the global
+ * model's update from a reduced gradient and, applied to a net that holds the same global
+ * model (or written to it in the same pass), the same update in place. One function and one
+ * expression, so that every copy rounds alike and stays bit-identical. */
+__attribute__((noinline)) static void sgd_apply(float *p, float *q, const float *g, float lr, int64_t n) {
+  for (int64_t i = 0; i < n; i++) {
+    float v = p[i] - lr * g[i];
+    p[i] = v;
+    if (q) q[i] = v;
+  }
 }
 
 static int do_local(real *s, int w, hs_diag *d) {
@@ -586,6 +599,7 @@ static void comm_done(real *s, rworker *x, double start, double end) {
 
 /* The worker takes the global model (mu held); the net's parameters then stand for the base. */
 static int take_global(real *s, rworker *x, hs_diag *d) {
+  global_wait(s);
   int rc = hs_net_set_params(x->net, s->global, d);
   if (rc) return rc;
   x->version = s->version;
@@ -611,28 +625,47 @@ static int do_allreduce(real *s, int w, rop *op, hs_diag *d) {
     if (rc) return rc;
     red = x->host;
   }
+  /* A host net that holds the model the update applies to updates its own parameters with it
+   * instead of copying the global model in (`own`). */
+  int host_grad = op->what == HS_COMM_GRAD && !cm->device_buffers;
+  float *own = hs_net_params(x->net);
   pthread_mutex_lock(&s->mu);
+  int updated = 0;
   if (!op->global_done) {
+    /* The first participant updates the global model, outside the lock (global_busy keeps
+     * every other reader and writer of it waiting), and its own parameters in the same pass
+     * when they hold the same model; the others go on to their own in-place update meanwhile
+     * instead of waiting for the lock. */
+    global_wait(s); /* another operation's update */
     op->global_done = 1;
     op->version = s->version; /* the version the update applies to */
-    if (op->what == HS_COMM_GRAD) {
-      sgd_apply(s->global, red, (float)op->lr, s->P);
-    } else {
-      memcpy(s->global, red, (size_t)s->P * sizeof *s->global);
-    }
-    global_update(s);
-  }
-  /* A host net that holds the model this update applied to (and no later update came) applies
-   * it to its own parameters, outside the lock, instead of copying the global model in. */
-  int in_place = op->what == HS_COMM_GRAD && !cm->device_buffers && x->net_synced &&
-                 x->version == op->version && s->version == op->version + 1;
-  if (in_place) {
-    x->version = s->version;
-    x->base_stale = 1; /* as take_global: the updated parameters stand for the base */
+    int fuse = host_grad && x->net_synced && x->version == s->version;
+    s->global_busy = 1;
     pthread_mutex_unlock(&s->mu);
-    sgd_apply(hs_net_params(x->net), red, (float)op->lr, s->P);
+    if (op->what == HS_COMM_GRAD) sgd_apply(s->global, fuse ? own : NULL, red, (float)op->lr, s->P);
+    else memcpy(s->global, red, (size_t)s->P * sizeof *s->global);
     pthread_mutex_lock(&s->mu);
-  } else {
+    s->global_busy = 0;
+    op->global_applied = 1;
+    pthread_cond_broadcast(&s->cv);
+    global_update(s);
+    if (fuse) {
+      x->version = s->version;
+      x->base_stale = 1; /* as take_global: the updated parameters stand for the base */
+      updated = 1;
+    }
+  }
+  /* The update applies to version op->version; no other may have come since (the first
+   * participant's own is counted once it is applied). */
+  int in_place = !updated && host_grad && x->net_synced && x->version == op->version &&
+                 s->version == op->version + (op->global_applied ? 1 : 0);
+  if (in_place) {
+    x->version = op->version + 1;
+    x->base_stale = 1;
+    pthread_mutex_unlock(&s->mu);
+    sgd_apply(own, NULL, red, (float)op->lr, s->P);
+    pthread_mutex_lock(&s->mu);
+  } else if (!updated) {
     /* hs_comm_opts.keep_local (x_i <- avg + (x_i - x_i at begin)) needs no arithmetic here:
      * the lane runs nothing else between taking this worker's model and this point, so its
      * progress since the operation began is zero and the average is the result. */
@@ -680,6 +713,7 @@ static int do_srv_push(real *s, rop *op, hs_diag *d) {
   int rc = s->cfg->comm->recv(s->comm, s->n, op->worker, op->id, s->srv_buf, s->P, d);
   if (rc) return rc;
   pthread_mutex_lock(&s->mu);
+  global_wait(s);
   int stale = 0;
   if (op->ps_mode == HS_PS_APPLY) {
     stale = (int)(s->version - op->version);
@@ -713,6 +747,7 @@ static int do_srv_push(real *s, rop *op, hs_diag *d) {
 
 static int do_srv_pull(real *s, rop *op, hs_diag *d) {
   pthread_mutex_lock(&s->mu);
+  global_wait(s);
   memcpy(s->srv_buf, s->global, (size_t)s->P * sizeof *s->srv_buf);
   op->version = s->version;
   pthread_mutex_unlock(&s->mu);
@@ -742,6 +777,7 @@ static int do_pull(real *s, int w, rop *op, hs_diag *d) {
 
 static int do_srv_apply(real *s, rop *op) {
   pthread_mutex_lock(&s->mu);
+  global_wait(s);
   if (s->acc_w > 0) {
     double scale = op->what == HS_COMM_GRAD ? -op->lr / s->acc_w : 1.0 / s->acc_w;
     for (int64_t i = 0; i < s->P; i++) {
