@@ -34,15 +34,50 @@ hs_cmd_fn hs_cmd_sweep;
 /* Prints "hetsim CMD: MESSAGE" on stderr, then, when help is set, a line pointing to
  * `hetsim CMD --help`; returns 2, the exit status for bad usage or bad input. */
 int hs_cli_usage(const char *cmd, int help, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* Prints "hetsim CMD: MESSAGE" on stderr, then a line "(see hetsim CMD --help)"; returns 2. The
+ * form of the commands that parse their own arguments (query, export, report). */
+int hs_cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Parses all of s as a decimal integer >= min into *out; returns 0, or -1 (out untouched). */
 int hs_cli_parse_int64(const char *s, int64_t min, int64_t *out);
+/* Parses all of s as a run ID (a decimal integer > 0 that fits an int64) into *id; returns 0, or
+ * -1 (id untouched). */
+int hs_cli_parse_run_id(const char *s, int64_t *id);
+
+/* Opens the store at path with hs_store_open's flags; on failure prints "hetsim CMD: MESSAGE" on
+ * stderr and returns the exit status (2 for bad input, which includes a missing database when
+ * flags has HS_STORE_READONLY, else 1); returns 0 once *s is open. */
+struct hs_store;
+int hs_cli_store_open(const char *cmd, struct hs_store **s, const char *path, int flags);
+
+/* Prints "hetsim CMD: --model: unknown model "NAME"; valid: ..." on stderr. */
+void hs_cli_unknown_model(const char *cmd, const char *model);
+
+/* Monotonic wall-clock time in seconds, for the wall_s of a run. */
+double hs_cli_wall_now(void);
+
+/* Installs handler for signal sig (no extra signals blocked while it runs) and saves the one it
+ * replaces in *old, for sigaction(sig, old, NULL) once the run is over. */
+struct sigaction;
+void hs_cli_catch_signal(int sig, void (*handler)(int), struct sigaction *old);
+
+/* The library versions of this build as a JSON object, for the run's versions column. */
+void hs_cli_versions_json(char *buf, size_t len);
+
+/* The summary keys that `sim --json` and `real --json` share, from "workers" to "wall_s", then,
+ * when conv is set, "final_loss", "final_accuracy" and "time_to_target_s"; the caller writes the
+ * object's other keys before and after. */
+struct hs_json;
+struct hs_summary;
+void hs_cli_json_summary(struct hs_json *j, const struct hs_summary *m, int conv);
+/* The convergence lines of a human summary on stdout: final loss, final accuracy (when it is a
+ * number) and, when target is set, the time to the target or "not reached". */
+void hs_cli_print_convergence(const struct hs_summary *m, int target);
 
 /* "hetsim ARGV..." into buf (truncated to len), for the run's `command` column. */
 void hs_cli_join_argv(int argc, char **argv, char *buf, size_t len);
 
 /* Evaluations of a run in progress, kept in memory because the store takes only step rows
  * while their bulk insert is open, and written when the run ends. */
-struct hs_store;
 struct hs_diag;
 typedef struct hs_cli_eval {
   double time_s, loss, accuracy;

@@ -1,11 +1,23 @@
-/* cli_common: what several subcommands share: usage errors, integer arguments, the command
- * line of a run, and the evaluations buffered while a run writes its steps. */
+/* cli_common: what several subcommands share: usage errors, integer arguments and run IDs,
+ * opening the store, the command line and versions of a run, signals and wall time, the summary
+ * of a run, and the evaluations buffered while a run writes its steps. */
+#include <errno.h>
+#include <gsl/gsl_version.h>
+#include <math.h>
+#include <signal.h>
+#include <sqlite3.h>
 #include <stdarg.h>
 #include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <yaml.h>
 
 #include "cli/cli.h"
+#include "core/core_buildinfo.h"
 #include "core/core_error.h"
+#include "core/core_json.h"
 #include "core/core_store.h"
+#include "nn/nn_zoo.h"
 
 int hs_cli_usage(const char *cmd, int help, const char *fmt, ...) {
   va_list ap;
@@ -18,12 +30,90 @@ int hs_cli_usage(const char *cmd, int help, const char *fmt, ...) {
   return 2;
 }
 
+int hs_cli_usage_error(const char *cmd, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fprintf(stderr, "hetsim %s: ", cmd);
+  vfprintf(stderr, fmt, ap);
+  va_end(ap);
+  fprintf(stderr, "\n(see hetsim %s --help)\n", cmd);
+  return 2;
+}
+
 int hs_cli_parse_int64(const char *s, int64_t min, int64_t *out) {
   char *end;
   long long v = strtoll(s, &end, 10);
   if (!*s || *end || v < min) return -1;
   *out = v;
   return 0;
+}
+
+int hs_cli_parse_run_id(const char *s, int64_t *id) {
+  char *end = NULL;
+  errno = 0;
+  long long v = strtoll(s, &end, 10);
+  if (errno || end == s || *end || v <= 0) return -1;
+  *id = v;
+  return 0;
+}
+
+int hs_cli_store_open(const char *cmd, hs_store **s, const char *path, int flags) {
+  hs_diag d = {0};
+  int rc = hs_store_open(s, path, flags, &d);
+  if (!rc) return 0;
+  fprintf(stderr, "hetsim %s: %s\n", cmd, d.msg);
+  if ((flags & HS_STORE_READONLY) && rc == HS_ENOTFOUND) return 2;
+  return hs_exit_code(rc);
+}
+
+void hs_cli_unknown_model(const char *cmd, const char *model) {
+  char names[256];
+  hs_zoo_names(names, sizeof names);
+  fprintf(stderr, "hetsim %s: --model: unknown model \"%s\"; valid: %s\n", cmd, model, names);
+}
+
+double hs_cli_wall_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+void hs_cli_catch_signal(int sig, void (*handler)(int), struct sigaction *old) {
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = handler;
+  sigemptyset(&sa.sa_mask);
+  sigaction(sig, &sa, old);
+}
+
+void hs_cli_versions_json(char *buf, size_t len) {
+  snprintf(buf, len, "{\"hetsim\":\"%s\",\"gsl\":\"%s\",\"sqlite\":\"%s\",\"libyaml\":\"%s\"}",
+           HETSIM_VERSION, GSL_VERSION, sqlite3_libversion(), yaml_get_version_string());
+}
+
+void hs_cli_json_summary(hs_json *j, const hs_summary *m, int conv) {
+  hs_json_key(j, "workers"); hs_json_int(j, m->workers);
+  hs_json_key(j, "iterations"); hs_json_int(j, m->iterations);
+  hs_json_key(j, "samples"); hs_json_int(j, m->samples);
+  hs_json_key(j, "sim_time_s"); hs_json_double(j, m->sim_time_s);
+  hs_json_key(j, "mean_iteration_s"); hs_json_double(j, m->mean_iteration_s);
+  hs_json_key(j, "samples_per_s"); hs_json_double(j, m->samples_per_s);
+  hs_json_key(j, "wait_fraction"); hs_json_double(j, m->wait_fraction);
+  hs_json_key(j, "events"); hs_json_int(j, m->events);
+  hs_json_key(j, "wall_s"); hs_json_double(j, m->wall_s);
+  if (!conv) return;
+  hs_json_key(j, "final_loss"); hs_json_double(j, m->final_loss);
+  hs_json_key(j, "final_accuracy"); hs_json_double(j, m->final_accuracy);
+  hs_json_key(j, "time_to_target_s"); hs_json_double(j, m->time_to_target_s);
+}
+
+void hs_cli_print_convergence(const hs_summary *m, int target) {
+  printf("  final loss       %.6g\n", m->final_loss);
+  if (!isnan(m->final_accuracy)) printf("  final accuracy   %.4f\n", m->final_accuracy);
+  if (target) {
+    if (isnan(m->time_to_target_s)) printf("  time to target   not reached\n");
+    else printf("  time to target   %.6g s\n", m->time_to_target_s);
+  }
 }
 
 void hs_cli_join_argv(int argc, char **argv, char *buf, size_t len) {

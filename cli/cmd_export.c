@@ -6,7 +6,6 @@
  * renamed when complete (cli/report_file.h), so no file is ever seen half written. */
 #include <errno.h>
 #include <sqlite3.h>
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,16 +38,7 @@ static const char usage_text[] =
     "exit status: 0 done; 1 runtime failure (database or write error); 2 bad usage (no run ID,\n"
     "one that is not a number or not in the database, no --csv, a missing database).\n";
 
-static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int usage_error(const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  fputs("hetsim export: ", stderr);
-  vfprintf(stderr, fmt, ap);
-  va_end(ap);
-  fputs("\n(see hetsim export --help)\n", stderr);
-  return 2;
-}
+#define usage_error(...) hs_cli_usage_error("export", __VA_ARGS__)
 
 static const struct table {
   const char *file;
@@ -121,18 +111,12 @@ int hs_cmd_export(int argc, char **argv) {
   }
   if (!run) return usage_error("%s", "missing run ID (hetsim query runs lists them)");
   if (!dir) return usage_error("%s", "--csv DIR is required");
-  char *end = NULL;
-  errno = 0;
-  long long id = strtoll(run, &end, 10);
-  if (errno || end == run || *end || id <= 0) return usage_error("not a run ID: \"%s\"", run);
+  int64_t id;
+  if (hs_cli_parse_run_id(run, &id)) return usage_error("not a run ID: \"%s\"", run);
 
-  hs_diag d = {0};
   hs_store *s = NULL;
-  int rc = hs_store_open(&s, db_path, HS_STORE_READONLY, &d);
-  if (rc) {
-    fprintf(stderr, "hetsim export: %s\n", d.msg);
-    return rc == HS_ENOTFOUND ? 2 : hs_exit_code(rc);
-  }
+  int rc = hs_cli_store_open("export", &s, db_path, HS_STORE_READONLY);
+  if (rc) return rc;
   sqlite3 *db = hs_store_db(s);
   sqlite3_stmt *st = NULL;
   int found = 0;
@@ -146,7 +130,8 @@ int hs_cmd_export(int argc, char **argv) {
   sqlite3_finalize(st);
   if (found <= 0) {
     if (found < 0) fprintf(stderr, "hetsim export: %s: %s\n", db_path, sqlite3_errmsg(db));
-    else fprintf(stderr, "hetsim export: no run %lld in %s (hetsim query runs lists them)\n", id, db_path);
+    else fprintf(stderr, "hetsim export: no run %lld in %s (hetsim query runs lists them)\n", (long long)id,
+                 db_path);
     hs_store_close(s);
     return found < 0 ? 1 : 2;
   }

@@ -5,20 +5,14 @@
  * mid-way is marked so and keeps the rows it wrote. The options needed to replay the run in
  * the simulator (`hetsim validate`) go into the run's options JSON. */
 #include <getopt.h>
-#include <gsl/gsl_version.h>
-#include <math.h>
 #include <signal.h>
-#include <sqlite3.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include <yaml.h>
 
 #include "calib/cal_device.h"
 #include "cli/cli.h"
-#include "core/core_buildinfo.h"
 #include "core/core_config.h"
 #include "core/core_json.h"
 #include "core/core_perfmodel.h"
@@ -213,12 +207,6 @@ static int step_sink(void *ctx, const hs_step_row *row, hs_diag *d) {
   return hs_store_step_add(r->store, row, d);
 }
 
-static double wall_now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 static void print_summary(const real_args *a, int64_t run_id, const char *status, const char *cluster,
                           const hs_summary *m) {
   if (a->json) {
@@ -234,18 +222,7 @@ static void print_summary(const real_args *a, int64_t run_id, const char *status
     hs_json_key(&j, "model"); hs_json_string(&j, a->model);
     hs_json_key(&j, "global_batch"); hs_json_int(&j, a->global_batch);
     hs_json_key(&j, "seed"); hs_json_int(&j, (int64_t)a->seed);
-    hs_json_key(&j, "workers"); hs_json_int(&j, m->workers);
-    hs_json_key(&j, "iterations"); hs_json_int(&j, m->iterations);
-    hs_json_key(&j, "samples"); hs_json_int(&j, m->samples);
-    hs_json_key(&j, "sim_time_s"); hs_json_double(&j, m->sim_time_s);
-    hs_json_key(&j, "mean_iteration_s"); hs_json_double(&j, m->mean_iteration_s);
-    hs_json_key(&j, "samples_per_s"); hs_json_double(&j, m->samples_per_s);
-    hs_json_key(&j, "wait_fraction"); hs_json_double(&j, m->wait_fraction);
-    hs_json_key(&j, "events"); hs_json_int(&j, m->events);
-    hs_json_key(&j, "wall_s"); hs_json_double(&j, m->wall_s);
-    hs_json_key(&j, "final_loss"); hs_json_double(&j, m->final_loss);
-    hs_json_key(&j, "final_accuracy"); hs_json_double(&j, m->final_accuracy);
-    hs_json_key(&j, "time_to_target_s"); hs_json_double(&j, m->time_to_target_s);
+    hs_cli_json_summary(&j, m, 1);
     hs_json_key(&j, "db"); hs_json_string(&j, a->db);
     hs_json_object_end(&j);
     return;
@@ -257,12 +234,7 @@ static void print_summary(const real_args *a, int64_t run_id, const char *status
   printf("  training time    %.6g s (%.6g ms per iteration)\n", m->sim_time_s, m->mean_iteration_s * 1e3);
   printf("  throughput       %.6g samples/s\n", m->samples_per_s);
   printf("  wait fraction    %.4f\n", m->wait_fraction);
-  printf("  final loss       %.6g\n", m->final_loss);
-  if (!isnan(m->final_accuracy)) printf("  final accuracy   %.4f\n", m->final_accuracy);
-  if (a->target_loss > 0) {
-    if (isnan(m->time_to_target_s)) printf("  time to target   not reached\n");
-    else printf("  time to target   %.6g s\n", m->time_to_target_s);
-  }
+  hs_cli_print_convergence(m, a->target_loss > 0);
   printf("  database         %s\n", a->db);
 }
 
@@ -375,9 +347,7 @@ int hs_cmd_real(int argc, char **argv) {
   }
   const hs_model_info *mi = hs_zoo_find(a.model);
   if (!mi) {
-    char names[256];
-    hs_zoo_names(names, sizeof names);
-    fprintf(stderr, "hetsim real: --model: unknown model \"%s\"; valid: %s\n", a.model, names);
+    hs_cli_unknown_model("real", a.model);
     goto out;
   }
   if ((rc = hs_policy_parse(a.policy, &pol, &params, &d))) {
@@ -425,20 +395,16 @@ int hs_cmd_real(int argc, char **argv) {
     /* Ctrl-C reaches every rank of a terminal's process group: only rank 0 decides, and tells
      * the others (SIGTERM still ends a rank; rank 0 then counts the run as interrupted if it
      * got one too, and as failed otherwise). */
-    struct sigaction ign, old_int;
-    memset(&ign, 0, sizeof ign);
-    ign.sa_handler = on_sigint;
-    sigemptyset(&ign.sa_mask);
-    sigaction(SIGINT, &ign, &old_int);
+    struct sigaction old_int;
+    hs_cli_catch_signal(SIGINT, on_sigint, &old_int);
     if ((rc = hs_real_rank_run(&rcfg, &launch, &res, &d)))
       fprintf(stderr, "hetsim real: rank %d: %s\n", launch.rank, d.msg);
     sigaction(SIGINT, &old_int, NULL);
     status = !rc ? 0 : rc == HS_EINVAL || rc == HS_EUNSUPPORTED ? 2 : 1;
     goto out;
   }
-  if ((rc = hs_store_open(&store, a.db, 0, &d))) {
-    fprintf(stderr, "hetsim real: %s\n", d.msg);
-    status = hs_exit_code(rc) == 2 ? 2 : 1;
+  if ((rc = hs_cli_store_open("real", &store, a.db, 0))) {
+    status = rc;
     goto out;
   }
   status = 1;
@@ -463,9 +429,7 @@ int hs_cmd_real(int argc, char **argv) {
            comm->name, a.device, dev_name, workers, (long long)a.iterations, a.epochs, a.time,
            a.target_loss, a.lr, (long long)a.eval_every, (long long)a.eval_samples,
            (long long)a.train_samples, a.timeout, launch.source);
-  snprintf(versions, sizeof versions,
-           "{\"hetsim\":\"%s\",\"gsl\":\"%s\",\"sqlite\":\"%s\",\"libyaml\":\"%s\"}", HETSIM_VERSION,
-           GSL_VERSION, sqlite3_libversion(), yaml_get_version_string());
+  hs_cli_versions_json(versions, sizeof versions);
   hs_run_info info = {
       .kind = "real", .policy = pol->name, .params = pstr, .cluster_name = cname,
       .cluster_path = a.cluster, .cluster_text = have_spec ? spec.text : NULL, .model = a.model,
@@ -488,16 +452,13 @@ int hs_cmd_real(int argc, char **argv) {
       .perf = have_perf ? &perf : NULL, .sink = step_sink, .sink_ctx = &rctx,
       .eval_sink = hs_cli_eval_sink, .eval_ctx = &rctx.evals, .stop = &real_interrupted,
   };
-  struct sigaction sa, old_sa, old_term;
-  memset(&sa, 0, sizeof sa);
-  sa.sa_handler = on_sigint;
-  sigemptyset(&sa.sa_mask);
+  struct sigaction old_sa, old_term;
   real_interrupted = 0;
-  sigaction(SIGINT, &sa, &old_sa);
-  sigaction(SIGTERM, &sa, &old_term);
-  double t0 = wall_now();
+  hs_cli_catch_signal(SIGINT, on_sigint, &old_sa);
+  hs_cli_catch_signal(SIGTERM, on_sigint, &old_term);
+  double t0 = hs_cli_wall_now();
   rc = multi ? hs_real_rank_run(&cfg, &launch, &res, &d) : hs_real_run(&cfg, &res, &d);
-  res.summary.wall_s = wall_now() - t0;
+  res.summary.wall_s = hs_cli_wall_now() - t0;
   sigaction(SIGINT, &old_sa, NULL);
   sigaction(SIGTERM, &old_term, NULL);
 

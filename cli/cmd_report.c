@@ -7,10 +7,8 @@
  * and renamed over --out only once complete (cli/report_file.h), so a failure leaves no half
  * page. Huge runs are drawn in part (the first workers, the first steps, a thinned curve), and
  * the page says what was left out. */
-#include <errno.h>
 #include <math.h>
 #include <sqlite3.h>
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -55,16 +53,7 @@ static const char usage_text[] =
     "left behind); 2 bad usage (no runs, a run ID that is not a number or not in the database,\n"
     "no --out, a database or output folder that does not exist).\n";
 
-static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int usage_error(const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  fputs("hetsim report: ", stderr);
-  vfprintf(stderr, fmt, ap);
-  va_end(ap);
-  fputs("\n(see hetsim report --help)\n", stderr);
-  return 2;
-}
+#define usage_error(...) hs_cli_usage_error("report", __VA_ARGS__)
 
 /* One run as the page shows it. Summary numbers are NaN when the run has no summary row. */
 typedef struct run_row {
@@ -759,15 +748,6 @@ static int write_page(report *r, const char *title) {
   return rc;
 }
 
-static int parse_id(const char *s, int64_t *id) {
-  char *end = NULL;
-  errno = 0;
-  long long v = strtoll(s, &end, 10);
-  if (errno || end == s || *end || v <= 0) return -1;
-  *id = v;
-  return 0;
-}
-
 int hs_cmd_report(int argc, char **argv) {
   const char *db_path = HS_DEFAULT_DB, *out = NULL, *title = NULL;
   int64_t ids[MAX_RUNS];
@@ -787,7 +767,7 @@ int hs_cmd_report(int argc, char **argv) {
       return usage_error("unknown option %s", a);
     } else {
       int64_t id;
-      if (parse_id(a, &id)) return usage_error("not a run ID: \"%s\"", a);
+      if (hs_cli_parse_run_id(a, &id)) return usage_error("not a run ID: \"%s\"", a);
       int seen = 0;
       for (int k = 0; k < nids; k++) seen |= ids[k] == id;
       if (seen) continue;
@@ -798,13 +778,10 @@ int hs_cmd_report(int argc, char **argv) {
   if (nids == 0) return usage_error("%s", "give at least one run ID (hetsim query runs lists them)");
   if (!out) return usage_error("%s", "--out FILE.html is required");
 
-  hs_diag d = {0};
   hs_store *s = NULL;
-  int rc = hs_store_open(&s, db_path, HS_STORE_READONLY, &d);
-  if (rc) {
-    fprintf(stderr, "hetsim report: %s\n", d.msg);
-    return rc == HS_ENOTFOUND ? 2 : hs_exit_code(rc);
-  }
+  int rc = hs_cli_store_open("report", &s, db_path, HS_STORE_READONLY);
+  if (rc) return rc;
+  hs_diag d = {0};
   report r = {.db = hs_store_db(s), .db_path = db_path, .d = &d, .nruns = nids};
   r.runs = calloc((size_t)nids, sizeof *r.runs);
   if (!r.runs) {

@@ -4,20 +4,14 @@
  * the simulation has really started (at its first finished step), so that rejected input
  * leaves nothing in the database. A run that fails later, or is interrupted, is marked so. */
 #include <getopt.h>
-#include <gsl/gsl_version.h>
-#include <math.h>
 #include <signal.h>
 #include <stdarg.h>
-#include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
-#include <yaml.h>
 
 #include "cli/cli.h"
-#include "core/core_buildinfo.h"
 #include "core/core_config.h"
 #include "core/core_json.h"
 #include "core/core_progress.h"
@@ -232,20 +226,7 @@ static void print_summary(const sim_args *a, int64_t run_id, const char *status,
     hs_json_key(&j, "model"); hs_json_string(&j, a->model);
     hs_json_key(&j, "global_batch"); hs_json_int(&j, a->global_batch);
     hs_json_key(&j, "seed"); hs_json_int(&j, (int64_t)a->seed);
-    hs_json_key(&j, "workers"); hs_json_int(&j, m->workers);
-    hs_json_key(&j, "iterations"); hs_json_int(&j, m->iterations);
-    hs_json_key(&j, "samples"); hs_json_int(&j, m->samples);
-    hs_json_key(&j, "sim_time_s"); hs_json_double(&j, m->sim_time_s);
-    hs_json_key(&j, "mean_iteration_s"); hs_json_double(&j, m->mean_iteration_s);
-    hs_json_key(&j, "samples_per_s"); hs_json_double(&j, m->samples_per_s);
-    hs_json_key(&j, "wait_fraction"); hs_json_double(&j, m->wait_fraction);
-    hs_json_key(&j, "events"); hs_json_int(&j, m->events);
-    hs_json_key(&j, "wall_s"); hs_json_double(&j, m->wall_s);
-    if (a->conv) {
-      hs_json_key(&j, "final_loss"); hs_json_double(&j, m->final_loss);
-      hs_json_key(&j, "final_accuracy"); hs_json_double(&j, m->final_accuracy);
-      hs_json_key(&j, "time_to_target_s"); hs_json_double(&j, m->time_to_target_s);
-    }
+    hs_cli_json_summary(&j, m, a->conv != NULL);
     hs_json_key(&j, "db"); hs_json_string(&j, a->db);
     hs_json_object_end(&j);
     return;
@@ -257,21 +238,8 @@ static void print_summary(const sim_args *a, int64_t run_id, const char *status,
   printf("  throughput       %.6g samples/s\n", m->samples_per_s);
   printf("  wait fraction    %.4f\n", m->wait_fraction);
   printf("  events           %lld in %.3f s of wall time\n", (long long)m->events, m->wall_s);
-  if (a->conv) {
-    printf("  final loss       %.6g\n", m->final_loss);
-    if (!isnan(m->final_accuracy)) printf("  final accuracy   %.4f\n", m->final_accuracy);
-    if (a->target_loss > 0 || a->target_acc > 0) {
-      if (isnan(m->time_to_target_s)) printf("  time to target   not reached\n");
-      else printf("  time to target   %.6g s\n", m->time_to_target_s);
-    }
-  }
+  if (a->conv) hs_cli_print_convergence(m, a->target_loss > 0 || a->target_acc > 0);
   printf("  database         %s\n", a->db);
-}
-
-static double wall_now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
 int hs_cmd_sim(int argc, char **argv) {
@@ -303,9 +271,7 @@ int hs_cmd_sim(int argc, char **argv) {
   hs_perf_model *perf = NULL;     /* per device type, when one is calibrated */
   hs_store *calib_store = NULL;
   if (!mi || hs_zoo_stats(a.model, &ms, &d)) {
-    char names[256];
-    hs_zoo_names(names, sizeof names);
-    fprintf(stderr, "hetsim sim: --model: unknown model \"%s\"; valid: %s\n", a.model, names);
+    hs_cli_unknown_model("sim", a.model);
     goto out;
   }
   if ((rc = hs_policy_parse(a.policy, &pol, &params, &d))) {
@@ -350,9 +316,8 @@ int hs_cmd_sim(int argc, char **argv) {
     }
   }
 
-  if ((rc = hs_store_open(&store, a.db, 0, &d))) {
-    fprintf(stderr, "hetsim sim: %s\n", d.msg);
-    status = hs_exit_code(rc) == 2 ? 2 : 1;
+  if ((rc = hs_cli_store_open("sim", &store, a.db, 0))) {
+    status = rc;
     goto out;
   }
   if (a.trace_out && (rc = hs_trace_open(&trace, a.trace_out, &d))) {
@@ -370,9 +335,7 @@ int hs_cmd_sim(int argc, char **argv) {
            conv ? conv->name : "none", cstr, a.target_loss, a.target_acc,
            a.events ? "\"" : "", a.events ? a.events : "null", a.events ? "\"" : "",
            (long long)ms.grad_bytes);
-  snprintf(versions, sizeof versions,
-           "{\"hetsim\":\"%s\",\"gsl\":\"%s\",\"sqlite\":\"%s\",\"libyaml\":\"%s\"}", HETSIM_VERSION,
-           GSL_VERSION, sqlite3_libversion(), yaml_get_version_string());
+  hs_cli_versions_json(versions, sizeof versions);
   hs_run_info info = {
       .kind = "sim", .policy = pol->name, .params = pstr, .cluster_name = spec.name,
       .cluster_path = a.cluster, .cluster_text = spec.text, .model = a.model,
@@ -397,15 +360,12 @@ int hs_cmd_sim(int argc, char **argv) {
       .perf = perf,
   };
 
-  struct sigaction sa, old_sa;
-  memset(&sa, 0, sizeof sa);
-  sa.sa_handler = on_sigint;
-  sigemptyset(&sa.sa_mask);
+  struct sigaction old_sa;
   sim_interrupted = 0;
-  sigaction(SIGINT, &sa, &old_sa);
-  double t0 = wall_now();
+  hs_cli_catch_signal(SIGINT, on_sigint, &old_sa);
+  double t0 = hs_cli_wall_now();
   rc = hs_sim_run(&cfg, &res, &d);
-  res.summary.wall_s = wall_now() - t0;
+  res.summary.wall_s = hs_cli_wall_now() - t0;
   sigaction(SIGINT, &old_sa, NULL);
 
   if (rc && !rctx.run_id && hs_exit_code(rc) == 2) {

@@ -347,12 +347,9 @@ int hs_cmd_sweep(int argc, char **argv) {
          g.name, g.n_points, mine, rk.rank, rk.size, mine - ntodo, ntodo, jobs, jobs > 1 ? "s" : "");
   fflush(stdout);
 
-  struct sigaction sa, old_sa;
-  memset(&sa, 0, sizeof sa);
-  sa.sa_handler = on_sigint;
-  sigemptyset(&sa.sa_mask);
+  struct sigaction old_sa;
   sweep_interrupted = 0;
-  sigaction(SIGINT, &sa, &old_sa);
+  hs_cli_catch_signal(SIGINT, on_sigint, &old_sa);
   int failed = 0;
   char shard[4300];
   if (ntodo > 0 && jobs == 1) {

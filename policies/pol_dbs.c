@@ -14,6 +14,7 @@
 #include <stdlib.h>
 
 #include "policies/pol_balance.h"
+#include "policies/pol_common.h"
 #include "policies/pol_registry.h"
 
 enum { P_EVERY, P_ALGO };
@@ -83,12 +84,23 @@ static void dbs_new_period(dbs_state *st) {
   for (int w = 0; w < st->n_w; w++) st->w[w].busy = 0, st->w[w].samples = 0;
 }
 
-static int dbs_start(void *state, hs_runtime *rt) {
+static int dbs_place(void *state, hs_runtime *rt) {
   dbs_state *st = state;
   int rc = dbs_reserve(st, rt);
   if (!rc) rc = hs_bal_sync_members(&st->s, rt);
-  if (!rc) rc = dbs_split(st, rt);
-  return rc ? rc : hs_bal_sync_round(&st->s, rt);
+  return rc ? rc : dbs_split(st, rt);
+}
+
+/* After a join or a leave the period restarts. */
+static int dbs_replace(void *state, hs_runtime *rt) {
+  int rc = dbs_place(state, rt);
+  if (!rc) dbs_new_period(state);
+  return rc;
+}
+
+static int dbs_start(void *state, hs_runtime *rt) {
+  dbs_state *st = state;
+  return hs_pol_sync_start(&st->s, rt, dbs_place, st);
 }
 
 static int dbs_on_compute(void *state, hs_runtime *rt, const hs_step_obs *o) {
@@ -111,21 +123,12 @@ static int dbs_on_compute(void *state, hs_runtime *rt, const hs_step_obs *o) {
 
 static int dbs_on_comm(void *state, hs_runtime *rt, const hs_comm_obs *o) {
   dbs_state *st = state;
-  st->s.iter++;
-  if (st->s.changed) {
-    st->s.changed = 0;
-    int rc = dbs_reserve(st, rt);
-    if (!rc) rc = hs_bal_sync_members(&st->s, rt);
-    if (!rc) rc = dbs_split(st, rt);
-    if (rc) return rc;
-    dbs_new_period(st);
-  }
-  return hs_bal_sync_round(&st->s, rt);
+  return hs_pol_sync_on_comm(&st->s, rt, dbs_replace, st);
 }
 
 static int dbs_on_cluster(void *state, hs_runtime *rt, const hs_cluster_obs *o) {
   dbs_state *st = state;
-  if (o->kind != HS_CHANGE_SLOWDOWN) st->s.changed = 1;
+  hs_pol_sync_on_cluster(&st->s, o);
   return 0;
 }
 

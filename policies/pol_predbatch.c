@@ -11,6 +11,7 @@
 
 #include "core/core_rng.h"
 #include "policies/pol_balance.h"
+#include "policies/pol_common.h"
 #include "policies/pol_predict.h"
 #include "policies/pol_registry.h"
 
@@ -100,11 +101,15 @@ static int predbatch_solve(predbatch_state *st, hs_runtime *rt) {
   return rc ? hs_rt_fail(rt, rc, "predbatch: %s", d.msg) : 0;
 }
 
-static int predbatch_start(void *state, hs_runtime *rt) {
+static int predbatch_place(void *state, hs_runtime *rt) {
   predbatch_state *st = state;
   int rc = hs_bal_sync_members(&st->s, rt);
-  if (!rc) rc = predbatch_solve(st, rt);
-  return rc ? rc : hs_bal_sync_round(&st->s, rt);
+  return rc ? rc : predbatch_solve(st, rt);
+}
+
+static int predbatch_start(void *state, hs_runtime *rt) {
+  predbatch_state *st = state;
+  return hs_pol_sync_start(&st->s, rt, predbatch_place, st);
 }
 
 static int predbatch_on_compute(void *state, hs_runtime *rt, const hs_step_obs *o) {
@@ -121,19 +126,12 @@ static int predbatch_on_compute(void *state, hs_runtime *rt, const hs_step_obs *
 
 static int predbatch_on_comm(void *state, hs_runtime *rt, const hs_comm_obs *o) {
   predbatch_state *st = state;
-  st->s.iter++;
-  if (st->s.changed) {
-    st->s.changed = 0;
-    int rc = hs_bal_sync_members(&st->s, rt);
-    if (!rc) rc = predbatch_solve(st, rt);
-    if (rc) return rc;
-  }
-  return hs_bal_sync_round(&st->s, rt);
+  return hs_pol_sync_on_comm(&st->s, rt, predbatch_place, st);
 }
 
 static int predbatch_on_cluster(void *state, hs_runtime *rt, const hs_cluster_obs *o) {
   predbatch_state *st = state;
-  if (o->kind != HS_CHANGE_SLOWDOWN) st->s.changed = 1;
+  hs_pol_sync_on_cluster(&st->s, o);
   return 0;
 }
 

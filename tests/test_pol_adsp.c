@@ -9,6 +9,7 @@
 #include "sim/sim_run.h"
 #include "tests/hs_fake_rt.h"
 #include "tests/hs_test.h"
+#include "tests/test_util.h"
 
 static void test_fit_and_reward(void) {
   double t[7], l[7], abc[3];
@@ -171,29 +172,13 @@ static void test_commit_weight(void) {
 }
 
 static void test_sim_adsp_3worker(void) {
-  const char *src = getenv("HETSIM_SOURCE_DIR");
-  char path[1024];
-  snprintf(path, sizeof path, "%s/traces/ashl-3worker.yaml", src ? src : ".");
-  hs_cluster_spec spec;
-  hs_diag d;
-  if (hs_cluster_load(&spec, path, &d)) {
-    HS_FAIL_AT("%s", d.msg);
-    return;
-  }
-  const hs_policy *pol;
-  hs_params params;
-  ASSERT_EQ(hs_policy_parse("adsp:period=12s,commits=4,min_interval=0", &pol, &params, &d), 0);
   hs_sim_result res;
-  hs_sim_config cfg = {.cluster = &spec, .model = "resnet18", .grad_bytes = 44695848.0,
-                       .param_bytes = 44695848.0, .dataset_size = 50000, .global_batch = 96,
-                       .policy = pol, .params = &params, .seed = 1, .max_sim_time = 120};
-  ASSERT_EQ(hs_sim_run(&cfg, &res, &d), 0);
+  if (hs_test_sim_3worker("adsp:period=12s,commits=4,min_interval=0", 0, 120, &res)) return;
   /* 3 workers committing every 3 s for 120 s. */
   ASSERT_NEAR((double)res.summary.iterations, 120, 4);
   ASSERT(res.workers[0].steps > res.workers[1].steps);
   ASSERT(res.workers[1].steps > res.workers[2].steps);
   hs_sim_result_free(&res);
-  hs_cluster_spec_free(&spec);
 }
 
 int main(int argc, char **argv) {

@@ -10,6 +10,7 @@
 #include "sim/sim_run.h"
 #include "tests/hs_fake_rt.h"
 #include "tests/hs_test.h"
+#include "tests/test_util.h"
 
 static void test_plan_closed_forms(void) {
   /* K c + comm = 1.2, 1.8, 2.4: H = (2.4-0.4)/0.1, (2.4-0.6)/0.15, (2.4-0.8)/0.2. */
@@ -147,30 +148,14 @@ static void test_shl_staleness_bound(void) {
 }
 
 static void test_sim_ashl_3worker(void) {
-  const char *src = getenv("HETSIM_SOURCE_DIR");
-  char path[1024];
-  snprintf(path, sizeof path, "%s/traces/ashl-3worker.yaml", src ? src : ".");
-  hs_cluster_spec spec;
-  hs_diag d;
-  if (hs_cluster_load(&spec, path, &d)) {
-    HS_FAIL_AT("%s", d.msg);
-    return;
-  }
-  const hs_policy *pol;
-  hs_params params;
-  ASSERT_EQ(hs_policy_parse("ashl:switch_iter=60", &pol, &params, &d), 0);
   hs_sim_result res;
-  hs_sim_config cfg = {.cluster = &spec, .model = "resnet18", .grad_bytes = 44695848.0,
-                       .param_bytes = 44695848.0, .dataset_size = 50000, .global_batch = 96,
-                       .policy = pol, .params = &params, .seed = 1, .max_iterations = 120};
-  ASSERT_EQ(hs_sim_run(&cfg, &res, &d), 0);
+  if (hs_test_sim_3worker("ashl:switch_iter=60", 120, 0, &res)) return;
   ASSERT_EQ(res.status, HS_SIM_COMPLETE);
   ASSERT_EQ(res.summary.iterations, 120);
   /* The fastest worker (slowdown 2) takes the most steps, the slowest (4) the fewest. */
   ASSERT(res.workers[0].steps > res.workers[1].steps);
   ASSERT(res.workers[1].steps > res.workers[2].steps);
   hs_sim_result_free(&res);
-  hs_cluster_spec_free(&spec);
 }
 
 int main(int argc, char **argv) {

@@ -57,12 +57,23 @@ static const hs_run_info run_info = {
     .options_json = "{\"iterations\":5}", .versions_json = "{\"hetsim\":\"0.1.0\"}",
     .command = "hetsim sim ..."};
 
-static void test_open_migrate_reopen(void) {
-  const char *p = hs_test_tmp("migrate.db");
-  rm_db(p);
-  hs_diag d = {0};
+/* The fixture most tests start from: a new database at the temporary file NAME (its path in
+ * *path, any earlier file removed) opened for writing, and, when run is not NULL, one run of
+ * run_info begun in it. Returns the store, or NULL (the failure recorded) when it cannot be
+ * opened; a failed run_begin is recorded and the store still returned. */
+static hs_store *new_store(const char *name, const char **path, hs_diag *d, int64_t *run) {
+  *path = hs_test_tmp(name);
+  rm_db(*path);
   hs_store *s = NULL;
-  ASSERT_EQ(hs_store_open(&s, p, 0, &d), 0);
+  ASSERT_EQ(hs_store_open(&s, *path, 0, d), 0);
+  if (s && run) ASSERT_EQ(hs_store_run_begin(s, &run_info, run, d), 0);
+  return s;
+}
+
+static void test_open_migrate_reopen(void) {
+  const char *p;
+  hs_diag d = {0};
+  hs_store *s = new_store("migrate.db", &p, &d, NULL);
   if (!s) return;
   ASSERT_EQ(hs_store_schema_version(s), HS_STORE_SCHEMA_VERSION);
   ASSERT_EQ(q_int(s, "SELECT version FROM schema_version"), HS_STORE_SCHEMA_VERSION);
@@ -93,14 +104,11 @@ static void test_open_migrate_reopen(void) {
 }
 
 static void test_newer_schema_refused(void) {
-  const char *p = hs_test_tmp("newer.db");
-  rm_db(p);
+  const char *p;
   hs_diag d = {0};
-  hs_store *s = NULL;
-  ASSERT_EQ(hs_store_open(&s, p, 0, &d), 0);
-  if (!s) return;
   int64_t run = 0;
-  ASSERT_EQ(hs_store_run_begin(s, &run_info, &run, &d), 0);
+  hs_store *s = new_store("newer.db", &p, &d, &run);
+  if (!s) return;
   ASSERT_EQ(sqlite3_exec(hs_store_db(s), "UPDATE schema_version SET version = 999", NULL, NULL,
                          NULL),
             SQLITE_OK);
@@ -196,11 +204,9 @@ static void test_foreign_sqlite_file(void) {
 }
 
 static void test_run_lifecycle(void) {
-  const char *p = hs_test_tmp("run.db");
-  rm_db(p);
+  const char *p;
   hs_diag d = {0};
-  hs_store *s = NULL;
-  ASSERT_EQ(hs_store_open(&s, p, 0, &d), 0);
+  hs_store *s = new_store("run.db", &p, &d, NULL);
   if (!s) return;
   int64_t a = 0, b = 0, c = 0;
   ASSERT_EQ(hs_store_run_begin(s, &run_info, &a, &d), 0);
@@ -251,14 +257,11 @@ static void test_run_lifecycle(void) {
 }
 
 static void test_workers_and_eval(void) {
-  const char *p = hs_test_tmp("workers.db");
-  rm_db(p);
+  const char *p;
   hs_diag d = {0};
-  hs_store *s = NULL;
-  ASSERT_EQ(hs_store_open(&s, p, 0, &d), 0);
-  if (!s) return;
   int64_t run = 0;
-  ASSERT_EQ(hs_store_run_begin(s, &run_info, &run, &d), 0);
+  hs_store *s = new_store("workers.db", &p, &d, &run);
+  if (!s) return;
   hs_worker_row w[3] = {
       {.index = 0, .device_type = "gtx1070", .node = "server0", .joined_at_s = 0,
        .left_at_s = NAN, .initial_batch = 24, .steps = 5, .samples = 120, .busy_s = 0.4,
@@ -309,23 +312,27 @@ static hs_step_row make_step(int64_t i) {
   return r;
 }
 
+/* Adds the rows make_step(0) .. make_step(n - 1) to the open batch; stops at the first failure
+ * and returns its code (0 when every row went in). */
+static int add_steps(hs_store *s, int64_t n, hs_diag *d) {
+  int rc = 0;
+  for (int64_t i = 0; i < n && !rc; i++) {
+    hs_step_row r = make_step(i);
+    rc = hs_store_step_add(s, &r, d);
+  }
+  return rc;
+}
+
 static void test_steps_roundtrip(void) {
-  const char *p = hs_test_tmp("steps.db");
-  rm_db(p);
+  const char *p;
   hs_diag d = {0};
-  hs_store *s = NULL;
-  ASSERT_EQ(hs_store_open(&s, p, 0, &d), 0);
-  if (!s) return;
   int64_t run = 0;
-  ASSERT_EQ(hs_store_run_begin(s, &run_info, &run, &d), 0);
+  hs_store *s = new_store("steps.db", &p, &d, &run);
+  if (!s) return;
   ASSERT_EQ(hs_store_steps_begin(s, run, &d), 0);
   /* Other writes are refused while a batch is open. */
   ASSERT_EQ(hs_store_eval_add(s, run, 0, 0, 1, 0.5, &d), HS_EINVAL);
-  int rc = 0;
-  for (int64_t i = 0; i < N_STEPS && !rc; i++) {
-    hs_step_row r = make_step(i);
-    rc = hs_store_step_add(s, &r, &d);
-  }
+  int rc = add_steps(s, N_STEPS, &d);
   ASSERT_EQ(rc, 0);
   /* A duplicate key fails with a message naming the step, at the latest when the rows are
    * flushed by hs_store_steps_end (rows are buffered); the rows around it still go in. */
@@ -380,14 +387,11 @@ static void test_steps_roundtrip(void) {
 /* Rows of committed batches survive a run that never finishes, and closing commits the rest;
  * the run stays 'running' so it never looks complete. */
 static void test_steps_interrupted(void) {
-  const char *p = hs_test_tmp("interrupted.db");
-  rm_db(p);
+  const char *p;
   hs_diag d = {0};
-  hs_store *s = NULL;
-  ASSERT_EQ(hs_store_open(&s, p, 0, &d), 0);
-  if (!s) return;
   int64_t run = 0;
-  ASSERT_EQ(hs_store_run_begin(s, &run_info, &run, &d), 0);
+  hs_store *s = new_store("interrupted.db", &p, &d, &run);
+  if (!s) return;
   ASSERT_EQ(hs_store_steps_begin(s, run, &d), 0);
   for (int64_t i = 0; i < HS_STORE_STEP_BATCH + 10; i++) {
     hs_step_row r = make_step(i);
@@ -413,11 +417,9 @@ static void test_steps_interrupted(void) {
 /* The step rows need their run: an unknown run is refused at steps_begin (the rows themselves
  * go in without a foreign-key check), and foreign keys are back on afterwards. */
 static void test_steps_need_run(void) {
-  const char *p = hs_test_tmp("needrun.db");
-  rm_db(p);
+  const char *p;
   hs_diag d = {0};
-  hs_store *s = NULL;
-  ASSERT_EQ(hs_store_open(&s, p, 0, &d), 0);
+  hs_store *s = new_store("needrun.db", &p, &d, NULL);
   if (!s) return;
   ASSERT_EQ(hs_store_steps_begin(s, 42, &d), HS_ENOTFOUND);
   ASSERT_CONTAINS(d.msg, "no run 42");
@@ -463,12 +465,7 @@ static void test_existing_page_size(void) {
   int64_t run = 0;
   ASSERT_EQ(hs_store_run_begin(s, &run_info, &run, &d), 0);
   ASSERT_EQ(hs_store_steps_begin(s, run, &d), 0);
-  int rc = 0;
-  for (int64_t i = 0; i < 3 * HS_STORE_STEP_BATCH / 2 && !rc; i++) {
-    hs_step_row r = make_step(i);
-    rc = hs_store_step_add(s, &r, &d);
-  }
-  ASSERT_EQ(rc, 0);
+  ASSERT_EQ(add_steps(s, 3 * HS_STORE_STEP_BATCH / 2, &d), 0);
   ASSERT_EQ(hs_store_run_finish(s, run, "complete", NULL, NULL, &d), 0);
   ASSERT_EQ(q_int(s, "SELECT count(*) FROM step"), 3 * HS_STORE_STEP_BATCH / 2);
   hs_store_close(s);
