@@ -172,11 +172,12 @@ if command -v mpirun >/dev/null; then
     mpirun -np 2 "$bin" sweep --grid "$TMP/grid.yaml" --db "$M" >"$TMP/out" 2>&1
     check "$name.resume" test "$(grep -c '0 to run' "$TMP/out")" -eq 2
     # Failing points: the job fails, and the points are named (by rank 0 for the whole grid
-    # in hetsim-mpi, by each rank for its own in hetsim).
+    # in hetsim-mpi, by each rank for its own in hetsim; there, once one rank exits non-zero,
+    # mpirun may end the other before it prints, so one rank's line is all that is certain).
     mpirun -np 2 "$bin" sweep --grid "$TMP/gfail.yaml" --db "$TMP/$name.f.db" >"$TMP/out" 2>"$TMP/err"
     check "$name.failing_exit" test $? -ne 0
     if [ "$bin" = "$HETSIM" ]; then
-      check "$name.failing_named" test "$(grep -c '1 of 1 points of this rank have no complete run' "$TMP/err")" -eq 2
+      check "$name.failing_named" test "$(grep -c '1 of 1 points of this rank have no complete run' "$TMP/err")" -ge 1
     else
       check "$name.failing_named" grep -q '2 of 2 points have no complete run in .*: point 0 (.*), point 1 (' "$TMP/err"
     fi
