@@ -15,7 +15,7 @@ static const hs_cmd commands[] = {
     {"policies", "list the training policies and their parameters", hs_cmd_policies},
     {"models", "list the models with their parameters, gradient bytes and FLOPs", hs_cmd_models},
     {"calib", "time real training steps on a device and fit performance models", hs_cmd_calib},
-    {"real", "train for real on CPU threads (GPU backends to come) under a policy", hs_cmd_real},
+    {"real", "train for real under a policy: cpu threads or processes, GPUs (local, nccl)", hs_cmd_real},
     {"validate", "simulate a real run and measure the prediction error", hs_cmd_validate},
     {"sweep", "run a grid of simulations in parallel and resumably, over MPI ranks under mpirun", hs_cmd_sweep},
     {"devices", "list the calibrated devices with their fitted models", hs_cmd_devices},
