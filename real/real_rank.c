@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "nn/nn_net.h"
+#include "policies/pol_runtime.h"
 #include "real/real_rank_tcp.h"
 
 enum {
@@ -538,12 +539,6 @@ typedef struct cop {
   struct cop *next;
 } cop;
 
-typedef struct ctimer {
-  double at;
-  int cluster_event;
-  uint64_t tag, seq;
-} ctimer;
-
 typedef struct crd {
   hs_runtime rt; /* first member: the policy sees only this */
   const hs_real_config *cfg;
@@ -555,14 +550,13 @@ typedef struct crd {
   cworker *w;
   exec *x0;
   int64_t P;
-  uint64_t version, next_op, seq, timer_seq;
+  uint64_t version, next_op, seq;
   int64_t iterations, samples, last_eval;
   double samples_target, t0, end, global_lr;
   int done, failed, stalled, interrupted;
   void *pstate;
   cop *ops;
-  ctimer *timers;
-  int n_timers, cap_timers;
+  hs_runtime_timers timers;
   hs_net *eval_net;
   snap *evals, *evals_tail; /* models waiting for their evaluation, in order */
   int64_t eval_bytes;
@@ -588,6 +582,10 @@ static int cfail(crd *s, int code, const char *fmt, ...) {
   return code;
 }
 
+/* Fails the run with the message that a check of pol_runtime.h left in d (rc != 0); returns 0
+ * for rc == 0. */
+static int cfail_check(crd *s, int rc, const hs_diag *d) { return rc ? cfail(s, rc, "%s", d->msg) : 0; }
+
 static void finish(crd *s) {
   if (!s->done) {
     s->done = 1;
@@ -598,7 +596,7 @@ static void finish(crd *s) {
 static int policy_rc(crd *s, int rc) {
   if (rc >= 0) return 0;
   if (!s->failed) {
-    if (!s->diag.msg[0]) hs_diag_set(&s->diag, rc, "policy %s failed (%s)", s->cfg->policy->name, hs_strerror(rc));
+    hs_runtime_policy_failed(&s->diag, s->cfg->policy->name, rc);
     s->diag.code = rc;
     s->failed = 1;
   }
@@ -651,11 +649,7 @@ static int flush_record(crd *s, int w) {
   if (!x->rec_open) return 0;
   x->rec_open = 0;
   hs_step_row row = x->rec;
-  double end = row.comm_end_s > row.compute_end_s ? row.comm_end_s : row.compute_end_s;
-  double wait = (end - x->prev_end) - (row.compute_end_s - row.start_s) - x->rec_comm;
-  x->prev_end = end;
-  row.comm_end_s = end;
-  row.wait_s = wait > 0 ? wait : 0.0;
+  hs_runtime_close_row(&row, &x->prev_end, x->rec_comm);
   if (!s->cfg->sink) return 0;
   hs_diag d = {0};
   int rc = s->cfg->sink(s->cfg->sink_ctx, &row, &d);
@@ -668,17 +662,10 @@ static double rt_now(hs_runtime *rt) { return now_of(C(rt)); }
 static int rt_n_workers(hs_runtime *rt) { return C(rt)->n; }
 static int rt_active(hs_runtime *rt, int w) { return w >= 0 && w < C(rt)->n && C(rt)->w[w].active; }
 static int64_t rt_global_batch(hs_runtime *rt) { return C(rt)->cfg->global_batch; }
-static int rt_max_batch(hs_runtime *rt, int w) {
-  (void)rt, (void)w;
-  return 0;
-}
 static double rt_predict(hs_runtime *rt, int w, int batch) {
   crd *s = C(rt);
-  if (w < 0 || w >= s->n) return NAN;
-  double slow = s->w[w].slowdown > 1 ? s->w[w].slowdown : 1.0;
-  if (s->cfg->perf) return hs_perf_eval(s->cfg->perf, (double)batch) * slow;
-  double t = s->probe_t0 + s->probe_k * (double)batch;
-  return (t > 0 ? t : 0) * slow;
+  return w >= 0 && w < s->n ? hs_runtime_predict(s->cfg->perf, s->probe_t0, s->probe_k, s->w[w].slowdown, batch)
+                            : NAN;
 }
 static uint64_t rt_version(hs_runtime *rt) { return C(rt)->version; }
 static uint64_t rt_worker_version(hs_runtime *rt, int w) {
@@ -689,10 +676,8 @@ static uint64_t rt_seed(hs_runtime *rt) { return C(rt)->cfg->seed; }
 static hs_diag *rt_diag(hs_runtime *rt) { return &C(rt)->diag; }
 
 static int check_worker(crd *s, int w, const char *what) {
-  if (w < 0 || w >= s->n)
-    return cfail(s, HS_ERUNTIME, "policy %s: %s on worker %d, which does not exist (%d workers)", s->cfg->policy->name,
-                 what, w, s->n);
-  return 0;
+  hs_diag d;
+  return cfail_check(s, hs_runtime_check_worker(&d, s->cfg->policy->name, what, w, s->n), &d);
 }
 
 static int rt_compute(hs_runtime *rt, int w, int batch, uint64_t tag) {
@@ -700,9 +685,9 @@ static int rt_compute(hs_runtime *rt, int w, int batch, uint64_t tag) {
   int rc = check_worker(s, w, "compute");
   if (rc) return rc;
   cworker *x = &s->w[w];
-  if (x->computing)
-    return cfail(s, HS_ERUNTIME, "policy %s: compute on worker %d while its step is running", s->cfg->policy->name, w);
-  if (batch < 1) return cfail(s, HS_ERUNTIME, "policy %s: batch %d for worker %d", s->cfg->policy->name, batch, w);
+  hs_diag d; /* every worker stays active here: join and leave events are refused at the start */
+  if ((rc = hs_runtime_check_compute(&d, s->cfg->policy->name, w, x->active, x->computing, batch)))
+    return cfail_check(s, rc, &d);
   x->computing = 1;
   x->last_batch = batch;
   if (!x->initial_batch) x->initial_batch = batch;
@@ -743,8 +728,9 @@ static int rt_allreduce(hs_runtime *rt, const int *ws, int n, const double *weig
     if (seen[ws[i]]++)
       rc = cfail(s, HS_ERUNTIME, "policy %s: worker %d twice in one all-reduce", s->cfg->policy->name, ws[i]);
     double v = weights ? weights[i] : (double)s->w[ws[i]].last_batch;
-    if (!isfinite(v) || v < 0)
-      rc = cfail(s, HS_ERUNTIME, "policy %s: all-reduce weight %d is %g", s->cfg->policy->name, i, v);
+    hs_diag d;
+    int bad = hs_runtime_check_weight(&d, s->cfg->policy->name, i, v);
+    if (bad) rc = cfail_check(s, bad, &d);
     wts[i] = v;
     rk[i] = ws[i];
     sum += v;
@@ -827,35 +813,29 @@ static int rt_apply(hs_runtime *rt, const hs_comm_opts *o) {
 }
 
 static int add_timer(crd *s, double at, int cluster_event, uint64_t tag) {
-  if (s->n_timers == s->cap_timers) {
-    int nc = s->cap_timers ? 2 * s->cap_timers : 16;
-    ctimer *t = realloc(s->timers, (size_t)nc * sizeof *t);
-    if (!t) return cfail(s, HS_ENOMEM, "out of memory for timers");
-    s->timers = t;
-    s->cap_timers = nc;
-  }
-  s->timers[s->n_timers++] = (ctimer){.at = at, .cluster_event = cluster_event, .tag = tag, .seq = s->timer_seq++};
-  return 0;
+  hs_diag d;
+  return cfail_check(s, hs_runtime_timers_add(&s->timers, at, cluster_event, tag, &d), &d);
 }
 
 static int rt_timer(hs_runtime *rt, double delay, uint64_t tag) {
   crd *s = C(rt);
-  if (!(delay >= 0) || !isfinite(delay))
-    return cfail(s, HS_ERUNTIME, "policy %s: timer with delay %g", s->cfg->policy->name, delay);
-  return add_timer(s, now_of(s) + delay, -1, tag);
+  hs_diag d;
+  int rc = cfail_check(s, hs_runtime_check_timer(&d, s->cfg->policy->name, delay), &d);
+  return rc ? rc : add_timer(s, now_of(s) + delay, -1, tag);
 }
 
 static int rt_set_lr(hs_runtime *rt, int w, double lr) {
   crd *s = C(rt);
-  if (!(lr >= 0)) return cfail(s, HS_ERUNTIME, "policy %s: learning rate %g", s->cfg->policy->name, lr);
+  hs_diag d;
+  int rc = cfail_check(s, hs_runtime_check_lr(&d, s->cfg->policy->name, w, s->n, lr), &d);
+  if (rc) return rc;
   if (w == -1) {
     s->global_lr = lr;
     for (int i = 0; i < s->n; i++) s->w[i].lr = lr;
-    return 0;
+  } else {
+    s->w[w].lr = lr;
   }
-  int rc = check_worker(s, w, "set_lr");
-  if (!rc) s->w[w].lr = lr;
-  return rc;
+  return 0;
 }
 
 static const hs_runtime_ops rank_ops = {
@@ -864,7 +844,7 @@ static const hs_runtime_ops rank_ops = {
     .n_workers = rt_n_workers,
     .active = rt_active,
     .global_batch = rt_global_batch,
-    .max_batch = rt_max_batch,
+    .max_batch = hs_runtime_no_max_batch,
     .predict_compute = rt_predict,
     .model_version = rt_version,
     .worker_version = rt_worker_version,
@@ -980,8 +960,7 @@ static void on_iteration(crd *s, const cop *op) {
     s->eval_bytes += s->P * (int64_t)sizeof(float);
     if (c->target_loss > 0 || s->eval_bytes > ((int64_t)256 << 20)) run_evals(s);
   }
-  if ((c->max_iterations > 0 && s->iterations >= c->max_iterations) ||
-      (s->samples_target > 0 && (double)s->samples >= s->samples_target) || (c->max_time > 0 && t >= c->max_time))
+  if (hs_runtime_limit_reached(c->max_iterations, s->iterations, s->samples_target, s->samples, c->max_time, t))
     finish(s);
 }
 
@@ -1116,15 +1095,10 @@ static void handle(crd *s, int chan, const cmsg *m, const char *payload) {
 
 static double fire_timers(crd *s) {
   for (;;) {
-    if (s->done || !s->n_timers) return INFINITY;
-    int best = 0;
-    for (int i = 1; i < s->n_timers; i++)
-      if (s->timers[i].at < s->timers[best].at ||
-          (s->timers[i].at == s->timers[best].at && s->timers[i].seq < s->timers[best].seq))
-        best = i;
-    ctimer t = s->timers[best];
-    if (t.at > now_of(s)) return t.at;
-    s->timers[best] = s->timers[--s->n_timers];
+    if (s->done) return INFINITY;
+    hs_runtime_timer t;
+    double next;
+    if (!hs_runtime_timers_pop(&s->timers, now_of(s), &t, &next)) return next;
     if (t.cluster_event >= 0) {
       const hs_event_spec *e = &s->cfg->cluster->events[t.cluster_event];
       if (e->worker < 0 || e->worker >= s->n) {
@@ -1142,7 +1116,7 @@ static double fire_timers(crd *s) {
 }
 
 static int all_idle(const crd *s) {
-  if (s->n_timers || s->srv_outstanding) return 0;
+  if (s->timers.n || s->srv_outstanding) return 0;
   for (int i = 0; i < s->n; i++)
     if (s->w[i].outstanding) return 0;
   return 1;
@@ -1267,15 +1241,8 @@ static int fill_result(crd *s, hs_real_result *res) {
                                              .comm_s = x->comm, .wait_s = wait};
   }
   hs_summary *m = &res->summary;
-  m->workers = s->n;
-  m->iterations = s->iterations;
-  m->events = steps;
-  m->samples = s->samples;
-  m->sim_time_s = end;
-  m->mean_iteration_s = s->iterations > 0 ? end / (double)s->iterations : NAN;
-  m->samples_per_s = end > 0 ? (double)s->samples / end : NAN;
+  hs_runtime_summary(m, s->n, s->iterations, steps, s->samples, end);
   m->wait_fraction = life > 0 ? fmin(1.0, waits / life) : NAN;
-  m->wall_s = NAN;
   m->final_loss = s->last_loss;
   m->final_accuracy = s->last_acc;
   m->time_to_target_s = s->target_time;
@@ -1435,7 +1402,7 @@ int hs_real_rank_run(const hs_real_config *cfg, const hs_real_launch *l, hs_real
   if (pair[1] >= 0) close(pair[1]);
   free(fds);
   free(s->w);
-  free(s->timers);
+  hs_runtime_timers_free(&s->timers);
   free(s);
   free(x0);
   return rc;

@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "nn/nn_net.h"
+#include "policies/pol_runtime.h"
 
 typedef enum item_kind {
   IT_COMPUTE = 0,
@@ -89,12 +90,6 @@ typedef struct rworker {
   double busy, comm, joined_at, left_at;
 } rworker;
 
-typedef struct rtimer {
-  double at;               /* s */
-  int cluster_event;       /* index into the cluster's events, or -1 for a policy timer */
-  uint64_t tag, seq;
-} rtimer;
-
 typedef struct pending_eval {
   double time_s;
   int64_t step;
@@ -119,14 +114,13 @@ typedef struct real {
   float *global;
   int global_busy;         /* an all-reduce's first participant updates `global` outside mu */
   double global_lr;
-  uint64_t version, next_op, timer_seq;
+  uint64_t version, next_op;
   int64_t iterations, samples, last_eval;
   double samples_target, t0, end;
   int done, failed, stalled;
   void *pstate;
   rop *ops;
-  rtimer *timers;
-  int n_timers, cap_timers;
+  hs_runtime_timers timers;
   pending_eval *evals, *evals_tail;
   int64_t n_evals;         /* queued evaluations */
   hs_net *eval_net;
@@ -201,11 +195,7 @@ static int flush_record(real *s, int w) {
   if (!x->rec_open) return 0;
   x->rec_open = 0;
   hs_step_row row = x->rec;
-  double end = row.comm_end_s > row.compute_end_s ? row.comm_end_s : row.compute_end_s;
-  double wait = (end - x->prev_end) - (row.compute_end_s - row.start_s) - x->rec_comm;
-  x->prev_end = end;
-  row.comm_end_s = end;
-  row.wait_s = wait > 0 ? wait : 0.0;
+  hs_runtime_close_row(&row, &x->prev_end, x->rec_comm);
   if (!s->cfg->sink) return 0;
   int rc = s->cfg->sink(s->cfg->sink_ctx, &row, &s->diag);
   if (rc && !s->diag.msg[0]) fail(s, rc, "could not store step %lld of worker %d", (long long)row.step, w);
@@ -216,7 +206,7 @@ static int flush_record(real *s, int w) {
 
 static int policy_rc(real *s, int rc) {
   if (rc >= 0) return 0;
-  if (!s->diag.msg[0]) fail(s, rc, "policy %s failed (%s)", s->cfg->policy->name, hs_strerror(rc));
+  hs_runtime_policy_failed(&s->diag, s->cfg->policy->name, rc);
   s->failed = 1;
   s->diag.code = rc;
   finish_run(s);
@@ -256,9 +246,7 @@ static void global_update(real *s) {
     s->n_evals++;
     if (eval_online(s)) pthread_cond_broadcast(&s->cv);
   }
-  if ((c->max_iterations > 0 && s->iterations >= c->max_iterations) ||
-      (s->samples_target > 0 && (double)s->samples >= s->samples_target) ||
-      (c->max_time > 0 && t >= c->max_time))
+  if (hs_runtime_limit_reached(c->max_iterations, s->iterations, s->samples_target, s->samples, c->max_time, t))
     finish_run(s);
 }
 
@@ -316,19 +304,10 @@ static int rt_active(hs_runtime *rt, int w) {
   return w >= 0 && w < s->n && s->w[w].active;
 }
 static int64_t rt_global_batch(hs_runtime *rt) { return R(rt)->cfg->global_batch; }
-static int rt_max_batch(hs_runtime *rt, int w) {
-  (void)rt, (void)w;
-  return 0;
-}
-static double predict(const real *s, int w, int batch) {
-  double slow = s->w[w].slowdown > 1 ? s->w[w].slowdown : 1.0;
-  if (s->cfg->perf) return hs_perf_eval(s->cfg->perf, (double)batch) * slow;
-  double t = s->probe_t0 + s->probe_k * (double)batch;
-  return (t > 0 ? t : 0) * slow;
-}
 static double rt_predict(hs_runtime *rt, int w, int batch) {
   real *s = R(rt);
-  return w >= 0 && w < s->n ? predict(s, w, batch) : NAN;
+  return w >= 0 && w < s->n ? hs_runtime_predict(s->cfg->perf, s->probe_t0, s->probe_k, s->w[w].slowdown, batch)
+                            : NAN;
 }
 static uint64_t rt_version(hs_runtime *rt) { return R(rt)->version; }
 static uint64_t rt_worker_version(hs_runtime *rt, int w) {
@@ -338,11 +317,9 @@ static uint64_t rt_worker_version(hs_runtime *rt, int w) {
 static uint64_t rt_seed(hs_runtime *rt) { return R(rt)->cfg->seed; }
 static hs_diag *rt_diag(hs_runtime *rt) { return &R(rt)->diag; }
 
+/* The checks of pol_runtime.h write the runtime's diagnostic directly, as fail() does. */
 static int check_worker(real *s, int w, const char *what) {
-  if (w < 0 || w >= s->n)
-    return fail(s, HS_ERUNTIME, "policy %s: %s on worker %d, which does not exist (%d workers)",
-                s->cfg->policy->name, what, w, s->n);
-  return 0;
+  return hs_runtime_check_worker(&s->diag, s->cfg->policy->name, what, w, s->n);
 }
 
 static int rt_compute(hs_runtime *rt, int w, int batch, uint64_t tag) {
@@ -350,11 +327,8 @@ static int rt_compute(hs_runtime *rt, int w, int batch, uint64_t tag) {
   int rc = check_worker(s, w, "compute");
   if (rc) return rc;
   rworker *x = &s->w[w];
-  if (!x->active)
-    return fail(s, HS_ERUNTIME, "policy %s: compute on worker %d, which is not in the cluster", s->cfg->policy->name, w);
-  if (x->computing)
-    return fail(s, HS_ERUNTIME, "policy %s: compute on worker %d while its step is running", s->cfg->policy->name, w);
-  if (batch < 1) return fail(s, HS_ERUNTIME, "policy %s: batch %d for worker %d", s->cfg->policy->name, batch, w);
+  if ((rc = hs_runtime_check_compute(&s->diag, s->cfg->policy->name, w, x->active, x->computing, batch)))
+    return rc;
   x->computing = 1;
   x->last_batch = batch;
   return enqueue(s, &x->ln, IT_COMPUTE, batch, tag, NULL);
@@ -368,14 +342,14 @@ static int rt_local_update(hs_runtime *rt, int w) {
 
 static int rt_allreduce(hs_runtime *rt, const int *ws, int n, const double *weights, const hs_comm_opts *o) {
   real *s = R(rt);
-  if (n < 1) return fail(s, HS_ERUNTIME, "policy %s: all-reduce over no worker", s->cfg->policy->name);
+  const char *name = s->cfg->policy->name;
+  int rc = hs_runtime_check_allreduce(&s->diag, name, n);
+  if (rc) return rc;
   double sum = 0;
   for (int i = 0; i < n; i++) {
-    int rc = check_worker(s, ws[i], "all-reduce");
-    if (rc) return rc;
+    if ((rc = check_worker(s, ws[i], "all-reduce"))) return rc;
     double v = weights ? weights[i] : (double)s->w[ws[i]].last_batch;
-    if (!isfinite(v) || v < 0)
-      return fail(s, HS_ERUNTIME, "policy %s: all-reduce weight %d is %g", s->cfg->policy->name, i, v);
+    if ((rc = hs_runtime_check_weight(&s->diag, name, i, v))) return rc;
     sum += v;
   }
   rop *op = op_new(s, HS_OP_ALLREDUCE, o);
@@ -391,10 +365,8 @@ static int rt_allreduce(hs_runtime *rt, const int *ws, int n, const double *weig
     op->wts[i] = sum > 0 ? v / sum : 1.0 / n;
   }
   op->lr = s->w[ws[0]].lr;
-  for (int i = 0; i < n; i++) {
-    int rc = enqueue(s, &s->w[ws[i]].ln, IT_ALLREDUCE, 0, 0, op);
-    if (rc) return rc;
-  }
+  for (int i = 0; i < n; i++)
+    if ((rc = enqueue(s, &s->w[ws[i]].ln, IT_ALLREDUCE, 0, 0, op))) return rc;
   return 0;
 }
 
@@ -435,36 +407,28 @@ static int rt_apply(hs_runtime *rt, const hs_comm_opts *o) {
 }
 
 static int add_timer(real *s, double at, int cluster_event, uint64_t tag) {
-  if (s->n_timers == s->cap_timers) {
-    int nc = s->cap_timers ? 2 * s->cap_timers : 16;
-    rtimer *t = realloc(s->timers, (size_t)nc * sizeof *t);
-    if (!t) return fail(s, HS_ENOMEM, "out of memory for timers");
-    s->timers = t;
-    s->cap_timers = nc;
-  }
-  s->timers[s->n_timers++] = (rtimer){.at = at, .cluster_event = cluster_event, .tag = tag, .seq = s->timer_seq++};
-  pthread_cond_broadcast(&s->cv);
-  return 0;
+  int rc = hs_runtime_timers_add(&s->timers, at, cluster_event, tag, &s->diag);
+  if (!rc) pthread_cond_broadcast(&s->cv);
+  return rc;
 }
 
 static int rt_timer(hs_runtime *rt, double delay, uint64_t tag) {
   real *s = R(rt);
-  if (!(delay >= 0) || !isfinite(delay))
-    return fail(s, HS_ERUNTIME, "policy %s: timer with delay %g", s->cfg->policy->name, delay);
-  return add_timer(s, now_of(s) + delay, -1, tag);
+  int rc = hs_runtime_check_timer(&s->diag, s->cfg->policy->name, delay);
+  return rc ? rc : add_timer(s, now_of(s) + delay, -1, tag);
 }
 
 static int rt_set_lr(hs_runtime *rt, int w, double lr) {
   real *s = R(rt);
-  if (!(lr >= 0)) return fail(s, HS_ERUNTIME, "policy %s: learning rate %g", s->cfg->policy->name, lr);
+  int rc = hs_runtime_check_lr(&s->diag, s->cfg->policy->name, w, s->n, lr);
+  if (rc) return rc;
   if (w == -1) {
     s->global_lr = lr;
     for (int i = 0; i < s->n; i++) s->w[i].lr = lr;
-    return 0;
+  } else {
+    s->w[w].lr = lr;
   }
-  int rc = check_worker(s, w, "set_lr");
-  if (!rc) s->w[w].lr = lr;
-  return rc;
+  return 0;
 }
 
 static const hs_runtime_ops real_ops = {
@@ -473,7 +437,7 @@ static const hs_runtime_ops real_ops = {
     .n_workers = rt_n_workers,
     .active = rt_active,
     .global_batch = rt_global_batch,
-    .max_batch = rt_max_batch,
+    .max_batch = hs_runtime_no_max_batch,
     .predict_compute = rt_predict,
     .model_version = rt_version,
     .worker_version = rt_worker_version,
@@ -918,15 +882,10 @@ static int on_cluster_event(real *s, int idx) {
 /* Fires due timers in (time, sequence) order (mu held). Returns the next due time or INFINITY. */
 static double fire_timers(real *s) {
   for (;;) {
-    if (s->done || !s->n_timers) return INFINITY;
-    int best = 0;
-    for (int i = 1; i < s->n_timers; i++)
-      if (s->timers[i].at < s->timers[best].at ||
-          (s->timers[i].at == s->timers[best].at && s->timers[i].seq < s->timers[best].seq))
-        best = i;
-    rtimer t = s->timers[best];
-    if (t.at > now_of(s)) return t.at;
-    s->timers[best] = s->timers[--s->n_timers];
+    if (s->done) return INFINITY;
+    hs_runtime_timer t;
+    double next;
+    if (!hs_runtime_timers_pop(&s->timers, now_of(s), &t, &next)) return next;
     if (t.cluster_event >= 0) {
       int rc = on_cluster_event(s, t.cluster_event);
       if (rc) {
@@ -940,7 +899,7 @@ static double fire_timers(real *s) {
 }
 
 static int all_idle(const real *s) {
-  if (s->srv.busy || s->srv.head || s->n_timers || (s->evals && eval_online(s))) return 0;
+  if (s->srv.busy || s->srv.head || s->timers.n || (s->evals && eval_online(s))) return 0;
   for (int i = 0; i < s->n; i++)
     if (s->w[i].ln.busy || s->w[i].ln.head) return 0;
   return 1;
@@ -1126,7 +1085,7 @@ static void teardown(real *s) {
   free(s->global);
   free(s->srv_buf);
   free(s->acc);
-  free(s->timers);
+  hs_runtime_timers_free(&s->timers);
 }
 
 static int fill_result(real *s, hs_real_result *res) {
@@ -1156,15 +1115,8 @@ static int fill_result(real *s, hs_real_result *res) {
                                              .comm_s = x->comm, .wait_s = wait};
   }
   hs_summary *m = &res->summary;
-  m->workers = s->n;
-  m->iterations = s->iterations;
-  m->events = steps;
-  m->samples = s->samples;
-  m->sim_time_s = end;
-  m->mean_iteration_s = s->iterations > 0 ? end / (double)s->iterations : NAN;
-  m->samples_per_s = end > 0 ? (double)s->samples / end : NAN;
+  hs_runtime_summary(m, s->n, s->iterations, steps, s->samples, end);
   m->wait_fraction = life_sum > 0 ? fmin(1.0, wait_sum / life_sum) : NAN;
-  m->wall_s = NAN;
   m->final_loss = s->last_loss;
   m->final_accuracy = s->last_acc;
   m->time_to_target_s = s->target_time;

@@ -11,6 +11,7 @@
 #include "core/core_rng.h"
 #include "nn/nn_zoo.h"
 #include "policies/pol_compress.h"
+#include "policies/pol_runtime.h"
 #include "sim/sim_conv.h"
 #include "sim/sim_event.h"
 #include "sim/sim_net.h"
@@ -177,22 +178,20 @@ static int flush_record(sim *s, int w) {
   sim_worker *x = &s->w[w];
   if (!x->rec_open) return 0;
   x->rec_open = 0;
-  double end = x->rec_commend > x->rec_cend ? x->rec_commend : x->rec_cend;
-  double wait = (end - x->prev_end) - (x->rec_cend - x->rec_start) - x->rec_comm;
-  x->prev_end = end;
-  if (!s->cfg->sink) return 0;
   hs_step_row row = {
       .worker = w,
       .step = x->rec_step,
       .batch = x->rec_batch,
       .start_s = x->rec_start,
       .compute_end_s = x->rec_cend,
-      .comm_end_s = end,
-      .wait_s = wait > 0 ? wait : 0.0,
+      .comm_end_s = x->rec_commend,
+      .wait_s = 0, /* closed below */
       .model_version = (int64_t)x->rec_version,
       .staleness = x->rec_stale,
       .loss = x->rec_loss,
   };
+  hs_runtime_close_row(&row, &x->prev_end, x->rec_comm);
+  if (!s->cfg->sink) return 0;
   int rc = s->cfg->sink(s->cfg->sink_ctx, &row, &s->diag);
   if (rc && !s->diag.msg[0]) fail(s, rc, "could not store step %lld of worker %d", (long long)row.step, w);
   return rc;
@@ -202,7 +201,7 @@ static int flush_record(sim *s, int w) {
 
 static int policy_rc(sim *s, int rc) {
   if (rc >= 0) return 0;
-  if (!s->diag.msg[0]) fail(s, rc, "policy %s failed (%s)", s->cfg->policy->name, hs_strerror(rc));
+  hs_runtime_policy_failed(&s->diag, s->cfg->policy->name, rc);
   return rc;
 }
 
@@ -274,8 +273,8 @@ static int global_update(sim *s) {
   s->version++;
   s->iterations++;
   const hs_sim_config *c = s->cfg;
-  if ((c->max_iterations > 0 && s->iterations >= c->max_iterations) ||
-      (s->samples_target > 0 && (double)s->samples >= s->samples_target)) {
+  /* No time limit here: a run with --sim-time ends at that time, in the event loop. */
+  if (hs_runtime_limit_reached(c->max_iterations, s->iterations, s->samples_target, s->samples, 0, 0)) {
     s->done = 1;
     s->end = hs_engine_now(s->eng);
   }
@@ -308,11 +307,10 @@ static uint64_t rt_worker_version(hs_runtime *rt, int w) {
 static uint64_t rt_seed(hs_runtime *rt) { return S(rt)->cfg->seed; }
 static hs_diag *rt_diag(hs_runtime *rt) { return &S(rt)->diag; }
 
+/* The checks of pol_runtime.h write the runtime's diagnostic directly: a failed one is a
+ * failed run, as fail() makes it. */
 static int check_worker(sim *s, int w, const char *what) {
-  if (w < 0 || w >= s->n)
-    return fail(s, HS_ERUNTIME, "policy %s: %s on worker %d, which does not exist (%d workers)",
-                s->cfg->policy->name, what, w, s->n);
-  return 0;
+  return hs_runtime_check_worker(&s->diag, s->cfg->policy->name, what, w, s->n);
 }
 
 static int rt_compute(hs_runtime *rt, int w, int batch, uint64_t tag) {
@@ -320,14 +318,8 @@ static int rt_compute(hs_runtime *rt, int w, int batch, uint64_t tag) {
   int rc = check_worker(s, w, "compute");
   if (rc) return rc;
   sim_worker *x = &s->w[w];
-  if (!x->active)
-    return fail(s, HS_ERUNTIME, "policy %s: compute on worker %d, which is not in the cluster",
-                s->cfg->policy->name, w);
-  if (x->computing)
-    return fail(s, HS_ERUNTIME, "policy %s: compute on worker %d while its step is running",
-                s->cfg->policy->name, w);
-  if (batch < 1)
-    return fail(s, HS_ERUNTIME, "policy %s: batch %d for worker %d", s->cfg->policy->name, batch, w);
+  if ((rc = hs_runtime_check_compute(&s->diag, s->cfg->policy->name, w, x->active, x->computing, batch)))
+    return rc;
   if (x->max_batch > 0 && batch > x->max_batch)
     return fail(s, HS_EINVAL, "worker %d (%s) cannot hold a batch of %d samples of %s: its memory "
                 "limit is %d", w, s->spec->types[x->type].name, batch, s->cfg->model, x->max_batch);
@@ -390,12 +382,13 @@ static double coll_time(sim *s, const sim_op *op, double m, hs_ar_algo algo) {
 static int rt_allreduce(hs_runtime *rt, const int *ws, int n, const double *weights,
                         const hs_comm_opts *o) {
   sim *s = S(rt);
-  if (n < 1) return fail(s, HS_ERUNTIME, "policy %s: all-reduce over no worker", s->cfg->policy->name);
+  const char *name = s->cfg->policy->name;
+  int rc = hs_runtime_check_allreduce(&s->diag, name, n);
+  if (rc) return rc;
   for (int i = 0; i < n; i++) {
-    int rc = check_worker(s, ws[i], "all-reduce");
-    if (rc) return rc;
+    if ((rc = hs_runtime_check_worker(&s->diag, name, "all-reduce", ws[i], s->n))) return rc;
     if (weights && !isfinite(weights[i]))
-      return fail(s, HS_ERUNTIME, "policy %s: all-reduce weight %d is not finite", s->cfg->policy->name, i);
+      return fail(s, HS_ERUNTIME, "policy %s: all-reduce weight %d is not finite", name, i);
   }
   int id = op_new(s);
   if (id < 0) return id;
@@ -453,8 +446,7 @@ static int rt_allreduce(hs_runtime *rt, const int *ws, int n, const double *weig
   hs_conv_op co = {.kind = HS_OP_ALLREDUCE, .what = o->what, .worker = -1, .ws = ws, .n = n,
                    .weights = weights, .compressor = o->compressor, .ratio = o->ratio,
                    .keep_local = o->what == HS_COMM_MODEL && o->keep_local};
-  int rc = conv_begin(s, id, &co);
-  if (rc) return rc;
+  if ((rc = conv_begin(s, id, &co))) return rc;
   return at(s, op->bend[nb - 1], EV_COLL, NO_WORKER, id);
 }
 
@@ -505,16 +497,15 @@ static int rt_apply(hs_runtime *rt, const hs_comm_opts *o) {
 
 static int rt_timer(hs_runtime *rt, double delay, uint64_t tag) {
   sim *s = S(rt);
-  if (!(delay >= 0) || !isfinite(delay))
-    return fail(s, HS_ERUNTIME, "policy %s: timer with delay %g", s->cfg->policy->name, delay);
+  int rc = hs_runtime_check_timer(&s->diag, s->cfg->policy->name, delay);
+  if (rc) return rc;
   return at(s, hs_engine_now(s->eng) + delay, EV_TIMER, NO_WORKER, (int64_t)tag);
 }
 
 static int rt_set_lr(hs_runtime *rt, int w, double lr) {
   /* The learning rate changes no time in the simulator; the convergence models read it. */
   sim *s = S(rt);
-  if (!(lr >= 0)) return fail(s, HS_ERUNTIME, "policy %s: learning rate %g", s->cfg->policy->name, lr);
-  int rc = w == -1 ? 0 : check_worker(s, w, "set_lr");
+  int rc = hs_runtime_check_lr(&s->diag, s->cfg->policy->name, w, s->n, lr);
   if (rc || !s->conv) return rc;
   return conv_rc(s, s->cfg->conv->set_lr(s->conv, w, lr, &s->diag));
 }
@@ -886,16 +877,8 @@ static int finish(sim *s, hs_sim_result *res) {
         .busy_s = busy, .comm_s = x->comm, .wait_s = wait};
   }
   hs_summary *m = &res->summary;
-  m->workers = s->n;
-  m->iterations = s->iterations;
-  m->events = (int64_t)hs_engine_processed(s->eng);
-  m->samples = s->samples;
-  m->sim_time_s = end;
-  m->mean_iteration_s = s->iterations > 0 ? end / (double)s->iterations : NAN;
-  m->samples_per_s = end > 0 ? (double)s->samples / end : NAN;
+  hs_runtime_summary(m, s->n, s->iterations, (int64_t)hs_engine_processed(s->eng), s->samples, end);
   m->wait_fraction = life_sum > 0 ? wait_sum / life_sum : NAN;
-  m->wall_s = NAN;
-  m->final_loss = m->final_accuracy = m->time_to_target_s = NAN;
   if (s->conv) {
     /* The final model is evaluated at the end unless the last update just was. */
     if (s->last_eval != s->iterations) {
