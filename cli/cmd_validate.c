@@ -9,10 +9,12 @@
  * calibrated step includes the SGD update, which stands for the runtime's update of the global
  * model and its copy into each worker after a reduce), lognormal jitter with the spread of the
  * calibrated steps (step_jitter below: jitter_cv in the JSON), and the links set from
- * the device's fitted cpu communication models: a ring all-reduce over N workers measured as
+ * the device's cpu communication calibration: a ring all-reduce over N workers taking
  * alpha + M/beta becomes links with latency alpha/(2(N-1)) and bandwidth beta*2(N-1)/N (so the
  * simulator's ring formula gives back alpha + M/beta), and the parameter server's link takes
- * the point-to-point fit. The runtime applies every reduced vector and every push to its
+ * the point-to-point one; alpha is the fit's, and beta is set so that alpha + M/beta is the
+ * time measured at the run's message size M (comm_at below: allreduce_s and p2p_s in the
+ * JSON). The runtime applies every reduced vector and every push to its
  * global model once, in one pass over the parameters before the workers go on; that pass is
  * the calibration's "update" phase (median over the batch sizes), added to the all-reduce's
  * alpha and taken as the parameter server's update time (update_s in the JSON). The simulation
@@ -142,6 +144,41 @@ static int comm_fit(sqlite3 *db, const char *device, const char *op, int world, 
   }
   sqlite3_finalize(st);
   return found;
+}
+
+/* The device's measured cpu time of `op` for a message of `bytes` (comm_sample medians, the
+ * world size nearest `world`): log-log interpolation between the two measured sizes around it
+ * (the nearest two at either end). Between threads the time per byte grows with the message
+ * as it leaves the caches (here 40 GB/s at 4 KiB, 10 GB/s at 1 MiB, 1.4 GB/s at 64 MiB for
+ * p2p), so the fitted alpha + n/beta line misses the run's one message size by up to 3x; the
+ * measurement at that size does not. Returns 1 when found. */
+static int comm_at(sqlite3 *db, const char *device, const char *op, int world, double bytes, double *t) {
+  const char *sql =
+      "SELECT bytes, median_s FROM comm_sample JOIN device ON device.id = comm_sample.device_id"
+      " WHERE comm_sample.backend = 'cpu' AND comm_sample.op = ?1 AND device.name = ?2 AND median_s > 0"
+      " AND comm_sample.world_size = (SELECT world_size FROM comm_sample JOIN device d2 ON d2.id ="
+      " comm_sample.device_id WHERE backend = 'cpu' AND op = ?1 AND d2.name = ?2"
+      " ORDER BY abs(world_size - ?3) LIMIT 1) ORDER BY bytes, comm_sample.id DESC";
+  sqlite3_stmt *st;
+  if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) return -1;
+  sqlite3_bind_text(st, 1, op, -1, SQLITE_STATIC);
+  sqlite3_bind_text(st, 2, device, -1, SQLITE_STATIC);
+  sqlite3_bind_int(st, 3, world);
+  double b[64], v[64];
+  int n = 0;
+  while (n < 64 && sqlite3_step(st) == SQLITE_ROW) {
+    double bi = sqlite3_column_double(st, 0);
+    if (n && bi == b[n - 1]) continue; /* one sample per size: the newest */
+    b[n] = bi;
+    v[n++] = sqlite3_column_double(st, 1);
+  }
+  sqlite3_finalize(st);
+  if (n < 2 || !(bytes > 0)) return 0;
+  int i = 0;
+  while (i < n - 2 && b[i + 1] < bytes) i++;
+  double k = log(v[i + 1] / v[i]) / log(b[i + 1] / b[i]);
+  *t = v[i] * exp(k * log(bytes / b[i]));
+  return isfinite(*t) && *t > 0;
 }
 
 /* The device's calibrated SGD update of the model (phase "update" of `hetsim calib`: one pass
@@ -437,6 +474,19 @@ int hs_cmd_validate(int argc, char **argv) {
             "run `hetsim calib --device cpu --model %s` first\n", r.device_name, calibp ? calibp : dbp, r.model);
     goto out;
   }
+  /* At the run's message size (the model's gradient, or model, in fp32), the measured time
+   * (comm_at) replaces the line's: alpha stays when below it, beta then gives the rest. */
+  hs_model_stats gs;
+  hs_diag gd = {0};
+  double msg = hs_zoo_stats(r.model, &gs, &gd) ? 0 : (double)gs.grad_bytes, t_at;
+  if (n > 1 && msg > 0 && comm_at(cdb, comm_dev, "allreduce", n, msg, &t_at) > 0) {
+    if (!(a_ar >= 0 && a_ar < t_at)) a_ar = 0;
+    b_ar = msg / (t_at - a_ar);
+  }
+  if (msg > 0 && comm_at(cdb, comm_dev, "p2p", 2, msg, &t_at) > 0) {
+    if (!(a_p2p >= 0 && a_p2p < t_at)) a_p2p = 0;
+    b_p2p = msg / (t_at - a_p2p);
+  }
   /* The runtime applies each reduced vector or push to its global model once (one pass over
    * the parameters, under its lock, before the participants go on): the calibrated update
    * phase, added to every all-reduce and taken as the parameter server's update time. */
@@ -581,6 +631,9 @@ int hs_cmd_validate(int argc, char **argv) {
     hs_json_key(&j, "device"); hs_json_string(&j, r.device_name);
     hs_json_key(&j, "compute_calibration"); hs_json_string(&j, cdev);
     hs_json_key(&j, "update_s"); hs_json_double(&j, upd);
+    hs_json_key(&j, "message_bytes"); hs_json_double(&j, msg);
+    hs_json_key(&j, "allreduce_s"); if (n > 1) hs_json_double(&j, a_ar + msg / b_ar); else hs_json_null(&j);
+    hs_json_key(&j, "p2p_s"); hs_json_double(&j, a_p2p + msg / b_p2p);
     hs_json_key(&j, "jitter_cv"); hs_json_double(&j, jitter);
     hs_json_key(&j, "intervals"); hs_json_int(&j, intervals);
     hs_json_key(&j, "versions_per_interval"); hs_json_int(&j, per_round);
@@ -603,6 +656,9 @@ int hs_cmd_validate(int argc, char **argv) {
     printf("  compute calibration        %s%s\n", cdev,
            cdev == r.device_name && n > 1 ? " (steps timed alone; `hetsim calib --concurrent N` times them as N workers share the machine)" : "");
     printf("  global model update        %.4g ms per all-reduce or push (calibrated update phase)\n", upd * 1e3);
+    if (n > 1)
+      printf("  all-reduce of %.4g MB      %.4g ms (measured at the size, cpu backend)\n", msg / 1e6, (a_ar + msg / b_ar) * 1e3);
+    printf("  send or receive of %.4g MB %.4g ms (measured at the size, cpu backend)\n", msg / 1e6, (a_p2p + msg / b_p2p) * 1e3);
     printf("  step time jitter           cv %.3f (lognormal, from the calibrated steps' 10th-90th percentiles)\n", jitter);
     printf("  per-iteration time error   median %.4f, p95 %.4f over %lld intervals of one round (%lld version%s)\n",
            med, p95, (long long)intervals, (long long)per_round, per_round == 1 ? "" : "s");

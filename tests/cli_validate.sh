@@ -68,6 +68,30 @@ sys.exit(0 if len(rows) == 4 and abs(got - want) <= 1e-9 * max(want, 1e-12) else
 PY
 }
 check validate_jitter_calibrated jitter_ok
+# Communication at the run's message size (mlp's 814,120-byte gradient): the measured times
+# interpolated log-log between the two calibrated sizes around it, or extrapolated from the
+# last two (this calibration stops at 256 KiB).
+comm_ok() {
+  python3 - "$T/v.db" "$T/out" <<'PY'
+import json, math, sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+out = json.load(open(sys.argv[2]))
+m = out["message_bytes"]
+def at(op, world):
+    rows = db.execute("SELECT bytes, median_s FROM comm_sample JOIN device ON device.id = device_id "
+                      "WHERE op = ? AND world_size = ? AND device.name NOT LIKE '% workers)' "
+                      "ORDER BY bytes", (op, world)).fetchall()
+    i = 0
+    while i < len(rows) - 2 and rows[i + 1][0] < m:
+        i += 1
+    (b0, t0), (b1, t1) = rows[i], rows[i + 1]
+    return t0 * math.exp(math.log(t1 / t0) / math.log(b1 / b0) * math.log(m / b0))
+ok = m == 814120 and all(abs(out[k] - at(op, w)) <= 1e-6 * at(op, w)
+                         for k, op, w in (("allreduce_s", "allreduce", 2), ("p2p_s", "p2p", 2)))
+sys.exit(0 if ok else 1)
+PY
+}
+check validate_comm_at_size comm_ok
 
 # With the steps also timed as 2 concurrent workers, validate takes that calibration.
 expect_exit calib_concurrent 0 "$H" calib --device cpu --model mlp --batches 8,16,32,48 --db "$T/v.db" \
