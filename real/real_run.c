@@ -624,11 +624,15 @@ static int do_allreduce(real *s, int w, rop *op, hs_diag *d) {
   int in_place = !updated && host_grad && x->net_synced && x->version == op->version &&
                  s->version == op->version + (op->global_applied ? 1 : 0);
   if (in_place) {
-    x->version = op->version + 1;
     x->base_stale = 1;
     pthread_mutex_unlock(&s->mu);
     sgd_apply(own, NULL, red, (float)op->lr, s->P);
     pthread_mutex_lock(&s->mu);
+    /* The worker's version moves past the global one only once that one is there (a policy
+     * may read both; staleness is their difference). global_done is set, so global_busy
+     * clear means the first participant's update is applied. */
+    global_wait(s);
+    x->version = op->version + 1;
   } else if (!updated) {
     /* hs_comm_opts.keep_local (x_i <- avg + (x_i - x_i at begin)) needs no arithmetic here:
      * the lane runs nothing else between taking this worker's model and this point, so its
