@@ -2,22 +2,10 @@
 # CLI tests for convergence in `hetsim sim` (--convergence, --convergence-params, --target-loss,
 # --target-accuracy) and `hetsim fit-convergence`. Usage: cli_conv.sh HETSIM SOURCE_DIR
 set -u
-H=$1
-SRC=$2
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-pass=0
-fail=0
-ok() { pass=$((pass + 1)); echo "ok   $1"; }
-no() { fail=$((fail + 1)); echo "FAIL $1"; }
-check() { local name=$1; shift; if "$@"; then ok "$name"; else no "$name"; fi; }
-expect_exit() {
-  local name=$1 code=$2; shift 2
-  "$@" >"$T/out" 2>"$T/err"
-  local rc=$?
-  if [ "$rc" = "$code" ]; then ok "$name"; else no "$name (exit $rc, wanted $code): $(head -c 300 "$T/err")"; fi
-}
-val() { "$H" query --db "$1" sql "$2" --csv | tr -d '\r' | tail -n 1; }
+. "$(dirname "$0")/cli-lib.sh"
+cli_setup "$@"
+CHECK_TERSE=1
+H=$HETSIM T=$TMP # the short names this script uses
 C="$SRC/traces/lbb-4gpu.yaml"
 S=(sim --cluster "$C" --model mlp --policy ssgd --global-batch 512 --db "$T/h.db")
 
@@ -93,5 +81,4 @@ id=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["run_id"])'
 expect_exit fit_no_evals 2 "$H" fit-convergence "$id" --db "$T/h.db"
 check fit_no_evals_says grep -q "no evaluations" "$T/err"
 
-echo "$pass passed, $fail failed"
-[ "$fail" = 0 ]
+cli_finish

@@ -6,14 +6,9 @@
 # `hetsim-mpi` that it does. Works with or without a GPU, CUDA or MPI in the build.
 # Usage: bash tests/cli_doctor.sh /path/to/hetsim /path/to/source-dir
 set -u
-HETSIM=${1:?usage: cli_doctor.sh HETSIM SOURCE_DIR}
-SRC=${2:?usage: cli_doctor.sh HETSIM SOURCE_DIR}
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/hetsim-cli-doctor.XXXXXX")
-trap 'rm -rf "$TMP"' EXIT
-pass=0
-fail=0
-ok() { pass=$((pass + 1)); echo "ok   doctor.$1"; }
-bad() { fail=$((fail + 1)); echo "FAIL doctor.$1: $2"; }
+. "$(dirname "$0")/cli-lib.sh"
+cli_setup "$@"
+CHECK_PREFIX=doctor.
 
 command -v python3 >/dev/null || { echo "python3 is needed to check JSON; skipped"; exit 77; }
 
@@ -31,9 +26,9 @@ doctor_json() {
   return 0
 }
 
-# check NAME FILE PYTHON: runs the Python snippet with `r` bound to the parsed JSON of FILE.
+# check_json NAME FILE PYTHON: runs the Python snippet with `r` bound to the parsed JSON of FILE.
 # The snippet asserts; the first failed assertion is the reason shown.
-check() {
+check_json() {
   local name=$1 file=$2 code=$3
   local out
   if out=$(python3 - "$file" 2>&1 <<EOF
@@ -51,7 +46,7 @@ EOF
 
 # 1. The schema.
 if doctor_json plain; then
-  check schema "$TMP/plain.json" '
+  check_json schema "$TMP/plain.json" '
 assert set(r) == {"schema_version", "hetsim_version", "binary", "build", "usable", "checks", "gpus",
                   "counts"}, sorted(r)
 assert r["schema_version"] == 1
@@ -80,7 +75,7 @@ for g in r["gpus"]:
 counts = {s: sum(1 for c in r["checks"] if c["status"] == s) for s in ("ok", "missing", "failed")}
 assert r["counts"] == counts, (r["counts"], counts)
 '
-  check names "$TMP/plain.json" '
+  check_json names "$TMP/plain.json" '
 for n in ("hetsim", "GSL", "SQLite", "libyaml", "OpenBLAS", "zlib", "CUDA runtime", "MPI", "CUDA driver",
           "cuBLAS", "cuDNN", "NCCL", "cuDNN convolution", "cuBLAS GEMM", "NCCL all-reduce 1 rank",
           "NCCL 2 ranks on 1 GPU", "green contexts", "MPS", "Fashion-MNIST", "results store"):
@@ -90,7 +85,7 @@ for n in ("hetsim", "GSL", "SQLite", "libyaml", "OpenBLAS", "zlib", "results sto
 assert find("hetsim")["version"] == r["hetsim_version"]
 assert find("SQLite")["version"].startswith("3.")
 '
-  check gpu_or_missing "$TMP/plain.json" '
+  check_json gpu_or_missing "$TMP/plain.json" '
 gpu_checks = [c for c in r["checks"] if c["section"] == "gpu"]
 if has_gpu:
     assert len(gpu_checks) == len(r["gpus"]) and all(c["status"] == "ok" for c in gpu_checks)
@@ -107,7 +102,7 @@ if not r["build"]["cuda"]:
 '
 # MPI: hetsim does not link it; it names the hetsim-mpi the build put beside it (the real
 # binary's folder, also when $HETSIM is a wrapper), or says that there is none.
-  check mpi "$TMP/plain.json" '
+  check_json mpi "$TMP/plain.json" '
 c = find("MPI")
 assert "launcher" in c["detail"] and "not linked into hetsim" in c["detail"], c
 if r["build"]["hetsim_mpi"]:
@@ -121,7 +116,7 @@ MPIBIN="$(dirname "$HETSIM")/hetsim-mpi"
 if [ -x "$MPIBIN" ]; then
   # Open MPI's allocations outlive the process; LeakSanitizer would report them (cli_sweep.sh).
   if HETSIM="$MPIBIN" doctor_json mpibin ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"; then
-    check mpi_binary "$TMP/mpibin.json" '
+    check_json mpi_binary "$TMP/mpibin.json" '
 assert r["binary"] == "hetsim-mpi" and r["build"]["mpi"] is True and r["build"]["hetsim_mpi"] is True
 c = find("MPI")
 assert c["status"] == "ok" and c["version"] and "MPI_COMM_WORLD" in c["detail"], c
@@ -134,7 +129,7 @@ fi
 # 2. cuDNN pointed to an empty folder: missing, naming the folder; nothing else breaks.
 mkdir -p "$TMP/empty"
 if doctor_json cudnn_empty HETSIM_CUDNN_PATH="$TMP/empty"; then
-  check cudnn_empty "$TMP/cudnn_empty.json" "
+  check_json cudnn_empty "$TMP/cudnn_empty.json" "
 c = find('cuDNN')
 assert c['status'] == 'missing', c
 if r['build']['cudnn']:
@@ -151,7 +146,7 @@ mkdir -p "$TMP/broken"
 printf 'not an ELF file\n' >"$TMP/broken/libcudnn.so.9"
 printf 'not an ELF file either\n' >"$TMP/broken/libnccl.so.2"
 if doctor_json unloadable HETSIM_CUDNN_PATH="$TMP/broken" HETSIM_NCCL_PATH="$TMP/broken"; then
-  check unloadable "$TMP/unloadable.json" "
+  check_json unloadable "$TMP/unloadable.json" "
 for lib, so, probes in (('cuDNN', 'libcudnn.so.9', ('cuDNN convolution',)),
                         ('NCCL', 'libnccl.so.2', ('NCCL all-reduce 1 rank', 'NCCL 2 ranks on 1 GPU'))):
     c = find(lib)
@@ -165,7 +160,7 @@ fi
 
 # 4. Fashion-MNIST missing: the command that installs it.
 if doctor_json nodata HETSIM_FASHION_MNIST_DIR="$TMP/empty"; then
-  check nodata "$TMP/nodata.json" '
+  check_json nodata "$TMP/nodata.json" '
 c = find("Fashion-MNIST")
 assert c["status"] == "missing" and "dataset-fashion-mnist" in c["detail"], c
 '
@@ -209,5 +204,4 @@ rc=$?
 if [ $rc -eq 2 ] && grep -q 'unknown argument' "$TMP/err"; then ok usage; else bad usage "exit $rc"; fi
 if "$HETSIM" doctor --help | grep -q 'usage: hetsim doctor'; then ok help; else bad help "no usage line"; fi
 
-echo "$pass passed, $fail failed"
-[ $fail -eq 0 ]
+cli_finish

@@ -6,31 +6,9 @@
 # Usage: bash tests/cli_export.sh /path/to/hetsim /path/to/source-dir
 # Exits 77 (skipped) when `hetsim sim` cannot make runs.
 set -u
-HETSIM=${1:?usage: cli_export.sh HETSIM SOURCE_DIR}
-SRC=${2:?usage: cli_export.sh HETSIM SOURCE_DIR}
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/hetsim-cli-export.XXXXXX")
-trap 'rm -rf "$TMP"' EXIT
+. "$(dirname "$0")/cli-lib.sh"
+cli_setup "$@"
 DB="$TMP/e.db"
-pass=0
-fail=0
-ok() { pass=$((pass + 1)); echo "ok   $1"; }
-bad() { fail=$((fail + 1)); echo "FAIL $1: $2"; }
-run() { # run NAME EXPECTED_STATUS ARGS...
-  local name=$1 want=$2
-  shift 2
-  "$HETSIM" "$@" >"$TMP/out" 2>"$TMP/err"
-  local got=$?
-  if [ "$got" -ne "$want" ]; then
-    bad "$name" "exit $got, expected $want; stderr: $(head -c 300 "$TMP/err")"
-    return 1
-  fi
-  return 0
-}
-check() { # check NAME CONDITION-COMMAND...
-  local name=$1
-  shift
-  if "$@"; then ok "$name"; else bad "$name" "condition failed: $*"; fi
-}
 
 sim() { "$HETSIM" sim --cluster "$SRC/traces/lbb-4gpu.yaml" --model resnet18 --global-batch 256 --db "$DB" "$@" >/dev/null 2>>"$TMP/simerr"; }
 if ! sim --policy ssgd --iterations 6; then
@@ -138,5 +116,4 @@ EOF
   run query.running 0 query --db "$DB" runs --status running --csv && check query.running.one bash -c "[ \$(wc -l < '$TMP/out') -eq 2 ]"
 fi
 
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+cli_finish

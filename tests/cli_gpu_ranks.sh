@@ -8,25 +8,13 @@
 # without them. Not run on a GPU yet.
 # usage: cli_gpu_ranks.sh HETSIM_BINARY SOURCE_DIR
 set -u
-H=$1
-T=$(mktemp -d)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done
-  rm -rf "$T"
-}
-trap cleanup EXIT
+. "$(dirname "$0")/cli-lib.sh"
+cli_setup "$@"
+CHECK_TERSE=1
+H=$HETSIM T=$TMP # the short names this script uses
+DB="$T/r.db"
 cd "$T"
-pass=0
-fail=0
-ok() { pass=$((pass + 1)); echo "ok   $1"; }
-no() { fail=$((fail + 1)); echo "FAIL $1"; }
-check() { local name=$1; shift; if "$@"; then ok "$name"; else no "$name"; fi; }
-q() { sqlite3 "$T/r.db" "$1"; }
-if [ ! -e /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ] && [ -z "${HETSIM_FASHION_MNIST_DIR:-}" ]; then
-  echo "Fashion-MNIST is not installed (apt-get install dataset-fashion-mnist); skipping"
-  exit 77
-fi
+need_fashion_mnist
 gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ' || true)
 if [ "${gpus:-0}" -lt 1 ]; then
   echo "no GPU (nvidia-smi lists none); skipping"
@@ -64,7 +52,7 @@ for p in ssgd localsgd; do
   [ $p = ssgd ] || two_ranks --policy $p "${common[@]}" --json
   check "nccl_${p}_exit" test "$(cat "$T/rc.0") $(cat "$T/rc.1")" = "0 0" || head -c 600 "$T/err.0" "$T/err.1"
   id=$(sed -n 's/.*"run_id": \([0-9]*\).*/\1/p' "$T/out.0")
-  if [ -z "$id" ]; then no "nccl_${p}_json"; continue; fi
+  if [ -z "$id" ]; then bad "nccl_${p}_json"; continue; fi
   check "nccl_${p}_complete" test "$(q "SELECT kind || ' ' || status FROM run WHERE id = $id")" = "real complete"
   check "nccl_${p}_iterations" test "$(q "SELECT iterations FROM summary WHERE run_id = $id")" = 40
   check "nccl_${p}_workers" test "$(q "SELECT count(*) FROM worker WHERE run_id = $id AND steps > 0")" = 2
@@ -85,28 +73,20 @@ kargs=(--policy ssgd --model mlp --global-batch 64 --workers 2 --train-samples 2
        --eval-every 50 --iterations 100000000 --timeout 30s --backend nccl --device "$device" --db "$T/k.db")
 RANK=1 LOCAL_RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port "$H" real "${kargs[@]}" >"$T/out.k1" 2>"$T/err.k1" &
 k1=$!
-pids+=($k1)
+kill_at_exit+=($k1)
 RANK=0 LOCAL_RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port "$H" real "${kargs[@]}" >"$T/out.k0" 2>"$T/err.k0" &
 k0=$!
-pids+=($k0)
+kill_at_exit+=($k0)
 for _ in $(seq 1 600); do
   [ "$(sqlite3 "$T/k.db" "SELECT count(*) FROM run" 2>/dev/null)" = 1 ] && break
   sleep 0.1
 done
 sleep 2
 kill -9 $k1
-ended=0
-for _ in $(seq 1 600); do
-  if ! kill -0 $k0 2>/dev/null; then ended=1; break; fi
-  sleep 0.1
-done
-check nccl_killed_rank0_ends_within_60s test $ended = 1
-[ $ended = 1 ] || kill -9 $k0 2>/dev/null
-wait $k0
+ends_within_60s nccl_killed_rank0_ends_within_60s $k0
 check nccl_killed_exit test $? = 1
 check nccl_killed_says grep -q "rank 1" "$T/err.k0"
 check nccl_killed_marked test "$(sqlite3 "$T/k.db" "SELECT status FROM run")" = failed
 check nccl_killed_keeps_rows test "$(sqlite3 "$T/k.db" "SELECT count(*) > 0 FROM step")" = 1
 
-echo "$pass passed, $fail failed"
-[ "$fail" = 0 ]
+cli_finish

@@ -4,20 +4,13 @@
 # Needs a GPU and Fashion-MNIST: exits 77 (skipped) without them. Not run on a GPU yet.
 # usage: cli_gpu_real.sh HETSIM_BINARY SOURCE_DIR
 set -u
-H=$1
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
+. "$(dirname "$0")/cli-lib.sh"
+cli_setup "$@"
+CHECK_TERSE=1
+H=$HETSIM T=$TMP # the short names this script uses
+DB="$T/r.db"
 cd "$T"
-pass=0
-fail=0
-ok() { pass=$((pass + 1)); echo "ok   $1"; }
-no() { fail=$((fail + 1)); echo "FAIL $1"; }
-check() { local name=$1; shift; if "$@"; then ok "$name"; else no "$name"; fi; }
-q() { sqlite3 "$T/r.db" "$1"; }
-if [ ! -e /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ] && [ -z "${HETSIM_FASHION_MNIST_DIR:-}" ]; then
-  echo "Fashion-MNIST is not installed (apt-get install dataset-fashion-mnist); skipping"
-  exit 77
-fi
+need_fashion_mnist
 
 common=(--model mlp --global-batch 48 --iterations 30 --workers 3 --train-samples 1500
         --eval-samples 300 --eval-every 10 --db "$T/r.db" --backend local)
@@ -36,5 +29,4 @@ if [ -n "$id" ]; then
   check local_ssgd_loss_falls test "$(q "SELECT (SELECT loss FROM eval WHERE run_id = $id ORDER BY step LIMIT 1) >
       (SELECT loss FROM eval WHERE run_id = $id ORDER BY step DESC LIMIT 1)")" = 1
 fi
-echo "$pass passed, $fail failed"
-[ "$fail" = 0 ]
+cli_finish

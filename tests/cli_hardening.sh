@@ -7,28 +7,18 @@
 # The read-only and full-disk cases mount a small tmpfs (root) and are skipped where mounting
 # is not permitted; python3's sqlite3 module writes the newer-schema file.
 set -u
-HETSIM=${1:?usage: cli_hardening.sh HETSIM SOURCE_DIR}
-SRC=${2:?usage: cli_hardening.sh HETSIM SOURCE_DIR}
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/hetsim-cli-hardening.XXXXXX")
+. "$(dirname "$0")/cli-lib.sh"
+cli_setup "$@"
+CHECK_PREFIX=hardening.
 MNT=""
-cleanup() {
-  [ -n "$MNT" ] && umount "$MNT" 2>/dev/null
-  rm -rf "$TMP"
-}
-trap cleanup EXIT
-pass=0
-fail=0
-ok() { pass=$((pass + 1)); echo "ok   hardening.$1"; }
-bad() { fail=$((fail + 1)); echo "FAIL hardening.$1: $2"; }
-check() { local name=$1; shift; if "$@"; then ok "$name"; else bad "$name" "condition failed: $*"; fi; }
-q() { "$HETSIM" query --db "$1" --csv sql "$2" | tail -n +2 | tr -d '\r'; }
+trap '[ -n "$MNT" ] && umount "$MNT" 2>/dev/null; cli_cleanup' EXIT
 C4="$SRC/traces/lbb-4gpu.yaml"
 BIG="$SRC/traces/hetero-1024gpu.yaml"
 sim() { "$HETSIM" sim --cluster "$C4" --model resnet18 --global-batch 128 "$@"; }
 # wait_for DB SQL: polls until the query prints a non-empty, non-zero value (at most ~60 s).
 wait_for() {
   for _ in $(seq 600); do
-    v=$(q "$1" "$2" 2>/dev/null)
+    v=$(rows "$1" "$2" 2>/dev/null)
     [ -n "$v" ] && [ "$v" != 0 ] && return 0
     sleep 0.1
   done
@@ -50,11 +40,11 @@ st=0
 for p in "${pids[@]}"; do wait "$p" || st=1; done
 check concurrent.all_exit_0 test $st -eq 0
 for i in 1 2 3 4 5 6 7 8; do [ -s "$TMP/w$i.err" ] && echo "  writer $i: $(head -c 300 "$TMP/w$i.err")"; done
-check concurrent.runs test "$(q "$DB" "SELECT count(*) FROM run WHERE status = 'complete'")" -eq 8
-check concurrent.steps test "$(q "$DB" "SELECT count(*) FROM step")" -eq $((8 * 1200))
-check concurrent.steps_per_run test "$(q "$DB" "SELECT count(DISTINCT n) || ':' || min(n) FROM (SELECT count(*) AS n FROM step GROUP BY run_id)")" = "1:1200"
-check concurrent.workers test "$(q "$DB" "SELECT count(*) FROM worker")" -eq 32
-check concurrent.integrity test "$(q "$DB" "PRAGMA integrity_check")" = ok
+check concurrent.runs test "$(rows "$DB" "SELECT count(*) FROM run WHERE status = 'complete'")" -eq 8
+check concurrent.steps test "$(rows "$DB" "SELECT count(*) FROM step")" -eq $((8 * 1200))
+check concurrent.steps_per_run test "$(rows "$DB" "SELECT count(DISTINCT n) || ':' || min(n) FROM (SELECT count(*) AS n FROM step GROUP BY run_id)")" = "1:1200"
+check concurrent.workers test "$(rows "$DB" "SELECT count(*) FROM worker")" -eq 32
+check concurrent.integrity test "$(rows "$DB" "PRAGMA integrity_check")" = ok
 
 # --- kill -9 in the middle of a run ---------------------------------------------------------
 K="$TMP/k.db"
@@ -64,22 +54,22 @@ sim --policy ssgd --iterations 3 --db "$K" >/dev/null 2>&1   # one complete run 
 kp=$!
 wait_for "$K" "SELECT count(*) FROM step WHERE run_id = 2"
 check kill.started test $? -eq 0
-check kill.shows_running test "$(q "$K" "SELECT status FROM run WHERE id = 2")" = running
+check kill.shows_running test "$(rows "$K" "SELECT status FROM run WHERE id = 2")" = running
 "$HETSIM" query --db "$K" --csv runs >"$TMP/runs.csv"
 check kill.running_while_alive grep -q '^2,.*,running,' "$TMP/runs.csv"
 kill -9 "$kp"
 wait "$kp" 2>/dev/null
-check kill.integrity test "$(q "$K" "PRAGMA integrity_check")" = ok
+check kill.integrity test "$(rows "$K" "PRAGMA integrity_check")" = ok
 "$HETSIM" query --db "$K" --csv runs >"$TMP/runs.csv"
 check kill.query_incomplete grep -q '^2,.*,incomplete,' "$TMP/runs.csv"
 check kill.first_intact grep -q '^1,.*,complete,' "$TMP/runs.csv"
-check kill.stored_status test "$(q "$K" "SELECT status FROM run WHERE id = 2")" = running
-check kill.no_summary test "$(q "$K" "SELECT count(*) FROM summary WHERE run_id = 2")" -eq 0
-check kill.steps_kept test "$(q "$K" "SELECT count(*) FROM step WHERE run_id = 2")" -gt 0
+check kill.stored_status test "$(rows "$K" "SELECT status FROM run WHERE id = 2")" = running
+check kill.no_summary test "$(rows "$K" "SELECT count(*) FROM summary WHERE run_id = 2")" -eq 0
+check kill.steps_kept test "$(rows "$K" "SELECT count(*) FROM step WHERE run_id = 2")" -gt 0
 "$HETSIM" query --db "$K" --json runs >"$TMP/runs.json"
 check kill.json grep -q '"status":"incomplete"' "$TMP/runs.json"
 sim --policy ssgd --iterations 3 --db "$K" >/dev/null 2>&1
-check kill.db_usable_after test "$(q "$K" "SELECT status FROM run WHERE id = 3")" = complete
+check kill.db_usable_after test "$(rows "$K" "SELECT status FROM run WHERE id = 3")" = complete
 
 # --- kill -9 in the middle of a sweep, then resume -------------------------------------------
 cat > "$TMP/grid.yaml" <<YAML
@@ -101,9 +91,9 @@ check sweep_kill.left_shards test -e "$S.w0"
 "$HETSIM" sweep --grid "$TMP/grid.yaml" --db "$S" --jobs 2 >"$TMP/sweep2.out" 2>&1
 check sweep_kill.resume_exit test $? -eq 0
 check sweep_kill.resumed_some test "$(grep -c '^point ' "$TMP/sweep2.out")" -lt 6
-check sweep_kill.complete test "$(q "$S" "SELECT count(DISTINCT json_extract(options, '\$.sweep_point')) FROM run WHERE status = 'complete'")" -eq 6
-check sweep_kill.no_dup test "$(q "$S" "SELECT count(*) FROM run WHERE status = 'complete'")" -eq 6
-check sweep_kill.integrity test "$(q "$S" "PRAGMA integrity_check")" = ok
+check sweep_kill.complete test "$(rows "$S" "SELECT count(DISTINCT json_extract(options, '\$.sweep_point')) FROM run WHERE status = 'complete'")" -eq 6
+check sweep_kill.no_dup test "$(rows "$S" "SELECT count(*) FROM run WHERE status = 'complete'")" -eq 6
+check sweep_kill.integrity test "$(rows "$S" "PRAGMA integrity_check")" = ok
 check sweep_kill.no_shards test -z "$(ls "$TMP" | grep -E '^s\.db\.w')"
 
 # --- a database from a newer schema -----------------------------------------------------------
@@ -131,13 +121,13 @@ mkdir -p "$MNT"
 if mount -t tmpfs -o size=1m tmpfs "$MNT" 2>/dev/null; then
   F="$MNT/f.db"
   sim --policy ssgd --iterations 10 --db "$F" >/dev/null 2>&1
-  check full.first_run test "$(q "$F" "SELECT status FROM run")" = complete
+  check full.first_run test "$(rows "$F" "SELECT status FROM run")" = complete
   sim --policy ssgd --iterations 20000 --db "$F" >/dev/null 2>"$TMP/err"
   check full.exit test $? -eq 1
   check full.msg grep -q "database or disk is full" "$TMP/err"
-  check full.integrity test "$(q "$F" "PRAGMA integrity_check")" = ok
-  check full.first_intact test "$(q "$F" "SELECT status || ':' || (SELECT count(*) FROM step WHERE run_id = 1) FROM run WHERE id = 1")" = "complete:40"
-  check full.second_not_complete test "$(q "$F" "SELECT count(*) FROM run WHERE id = 2 AND status = 'complete'")" -eq 0
+  check full.integrity test "$(rows "$F" "PRAGMA integrity_check")" = ok
+  check full.first_intact test "$(rows "$F" "SELECT status || ':' || (SELECT count(*) FROM step WHERE run_id = 1) FROM run WHERE id = 1")" = "complete:40"
+  check full.second_not_complete test "$(rows "$F" "SELECT count(*) FROM run WHERE id = 2 AND status = 'complete'")" -eq 0
   "$HETSIM" query --db "$F" --csv runs >"$TMP/runs.csv"
   # Marked failed when the status update still fitted, otherwise left running by a process
   # that is gone: shown incomplete. Never running, never complete.
@@ -154,7 +144,7 @@ if mount -t tmpfs -o size=1m tmpfs "$MNT" 2>/dev/null; then
     "$HETSIM" sweep --grid "$TMP/grid.yaml" --db "$MNT/sw.db" >/dev/null 2>"$TMP/err"
     check readonly.sweep_exit test $? -eq 1
     check readonly.sweep_msg grep -q "cannot open database" "$TMP/err"
-    check readonly.data_kept test "$(q "$F" "SELECT count(*) || ':' || min(status) FROM run")" = "1:complete"
+    check readonly.data_kept test "$(rows "$F" "SELECT count(*) || ':' || min(status) FROM run")" = "1:complete"
   else
     echo "skip hardening.readonly: remount not permitted"
   fi
@@ -164,5 +154,4 @@ else
   echo "skip hardening.full, hardening.readonly: mounting a tmpfs is not permitted here"
 fi
 
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+cli_finish

@@ -8,14 +8,9 @@
 # Exits 77 (skipped) when jupyter nbconvert, or pandas and matplotlib for its kernel, are
 # missing (Debian: jupyter-nbconvert python3-ipykernel python3-pandas python3-matplotlib).
 set -u
-HETSIM=${1:?usage: cli_notebooks.sh HETSIM SOURCE_DIR}
-SRC=${2:?usage: cli_notebooks.sh HETSIM SOURCE_DIR}
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/hetsim-cli-notebooks.XXXXXX")
-trap 'rm -rf "$TMP"' EXIT
-pass=0
-fail=0
-ok() { pass=$((pass + 1)); echo "ok   notebooks.$1"; }
-bad() { fail=$((fail + 1)); echo "FAIL notebooks.$1: $2"; }
+. "$(dirname "$0")/cli-lib.sh"
+cli_setup "$@"
+CHECK_PREFIX=notebooks.
 
 if ! command -v jupyter >/dev/null || ! jupyter nbconvert --version >/dev/null 2>&1; then
   echo "skip: jupyter nbconvert is not installed (Debian: jupyter-nbconvert python3-ipykernel)"
@@ -32,8 +27,7 @@ fi
 DB="$TMP/hetsim.db"
 if ! bash "$SRC/notebooks-data/make_data.sh" "$HETSIM" "$DB" >"$TMP/make.log" 2>&1; then
   bad make_data "$(tail -c 400 "$TMP/make.log")"
-  echo "$pass passed, $fail failed"
-  exit 1
+  cli_finish
 fi
 ok make_data
 have_calib=0
@@ -86,5 +80,4 @@ else
   bad validation.rows "could not add a validation row"
 fi
 
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+cli_finish

@@ -4,15 +4,10 @@
 # each of our columns. The numbers themselves are not checked (quick runs are a few updates).
 # Usage: cli_papers.sh HETSIM SOURCE_DIR
 set -u
-H=$1
-SRC=$2
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-pass=0
-fail=0
-ok() { pass=$((pass + 1)); echo "ok   $1"; }
-no() { fail=$((fail + 1)); echo "FAIL $1"; }
-check() { local name=$1; shift; if "$@"; then ok "$name"; else no "$name"; fi; }
+. "$(dirname "$0")/cli-lib.sh"
+cli_setup "$@"
+CHECK_TERSE=1
+H=$HETSIM T=$TMP # the short names this script uses
 
 if [ ! -r "${HETSIM_FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}/train-images-idx3-ubyte.gz" ] &&
    [ ! -r "${HETSIM_FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}/train-images-idx3-ubyte" ]; then
@@ -49,5 +44,4 @@ check no_args_exit_2 test $? = 2
 bash "$SRC/notebooks-data/papers/run.sh" "$T/nope" "$T/x" --quick >/dev/null 2>&1
 check bad_binary_exit_2 test $? = 2
 
-echo "$pass passed, $fail failed"
-[ "$fail" = 0 ]
+cli_finish

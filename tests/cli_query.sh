@@ -6,35 +6,10 @@
 # which writes known numbers; when `hetsim sim` works, runs it makes are queried too. Exits 77
 # (skipped) when neither is available.
 set -u
-HETSIM=${1:?usage: cli_query.sh HETSIM SOURCE_DIR}
-SRC=${2:?usage: cli_query.sh HETSIM SOURCE_DIR}
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/hetsim-cli-query.XXXXXX")
-trap 'rm -rf "$TMP"' EXIT
+. "$(dirname "$0")/cli-lib.sh"
+cli_setup "$@"
+CHECK_PREFIX=query.
 DB="$TMP/q.db"
-pass=0
-fail=0
-
-ok() { pass=$((pass + 1)); echo "ok   query.$1"; }
-bad() { fail=$((fail + 1)); echo "FAIL query.$1: $2"; }
-
-# run NAME EXPECTED_STATUS ARGS...: runs hetsim, keeps stdout/stderr in $TMP/out and $TMP/err.
-run() {
-  local name=$1 want=$2
-  shift 2
-  "$HETSIM" "$@" >"$TMP/out" 2>"$TMP/err"
-  local got=$?
-  if [ "$got" -ne "$want" ]; then
-    bad "$name" "exit $got, expected $want; stderr: $(head -c 300 "$TMP/err")"
-    return 1
-  fi
-  return 0
-}
-has() { grep -qF -- "$2" "$TMP/$1"; }
-check() { # check NAME CONDITION-COMMAND...
-  local name=$1
-  shift
-  if "$@"; then ok "$name"; else bad "$name" "condition failed: $*"; fi
-}
 
 FIXTURE_BIN="$(dirname "$HETSIM")/test_store"
 if [ -x "$FIXTURE_BIN" ] && HETSIM_STORE_FIXTURE="$DB" "$FIXTURE_BIN" >/dev/null; then
@@ -132,5 +107,4 @@ run usage.db.noarg 2 query runs --db && check usage.db.noarg has err "needs a FI
 printf 'not a database, just text\n%.0s' $(seq 1 100) >"$TMP/junk.db"
 run runtime.notadb 1 query --db "$TMP/junk.db" runs && check runtime.notadb has err "not an SQLite database"
 
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+cli_finish

@@ -4,26 +4,13 @@
 # from a cluster file, bad arguments (exit 2 with a clear message) and an interrupted run.
 # usage: cli_real.sh HETSIM_BINARY SOURCE_DIR
 set -u
-H=$1
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
+. "$(dirname "$0")/cli-lib.sh"
+cli_setup "$@"
+CHECK_TERSE=1
+H=$HETSIM T=$TMP # the short names this script uses
+DB="$T/r.db"
 cd "$T"
-pass=0
-fail=0
-ok() { pass=$((pass + 1)); echo "ok   $1"; }
-no() { fail=$((fail + 1)); echo "FAIL $1"; }
-check() { local name=$1; shift; if "$@"; then ok "$name"; else no "$name"; fi; }
-expect_exit() {
-  local name=$1 code=$2; shift 2
-  "$@" >"$T/out" 2>"$T/err"
-  local rc=$?
-  if [ "$rc" = "$code" ]; then ok "$name"; else no "$name (exit $rc, wanted $code): $(head -c 300 "$T/err")"; fi
-}
-q() { sqlite3 "$T/r.db" "$1"; }
-if [ ! -e /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ] && [ -z "${HETSIM_FASHION_MNIST_DIR:-}" ]; then
-  echo "Fashion-MNIST is not installed (apt-get install dataset-fashion-mnist); skipping"
-  exit 77
-fi
+need_fashion_mnist
 
 common=(--model mlp --global-batch 48 --iterations 20 --workers 3 --train-samples 1500
         --eval-samples 300 --eval-every 5 --db "$T/r.db")
@@ -44,7 +31,7 @@ for p in $policies; do
   esac
   expect_exit "real_$p" 0 "$H" real --policy "$spec" "${common[@]}" "${extra[@]}" --json
   id=$(sed -n 's/.*"run_id": \([0-9]*\).*/\1/p' "$T/out")
-  if [ -z "$id" ]; then no "real_${p}_json"; continue; fi
+  if [ -z "$id" ]; then bad "real_${p}_json"; continue; fi
   check "real_${p}_complete" test "$(q "SELECT kind || ' ' || status FROM run WHERE id = $id")" = "real complete"
   check "real_${p}_iterations" test "$(q "SELECT iterations FROM summary WHERE run_id = $id")" = 20
   check "real_${p}_workers" test "$(q "SELECT count(*) FROM worker WHERE run_id = $id AND steps > 0")" = 3
@@ -67,27 +54,14 @@ b=$(q "SELECT loss FROM eval WHERE run_id = (SELECT max(id) FROM run WHERE polic
 check real_ssgd_repeatable awk -v a="$a" -v b="$b" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d < 1e-4) }'
 
 # Slowdown emulation: worker 1 is three times slower from the start; its steps take longer.
-cat > slow.yaml <<YAML
-name: slow
-network: {bandwidth: 10Gbps, latency: 20us}
-device_types:
-  c: {compute: {t0: 1ms, per_sample: 0.1ms}}
-nodes:
-  - name: n0
-    link: {bandwidth: 8GB/s, latency: 5us}
-    devices: [{type: c, count: 2}]
-events:
-  - {at: 0s, worker: 1, slowdown: 3.0}
-YAML
+slow_cluster slow.yaml
 expect_exit real_slowdown 0 "$H" real --policy ssgd --model mlp --global-batch 64 --iterations 10 \
   --cluster slow.yaml --train-samples 1500 --eval-samples 300 --db "$T/r.db" --json
 id=$(sed -n 's/.*"run_id": \([0-9]*\).*/\1/p' "$T/out")
 # Medians compare: a mean is at the mercy of one preemption on a loaded machine (ctest -j,
 # other jobs): one 15 ms wait among worker 0's 9 steps of about 1.5 ms lifts its mean past half
 # of worker 1's, whose steps each sleep 2t after a compute of t.
-med() { echo "(SELECT compute_end_s - start_s AS t FROM step WHERE run_id = ${id:-0} AND worker = $1 AND step > 0
-    ORDER BY t LIMIT 1 OFFSET (SELECT count(*) / 2 FROM step WHERE run_id = ${id:-0} AND worker = $1 AND step > 0))"; }
-check real_slowdown_slower test "$(q "SELECT $(med 1) > 2 * $(med 0)")" = 1
+check real_slowdown_slower test "$(q "SELECT $(median_compute "${id:-0}" 1) > 2 * $(median_compute "${id:-0}" 0)")" = 1
 check real_slowdown_cluster_stored test "$(q "SELECT cluster_name FROM run WHERE id = ${id:-0}")" = slow
 
 # Bad arguments: exit 2, a clear message, nothing stored.
@@ -128,5 +102,4 @@ check interrupted_exit test "$rc" = 1
 check interrupted_marked test "$(sqlite3 "$T/i.db" "SELECT status FROM run")" = interrupted
 check interrupted_keeps_rows test "$(sqlite3 "$T/i.db" "SELECT count(*) > 0 FROM step")" = 1
 
-echo "$pass passed, $fail failed"
-[ "$fail" = 0 ]
+cli_finish

@@ -10,25 +10,13 @@
 # error.
 # usage: cli_real_ranks.sh HETSIM_BINARY SOURCE_DIR
 set -u
-H=$1
-T=$(mktemp -d)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done
-  rm -rf "$T"
-}
-trap cleanup EXIT
+. "$(dirname "$0")/cli-lib.sh"
+cli_setup "$@"
+CHECK_TERSE=1
+H=$HETSIM T=$TMP # the short names this script uses
+DB="$T/r.db"
 cd "$T"
-pass=0
-fail=0
-ok() { pass=$((pass + 1)); echo "ok   $1"; }
-no() { fail=$((fail + 1)); echo "FAIL $1"; }
-check() { local name=$1; shift; if "$@"; then ok "$name"; else no "$name"; fi; }
-q() { sqlite3 "$T/r.db" "$1"; }
-if [ ! -e /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ] && [ -z "${HETSIM_FASHION_MNIST_DIR:-}" ]; then
-  echo "Fashion-MNIST is not installed (apt-get install dataset-fashion-mnist); skipping"
-  exit 77
-fi
+need_fashion_mnist
 
 # Every run gets two fresh ports (MASTER_PORT for the comm, +1 for the control channel) from a
 # block of 64 of this script's own, away from those of other tests running at the same time.
@@ -58,7 +46,7 @@ check_run() {
   local name=$1 out=$2 iters=${3:-20}
   local id
   id=$(sed -n 's/.*"run_id": \([0-9]*\).*/\1/p' "$out")
-  if [ -z "$id" ]; then no "${name}_json"; return; fi
+  if [ -z "$id" ]; then bad "${name}_json"; return; fi
   check "${name}_complete" test "$(q "SELECT kind || ' ' || status FROM run WHERE id = $id")" = "real complete"
   check "${name}_launch" grep -q '"launch":"' <(q "SELECT options FROM run WHERE id = $id")
   check "${name}_iterations" test "$(q "SELECT iterations FROM summary WHERE run_id = $id")" = "$iters"
@@ -81,27 +69,14 @@ for p in ssgd lbb localsgd; do
 done
 
 # A cluster file's slowdown is emulated on the worker's own rank.
-cat > slow.yaml <<YAML
-name: slow
-network: {bandwidth: 10Gbps, latency: 20us}
-device_types:
-  c: {compute: {t0: 1ms, per_sample: 0.1ms}}
-nodes:
-  - name: n0
-    link: {bandwidth: 8GB/s, latency: 5us}
-    devices: [{type: c, count: 2}]
-events:
-  - {at: 0s, worker: 1, slowdown: 3.0}
-YAML
+slow_cluster slow.yaml
 torchrun_like 2 --policy ssgd --model mlp --global-batch 64 --iterations 10 --cluster slow.yaml \
   --train-samples 1000 --eval-samples 300 --db "$T/r.db" --json
 check slowdown_exit test "$(cat "$T/rc.0") $(cat "$T/rc.1")" = "0 0"
 id=$(sed -n 's/.*"run_id": \([0-9]*\).*/\1/p' "$T/out.0")
 # Medians compare (as in cli_real.sh): one preemption among worker 0's 9 steps of about 0.3 ms
 # lifts a mean past half of worker 1's.
-med() { echo "(SELECT compute_end_s - start_s AS t FROM step WHERE run_id = ${id:-0} AND worker = $1 AND step > 0
-    ORDER BY t LIMIT 1 OFFSET (SELECT count(*) / 2 FROM step WHERE run_id = ${id:-0} AND worker = $1 AND step > 0))"; }
-check slowdown_slower test "$(q "SELECT $(med 1) > 2 * $(med 0)")" = 1
+check slowdown_slower test "$(q "SELECT $(median_compute "${id:-0}" 1) > 2 * $(median_compute "${id:-0}" 0)")" = 1
 
 # The same seed gives the threaded runtime's numbers: ssgd's evaluations agree.
 "$H" real --policy ssgd "${common[@]}" --iterations 20 --json >"$T/out.thr" 2>"$T/err.thr"
@@ -205,21 +180,14 @@ killed_worker() {
   for r in $(seq 0 $((world - 1))); do
     RANK=$r WORLD_SIZE=$world MASTER_ADDR=127.0.0.1 MASTER_PORT=$port "$H" real "$@" "${kargs[@]}" \
       >"$T/out.k$r" 2>"$T/err.k$r" &
-    pids+=($!)
+    kill_at_exit+=($!)
     [ "$r" = 0 ] && k0=$!
     [ "$r" = "$victim" ] && kv=$!
   done
   wait_running
   kill -9 "$kv"
   # Rank 0 must end by itself within 60 s (the issue's bound); it is killed after that.
-  local ended=0
-  for _ in $(seq 1 600); do
-    if ! kill -0 "$k0" 2>/dev/null; then ended=1; break; fi
-    sleep 0.1
-  done
-  check "${name}_rank0_ends_within_60s" test $ended = 1
-  [ $ended = 1 ] || kill -9 "$k0" 2>/dev/null
-  wait "$k0"
+  ends_within_60s "${name}_rank0_ends_within_60s" "$k0"
   check "${name}_exit" test $? = 1
   # Whichever notices first (reading or writing the control channel, or a wait in the comm)
   # names the rank and says that its process died.
@@ -237,22 +205,14 @@ next_port
 rm -f "$T/k.db"*
 RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port "$H" real --policy ssgd "${kargs[@]}" >"$T/out.k1" 2>"$T/err.k1" &
 k1=$!
-pids+=($k1)
+kill_at_exit+=($k1)
 RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port "$H" real --policy ssgd "${kargs[@]}" >"$T/out.k0" 2>"$T/err.k0" &
 k0=$!
-pids+=($k0)
+kill_at_exit+=($k0)
 wait_running
 kill -9 $k0
-ended=0
-for _ in $(seq 1 600); do
-  if ! kill -0 $k1 2>/dev/null; then ended=1; break; fi
-  sleep 0.1
-done
-check killed_rank0_other_ends_within_60s test $ended = 1
-[ $ended = 1 ] || kill -9 $k1 2>/dev/null
-wait $k1
+ends_within_60s killed_rank0_other_ends_within_60s $k1
 check killed_rank0_other_exit test $? = 1
 check killed_rank0_other_says grep -q "rank 0 closed" "$T/err.k1"
 
-echo "$pass passed, $fail failed"
-[ "$fail" = 0 ]
+cli_finish

@@ -6,31 +6,10 @@
 # Exits 77 (skipped) when `hetsim sim` cannot make runs, or when every check passed but
 # Chromium cannot run here (the rendering check then did not happen).
 set -u
-HETSIM=${1:?usage: cli_report.sh HETSIM SOURCE_DIR}
-SRC=${2:?usage: cli_report.sh HETSIM SOURCE_DIR}
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/hetsim-cli-report.XXXXXX")
-trap 'rm -rf "$TMP"' EXIT
+. "$(dirname "$0")/cli-lib.sh"
+cli_setup "$@"
+CHECK_PREFIX=report.
 DB="$TMP/r.db"
-pass=0
-fail=0
-ok() { pass=$((pass + 1)); echo "ok   report.$1"; }
-bad() { fail=$((fail + 1)); echo "FAIL report.$1: $2"; }
-run() { # run NAME EXPECTED_STATUS ARGS...
-  local name=$1 want=$2
-  shift 2
-  "$HETSIM" "$@" >"$TMP/out" 2>"$TMP/err"
-  local got=$?
-  if [ "$got" -ne "$want" ]; then
-    bad "$name" "exit $got, expected $want; stderr: $(head -c 300 "$TMP/err")"
-    return 1
-  fi
-  return 0
-}
-check() { # check NAME CONDITION-COMMAND...
-  local name=$1
-  shift
-  if "$@"; then ok "$name"; else bad "$name" "condition failed: $*"; fi
-}
 count() { grep -o -- "$1" "$2" | wc -l; }
 
 C4="$SRC/traces/lbb-4gpu.yaml"
@@ -164,7 +143,7 @@ EOF
   fi
 fi
 
-echo "$pass passed, $fail failed"
+cli_summary
 [ "$fail" -eq 0 ] || exit 1
 if [ $rendered = 0 ]; then
   if [ -z "$PY" ]; then echo "skip: the rendering check did not run: no python3 with Pillow (python3-pil)"

@@ -2,24 +2,10 @@
 # CLI tests for `hetsim sim`, `policies`, `models`, the top-level help and the subcommands that
 # are not built yet. Usage: cli_sim.sh HETSIM SOURCE_DIR
 set -u
-H=$1
-SRC=$2
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-pass=0
-fail=0
-ok() { pass=$((pass + 1)); echo "ok   $1"; }
-no() { fail=$((fail + 1)); echo "FAIL $1"; }
-check() { local name=$1; shift; if "$@"; then ok "$name"; else no "$name"; fi; }
-# expect_exit NAME CODE CMD...: runs CMD, keeps its stdout/stderr in $T/out and $T/err
-expect_exit() {
-  local name=$1 code=$2; shift 2
-  "$@" >"$T/out" 2>"$T/err"
-  local rc=$?
-  if [ "$rc" = "$code" ]; then ok "$name"; else no "$name (exit $rc, wanted $code): $(head -c 300 "$T/err")"; fi
-}
-# val DB SQL: the single value a query returns (CSV is RFC 4180: CRLF line ends).
-val() { "$H" query --db "$1" sql "$2" --csv | tr -d '\r' | tail -n 1; }
+. "$(dirname "$0")/cli-lib.sh"
+cli_setup "$@"
+CHECK_TERSE=1
+H=$HETSIM T=$TMP # the short names this script uses
 runs() { val "$T/h.db" "SELECT count(*) AS n FROM run"; }
 
 C="$SRC/traces/lbb-4gpu.yaml"
@@ -81,9 +67,9 @@ for s in 5 5 6; do
   "$H" sim --cluster "$J" --model resnet18 --policy ssgd --global-batch 256 --iterations 30 \
     --seed $s --db "$T/det.db" --json >"$T/det-$s.json" 2>&1
 done
-q() { "$H" query --db "$T/det.db" sql "SELECT worker,step,batch,start_s,compute_end_s,comm_end_s,wait_s FROM step WHERE run_id=$1 ORDER BY worker,step" --csv; }
-check same_seed_same_rows test "$(q 1)" = "$(q 2)"
-check other_seed_other_rows test "$(q 1)" != "$(q 3)"
+steps_of() { "$H" query --db "$T/det.db" sql "SELECT worker,step,batch,start_s,compute_end_s,comm_end_s,wait_s FROM step WHERE run_id=$1 ORDER BY worker,step" --csv; }
+check same_seed_same_rows test "$(steps_of 1)" = "$(steps_of 2)"
+check other_seed_other_rows test "$(steps_of 1)" != "$(steps_of 3)"
 
 # --- bad input: exit 2, a precise message, nothing stored ----------------------------------
 before=$(runs)
@@ -159,5 +145,4 @@ check interrupted_status test "$(val "$T/int.db" "SELECT status FROM run")" = in
 check interrupted_steps_kept test "$(val "$T/int.db" "SELECT count(*) > 0 FROM step")" = 1
 check interrupted_integrity test "$(val "$T/int.db" "PRAGMA integrity_check")" = ok
 
-echo "$pass passed, $fail failed"
-[ "$fail" = 0 ]
+cli_finish

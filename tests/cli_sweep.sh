@@ -7,28 +7,10 @@
 # a rank ("not a hetsim one": core_store's schema check read two snapshots).
 # Usage: bash tests/cli_sweep.sh /path/to/hetsim /path/to/source-dir
 set -u
-HETSIM=${1:?usage: cli_sweep.sh HETSIM SOURCE_DIR}
-SRC=${2:?usage: cli_sweep.sh HETSIM SOURCE_DIR}
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/hetsim-cli-sweep.XXXXXX")
-trap 'rm -rf "$TMP"' EXIT
-pass=0
-fail=0
-ok() { pass=$((pass + 1)); echo "ok   sweep.$1"; }
-bad() { fail=$((fail + 1)); echo "FAIL sweep.$1: $2"; }
-run() { # run NAME EXPECTED_STATUS ARGS...
-  local name=$1 want=$2
-  shift 2
-  "$HETSIM" "$@" >"$TMP/out" 2>"$TMP/err"
-  local got=$?
-  if [ "$got" -ne "$want" ]; then
-    bad "$name" "exit $got, expected $want; stderr: $(head -c 400 "$TMP/err")"
-    return 1
-  fi
-  return 0
-}
-has() { grep -qF -- "$2" "$TMP/$1"; }
-check() { local name=$1; shift; if "$@"; then ok "$name"; else bad "$name" "condition failed: $*"; fi; }
-q() { "$HETSIM" query --db "$1" --csv sql "$2" | tail -n +2 | tr -d '\r'; }
+. "$(dirname "$0")/cli-lib.sh"
+cli_setup "$@"
+CHECK_PREFIX=sweep.
+RUN_ERR_BYTES=400
 
 cp "$SRC/traces/lbb-4gpu.yaml" "$TMP/c4.yaml"
 # The same cluster with a slower card: a different point for every policy and seed.
@@ -78,17 +60,17 @@ run list_respelled 0 sweep --grid "$TMP/g6.yaml" --list &&
 # --- local workers, merge, resume ---------------------------------------------------------
 run sweep 0 sweep --grid "$TMP/grid.yaml" --db "$DB" --jobs 2 &&
   check sweep.summary has out "sweep t: $N of $N points complete"
-check sweep.runs test "$(q "$DB" "SELECT count(*) FROM run WHERE status = 'complete'")" -eq $N
-check sweep.keys test "$(q "$DB" "SELECT count(DISTINCT json_extract(options, '\$.sweep_point')) FROM run")" -eq $N
-check sweep.summaries test "$(q "$DB" "SELECT count(*) FROM summary")" -eq $N
-check sweep.workers test "$(q "$DB" "SELECT count(*) FROM worker")" -eq $((N * 4))
+check sweep.runs test "$(rows "$DB" "SELECT count(*) FROM run WHERE status = 'complete'")" -eq $N
+check sweep.keys test "$(rows "$DB" "SELECT count(DISTINCT json_extract(options, '\$.sweep_point')) FROM run")" -eq $N
+check sweep.summaries test "$(rows "$DB" "SELECT count(*) FROM summary")" -eq $N
+check sweep.workers test "$(rows "$DB" "SELECT count(*) FROM worker")" -eq $((N * 4))
 check sweep.no_shards test -z "$(ls "$TMP" | grep -E 's\.db\.(w|lock)')"
 check sweep.shards_used test "$(grep -c 's.db.w1' "$TMP/out")" -eq $((N / 2))
 # Slower card, longer simulated time: the clusters really differ.
-check sweep.clusters_differ test "$(q "$DB" "SELECT count(DISTINCT s.sim_time_s) FROM summary s JOIN run r ON r.id = s.run_id WHERE r.policy = 'ssgd'")" -eq 2
+check sweep.clusters_differ test "$(rows "$DB" "SELECT count(DISTINCT s.sim_time_s) FROM summary s JOIN run r ON r.id = s.run_id WHERE r.policy = 'ssgd'")" -eq 2
 run again 0 sweep --grid "$TMP/grid.yaml" --db "$DB" --jobs 2 &&
   check again.nothing_run has out "$N already done, 0 to run"
-check again.no_new_runs test "$(q "$DB" "SELECT count(*) FROM run")" -eq $N
+check again.no_new_runs test "$(rows "$DB" "SELECT count(*) FROM run")" -eq $N
 run list_done 0 sweep --grid "$TMP/grid.yaml" --db "$DB" --list &&
   check list_done.count test "$(grep -c ' done ' "$TMP/out")" -eq $N
 
@@ -96,17 +78,17 @@ run list_done 0 sweep --grid "$TMP/grid.yaml" --db "$DB" --list &&
 sed 's/seeds: \[1, 2\]/seeds: [1, 2, 3]/' "$TMP/grid.yaml" > "$TMP/grid3.yaml"
 run grown 0 sweep --grid "$TMP/grid3.yaml" --db "$DB" --jobs 2 &&
   check grown.only_new has out "$N already done, $((N / 2)) to run"
-check grown.runs test "$(q "$DB" "SELECT count(*) FROM run")" -eq $((N * 3 / 2))
+check grown.runs test "$(rows "$DB" "SELECT count(*) FROM run")" -eq $((N * 3 / 2))
 
 # Shards left behind (as a killed sweep leaves them, or --no-merge on another node) count as
 # done and are merged by the next sweep.
 D2="$TMP/r.db"
 run no_merge 0 sweep --grid "$TMP/grid.yaml" --db "$D2" --jobs 2 --no-merge
-check no_merge.main_empty test "$(q "$D2" "SELECT count(*) FROM run")" -eq 0
+check no_merge.main_empty test "$(rows "$D2" "SELECT count(*) FROM run")" -eq 0
 check no_merge.shards test -e "$D2.w0" -a -e "$D2.w1"
 run resume 0 sweep --grid "$TMP/grid.yaml" --db "$D2" --jobs 1 &&
   check resume.nothing_run has out "$N already done, 0 to run"
-check resume.merged test "$(q "$D2" "SELECT count(*) FROM run")" -eq $N
+check resume.merged test "$(rows "$D2" "SELECT count(*) FROM run")" -eq $N
 check resume.shards_gone test ! -e "$D2.w0" -a ! -e "$D2.w1"
 
 # --merge by hand, twice: no duplicates.
@@ -116,20 +98,20 @@ run merge 0 sweep --merge "$TMP/node.db.w0" "$TMP/node.db.w1" --db "$D3" --keep 
   check merge.msg has out "merged $N runs from 2 shards"
 run merge_twice 0 sweep --merge "$TMP/node.db.w0" "$TMP/node.db.w1" --db "$D3" &&
   check merge_twice.msg has out "merged 0 runs from 2 shards into $D3 ($N already there)"
-check merge.no_dup test "$(q "$D3" "SELECT count(*) FROM run")" -eq $N
+check merge.no_dup test "$(rows "$D3" "SELECT count(*) FROM run")" -eq $N
 check merge.removed test ! -e "$TMP/node.db.w0"
 run merge_missing 1 sweep --merge "$TMP/none.db" --db "$D3"
 run merge_usage 2 sweep --merge --db "$D3"
-check merge.fk test -z "$(q "$D3" "PRAGMA foreign_key_check")"
+check merge.fk test -z "$(rows "$D3" "PRAGMA foreign_key_check")"
 
 # Step rows are copied exactly, with remapped run ids.
 printf 'clusters: [c4.yaml]\npolicies: [lbb]\nseeds: [5]\nmodel: resnet18\nglobal_batch: 128\niterations: 12\nstore: steps\n' > "$TMP/gs.yaml"
 run steps 0 sweep --grid "$TMP/gs.yaml" --db "$D3" --jobs 1
 run steps_direct 0 sim --cluster "$TMP/c4.yaml" --policy lbb --seed 5 --model resnet18 --global-batch 128 --iterations 12 --db "$TMP/direct.db"
 sig="SELECT count(*) || ':' || printf('%.9f', sum(start_s + compute_end_s + wait_s + coalesce(comm_end_s, 0))) || ':' || sum(batch * (step + 1) * (worker + 1)) FROM step WHERE run_id = (SELECT max(id) FROM run)"
-a=$(q "$D3" "$sig"); b=$(q "$TMP/direct.db" "$sig")
+a=$(rows "$D3" "$sig"); b=$(rows "$TMP/direct.db" "$sig")
 check steps.same_rows test -n "$a" -a "$a" = "$b"
-check steps.remapped test "$(q "$D3" "SELECT count(*) FROM step WHERE run_id NOT IN (SELECT id FROM run)")" -eq 0
+check steps.remapped test "$(rows "$D3" "SELECT count(*) FROM step WHERE run_id NOT IN (SELECT id FROM run)")" -eq 0
 
 # Points that end without a complete run fail the sweep by name (here every run stops at the
 # event limit), rather than leaving a shorter table behind.
@@ -165,8 +147,8 @@ if command -v mpirun >/dev/null; then
     rc=$?
     check "$name.exit" test $rc -eq 0
     [ $rc -eq 0 ] || { echo "stderr of the ranks:"; head -c 2000 "$TMP/err"; }
-    check "$name.runs" test "$(q "$M" "SELECT count(*) FROM run")" -eq $N
-    check "$name.keys" test "$(q "$M" "SELECT count(DISTINCT json_extract(options, '\$.sweep_point')) FROM run")" -eq $N
+    check "$name.runs" test "$(rows "$M" "SELECT count(*) FROM run")" -eq $N
+    check "$name.keys" test "$(rows "$M" "SELECT count(DISTINCT json_extract(options, '\$.sweep_point')) FROM run")" -eq $N
     check "$name.both_ranks" test "$(grep -c 'rank 1)' "$TMP/out")" -eq $((N / 2))
     check "$name.no_shards" test -z "$(ls "$TMP" | grep -F "$name.db.rank")"
     mpirun -np 2 "$bin" sweep --grid "$TMP/grid.yaml" --db "$M" >"$TMP/out" 2>&1
@@ -187,5 +169,4 @@ else
   echo "skip sweep.mpi: no mpirun (apt-get install openmpi-bin)"
 fi
 
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+cli_finish

@@ -6,26 +6,13 @@
 # so it is reported, not asserted.
 # usage: cli_validate.sh HETSIM_BINARY SOURCE_DIR
 set -u
-H=$1
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
+. "$(dirname "$0")/cli-lib.sh"
+cli_setup "$@"
+CHECK_TERSE=1
+H=$HETSIM T=$TMP # the short names this script uses
+DB="$T/v.db"
 cd "$T"
-pass=0
-fail=0
-ok() { pass=$((pass + 1)); echo "ok   $1"; }
-no() { fail=$((fail + 1)); echo "FAIL $1"; }
-check() { local name=$1; shift; if "$@"; then ok "$name"; else no "$name"; fi; }
-expect_exit() {
-  local name=$1 code=$2; shift 2
-  "$@" >"$T/out" 2>"$T/err"
-  local rc=$?
-  if [ "$rc" = "$code" ]; then ok "$name"; else no "$name (exit $rc, wanted $code): $(head -c 300 "$T/err")"; fi
-}
-q() { sqlite3 "$T/v.db" "$1"; }
-if [ ! -e /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ] && [ -z "${HETSIM_FASHION_MNIST_DIR:-}" ]; then
-  echo "Fashion-MNIST is not installed (apt-get install dataset-fashion-mnist); skipping"
-  exit 77
-fi
+need_fashion_mnist
 
 expect_exit calib 0 "$H" calib --device cpu --model mlp --batches 8,16,32,48 --db "$T/v.db" \
   --max-reps 6 --min-reps 3 --warmup 1 --comm-max 256KiB
@@ -113,5 +100,4 @@ check validate_sim_run_says grep -q "is a sim run" "$T/err"
 expect_exit validate_bad_id 2 "$H" validate abc --db "$T/v.db"
 expect_exit validate_no_calib 2 "$H" validate "${id:-0}" --db "$T/v.db" --calib "$T/empty.db"
 
-echo "$pass passed, $fail failed"
-[ "$fail" = 0 ]
+cli_finish

@@ -1,0 +1,143 @@
+# The harness that the tests/cli_*.sh scripts share; each sources it from its own folder:
+#   . "$(dirname "$0")/cli-lib.sh"
+#   cli_setup "$@"
+# and ends with cli_finish. Not named cli_*.sh: CMakeLists.txt and tests/valgrind.sh run every
+# tests/cli_*.sh as a test of its own.
+#
+# Output: one "ok   NAME" or "FAIL NAME[: REASON]" line per check, then "N passed, M failed";
+# exit status 0 when all passed, 1 when any failed, 77 when a script skips.
+
+# cli_setup "$@": HETSIM and SRC from the arguments (HETSIM SOURCE_DIR), a fresh folder TMP that
+# is removed at exit, the counters at zero and the settings below at their defaults.
+cli_setup() {
+  local me
+  me=$(basename "$0")
+  HETSIM=${1:?usage: $me HETSIM SOURCE_DIR}
+  SRC=${2:?usage: $me HETSIM SOURCE_DIR}
+  me=${me%.sh}
+  TMP=$(mktemp -d "${TMPDIR:-/tmp}/hetsim-${me//_/-}.XXXXXX")   # hetsim-cli-NAME.XXXXXX
+  kill_at_exit=()   # background processes to kill -9 at exit (those a failed run left behind)
+  trap cli_cleanup EXIT
+  pass=0
+  fail=0
+  CHECK_PREFIX=""   # put before every check name ("query." gives "ok   query.NAME")
+  CHECK_TERSE=0     # 1: a failed `check` prints its name alone, not the command that failed
+  RUN_ERR_BYTES=300 # how much of the stderr a failed `run` shows
+}
+
+# cli_cleanup: what the exit trap does; a script that must undo more calls it from its own trap.
+cli_cleanup() {
+  local p
+  for p in ${kill_at_exit[@]+"${kill_at_exit[@]}"}; do kill -9 "$p" 2>/dev/null; done
+  rm -rf "$TMP"
+}
+
+# cli_summary prints the "N passed, M failed" line; cli_finish prints it and exits 0 when every
+# check passed, 1 otherwise.
+cli_summary() { echo "$pass passed, $fail failed"; }
+cli_finish() {
+  cli_summary
+  [ "$fail" -eq 0 ] && exit 0
+  exit 1
+}
+
+# ok NAME; bad NAME [REASON]
+ok() { pass=$((pass + 1)); echo "ok   $CHECK_PREFIX$1"; }
+bad() {
+  fail=$((fail + 1))
+  if [ $# -ge 2 ]; then echo "FAIL $CHECK_PREFIX$1: $2"; else echo "FAIL $CHECK_PREFIX$1"; fi
+}
+
+# check NAME COMMAND...: passes when COMMAND succeeds.
+check() {
+  local name=$1
+  shift
+  if "$@"; then
+    ok "$name"
+  elif [ "$CHECK_TERSE" = 1 ]; then
+    bad "$name"
+  else
+    bad "$name" "condition failed: $*"
+  fi
+}
+
+# expect_exit NAME CODE COMMAND...: a check that COMMAND exits with CODE; its stdout and stderr
+# are left in $TMP/out and $TMP/err.
+expect_exit() {
+  local name=$1 code=$2
+  shift 2
+  "$@" >"$TMP/out" 2>"$TMP/err"
+  local rc=$?
+  if [ "$rc" = "$code" ]; then ok "$name"; else bad "$name (exit $rc, wanted $code): $(head -c 300 "$TMP/err")"; fi
+}
+
+# run NAME EXPECTED_STATUS ARGS...: runs `$HETSIM ARGS...`, keeping its stdout and stderr in
+# $TMP/out and $TMP/err. Counts a failure (and returns 1) when the exit status is not the one
+# expected; a success is not counted: the checks that follow (run ... && check ...) are.
+run() {
+  local name=$1 want=$2
+  shift 2
+  "$HETSIM" "$@" >"$TMP/out" 2>"$TMP/err"
+  local got=$?
+  if [ "$got" -ne "$want" ]; then
+    bad "$name" "exit $got, expected $want; stderr: $(head -c "$RUN_ERR_BYTES" "$TMP/err")"
+    return 1
+  fi
+  return 0
+}
+
+# has out|err TEXT: the last run's stdout or stderr contains TEXT.
+has() { grep -qF -- "$2" "$TMP/$1"; }
+
+# q SQL: sqlite3 on $DB (list mode: "a|b").
+q() { sqlite3 "$DB" "$1"; }
+# rows DB SQL: the result rows of `hetsim query ... --csv sql`, without the header and the CRs.
+rows() { "$HETSIM" query --db "$1" --csv sql "$2" | tail -n +2 | tr -d '\r'; }
+# val DB SQL: the last line of that CSV (a single value; the header when there is no row).
+val() { "$HETSIM" query --db "$1" sql "$2" --csv | tr -d '\r' | tail -n 1; }
+
+# need_fashion_mnist: exits 77 (skipped) when the Fashion-MNIST data set is not installed.
+need_fashion_mnist() {
+  if [ ! -e /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ] && [ -z "${HETSIM_FASHION_MNIST_DIR:-}" ]; then
+    echo "Fashion-MNIST is not installed (apt-get install dataset-fashion-mnist); skipping"
+    exit 77
+  fi
+}
+
+# ends_within_60s NAME PID: a check that background process PID ends by itself within 60 s (it
+# is killed after that); then waits for it and returns its exit status.
+ends_within_60s() {
+  local name=$1 pid=$2 ended=0
+  for _ in $(seq 1 600); do
+    if ! kill -0 "$pid" 2>/dev/null; then ended=1; break; fi
+    sleep 0.1
+  done
+  check "$name" test $ended = 1
+  [ $ended = 1 ] || kill -9 "$pid" 2>/dev/null
+  wait "$pid"
+}
+
+# slow_cluster FILE: writes a cluster of two cpu workers in which worker 1 is three times slower
+# from the start (slowdown emulation).
+slow_cluster() {
+  cat >"$1" <<'YAML'
+name: slow
+network: {bandwidth: 10Gbps, latency: 20us}
+device_types:
+  c: {compute: {t0: 1ms, per_sample: 0.1ms}}
+nodes:
+  - name: n0
+    link: {bandwidth: 8GB/s, latency: 5us}
+    devices: [{type: c, count: 2}]
+events:
+  - {at: 0s, worker: 1, slowdown: 3.0}
+YAML
+}
+
+# median_compute RUN WORKER: an SQL expression, the median compute time of WORKER's steps in RUN
+# after the first. Medians compare where a mean is at the mercy of one preemption on a loaded
+# machine.
+median_compute() {
+  echo "(SELECT compute_end_s - start_s AS t FROM step WHERE run_id = $1 AND worker = $2 AND step > 0
+    ORDER BY t LIMIT 1 OFFSET (SELECT count(*) / 2 FROM step WHERE run_id = $1 AND worker = $2 AND step > 0))"
+}
