@@ -181,24 +181,40 @@ static int comm_at(sqlite3 *db, const char *device, const char *op, int world, d
   return isfinite(*t) && *t > 0;
 }
 
-/* The device's calibrated SGD update of the model (phase "update" of `hetsim calib`: one pass
- * over the parameters, the same at every batch): the median over its timed batch sizes of
- * their median update time, in seconds. Returns 1 when found. */
-static int update_time(sqlite3 *db, const char *device, const char *model, double *out) {
-  const char *sql =
-      "SELECT median_s FROM calib_sample JOIN device ON device.id = calib_sample.device_id"
-      " WHERE device.name = ? AND calib_sample.model = ? AND calib_sample.phase = 'update'"
-      " ORDER BY median_s";
+/* One value per timed batch size of the device's calibration of `model` in `phase`, ascending:
+ * `what` is an SQL expression over calib_sample's columns (a constant of this file); rows where
+ * it is NULL are left out. Returns the count (at most cap), or -1 on an SQL error. */
+static int calib_values(sqlite3 *db, const char *device, const char *model, const char *phase,
+                        const char *what, double *v, int cap) {
+  char sql[512];
+  snprintf(sql, sizeof sql,
+           "SELECT %s FROM calib_sample JOIN device ON device.id = calib_sample.device_id"
+           " WHERE device.name = ? AND calib_sample.model = ? AND calib_sample.phase = ?"
+           " AND (%s) IS NOT NULL ORDER BY 1", what, what);
   sqlite3_stmt *st;
   if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) return -1;
   sqlite3_bind_text(st, 1, device, -1, SQLITE_STATIC);
   sqlite3_bind_text(st, 2, model, -1, SQLITE_STATIC);
-  double v[64];
+  sqlite3_bind_text(st, 3, phase, -1, SQLITE_STATIC);
   int n = 0;
-  while (n < 64 && sqlite3_step(st) == SQLITE_ROW) v[n++] = sqlite3_column_double(st, 0);
+  while (n < cap && sqlite3_step(st) == SQLITE_ROW) v[n++] = sqlite3_column_double(st, 0);
   sqlite3_finalize(st);
-  if (!n) return 0;
-  *out = n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+  return n;
+}
+
+/* The median of n > 0 ascending values. */
+static double median_sorted(const double *v, int n) {
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* The device's calibrated SGD update of the model (phase "update" of `hetsim calib`: one pass
+ * over the parameters, the same at every batch): the median over its timed batch sizes of
+ * their median update time, in seconds. Returns 1 when found. */
+static int update_time(sqlite3 *db, const char *device, const char *model, double *out) {
+  double v[64];
+  int n = calib_values(db, device, model, "update", "median_s", v, 64);
+  if (n <= 0) return n;
+  *out = median_sorted(v, n);
   return 1;
 }
 
@@ -207,27 +223,13 @@ static int update_time(sqlite3 *db, const char *device, const char *model, doubl
  * and 90th percentiles has sigma = ln(p90/p10) / (2 z90), z90 = 1.2816; the median sigma over
  * the batch sizes, as cv = sqrt(exp(sigma^2) - 1). Returns 1 when found. */
 static int step_jitter(sqlite3 *db, const char *device, const char *model, double *cv) {
-  const char *sql =
-      "SELECT p10_s, p90_s FROM calib_sample JOIN device ON device.id = calib_sample.device_id"
-      " WHERE device.name = ? AND calib_sample.model = ? AND calib_sample.phase = 'step'"
-      " AND p10_s > 0 AND p90_s >= p10_s";
-  sqlite3_stmt *st;
-  if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) return -1;
-  sqlite3_bind_text(st, 1, device, -1, SQLITE_STATIC);
-  sqlite3_bind_text(st, 2, model, -1, SQLITE_STATIC);
   double sig[64];
-  int n = 0;
-  while (n < 64 && sqlite3_step(st) == SQLITE_ROW)
-    sig[n++] = log(sqlite3_column_double(st, 1) / sqlite3_column_double(st, 0)) / (2 * 1.2815515655446004);
-  sqlite3_finalize(st);
-  if (!n) return 0;
-  for (int i = 1; i < n; i++) /* insertion sort: a handful of batch sizes */
-    for (int j = i; j > 0 && sig[j] < sig[j - 1]; j--) {
-      double t = sig[j];
-      sig[j] = sig[j - 1];
-      sig[j - 1] = t;
-    }
-  double s = n % 2 ? sig[n / 2] : 0.5 * (sig[n / 2 - 1] + sig[n / 2]);
+  int n = calib_values(db, device, model, "step",
+                       "CASE WHEN p10_s > 0 AND p90_s >= p10_s THEN p90_s / p10_s END", sig, 64);
+  if (n <= 0) return n;
+  /* ln is increasing: the ratios' order is the sigmas' */
+  for (int i = 0; i < n; i++) sig[i] = log(sig[i]) / (2 * 1.2815515655446004);
+  double s = median_sorted(sig, n);
   *cv = sqrt(expm1(s * s));
   return 1;
 }
@@ -476,9 +478,10 @@ int hs_cmd_validate(int argc, char **argv) {
   }
   /* At the run's message size (the model's gradient, or model, in fp32), the measured time
    * (comm_at) replaces the line's: alpha stays when below it, beta then gives the rest. */
-  hs_model_stats gs;
-  hs_diag gd = {0};
-  double msg = hs_zoo_stats(r.model, &gs, &gd) ? 0 : (double)gs.grad_bytes, t_at;
+  hs_model_stats ms;
+  hs_diag md = {0};
+  int stats_rc = hs_zoo_stats(r.model, &ms, &md);
+  double msg = stats_rc ? 0 : (double)ms.grad_bytes, t_at;
   if (n > 1 && msg > 0 && comm_at(cdb, comm_dev, "allreduce", n, msg, &t_at) > 0) {
     if (!(a_ar >= 0 && a_ar < t_at)) a_ar = 0;
     b_ar = msg / (t_at - a_ar);
@@ -530,9 +533,8 @@ int hs_cmd_validate(int argc, char **argv) {
     fprintf(stderr, "hetsim validate: run %lld: %s\n", id, d.msg);
     goto out;
   }
-  hs_model_stats ms;
   const hs_model_info *mi = hs_zoo_find(r.model);
-  if (!mi || hs_zoo_stats(r.model, &ms, &d)) {
+  if (!mi || stats_rc) {
     fprintf(stderr, "hetsim validate: run %lld: unknown model %s\n", id, r.model);
     goto out;
   }
