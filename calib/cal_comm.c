@@ -5,6 +5,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/core_affinity.h"
+
 double hs_cal_now(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -24,6 +26,7 @@ typedef struct ring {
   double *samples;            /* timed repetitions */
   int nsamples;
   hs_diag *d;
+  const hs_cpus *cpus;        /* thread i pinned to cpus->id[i] when not NULL */
 } ring;
 
 typedef struct ring_arg {
@@ -81,6 +84,7 @@ static void allreduce_once(ring *r, int rank) {
 static void *ring_main(void *p) {
   ring_arg *a = p;
   ring *r = a->r;
+  if (r->cpus) hs_pin_self(r->cpus, a->rank);
   float *mine = r->buf[a->rank], v = (float)(a->rank + 1);
   for (;;) {
     /* Untimed: each participant first writes its own buffer, as a backward pass leaves its
@@ -115,6 +119,8 @@ int hs_cal_time_allreduce(int world, int64_t bytes, const hs_cal_comm_opts *o,
   if (world < 2 || world > 1024) return hs_diag_set(d, HS_EINVAL, "all-reduce: world size must be 2 to 1024, got %d", world);
   if (bytes < 4) return hs_diag_set(d, HS_EINVAL, "all-reduce: message must be at least 4 bytes, got %lld", (long long)bytes);
   ring r = {.world = world, .n = (size_t)bytes / sizeof(float), .o = o, .d = d};
+  hs_cpus cpus;
+  if (hs_cpus_allowed(&cpus) >= world) r.cpus = &cpus; /* as the runtime pins its workers */
   r.buf = calloc((size_t)world, sizeof *r.buf);
   r.wts = malloc((size_t)world * sizeof *r.wts);
   r.samples = malloc((size_t)o->rule.max_reps * sizeof *r.samples);
@@ -148,6 +154,7 @@ int hs_cal_time_allreduce(int world, int64_t bytes, const hs_cal_comm_opts *o,
   }
   args[0] = (ring_arg){.r = &r, .rank = 0};
   ring_main(&args[0]);
+  if (r.cpus) hs_pin_restore(r.cpus);
   for (int i = 1; i < world; i++) pthread_join(th[i], NULL);
   pthread_barrier_destroy(&r.bar);
   rc = r.rc;

@@ -13,7 +13,9 @@
  * Before each repetition, untimed, every thread writes its own buffer (as a backward pass
  * leaves a gradient), so that the buffers are where a run finds them: in the cache of the core
  * that wrote each one (read from the timing thread's own cache, the all-reduce of 0.8 MB took
- * half the time it takes in a run). Threads are created once per message size and not timed.
+ * half the time it takes in a run). Threads are created once per message size and not timed;
+ * when the process may use at least world_size CPUs, thread i is pinned to the i-th, as
+ * `hetsim real` pins its workers (real_run.h, hs_real_pins), and the caller is unpinned after.
  * Repetitions: `warmup` untimed, then timed ones until the rule of cal_time.h stops them.
  * Contract: allocates and frees its buffers and threads inside each call; *stop (may be NULL)
  * ends the repetitions early with HS_EINTR. Units: bytes, seconds. */

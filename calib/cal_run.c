@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "calib/cal_comm.h"
+#include "core/core_affinity.h"
 #include "core/core_rng.h"
 #include "nn/nn_net.h"
 
@@ -30,6 +31,10 @@ int hs_cal_points(const hs_cal_opts *o, const hs_cal_device *dev) {
 typedef struct sweep {
   const hs_cal_opts *o;
   double done; /* points visited, for the progress display */
+  /* Concurrent nets on the cpu, one per CPU: pinned as `hetsim real` pins its workers
+   * (real_run.h, hs_real_pins), the timed net to the first CPU and rival r to the (r+2)-th. */
+  int pin;
+  hs_cpus cpus;
 } sweep;
 
 static int stopped(const hs_cal_opts *o, hs_diag *d) {
@@ -95,12 +100,15 @@ typedef struct rival {
   hs_net *net;
   pthread_t th;
   lockstep *ls;
+  const hs_cpus *cpus; /* pinned to cpus->id[cpu] when not NULL */
+  int cpu;
   int rc;
   hs_diag d;
 } rival;
 
 static void *rival_main(void *p) {
   rival *r = p;
+  if (r->cpus) hs_pin_self(r->cpus, r->cpu);
   const hs_sgd sgd = {.lr = 1e-4, .momentum = 0.9, .weight_decay = 0};
   do {
     if (!r->rc) r->rc = timed_step(r->net, &sgd, NULL, &r->d);
@@ -123,8 +131,11 @@ static int time_visit(sweep *sw, hs_net *n, rival *rivals, int n_rivals, const f
   lockstep ls = {.n = n_rivals + 1};
   pthread_mutex_init(&ls.mu, NULL);
   pthread_cond_init(&ls.cv, NULL);
+  if (sw->pin) hs_pin_self(&sw->cpus, 0);
   for (; started < n_rivals; started++) {
     rivals[started].ls = &ls;
+    rivals[started].cpus = sw->pin ? &sw->cpus : NULL;
+    rivals[started].cpu = started + 1;
     rivals[started].rc = 0;
     if (pthread_create(&rivals[started].th, NULL, rival_main, &rivals[started])) {
       rc = hs_diag_set(d, HS_ERUNTIME, "cannot start the thread of concurrent net %d", started + 1);
@@ -168,6 +179,7 @@ join:
   }
   pthread_cond_destroy(&ls.cv);
   pthread_mutex_destroy(&ls.mu);
+  if (sw->pin) hs_pin_restore(&sw->cpus);
   return rc;
 }
 
@@ -348,6 +360,7 @@ int hs_cal_run(hs_store *s, const hs_cal_device *dev, const hs_cal_opts *o, hs_c
   res->models = calloc((size_t)(o->n_models > 0 ? o->n_models : 1), sizeof *res->models);
   if (!res->models) return hs_diag_set(d, HS_ENOMEM, "out of memory");
   sweep sw = {.o = o};
+  sw.pin = o->concurrent > 1 && !strcmp(dev->kind, "cpu") && hs_cpus_allowed(&sw.cpus) >= o->concurrent;
   for (int m = 0; m < o->n_models; m++) {
     hs_cal_model_result *mr = &res->models[res->n_models++];
     snprintf(mr->model, sizeof mr->model, "%s", o->models[m]);

@@ -40,7 +40,8 @@ static void usage(FILE *out) {
 "                   (--iterations N | --epochs E | --time T | --target-loss L)\n"
 "                   [--cluster FILE] [--workers N] [--backend cpu|local|nccl] [--device DEV]\n"
 "                   [--lr LR] [--eval-every N] [--eval-samples N] [--train-samples N]\n"
-"                   [--seed S] [--calib DB] [--timeout T] [--server-rank] [--db FILE] [--json]\n"
+"                   [--seed S] [--calib DB] [--timeout T] [--pin auto|none] [--server-rank]\n"
+"                   [--db FILE] [--json]\n"
 "\n"
 "Trains MODEL for real under a policy (`hetsim policies`), with the same policy code the\n"
 "simulator runs, and stores per-step timings, losses and evaluations as a run of kind real.\n"
@@ -71,6 +72,10 @@ static void usage(FILE *out) {
 "  --calib DB            calibration database: the device's fitted step model serves the\n"
 "                        policy's predictions (default: time a few steps before the run)\n"
 "  --timeout T           bound on every communication wait (default 60s)\n"
+"  --pin auto|none       auto (default): on the cpu, when every worker thread can have a CPU\n"
+"                        of its own, pin worker i's thread to the i-th CPU the process may\n"
+"                        use (`hetsim calib --concurrent N` pins its nets the same way);\n"
+"                        none: leave the threads to the scheduler\n"
 "  --server-rank         multi-process runs: one more process than workers, rank 0 being\n"
 "                        the parameter server (for push/pull policies; worker w is rank w+1)\n"
 "  --db FILE             results database (default %s)\n"
@@ -92,7 +97,7 @@ typedef struct real_args {
   int64_t global_batch, iterations, workers, eval_every, eval_samples, train_samples;
   double epochs, time, target_loss, lr, timeout;
   uint64_t seed;
-  int json, server_rank;
+  int json, server_rank, no_pin;
 } real_args;
 
 #define bad(...) hs_cli_usage("real", 1, __VA_ARGS__)
@@ -100,7 +105,7 @@ typedef struct real_args {
 
 enum { O_MODEL = 256, O_POLICY, O_GB, O_ITERS, O_EPOCHS, O_TIME, O_TLOSS, O_CLUSTER, O_WORKERS,
        O_BACKEND, O_DEVICE, O_LR, O_EVERY, O_ESAMP, O_TSAMP, O_SEED, O_CALIB, O_TIMEOUT, O_DB,
-       O_JSON, O_SERVER_RANK, O_HELP };
+       O_JSON, O_SERVER_RANK, O_PIN, O_HELP };
 
 static int parse_args(int argc, char **argv, real_args *a) {
   static const struct option opts[] = {
@@ -114,7 +119,7 @@ static int parse_args(int argc, char **argv, real_args *a) {
       {"train-samples", required_argument, NULL, O_TSAMP}, {"seed", required_argument, NULL, O_SEED},
       {"calib", required_argument, NULL, O_CALIB}, {"timeout", required_argument, NULL, O_TIMEOUT},
       {"db", required_argument, NULL, O_DB}, {"json", no_argument, NULL, O_JSON},
-      {"server-rank", no_argument, NULL, O_SERVER_RANK},
+      {"server-rank", no_argument, NULL, O_SERVER_RANK}, {"pin", required_argument, NULL, O_PIN},
       {"help", no_argument, NULL, O_HELP}, {NULL, 0, NULL, 0},
   };
   memset(a, 0, sizeof *a);
@@ -141,6 +146,10 @@ static int parse_args(int argc, char **argv, real_args *a) {
     case O_DB: a->db = optarg; break;
     case O_JSON: a->json = 1; break;
     case O_SERVER_RANK: a->server_rank = 1; break;
+    case O_PIN:
+      if (strcmp(optarg, "auto") && strcmp(optarg, "none")) return bad("--pin: expected auto or none, got \"%s\"", optarg);
+      a->no_pin = !strcmp(optarg, "none");
+      break;
     case O_GB:
       if (hs_cli_parse_int64(optarg, 1, &a->global_batch)) return bad("--global-batch: expected a positive integer, got \"%s\"", optarg);
       break;
@@ -421,14 +430,19 @@ int hs_cmd_real(int argc, char **argv) {
       dev_name[k++] = (*p == '"' || *p == '\\' || (unsigned char)*p < 0x20) ? ' ' : *p;
     dev_name[k] = 0;
   }
+  /* Whether the workers' threads will be pinned (hs_real_pins), as the run's options say. */
+  hs_real_config pin_cfg = {.device = a.device, .pin = a.no_pin ? HS_PIN_NONE : HS_PIN_AUTO};
+  hs_cpus cpus;
+  int pinned = !multi && hs_real_pins(&pin_cfg, workers, &cpus);
   snprintf(options, sizeof options,
            "{\"backend\":\"%s\",\"device\":\"%s\",\"device_name\":\"%s\",\"workers\":%d,"
            "\"iterations\":%lld,\"epochs\":%.17g,\"time_s\":%.17g,\"target_loss\":%.17g,"
            "\"lr\":%.17g,\"eval_every\":%lld,\"eval_samples\":%lld,\"train_samples\":%lld,"
-           "\"timeout_s\":%.17g,\"launch\":\"%s\"}",
+           "\"timeout_s\":%.17g,\"launch\":\"%s\",\"pin\":\"%s\",\"pinned\":%s}",
            comm->name, a.device, dev_name, workers, (long long)a.iterations, a.epochs, a.time,
            a.target_loss, a.lr, (long long)a.eval_every, (long long)a.eval_samples,
-           (long long)a.train_samples, a.timeout, launch.source);
+           (long long)a.train_samples, a.timeout, launch.source, a.no_pin ? "none" : "auto",
+           pinned ? "true" : "false");
   hs_cli_versions_json(versions, sizeof versions);
   hs_run_info info = {
       .kind = "real", .policy = pol->name, .params = pstr, .cluster_name = cname,
@@ -451,6 +465,7 @@ int hs_cmd_real(int argc, char **argv) {
       .max_epochs = a.epochs, .max_time = a.time, .target_loss = a.target_loss,
       .perf = have_perf ? &perf : NULL, .sink = step_sink, .sink_ctx = &rctx,
       .eval_sink = hs_cli_eval_sink, .eval_ctx = &rctx.evals, .stop = &real_interrupted,
+      .pin = pin_cfg.pin,
   };
   struct sigaction old_sa, old_term;
   real_interrupted = 0;

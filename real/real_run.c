@@ -11,6 +11,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/core_affinity.h"
 #include "nn/nn_net.h"
 #include "policies/pol_runtime.h"
 
@@ -126,6 +127,8 @@ typedef struct real {
   hs_net *eval_net;
   double last_loss, last_acc, target_time;
   double probe_t0, probe_k;
+  hs_cpus cpus;            /* the CPUs the run may use; worker i's lane is pinned to the i-th */
+  int pin;                 /* hs_real_pins */
 } real;
 
 static real *R(hs_runtime *rt) { return (real *)rt; }
@@ -773,6 +776,7 @@ static void *lane_main(void *p) {
   real *s = a->s;
   int rank = a->rank;
   lane *l = rank < s->n ? &s->w[rank].ln : &s->srv;
+  if (s->pin && rank < s->n) hs_pin_self(&s->cpus, rank); /* the server's lane floats */
   pthread_mutex_lock(&s->mu);
   for (;;) {
     while (!l->head && !s->done) pthread_cond_wait(&l->cv, &s->mu);
@@ -1127,6 +1131,11 @@ static int fill_result(real *s, hs_real_result *res) {
   return 0;
 }
 
+int hs_real_pins(const hs_real_config *cfg, int workers, hs_cpus *cpus) {
+  if (cfg->pin != HS_PIN_AUTO || !cfg->device || strcmp(cfg->device, "cpu")) return 0;
+  return hs_cpus_allowed(cpus) >= workers && workers > 1;
+}
+
 int hs_real_run(const hs_real_config *cfg, hs_real_result *res, hs_diag *d) {
   memset(res, 0, sizeof *res);
   real *s = calloc(1, sizeof *s);
@@ -1148,6 +1157,7 @@ int hs_real_run(const hs_real_config *cfg, hs_real_result *res, hs_diag *d) {
   int started = 0;
   if (!rc && !(args = calloc((size_t)s->n + 1, sizeof *args))) rc = fail(s, HS_ENOMEM, "out of memory");
   if (!rc) {
+    s->pin = hs_real_pins(cfg, s->n, &s->cpus);
     s->t0 = mono();
     for (int i = 0; i <= s->n && !rc; i++) {
       args[i] = (lane_arg){.s = s, .rank = i};

@@ -47,6 +47,7 @@
 #include <signal.h>
 #include <stdint.h>
 
+#include "core/core_affinity.h"
 #include "core/core_config.h"
 #include "core/core_perfmodel.h"
 #include "core/core_store.h"
@@ -63,6 +64,12 @@ typedef enum hs_real_status {
 typedef int hs_real_step_sink(void *ctx, const hs_step_row *row, hs_diag *d);
 typedef int hs_real_eval_sink(void *ctx, double time_s, int64_t step, double loss,
                               double accuracy, hs_diag *d);
+
+/* Worker threads and CPUs: HS_PIN_AUTO pins worker i's thread to the i-th CPU the process may
+ * use when the nets run on the CPU and every worker has a CPU of its own (core_affinity.h says
+ * why); HS_PIN_NONE leaves the threads to the scheduler. The parameter server's thread, the
+ * caller's and GPU workers' are never pinned. */
+typedef enum { HS_PIN_AUTO = 0, HS_PIN_NONE = 1 } hs_real_pin;
 
 typedef struct hs_real_config {
   const hs_cluster_spec *cluster; /* may be NULL: n_workers equal workers, no events */
@@ -91,6 +98,7 @@ typedef struct hs_real_config {
   hs_real_eval_sink *eval_sink;   /* may be NULL */
   void *eval_ctx;
   volatile sig_atomic_t *stop;    /* may be NULL */
+  hs_real_pin pin;                /* HS_PIN_AUTO (0): see hs_real_pins */
 } hs_real_config;
 
 typedef struct hs_real_worker_stats {
@@ -109,6 +117,10 @@ typedef struct hs_real_result {
 } hs_real_result;
 
 int hs_real_run(const hs_real_config *cfg, hs_real_result *res, hs_diag *d);
+
+/* Whether hs_real_run pins the threads of a run of `workers` workers under cfg (1 or 0); fills
+ * cpus with the CPUs it would use. */
+int hs_real_pins(const hs_real_config *cfg, int workers, hs_cpus *cpus);
 void hs_real_result_free(hs_real_result *res);
 
 #endif

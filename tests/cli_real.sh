@@ -60,6 +60,24 @@ a=$(q "SELECT loss FROM eval WHERE run_id = (SELECT min(id) FROM run WHERE polic
 b=$(q "SELECT loss FROM eval WHERE run_id = (SELECT max(id) FROM run WHERE policy = 'ssgd') ORDER BY step LIMIT 1")
 check real_ssgd_repeatable awk -v a="$a" -v b="$b" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d < 1e-4) }'
 
+# Pinning (--pin auto, the default): worker threads are pinned one per CPU when each can have
+# its own, which the run's options record; --pin none never pins. The run is the same either way.
+pin_run() {
+  expect_exit "pin_run_$1" 0 "$H" real --policy ssgd --model mlp --global-batch 32 --iterations 4 --workers "$2" \
+    --train-samples 600 --eval-samples 100 --db "$T/pin.db" --json "${@:3}"
+  pinned=$(sqlite3 "$T/pin.db" "SELECT json_extract(options, '$.pin') || ' ' || json_extract(options, '$.pinned')
+    FROM run ORDER BY id DESC LIMIT 1")
+}
+cpus=$(nproc)
+pin_run auto_two 2
+check pin_auto_two test "$pinned" = "auto $([ "$cpus" -ge 2 ] && echo 1 || echo 0)"
+pin_run auto_many $((cpus + 1))
+check pin_auto_more_than_cpus test "$pinned" = "auto 0"
+pin_run none 2 --pin none
+check pin_none test "$pinned" = "none 0"
+expect_exit pin_bad 2 "$H" real --policy ssgd "${common[@]}" --pin always
+check pin_bad_says grep -q -- '--pin: expected auto or none, got "always"' "$T/err"
+
 # Slowdown emulation: worker 1 is three times slower from the start; its steps take longer.
 slow_cluster slow.yaml
 expect_exit real_slowdown 0 "$H" real --policy ssgd --model mlp --global-batch 64 --iterations 10 \
