@@ -103,7 +103,11 @@ typedef struct real {
   const hs_real_config *cfg;
   hs_diag diag;
   pthread_mutex_t mu;
-  pthread_cond_t cv;
+  pthread_cond_t cv;       /* waits for global_busy to clear */
+  /* The calling thread's (watch): timers, online evaluations, a stall, the end. Its own, so
+   * that the lanes' traffic does not wake it: woken at every item a lane finished, it was a
+   * third thread on the workers' CPUs several times per round. */
+  pthread_cond_t watch_cv;
   hs_real_comm *comm;
   int n;
   int64_t P;               /* parameters */
@@ -132,6 +136,7 @@ typedef struct real {
 } real;
 
 static real *R(hs_runtime *rt) { return (real *)rt; }
+static int all_idle(const real *s);
 
 /* Waits while an all-reduce's first participant updates the global model outside the lock
  * (mu held): everything that reads or writes `global` under mu calls it first. */
@@ -174,6 +179,7 @@ static void finish_run(real *s) {
     s->end = now_of(s);
   }
   pthread_cond_broadcast(&s->cv);
+  pthread_cond_signal(&s->watch_cv);
   for (int i = 0; s->w && i < s->n; i++) pthread_cond_signal(&s->w[i].ln.cv);
   pthread_cond_signal(&s->srv.cv);
   if (s->comm) s->cfg->comm->abort(s->comm);
@@ -247,7 +253,7 @@ static void global_update(real *s) {
     else s->evals = e;
     s->evals_tail = e;
     s->n_evals++;
-    if (eval_online(s)) pthread_cond_broadcast(&s->cv);
+    if (eval_online(s)) pthread_cond_signal(&s->watch_cv);
   }
   if (hs_runtime_limit_reached(c->max_iterations, s->iterations, s->samples_target, s->samples, c->max_time, t))
     finish_run(s);
@@ -411,7 +417,7 @@ static int rt_apply(hs_runtime *rt, const hs_comm_opts *o) {
 
 static int add_timer(real *s, double at, int cluster_event, uint64_t tag) {
   int rc = hs_runtime_timers_add(&s->timers, at, cluster_event, tag, &s->diag);
-  if (!rc) pthread_cond_broadcast(&s->cv);
+  if (!rc) pthread_cond_signal(&s->watch_cv);
   return rc;
 }
 
@@ -806,7 +812,7 @@ static void *lane_main(void *p) {
       else hs_diag_prefix(&d, "parameter server: ");
       lane_failed(s, rc, &d);
     }
-    pthread_cond_broadcast(&s->cv);
+    if (all_idle(s)) pthread_cond_signal(&s->watch_cv); /* a stall, unless a timer is due */
   }
   pthread_mutex_unlock(&s->mu);
   return NULL;
@@ -955,7 +961,7 @@ static void watch(real *s) {
     double abs_t = s->t0 + wake;
     ts.tv_sec = (time_t)abs_t;
     ts.tv_nsec = (long)((abs_t - floor(abs_t)) * 1e9);
-    pthread_cond_timedwait(&s->cv, &s->mu, &ts);
+    pthread_cond_timedwait(&s->watch_cv, &s->mu, &ts);
   }
   if (!s->done) finish_run(s); /* interrupted */
   pthread_mutex_unlock(&s->mu);
@@ -1145,6 +1151,7 @@ int hs_real_run(const hs_real_config *cfg, hs_real_result *res, hs_diag *d) {
   pthread_condattr_init(&ca);
   pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
   pthread_cond_init(&s->cv, &ca);
+  pthread_cond_init(&s->watch_cv, &ca);
   pthread_cond_init(&s->srv.cv, NULL);
   pthread_condattr_destroy(&ca);
   hs_shards *sh = NULL;
@@ -1216,6 +1223,7 @@ int hs_real_run(const hs_real_config *cfg, hs_real_result *res, hs_diag *d) {
   teardown(s);
   hs_shards_close(sh);
   pthread_cond_destroy(&s->cv);
+  pthread_cond_destroy(&s->watch_cv);
   pthread_cond_destroy(&s->srv.cv);
   pthread_mutex_destroy(&s->mu);
   free(s);
