@@ -116,13 +116,49 @@ static void *rival_main(void *p) {
   return NULL;
 }
 
+/* The single steps behind concurrent nets' block means: a uniform sample (reservoir sampling)
+ * of up to SINGLES steps per point, every phase, for the spread stored as p10_s and p90_s.
+ * A block mean averages some 30 steps, so the spread of the means is a fraction of the
+ * steps' own, and the steps' is what the simulator's jitter stands for (cmd_validate.c). */
+enum { SINGLES = 4096 };
+
+typedef struct singles {
+  double *t;    /* [point][phase][SINGLES] */
+  int64_t *seen; /* steps offered per point since its samples were last discarded */
+  gsl_rng *rng;
+} singles;
+
+static double *singles_of(singles *g, int point, int phase) {
+  return g->t + ((size_t)point * HS_CAL_PHASES + (size_t)phase) * SINGLES;
+}
+
+static void singles_add(singles *g, int point, const double *t) {
+  int64_t i = g->seen[point]++;
+  if (i >= SINGLES) i = (int64_t)gsl_rng_uniform_int(g->rng, (unsigned long)(i + 1));
+  if (i >= SINGLES) return;
+  for (int p = 0; p < HS_CAL_PHASES; p++) singles_of(g, point, p)[i] = t[p];
+}
+
+/* Replaces each phase's p10/p90 in st by those of the point's single steps. */
+static int singles_spread(singles *g, int point, hs_cal_stats *st, hs_diag *d) {
+  int n = g->seen[point] < SINGLES ? (int)g->seen[point] : SINGLES;
+  for (int p = 0; p < HS_CAL_PHASES && n > 0; p++) {
+    hs_cal_stats one;
+    int rc = hs_cal_stats_of(singles_of(g, point, p), n, &one, d);
+    if (rc) return rc;
+    st[p].p10_s = one.p10_s;
+    st[p].p90_s = one.p90_s;
+  }
+  return 0;
+}
+
 /* One visit of a batch size in the interleaved sweep (cal_time.h): loads the first `batch`
  * samples of x, y into the net (and the rivals), runs `warmup` untimed steps, then times
  * `count` samples into the sweep's `point`. HS_ENOMEM when the net cannot hold the batch.
  * `rivals` (n_rivals nets, may be 0) step concurrently while it is timed. */
 static int time_visit(sweep *sw, hs_net *n, rival *rivals, int n_rivals, const float *x,
                       const int32_t *y, int batch, int warmup, int count, hs_cal_sweep *cs,
-                      int point, hs_diag *d) {
+                      int point, singles *sg, hs_diag *d) {
   const hs_cal_opts *o = sw->o;
   int rc = 0, started = 0;
   if ((rc = hs_net_load(n, x, y, batch, d))) return rc;
@@ -165,6 +201,7 @@ static int time_visit(sweep *sw, hs_net *n, rival *rivals, int n_rivals, const f
     for (int k = 0; k < block; k++) {
       if ((rc = timed_step(n, &sgd, t, d))) goto join;
       if (n_rivals) lockstep_wait(&ls);
+      if (sg) singles_add(sg, point, t);
       for (int p = 0; p < HS_CAL_PHASES; p++) sum[p] += t[p];
     }
     for (int p = 0; p < HS_CAL_PHASES; p++) sum[p] /= block;
@@ -239,6 +276,7 @@ static int calibrate_model(hs_store *s, const hs_cal_device *dev, int64_t dev_id
   int32_t *y = NULL;
   int have = 0, n_todo = 0, n_rivals = o->concurrent > 1 ? o->concurrent - 1 : 0;
   hs_cal_sweep cs = {0};
+  singles sg = {0};
   rival *rivals = n_rivals ? calloc((size_t)n_rivals, sizeof *rivals) : NULL;
   int *todo = malloc((size_t)(o->n_batches > 0 ? o->n_batches : 1) * sizeof *todo);
   if ((n_rivals && !rivals) || !todo) {
@@ -267,6 +305,12 @@ static int calibrate_model(hs_store *s, const hs_cal_device *dev, int64_t dev_id
       rc = hs_diag_set(d, HS_ENOMEM, "out of memory for a random stream");
       goto out;
     }
+    if (n_rivals && (!(sg.t = malloc((size_t)n_todo * HS_CAL_PHASES * SINGLES * sizeof *sg.t)) ||
+                     !(sg.seen = calloc((size_t)n_todo, sizeof *sg.seen)) ||
+                     !(sg.rng = hs_rng_stream(o->seed, 0x73696e676cULL)))) {
+      rc = hs_diag_set(d, HS_ENOMEM, "out of memory for the single steps of %d batch sizes", n_todo);
+      goto out;
+    }
   }
   /* Passes over the batch sizes, a few samples per visit (cal_time.h), so that a slow period
    * of the machine spreads over every size; each point is stored as soon as it is done. */
@@ -276,7 +320,8 @@ static int calibrate_model(hs_store *s, const hs_cal_device *dev, int64_t dev_id
     hs_diag pd = {0};
     rc = grow_inputs(n, rng, batch, &x, &y, &have, &pd);
     /* The full warm-up on a size's first visit; one step to settle after switching sizes. */
-    if (!rc) rc = time_visit(sw, n, rivals, n_rivals, x, y, batch, first ? o->warmup : o->warmup > 0, count, &cs, k, &pd);
+    if (!rc) rc = time_visit(sw, n, rivals, n_rivals, x, y, batch, first ? o->warmup : o->warmup > 0, count, &cs, k,
+                             n_rivals ? &sg : NULL, &pd);
     if (rc == HS_ENOMEM) {
       /* The sweep ends at the first batch that does not fit; the limit is what ran (every
        * smaller size was visited in the first pass, or is stored). */
@@ -293,9 +338,11 @@ static int calibrate_model(hs_store *s, const hs_cal_device *dev, int64_t dev_id
     }
     int now = hs_cal_sweep_judge(&cs, k, d);
     if (now < 0) rc = now;
+    if (now == 0 && n_rivals && cs.reps[k] == 0) sg.seen[k] = 0; /* discarded as bimodal */
     if (now > 0) {
       hs_cal_stats st[HS_CAL_PHASES];
-      if (!(rc = hs_cal_sweep_stats(&cs, k, st, d)) && !(rc = hs_cal_store_point(s, dev_id, mr->model, batch, st, d)))
+      if (!(rc = hs_cal_sweep_stats(&cs, k, st, d)) && !(rc = n_rivals ? singles_spread(&sg, k, st, d) : 0) &&
+          !(rc = hs_cal_store_point(s, dev_id, mr->model, batch, st, d)))
         mr->measured++;
     }
   }
@@ -309,6 +356,9 @@ out:
   free(y);
   hs_cal_sweep_free(&cs);
   gsl_rng_free(rng);
+  free(sg.t);
+  free(sg.seen);
+  gsl_rng_free(sg.rng);
   if (rc) return rc;
   return fit_model(s, dev_id, mr, d);
 }

@@ -22,7 +22,10 @@
  *   workers do; each sample is then the mean step time over a block of consecutive steps
  *   lasting about 20 ms (sized from the warm-up), so that it includes its share of the turns
  *   the threads take on the cores (a single step's median misses the preemptions of a loaded
- *   machine). The caller stores such a calibration under its own device name.
+ *   machine); the p10 and p90 stored are those of the single steps (a uniform sample of up to
+ *   4,096 per point), whose spread the simulator's jitter stands for, not of the block means.
+ *   On the cpu, with at least N CPUs, the N threads are pinned one per CPU (as the runtime's
+ *   workers, real_run.h). The caller stores such a calibration under its own device name.
  * - Communication (cpu devices): the cpu backend's threaded all-reduce and point-to-point
  *   (cal_comm.h) over message sizes 4 KiB, 16 KiB, ... up to comm_max_bytes, stored per size
  *   and fitted to alpha + n/beta. NCCL timing on GPUs is not built: the result says so.

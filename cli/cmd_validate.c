@@ -221,7 +221,9 @@ static int update_time(sqlite3 *db, const char *device, const char *model, doubl
 /* The spread of the device's calibrated step times as a coefficient of variation for the
  * simulator's lognormal jitter (mean 1): per timed batch size, a lognormal through its 10th
  * and 90th percentiles has sigma = ln(p90/p10) / (2 z90), z90 = 1.2816; the median sigma over
- * the batch sizes, as cv = sqrt(exp(sigma^2) - 1). Returns 1 when found. */
+ * the batch sizes, as cv = sqrt(exp(sigma^2) - 1). The percentiles are of single steps, also
+ * in a concurrent calibration (whose medians are of block means: cal_run.h). Returns 1 when
+ * found. */
 static int step_jitter(sqlite3 *db, const char *device, const char *model, double *cv) {
   double sig[64];
   int n = calib_values(db, device, model, "step",

@@ -86,6 +86,10 @@ expect_exit calib_concurrent 0 "$H" calib --device cpu --model mlp --batches 8,1
 check calib_concurrent_device test "$(q "SELECT count(*) FROM device WHERE name LIKE '% (2 workers)'")" = 1
 check calib_concurrent_fit test "$(q "SELECT count(*) FROM perf_model JOIN device ON device.id = perf_model.device_id
     WHERE device.name LIKE '% (2 workers)' AND phase = 'step' AND chosen = 1")" = 1
+# Concurrent points: the median of block means, the 10th/90th percentiles of single steps (on a
+# loaded machine a block mean, preemptions included, may lie above the single steps' p90).
+check calib_concurrent_spread test "$(q "SELECT count(*) > 0 AND sum(p10_s > 0 AND p10_s <= p90_s AND p90_s < 1) = count(*)
+  FROM calib_sample JOIN device ON device.id = calib_sample.device_id WHERE device.name LIKE '% (2 workers)'")" = 1
 expect_exit validate_concurrent 0 "$H" validate "${id:-0}" --db "$T/v.db" --json
 cat "$T/out"
 check validate_concurrent_calibration grep -q '"compute_calibration": ".* (2 workers)"' "$T/out"
