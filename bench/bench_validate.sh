@@ -20,7 +20,7 @@ json_field() { python3 -c 'import json,sys; v=json.load(open(sys.argv[1]))[sys.a
 echo "bench_validate: $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)"
 for rep in $(seq 1 "$REPS"); do
   db=$T/v$rep.db
-  C="--model mlp --batches 16,32,48,64,96,128 --db $db --min-reps 20 --max-reps 100 --warmup 5"
+  C="--model mlp --batches ${BATCHES:-16,32,48,64,96,128} --db $db --min-reps 20 --max-reps 100 --warmup 5"
   "$H" calib --device cpu $C >"$T/calib.out"
   "$H" calib --device cpu $C --concurrent 2 >"$T/calib2.out"
   for p in $POLICIES; do

@@ -65,6 +65,7 @@ static int solve_linear(hs_perf_form f, const lin_basis *lb, const double *b, co
   gsl_vector *w = gsl_vector_alloc((size_t)n), *y = gsl_vector_alloc((size_t)n);
   gsl_vector *c = gsl_vector_alloc((size_t)lb->p);
   int rc = HS_ENOMEM;
+  m->n_points = 0;
   if (X && w && y && c) {
     double row[HS_PERF_MAX_PARAMS];
     for (int i = 0; i < n; i++) {

@@ -39,7 +39,22 @@ int hs_perf_form_parse(const char *name, hs_perf_form *out) {
   return HS_EINVAL;
 }
 
+/* The measured time at exactly batch b, or -1. */
+static double point_at(const hs_perf_model *m, double b) {
+  int lo = 0, hi = m->n_points - 1;
+  if (hi < 0 || b != floor(b)) return -1;
+  while (lo <= hi) {
+    int mid = (lo + hi) / 2;
+    if (m->pt_batch[mid] == b) return m->pt_s[mid];
+    if (m->pt_batch[mid] < b) lo = mid + 1;
+    else hi = mid - 1;
+  }
+  return -1;
+}
+
 double hs_perf_eval(const hs_perf_model *m, double b) {
+  double measured = point_at(m, b);
+  if (measured >= 0) return measured;
   const double *p = m->p;
   double t = NAN;
   switch (m->form) {
@@ -80,6 +95,7 @@ static const char *skip_ws(const char *s) {
 int hs_perf_params_parse(hs_perf_form f, const char *json, hs_perf_model *m, hs_diag *d) {
   const form_info *fi = info(f);
   if (!fi) return hs_diag_set(d, HS_EINVAL, "unknown performance-model form %d", (int)f);
+  m->n_points = 0;
   int seen[HS_PERF_MAX_PARAMS] = {0};
   const char *s = skip_ws(json ? json : "");
   if (*s++ != '{') return hs_diag_set(d, HS_EINVAL, "%s params: expected a JSON object, got \"%s\"", fi->name, json ? json : "");
@@ -139,6 +155,29 @@ void hs_perf_describe_db(hs_store *s, char *buf, size_t size) {
   if (!used) snprintf(buf, size, "no calibrated devices");
 }
 
+/* The device's measured step medians for the model as m's points (hs_perf_load). */
+static int load_points(hs_store *s, int64_t dev, const char *model, hs_perf_model *m, hs_diag *d) {
+  sqlite3 *db = hs_store_db(s);
+  sqlite3_stmt *st;
+  m->n_points = 0;
+  if (sqlite3_prepare_v2(db, "SELECT batch, median_s FROM calib_sample WHERE device_id = ? AND model = ?"
+                         " AND phase = 'step' AND median_s > 0 ORDER BY batch, id DESC", -1, &st, NULL) != SQLITE_OK)
+    return hs_diag_set(d, HS_EDB, "database %s: reading calib_sample: %s", hs_store_path(s), sqlite3_errmsg(db));
+  sqlite3_bind_int64(st, 1, dev);
+  sqlite3_bind_text(st, 2, model, -1, SQLITE_STATIC);
+  int rc;
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW && m->n_points < HS_PERF_MAX_POINTS) {
+    int b = sqlite3_column_int(st, 0);
+    if (m->n_points && m->pt_batch[m->n_points - 1] == b) continue; /* the newest per batch */
+    m->pt_batch[m->n_points] = b;
+    m->pt_s[m->n_points++] = sqlite3_column_double(st, 1);
+  }
+  sqlite3_finalize(st);
+  if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+    return hs_diag_set(d, HS_EDB, "database %s: reading calib_sample: %s", hs_store_path(s), sqlite3_errmsg(db));
+  return 0;
+}
+
 int hs_perf_load(hs_store *s, const char *device, const char *model, hs_perf_model *out,
                  int64_t *device_id, hs_diag *d) {
   sqlite3 *db = hs_store_db(s);
@@ -164,12 +203,13 @@ int hs_perf_load(hs_store *s, const char *device, const char *model, hs_perf_mod
     int prc = hs_perf_form_parse(form, &f);
     if (prc) prc = hs_diag_set(d, HS_EINVAL, "database %s: perf_model has an unknown form \"%s\"", hs_store_path(s), form ? form : "");
     if (!prc) prc = hs_perf_params_parse(f, (const char *)sqlite3_column_text(st, 1), out, d);
+    int64_t dev = sqlite3_column_int64(st, 3);
     if (!prc) {
       out->max_batch = sqlite3_column_type(st, 2) == SQLITE_NULL ? 0 : sqlite3_column_int(st, 2);
-      if (device_id) *device_id = sqlite3_column_int64(st, 3);
+      if (device_id) *device_id = dev;
     }
     sqlite3_finalize(st);
-    return prc;
+    return prc ? prc : load_points(s, dev, model, out, d);
   }
   sqlite3_finalize(st);
   if (rc != SQLITE_DONE)

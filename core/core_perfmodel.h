@@ -34,10 +34,21 @@ typedef enum hs_perf_form {
 #define HS_PERF_FORMS 4
 #define HS_PERF_MAX_PARAMS 4
 
+#define HS_PERF_MAX_POINTS 128
+
 typedef struct hs_perf_model {
   hs_perf_form form;
   double p[HS_PERF_MAX_PARAMS]; /* in the order of the form's keys above */
   int max_batch;                /* samples; 0 = no limit known (no out-of-memory was seen) */
+  /* Step times measured at single batch sizes (the calibration's medians), batches ascending:
+   * at exactly such a batch hs_perf_eval returns the measurement, elsewhere the fit. A step can
+   * cost more at a batch its kernels do not tile evenly (mlp on this repository's AVX-512 CPU:
+   * 63 samples took 36% longer than 64; docs/performance.md, "Batch sizes the kernels do not
+   * tile"), which no smooth form follows; a calibration of every batch size a run will use
+   * gives them all. n_points = 0: the fit alone (hs_fit_form and hs_perf_params_parse set 0). */
+  int n_points;
+  int pt_batch[HS_PERF_MAX_POINTS];
+  double pt_s[HS_PERF_MAX_POINTS];
 } hs_perf_model;
 
 /* "linear", "cubic", "piecewise", "saturating"; NULL for an unknown form. */
@@ -48,7 +59,8 @@ const char *hs_perf_param_key(hs_perf_form f, int i);
 /* 0, or HS_EINVAL for a name that is not a form. */
 int hs_perf_form_parse(const char *name, hs_perf_form *out);
 
-/* Time in seconds of one step at `batch` samples. Never negative (clamped at 0). */
+/* Time in seconds of one step at `batch` samples: a measured point's at exactly its batch, else
+ * the fit's. Never negative (clamped at 0). */
 double hs_perf_eval(const hs_perf_model *m, double batch);
 
 /* Writes the params JSON object ({"t0":...,"k":...}, shortest round-trip numbers). Returns the
@@ -58,7 +70,9 @@ int hs_perf_params_json(const hs_perf_model *m, char *buf, size_t size);
  * no other. HS_EINVAL with a message otherwise. */
 int hs_perf_params_parse(hs_perf_form f, const char *json, hs_perf_model *m, hs_diag *d);
 
-/* Loads the chosen fit of phase "step" for a model on a calibrated device. `device` is a device
+/* Loads the chosen fit of phase "step" for a model on a calibrated device, with the device's
+ * measured step medians (calib_sample, the newest per batch; the HS_PERF_MAX_POINTS smallest
+ * batches when there are more) as its points. `device` is a device
  * name (device.name) or a device id in decimal; when several devices share a name the newest
  * one that has a chosen step fit for the model wins. HS_ENOTFOUND with a message that lists
  * what the database holds (devices and their calibrated models) when there is no such device

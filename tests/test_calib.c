@@ -355,6 +355,21 @@ static void test_store_roundtrip(void) {
   ASSERT_EQ(m.form, HS_PERF_LINEAR);
   ASSERT_EQ(m.max_batch, 64);
   ASSERT_REL(hs_perf_eval(&m, 100), 1e-3 + 1e-2, 1e-9);
+  ASSERT_EQ(m.n_points, 4);
+  /* A batch the kernels tile badly, measured after the fit: at exactly that batch the
+   * measurement, beside it and between batches the fit. */
+  hs_cal_stats odd[HS_CAL_PHASES];
+  for (int p = 0; p < HS_CAL_PHASES; p++) odd[p] = (hs_cal_stats){.median_s = 2e-2, .p10_s = NAN, .p90_s = NAN, .count = 5};
+  ASSERT_EQ(hs_cal_store_point(s, id, "mlp", 63, odd, &d), 0);
+  ASSERT_EQ(hs_perf_load(s, "test cpu", "mlp", &m, NULL, &d), 0);
+  ASSERT_EQ(m.n_points, 5);
+  ASSERT_REL(hs_perf_eval(&m, 63), 2e-2, 1e-12);
+  ASSERT_REL(hs_perf_eval(&m, 62), 1e-3 + 62e-4, 1e-9);
+  ASSERT_REL(hs_perf_eval(&m, 63.5), 1e-3 + 63.5e-4, 1e-9);
+  ASSERT_REL(hs_perf_eval(&m, 64), 1e-3 + 64e-4, 1e-9);
+  ASSERT_REL(hs_perf_eval(&m, 8), 1e-3 + 8e-4, 1e-9);
+  m.n_points = 0;
+  ASSERT_REL(hs_perf_eval(&m, 63), 1e-3 + 63e-4, 1e-9);
   char idstr[32];
   snprintf(idstr, sizeof idstr, "%lld", (long long)id);
   ASSERT_EQ(hs_perf_load(s, idstr, "mlp", &m, NULL, &d), 0);
