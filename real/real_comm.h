@@ -18,7 +18,9 @@
  *   floats and the same weights; on return each buffer holds sum_i weights[i] * buf_i (the
  *   weights are used as given). Participants may arrive in any order.
  * - send/recv: one point-to-point transfer of n floats from `rank` to `peer`, matched by
- *   (source, destination, tag). A send may return before the receiver has the bytes.
+ *   (source, destination, tag). A send may return before the receiver has the bytes, but not
+ *   before it is done with `buf`: the caller may change the buffer once send returns (the cpu
+ *   backend copies the message, nccl returns when the transfer is done).
  * - barrier: every rank of the world.
  * - abort: makes every wait in progress or to come return HS_EINTR promptly (the runtime calls
  *   it when the run ends early or fails, so that no thread waits for a partner that will never

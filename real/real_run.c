@@ -723,12 +723,20 @@ static int do_srv_push(real *s, rop *op, hs_diag *d) {
 }
 
 static int do_srv_pull(real *s, rop *op, hs_diag *d) {
+  /* The global model is sent from where it is, outside the lock: global_busy keeps every
+   * writer (and reader) of it waiting meanwhile, as during an all-reduce's update. A send
+   * copies its message (real_comm.h), so the model may change once it returns. */
   pthread_mutex_lock(&s->mu);
   global_wait(s);
-  memcpy(s->srv_buf, s->global, (size_t)s->P * sizeof *s->srv_buf);
   op->version = s->version;
+  s->global_busy = 1;
   pthread_mutex_unlock(&s->mu);
-  return s->cfg->comm->send(s->comm, s->n, op->worker, op->id, s->srv_buf, s->P, d);
+  int rc = s->cfg->comm->send(s->comm, s->n, op->worker, op->id, s->global, s->P, d);
+  pthread_mutex_lock(&s->mu);
+  s->global_busy = 0;
+  pthread_cond_broadcast(&s->cv);
+  pthread_mutex_unlock(&s->mu);
+  return rc;
 }
 
 static int do_pull(real *s, int w, rop *op, hs_diag *d) {
