@@ -7,6 +7,9 @@
 # both runs saw; 1 = unbiased), then where a real iteration's time goes (from the stored step
 # rows: compute, communication, and the gap from a step's end to the worker's next start).
 # Usage: bench/bench_validate.sh BUILD_DIR [REPEATS]     (REPEATS defaults to 3)
+# BATCHES (environment) replaces the calibrated batch sizes, 16,32,48,64,96,128: e.g.
+# BATCHES=16,32,$(seq -s, 40 90),96,128 times every batch lbb picks around 64 (the simulator
+# takes a measured batch's own time, docs/performance.md, "Batch sizes the kernels do not tile").
 set -eu
 B=${1:?usage: bench_validate.sh BUILD_DIR [REPEATS]}
 REPS=${2:-3}
