@@ -120,7 +120,7 @@ int hs_cal_time_allreduce(int world, int64_t bytes, const hs_cal_comm_opts *o,
   if (bytes < 4) return hs_diag_set(d, HS_EINVAL, "all-reduce: message must be at least 4 bytes, got %lld", (long long)bytes);
   ring r = {.world = world, .n = (size_t)bytes / sizeof(float), .o = o, .d = d};
   hs_cpus cpus;
-  if (hs_cpus_allowed(&cpus) >= world) r.cpus = &cpus; /* as the runtime pins its workers */
+  if (!o->no_pin && hs_cpus_allowed(&cpus) >= world) r.cpus = &cpus; /* as the runtime pins its workers */
   r.buf = calloc((size_t)world, sizeof *r.buf);
   r.wts = malloc((size_t)world * sizeof *r.wts);
   r.samples = malloc((size_t)o->rule.max_reps * sizeof *r.samples);

@@ -14,7 +14,7 @@
  * leaves a gradient), so that the buffers are where a run finds them: in the cache of the core
  * that wrote each one (read from the timing thread's own cache, the all-reduce of 0.8 MB took
  * half the time it takes in a run). Threads are created once per message size and not timed;
- * when the process may use at least world_size CPUs, thread i is pinned to the i-th, as
+ * unless no_pin, when the process may use at least world_size CPUs, thread i is pinned to the i-th, as
  * `hetsim real` pins its workers (real_run.h, hs_real_pins), and the caller is unpinned after.
  * Repetitions: `warmup` untimed, then timed ones until the rule of cal_time.h stops them.
  * Contract: allocates and frees its buffers and threads inside each call; *stop (may be NULL)
@@ -32,6 +32,7 @@ typedef struct hs_cal_comm_opts {
   hs_cal_rule rule;
   int warmup;                  /* untimed repetitions */
   volatile sig_atomic_t *stop; /* may be NULL */
+  int no_pin;                  /* 1: the threads are not pinned */
 } hs_cal_comm_opts;
 
 int hs_cal_time_allreduce(int world_size, int64_t bytes, const hs_cal_comm_opts *o,

@@ -117,9 +117,9 @@ static void *rival_main(void *p) {
 }
 
 /* The single steps behind concurrent nets' block means: a uniform sample (reservoir sampling)
- * of up to SINGLES steps per point, every phase, for the spread stored as p10_s and p90_s.
- * A block mean averages some 30 steps, so the spread of the means is a fraction of the
- * steps' own, and the steps' is what the simulator's jitter stands for (cmd_validate.c). */
+ * of up to SINGLES steps per point, every phase, for the spread stored as p10_s and p90_s:
+ * the simulator's jitter is per step (cmd_validate.c), while the spread of block means is
+ * that of the machine's speed from one block to the next (here they came out alike). */
 enum { SINGLES = 4096 };
 
 typedef struct singles {
@@ -366,7 +366,7 @@ out:
 static int calibrate_comm(hs_store *s, int64_t dev_id, sweep *sw, hs_cal_comm_result *cr, hs_diag *d) {
   const hs_cal_opts *o = sw->o;
   hs_comm_key key = {.device = dev_id, .backend = "cpu", .op = cr->op, .world_size = cr->world_size};
-  hs_cal_comm_opts co = {.rule = o->rule, .warmup = o->warmup, .stop = o->stop};
+  hs_cal_comm_opts co = {.rule = o->rule, .warmup = o->warmup, .stop = o->stop, .no_pin = o->no_pin};
   int rc = 0;
   for (int64_t bytes = COMM_MIN_BYTES; bytes <= o->comm_max_bytes; bytes *= 4, sw->done += 1) {
     int stored = 0;
@@ -410,7 +410,7 @@ int hs_cal_run(hs_store *s, const hs_cal_device *dev, const hs_cal_opts *o, hs_c
   res->models = calloc((size_t)(o->n_models > 0 ? o->n_models : 1), sizeof *res->models);
   if (!res->models) return hs_diag_set(d, HS_ENOMEM, "out of memory");
   sweep sw = {.o = o};
-  sw.pin = o->concurrent > 1 && !strcmp(dev->kind, "cpu") && hs_cpus_allowed(&sw.cpus) >= o->concurrent;
+  sw.pin = !o->no_pin && o->concurrent > 1 && !strcmp(dev->kind, "cpu") && hs_cpus_allowed(&sw.cpus) >= o->concurrent;
   for (int m = 0; m < o->n_models; m++) {
     hs_cal_model_result *mr = &res->models[res->n_models++];
     snprintf(mr->model, sizeof mr->model, "%s", o->models[m]);

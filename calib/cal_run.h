@@ -59,6 +59,9 @@ typedef struct hs_cal_opts {
   int concurrent;              /* nets stepping at once, each on its own thread, while one is
                                   timed (the N workers of a real run on this device); 0 or 1:
                                   the timed net alone */
+  int no_pin;                  /* 1: leave every thread to the scheduler (`hetsim real --pin
+                                  none`); 0: pin the concurrent nets and the all-reduce's
+                                  threads one per CPU on the cpu when they fit */
   uint64_t seed;               /* weights and inputs */
   volatile sig_atomic_t *stop; /* may be NULL */
   hs_progress *progress;       /* may be NULL; total = points to visit */

@@ -32,7 +32,8 @@ static void usage(FILE *out) {
 "usage: hetsim calib --device cpu|cuda:I|cuda:I/sm=N [--model NAME]... [--batches LIST]\n"
 "                    [--db FILE] [--json] [--warmup N] [--min-reps N] [--max-reps N]\n"
 "                    [--rel-tol X] [--comm | --no-comm] [--comm-max BYTES] [--comm-world N]\n"
-"                    [--threads N] [--concurrent N] [--name NAME] [--redo] [--seed S]\n"
+"                    [--threads N] [--concurrent N] [--pin auto|none] [--name NAME] [--redo]\n"
+"                    [--seed S]\n"
 "\n"
 "Times training steps (forward, backward, update and the whole step) of each model on the\n"
 "device over a sweep of batch sizes, a few steps per size in passes over all sizes (so that a\n"
@@ -62,6 +63,9 @@ static void usage(FILE *out) {
 "                    own thread, as N workers of `hetsim real --backend cpu` share the\n"
 "                    machine; stored as device \"NAME (N workers)\", which `hetsim validate`\n"
 "                    uses for runs of N workers (default 1: the step alone)\n"
+"  --pin auto|none   auto (default): on the cpu, the concurrent nets' threads and the\n"
+"                    all-reduce's, one per CPU when they fit, as `hetsim real --pin auto`\n"
+"                    pins its workers; none: left to the scheduler (for runs with --pin none)\n"
 "  --name NAME       device name to store (default: the CPU or GPU model name)\n"
 "  --redo            time every point again instead of skipping stored ones\n"
 "  --seed S          weights and random inputs (default 1)\n"
@@ -135,7 +139,7 @@ static int add_models(const char *s, calib_args *a) {
 
 enum { O_DEVICE = 256, O_MODEL, O_BATCHES, O_DB, O_JSON, O_WARMUP, O_MINREPS, O_MAXREPS, O_RELTOL,
        O_COMM, O_NOCOMM, O_COMMMAX, O_COMMWORLD, O_THREADS, O_NAME, O_REDO, O_SEED, O_HELP,
-       O_CONCURRENT };
+       O_CONCURRENT, O_PIN };
 
 static int parse_args(int argc, char **argv, calib_args *a) {
   static const struct option opts[] = {
@@ -146,7 +150,7 @@ static int parse_args(int argc, char **argv, calib_args *a) {
       {"rel-tol", required_argument, NULL, O_RELTOL}, {"comm", no_argument, NULL, O_COMM},
       {"no-comm", no_argument, NULL, O_NOCOMM}, {"comm-max", required_argument, NULL, O_COMMMAX},
       {"comm-world", required_argument, NULL, O_COMMWORLD}, {"threads", required_argument, NULL, O_THREADS},
-      {"concurrent", required_argument, NULL, O_CONCURRENT},
+      {"concurrent", required_argument, NULL, O_CONCURRENT}, {"pin", required_argument, NULL, O_PIN},
       {"name", required_argument, NULL, O_NAME}, {"redo", no_argument, NULL, O_REDO},
       {"seed", required_argument, NULL, O_SEED}, {"help", no_argument, NULL, O_HELP},
       {NULL, 0, NULL, 0},
@@ -194,6 +198,10 @@ static int parse_args(int argc, char **argv, calib_args *a) {
       break;
     case O_COMMWORLD:
       if (parse_int(optarg, 2, 1024, &a->o.comm_world)) return bad("--comm-world: expected an integer from 2 to 1024, got \"%s\"", optarg);
+      break;
+    case O_PIN:
+      if (strcmp(optarg, "auto") && strcmp(optarg, "none")) return bad("--pin: expected auto or none, got \"%s\"", optarg);
+      a->o.no_pin = !strcmp(optarg, "none");
       break;
     case O_CONCURRENT:
       if (parse_int(optarg, 1, 1024, &a->o.concurrent)) return bad("--concurrent: expected an integer from 1 to 1024, got \"%s\"", optarg);

@@ -724,8 +724,8 @@ static int do_srv_push(real *s, rop *op, hs_diag *d) {
 
 static int do_srv_pull(real *s, rop *op, hs_diag *d) {
   /* The global model is sent from where it is, outside the lock: global_busy keeps every
-   * writer (and reader) of it waiting meanwhile, as during an all-reduce's update. A send
-   * copies its message (real_comm.h), so the model may change once it returns. */
+   * writer (and reader) of it waiting meanwhile, as during an all-reduce's update. A send is
+   * done with its buffer when it returns (real_comm.h), so the model may change after. */
   pthread_mutex_lock(&s->mu);
   global_wait(s);
   op->version = s->version;

@@ -33,6 +33,11 @@ grep -q "mlp: 1 batch sizes timed, 4 already stored" out2.txt || fail "resume: $
 [ "$(q "SELECT count(*) FROM device")" = 1 ] || fail "resume reused the device row"
 [ "$(q "SELECT count(*) FROM comm_sample")" = 8 ] || fail "resume skipped the stored message sizes"
 
+# --pin none (for runs with `hetsim real --pin none`): the concurrent calibration runs unpinned.
+"$bin" calib --device cpu --model mlp --batches 8,16,32 --db pin.db --no-comm --concurrent 2 --pin none \
+  --max-reps 4 --min-reps 3 --warmup 1 > /dev/null 2> err.txt || fail "calib --pin none: $(cat err.txt)"
+[ "$(sqlite3 pin.db "SELECT count(*) FROM calib_sample WHERE phase = 'step'")" = 3 ] || fail "calib --pin none rows"
+
 # JSON output.
 "$bin" calib --device cpu --model mlp --batches 8,16,32,64,96 --db cal.db "${quick[@]}" --json > out.json || fail "json exit"
 grep -q '"skipped": 5' out.json || fail "json skipped count"
@@ -84,6 +89,7 @@ expect2 'need at least 3 batch sizes' --device cpu --batches 8,16
 expect2 'given twice' --device cpu --batches 8,16,16
 expect2 'expected cpu, cuda:I or cuda:I/sm=N, got "gpu0"' --device gpu0
 expect2 'expected cpu, cuda:I or cuda:I/sm=N' --device cuda:0/sm=0
+expect2 '--pin: expected auto or none, got "always"' --device cpu --pin always
 expect2 '--device cpu|cuda:I|cuda:I/sm=N is required'
 if ! command -v nvidia-smi > /dev/null || ! nvidia-smi > /dev/null 2>&1; then
   expect2 'cuda:0' --device cuda:0 --model mlp
