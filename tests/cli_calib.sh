@@ -48,7 +48,8 @@ grep -q "mlp" dev.txt || fail "devices lists mlp: $(cat dev.txt)"
 "$bin" devices --db cal.db --csv | grep -q "^1,.*,cpu,.*,mlp," || fail "devices --csv"
 "$bin" devices --db cal.db --json | grep -q '"model": "mlp"' || fail "devices --json"
 
-# The simulator takes the fitted model.
+# The simulator takes the calibration: at a calibrated batch its measured step median, elsewhere
+# the fitted model.
 name=$(q "SELECT name FROM device WHERE id = 1")
 cat > cl.yaml <<YAML
 name: calib-test
@@ -60,15 +61,18 @@ nodes:
     link: {bandwidth: 8GB/s, latency: 5us}
     devices: [{type: mine}]
 YAML
-"$bin" sim --cluster cl.yaml --model mlp --policy ssgd --global-batch 32 --iterations 3 --db sim.db --calib cal.db --json > sim.json || fail "sim --calib exit"
-t32=$(q "SELECT params FROM perf_model WHERE phase = 'step' AND chosen = 1")
-iter=$(sed -n 's/.*"mean_iteration_s": \([0-9.e+-]*\).*/\1/p' sim.json)
-[ -n "$iter" ] && awk -v x="$iter" 'BEGIN { exit !(x > 0) }' || fail "sim mean_iteration_s: $(cat sim.json)"
-# One worker, no communication: an iteration is exactly t(32) of the chosen fit.
-want=$(sqlite3 cal.db "SELECT CASE form WHEN 'linear' THEN json_extract(params,'\$.t0') + 32*json_extract(params,'\$.k') ELSE -1 END FROM perf_model WHERE phase='step' AND chosen=1")
-if [ "$want" != "-1" ]; then
-  awk -v a="$iter" -v b="$want" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 1e-9 * b) }' || fail "sim iteration $iter != fitted t(32) $want ($t32)"
-fi
+sim_iter() { # global batch -> the simulated mean iteration (one worker: one step, no communication)
+  "$bin" sim --cluster cl.yaml --model mlp --policy ssgd --global-batch "$1" --iterations 3 --db sim.db --calib cal.db --json > sim.json || fail "sim --calib exit"
+  sed -n 's/.*"mean_iteration_s": \([0-9.e+-]*\).*/\1/p' sim.json
+}
+same() { awk -v a="$1" -v b="$2" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(b > 0 && d <= 1e-9 * b) }'; }
+iter=$(sim_iter 32)
+want=$(q "SELECT median_s FROM calib_sample WHERE phase = 'step' AND batch = 32 ORDER BY id DESC LIMIT 1")
+same "$iter" "$want" || fail "sim iteration at a calibrated batch: $iter, measured t(32) $want"
+iter=$(sim_iter 24)
+t24=$(q "SELECT params FROM perf_model WHERE phase = 'step' AND chosen = 1")
+want=$(q "SELECT CASE form WHEN 'linear' THEN json_extract(params,'\$.t0') + 24*json_extract(params,'\$.k') ELSE -1 END FROM perf_model WHERE phase='step' AND chosen=1")
+[ "$want" = "-1" ] || same "$iter" "$want" || fail "sim iteration between calibrated batches: $iter, fitted t(24) $want ($t24)"
 "$bin" sim --cluster cl.yaml --model cnn --policy ssgd --global-batch 32 --iterations 3 --db sim.db --calib cal.db > /dev/null 2> err.txt
 [ $? -eq 2 ] && grep -q "no calibrated step model for cnn" err.txt && grep -q "it holds:.*mlp" err.txt || fail "sim with an uncalibrated model: $(cat err.txt)"
 sed -i "s/calib: \"$name\"/calib: \"no such gpu\"/" cl.yaml
