@@ -48,7 +48,8 @@ bad() {
   if [ $# -ge 2 ]; then echo "FAIL $CHECK_PREFIX$1: $2"; else echo "FAIL $CHECK_PREFIX$1"; fi
 }
 
-# check NAME COMMAND...: passes when COMMAND succeeds.
+# check NAME COMMAND...: passes when COMMAND succeeds. Returns 1 on a failure, so that
+# `check ... || show_what_went_wrong` works.
 check() {
   local name=$1
   shift
@@ -56,8 +57,10 @@ check() {
     ok "$name"
   elif [ "$CHECK_TERSE" = 1 ]; then
     bad "$name"
+    return 1
   else
     bad "$name" "condition failed: $*"
+    return 1
   fi
 }
 
