@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "nn/nn_eval.h"
 #include "nn/nn_net.h"
 #include "policies/pol_runtime.h"
 #include "real/real_rank_tcp.h"
@@ -862,44 +863,11 @@ static const hs_runtime_ops rank_ops = {
 
 /* --- evaluation ---------------------------------------------------------------------------- */
 
-static int evaluate(crd *s, const float *model, double *loss, double *acc, hs_diag *d) {
-  const hs_dataset *ds = s->cfg->test;
-  int rc = hs_net_set_params(s->eval_net, model, d);
-  if (rc) return rc;
-  int64_t n = hs_data_count(ds);
-  const int chunk = 500;
-  int c, h, wd;
-  hs_data_shape(ds, &c, &h, &wd);
-  float *x = malloc((size_t)chunk * (size_t)(c * h * wd) * sizeof *x);
-  int32_t *y = malloc((size_t)chunk * sizeof *y);
-  int64_t *idx = malloc((size_t)chunk * sizeof *idx);
-  if (!x || !y || !idx) rc = hs_diag_set(d, HS_ENOMEM, "out of memory for an evaluation");
-  double lsum = 0;
-  int64_t correct = 0;
-  for (int64_t i = 0; !rc && i < n; i += chunk) {
-    int b = (int)(n - i < chunk ? n - i : chunk);
-    for (int k = 0; k < b; k++) idx[k] = i + k;
-    double l;
-    int cor;
-    if ((rc = hs_data_gather(ds, idx, b, x, y, d)) || (rc = hs_net_load(s->eval_net, x, y, b, d)) ||
-        (rc = hs_net_forward(s->eval_net, 0, d)) || (rc = hs_net_result(s->eval_net, &l, &cor, d)))
-      break;
-    lsum += l * b;
-    correct += cor;
-  }
-  free(x);
-  free(y);
-  free(idx);
-  if (rc) return rc;
-  *loss = lsum / (double)n;
-  *acc = (double)correct / (double)n;
-  return 0;
-}
 
 static int eval_model(crd *s, const float *model, double t, int64_t step) {
   double loss, acc;
   hs_diag d = {0};
-  int rc = evaluate(s, model, &loss, &acc, &d);
+  int rc = hs_net_evaluate_params(s->eval_net, model, s->cfg->test, &loss, &acc, &d);
   if (rc) return cfail(s, rc, "evaluation at step %lld: %s", (long long)step, d.msg);
   s->last_eval = step;
   s->last_loss = loss;

@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "core/core_affinity.h"
+#include "nn/nn_eval.h"
 #include "nn/nn_net.h"
 #include "policies/pol_runtime.h"
 
@@ -828,39 +829,6 @@ static void *lane_main(void *p) {
 
 /* --- evaluation, timers, cluster events (calling thread) ------------------------------------ */
 
-static int evaluate(real *s, const float *model, double *loss, double *acc, hs_diag *d) {
-  const hs_dataset *ds = s->cfg->test;
-  int rc = hs_net_set_params(s->eval_net, model, d);
-  if (rc) return rc;
-  int64_t n = hs_data_count(ds);
-  const int chunk = 500;
-  int c, h, wd;
-  hs_data_shape(ds, &c, &h, &wd);
-  float *x = malloc((size_t)chunk * (size_t)(c * h * wd) * sizeof *x);
-  int32_t *y = malloc((size_t)chunk * sizeof *y);
-  int64_t *idx = malloc((size_t)chunk * sizeof *idx);
-  if (!x || !y || !idx) rc = hs_diag_set(d, HS_ENOMEM, "out of memory for an evaluation");
-  double lsum = 0;
-  int64_t correct = 0;
-  for (int64_t i = 0; !rc && i < n; i += chunk) {
-    int b = (int)(n - i < chunk ? n - i : chunk);
-    for (int k = 0; k < b; k++) idx[k] = i + k;
-    double l;
-    int cor;
-    if ((rc = hs_data_gather(ds, idx, b, x, y, d)) || (rc = hs_net_load(s->eval_net, x, y, b, d)) ||
-        (rc = hs_net_forward(s->eval_net, 0, d)) || (rc = hs_net_result(s->eval_net, &l, &cor, d)))
-      break;
-    lsum += l * b;
-    correct += cor;
-  }
-  free(x);
-  free(y);
-  free(idx);
-  if (rc) return rc;
-  *loss = lsum / (double)n;
-  *acc = (double)correct / (double)n;
-  return 0;
-}
 
 /* Stores an evaluation and checks the target (mu held). */
 static int record_eval(real *s, double t, int64_t step, double loss, double acc) {
@@ -946,7 +914,7 @@ static void watch(real *s) {
       pthread_mutex_unlock(&s->mu);
       double loss = NAN, acc = NAN;
       hs_diag d = {0};
-      int rc = evaluate(s, e->model, &loss, &acc, &d);
+      int rc = hs_net_evaluate_params(s->eval_net, e->model, s->cfg->test, &loss, &acc, &d);
       pthread_mutex_lock(&s->mu);
       if (rc) lane_failed(s, rc, &d);
       else if (record_eval(s, e->time_s, e->step, loss, acc)) {
@@ -1208,7 +1176,8 @@ int hs_real_run(const hs_real_config *cfg, hs_real_result *res, hs_diag *d) {
     if (!s->evals) s->evals_tail = NULL;
     s->n_evals--;
     double loss, acc;
-    if (!(rc = evaluate(s, e->model, &loss, &acc, &s->diag)) && record_eval(s, e->time_s, e->step, loss, acc))
+    if (!(rc = hs_net_evaluate_params(s->eval_net, e->model, cfg->test, &loss, &acc, &s->diag)) &&
+        record_eval(s, e->time_s, e->step, loss, acc))
       rc = s->diag.code ? s->diag.code : HS_EDB;
     free(e->model);
     free(e);
@@ -1216,7 +1185,8 @@ int hs_real_run(const hs_real_config *cfg, hs_real_result *res, hs_diag *d) {
   if (!rc && cfg->test && s->eval_net && s->last_eval != s->iterations && res->status != HS_REAL_INTERRUPTED) {
     /* The final model is evaluated at the end unless the last update just was. */
     double loss, acc;
-    if (!(rc = evaluate(s, s->global, &loss, &acc, &s->diag)) && record_eval(s, s->end, s->iterations, loss, acc))
+    if (!(rc = hs_net_evaluate_params(s->eval_net, s->global, cfg->test, &loss, &acc, &s->diag)) &&
+        record_eval(s, s->end, s->iterations, loss, acc))
       rc = s->diag.code ? s->diag.code : HS_EDB;
   }
   if (!rc || s->iterations > 0) {

@@ -33,6 +33,7 @@
 #include <string.h>
 
 #include "nn/nn_data.h"
+#include "nn/nn_eval.h"
 #include "nn/nn_net.h"
 #include "nn/nn_zoo.h"
 #include "policies/pol_compress.h"
@@ -574,23 +575,7 @@ static int p_evaluate(void *st, double *loss, double *accuracy, hs_diag *d) {
   int rc = hs_net_set_params(p->net, p->global, d);
   if (rc || (rc = batch_room(p, EVAL_CHUNK, d))) return rc;
   p->net_stamp = p->global_stamp;
-  double lsum = 0;
-  int64_t correct = 0;
-  int64_t idx[EVAL_CHUNK];
-  for (int start = 0; start < p->eval_n; start += EVAL_CHUNK) {
-    int m = p->eval_n - start < EVAL_CHUNK ? p->eval_n - start : EVAL_CHUNK, c;
-    double l;
-    for (int i = 0; i < m; i++) idx[i] = start + i;
-    if ((rc = hs_data_gather(p->test, idx, m, p->bx, p->by, d)) ||
-        (rc = hs_net_load(p->net, p->bx, p->by, m, d)) || (rc = hs_net_forward(p->net, 0, d)) ||
-        (rc = hs_net_result(p->net, &l, &c, d)))
-      return rc;
-    lsum += l * m;
-    correct += c;
-  }
-  *loss = lsum / p->eval_n;
-  *accuracy = (double)correct / p->eval_n;
-  return 0;
+  return hs_net_evaluate(p->net, p->test, p->eval_n, EVAL_CHUNK, p->bx, p->by, loss, accuracy, d);
 }
 
 const hs_conv_model hs_conv_proxy = {
