@@ -5,7 +5,8 @@
 # over the repeats of each policy's median and p95 per-iteration error, time-to-final-loss
 # error, and the ratio of the simulated to the real mean time per iteration (over the versions
 # both runs saw; 1 = unbiased), then where a real iteration's time goes (from the stored step
-# rows: compute, communication, and the gap from a step's end to the worker's next start).
+# rows: compute, communication, and the gap from a step's end to the worker's next start), and
+# validate's compute_ratio (the runs' computes over the calibration's: the machine's drift).
 # Usage: bench/bench_validate.sh BUILD_DIR [REPEATS]     (REPEATS defaults to 3)
 # BATCHES (environment) replaces the calibrated batch sizes, 16,32,48,64,96,128: e.g.
 # BATCHES=16,32,$(seq -s, 40 90),96,128 times every batch lbb picks around 64 (the simulator
@@ -42,7 +43,8 @@ for rep in $(seq 1 "$REPS"); do
         lead(start_s) OVER (PARTITION BY worker ORDER BY step) - comm_end_s g FROM step WHERE run_id = $1)
         SELECT printf('%.3f %.3f %.3f', 1e3 * avg(c), 1e3 * avg(m), 1e3 * avg(g)) FROM x WHERE g IS NOT NULL"; }
     echo "$p $rep $(json_field "$T/val.json" median_iter_error) $(json_field "$T/val.json" p95_iter_error)" \
-      "$(json_field "$T/val.json" time_to_loss_error) $ratio $(parts "$id") $(parts "$sim")" >>"$T/rows"
+      "$(json_field "$T/val.json" time_to_loss_error) $ratio $(parts "$id") $(parts "$sim")" \
+      "$(json_field "$T/val.json" compute_ratio)" >>"$T/rows"
   done
   rm -f "$db"*
 done
@@ -53,14 +55,15 @@ rows = [l.split() for l in open(sys.argv[1])]
 def med(xs):
     xs = [float(x) for x in xs if x != "nan" and not math.isnan(float(x))]
     return statistics.median(xs) if xs else float("nan")
-print("\nper repeat: policy rep median p95 ttl sim/real | real compute comm gap ms | sim compute comm gap ms")
-for r in rows: print("  " + " ".join(r[:6]) + " | " + " ".join(r[6:9]) + " | " + " ".join(r[9:12]))
+print("\nper repeat: policy rep median p95 ttl sim/real | real compute comm gap ms | sim compute comm gap ms"
+      " | real compute / calibrated")
+for r in rows: print("  " + " ".join(r[:6]) + " | " + " ".join(r[6:9]) + " | " + " ".join(r[9:12]) + " | " + r[12])
 print("\nmedians over %d repeat(s):" % len(set(r[1] for r in rows)))
 print("| policy | median iter. error | p95 iter. error | time-to-final-loss error | sim/real mean iteration |"
-      " real compute / comm / gap (ms) | sim compute / comm / gap (ms) |")
-print("|---|---|---|---|---|---|---|")
+      " real compute / comm / gap (ms) | sim compute / comm / gap (ms) | real compute / calibrated |")
+print("|---|---|---|---|---|---|---|---|")
 for p in dict.fromkeys(r[0] for r in rows):
     rs = [r for r in rows if r[0] == p]
-    c = [med([r[i] for r in rs]) for i in range(2, 12)]
-    print("| %s | %.2f | %.2f | %.2f | %.2f | %.2f / %.2f / %.2f | %.2f / %.2f / %.2f |" % (p, *c))
+    c = [med([r[i] for r in rs]) for i in range(2, 13)]
+    print("| %s | %.2f | %.2f | %.2f | %.2f | %.2f / %.2f / %.2f | %.2f / %.2f / %.2f | %.2f |" % (p, *c))
 EOF

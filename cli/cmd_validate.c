@@ -67,7 +67,8 @@ static void usage(FILE *out) {
 "                 step per worker) for asynchronous ones\n"
 "  --json         print one JSON object: run_id, sim_run_id, median_iter_error,\n"
 "                 p95_iter_error, time_to_loss_error, intervals, versions_per_interval,\n"
-"                 compute_calibration, and with --window K: window,\n"
+"                 compute_calibration, compute_ratio (the run's computes over the\n"
+"                 calibration's; null with a cluster file), and with --window K: window,\n"
 "                 window_median_iter_error, window_p95_iter_error\n"
 "\n"
 "exit status: 0 validated, 1 runtime failure, 2 bad usage or bad input.\n",
@@ -269,6 +270,39 @@ static int64_t version_times(sqlite3 *db, int64_t run, int64_t **versions, doubl
 static int cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
   return (x > y) - (x < y);
+}
+
+/* How the run's computes compare with the calibration: the median over the real run's steps
+ * of compute / (calibrated step - update), i.e. its forward and backward passes (and loading
+ * the batch) against the calibration's at the step's batch. Near 1 when the machine ran at
+ * the calibration's speed; the per-iteration errors cannot be smaller than its distance from
+ * 1. NaN for a run with a cluster file (its emulated slowdowns stretch the computes). */
+static double compute_ratio(sqlite3 *db, int64_t run, const hs_perf_model *pm, double upd) {
+  sqlite3_stmt *st;
+  if (sqlite3_prepare_v2(db, "SELECT batch, compute_end_s - start_s FROM step WHERE run_id = ?"
+                         " AND compute_end_s > start_s", -1, &st, NULL) != SQLITE_OK)
+    return NAN;
+  sqlite3_bind_int64(st, 1, run);
+  double *r = NULL;
+  size_t n = 0, cap = 0;
+  while (sqlite3_step(st) == SQLITE_ROW) {
+    double want = hs_perf_eval(pm, sqlite3_column_double(st, 0)) - upd;
+    if (!(want > 0)) continue;
+    if (n == cap) {
+      double *g = realloc(r, (cap = cap ? 2 * cap : 256) * sizeof *r);
+      if (!g) break;
+      r = g;
+    }
+    r[n++] = sqlite3_column_double(st, 1) / want;
+  }
+  sqlite3_finalize(st);
+  double med = NAN;
+  if (n) {
+    qsort(r, n, sizeof *r, cmp_double);
+    med = median_sorted(r, (int)n);
+  }
+  free(r);
+  return med;
 }
 
 /* Median and p95 of the per-iteration errors over the versions both runs saw. */
@@ -587,6 +621,7 @@ int hs_cmd_validate(int argc, char **argv) {
   }
 
   double med, p95, ttl = NAN, real_ttl = NAN;
+  double cratio = r.cluster_text ? NAN : compute_ratio(db, id, &perf[0], upd);
   int64_t per_round = round_versions(db, id, n);
   int64_t intervals = iter_errors(db, id, v.run_id, per_round, &med, &p95);
   double wmed = NAN, wp95 = NAN;
@@ -639,6 +674,7 @@ int hs_cmd_validate(int argc, char **argv) {
     hs_json_key(&j, "allreduce_s"); if (n > 1) hs_json_double(&j, a_ar + msg / b_ar); else hs_json_null(&j);
     hs_json_key(&j, "p2p_s"); hs_json_double(&j, a_p2p + msg / b_p2p);
     hs_json_key(&j, "jitter_cv"); hs_json_double(&j, jitter);
+    hs_json_key(&j, "compute_ratio"); if (isnan(cratio)) hs_json_null(&j); else hs_json_double(&j, cratio);
     hs_json_key(&j, "intervals"); hs_json_int(&j, intervals);
     hs_json_key(&j, "versions_per_interval"); hs_json_int(&j, per_round);
     if (window > 1) {
@@ -664,6 +700,8 @@ int hs_cmd_validate(int argc, char **argv) {
       printf("  all-reduce of %.4g MB      %.4g ms (measured at the size, cpu backend)\n", msg / 1e6, (a_ar + msg / b_ar) * 1e3);
     printf("  send or receive of %.4g MB %.4g ms (measured at the size, cpu backend)\n", msg / 1e6, (a_p2p + msg / b_p2p) * 1e3);
     printf("  step time jitter           cv %.3f (lognormal, from the calibrated steps' 10th-90th percentiles)\n", jitter);
+    if (!isnan(cratio))
+      printf("  real compute / calibrated  %.3f (median over the steps; 1 = the machine ran at the calibration's speed)\n", cratio);
     printf("  per-iteration time error   median %.4f, p95 %.4f over %lld intervals of one round (%lld version%s)\n",
            med, p95, (long long)intervals, (long long)per_round, per_round == 1 ? "" : "s");
     if (window > 1)

@@ -24,6 +24,9 @@ cat "$T/out"
 for k in run_id sim_run_id median_iter_error p95_iter_error time_to_loss_error; do
   check "validate_json_$k" grep -q "\"$k\":" "$T/out"
 done
+# The run's computes against the calibration's: a positive ratio (the machine's speed may
+# differ, so no bound but sanity).
+check validate_compute_ratio python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))["compute_ratio"]; assert 0.05 < r < 20, r' "$T/out"
 check validate_row test "$(q "SELECT count(*) FROM validation WHERE run_id = ${id:-0} AND median_iter_error >= 0
     AND p95_iter_error >= median_iter_error")" = 1
 check validate_sim_run test "$(q "SELECT kind || ' ' || status || ' ' || policy FROM run WHERE id = (SELECT sim_run_id FROM validation)")" = "sim complete ssgd"
