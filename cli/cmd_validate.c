@@ -127,17 +127,24 @@ static int load_run(sqlite3 *db, int64_t id, real_run_row *r) {
   return found;
 }
 
-/* The device's fitted cpu communication model for `op`, nearest world size first. */
-static int comm_fit(sqlite3 *db, const char *device, const char *op, int world, double *alpha, double *beta) {
-  const char *sql =
-      "SELECT alpha_s, beta_bytes_per_s FROM comm_model JOIN device ON device.id = comm_model.device_id"
-      " WHERE comm_model.backend = 'cpu' AND comm_model.op = ? AND device.name = ?"
-      " ORDER BY abs(comm_model.world_size - ?), comm_model.id DESC LIMIT 1";
+/* Prepares one of the communication queries below, whose parameters are ?1 the op, ?2 the
+ * device name and ?3 the world size wanted; NULL on an SQL error. */
+static sqlite3_stmt *comm_query(sqlite3 *db, const char *sql, const char *op, const char *device, int world) {
   sqlite3_stmt *st;
-  if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) return -1;
+  if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) return NULL;
   sqlite3_bind_text(st, 1, op, -1, SQLITE_STATIC);
   sqlite3_bind_text(st, 2, device, -1, SQLITE_STATIC);
   sqlite3_bind_int(st, 3, world);
+  return st;
+}
+
+/* The device's fitted cpu communication model for `op`, nearest world size first. */
+static int comm_fit(sqlite3 *db, const char *device, const char *op, int world, double *alpha, double *beta) {
+  sqlite3_stmt *st = comm_query(db,
+      "SELECT alpha_s, beta_bytes_per_s FROM comm_model JOIN device ON device.id = comm_model.device_id"
+      " WHERE comm_model.backend = 'cpu' AND comm_model.op = ?1 AND device.name = ?2"
+      " ORDER BY abs(comm_model.world_size - ?3), comm_model.id DESC LIMIT 1", op, device, world);
+  if (!st) return -1;
   int found = sqlite3_step(st) == SQLITE_ROW;
   if (found) {
     *alpha = sqlite3_column_double(st, 0);
@@ -154,17 +161,13 @@ static int comm_fit(sqlite3 *db, const char *device, const char *op, int world, 
  * p2p), so the fitted alpha + n/beta line misses the run's one message size by up to 3x; the
  * measurement at that size does not. Returns 1 when found. */
 static int comm_at(sqlite3 *db, const char *device, const char *op, int world, double bytes, double *t) {
-  const char *sql =
+  sqlite3_stmt *st = comm_query(db,
       "SELECT bytes, median_s FROM comm_sample JOIN device ON device.id = comm_sample.device_id"
       " WHERE comm_sample.backend = 'cpu' AND comm_sample.op = ?1 AND device.name = ?2 AND median_s > 0"
       " AND comm_sample.world_size = (SELECT world_size FROM comm_sample JOIN device d2 ON d2.id ="
       " comm_sample.device_id WHERE backend = 'cpu' AND op = ?1 AND d2.name = ?2"
-      " ORDER BY abs(world_size - ?3) LIMIT 1) ORDER BY bytes, comm_sample.id DESC";
-  sqlite3_stmt *st;
-  if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) return -1;
-  sqlite3_bind_text(st, 1, op, -1, SQLITE_STATIC);
-  sqlite3_bind_text(st, 2, device, -1, SQLITE_STATIC);
-  sqlite3_bind_int(st, 3, world);
+      " ORDER BY abs(world_size - ?3) LIMIT 1) ORDER BY bytes, comm_sample.id DESC", op, device, world);
+  if (!st) return -1;
   double b[64], v[64];
   int n = 0;
   while (n < 64 && sqlite3_step(st) == SQLITE_ROW) {
