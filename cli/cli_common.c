@@ -48,6 +48,12 @@ int hs_cli_parse_int64(const char *s, int64_t min, int64_t *out) {
   return 0;
 }
 
+int hs_cli_parse_pin(const char *s, int *no_pin) {
+  if (strcmp(s, "auto") && strcmp(s, "none")) return -1;
+  *no_pin = !strcmp(s, "none");
+  return 0;
+}
+
 int hs_cli_parse_run_id(const char *s, int64_t *id) {
   char *end = NULL;
   errno = 0;

@@ -200,8 +200,7 @@ static int parse_args(int argc, char **argv, calib_args *a) {
       if (parse_int(optarg, 2, 1024, &a->o.comm_world)) return bad("--comm-world: expected an integer from 2 to 1024, got \"%s\"", optarg);
       break;
     case O_PIN:
-      if (strcmp(optarg, "auto") && strcmp(optarg, "none")) return bad("--pin: expected auto or none, got \"%s\"", optarg);
-      a->o.no_pin = !strcmp(optarg, "none");
+      if (hs_cli_parse_pin(optarg, &a->o.no_pin)) return bad("--pin: expected auto or none, got \"%s\"", optarg);
       break;
     case O_CONCURRENT:
       if (parse_int(optarg, 1, 1024, &a->o.concurrent)) return bad("--concurrent: expected an integer from 1 to 1024, got \"%s\"", optarg);

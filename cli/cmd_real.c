@@ -148,8 +148,7 @@ static int parse_args(int argc, char **argv, real_args *a) {
     case O_JSON: a->json = 1; break;
     case O_SERVER_RANK: a->server_rank = 1; break;
     case O_PIN:
-      if (strcmp(optarg, "auto") && strcmp(optarg, "none")) return bad("--pin: expected auto or none, got \"%s\"", optarg);
-      a->no_pin = !strcmp(optarg, "none");
+      if (hs_cli_parse_pin(optarg, &a->no_pin)) return bad("--pin: expected auto or none, got \"%s\"", optarg);
       break;
     case O_GB:
       if (hs_cli_parse_int64(optarg, 1, &a->global_batch)) return bad("--global-batch: expected a positive integer, got \"%s\"", optarg);
