@@ -50,7 +50,8 @@ for p in $policies; do
   # already 5 updates in, and with real threads on a loaded machine asynchronous policies'
   # middle evaluations wobble, so the check is on where training ends: well below that start.
   check "real_${p}_loss_falls" test "$(q "SELECT (SELECT loss FROM eval WHERE run_id = $id ORDER BY step DESC LIMIT 1)
-      < 0.75 * ln(10)")" = 1
+      < 0.75 * ln(10)")" = 1 ||
+    echo "  $p evaluations (step loss): $(q "SELECT group_concat(step || ' ' || printf('%.3f', loss), ', ') FROM eval WHERE run_id = $id")"
 done
 
 # The same seed and schedule give the same numbers for a synchronous policy: the first
