@@ -217,3 +217,89 @@ out:
   free(samples);
   return rc;
 }
+
+typedef struct handoff {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;   /* the waiter waits here for go */
+  pthread_cond_t back; /* the timer waits here for parked */
+  int parked, go, quit;
+  double t_sig, t_woke;
+  const hs_cpus *cpus; /* the waiter pinned to cpus->id[1] when not NULL */
+} handoff;
+
+static void *waiter_main(void *p) {
+  handoff *h = p;
+  if (h->cpus) hs_pin_self(h->cpus, 1);
+  pthread_mutex_lock(&h->mu);
+  for (;;) {
+    h->parked = 1;
+    pthread_cond_signal(&h->back);
+    while (!h->go && !h->quit) pthread_cond_wait(&h->cv, &h->mu);
+    if (h->quit) break;
+    h->t_woke = hs_cal_now();
+    h->go = 0;
+    h->parked = 0;
+  }
+  pthread_mutex_unlock(&h->mu);
+  return NULL;
+}
+
+int hs_cal_time_wake(const hs_cal_comm_opts *o, hs_cal_stats *out, hs_diag *d) {
+  int rc = hs_cal_rule_check(&o->rule, d);
+  if (rc) return rc;
+  double *samples = malloc((size_t)o->rule.max_reps * sizeof *samples);
+  if (!samples) return hs_diag_set(d, HS_ENOMEM, "wake: out of memory for %d samples", o->rule.max_reps);
+  handoff h = {0};
+  hs_cpus cpus;
+  if (!o->no_pin && hs_cpus_allowed(&cpus) >= 2) h.cpus = &cpus;
+  pthread_mutex_init(&h.mu, NULL);
+  pthread_cond_init(&h.cv, NULL);
+  pthread_cond_init(&h.back, NULL);
+  pthread_t th;
+  if (pthread_create(&th, NULL, waiter_main, &h)) {
+    rc = hs_diag_set(d, HS_ERUNTIME, "wake: cannot start a thread");
+    goto out;
+  }
+  if (h.cpus) hs_pin_self(h.cpus, 0);
+  int n = 0;
+  for (int rep = 0;; rep++) {
+    pthread_mutex_lock(&h.mu);
+    while (!h.parked || h.go) pthread_cond_wait(&h.back, &h.mu);
+    /* The last signal was taken (go cleared), and parked was set again under the mutex that
+     * pthread_cond_wait releases: the waiter waits. */
+    double t = h.t_woke - h.t_sig;
+    pthread_mutex_unlock(&h.mu);
+    if (rep > o->warmup) {
+      samples[n++] = t;
+      int st = hs_cal_stable(samples, n, &o->rule, d);
+      if (st) {
+        rc = st < 0 ? st : 0;
+        break;
+      }
+    }
+    if (o->stop && *o->stop) {
+      rc = hs_diag_set(d, HS_EINTR, "interrupted");
+      break;
+    }
+    double t0 = hs_cal_now();
+    while (hs_cal_now() - t0 < HS_CAL_WAKE_IDLE_S) {}
+    pthread_mutex_lock(&h.mu);
+    h.go = 1;
+    h.t_sig = hs_cal_now();
+    pthread_cond_signal(&h.cv);
+    pthread_mutex_unlock(&h.mu);
+  }
+  pthread_mutex_lock(&h.mu);
+  h.quit = 1;
+  pthread_cond_signal(&h.cv);
+  pthread_mutex_unlock(&h.mu);
+  pthread_join(th, NULL);
+  if (h.cpus) hs_pin_restore(h.cpus);
+  if (!rc) rc = hs_cal_stats_of(samples, n, out, d);
+out:
+  pthread_cond_destroy(&h.back);
+  pthread_cond_destroy(&h.cv);
+  pthread_mutex_destroy(&h.mu);
+  free(samples);
+  return rc;
+}

@@ -39,6 +39,18 @@ int hs_cal_time_allreduce(int world_size, int64_t bytes, const hs_cal_comm_opts 
                           hs_cal_stats *out, hs_diag *d);
 int hs_cal_time_p2p(int64_t bytes, const hs_cal_comm_opts *o, hs_cal_stats *out, hs_diag *d);
 
+/* Hand-off latency ("wake"): how long a thread blocked on a condition variable takes to run
+ * again once another thread signals it, as a lane of the real runtime (real/real_run.c) waits
+ * for its next operation and the cpu backend's participants wait for each other. Two threads,
+ * pinned to the first two allowed CPUs as the runtime pins two workers (unless no_pin, or
+ * fewer than 2 CPUs): the waiter parks; the timer busy-waits HS_CAL_WAKE_IDLE_S (so that the
+ * waiter's CPU goes idle, as a waiting worker's does), then takes the time, signals and
+ * releases the mutex; the waiter takes the time once it holds the mutex again. One sample per
+ * hand-off; `warmup` untimed, then the rule of cal_time.h. On this repository's VM the median
+ * is some 40 us, a quarter of a 0.8 MB all-reduce (docs/performance.md). */
+#define HS_CAL_WAKE_IDLE_S 200e-6
+int hs_cal_time_wake(const hs_cal_comm_opts *o, hs_cal_stats *out, hs_diag *d);
+
 /* The cpu all-reduce's kernels, shared with the backend so that calibration times what runs.
  * bufs[0..nranks) are n floats each; chunk i is [n*i/nranks, n*(i+1)/nranks).
  * reduce_chunk: bufs[me]'s chunk me = sum_j wts[j] * bufs[j]'s chunk me, in j order (fp32);

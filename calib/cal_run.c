@@ -25,7 +25,7 @@ static int comm_on(const hs_cal_opts *o, const hs_cal_device *dev) {
 }
 
 int hs_cal_points(const hs_cal_opts *o, const hs_cal_device *dev) {
-  return o->n_models * o->n_batches + (comm_on(o, dev) ? 2 * comm_sizes(o) : 0);
+  return o->n_models * o->n_batches + (comm_on(o, dev) ? 2 * comm_sizes(o) + 1 : 0);
 }
 
 typedef struct sweep {
@@ -399,6 +399,26 @@ static int calibrate_comm(hs_store *s, int64_t dev_id, sweep *sw, hs_cal_comm_re
   return 0;
 }
 
+/* The hand-off latency, stored as comm_sample op "wake" (world 2, 0 bytes) unless stored. */
+static int calibrate_wake(hs_store *s, int64_t dev_id, sweep *sw, hs_cal_result *res, hs_diag *d) {
+  const hs_cal_opts *o = sw->o;
+  hs_comm_key key = {.device = dev_id, .backend = "cpu", .op = "wake", .world_size = 2};
+  hs_cal_comm_opts co = {.rule = o->rule, .warmup = o->warmup, .stop = o->stop, .no_pin = o->no_pin};
+  int stored = 0, rc;
+  if ((rc = stopped(o, d)) || (rc = hs_cal_comm_stored(s, &key, 0, &stored, d))) return rc;
+  if (stored) {
+    res->wake_skipped = 1;
+  } else {
+    rc = hs_cal_time_wake(&co, &res->wake, d);
+    if (rc == HS_EINTR) return stopped(o, d) ? stopped(o, d) : rc;
+    if (rc || (rc = hs_cal_store_comm_sample(s, &key, 0, &res->wake, d))) return rc;
+    res->wake_measured = 1;
+  }
+  sw->done += 1;
+  if (o->progress) hs_progress_update(o->progress, sw->done);
+  return 0;
+}
+
 int hs_cal_run(hs_store *s, const hs_cal_device *dev, const hs_cal_opts *o, hs_cal_result *res,
                hs_diag *d) {
   memset(res, 0, sizeof *res);
@@ -429,7 +449,7 @@ int hs_cal_run(hs_store *s, const hs_cal_device *dev, const hs_cal_opts *o, hs_c
     cr->world_size = i == 0 ? o->comm_world : 2;
     if ((rc = calibrate_comm(s, res->device_id, &sw, cr, d))) return rc;
   }
-  return 0;
+  return calibrate_wake(s, res->device_id, &sw, res, d);
 }
 
 void hs_cal_result_free(hs_cal_result *res) {

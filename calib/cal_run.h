@@ -92,10 +92,15 @@ typedef struct hs_cal_result {
   hs_cal_model_result *models;
   int n_comm;
   hs_cal_comm_result comm[2];
+  /* The hand-off latency (cal_comm.h, hs_cal_time_wake), timed with the communication: 1 when
+   * timed now (wake holds it), 0 when a sample was already stored or comm was not timed. */
+  int wake_measured, wake_skipped;
+  hs_cal_stats wake;
   char comm_note[160];         /* why communication was not timed, if it was not */
 } hs_cal_result;
 
-/* Points to visit (models x batches, plus message sizes x ops when comm), for a progress total. */
+/* Points to visit (models x batches, plus message sizes x ops and the hand-off latency when
+ * comm), for a progress total. */
 int hs_cal_points(const hs_cal_opts *o, const hs_cal_device *dev);
 int hs_cal_run(hs_store *s, const hs_cal_device *dev, const hs_cal_opts *o, hs_cal_result *res,
                hs_diag *d);

@@ -46,7 +46,8 @@ int hs_cal_load_samples(hs_store *s, int64_t dev, const char *model, hs_cal_phas
 int hs_cal_store_fits(hs_store *s, int64_t dev, const char *model, hs_cal_phase phase,
                       const hs_fit_set *fs, int max_batch, hs_diag *d);
 
-/* Communication: op is "allreduce" or "p2p", backend "cpu" (threads in one process). */
+/* Communication: op is "allreduce", "p2p" or "wake" (bytes 0: the hand-off latency, no model),
+ * backend "cpu" (threads in one process). */
 typedef struct hs_comm_key {
   int64_t device;
   const char *backend, *op;

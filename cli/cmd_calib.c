@@ -300,6 +300,18 @@ static void print_json(const calib_args *a, const hs_cal_device *dev, const hs_c
     hs_json_object_end(&j);
   }
   hs_json_array_end(&j);
+  hs_json_key(&j, "wake");
+  if (r->wake_measured || r->wake_skipped) {
+    hs_json_object_begin(&j);
+    hs_json_key(&j, "measured"); hs_json_int(&j, r->wake_measured);
+    hs_json_key(&j, "skipped"); hs_json_int(&j, r->wake_skipped);
+    hs_json_key(&j, "median_s"); hs_json_double(&j, r->wake_measured ? r->wake.median_s : NAN);
+    hs_json_key(&j, "p10_s"); hs_json_double(&j, r->wake_measured ? r->wake.p10_s : NAN);
+    hs_json_key(&j, "p90_s"); hs_json_double(&j, r->wake_measured ? r->wake.p90_s : NAN);
+    hs_json_object_end(&j);
+  } else {
+    hs_json_null(&j);
+  }
   hs_json_key(&j, "comm_note"); hs_json_string(&j, r->comm_note[0] ? r->comm_note : NULL);
   hs_json_object_end(&j);
 }
@@ -333,6 +345,11 @@ static void print_text(const calib_args *a, const hs_cal_device *dev, const hs_c
     else
       printf("  comm cpu %s (world %d): not fitted: %s\n", c->op, c->world_size, c->why);
   }
+  if (r->wake_measured)
+    printf("  cpu hand-off (wake): median %.1f us (p10 %.1f, p90 %.1f)\n", r->wake.median_s * 1e6,
+           r->wake.p10_s * 1e6, r->wake.p90_s * 1e6);
+  else if (r->wake_skipped)
+    printf("  cpu hand-off (wake): already stored\n");
   if (r->comm_note[0]) printf("  %s\n", r->comm_note);
   printf("  database %s\n", a->db);
 }

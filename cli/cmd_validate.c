@@ -17,7 +17,12 @@
  * JSON). The runtime applies every reduced vector and every push to its
  * global model once, in one pass over the parameters before the workers go on; that pass is
  * the calibration's "update" phase (median over the batch sizes), added to the all-reduce's
- * alpha and taken as the parameter server's update time (update_s in the JSON). The simulation
+ * alpha and taken as the parameter server's update time (update_s in the JSON). Each hand-off
+ * between the runtime's threads (a thread woken from a condition variable) costs the
+ * calibrated hand-off latency (comm_sample op "wake", wake_s in the JSON): three lie on an
+ * all-reduce's critical path (HANDOFFS_PER_ALLREDUCE), added to its alpha, and one on each
+ * parameter-server message (the server's lane woken for a push, the worker woken by the reply
+ * to a pull), added to the link's latency; none with a calibration that lacks it. The simulation
  * uses the same policy, parameters, seed and global batch, and the proxy convergence model
  * with the run's learning rate and data sizes, with the run's final loss as its target. It is
  * stored as a run of kind sim.
@@ -76,6 +81,13 @@ static void usage(FILE *out) {
 }
 
 #define bad(...) hs_cli_usage("validate", 0, __VA_ARGS__)
+
+/* Hand-offs on an all-reduce's critical path in the threaded runtime (real/real_run.c with the
+ * cpu backend), each a thread woken from a condition variable: the lane that finished its
+ * compute first is woken to join the all-reduce, the participant that arrived first is woken
+ * once the last has reduced for both (real_cpu.c), and the lane that did not deliver the result
+ * is woken for its next step. */
+enum { HANDOFFS_PER_ALLREDUCE = 3 };
 
 typedef struct real_run_row {
   char kind[8], status[16], policy[64], params[1024], model[32], device_name[300];
@@ -183,6 +195,20 @@ static int comm_at(sqlite3 *db, const char *device, const char *op, int world, d
   double k = log(v[i + 1] / v[i]) / log(b[i + 1] / b[i]);
   *t = v[i] * exp(k * log(bytes / b[i]));
   return isfinite(*t) && *t > 0;
+}
+
+/* The device's newest measured hand-off latency (comm_sample op "wake", cal_comm.h). Returns
+ * 1 when found. */
+static int wake_time(sqlite3 *db, const char *device, double *t) {
+  sqlite3_stmt *st = comm_query(db,
+      "SELECT median_s FROM comm_sample JOIN device ON device.id = comm_sample.device_id"
+      " WHERE comm_sample.backend = 'cpu' AND comm_sample.op = ?1 AND device.name = ?2 AND median_s >= 0"
+      " ORDER BY abs(comm_sample.world_size - ?3), comm_sample.id DESC LIMIT 1", "wake", device, 2);
+  if (!st) return -1;
+  int found = sqlite3_step(st) == SQLITE_ROW;
+  if (found) *t = sqlite3_column_double(st, 0);
+  sqlite3_finalize(st);
+  return found;
 }
 
 /* One value per timed batch size of the device's calibration of `model` in `phase`, ascending:
@@ -534,11 +560,18 @@ int hs_cmd_validate(int argc, char **argv) {
    * phase, added to every all-reduce and taken as the parameter server's update time. */
   double upd = 0;
   if (update_time(cdb, cdev, r.model, &upd) <= 0 && update_time(cdb, r.device_name, r.model, &upd) <= 0) upd = 0;
+  /* The runtime's hand-offs between threads, each the calibrated wake-up (0 for a
+   * calibration older than the "wake" op): three per all-reduce, one per server message. */
+  double wake = 0;
+  int have_wake = wake_time(cdb, comm_dev, &wake) > 0 || wake_time(cdb, r.device_name, &wake) > 0;
+  if (!have_wake) wake = 0;
   hs_link_spec ring = {.bandwidth = b_ar, .latency = 0};
-  if (n > 1) ring = (hs_link_spec){.bandwidth = b_ar * 2.0 * (n - 1) / n, .latency = (a_ar + upd) / (2.0 * (n - 1))};
+  if (n > 1)
+    ring = (hs_link_spec){.bandwidth = b_ar * 2.0 * (n - 1) / n,
+                          .latency = (a_ar + upd + HANDOFFS_PER_ALLREDUCE * wake) / (2.0 * (n - 1))};
   spec.network = ring;
   for (int i = 0; i < spec.n_nodes; i++) spec.nodes[i].link = ring;
-  spec.ps.link = (hs_link_spec){.bandwidth = b_p2p, .latency = a_p2p};
+  spec.ps.link = (hs_link_spec){.bandwidth = b_p2p, .latency = a_p2p + wake};
   spec.ps.update_time = upd;
   /* The steps' spread as the calibration saw it: with N workers waiting for each other, the
    * slowest of N steps sets a synchronous round, longer than the median step. */
@@ -676,6 +709,7 @@ int hs_cmd_validate(int argc, char **argv) {
     hs_json_key(&j, "message_bytes"); hs_json_double(&j, msg);
     hs_json_key(&j, "allreduce_s"); if (n > 1) hs_json_double(&j, a_ar + msg / b_ar); else hs_json_null(&j);
     hs_json_key(&j, "p2p_s"); hs_json_double(&j, a_p2p + msg / b_p2p);
+    hs_json_key(&j, "wake_s"); if (have_wake) hs_json_double(&j, wake); else hs_json_null(&j);
     hs_json_key(&j, "jitter_cv"); hs_json_double(&j, jitter);
     hs_json_key(&j, "compute_ratio"); if (isnan(cratio)) hs_json_null(&j); else hs_json_double(&j, cratio);
     hs_json_key(&j, "intervals"); hs_json_int(&j, intervals);

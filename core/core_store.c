@@ -176,6 +176,28 @@ static const char *const migrations[] = {
     ") STRICT;"
     "CREATE INDEX validation_run ON validation(run_id);"
     "CREATE INDEX validation_sim_run ON validation(sim_run_id);",
+    /* 2: comm_sample admits op 'wake', the cpu's thread hand-off latency (bytes 0; docs/
+     * schema.md). SQLite cannot change a CHECK constraint in place, so the table is rebuilt
+     * with the same columns, rows and index. */
+    "CREATE TABLE comm_sample_v2 ("
+    "  id INTEGER PRIMARY KEY,"
+    "  device_id INTEGER REFERENCES device(id) ON DELETE CASCADE,"
+    "  backend TEXT NOT NULL CHECK (backend IN ('nccl', 'local', 'cpu')),"
+    "  op TEXT NOT NULL CHECK (op IN ('allreduce', 'p2p', 'broadcast', 'allgather', 'reducescatter',"
+    "                                 'wake')),"
+    "  world_size INTEGER NOT NULL DEFAULT 2 CHECK (world_size > 0),"
+    "  bytes INTEGER NOT NULL CHECK (bytes >= 0),"
+    "  median_s REAL NOT NULL, p10_s REAL, p90_s REAL,"
+    "  count INTEGER NOT NULL CHECK (count > 0),"
+    "  created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))"
+    ") STRICT;"
+    "INSERT INTO comm_sample_v2(id, device_id, backend, op, world_size, bytes, median_s, p10_s, p90_s,"
+    "                           count, created_at)"
+    "  SELECT id, device_id, backend, op, world_size, bytes, median_s, p10_s, p90_s, count, created_at"
+    "  FROM comm_sample;"
+    "DROP TABLE comm_sample;"
+    "ALTER TABLE comm_sample_v2 RENAME TO comm_sample;"
+    "CREATE INDEX comm_sample_key ON comm_sample(backend, op, device_id, bytes);",
 };
 enum { N_MIGRATIONS = (int)(sizeof migrations / sizeof migrations[0]) };
 _Static_assert(N_MIGRATIONS == HS_STORE_SCHEMA_VERSION, "one migration per schema version");

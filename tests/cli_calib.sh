@@ -24,14 +24,20 @@ grep -q "mlp: 4 batch sizes timed, 0 already stored" out.txt || fail "calib summ
 [ "$(q "SELECT count(*) FROM perf_model WHERE model = 'mlp' AND chosen = 1")" = 4 ] || fail "one chosen fit per phase"
 [ "$(q "SELECT count(*) FROM perf_model WHERE phase = 'step' AND chosen = 1 AND heldout_rel_error IS NOT NULL AND json_valid(params)")" = 1 ] || fail "step fit"
 [ "$(q "SELECT count(*) FROM comm_model WHERE backend = 'cpu' AND beta_bytes_per_s > 0 AND alpha_s >= 0")" = 2 ] || fail "comm_model rows"
-[ "$(q "SELECT count(*) FROM comm_sample")" = 8 ] || fail "comm_sample rows (4 sizes x 2 ops)"
+[ "$(q "SELECT count(*) FROM comm_sample")" = 9 ] || fail "comm_sample rows (4 sizes x 2 ops, and the hand-off)"
+# The hand-off latency: one sample (2 threads, 0 bytes), no fitted model, printed.
+[ "$(q "SELECT count(*) FROM comm_sample WHERE op = 'wake' AND backend = 'cpu' AND world_size = 2 AND bytes = 0
+    AND p10_s > 0 AND p10_s <= median_s AND median_s <= p90_s AND p90_s < 1 AND count >= 3 AND count <= 6")" = 1 ] || fail "wake sample"
+[ "$(q "SELECT count(*) FROM comm_model WHERE op = 'wake'")" = 0 ] || fail "wake has no comm_model"
+grep -q "cpu hand-off (wake): median [0-9.]* us" out.txt || fail "wake printed: $(cat out.txt)"
 
 # Resume: the stored points are skipped; a new batch size is timed; fits are refitted.
 "$bin" calib --device cpu --model mlp --batches 8,16,32,64,96 --db cal.db "${quick[@]}" > out2.txt 2>&1 || fail "rerun exit status"
 grep -q "mlp: 1 batch sizes timed, 4 already stored" out2.txt || fail "resume: $(cat out2.txt)"
 [ "$(q "SELECT count(*) FROM calib_sample")" = 20 ] || fail "resume added one point"
 [ "$(q "SELECT count(*) FROM device")" = 1 ] || fail "resume reused the device row"
-[ "$(q "SELECT count(*) FROM comm_sample")" = 8 ] || fail "resume skipped the stored message sizes"
+[ "$(q "SELECT count(*) FROM comm_sample")" = 9 ] || fail "resume skipped the stored message sizes and hand-off"
+grep -q "cpu hand-off (wake): already stored" out2.txt || fail "resume: wake: $(cat out2.txt)"
 
 # --pin none (for runs with `hetsim real --pin none`): the concurrent calibration runs unpinned.
 "$bin" calib --device cpu --model mlp --batches 8,16,32 --db pin.db --no-comm --concurrent 2 --pin none \
@@ -41,6 +47,8 @@ grep -q "mlp: 1 batch sizes timed, 4 already stored" out2.txt || fail "resume: $
 # JSON output.
 "$bin" calib --device cpu --model mlp --batches 8,16,32,64,96 --db cal.db "${quick[@]}" --json > out.json || fail "json exit"
 grep -q '"skipped": 5' out.json || fail "json skipped count"
+python3 -c 'import json,sys; w = json.load(open(sys.argv[1]))["wake"]; sys.exit(0 if w == {"measured": 0, "skipped": 1,
+  "median_s": None, "p10_s": None, "p90_s": None} else 1)' out.json || fail "json wake: $(cat out.json)"
 
 # hetsim devices
 "$bin" devices --db cal.db > dev.txt || fail "devices exit"

@@ -82,6 +82,41 @@ sys.exit(0 if ok else 1)
 PY
 }
 check validate_comm_at_size comm_ok
+# The runtime's hand-offs: the device's calibrated wake-up latency, reported as wake_s.
+wake_ok() {
+  python3 - "$T/v.db" "$T/out" <<'PY'
+import json, sqlite3, sys
+want = sqlite3.connect(sys.argv[1]).execute(
+    "SELECT median_s FROM comm_sample JOIN device ON device.id = device_id WHERE op = 'wake' "
+    "AND device.name NOT LIKE '% workers)' ORDER BY comm_sample.id DESC LIMIT 1").fetchone()[0]
+sys.exit(0 if want > 0 and json.load(open(sys.argv[2]))["wake_s"] == want else 1)
+PY
+}
+check validate_wake_calibrated wake_ok
+# Without the sample (a calibration from before it) nothing is added: wake_s is null, and every
+# simulated round of the same seed is three wake-ups shorter.
+sim_with=$(q "SELECT sim_run_id FROM validation ORDER BY id DESC LIMIT 1")
+wake_rows=$(q "SELECT count(*) FROM comm_sample WHERE op = 'wake'")
+sqlite3 "$DB" "CREATE TABLE saved_wake AS SELECT * FROM comm_sample WHERE op = 'wake'; DELETE FROM comm_sample WHERE op = 'wake'"
+expect_exit validate_no_wake 0 "$H" validate "${id:-0}" --db "$T/v.db" --json
+check validate_no_wake_null grep -q '"wake_s": null' "$T/out"
+sim_without=$(q "SELECT sim_run_id FROM validation ORDER BY id DESC LIMIT 1")
+rounds_ok() {
+  python3 - "$DB" "$sim_with" "$sim_without" <<'PY'
+import sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+w = db.execute("SELECT median_s FROM saved_wake ORDER BY id DESC LIMIT 1").fetchone()[0]
+def starts(run):
+    return dict(db.execute("SELECT model_version, min(start_s) FROM step WHERE run_id = ? GROUP BY 1", (run,)))
+a, b = starts(int(sys.argv[2])), starts(int(sys.argv[3]))
+vs = sorted(set(a) & set(b))
+ok = len(vs) > 10 and all(abs((a[v] - b[v]) - 3 * w * v) <= 1e-9 * (1 + v) for v in vs)
+sys.exit(0 if ok else 1)
+PY
+}
+check validate_wake_per_round rounds_ok
+sqlite3 "$DB" "INSERT INTO comm_sample SELECT * FROM saved_wake; DROP TABLE saved_wake"
+check validate_wake_restored test "$(q "SELECT count(*) FROM comm_sample WHERE op = 'wake'")" = "$wake_rows"
 
 # With the steps also timed as 2 concurrent workers, validate takes that calibration.
 expect_exit calib_concurrent 0 "$H" calib --device cpu --model mlp --batches 8,16,32,48 --db "$T/v.db" \

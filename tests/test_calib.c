@@ -459,6 +459,27 @@ static void test_comm_timing(void) {
   ASSERT_EQ(hs_cal_time_allreduce(1, 65536, &o, &st, &d), HS_EINVAL);
 }
 
+/* The hand-off latency: one sample per wake-up, positive (a woken thread runs after the signal
+ * that woke it) and below a second; pinned and not; an interrupt and a bad rule say so. */
+static void test_wake_timing(void) {
+  for (int no_pin = 0; no_pin < 2; no_pin++) {
+    hs_cal_comm_opts o = {.rule = {.min_reps = 5, .max_reps = 8, .rel_tol = 0.01}, .warmup = 2, .no_pin = no_pin};
+    hs_cal_stats st = {0};
+    hs_diag d = {0};
+    ASSERT_EQ(hs_cal_time_wake(&o, &st, &d), 0);
+    ASSERT(st.count >= 5 && st.count <= 8);
+    ASSERT(st.p10_s > 0 && st.p10_s <= st.median_s && st.median_s <= st.p90_s && st.p90_s < 1);
+  }
+  volatile sig_atomic_t stop = 1;
+  hs_cal_comm_opts o = {.rule = {.min_reps = 5, .max_reps = 8, .rel_tol = 0.01}, .stop = &stop};
+  hs_cal_stats st;
+  hs_diag d = {0};
+  ASSERT_EQ(hs_cal_time_wake(&o, &st, &d), HS_EINTR);
+  ASSERT_CONTAINS(d.msg, "interrupted");
+  o = (hs_cal_comm_opts){.rule = {.min_reps = 5, .max_reps = 2, .rel_tol = 0.01}};
+  ASSERT_EQ(hs_cal_time_wake(&o, &st, &d), HS_EINVAL);
+}
+
 int main(int argc, char **argv) {
   hs_gsl_init();
   static const hs_test_case cases[] = {
@@ -473,6 +494,7 @@ int main(int argc, char **argv) {
       {"store_roundtrip", test_store_roundtrip},
       {"resume_skips_stored_points", test_resume_skips_stored_points},
       {"comm_timing", test_comm_timing},
+      {"wake_timing", test_wake_timing},
       {NULL, NULL},
   };
   return hs_test_main("calib", cases, argc, argv);

@@ -103,6 +103,50 @@ static void test_open_migrate_reopen(void) {
   rm_db(p);
 }
 
+/* A file at schema version 1 (comm_sample's op CHECK without 'wake'; built here by rebuilding
+ * the table as version 1 had it) is brought to the current version on open: its rows stay, the
+ * index is back, and a 'wake' sample can be stored. */
+static void test_migrate_from_v1(void) {
+  const char *p;
+  hs_diag d = {0};
+  hs_store *s = new_store("v1.db", &p, &d, NULL);
+  if (!s) return;
+  ASSERT_EQ(sqlite3_exec(hs_store_db(s),
+      "DROP TABLE comm_sample;"
+      "CREATE TABLE comm_sample (id INTEGER PRIMARY KEY,"
+      "  device_id INTEGER REFERENCES device(id) ON DELETE CASCADE,"
+      "  backend TEXT NOT NULL CHECK (backend IN ('nccl', 'local', 'cpu')),"
+      "  op TEXT NOT NULL CHECK (op IN ('allreduce', 'p2p', 'broadcast', 'allgather', 'reducescatter')),"
+      "  world_size INTEGER NOT NULL DEFAULT 2 CHECK (world_size > 0),"
+      "  bytes INTEGER NOT NULL CHECK (bytes >= 0), median_s REAL NOT NULL, p10_s REAL, p90_s REAL,"
+      "  count INTEGER NOT NULL CHECK (count > 0),"
+      "  created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))) STRICT;"
+      "CREATE INDEX comm_sample_key ON comm_sample(backend, op, device_id, bytes);"
+      "INSERT INTO device(id, name, kind) VALUES (7, 'cpu0', 'cpu');"
+      "INSERT INTO comm_sample(id, device_id, backend, op, world_size, bytes, median_s, count, created_at)"
+      "  VALUES (3, 7, 'cpu', 'p2p', 2, 4096, 1.5e-6, 20, '2026-01-01T00:00:00.000Z');"
+      "UPDATE schema_version SET version = 1;",
+      NULL, NULL, NULL), SQLITE_OK);
+  ASSERT(sqlite3_exec(hs_store_db(s), "INSERT INTO comm_sample(device_id, backend, op, bytes, median_s,"
+                      " count) VALUES (7, 'cpu', 'wake', 0, 4e-5, 20)", NULL, NULL, NULL) != SQLITE_OK);
+  hs_store_close(s);
+  s = NULL;
+  ASSERT_EQ(hs_store_open(&s, p, 0, &d), 0);
+  if (!s) return;
+  ASSERT_EQ(hs_store_schema_version(s), HS_STORE_SCHEMA_VERSION);
+  ASSERT_EQ(q_int(s, "SELECT count(*) FROM comm_sample WHERE id = 3 AND device_id = 7 AND op = 'p2p'"
+                     " AND bytes = 4096 AND median_s = 1.5e-6 AND created_at LIKE '2026-01-01%'"), 1);
+  ASSERT_EQ(q_int(s, "SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name = 'comm_sample_key'"), 1);
+  ASSERT_EQ(q_int(s, "SELECT strict FROM pragma_table_list WHERE name = 'comm_sample'"), 1);
+  ASSERT_EQ(sqlite3_exec(hs_store_db(s), "INSERT INTO comm_sample(device_id, backend, op, bytes, median_s,"
+                         " count) VALUES (7, 'cpu', 'wake', 0, 4e-5, 20)", NULL, NULL, NULL), SQLITE_OK);
+  /* The device's deletion still cascades to its samples. */
+  ASSERT_EQ(sqlite3_exec(hs_store_db(s), "DELETE FROM device WHERE id = 7", NULL, NULL, NULL), SQLITE_OK);
+  ASSERT_EQ(q_int(s, "SELECT count(*) FROM comm_sample"), 0);
+  hs_store_close(s);
+  rm_db(p);
+}
+
 static void test_newer_schema_refused(void) {
   const char *p;
   hs_diag d = {0};
@@ -557,6 +601,7 @@ static int write_fixture(const char *path) {
 
 static const hs_test_case cases[] = {
     {"open_migrate_reopen", test_open_migrate_reopen},
+    {"migrate_from_v1", test_migrate_from_v1},
     {"newer_schema_refused", test_newer_schema_refused},
     {"readonly", test_readonly},
     {"not_a_database", test_not_a_database},
