@@ -7,6 +7,10 @@
 # both runs saw; 1 = unbiased), then where a real iteration's time goes (from the stored step
 # rows: compute, communication, and the gap from a step's end to the worker's next start), and
 # validate's compute_ratio (the runs' computes over the calibration's: the machine's drift).
+# The floor under those errors: each run is made twice in a row (same seed), and the second
+# is scored against the first with validate's per-iteration error (intervals of one round, the
+# same versions): how far this machine reproduces its own rounds, which no prediction of it can
+# beat. Also per repeat: the seconds of CPU time the hypervisor stole (/proc/stat, both CPUs).
 # Usage: bench/bench_validate.sh BUILD_DIR [REPEATS]     (REPEATS defaults to 3)
 # BATCHES (environment) replaces the calibrated batch sizes, 16,32,48,64,96,128: e.g.
 # BATCHES=16,32,$(seq -s, 40 90),96,128 times every batch lbb picks around 64 (the simulator
@@ -22,15 +26,41 @@ POLICIES="ssgd lbb asp"
 json_field() { python3 -c 'import json,sys; v=json.load(open(sys.argv[1]))[sys.argv[2]]; print("nan" if v is None else v)' "$1" "$2"; }
 
 echo "bench_validate: $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)"
+steal() { awk '/^cpu / { print $9 }' /proc/stat; }
+# Median and p95 of validate's per-iteration error of run B against run A (cmd_validate.c,
+# iter_errors): T_v the first step start on version v, intervals between consecutive versions
+# both saw that are multiples of R.
+rerun_error() {
+  python3 - "$1" "$2" "$3" "$4" <<'PY'
+import math, sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+a, b, r = int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+def times(run):
+    return dict(db.execute("SELECT model_version, min(start_s) FROM step WHERE run_id = ? GROUP BY 1", (run,)))
+ta, tb = times(a), times(b)
+vs = [v for v in sorted(set(ta) & set(tb)) if v % r == 0]
+err = []
+for v0, v1 in zip(vs, vs[1:]):
+    da, db_ = (ta[v1] - ta[v0]) / (v1 - v0), (tb[v1] - tb[v0]) / (v1 - v0)
+    if da > 0: err.append(abs(db_ - da) / da)
+err.sort()
+m = len(err)
+print("nan nan" if not m else "%.4f %.4f" % ((err[m // 2] if m % 2 else 0.5 * (err[m // 2 - 1] + err[m // 2])),
+                                           err[max(0, math.ceil(0.95 * m) - 1)]))
+PY
+}
 for rep in $(seq 1 "$REPS"); do
+  s0=$(steal)
   db=$T/v$rep.db
   C="--model mlp --batches ${BATCHES:-16,32,48,64,96,128} --db $db --min-reps 20 --max-reps 100 --warmup 5"
   "$H" calib --device cpu $C >"$T/calib.out"
   "$H" calib --device cpu $C --concurrent 2 >"$T/calib2.out"
   for p in $POLICIES; do
-    "$H" real --backend cpu --model mlp --policy $p --global-batch 128 --iterations 200 --workers 2 \
-      --train-samples 6000 --eval-samples 500 --eval-every 20 --db "$db" --calib "$db" --json >"$T/real.json"
-    id=$(json_field "$T/real.json" run_id)
+    for k in 1 2; do
+      "$H" real --backend cpu --model mlp --policy $p --global-batch 128 --iterations 200 --workers 2 \
+        --train-samples 6000 --eval-samples 500 --eval-every 20 --db "$db" --calib "$db" --json >"$T/real$k.json"
+    done
+    id=$(json_field "$T/real1.json" run_id)
     "$H" validate "$id" --db "$db" --window 10 --json >"$T/val.json"
     sim=$(json_field "$T/val.json" sim_run_id)
     # Mean time per iteration over the versions both runs saw: T_v is a version's first step start.
@@ -44,7 +74,9 @@ for rep in $(seq 1 "$REPS"); do
         SELECT printf('%.3f %.3f %.3f', 1e3 * avg(c), 1e3 * avg(m), 1e3 * avg(g)) FROM x WHERE g IS NOT NULL"; }
     echo "$p $rep $(json_field "$T/val.json" median_iter_error) $(json_field "$T/val.json" p95_iter_error)" \
       "$(json_field "$T/val.json" time_to_loss_error) $ratio $(parts "$id") $(parts "$sim")" \
-      "$(json_field "$T/val.json" compute_ratio)" >>"$T/rows"
+      "$(json_field "$T/val.json" compute_ratio)" \
+      "$(rerun_error "$db" "$id" "$(json_field "$T/real2.json" run_id)" "$(json_field "$T/val.json" versions_per_interval)")" \
+      "$(( $(steal) - s0 ))" >>"$T/rows"
   done
   rm -f "$db"*
 done
@@ -56,14 +88,16 @@ def med(xs):
     xs = [float(x) for x in xs if x != "nan" and not math.isnan(float(x))]
     return statistics.median(xs) if xs else float("nan")
 print("\nper repeat: policy rep median p95 ttl sim/real | real compute comm gap ms | sim compute comm gap ms"
-      " | real compute / calibrated")
-for r in rows: print("  " + " ".join(r[:6]) + " | " + " ".join(r[6:9]) + " | " + " ".join(r[9:12]) + " | " + r[12])
+      " | real compute / calibrated | rerun median p95 | stolen s (so far in the repeat)")
+for r in rows: print("  " + " ".join(r[:6]) + " | " + " ".join(r[6:9]) + " | " + " ".join(r[9:12]) + " | " + r[12]
+                     + " | " + " ".join(r[13:15]) + " | %.2f" % (int(r[15]) / 100))
 print("\nmedians over %d repeat(s):" % len(set(r[1] for r in rows)))
 print("| policy | median iter. error | p95 iter. error | time-to-final-loss error | sim/real mean iteration |"
-      " real compute / comm / gap (ms) | sim compute / comm / gap (ms) | real compute / calibrated |")
-print("|---|---|---|---|---|---|---|---|")
+      " real compute / comm / gap (ms) | sim compute / comm / gap (ms) | real compute / calibrated |"
+      " rerun median / p95 error |")
+print("|---|---|---|---|---|---|---|---|---|")
 for p in dict.fromkeys(r[0] for r in rows):
     rs = [r for r in rows if r[0] == p]
-    c = [med([r[i] for r in rs]) for i in range(2, 13)]
-    print("| %s | %.2f | %.2f | %.2f | %.2f | %.2f / %.2f / %.2f | %.2f / %.2f / %.2f | %.2f |" % (p, *c))
+    c = [med([r[i] for r in rs]) for i in range(2, 15)]
+    print("| %s | %.2f | %.2f | %.2f | %.2f | %.2f / %.2f / %.2f | %.2f / %.2f / %.2f | %.2f | %.2f / %.2f |" % (p, *c))
 EOF

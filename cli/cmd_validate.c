@@ -334,7 +334,6 @@ static double compute_ratio(sqlite3 *db, int64_t run, const hs_perf_model *pm, d
   return med;
 }
 
-/* Median and p95 of the per-iteration errors over the versions both runs saw. */
 /* Model versions per round of the real run (one step per worker): 1 when the run is
  * synchronous (at least N - 0.1 steps per version on average: every worker steps from each
  * version), N otherwise (an asynchronous policy: each push makes a version). */
