@@ -6,8 +6,11 @@
  * step fit of the run's device (`compute: {calib: DEVICE}`) — the fit of "DEVICE (N workers)"
  * (`hetsim calib --concurrent N`: steps timed while N nets step at once, as the run's N worker
  * threads share the machine) when the calibration holds one, else the steps timed alone (the
- * calibrated step includes the SGD update, which stands for the runtime's update of the global
- * model and its copy into each worker after a reduce), lognormal jitter with the spread of the
+ * calibrated step includes an SGD update, which the runtime's compute does not: it stands in
+ * for what the runtime's compute does and the calibration does not time, gathering the batch
+ * from the data set and loading it into the net, about as long for mlp at batch 64 on this
+ * repository's VM: 51 + 8 us against an update of 67-76 us; docs/performance.md), lognormal
+ * jitter with the spread of the
  * calibrated steps (step_jitter below: jitter_cv in the JSON), and the links set from
  * the device's cpu communication calibration: a ring all-reduce over N workers taking
  * alpha + M/beta becomes links with latency alpha/(2(N-1)) and bandwidth beta*2(N-1)/N (so the
