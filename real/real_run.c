@@ -690,11 +690,19 @@ static int do_push(real *s, int w, rop *op, hs_diag *d) {
 static int do_srv_push(real *s, rop *op, hs_diag *d) {
   int rc = s->cfg->comm->recv(s->comm, s->n, op->worker, op->id, s->srv_buf, s->P, d);
   if (rc) return rc;
+  /* The pass over the parameters runs outside the lock, so that the workers' lanes do not
+   * wait for it to record a step or start one: global_busy keeps every other reader and
+   * writer of the global model waiting meanwhile, as during an all-reduce's update, and the
+   * accumulator is the server lane's alone (every IT_SRV_* item runs on that lane). */
   pthread_mutex_lock(&s->mu);
   global_wait(s);
-  int stale = 0;
-  if (op->ps_mode == HS_PS_APPLY) {
+  int stale = 0, apply = op->ps_mode == HS_PS_APPLY;
+  if (apply) {
     stale = (int)(s->version - op->version);
+    s->global_busy = 1;
+  }
+  pthread_mutex_unlock(&s->mu);
+  if (apply) {
     float wt = (float)op->weight;
     if (op->what == HS_COMM_GRAD) {
       float lr = (float)op->lr * wt;
@@ -702,11 +710,17 @@ static int do_srv_push(real *s, rop *op, hs_diag *d) {
     } else {
       for (int64_t i = 0; i < s->P; i++) s->global[i] += wt * s->srv_buf[i];
     }
-    global_update(s);
   } else {
     double wt = op->what == HS_COMM_GRAD ? (double)op->batch : 1.0;
     for (int64_t i = 0; i < s->P; i++) s->acc[i] += op->weight * wt * (double)s->srv_buf[i];
-    s->acc_w += wt;
+  }
+  pthread_mutex_lock(&s->mu);
+  if (apply) {
+    s->global_busy = 0;
+    pthread_cond_broadcast(&s->cv);
+    global_update(s);
+  } else {
+    s->acc_w += op->what == HS_COMM_GRAD ? (double)op->batch : 1.0;
   }
   rworker *x = &s->w[op->worker];
   double now = now_of(s);
@@ -762,16 +776,23 @@ static int do_pull(real *s, int w, rop *op, hs_diag *d) {
 }
 
 static int do_srv_apply(real *s, rop *op) {
+  /* Outside the lock under global_busy, as do_srv_push's pass. */
   pthread_mutex_lock(&s->mu);
   global_wait(s);
-  if (s->acc_w > 0) {
-    double scale = op->what == HS_COMM_GRAD ? -op->lr / s->acc_w : 1.0 / s->acc_w;
+  double acc_w = s->acc_w;
+  s->global_busy = 1;
+  pthread_mutex_unlock(&s->mu);
+  if (acc_w > 0) {
+    double scale = op->what == HS_COMM_GRAD ? -op->lr / acc_w : 1.0 / acc_w;
     for (int64_t i = 0; i < s->P; i++) {
       s->global[i] += (float)(scale * s->acc[i]);
       s->acc[i] = 0;
     }
-    s->acc_w = 0;
   }
+  pthread_mutex_lock(&s->mu);
+  s->acc_w = 0;
+  s->global_busy = 0;
+  pthread_cond_broadcast(&s->cv);
   global_update(s);
   double start = op->start;
   uint64_t tag = op->tag;
