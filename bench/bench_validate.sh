@@ -4,8 +4,8 @@
 # `hetsim real` + `hetsim validate` for ssgd, lbb and asp -- and prints one table: the median
 # over the repeats of each policy's median and p95 per-iteration error, time-to-final-loss
 # error, and the ratio of the simulated to the real mean time per iteration (over the versions
-# both runs saw; 1 = unbiased), then where a real iteration's time goes (from the stored step
-# rows: compute, communication, and the gap from a step's end to the worker's next start), and
+# both runs saw; 1 = unbiased), then where a real and a simulated step spend their time (validate's
+# real_step and sim_step: compute, communication, and the gap to the worker's next start), and
 # validate's compute_ratio (the runs' computes over the calibration's: the machine's drift).
 # The floor under those errors: each run is made twice in a row (same seed), and the second
 # is scored against the first with validate's per-iteration error (intervals of one round, the
@@ -69,11 +69,11 @@ for rep in $(seq 1 "$REPS"); do
       b AS (SELECT r.v, r.t rt, s.t st FROM r JOIN s ON r.v = s.v)
       SELECT printf('%.4f', ((SELECT st FROM b ORDER BY v DESC LIMIT 1) - (SELECT st FROM b ORDER BY v LIMIT 1)) /
                             ((SELECT rt FROM b ORDER BY v DESC LIMIT 1) - (SELECT rt FROM b ORDER BY v LIMIT 1)))")
-    parts() { sqlite3 "$db" "WITH x AS (SELECT compute_end_s - start_s c, comm_end_s - compute_end_s m,
-        lead(start_s) OVER (PARTITION BY worker ORDER BY step) - comm_end_s g FROM step WHERE run_id = $1)
-        SELECT printf('%.3f %.3f %.3f', 1e3 * avg(c), 1e3 * avg(m), 1e3 * avg(g)) FROM x WHERE g IS NOT NULL"; }
+    # validate's real_step and sim_step: mean compute, communication and idle time per step.
+    parts() { python3 -c 'import json,sys; p=json.load(open(sys.argv[1]))[sys.argv[2]]
+print(" ".join("%.3f" % (1e3 * p[k]) for k in ("compute_s", "comm_s", "idle_s")))' "$T/val.json" "$1"; }
     echo "$p $rep $(json_field "$T/val.json" median_iter_error) $(json_field "$T/val.json" p95_iter_error)" \
-      "$(json_field "$T/val.json" time_to_loss_error) $ratio $(parts "$id") $(parts "$sim")" \
+      "$(json_field "$T/val.json" time_to_loss_error) $ratio $(parts real_step) $(parts sim_step)" \
       "$(json_field "$T/val.json" compute_ratio)" \
       "$(rerun_error "$db" "$id" "$(json_field "$T/real2.json" run_id)" "$(json_field "$T/val.json" versions_per_interval)")" \
       "$(( $(steal) - s0 ))" >>"$T/rows"

@@ -337,6 +337,36 @@ static double compute_ratio(sqlite3 *db, int64_t run, const hs_perf_model *pm, d
   return med;
 }
 
+/* Where a run's steps spend their time, means over its steps in s: part[0] compute (start to
+ * compute end), part[1] communication (compute end to communication end), part[2] idle (a
+ * communication end to the same worker's next start; over the steps that have a next one).
+ * Returns 1 when the run has such steps. */
+static int step_parts(sqlite3 *db, int64_t run, double part[3]) {
+  sqlite3_stmt *st;
+  if (sqlite3_prepare_v2(db,
+          "WITH x AS (SELECT compute_end_s - start_s c, comm_end_s - compute_end_s m,"
+          " lead(start_s) OVER (PARTITION BY worker ORDER BY step) - comm_end_s g FROM step WHERE run_id = ?)"
+          " SELECT avg(c), avg(m), avg(g), count(*) FROM x WHERE g IS NOT NULL", -1, &st, NULL) != SQLITE_OK)
+    return -1;
+  sqlite3_bind_int64(st, 1, run);
+  int found = sqlite3_step(st) == SQLITE_ROW && sqlite3_column_int64(st, 3) > 0;
+  for (int i = 0; i < 3; i++) part[i] = found ? sqlite3_column_double(st, i) : NAN;
+  sqlite3_finalize(st);
+  return found;
+}
+
+static void json_parts(hs_json *j, const char *key, const double part[3]) {
+  static const char *const names[3] = {"compute_s", "comm_s", "idle_s"};
+  hs_json_key(j, key);
+  hs_json_object_begin(j);
+  for (int i = 0; i < 3; i++) {
+    hs_json_key(j, names[i]);
+    if (isnan(part[i])) hs_json_null(j);
+    else hs_json_double(j, part[i]);
+  }
+  hs_json_object_end(j);
+}
+
 /* Model versions per round of the real run (one step per worker): 1 when the run is
  * synchronous (at least N - 0.1 steps per version on average: every worker steps from each
  * version), N otherwise (an asynchronous policy: each push makes a version). */
@@ -697,6 +727,9 @@ int hs_cmd_validate(int argc, char **argv) {
     goto out;
   }
   vid = sqlite3_last_insert_rowid(db);
+  double rpart[3], spart[3];
+  step_parts(db, id, rpart);
+  step_parts(db, v.run_id, spart);
   if (json) {
     hs_json j;
     hs_json_init(&j, stdout, 1);
@@ -714,6 +747,8 @@ int hs_cmd_validate(int argc, char **argv) {
     hs_json_key(&j, "wake_s"); if (have_wake) hs_json_double(&j, wake); else hs_json_null(&j);
     hs_json_key(&j, "jitter_cv"); hs_json_double(&j, jitter);
     hs_json_key(&j, "compute_ratio"); if (isnan(cratio)) hs_json_null(&j); else hs_json_double(&j, cratio);
+    json_parts(&j, "real_step", rpart);
+    json_parts(&j, "sim_step", spart);
     hs_json_key(&j, "intervals"); hs_json_int(&j, intervals);
     hs_json_key(&j, "versions_per_interval"); hs_json_int(&j, per_round);
     if (window > 1) {
@@ -738,9 +773,16 @@ int hs_cmd_validate(int argc, char **argv) {
     if (n > 1)
       printf("  all-reduce of %.4g MB      %.4g ms (measured at the size, cpu backend)\n", msg / 1e6, (a_ar + msg / b_ar) * 1e3);
     printf("  send or receive of %.4g MB %.4g ms (measured at the size, cpu backend)\n", msg / 1e6, (a_p2p + msg / b_p2p) * 1e3);
+    if (have_wake)
+      printf("  thread hand-off            %.4g ms each, %d per all-reduce, 1 per server message (calibrated)\n",
+             wake * 1e3, HANDOFFS_PER_ALLREDUCE);
+    else
+      printf("  thread hand-off            not calibrated (a calibration older than it): none charged\n");
     printf("  step time jitter           cv %.3f (lognormal, from the calibrated steps' 10th-90th percentiles)\n", jitter);
     if (!isnan(cratio))
       printf("  real compute / calibrated  %.3f (median over the steps; 1 = the machine ran at the calibration's speed)\n", cratio);
+    printf("  per step, real / simulated compute %.4g / %.4g ms, communication %.4g / %.4g ms, idle %.4g / %.4g ms (means)\n",
+           rpart[0] * 1e3, spart[0] * 1e3, rpart[1] * 1e3, spart[1] * 1e3, rpart[2] * 1e3, spart[2] * 1e3);
     printf("  per-iteration time error   median %.4f, p95 %.4f over %lld intervals of one round (%lld version%s)\n",
            med, p95, (long long)intervals, (long long)per_round, per_round == 1 ? "" : "s");
     if (window > 1)

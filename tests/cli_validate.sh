@@ -26,6 +26,29 @@ for k in run_id sim_run_id median_iter_error p95_iter_error time_to_loss_error; 
 done
 # The run's computes against the calibration's: a positive ratio (the machine's speed may
 # differ, so no bound but sanity).
+# Where the steps' time went, real and simulated: means that agree with the step rows.
+parts_ok() {
+  python3 - "$T/v.db" "$T/out" <<'PY'
+import json, sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+out = json.load(open(sys.argv[2]))
+def parts(run):
+    rows = db.execute("SELECT worker, step, start_s, compute_end_s, comm_end_s FROM step WHERE run_id = ?"
+                      " ORDER BY worker, step", (run,)).fetchall()
+    c, m, g = [], [], []
+    for a, b in zip(rows, rows[1:]):
+        if a[0] != b[0]: continue
+        c.append(a[3] - a[2]); m.append(a[4] - a[3]); g.append(b[2] - a[4])
+    return [sum(x) / len(x) for x in (c, m, g)]
+ok = True
+for key, run in (("real_step", out["run_id"]), ("sim_step", out["sim_run_id"])):
+    want, got = parts(run), out[key]
+    ok = ok and got["compute_s"] > 0 and all(abs(got[k] - w) <= 1e-9 + 1e-6 * abs(w)
+                                             for k, w in zip(("compute_s", "comm_s", "idle_s"), want))
+sys.exit(0 if ok else 1)
+PY
+}
+check validate_step_parts parts_ok
 check validate_compute_ratio python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))["compute_ratio"]; assert 0.05 < r < 20, r' "$T/out"
 check validate_row test "$(q "SELECT count(*) FROM validation WHERE run_id = ${id:-0} AND median_iter_error >= 0
     AND p95_iter_error >= median_iter_error")" = 1
@@ -33,6 +56,8 @@ check validate_sim_run test "$(q "SELECT kind || ' ' || status || ' ' || policy 
 check validate_sim_steps test "$(q "SELECT count(*) > 0 FROM step WHERE run_id = (SELECT sim_run_id FROM validation)")" = 1
 expect_exit validate_text 0 "$H" validate "${id:-0}" --db "$T/v.db"
 check validate_text_says grep -q "per-iteration time error" "$T/out"
+check validate_text_parts grep -q "per step, real / simulated compute [0-9.]* / [0-9.]* ms, communication" "$T/out"
+check validate_text_wake grep -q "thread hand-off  *[0-9.e-]* ms each, 3 per all-reduce" "$T/out"
 check validate_two_rows test "$(q "SELECT count(*) FROM validation")" = 2
 expect_exit validate_alone 0 "$H" validate "${id:-0}" --db "$T/v.db" --json
 alone_calibration() { grep -q '"compute_calibration":' "$T/out" && ! grep -q '"compute_calibration": ".* workers)"' "$T/out"; }
