@@ -12,6 +12,8 @@
 # same versions): how far this machine reproduces its own rounds, which no prediction of it can
 # beat. Also per repeat: the seconds of CPU time the hypervisor stole (/proc/stat, both CPUs).
 # Usage: bench/bench_validate.sh BUILD_DIR [REPEATS]     (REPEATS defaults to 3)
+# CLUSTER (environment), a cluster file of 2 workers, replaces `--workers 2` (e.g. one with a
+# slowdown event, for a heterogeneous scenario: docs/performance.md).
 # BATCHES (environment) replaces the calibrated batch sizes, 16,32,48,64,96,128: e.g.
 # BATCHES=16,32,$(seq -s, 40 90),96,128 times every batch lbb picks around 64 (the simulator
 # takes a measured batch's own time, docs/performance.md, "Batch sizes the kernels do not tile").
@@ -23,6 +25,11 @@ H=$B/hetsim
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 POLICIES="ssgd lbb asp"
+WORKERS="--workers 2"
+if [ -n "${CLUSTER:-}" ]; then
+  [ -r "$CLUSTER" ] || { echo "bench_validate: cannot read CLUSTER=$CLUSTER" >&2; exit 2; }
+  WORKERS="--cluster $(realpath "$CLUSTER")"
+fi
 json_field() { python3 -c 'import json,sys; v=json.load(open(sys.argv[1]))[sys.argv[2]]; print("nan" if v is None else v)' "$1" "$2"; }
 
 echo "bench_validate: $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -57,7 +64,7 @@ for rep in $(seq 1 "$REPS"); do
   "$H" calib --device cpu $C --concurrent 2 >"$T/calib2.out"
   for p in $POLICIES; do
     for k in 1 2; do
-      "$H" real --backend cpu --model mlp --policy $p --global-batch 128 --iterations 200 --workers 2 \
+      "$H" real --backend cpu --model mlp --policy $p --global-batch 128 --iterations 200 $WORKERS \
         --train-samples 6000 --eval-samples 500 --eval-every 20 --db "$db" --calib "$db" --json >"$T/real$k.json"
     done
     id=$(json_field "$T/real1.json" run_id)

@@ -76,7 +76,8 @@ static void usage(FILE *out) {
 "  --json         print one JSON object: run_id, sim_run_id, median_iter_error,\n"
 "                 p95_iter_error, time_to_loss_error, intervals, versions_per_interval,\n"
 "                 compute_calibration, compute_ratio (the run's computes over the\n"
-"                 calibration's; null with a cluster file), and with --window K: window,\n"
+"                 calibration's, over the workers the cluster file never slows; null when\n"
+"                 it slows them all), and with --window K: window,\n"
 "                 window_median_iter_error, window_p95_iter_error\n"
 "\n"
 "exit status: 0 validated, 1 runtime failure, 2 bad usage or bad input.\n",
@@ -304,20 +305,35 @@ static int cmp_double(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
+/* Whether worker w of the cluster computes at its device's own speed throughout: no
+ * slowdown at the start and no slowdown event that sets another. */
+static int unslowed(const hs_cluster_spec *spec, int w) {
+  if (spec->workers[w].slowdown != 1.0) return 0;
+  for (int i = 0; i < spec->n_events; i++) {
+    const hs_event_spec *e = &spec->events[i];
+    if (e->kind == HS_EVENT_SLOWDOWN && e->worker == w && e->slowdown >= 0 && e->slowdown != 1.0) return 0;
+  }
+  return 1;
+}
+
 /* How the run's computes compare with the calibration: the median over the real run's steps
  * of compute / (calibrated step - update), i.e. its forward and backward passes (and loading
  * the batch) against the calibration's at the step's batch. Near 1 when the machine ran at
  * the calibration's speed; the per-iteration errors cannot be smaller than its distance from
- * 1. NaN for a run with a cluster file (its emulated slowdowns stretch the computes). */
-static double compute_ratio(sqlite3 *db, int64_t run, const hs_perf_model *pm, double upd) {
+ * 1. Only the steps of workers that the cluster file never slows down count (an emulated
+ * slowdown stretches a compute on purpose); NaN when every worker is slowed. */
+static double compute_ratio(sqlite3 *db, int64_t run, const hs_perf_model *pm, double upd,
+                            const hs_cluster_spec *spec) {
   sqlite3_stmt *st;
-  if (sqlite3_prepare_v2(db, "SELECT batch, compute_end_s - start_s FROM step WHERE run_id = ?"
+  if (sqlite3_prepare_v2(db, "SELECT batch, compute_end_s - start_s, worker FROM step WHERE run_id = ?"
                          " AND compute_end_s > start_s", -1, &st, NULL) != SQLITE_OK)
     return NAN;
   sqlite3_bind_int64(st, 1, run);
   double *r = NULL;
   size_t n = 0, cap = 0;
   while (sqlite3_step(st) == SQLITE_ROW) {
+    int w = sqlite3_column_int(st, 2);
+    if (w < 0 || w >= spec->n_workers || !unslowed(spec, w)) continue;
     double want = hs_perf_eval(pm, sqlite3_column_double(st, 0)) - upd;
     if (!(want > 0)) continue;
     if (n == cap) {
@@ -689,7 +705,7 @@ int hs_cmd_validate(int argc, char **argv) {
   }
 
   double med, p95, ttl = NAN, real_ttl = NAN;
-  double cratio = r.cluster_text ? NAN : compute_ratio(db, id, &perf[0], upd);
+  double cratio = compute_ratio(db, id, &perf[0], upd, &spec);
   int64_t per_round = round_versions(db, id, n);
   int64_t intervals = iter_errors(db, id, v.run_id, per_round, &med, &p95);
   double wmed = NAN, wp95 = NAN;

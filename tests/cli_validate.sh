@@ -158,6 +158,21 @@ cat "$T/out"
 check validate_concurrent_calibration grep -q '"compute_calibration": ".* (2 workers)"' "$T/out"
 expect_exit calib_concurrent_bad 2 "$H" calib --device cpu --model mlp --db "$T/v.db" --concurrent 0
 
+# A run with a cluster file: compute_ratio counts the workers it never slows (worker 0 here),
+# and is null once every worker is slowed.
+slow_cluster slow.yaml
+expect_exit real_slow 0 "$H" real --policy ssgd --model mlp --global-batch 32 --iterations 20 --cluster slow.yaml \
+  --train-samples 1500 --eval-samples 300 --eval-every 10 --db "$T/v.db" --calib "$T/v.db" --json
+sid=$(sed -n 's/.*"run_id": \([0-9]*\).*/\1/p' "$T/out")
+expect_exit validate_slow 0 "$H" validate "${sid:-0}" --db "$T/v.db" --json
+check validate_slow_compute_ratio python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))["compute_ratio"]; assert 0.05 < r < 20, r' "$T/out"
+sed 's/  - {at: 0s, worker: 1, slowdown: 3.0}/&\n  - {at: 0s, worker: 0, slowdown: 1.5}/' slow.yaml > slow2.yaml
+expect_exit real_slow2 0 "$H" real --policy ssgd --model mlp --global-batch 32 --iterations 10 --cluster slow2.yaml \
+  --train-samples 1500 --eval-samples 300 --eval-every 10 --db "$T/v.db" --calib "$T/v.db" --json
+sid=$(sed -n 's/.*"run_id": \([0-9]*\).*/\1/p' "$T/out")
+expect_exit validate_slow2 0 "$H" validate "${sid:-0}" --db "$T/v.db" --json
+check validate_all_slowed_no_ratio grep -q '"compute_ratio": null' "$T/out"
+
 # Bad input: exit 2 with a clear message.
 expect_exit validate_no_run 2 "$H" validate 999 --db "$T/v.db"
 check validate_no_run_says grep -q "has no run 999" "$T/err"
