@@ -103,6 +103,16 @@ check merge.removed test ! -e "$TMP/node.db.w0"
 run merge_missing 1 sweep --merge "$TMP/none.db" --db "$D3"
 run merge_usage 2 sweep --merge --db "$D3"
 check merge.fk test -z "$(rows "$D3" "PRAGMA foreign_key_check")"
+# A shard at schema version 1 (an older hetsim's, whose run tables are today's) merges; one
+# from a newer hetsim is refused with both versions named.
+run no_merge_v1 0 sweep --grid "$TMP/grid.yaml" --db "$TMP/old.db" --jobs 1 --no-merge
+sqlite3 "$TMP/old.db.w0" "UPDATE schema_version SET version = 1"
+run merge_v1 0 sweep --merge "$TMP/old.db.w0" --db "$TMP/v1.db" &&
+  check merge_v1.msg has out "merged $N runs from 1 shard"
+run no_merge_new 0 sweep --grid "$TMP/grid.yaml" --db "$TMP/new.db" --jobs 1 --no-merge
+sqlite3 "$TMP/new.db.w0" "UPDATE schema_version SET version = 99"
+run merge_newer 1 sweep --merge "$TMP/new.db.w0" --db "$TMP/v1.db" &&
+  check merge_newer.msg has err "has schema version 99"
 
 # Step rows are copied exactly, with remapped run ids.
 printf 'clusters: [c4.yaml]\npolicies: [lbb]\nseeds: [5]\nmodel: resnet18\nglobal_batch: 128\niterations: 12\nstore: steps\n' > "$TMP/gs.yaml"
