@@ -14,6 +14,8 @@
 # Usage: bench/bench_validate.sh BUILD_DIR [REPEATS]     (REPEATS defaults to 3)
 # CLUSTER (environment), a cluster file of 2 workers, replaces `--workers 2` (e.g. one with a
 # slowdown event, for a heterogeneous scenario: docs/performance.md).
+# KEEP (environment), a directory: each repeat's database is kept there as repN.db (vacuumed)
+# instead of deleted: calibrations, real runs, their simulations and the validation rows.
 # BATCHES (environment) replaces the calibrated batch sizes, 16,32,48,64,96,128: e.g.
 # BATCHES=16,32,$(seq -s, 40 90),96,128 times every batch lbb picks around 64 (the simulator
 # takes a measured batch's own time, docs/performance.md, "Batch sizes the kernels do not tile").
@@ -85,6 +87,11 @@ print(" ".join("%.3f" % (1e3 * p[k]) for k in ("compute_s", "comm_s", "idle_s"))
       "$(rerun_error "$db" "$id" "$(json_field "$T/real2.json" run_id)" "$(json_field "$T/val.json" versions_per_interval)")" \
       "$(( $(steal) - s0 ))" >>"$T/rows"
   done
+  if [ -n "${KEEP:-}" ]; then
+    mkdir -p "$KEEP"
+    rm -f "$KEEP/rep$rep.db"
+    sqlite3 "$db" "VACUUM INTO '$KEEP/rep$rep.db'"
+  fi
   rm -f "$db"*
 done
 
