@@ -356,9 +356,10 @@ static double compute_ratio(sqlite3 *db, int64_t run, const hs_perf_model *pm, d
 /* Where a run's steps spend their time, means over its steps in s: part[0] compute (start to
  * compute end), part[1] communication (compute end to communication end), part[2] idle (a
  * communication end to the same worker's next start; over the steps that have a next one).
- * Returns 1 when the run has such steps. */
+ * Returns 1 when the run has such steps; otherwise the parts are NaN. */
 static int step_parts(sqlite3 *db, int64_t run, double part[3]) {
   sqlite3_stmt *st;
+  for (int i = 0; i < 3; i++) part[i] = NAN;
   if (sqlite3_prepare_v2(db,
           "WITH x AS (SELECT compute_end_s - start_s c, comm_end_s - compute_end_s m,"
           " lead(start_s) OVER (PARTITION BY worker ORDER BY step) - comm_end_s g FROM step WHERE run_id = ?)"
@@ -366,7 +367,7 @@ static int step_parts(sqlite3 *db, int64_t run, double part[3]) {
     return -1;
   sqlite3_bind_int64(st, 1, run);
   int found = sqlite3_step(st) == SQLITE_ROW && sqlite3_column_int64(st, 3) > 0;
-  for (int i = 0; i < 3; i++) part[i] = found ? sqlite3_column_double(st, i) : NAN;
+  for (int i = 0; found && i < 3; i++) part[i] = sqlite3_column_double(st, i);
   sqlite3_finalize(st);
   return found;
 }
