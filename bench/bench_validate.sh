@@ -8,8 +8,8 @@
 # real_step and sim_step: compute, communication, and the gap to the worker's next start), and
 # validate's compute_ratio (the runs' computes over the calibration's: the machine's drift).
 # The floor under those errors: each run is made twice in a row (same seed), and the second
-# is scored against the first with validate's per-iteration error (intervals of one round, the
-# same versions): how far this machine reproduces its own rounds, which no prediction of it can
+# is scored against the first with validate's per-iteration error (`validate --against`):
+# how far this machine reproduces its own rounds, which no prediction of it can
 # beat. Also per repeat: the seconds of CPU time the hypervisor stole (/proc/stat, both CPUs).
 # Usage: bench/bench_validate.sh BUILD_DIR [REPEATS]     (REPEATS defaults to 3)
 # CLUSTER (environment), a cluster file of 2 workers, replaces `--workers 2` (e.g. one with a
@@ -36,28 +36,6 @@ json_field() { python3 -c 'import json,sys; v=json.load(open(sys.argv[1]))[sys.a
 
 echo "bench_validate: $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)"
 steal() { awk '/^cpu / { print $9 }' /proc/stat; }
-# Median and p95 of validate's per-iteration error of run B against run A (cmd_validate.c,
-# iter_errors): T_v the first step start on version v, intervals between consecutive versions
-# both saw that are multiples of R.
-rerun_error() {
-  python3 - "$1" "$2" "$3" "$4" <<'PY'
-import math, sqlite3, sys
-db = sqlite3.connect(sys.argv[1])
-a, b, r = int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
-def times(run):
-    return dict(db.execute("SELECT model_version, min(start_s) FROM step WHERE run_id = ? GROUP BY 1", (run,)))
-ta, tb = times(a), times(b)
-vs = [v for v in sorted(set(ta) & set(tb)) if v % r == 0]
-err = []
-for v0, v1 in zip(vs, vs[1:]):
-    da, db_ = (ta[v1] - ta[v0]) / (v1 - v0), (tb[v1] - tb[v0]) / (v1 - v0)
-    if da > 0: err.append(abs(db_ - da) / da)
-err.sort()
-m = len(err)
-print("nan nan" if not m else "%.4f %.4f" % ((err[m // 2] if m % 2 else 0.5 * (err[m // 2 - 1] + err[m // 2])),
-                                           err[max(0, math.ceil(0.95 * m) - 1)]))
-PY
-}
 for rep in $(seq 1 "$REPS"); do
   s0=$(steal)
   db=$T/v$rep.db
@@ -70,7 +48,7 @@ for rep in $(seq 1 "$REPS"); do
         --train-samples 6000 --eval-samples 500 --eval-every 20 --db "$db" --calib "$db" --json >"$T/real$k.json"
     done
     id=$(json_field "$T/real1.json" run_id)
-    "$H" validate "$id" --db "$db" --window 10 --json >"$T/val.json"
+    "$H" validate "$id" --db "$db" --window 10 --against "$(json_field "$T/real2.json" run_id)" --json >"$T/val.json"
     sim=$(json_field "$T/val.json" sim_run_id)
     # Mean time per iteration over the versions both runs saw: T_v is a version's first step start.
     ratio=$(sqlite3 "$db" "WITH r AS (SELECT model_version v, min(start_s) t FROM step WHERE run_id = $id GROUP BY 1),
@@ -84,7 +62,7 @@ print(" ".join("%.3f" % (1e3 * p[k]) for k in ("compute_s", "comm_s", "idle_s"))
     echo "$p $rep $(json_field "$T/val.json" median_iter_error) $(json_field "$T/val.json" p95_iter_error)" \
       "$(json_field "$T/val.json" time_to_loss_error) $ratio $(parts real_step) $(parts sim_step)" \
       "$(json_field "$T/val.json" compute_ratio)" \
-      "$(rerun_error "$db" "$id" "$(json_field "$T/real2.json" run_id)" "$(json_field "$T/val.json" versions_per_interval)")" \
+      "$(json_field "$T/val.json" against_median_iter_error) $(json_field "$T/val.json" against_p95_iter_error)" \
       "$(( $(steal) - s0 ))" >>"$T/rows"
   done
   if [ -n "${KEEP:-}" ]; then

@@ -60,7 +60,7 @@
 
 static void usage(FILE *out) {
   fprintf(out,
-"usage: hetsim validate RUN_ID [--db FILE] [--calib DB] [--window K] [--json]\n"
+"usage: hetsim validate RUN_ID [--db FILE] [--calib DB] [--window K] [--against RUN_ID2] [--json]\n"
 "\n"
 "Simulates the real run RUN_ID with the calibration of the same device (same policy, seed,\n"
 "batch, workers and slowdown events), stores the simulated run and the errors in the\n"
@@ -73,12 +73,19 @@ static void usage(FILE *out) {
 "                 rounds (printed only; the stored errors are over single rounds). A round\n"
 "                 is one model version for synchronous policies, about N versions (one\n"
 "                 step per worker) for asynchronous ones\n"
+"  --against RUN_ID2\n"
+"                 also score the real run RUN_ID2 (the same command run again: same\n"
+"                 policy, model, global batch, workers and cluster file) against RUN_ID\n"
+"                 with the same per-iteration error: how well the machine reproduces its\n"
+"                 own rounds, the floor under the simulator's error (printed only)\n"
 "  --json         print one JSON object: run_id, sim_run_id, median_iter_error,\n"
 "                 p95_iter_error, time_to_loss_error, intervals, versions_per_interval,\n"
 "                 compute_calibration, compute_ratio (the run's computes over the\n"
 "                 calibration's, over the workers the cluster file never slows; null when\n"
 "                 it slows them all), and with --window K: window,\n"
-"                 window_median_iter_error, window_p95_iter_error\n"
+"                 window_median_iter_error, window_p95_iter_error, with --against:\n"
+"                 against_run_id, against_intervals, against_median_iter_error,\n"
+"                 against_p95_iter_error\n"
 "\n"
 "exit status: 0 validated, 1 runtime failure, 2 bad usage or bad input.\n",
           HS_DEFAULT_DB);
@@ -483,11 +490,12 @@ int hs_cmd_validate(int argc, char **argv) {
   static const struct option opts[] = {
       {"db", required_argument, NULL, 'd'}, {"calib", required_argument, NULL, 'c'},
       {"json", no_argument, NULL, 'j'}, {"help", no_argument, NULL, 'h'},
-      {"window", required_argument, NULL, 'w'}, {NULL, 0, NULL, 0},
+      {"window", required_argument, NULL, 'w'}, {"against", required_argument, NULL, 'a'},
+      {NULL, 0, NULL, 0},
   };
   const char *dbp = HS_DEFAULT_DB, *calibp = NULL;
   int json = 0, c;
-  int64_t window = 1;
+  int64_t window = 1, against = 0;
   optind = 1;
   opterr = 0;
   while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
@@ -500,6 +508,13 @@ int hs_cmd_validate(int argc, char **argv) {
       long long k = strtoll(optarg, &wend, 10);
       if (!*optarg || *wend || k < 1 || k > 1000000) return bad("--window: expected a positive integer, got \"%s\"", optarg);
       window = k;
+      break;
+    }
+    case 'a': {
+      char *aend;
+      long long k = strtoll(optarg, &aend, 10);
+      if (!*optarg || *aend || k < 1) return bad("--against: expected a run id (a positive integer), got \"%s\"", optarg);
+      against = k;
       break;
     }
     case 'h': usage(stdout); return 0;
@@ -546,6 +561,28 @@ int hs_cmd_validate(int argc, char **argv) {
   if (!r.device_name[0] || r.workers < 1 || r.iterations < 1) {
     fprintf(stderr, "hetsim validate: run %lld lacks its device, workers or iterations in its options\n", id);
     goto out;
+  }
+  if (against) {
+    /* The second run must be the same experiment, checked before anything is simulated. */
+    real_run_row a;
+    memset(&a, 0, sizeof a);
+    int afound = against == id ? 0 : load_run(db, against, &a);
+    const char *why = against == id ? "is RUN_ID itself"
+                      : afound < 0  ? sqlite3_errmsg(db)
+                      : !afound     ? "is not in the database"
+                      : strcmp(a.kind, "real") || strcmp(a.status, "complete") ? "is not a complete real run"
+                      : strcmp(a.policy, r.policy) || strcmp(a.params, r.params) ? "ran another policy or parameters"
+                      : strcmp(a.model, r.model) || a.global_batch != r.global_batch || a.workers != r.workers
+                          ? "ran another model, global batch or number of workers"
+                      : (!a.cluster_text != !r.cluster_text) || (a.cluster_text && strcmp(a.cluster_text, r.cluster_text))
+                          ? "ran on another cluster file"
+                          : NULL;
+    free(a.cluster_text);
+    if (why) {
+      fprintf(stderr, "hetsim validate: --against %lld: run %lld %s\n", (long long)against, (long long)against, why);
+      status = afound < 0 ? 1 : 2;
+      goto out;
+    }
   }
   sqlite3 *cdb = db;
   if (calibp) {
@@ -711,6 +748,8 @@ int hs_cmd_validate(int argc, char **argv) {
   int64_t intervals = iter_errors(db, id, v.run_id, per_round, &med, &p95);
   double wmed = NAN, wp95 = NAN;
   int64_t wintervals = window > 1 ? iter_errors(db, id, v.run_id, per_round * window, &wmed, &wp95) : 0;
+  double amed = NAN, ap95 = NAN;
+  int64_t aintervals = against ? iter_errors(db, id, against, per_round, &amed, &ap95) : 0;
   if (conv) {
     sqlite3_stmt *st;
     if (sqlite3_prepare_v2(db, "SELECT min(time_s) FROM eval WHERE run_id = ? AND loss <= ?", -1, &st, NULL) == SQLITE_OK) {
@@ -774,6 +813,12 @@ int hs_cmd_validate(int argc, char **argv) {
       hs_json_key(&j, "window_median_iter_error"); hs_json_double(&j, wmed);
       hs_json_key(&j, "window_p95_iter_error"); hs_json_double(&j, wp95);
     }
+    if (against) {
+      hs_json_key(&j, "against_run_id"); hs_json_int(&j, against);
+      hs_json_key(&j, "against_intervals"); hs_json_int(&j, aintervals);
+      hs_json_key(&j, "against_median_iter_error"); hs_json_double(&j, amed);
+      hs_json_key(&j, "against_p95_iter_error"); hs_json_double(&j, ap95);
+    }
     hs_json_key(&j, "median_iter_error"); hs_json_double(&j, med);
     hs_json_key(&j, "p95_iter_error"); hs_json_double(&j, p95);
     hs_json_key(&j, "time_to_loss_error"); hs_json_double(&j, ttl);
@@ -802,6 +847,12 @@ int hs_cmd_validate(int argc, char **argv) {
            rpart[0] * 1e3, spart[0] * 1e3, rpart[1] * 1e3, spart[1] * 1e3, rpart[2] * 1e3, spart[2] * 1e3);
     printf("  per-iteration time error   median %.4f, p95 %.4f over %lld intervals of one round (%lld version%s)\n",
            med, p95, (long long)intervals, (long long)per_round, per_round == 1 ? "" : "s");
+    if (against) {
+      char label[64];
+      snprintf(label, sizeof label, "real run %lld against it", (long long)against);
+      printf("  %-27smedian %.4f, p95 %.4f over %lld intervals (the machine's own floor)\n", label, amed, ap95,
+             (long long)aintervals);
+    }
     if (window > 1)
       printf("  over windows of %lld rounds median %.4f, p95 %.4f over %lld intervals\n", (long long)window, wmed, wp95,
              (long long)wintervals);

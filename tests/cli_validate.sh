@@ -188,6 +188,42 @@ sid=$(sed -n 's/.*"run_id": \([0-9]*\).*/\1/p' "$T/out")
 expect_exit validate_slow2 0 "$H" validate "${sid:-0}" --db "$T/v.db" --json
 check validate_all_slowed_no_ratio grep -q '"compute_ratio": null' "$T/out"
 
+# --against: the same command run again, scored against the first with the same metric
+# (validate's iter_errors over the versions both runs saw, recomputed here).
+expect_exit real_again 0 "$H" real --policy ssgd --model mlp --global-batch 32 --iterations 30 --workers 2 \
+  --train-samples 1500 --eval-samples 300 --eval-every 10 --db "$T/v.db" --calib "$T/v.db" --json
+again=$(sed -n 's/.*"run_id": \([0-9]*\).*/\1/p' "$T/out")
+expect_exit validate_against 0 "$H" validate "${id:-0}" --db "$T/v.db" --against "${again:-0}" --json
+against_ok() {
+  python3 - "$T/v.db" "$T/out" "${id:-0}" "${again:-0}" <<'PY'
+import json, math, sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+out = json.load(open(sys.argv[2]))
+def times(run):
+    return dict(db.execute("SELECT model_version, min(start_s) FROM step WHERE run_id = ? GROUP BY 1", (run,)))
+a, b = times(int(sys.argv[3])), times(int(sys.argv[4]))
+vs = sorted(set(a) & set(b))
+err = sorted(abs((b[w] - b[v]) - (a[w] - a[v])) / (a[w] - a[v]) for v, w in zip(vs, vs[1:]) if a[w] > a[v])
+m = len(err)
+med = err[m // 2] if m % 2 else 0.5 * (err[m // 2 - 1] + err[m // 2])
+ok = (out["against_run_id"] == int(sys.argv[4]) and out["against_intervals"] == m and m > 10
+      and abs(out["against_median_iter_error"] - med) <= 1e-9 and abs(out["against_p95_iter_error"] - err[math.ceil(0.95 * m) - 1]) <= 1e-9)
+sys.exit(0 if ok else 1)
+PY
+}
+check validate_against_metric against_ok
+expect_exit validate_against_text 0 "$H" validate "${id:-0}" --db "$T/v.db" --against "${again:-0}"
+check validate_against_text_says grep -q "real run ${again:-0} against it *median [0-9.]*, p95" "$T/out"
+expect_exit validate_against_self 2 "$H" validate "${id:-0}" --db "$T/v.db" --against "${id:-0}"
+check validate_against_self_says grep -q -- "--against ${id:-0}: run ${id:-0} is RUN_ID itself" "$T/err"
+expect_exit validate_against_missing 2 "$H" validate "${id:-0}" --db "$T/v.db" --against 999
+check validate_against_missing_says grep -q "run 999 is not in the database" "$T/err"
+expect_exit validate_against_sim 2 "$H" validate "${id:-0}" --db "$T/v.db" --against "$(q "SELECT sim_run_id FROM validation LIMIT 1")"
+check validate_against_sim_says grep -q "is not a complete real run" "$T/err"
+expect_exit validate_against_other 2 "$H" validate "${id:-0}" --db "$T/v.db" --against "${sid:-0}"
+check validate_against_other_says grep -q "ran on another cluster file" "$T/err"
+expect_exit validate_against_bad 2 "$H" validate "${id:-0}" --db "$T/v.db" --against x
+
 # Bad input: exit 2 with a clear message.
 expect_exit validate_no_run 2 "$H" validate 999 --db "$T/v.db"
 check validate_no_run_says grep -q "has no run 999" "$T/err"
