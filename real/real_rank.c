@@ -863,7 +863,6 @@ static const hs_runtime_ops rank_ops = {
 
 /* --- evaluation ---------------------------------------------------------------------------- */
 
-
 static int eval_model(crd *s, const float *model, double t, int64_t step) {
   double loss, acc;
   hs_diag d = {0};

@@ -697,6 +697,7 @@ static int do_srv_push(real *s, rop *op, hs_diag *d) {
   pthread_mutex_lock(&s->mu);
   global_wait(s);
   int stale = 0, apply = op->ps_mode == HS_PS_APPLY;
+  double acc_wt = op->what == HS_COMM_GRAD ? (double)op->batch : 1.0; /* an accumulated push's weight */
   if (apply) {
     stale = (int)(s->version - op->version);
     s->global_busy = 1;
@@ -711,8 +712,7 @@ static int do_srv_push(real *s, rop *op, hs_diag *d) {
       for (int64_t i = 0; i < s->P; i++) s->global[i] += wt * s->srv_buf[i];
     }
   } else {
-    double wt = op->what == HS_COMM_GRAD ? (double)op->batch : 1.0;
-    for (int64_t i = 0; i < s->P; i++) s->acc[i] += op->weight * wt * (double)s->srv_buf[i];
+    for (int64_t i = 0; i < s->P; i++) s->acc[i] += op->weight * acc_wt * (double)s->srv_buf[i];
   }
   pthread_mutex_lock(&s->mu);
   if (apply) {
@@ -720,7 +720,7 @@ static int do_srv_push(real *s, rop *op, hs_diag *d) {
     pthread_cond_broadcast(&s->cv);
     global_update(s);
   } else {
-    s->acc_w += op->what == HS_COMM_GRAD ? (double)op->batch : 1.0;
+    s->acc_w += acc_wt;
   }
   rworker *x = &s->w[op->worker];
   double now = now_of(s);
@@ -849,7 +849,6 @@ static void *lane_main(void *p) {
 }
 
 /* --- evaluation, timers, cluster events (calling thread) ------------------------------------ */
-
 
 /* Stores an evaluation and checks the target (mu held). */
 static int record_eval(real *s, double t, int64_t step, double loss, double acc) {
