@@ -331,16 +331,21 @@ static int unslowed(const hs_cluster_spec *spec, int w) {
  * slowdown stretches a compute on purpose); NaN when every worker is slowed. */
 static double compute_ratio(sqlite3 *db, int64_t run, const hs_perf_model *pm, double upd,
                             const hs_cluster_spec *spec) {
+  unsigned char *use = malloc(spec->n_workers > 0 ? (size_t)spec->n_workers : 1);
+  if (!use) return NAN;
+  for (int w = 0; w < spec->n_workers; w++) use[w] = (unsigned char)unslowed(spec, w);
   sqlite3_stmt *st;
   if (sqlite3_prepare_v2(db, "SELECT batch, compute_end_s - start_s, worker FROM step WHERE run_id = ?"
-                         " AND compute_end_s > start_s", -1, &st, NULL) != SQLITE_OK)
+                         " AND compute_end_s > start_s", -1, &st, NULL) != SQLITE_OK) {
+    free(use);
     return NAN;
+  }
   sqlite3_bind_int64(st, 1, run);
   double *r = NULL;
   size_t n = 0, cap = 0;
   while (sqlite3_step(st) == SQLITE_ROW) {
     int w = sqlite3_column_int(st, 2);
-    if (w < 0 || w >= spec->n_workers || !unslowed(spec, w)) continue;
+    if (w < 0 || w >= spec->n_workers || !use[w]) continue;
     double want = hs_perf_eval(pm, sqlite3_column_double(st, 0)) - upd;
     if (!(want > 0)) continue;
     if (n == cap) {
@@ -351,6 +356,7 @@ static double compute_ratio(sqlite3 *db, int64_t run, const hs_perf_model *pm, d
     r[n++] = sqlite3_column_double(st, 1) / want;
   }
   sqlite3_finalize(st);
+  free(use);
   double med = NAN;
   if (n) {
     qsort(r, n, sizeof *r, cmp_double);
@@ -510,21 +516,17 @@ int hs_cmd_validate(int argc, char **argv) {
       window = k;
       break;
     }
-    case 'a': {
-      char *aend;
-      long long k = strtoll(optarg, &aend, 10);
-      if (!*optarg || *aend || k < 1) return bad("--against: expected a run id (a positive integer), got \"%s\"", optarg);
-      against = k;
+    case 'a':
+      if (hs_cli_parse_run_id(optarg, &against)) return bad("--against: expected a run id (a positive integer), got \"%s\"", optarg);
       break;
-    }
     case 'h': usage(stdout); return 0;
     default: return bad("unknown or incomplete option \"%s\"; run `hetsim validate --help`", argv[optind - 1]);
     }
   }
   if (optind != argc - 1) return bad("%s", "expected one RUN_ID; run `hetsim validate --help`");
-  char *end;
-  long long id = strtoll(argv[optind], &end, 10);
-  if (!*argv[optind] || *end || id < 1) return bad("RUN_ID: expected a positive integer, got \"%s\"", argv[optind]);
+  int64_t run_id;
+  if (hs_cli_parse_run_id(argv[optind], &run_id)) return bad("RUN_ID: expected a positive integer, got \"%s\"", argv[optind]);
+  long long id = run_id;
 
   hs_diag d = {0};
   int status = 2, rc;
@@ -650,7 +652,6 @@ int hs_cmd_validate(int argc, char **argv) {
    * calibration older than the "wake" op): three per all-reduce, one per server message. */
   double wake = 0;
   int have_wake = wake_time(cdb, comm_dev, &wake) > 0 || wake_time(cdb, r.device_name, &wake) > 0;
-  if (!have_wake) wake = 0;
   hs_link_spec ring = {.bandwidth = b_ar, .latency = 0};
   if (n > 1)
     ring = (hs_link_spec){.bandwidth = b_ar * 2.0 * (n - 1) / n,
