@@ -198,6 +198,63 @@ static const char *const migrations[] = {
     "DROP TABLE comm_sample;"
     "ALTER TABLE comm_sample_v2 RENAME TO comm_sample;"
     "CREATE INDEX comm_sample_key ON comm_sample(backend, op, device_id, bytes);",
+    /* 3: measurements made elsewhere (docs/schema.md, docs/profile.md). device and model say
+     * where their numbers come from; validation gains the errors of the mean iteration time, of
+     * the total time and the distance between the iteration-time distributions; fitted
+     * convergence parameters are stored per model; comm_sample and comm_model admit backend
+     * 'gloo' (torch.distributed's cpu backend, measured by tools/hetsim_profile.py), rebuilt
+     * as in migration 2 because SQLite cannot change a CHECK in place. */
+    "ALTER TABLE device ADD COLUMN source TEXT;"
+    "ALTER TABLE model ADD COLUMN source TEXT;"
+    "ALTER TABLE validation ADD COLUMN mean_iter_error REAL;"
+    "ALTER TABLE validation ADD COLUMN total_time_error REAL;"
+    "ALTER TABLE validation ADD COLUMN iter_wasserstein REAL;"
+    "CREATE TABLE convergence_fit ("
+    "  id INTEGER PRIMARY KEY,"
+    "  model TEXT NOT NULL,"
+    "  params TEXT NOT NULL CHECK (json_valid(params)),"
+    "  source TEXT NOT NULL,"
+    "  points INTEGER NOT NULL CHECK (points > 0),"
+    "  rmse REAL,"
+    "  created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))"
+    ") STRICT;"
+    "CREATE INDEX convergence_fit_model ON convergence_fit(model, id);"
+    "CREATE TABLE comm_sample_v3 ("
+    "  id INTEGER PRIMARY KEY,"
+    "  device_id INTEGER REFERENCES device(id) ON DELETE CASCADE,"
+    "  backend TEXT NOT NULL CHECK (backend IN ('nccl', 'local', 'cpu', 'gloo')),"
+    "  op TEXT NOT NULL CHECK (op IN ('allreduce', 'p2p', 'broadcast', 'allgather', 'reducescatter',"
+    "                                 'wake')),"
+    "  world_size INTEGER NOT NULL DEFAULT 2 CHECK (world_size > 0),"
+    "  bytes INTEGER NOT NULL CHECK (bytes >= 0),"
+    "  median_s REAL NOT NULL, p10_s REAL, p90_s REAL,"
+    "  count INTEGER NOT NULL CHECK (count > 0),"
+    "  created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))"
+    ") STRICT;"
+    "INSERT INTO comm_sample_v3(id, device_id, backend, op, world_size, bytes, median_s, p10_s, p90_s,"
+    "                           count, created_at)"
+    "  SELECT id, device_id, backend, op, world_size, bytes, median_s, p10_s, p90_s, count, created_at"
+    "  FROM comm_sample;"
+    "DROP TABLE comm_sample;"
+    "ALTER TABLE comm_sample_v3 RENAME TO comm_sample;"
+    "CREATE INDEX comm_sample_key ON comm_sample(backend, op, device_id, bytes);"
+    "CREATE TABLE comm_model_v3 ("
+    "  id INTEGER PRIMARY KEY,"
+    "  device_id INTEGER REFERENCES device(id) ON DELETE CASCADE,"
+    "  backend TEXT NOT NULL CHECK (backend IN ('nccl', 'local', 'cpu', 'gloo')),"
+    "  op TEXT NOT NULL CHECK (op IN ('allreduce', 'p2p', 'broadcast', 'allgather', 'reducescatter')),"
+    "  world_size INTEGER NOT NULL DEFAULT 2 CHECK (world_size > 0),"
+    "  alpha_s REAL NOT NULL CHECK (alpha_s >= 0),"
+    "  beta_bytes_per_s REAL NOT NULL CHECK (beta_bytes_per_s > 0),"
+    "  r2 REAL,"
+    "  created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))"
+    ") STRICT;"
+    "INSERT INTO comm_model_v3(id, device_id, backend, op, world_size, alpha_s, beta_bytes_per_s, r2,"
+    "                          created_at)"
+    "  SELECT id, device_id, backend, op, world_size, alpha_s, beta_bytes_per_s, r2, created_at"
+    "  FROM comm_model;"
+    "DROP TABLE comm_model;"
+    "ALTER TABLE comm_model_v3 RENAME TO comm_model;",
 };
 enum { N_MIGRATIONS = (int)(sizeof migrations / sizeof migrations[0]) };
 _Static_assert(N_MIGRATIONS == HS_STORE_SCHEMA_VERSION, "one migration per schema version");

@@ -103,6 +103,78 @@ static void test_open_migrate_reopen(void) {
   rm_db(p);
 }
 
+/* Takes a file of the current schema back to version 2: migration 3's columns dropped, its table
+ * gone, comm_model's backend CHECK without 'gloo' (comm_sample's is rebuilt by each test). */
+static const char undo_v3[] =
+    "ALTER TABLE device DROP COLUMN source;"
+    "ALTER TABLE model DROP COLUMN source;"
+    "ALTER TABLE validation DROP COLUMN mean_iter_error;"
+    "ALTER TABLE validation DROP COLUMN total_time_error;"
+    "ALTER TABLE validation DROP COLUMN iter_wasserstein;"
+    "DROP TABLE convergence_fit;"
+    "DROP TABLE comm_model;"
+    "CREATE TABLE comm_model (id INTEGER PRIMARY KEY,"
+    "  device_id INTEGER REFERENCES device(id) ON DELETE CASCADE,"
+    "  backend TEXT NOT NULL CHECK (backend IN ('nccl', 'local', 'cpu')),"
+    "  op TEXT NOT NULL CHECK (op IN ('allreduce', 'p2p', 'broadcast', 'allgather', 'reducescatter')),"
+    "  world_size INTEGER NOT NULL DEFAULT 2 CHECK (world_size > 0),"
+    "  alpha_s REAL NOT NULL CHECK (alpha_s >= 0),"
+    "  beta_bytes_per_s REAL NOT NULL CHECK (beta_bytes_per_s > 0), r2 REAL,"
+    "  created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))) STRICT;";
+
+/* A file at schema version 2 (built by undoing migration 3) is brought to the current version:
+ * its comm rows stay, 'gloo' is admitted, the new columns and table exist. */
+static void test_migrate_from_v2(void) {
+  const char *p;
+  hs_diag d = {0};
+  hs_store *s = new_store("v2.db", &p, &d, NULL);
+  if (!s) return;
+  ASSERT_EQ(sqlite3_exec(hs_store_db(s), undo_v3, NULL, NULL, NULL), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(hs_store_db(s),
+      "DROP TABLE comm_sample;"
+      "CREATE TABLE comm_sample (id INTEGER PRIMARY KEY,"
+      "  device_id INTEGER REFERENCES device(id) ON DELETE CASCADE,"
+      "  backend TEXT NOT NULL CHECK (backend IN ('nccl', 'local', 'cpu')),"
+      "  op TEXT NOT NULL CHECK (op IN ('allreduce', 'p2p', 'broadcast', 'allgather', 'reducescatter',"
+      "                                 'wake')),"
+      "  world_size INTEGER NOT NULL DEFAULT 2 CHECK (world_size > 0),"
+      "  bytes INTEGER NOT NULL CHECK (bytes >= 0), median_s REAL NOT NULL, p10_s REAL, p90_s REAL,"
+      "  count INTEGER NOT NULL CHECK (count > 0),"
+      "  created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))) STRICT;"
+      "CREATE INDEX comm_sample_key ON comm_sample(backend, op, device_id, bytes);"
+      "INSERT INTO device(id, name, kind) VALUES (7, 'cpu0', 'cpu');"
+      "INSERT INTO comm_sample(id, device_id, backend, op, world_size, bytes, median_s, count)"
+      "  VALUES (3, 7, 'cpu', 'wake', 2, 0, 4e-5, 20);"
+      "INSERT INTO comm_model(id, device_id, backend, op, world_size, alpha_s, beta_bytes_per_s)"
+      "  VALUES (5, 7, 'cpu', 'allreduce', 2, 1e-5, 1e9);"
+      "UPDATE schema_version SET version = 2;",
+      NULL, NULL, NULL), SQLITE_OK);
+  ASSERT(sqlite3_exec(hs_store_db(s), "INSERT INTO comm_model(device_id, backend, op, alpha_s,"
+                      " beta_bytes_per_s) VALUES (7, 'gloo', 'allreduce', 0, 1e9)", NULL, NULL, NULL) != SQLITE_OK);
+  hs_store_close(s);
+  s = NULL;
+  ASSERT_EQ(hs_store_open(&s, p, 0, &d), 0);
+  if (!s) return;
+  ASSERT_EQ(hs_store_schema_version(s), HS_STORE_SCHEMA_VERSION);
+  ASSERT_EQ(q_int(s, "SELECT count(*) FROM comm_sample WHERE id = 3 AND op = 'wake'"), 1);
+  ASSERT_EQ(q_int(s, "SELECT count(*) FROM comm_model WHERE id = 5 AND alpha_s = 1e-5"), 1);
+  ASSERT_EQ(q_int(s, "SELECT strict FROM pragma_table_list WHERE name = 'comm_model'"), 1);
+  ASSERT_EQ(q_int(s, "SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name = 'comm_sample_key'"), 1);
+  ASSERT_EQ(sqlite3_exec(hs_store_db(s), "INSERT INTO comm_model(device_id, backend, op, alpha_s,"
+                         " beta_bytes_per_s) VALUES (7, 'gloo', 'allreduce', 0, 1e9);"
+                         "INSERT INTO comm_sample(device_id, backend, op, bytes, median_s, count)"
+                         " VALUES (7, 'gloo', 'allreduce', 64, 1e-4, 5);"
+                         "UPDATE device SET source = 'test' WHERE id = 7;"
+                         "INSERT INTO convergence_fit(model, params, source, points) VALUES ('m', '{}', 'x.csv', 3)",
+                         NULL, NULL, NULL), SQLITE_OK);
+  ASSERT_EQ(q_int(s, "SELECT count(*) FROM pragma_table_info('validation') WHERE name IN"
+                     " ('mean_iter_error', 'total_time_error', 'iter_wasserstein')"), 3);
+  ASSERT_EQ(sqlite3_exec(hs_store_db(s), "DELETE FROM device WHERE id = 7", NULL, NULL, NULL), SQLITE_OK);
+  ASSERT_EQ(q_int(s, "SELECT count(*) FROM comm_sample") + q_int(s, "SELECT count(*) FROM comm_model"), 0);
+  hs_store_close(s);
+  rm_db(p);
+}
+
 /* A file at schema version 1 (comm_sample's op CHECK without 'wake'; built here by rebuilding
  * the table as version 1 had it) is brought to the current version on open: its rows stay, the
  * index is back, and a 'wake' sample can be stored. */
@@ -111,6 +183,7 @@ static void test_migrate_from_v1(void) {
   hs_diag d = {0};
   hs_store *s = new_store("v1.db", &p, &d, NULL);
   if (!s) return;
+  ASSERT_EQ(sqlite3_exec(hs_store_db(s), undo_v3, NULL, NULL, NULL), SQLITE_OK);
   ASSERT_EQ(sqlite3_exec(hs_store_db(s),
       "DROP TABLE comm_sample;"
       "CREATE TABLE comm_sample (id INTEGER PRIMARY KEY,"
@@ -602,6 +675,7 @@ static int write_fixture(const char *path) {
 static const hs_test_case cases[] = {
     {"open_migrate_reopen", test_open_migrate_reopen},
     {"migrate_from_v1", test_migrate_from_v1},
+    {"migrate_from_v2", test_migrate_from_v2},
     {"newer_schema_refused", test_newer_schema_refused},
     {"readonly", test_readonly},
     {"not_a_database", test_not_a_database},
