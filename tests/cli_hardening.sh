@@ -118,7 +118,7 @@ fi
 # --- read-only folder and full disk (a small tmpfs) -------------------------------------------
 MNT="$TMP/mnt"
 mkdir -p "$MNT"
-if mount -t tmpfs -o size=1m tmpfs "$MNT" 2>/dev/null; then
+if mount -t tmpfs -o size=2m tmpfs "$MNT" 2>/dev/null; then
   F="$MNT/f.db"
   sim --policy ssgd --iterations 10 --db "$F" >/dev/null 2>&1
   check full.first_run test "$(rows "$F" "SELECT status FROM run")" = complete
