@@ -10,9 +10,12 @@ cat <<HDR
 name: gen-$n
 network: {bandwidth: 200Gbps, latency: 5us}
 device_types:
-  v100: {memory: 32GiB, compute: {t0: 2ms, per_sample: 0.22ms}}
-  a100: {memory: 40GiB, compute: {t0: 2ms, per_sample: 0.17ms}}
-  h100: {memory: 80GiB, compute: {t0: 2ms, per_sample: 0.051ms}}
+  v100: {memory: 32GiB, compute: {resnet18: {t0: 2ms, per_sample: 0.22ms},
+                                  default: {flops: 15.7TFLOPS, efficiency: 0.5, t0: 2ms}}}
+  a100: {memory: 40GiB, compute: {resnet18: {t0: 2ms, per_sample: 0.17ms},
+                                  default: {flops: 19.5TFLOPS, efficiency: 0.5, t0: 2ms}}}
+  h100: {memory: 80GiB, compute: {resnet18: {t0: 2ms, per_sample: 0.051ms},
+                                  default: {flops: 67TFLOPS, efficiency: 0.5, t0: 2ms}}}
 nodes:
 HDR
 types=(v100 a100 h100)

@@ -55,6 +55,13 @@ int hs_cli_store_open(const char *cmd, struct hs_store **s, const char *path, in
 /* Prints "hetsim CMD: --model: unknown model "NAME"; valid: ..." on stderr. */
 void hs_cli_unknown_model(const char *cmd, const char *model);
 
+/* Prints one warning on stderr naming the device types of spec whose inline compute
+ * {t0, per_sample} does not say which model it was measured for: their times are used for
+ * `model` as they are (after hs_cluster_resolve_compute counted them). */
+struct hs_cluster_spec;
+void hs_cli_warn_unnamed_compute(const char *cmd, const struct hs_cluster_spec *spec,
+                                 const char *model);
+
 /* Monotonic wall-clock time in seconds, for the wall_s of a run. */
 double hs_cli_wall_now(void);
 

@@ -13,6 +13,7 @@
 #include <yaml.h>
 
 #include "cli/cli.h"
+#include "core/core_config.h"
 #include "core/core_buildinfo.h"
 #include "core/core_error.h"
 #include "core/core_json.h"
@@ -76,6 +77,23 @@ void hs_cli_unknown_model(const char *cmd, const char *model) {
   char names[256];
   hs_zoo_names(names, sizeof names);
   fprintf(stderr, "hetsim %s: --model: unknown model \"%s\"; valid: %s\n", cmd, model, names);
+}
+
+void hs_cli_warn_unnamed_compute(const char *cmd, const hs_cluster_spec *spec, const char *model) {
+  char names[512];
+  size_t o = 0;
+  int n = 0;
+  names[0] = '\0';
+  for (int t = 0; t < spec->n_types; t++) {
+    const hs_compute_spec *c = &spec->types[t].compute;
+    if (c->kind != HS_COMPUTE_INLINE || c->model[0] || o >= sizeof names) continue;
+    o += (size_t)snprintf(names + o, sizeof names - o, "%s%s", n++ ? ", " : "", spec->types[t].name);
+  }
+  fprintf(stderr,
+          "hetsim %s: warning: %s: the inline compute of %s does not say which model it was "
+          "measured for, so it ignores the model: its times are used for %s as written (name it "
+          "with `model: NAME`, or give per-model compute; docs/cli.md)\n",
+          cmd, spec->path[0] ? spec->path : spec->name, names, model);
 }
 
 double hs_cli_wall_now(void) {

@@ -242,6 +242,15 @@ static void print_summary(const sim_args *a, int64_t run_id, const char *status,
   printf("  database         %s\n", a->db);
 }
 
+/* Opens the calibration database read-only; on failure prints why and returns the exit
+ * status (2 when it is missing or not a database). */
+static int open_calib(hs_store **cs, const char *path, hs_diag *d) {
+  int rc = hs_store_open(cs, path, HS_STORE_READONLY, d);
+  if (!rc) return 0;
+  fprintf(stderr, "hetsim sim: --calib %s: %s\n", path, d->msg);
+  return rc == HS_ENOTFOUND || hs_exit_code(rc) == 2 ? 2 : 1;
+}
+
 int hs_cmd_sim(int argc, char **argv) {
   sim_args a;
   int rc = parse_args(argc, argv, &a);
@@ -291,26 +300,46 @@ int hs_cmd_sim(int argc, char **argv) {
     hs_params_format(&conv_params, cstr, sizeof cstr);
   }
 
+  /* Each device type's compute for this model: its per-model entry or default, a roofline
+   * charged with the model's training FLOPs. */
+  int unnamed = 0;
+  if ((rc = hs_cluster_resolve_compute(&spec, a.model, ms.train_flops_per_sample, &unnamed, &d))) {
+    fprintf(stderr, "hetsim sim: %s\n", d.msg);
+    goto out;
+  }
+  if (unnamed)
+    hs_cli_warn_unnamed_compute("sim", &spec, a.model);
+
   /* Device types with `compute: {calib: NAME}` take the chosen step fit of NAME (a device name
-   * or id) for this model from the calibration database. */
+   * or id) for this model from the calibration database; links written `{calib: NAME}` take
+   * NAME's measured communication. */
+  const char *cpath = a.calib ? a.calib : a.db;
   for (int t = 0; t < spec.n_types; t++) {
     if (spec.types[t].compute.kind != HS_COMPUTE_CALIB) continue;
-    const char *cpath = a.calib ? a.calib : a.db;
-    if (!perf) {
-      hs_store *cs = NULL;
-      if (!(perf = calloc((size_t)spec.n_types, sizeof *perf))) {
-        fprintf(stderr, "hetsim sim: out of memory\n");
-        goto out;
-      }
-      if ((rc = hs_store_open(&cs, cpath, HS_STORE_READONLY, &d))) {
-        fprintf(stderr, "hetsim sim: --calib %s: %s\n", cpath, d.msg);
-        status = rc == HS_ENOTFOUND || hs_exit_code(rc) == 2 ? 2 : 1;
-        goto out;
-      }
-      calib_store = cs;
+    if (!perf && !(perf = calloc((size_t)spec.n_types, sizeof *perf))) {
+      fprintf(stderr, "hetsim sim: out of memory\n");
+      goto out;
     }
+    if (!calib_store && (status = open_calib(&calib_store, cpath, &d))) goto out;
+    status = 2;
     if ((rc = hs_perf_load(calib_store, spec.types[t].compute.calib, a.model, &perf[t], NULL, &d))) {
       fprintf(stderr, "hetsim sim: %s: device_types.%s.compute: %s\n", spec.path, spec.types[t].name, d.msg);
+      status = rc == HS_ENOTFOUND ? 2 : 1;
+      goto out;
+    }
+  }
+  for (int i = -1; i < spec.n_nodes; i++) {
+    const hs_link_calib *lc = i < 0 ? &spec.network_calib : &spec.nodes[i].link_calib;
+    hs_link_spec *link = i < 0 ? &spec.network : &spec.nodes[i].link;
+    if (!lc->name[0]) continue;
+    if (!calib_store && (status = open_calib(&calib_store, cpath, &d))) goto out;
+    status = 2;
+    if ((rc = hs_comm_link_load(calib_store, lc->name, (double)ms.grad_bytes, link, NULL, 0, &d))) {
+      char field[96];
+      if (i < 0) snprintf(field, sizeof field, "network");
+      else snprintf(field, sizeof field, "nodes[%d].link", i);
+      fprintf(stderr, "hetsim sim: %s:%d:%d: %s.calib: %s\n", spec.path, lc->pos.line, lc->pos.col,
+              field, d.msg);
       status = rc == HS_ENOTFOUND ? 2 : 1;
       goto out;
     }
@@ -349,7 +378,8 @@ int hs_cmd_sim(int argc, char **argv) {
   snprintf(label, sizeof label, "sim %s on %s", pol->name, spec.name);
   hs_progress_init(&prog, stderr, label, 1.0);
   hs_sim_config cfg = {
-      .cluster = &spec, .model = a.model, .grad_bytes = (double)ms.grad_bytes,
+      .cluster = &spec, .model = a.model, .train_flops_per_sample = ms.train_flops_per_sample,
+      .grad_bytes = (double)ms.grad_bytes,
       .act_bytes_per_sample = ms.act_bytes_per_sample, .param_bytes = 4.0 * (double)ms.params,
       .dataset_size = mi->dataset_train_size, .global_batch = a.global_batch, .policy = pol,
       .params = &params, .seed = a.seed, .max_iterations = a.iterations, .max_epochs = a.epochs,

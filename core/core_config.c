@@ -273,6 +273,71 @@ static void node_list(const hs_cluster_spec *s, char *buf, size_t cap) {
   list_names(s->nodes ? s->nodes[0].name : "", sizeof(hs_node_spec), s->n_nodes, buf, cap);
 }
 
+/* ---------- compute for a model ---------- */
+
+static int compute_fail(const hs_cluster_spec *s, const hs_compute_spec *cs, hs_diag *d,
+                        const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static int compute_fail(const hs_cluster_spec *s, const hs_compute_spec *cs, hs_diag *d,
+                        const char *fmt, ...) {
+  char what[900];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(what, sizeof what, fmt, ap);
+  va_end(ap);
+  return hs_diag_set(d, HS_EINVAL, "%s:%d:%d: %s", s->path[0] ? s->path : s->name, cs->pos.line,
+                     cs->pos.col, what);
+}
+
+int hs_cluster_compute_for(const hs_cluster_spec *s, int type, const char *model,
+                           double train_flops_per_sample, hs_compute_spec *out, hs_diag *d) {
+  if (!s || !model || !out || type < 0 || type >= s->n_types)
+    return hs_diag_set(d, HS_EINVAL, "hs_cluster_compute_for: bad arguments");
+  const hs_device_type *t = &s->types[type];
+  const hs_compute_spec *cs = &t->compute;
+  for (int k = 0; k < t->n_per_model; k++)
+    if (strcmp(t->per_model[k].model, model) == 0) cs = &t->per_model[k];
+  if (cs->kind == HS_COMPUTE_NONE) {
+    char list[400];
+    list_names(t->per_model[0].model, sizeof *t->per_model, t->n_per_model, list, sizeof list);
+    return compute_fail(s, cs, d, "device_types.%s.compute: no numbers for model %s (it has: %s; "
+                        "add a `%s:` or a `default:` entry)", t->name, model, list, model);
+  }
+  if (cs->model[0] && strcmp(cs->model, model) != 0)
+    return compute_fail(s, cs, d, "device_types.%s.compute: its numbers were measured for model "
+                        "%s, not %s (give per-model compute: {%s: {...}, %s: {...}})", t->name,
+                        cs->model, model, cs->model, model);
+  *out = *cs;
+  if (cs->kind == HS_COMPUTE_ROOFLINE) {
+    if (!(train_flops_per_sample > 0))
+      return compute_fail(s, cs, d, "device_types.%s.compute: a roofline needs the training FLOPs "
+                          "per sample of model %s, which are not known (import a profile that "
+                          "measures them, or give {t0, per_sample})", t->name, model);
+    out->kind = HS_COMPUTE_INLINE;
+    out->per_sample = train_flops_per_sample / (cs->flops * cs->efficiency);
+    snprintf(out->model, sizeof out->model, "%s", model);
+  }
+  return 0;
+}
+
+int hs_cluster_resolve_compute(hs_cluster_spec *s, const char *model,
+                               double train_flops_per_sample, int *unnamed, hs_diag *d) {
+  if (!s || !model) return hs_diag_set(d, HS_EINVAL, "hs_cluster_resolve_compute: no input");
+  int n_unnamed = 0;
+  for (int i = 0; i < s->n_types; i++) {
+    hs_device_type *t = &s->types[i];
+    hs_compute_spec cs;
+    int rc = hs_cluster_compute_for(s, i, model, train_flops_per_sample, &cs, d);
+    if (rc) return rc;
+    if (cs.kind == HS_COMPUTE_INLINE && !cs.model[0]) n_unnamed++;
+    t->compute = cs;
+    free(t->per_model);
+    t->per_model = NULL;
+    t->n_per_model = 0;
+  }
+  if (unnamed) *unnamed = n_unnamed;
+  return 0;
+}
+
 int hs_cluster_find_type(const hs_cluster_spec *spec, const char *name) {
   if (!spec || !name) return -1;
   for (int i = 0; i < spec->n_types; i++)
@@ -289,13 +354,23 @@ int hs_cluster_find_node(const hs_cluster_spec *spec, const char *name) {
 
 /* ---------- sections ---------- */
 
-static int parse_link(const cfg *c, const yaml_node_t *n, const char *field, hs_link_spec *link) {
-  static const char *const keys[] = {"bandwidth", "latency", NULL};
+static int parse_link(const cfg *c, const yaml_node_t *n, const char *field, hs_link_spec *link,
+                      hs_link_calib *cal) {
+  static const char *const keys[] = {"bandwidth", "latency", "calib", NULL};
   char f[512];
-  int rc = expect_kind(c, n, field, YAML_MAPPING_NODE, "a mapping with keys bandwidth, latency");
+  int rc = expect_kind(c, n, field, YAML_MAPPING_NODE,
+                       "a mapping with keys bandwidth, latency (or calib)");
   if (!rc) rc = check_keys(c, n, field, keys);
   if (rc) return rc;
   yaml_node_t *v;
+  if ((v = map_get(c, n, "calib"))) {
+    if (map_get(c, n, "bandwidth") || map_get(c, n, "latency"))
+      return cfg_fail_got(c, n, field, "both \"calib\" and inline numbers",
+                          "either {bandwidth, latency} or {calib} (measured communication), not both");
+    join_field(f, sizeof f, field, "calib");
+    cal->pos = node_pos(v);
+    return get_name(c, v, f, cal->name, sizeof cal->name);
+  }
   if ((v = map_get(c, n, "bandwidth"))) {
     join_field(f, sizeof f, field, "bandwidth");
     if ((rc = get_quantity(c, v, f, hs_units_parse_bandwidth, &link->bandwidth, EXP_BW))) return rc;
@@ -333,28 +408,79 @@ static int parse_ps(const cfg *c, const yaml_node_t *n) {
   return 0;
 }
 
-static int parse_compute(const cfg *c, const yaml_node_t *n, const char *field, hs_compute_spec *cs) {
-  static const char *const keys[] = {"t0", "per_sample", "calib", NULL};
+#define EXP_COMPUTE                                                                            \
+  "a mapping {t0, per_sample}, {calib}, {profile}, {flops, efficiency, t0} or a mapping from "  \
+  "model names (and default) to these"
+#define EXP_FLOPS "a compute rate > 0 like \"15.7TFLOPS\" or \"900GFLOPS\""
+
+/* One form: inline {t0, per_sample[, model]}, calib {calib}, profile {profile}, or roofline
+ * {flops, efficiency[, t0]}. */
+static int parse_compute_form(const cfg *c, const yaml_node_t *n, const char *field,
+                              hs_compute_spec *cs) {
+  static const char *const keys[] = {"t0", "per_sample", "model", "calib", "profile",
+                                     "flops", "efficiency", NULL};
   char f[512];
-  int rc = expect_kind(c, n, field, YAML_MAPPING_NODE,
-                       "a mapping {t0, per_sample} or {calib}");
+  int rc = expect_kind(c, n, field, YAML_MAPPING_NODE, EXP_COMPUTE);
   if (!rc) rc = check_keys(c, n, field, keys);
   if (rc) return rc;
+  cs->pos = node_pos(n);
   yaml_node_t *t0 = map_get(c, n, "t0"), *ps = map_get(c, n, "per_sample"),
-              *cal = map_get(c, n, "calib");
-  if (cal && (t0 || ps))
-    return cfg_fail_got(c, n, field, t0 ? "both \"calib\" and \"t0\""
-                                        : "both \"calib\" and \"per_sample\"",
-                        "either {t0, per_sample} (an inline model) or {calib} (a fitted "
-                        "model), not both");
-  if (cal) {
-    cs->kind = HS_COMPUTE_CALIB;
-    join_field(f, sizeof f, field, "calib");
-    return get_name(c, cal, f, cs->calib, sizeof cs->calib);
+              *cal = map_get(c, n, "calib"), *prof = map_get(c, n, "profile"),
+              *fl = map_get(c, n, "flops"), *eff = map_get(c, n, "efficiency"),
+              *model = map_get(c, n, "model");
+  /* Exactly one form: the keys that start one, and the other keys each form allows. */
+  int forms = !!cal + !!prof + !!fl + !!ps;
+  if (forms > 1 || (forms == 0 && !t0)) {
+    char got[96] = "neither";
+    if (forms > 1)
+      snprintf(got, sizeof got, "both \"%s\" and \"%s\"", cal ? "calib" : prof ? "profile" : "flops",
+               ps ? "per_sample" : fl ? "flops" : "profile");
+    return cfg_fail_got(c, n, field, got,
+                        "one of {t0, per_sample} (an inline model), {calib} (a fitted model), "
+                        "{profile} (a measured profile) or {flops, efficiency, t0} (a roofline), "
+                        "not several");
   }
-  if (!t0 && !ps)
-    return cfg_fail_got(c, n, field, "neither",
-                        "{t0, per_sample} (an inline model) or {calib} (a fitted model)");
+  if (cal || prof) {
+    yaml_node_t *extra = t0 ? t0 : eff ? eff : model;
+    if (extra)
+      return cfg_fail_got(c, extra, field, cal ? "\"calib\" with other keys" : "\"profile\" with other keys",
+                          "{%s} alone (the measurements say which model they are for)",
+                          cal ? "calib" : "profile");
+    join_field(f, sizeof f, field, cal ? "calib" : "profile");
+    if (cal) {
+      cs->kind = HS_COMPUTE_CALIB;
+      return get_name(c, cal, f, cs->calib, sizeof cs->calib);
+    }
+    cs->kind = HS_COMPUTE_PROFILE;
+    return get_name(c, prof, f, cs->profile, sizeof cs->profile);
+  }
+  if (model) {
+    join_field(f, sizeof f, field, "model");
+    if ((rc = get_name(c, model, f, cs->model, sizeof cs->model))) return rc;
+  }
+  cs->t0 = 0;
+  if (t0) {
+    join_field(f, sizeof f, field, "t0");
+    if ((rc = get_quantity(c, t0, f, hs_units_parse_time, &cs->t0, EXP_TIME))) return rc;
+  }
+  if (fl) {
+    cs->kind = HS_COMPUTE_ROOFLINE;
+    join_field(f, sizeof f, field, "flops");
+    if ((rc = get_quantity(c, fl, f, hs_units_parse_flops, &cs->flops, EXP_FLOPS))) return rc;
+    join_field(f, sizeof f, field, "efficiency");
+    if (!eff)
+      return cfg_fail(c, n, f, NULL, "the share of the peak a training step reaches, in (0, 1] "
+                      "(required with flops)");
+    const char *v = scalar(eff);
+    if (!v || hs_units_parse_number(v, &cs->efficiency) || !(cs->efficiency > 0) ||
+        cs->efficiency > 1)
+      return cfg_fail(c, eff, f, eff, "a number in (0, 1]");
+    return 0;
+  }
+  if (eff) {
+    join_field(f, sizeof f, field, "efficiency");
+    return cfg_fail(c, eff, f, eff, "no efficiency without flops (a roofline {flops, efficiency, t0})");
+  }
   if (!t0) {
     join_field(f, sizeof f, field, "t0");
     return cfg_fail(c, n, f, NULL, "%s (required with per_sample)", EXP_TIME);
@@ -364,14 +490,75 @@ static int parse_compute(const cfg *c, const yaml_node_t *n, const char *field, 
     return cfg_fail(c, n, f, NULL, "a time > 0 like \"0.55ms\" (required with t0)");
   }
   cs->kind = HS_COMPUTE_INLINE;
-  join_field(f, sizeof f, field, "t0");
-  if ((rc = get_quantity(c, t0, f, hs_units_parse_time, &cs->t0, EXP_TIME))) return rc;
   join_field(f, sizeof f, field, "per_sample");
   if ((rc = get_quantity(c, ps, f, hs_units_parse_time, &cs->per_sample,
                          "a time > 0 like \"0.55ms\"")))
     return rc;
   if (!(cs->per_sample > 0))
     return cfg_fail(c, ps, f, ps, "a time > 0 like \"0.55ms\"");
+  return 0;
+}
+
+/* A mapping is per-model when one of its values is itself a mapping:
+ *     compute: {resnet18: {t0: 5ms, per_sample: 3ms}, mlp: {calib: cpu}, default: {...}}
+ * Its keys are model names and `default`; every value is a form. */
+static int is_per_model(const cfg *c, const yaml_node_t *n) {
+  if (!n || n->type != YAML_MAPPING_NODE) return 0;
+  for (yaml_node_pair_t *p = n->data.mapping.pairs.start; p < n->data.mapping.pairs.top; p++) {
+    yaml_node_t *v = cfg_node(c, p->value);
+    if (v && v->type == YAML_MAPPING_NODE) return 1;
+  }
+  return 0;
+}
+
+static int parse_per_model(const cfg *c, const yaml_node_t *n, const char *field, hs_device_type *t);
+
+/* The type's compute; on failure its per-model table is freed here, since the type is not yet
+ * counted in n_types for hs_cluster_spec_free. */
+static int parse_compute(const cfg *c, const yaml_node_t *n, const char *field, hs_device_type *t) {
+  if (!is_per_model(c, n)) return parse_compute_form(c, n, field, &t->compute);
+  int rc = parse_per_model(c, n, field, t);
+  if (rc) {
+    free(t->per_model);
+    t->per_model = NULL;
+    t->n_per_model = 0;
+  }
+  return rc;
+}
+
+static int parse_per_model(const cfg *c, const yaml_node_t *n, const char *field, hs_device_type *t) {
+  ptrdiff_t count = n->data.mapping.pairs.top - n->data.mapping.pairs.start;
+  if (!(t->per_model = calloc((size_t)count, sizeof *t->per_model)))
+    return hs_diag_set(c->d, HS_ENOMEM, "%s: out of memory", c->file);
+  t->compute.kind = HS_COMPUTE_NONE;
+  t->compute.pos = node_pos(n);
+  int have_default = 0;
+  for (yaml_node_pair_t *p = n->data.mapping.pairs.start; p < n->data.mapping.pairs.top; p++) {
+    yaml_node_t *k = cfg_node(c, p->key), *v = cfg_node(c, p->value);
+    char name[64], f[600];
+    int rc = get_name(c, k, field, name, sizeof name);
+    if (rc) return rc;
+    join_field(f, sizeof f, field, name);
+    int is_default = strcmp(name, "default") == 0;
+    int dup = is_default ? have_default : 0;
+    for (int i = 0; i < t->n_per_model && !dup; i++) dup = strcmp(t->per_model[i].model, name) == 0;
+    if (dup) return cfg_fail(c, k, f, k, "each model once in a mapping (this one repeats)");
+    hs_compute_spec *cs = is_default ? &t->compute : &t->per_model[t->n_per_model];
+    memset(cs, 0, sizeof *cs);
+    if ((rc = parse_compute_form(c, v, f, cs))) return rc;
+    if (cs->model[0] && strcmp(cs->model, name) != 0 && !is_default) {
+      char g[620];
+      join_field(g, sizeof g, f, "model");
+      return cfg_fail(c, map_get(c, v, "model"), g, map_get(c, v, "model"),
+                      "the model of its key (\"%s\") or nothing", name);
+    }
+    if (is_default) {
+      have_default = 1;
+      continue;
+    }
+    snprintf(cs->model, sizeof cs->model, "%s", name);
+    t->n_per_model++;
+  }
   return 0;
 }
 
@@ -411,8 +598,8 @@ static int parse_types(const cfg *c, const yaml_node_t *n, name_ix **index_out) 
     }
     join_field(g, sizeof g, f, "compute");
     if (!(x = map_get(c, v, "compute")))
-      return cfg_fail(c, v, g, NULL, "a mapping {t0, per_sample} or {calib} (required)");
-    if ((rc = parse_compute(c, x, g, &t->compute))) return rc;
+      return cfg_fail(c, v, g, NULL, "%s (required)", EXP_COMPUTE);
+    if ((rc = parse_compute(c, x, g, t))) return rc;
     ix[s->n_types].name = t->name;
     ix[s->n_types].ix = s->n_types;
     s->n_types++;
@@ -511,7 +698,7 @@ static int parse_nodes(const cfg *c, const yaml_node_t *n, const name_ix *tix, n
     }
     if ((v = map_get(c, nd, "link"))) {
       join_field(g, sizeof g, f, "link");
-      if ((rc = parse_link(c, v, g, &ns->link))) goto out;
+      if ((rc = parse_link(c, v, g, &ns->link, &ns->link_calib))) goto out;
     }
     s->n_nodes++;
     nix[i].name = ns->name;
@@ -852,7 +1039,7 @@ static int parse_root(const cfg *c, const yaml_node_t *root) {
   s->network.bandwidth = CFG_DEFAULT_NET_BW;
   s->network.latency = CFG_DEFAULT_NET_LAT;
   yaml_node_t *net = map_get(c, root, "network");
-  if (net && (rc = parse_link(c, net, "network", &s->network))) return rc;
+  if (net && (rc = parse_link(c, net, "network", &s->network, &s->network_calib))) return rc;
 
   if (!(v = map_get(c, root, "device_types")))
     return cfg_fail(c, root, "device_types", NULL,
@@ -1044,6 +1231,7 @@ int hs_cluster_load(hs_cluster_spec *out, const char *path, hs_diag *d) {
 void hs_cluster_spec_free(hs_cluster_spec *spec) {
   if (!spec) return;
   free(spec->text);
+  for (int i = 0; spec->types && i < spec->n_types; i++) free(spec->types[i].per_model);
   free(spec->types);
   free(spec->nodes);
   free(spec->workers);

@@ -23,29 +23,49 @@ typedef struct hs_link_spec {
   double latency;   /* s */
 } hs_link_spec;
 
+/* `{calib: NAME}` in place of a link's numbers: NAME's measured communication (comm_model) sets
+ * the link's bandwidth and latency when a run starts (the CLI looks it up); "" = inline numbers. */
+typedef struct hs_link_calib {
+  char name[128];
+  hs_srcpos pos;
+} hs_link_calib;
+
 typedef enum hs_compute_kind {
-  HS_COMPUTE_INLINE = 0, /* t(b) = t0 + per_sample * b */
-  HS_COMPUTE_CALIB = 1   /* a fitted model from the calibration database, by device name */
+  HS_COMPUTE_INLINE = 0,   /* t(b) = t0 + per_sample * b */
+  HS_COMPUTE_CALIB = 1,    /* a fitted model from the calibration database, by device name */
+  HS_COMPUTE_ROOFLINE = 2, /* t(b) = t0 + b * F / (flops * efficiency), F = the model's training
+                            * FLOPs per sample (forward + backward) */
+  HS_COMPUTE_PROFILE = 3,  /* a profile (docs/profile.md), imported when a run starts */
+  HS_COMPUTE_NONE = 4      /* a per-model mapping without `default`: no form for other models */
 } hs_compute_kind;
 
 typedef struct hs_compute_spec {
   hs_compute_kind kind;
-  double t0;                /* s, inline only */
-  double per_sample;        /* s per sample, inline only */
+  double t0;                /* s, inline and roofline */
+  double per_sample;        /* s per sample, inline */
+  double flops;             /* FLOP/s, roofline: the device's peak */
+  double efficiency;        /* roofline: share of the peak a training step reaches, (0, 1] */
   char calib[128];          /* device name to look up, calib only */
+  char profile[512];        /* profile file as written (relative to the cluster file), profile only */
+  char model[64];           /* the model these numbers are for: the per-model key, `model:` of an
+                             * inline form, or "" when the file does not say */
+  hs_srcpos pos;            /* where the form was written */
 } hs_compute_spec;
 
 typedef struct hs_device_type {
   char name[HS_NAME_MAX];
   double memory;            /* bytes; 0 = no limit */
   int max_batch;            /* samples; 0 = derive from memory and the model */
-  hs_compute_spec compute;
+  hs_compute_spec compute;  /* the form for every model, or per-model mapping's `default` */
+  int n_per_model;
+  hs_compute_spec *per_model; /* forms for named models (their .model), owned by the spec */
   hs_srcpos pos;
 } hs_device_type;
 
 typedef struct hs_node_spec {
   char name[HS_NAME_MAX];
   hs_link_spec link;        /* between devices inside the node */
+  hs_link_calib link_calib;
   hs_srcpos pos;
 } hs_node_spec;
 
@@ -84,6 +104,7 @@ typedef struct hs_cluster_spec {
   char path[512];           /* file it came from */
   char *text;               /* the whole file as read, for storing with a run */
   hs_link_spec network;     /* between nodes */
+  hs_link_calib network_calib;
   hs_ps_spec ps;
   double jitter_cv;         /* coefficient of variation of lognormal compute noise, >= 0 */
   int n_types;
@@ -104,6 +125,25 @@ int hs_cluster_parse(hs_cluster_spec *out, const char *name, const char *text, s
 /* Appends the events of a CSV trace to spec->events (and re-sorts them). */
 int hs_cluster_load_events_csv(hs_cluster_spec *spec, const char *path, hs_diag *d);
 void hs_cluster_spec_free(hs_cluster_spec *spec);
+
+/* The compute form of device type `type` for a run of `model`: its per-model entry, else its
+ * default (or single) form; a roofline comes back as the inline form it gives
+ * (per_sample = train_flops_per_sample / (flops * efficiency)). Refuses (HS_EINVAL,
+ * FILE:LINE:COL) numbers stated for another model, a per-model mapping with neither the model nor
+ * a default, and a roofline when train_flops_per_sample is not > 0. Changes nothing in spec. */
+int hs_cluster_compute_for(const hs_cluster_spec *spec, int type, const char *model,
+                           double train_flops_per_sample, hs_compute_spec *out, hs_diag *d);
+
+/* Collapses every device type's compute to the one form that a run of `model` uses: the
+ * per-model entry for it, else the default, else the single form. A roofline becomes an inline
+ * form (per_sample = train_flops_per_sample / (flops * efficiency)); calib and profile forms stay
+ * for the caller to resolve. Refuses (HS_EINVAL, FILE:LINE:COL) a form whose numbers were stated
+ * for another model, a per-model mapping with neither the model nor a default, and a roofline
+ * when train_flops_per_sample is not > 0. *unnamed counts the device types left with an inline
+ * form that does not say its model (the caller warns that their compute ignores the model).
+ * After it, n_per_model is 0 for every type. */
+int hs_cluster_resolve_compute(hs_cluster_spec *spec, const char *model,
+                               double train_flops_per_sample, int *unnamed, hs_diag *d);
 
 /* Index of a device type or node by name, or -1. */
 int hs_cluster_find_type(const hs_cluster_spec *spec, const char *name);

@@ -220,3 +220,88 @@ int hs_perf_load(hs_store *s, const char *device, const char *model, hs_perf_mod
                      "no calibrated step model for %s on device \"%s\" in %s; it holds: %s",
                      model, device, hs_store_path(s), held);
 }
+
+/* The measured time of `op` on the device for a message of `bytes`: log-log interpolation
+ * between the two measured sizes around it (world size `world`, newest sample per size).
+ * Returns 1 with *t, 0 when fewer than two sizes were measured or bytes is outside them. */
+static int comm_time_at(sqlite3 *db, int64_t dev, const char *backend, const char *op, int world,
+                        double bytes, double *t) {
+  sqlite3_stmt *st;
+  if (sqlite3_prepare_v2(db, "SELECT bytes, median_s FROM comm_sample WHERE device_id = ?1 AND"
+                         " backend = ?2 AND op = ?3 AND world_size = ?4 AND bytes > 0 AND median_s > 0"
+                         " ORDER BY bytes, id DESC", -1, &st, NULL) != SQLITE_OK)
+    return 0;
+  sqlite3_bind_int64(st, 1, dev);
+  sqlite3_bind_text(st, 2, backend, -1, SQLITE_STATIC);
+  sqlite3_bind_text(st, 3, op, -1, SQLITE_STATIC);
+  sqlite3_bind_int(st, 4, world);
+  double b[128], v[128];
+  int n = 0;
+  while (n < 128 && sqlite3_step(st) == SQLITE_ROW) {
+    double bi = sqlite3_column_double(st, 0);
+    if (n && bi == b[n - 1]) continue;
+    b[n] = bi;
+    v[n++] = sqlite3_column_double(st, 1);
+  }
+  sqlite3_finalize(st);
+  if (n < 2 || !(bytes >= b[0] && bytes <= b[n - 1])) return 0;
+  int i = 0;
+  while (i < n - 2 && b[i + 1] < bytes) i++;
+  double k = log(v[i + 1] / v[i]) / log(b[i + 1] / b[i]);
+  *t = v[i] * exp(k * log(bytes / b[i]));
+  return isfinite(*t) && *t > 0;
+}
+
+int hs_comm_link_load(hs_store *s, const char *device, double msg_bytes, hs_link_spec *out,
+                      char *how, size_t how_len, hs_diag *d) {
+  sqlite3 *db = hs_store_db(s);
+  sqlite3_stmt *st = NULL;
+  /* The newest device of that name with a fitted p2p model, else an all-reduce one (the world
+   * size nearest 2), whatever the backend. */
+  const char *sql =
+      "SELECT m.alpha_s, m.beta_bytes_per_s, m.op, m.world_size, m.backend, d.id FROM comm_model m"
+      " JOIN device d ON d.id = m.device_id WHERE d.name = ?1 AND m.op IN ('p2p', 'allreduce')"
+      " ORDER BY m.op = 'p2p' DESC, abs(m.world_size - 2), d.id DESC, m.id DESC LIMIT 1";
+  if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
+    return hs_diag_set(d, HS_EDB, "database %s: reading comm_model: %s", hs_store_path(s), sqlite3_errmsg(db));
+  sqlite3_bind_text(st, 1, device, -1, SQLITE_STATIC);
+  int rc = sqlite3_step(st);
+  if (rc != SQLITE_ROW) {
+    sqlite3_finalize(st);
+    if (rc != SQLITE_DONE)
+      return hs_diag_set(d, HS_EDB, "database %s: reading comm_model: %s", hs_store_path(s), sqlite3_errmsg(db));
+    return hs_diag_set(d, HS_ENOTFOUND, "no measured communication (comm_model, op p2p or allreduce) "
+                       "for device \"%s\" in %s", device, hs_store_path(s));
+  }
+  double alpha = sqlite3_column_double(st, 0), beta = sqlite3_column_double(st, 1);
+  char op[16], backend[16];
+  snprintf(op, sizeof op, "%s", (const char *)sqlite3_column_text(st, 2));
+  int world = sqlite3_column_int(st, 3);
+  snprintf(backend, sizeof backend, "%s", (const char *)sqlite3_column_text(st, 4));
+  int64_t dev = sqlite3_column_int64(st, 5);
+  sqlite3_finalize(st);
+  /* Where the run's message size was measured, the time measured there sets beta (the fitted
+   * line misses single sizes by up to 3x where caches or protocols change). */
+  double t_at;
+  int at = msg_bytes > 0 && comm_time_at(db, dev, backend, op, world, msg_bytes, &t_at);
+  if (at) {
+    if (!(alpha >= 0 && alpha < t_at)) alpha = 0;
+    beta = msg_bytes / (t_at - alpha);
+  }
+  if (strcmp(op, "allreduce") == 0 && world > 1) {
+    /* A ring all-reduce on `world` ranks over identical links costs
+     * 2(w-1)(a + n/(w b)); the link's a and b are what reproduce the measured a' + n/b'. */
+    out->latency = alpha / (2.0 * (world - 1));
+    out->bandwidth = beta * 2.0 * (world - 1) / world;
+  } else {
+    out->latency = alpha;
+    out->bandwidth = beta;
+  }
+  if (!(out->bandwidth > 0) || !isfinite(out->bandwidth) || !(out->latency >= 0))
+    return hs_diag_set(d, HS_EINVAL, "device \"%s\" in %s: its %s %s model (alpha %g s, beta %g B/s) "
+                       "gives no usable link", device, hs_store_path(s), backend, op, alpha, beta);
+  if (how)
+    snprintf(how, how_len, "%s %s, world size %d%s", backend, op, world,
+             at ? ", beta at the run's message size" : "");
+  return 0;
+}

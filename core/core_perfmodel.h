@@ -22,6 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/core_config.h"
 #include "core/core_error.h"
 #include "core/core_store.h"
 
@@ -79,6 +80,15 @@ int hs_perf_params_parse(hs_perf_form f, const char *json, hs_perf_model *m, hs_
  * or the model was not calibrated on it. */
 int hs_perf_load(hs_store *s, const char *device, const char *model, hs_perf_model *out,
                  int64_t *device_id, hs_diag *d);
+
+/* A link's latency and bandwidth from the device's measured communication (`network:` or
+ * `link: {calib: NAME}` in a cluster file): its fitted p2p model, else its all-reduce model
+ * (the world size nearest 2) turned into the link that a ring all-reduce of that many ranks
+ * would need to take that time; where msg_bytes lies within the measured sizes, the time
+ * measured there (log-log interpolated) sets the bandwidth. `how` (may be NULL) says which.
+ * HS_ENOTFOUND when the device has no such model. */
+int hs_comm_link_load(hs_store *s, const char *device, double msg_bytes, hs_link_spec *out,
+                      char *how, size_t how_len, hs_diag *d);
 
 /* Writes "NAME (id N: model, model), ..." or "no calibrated devices" into buf, for messages. */
 void hs_perf_describe_db(hs_store *s, char *buf, size_t size);

@@ -38,6 +38,15 @@ static const unit_suffix bw_units[] = {
     {"Bps", 1.0},         {"kBps", 1e3},       {"KBps", 1e3},      {"MBps", 1e6},
     {"GBps", 1e9},        {"TBps", 1e12},      {NULL, 0.0}};
 
+/* Compute rates: FLOP per second. "TFLOPS", "TFLOP/s" and "TFLOPs" all mean 10^12 FLOP/s. */
+static const unit_suffix flops_units[] = {
+    {"FLOPS", 1.0},   {"FLOP/s", 1.0},   {"FLOPs", 1.0},
+    {"kFLOPS", 1e3},  {"kFLOP/s", 1e3},  {"kFLOPs", 1e3},  {"KFLOPS", 1e3},
+    {"MFLOPS", 1e6},  {"MFLOP/s", 1e6},  {"MFLOPs", 1e6},
+    {"GFLOPS", 1e9},  {"GFLOP/s", 1e9},  {"GFLOPs", 1e9},
+    {"TFLOPS", 1e12}, {"TFLOP/s", 1e12}, {"TFLOPs", 1e12},
+    {"PFLOPS", 1e15}, {"PFLOP/s", 1e15}, {"PFLOPs", 1e15}, {NULL, 0.0}};
+
 static int is_blank(char c) { return c == ' ' || c == '\t'; }
 static int is_digit(char c) { return c >= '0' && c <= '9'; }
 
@@ -130,6 +139,15 @@ int hs_units_parse_bandwidth(const char *s, double *out_bytes_per_s) {
   if (rc) return rc;
   if (!(v > 0)) return HS_EINVAL;
   *out_bytes_per_s = v;
+  return 0;
+}
+
+int hs_units_parse_flops(const char *s, double *out_flop_per_s) {
+  double v;
+  int rc = parse_with(s, flops_units, &v);
+  if (rc) return rc;
+  if (!(v > 0)) return HS_EINVAL;
+  *out_flop_per_s = v;
   return 0;
 }
 

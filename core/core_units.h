@@ -1,7 +1,7 @@
 /* core_units: quantities with units at the edges (YAML, CSV, CLI, output), SI base units inside.
  *
  * Contract: the parsers take one quantity such as "20us", "8GiB" or "10Gbps" and store it in SI
- * base units: seconds, bytes, bytes per second. A plain number (no suffix) is already in base
+ * base units: seconds, bytes, bytes per second, FLOP per second. A plain number (no suffix) is already in base
  * units. Suffixes are case-sensitive where case carries meaning (b = bit, B = byte); SI prefixes
  * k/K, M, G, T are powers of 1000, binary prefixes Ki, Mi, Gi, Ti powers of 1024. Blanks around
  * the quantity and between number and suffix are allowed. Negative, NaN, infinite, empty,
@@ -27,6 +27,9 @@ int hs_units_parse_bytes(const char *s, double *out_bytes);
  * Bytes: B/s, kB/s, KB/s, MB/s, GB/s, TB/s, KiB/s ... TiB/s, and GBps forms. Plain = bytes/s.
  * Must be > 0. */
 int hs_units_parse_bandwidth(const char *s, double *out_bytes_per_s);
+/* FLOP per second: FLOPS, kFLOPS, MFLOPS, GFLOPS, TFLOPS, PFLOPS (1000^n; also written
+ * FLOP/s or FLOPs); plain = FLOP/s. Must be > 0. */
+int hs_units_parse_flops(const char *s, double *out_flop_per_s);
 
 /* Human forms: times in ns/us/ms/s/min/h, sizes in B/KiB/MiB/GiB/TiB, bandwidths in bits per
  * second (bps/kbps/Mbps/Gbps/Tbps) as networks are usually quoted. Return buf. */

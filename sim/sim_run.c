@@ -70,6 +70,13 @@ typedef struct sim_op {
   int conv_begun;             /* the convergence model has seen its begin */
 } sim_op;
 
+/* A device type's compute for the run's model (hs_cluster_compute_for): calibrated, or
+ * t(b) = t0 + per_sample * b. */
+typedef struct sim_compute {
+  int calib;
+  double t0, per_sample;      /* s, s per sample */
+} sim_compute;
+
 typedef struct sim {
   hs_runtime rt;              /* first member: the policy sees only this */
   const hs_sim_config *cfg;
@@ -80,6 +87,7 @@ typedef struct sim {
   int n, cap;
   sim_worker *w;
   hs_netm_peer *peers;
+  sim_compute *compute;       /* per device type */
   sim_op *ops;
   int n_ops, cap_ops, free_op;
   hs_shared_link link[2];     /* the server's inbound (pushes) and outbound (pulls) links */
@@ -119,8 +127,8 @@ int hs_sim_max_batch(const hs_device_type *t, double param_bytes, double act_byt
 
 static double predict(const sim *s, int w, int batch) {
   int type = s->w[w].type;
-  const hs_compute_spec *c = &s->spec->types[type].compute;
-  if (c->kind == HS_COMPUTE_CALIB) return hs_perf_eval(&s->cfg->perf[type], (double)batch) * s->w[w].slowdown;
+  const sim_compute *c = &s->compute[type];
+  if (c->calib) return hs_perf_eval(&s->cfg->perf[type], (double)batch) * s->w[w].slowdown;
   return (c->t0 + c->per_sample * (double)batch) * s->w[w].slowdown;
 }
 
@@ -691,7 +699,7 @@ static int add_worker(sim *s, int type, int node, double slow, double comm_slow,
   x->max_batch = hs_sim_max_batch(&s->spec->types[type], s->cfg->param_bytes, s->cfg->act_bytes_per_sample);
   /* A calibrated limit (the first batch that ran out of memory) tightens a derived one; a
    * max_batch written in the cluster file wins. */
-  int cal_max = s->spec->types[type].compute.kind == HS_COMPUTE_CALIB ? s->cfg->perf[type].max_batch : 0;
+  int cal_max = s->compute[type].calib ? s->cfg->perf[type].max_batch : 0;
   if (cal_max > 0 && !s->spec->types[type].max_batch && x->max_batch >= 0 && (!x->max_batch || cal_max < x->max_batch))
     x->max_batch = cal_max;
   if (x->max_batch < 0)
@@ -775,11 +783,27 @@ static int setup(sim *s, const hs_sim_config *cfg) {
   s->cfg = cfg;
   s->spec = spec;
   s->free_op = -1;
-  for (int t = 0; t < spec->n_types; t++)
-    if (spec->types[t].compute.kind == HS_COMPUTE_CALIB && !cfg->perf)
+  /* Each device type's compute for this model; a roofline is charged the model's FLOPs. */
+  double flops = cfg->train_flops_per_sample;
+  hs_model_stats zs;
+  if (!(flops > 0) && cfg->model && !hs_zoo_stats(cfg->model, &zs, NULL)) flops = zs.train_flops_per_sample;
+  if (!(s->compute = calloc((size_t)spec->n_types, sizeof *s->compute)))
+    return fail(s, HS_ENOMEM, "out of memory");
+  for (int t = 0; t < spec->n_types; t++) {
+    hs_compute_spec cs;
+    int rc = hs_cluster_compute_for(spec, t, cfg->model ? cfg->model : "", flops, &cs, &s->diag);
+    if (rc) return rc;
+    if (cs.kind != HS_COMPUTE_INLINE && cs.kind != HS_COMPUTE_CALIB)
+      return fail(s, HS_EINVAL, "%s: device_types.%s.compute: the profile (%s) was not imported; "
+                  "the caller imports profiles (hetsim sim does)", spec->path, spec->types[t].name,
+                  cs.profile);
+    if (cs.kind == HS_COMPUTE_CALIB && !cfg->perf)
       return fail(s, HS_EINVAL, "%s: device_types.%s.compute: the calibrated model (calib: \"%s\") "
                   "was not resolved; give a calibration database (--calib DB)",
-                  spec->path, spec->types[t].name, spec->types[t].compute.calib);
+                  spec->path, spec->types[t].name, cs.calib);
+    s->compute[t] = (sim_compute){.calib = cs.kind == HS_COMPUTE_CALIB, .t0 = cs.t0,
+                                  .per_sample = cs.per_sample};
+  }
   if (cfg->global_batch < 1) return fail(s, HS_EINVAL, "--global-batch must be at least 1");
   int targets = cfg->conv && (cfg->target_loss > 0 || cfg->target_accuracy > 0);
   if (!cfg->conv && (cfg->target_loss > 0 || cfg->target_accuracy > 0))
@@ -835,6 +859,7 @@ static void teardown(sim *s) {
   free(s->ops);
   free(s->w);
   free(s->peers);
+  free(s->compute);
   hs_shared_link_free(&s->link[0]);
   hs_shared_link_free(&s->link[1]);
   hs_netm_close(&s->net);

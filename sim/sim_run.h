@@ -50,7 +50,9 @@ struct hs_conv_model;
 
 typedef struct hs_sim_config {
   const hs_cluster_spec *cluster;
-  const char *model;              /* name, for messages */
+  const char *model;              /* name: picks each device type's compute (per-model forms) */
+  double train_flops_per_sample;  /* FLOP, forward + backward, for roofline compute; 0 = the
+                                   * zoo's figure for model */
   double grad_bytes;              /* bytes of one gradient or model (fp32: 4 * params) */
   double act_bytes_per_sample;    /* for memory limits; 0 = unknown */
   double param_bytes;             /* weights, for memory limits */

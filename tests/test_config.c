@@ -232,7 +232,7 @@ static const bad_case bad_cases[] = {
     {"name: c\nnetwork: {bandwidth: 0Gbps}\n" T N, {"c.yaml:2:22: network.bandwidth: expected a bandwidth", "got \"0Gbps\""}},
     {"name: c\nnetwork: {latency: -3us}\n" T N, {"c.yaml:2:20: network.latency: expected a time like", "got \"-3us\""}},
     {"name: c\nnetwork: {bandwidth: 1Gbps, latncy: 3us}\n" T N,
-     {"c.yaml:2:29: network.latncy: expected one of: bandwidth, latency, got \"latncy\""}},
+     {"c.yaml:2:29: network.latncy: expected one of: bandwidth, latency, calib, got \"latncy\""}},
     {"name: c\n" T "nodes: [{devices: [{type: g}]}, {devices: [{type: g}]}]\n",
      {"c.yaml:1:1: network: expected a mapping {bandwidth, latency} (required with more than one node), got nothing"}},
     /* parameter_server */
@@ -261,12 +261,12 @@ static const bad_case bad_cases[] = {
     {"name: c\ndevice_types:\n  g: {max_batch: 12.5, compute: {t0: 1ms, per_sample: 1ms}}\n" N,
      {"c.yaml:3:18: device_types.g.max_batch: expected an integer", "got \"12.5\""}},
     {"name: c\ndevice_types:\n  g: {memory: 1GiB}\n" N,
-     {"c.yaml:3:6: device_types.g.compute: expected a mapping {t0, per_sample} or {calib} (required), got nothing"}},
+     {"c.yaml:3:6: device_types.g.compute: expected a mapping {t0, per_sample}, {calib}, {profile}, {flops, efficiency, t0} or a mapping from model names (and default) to these (required), got nothing"}},
     {"name: c\ndevice_types:\n  g: {compute: fast}\n" N, {"c.yaml:3:16: device_types.g.compute: expected a mapping", "got \"fast\""}},
     {"name: c\ndevice_types:\n  g: {compute: {t0: 1ms, per_sample: 1ms, calib: x}}\n" N,
-     {"c.yaml:3:16: device_types.g.compute: expected either {t0, per_sample}", "not both, got both \"calib\" and \"t0\""}},
+     {"c.yaml:3:16: device_types.g.compute: expected one of {t0, per_sample} (an inline model), {calib}", "not several, got both \"calib\" and \"per_sample\""}},
     {"name: c\ndevice_types:\n  g: {compute: {}}\n" N,
-     {"c.yaml:3:16: device_types.g.compute: expected {t0, per_sample} (an inline model) or {calib}", "got neither"}},
+     {"c.yaml:3:16: device_types.g.compute: expected one of {t0, per_sample} (an inline model), {calib}", "got neither"}},
     {"name: c\ndevice_types:\n  g: {compute: {t0: 1ms}}\n" N,
      {"c.yaml:3:16: device_types.g.compute.per_sample: expected a time > 0", "(required with t0), got nothing"}},
     {"name: c\ndevice_types:\n  g: {compute: {per_sample: 1ms}}\n" N,
@@ -278,7 +278,36 @@ static const bad_case bad_cases[] = {
     {"name: c\ndevice_types:\n  g: {compute: {calib: \"\"}}\n" N,
      {"c.yaml:3:24: device_types.g.compute.calib: expected a non-empty string", "got an empty value"}},
     {"name: c\ndevice_types:\n  g: {compute: {t0: 1ms, per_sample: 1ms, flops: 3}}\n" N,
-     {"c.yaml:3:43: device_types.g.compute.flops: expected one of: t0, per_sample, calib, got \"flops\""}},
+     {"c.yaml:3:16: device_types.g.compute: expected one of", "got both \"flops\" and \"per_sample\""}},
+    {"name: c\ndevice_types:\n  g: {compute: {t0: 1ms, per_sample: 1ms, speed: 3}}\n" N,
+     {"c.yaml:3:43: device_types.g.compute.speed: expected one of: t0, per_sample, model, calib, profile, flops, efficiency, got \"speed\""}},
+    /* compute: the roofline, the profile, the model it was measured for, per-model mappings */
+    {"name: c\ndevice_types:\n  g: {compute: {flops: 15.7TFLOPS, t0: 1ms}}\n" N,
+     {"c.yaml:3:16: device_types.g.compute.efficiency: expected the share of the peak", "(required with flops), got nothing"}},
+    {"name: c\ndevice_types:\n  g: {compute: {flops: 15.7 teraflops, efficiency: 0.5}}\n" N,
+     {"c.yaml:3:24: device_types.g.compute.flops: expected a compute rate > 0 like \"15.7TFLOPS\"", "got \"15.7 teraflops\""}},
+    {"name: c\ndevice_types:\n  g: {compute: {flops: 0TFLOPS, efficiency: 0.5}}\n" N,
+     {"device_types.g.compute.flops: expected a compute rate > 0", "got \"0TFLOPS\""}},
+    {"name: c\ndevice_types:\n  g: {compute: {flops: 1TFLOPS, efficiency: 1.5}}\n" N,
+     {"c.yaml:3:45: device_types.g.compute.efficiency: expected a number in (0, 1], got \"1.5\""}},
+    {"name: c\ndevice_types:\n  g: {compute: {t0: 1ms, efficiency: 0.5}}\n" N,
+     {"c.yaml:3:38: device_types.g.compute.efficiency: expected no efficiency without flops"}},
+    {"name: c\ndevice_types:\n  g: {compute: {calib: x, model: mlp}}\n" N,
+     {"c.yaml:3:34: device_types.g.compute: expected {calib} alone", "got \"calib\" with other keys"}},
+    {"name: c\ndevice_types:\n  g: {compute: {profile: \"\"}}\n" N,
+     {"c.yaml:3:26: device_types.g.compute.profile: expected a non-empty string"}},
+    {"name: c\ndevice_types:\n  g: {compute: {t0: 1ms, per_sample: 1ms, model: [a]}}\n" N,
+     {"c.yaml:3:50: device_types.g.compute.model: expected a non-empty string", "got a sequence"}},
+    {"name: c\ndevice_types:\n  g: {compute: {mlp: {t0: 1ms, per_sample: 1ms}, cnn: 5}}\n" N,
+     {"c.yaml:3:55: device_types.g.compute.cnn: expected a mapping {t0, per_sample}", "got \"5\""}},
+    {"name: c\ndevice_types:\n  g: {compute: {mlp: {t0: 1ms, per_sample: 1ms}, mlp: {calib: x}}}\n" N,
+     {"c.yaml:3:50: device_types.g.compute.mlp: expected each model once in a mapping"}},
+    {"name: c\ndevice_types:\n  g: {compute: {mlp: {t0: 1ms, per_sample: 1ms, model: cnn}}}\n" N,
+     {"device_types.g.compute.mlp.model: expected the model of its key (\"mlp\") or nothing", "got \"cnn\""}},
+    {"name: c\ndevice_types:\n  g: {compute: {mlp: {t0: 1ms}}}\n" N,
+     {"c.yaml:3:22: device_types.g.compute.mlp.per_sample: expected a time > 0"}},
+    {"name: c\nnetwork: {calib: gloo-host, latency: 3us}\n" T N,
+     {"c.yaml:2:10: network: expected either {bandwidth, latency} or {calib}", "not both"}},
     {"name: c\ndevice_types:\n  [a]: {compute: {t0: 1ms, per_sample: 1ms}}\n" N,
      {"c.yaml:3:3: device_types (a type name): expected a non-empty string", "got a sequence"}},
     /* nodes */
@@ -293,7 +322,7 @@ static const bad_case bad_cases[] = {
     {"name: c\nnetwork: {}\n" T "nodes:\n  - {devices: [{type: g}]}\n  - {link: {latency: 1 ms ago}}\n",
      {"c.yaml:6:22: nodes[1].link.latency: expected a time", "got \"1 ms ago\""}},
     {"name: c\nnetwork: {}\n" T "nodes:\n  - {devices: [{type: g}]}\n  - {link: 10Gbps}\n",
-     {"c.yaml:6:12: nodes[1].link: expected a mapping with keys bandwidth, latency, got \"10Gbps\""}},
+     {"c.yaml:6:12: nodes[1].link: expected a mapping with keys bandwidth, latency (or calib), got \"10Gbps\""}},
     {"name: c\nnetwork: {}\n" T "nodes:\n  - {name: a, devices: [{type: g}]}\n  - {name: a}\n",
      {"c.yaml:6:5: nodes[1].name: expected a node name used once, got \"a\" again (nodes[0] has it)"}},
     {"name: c\nnetwork: {}\n" T "nodes:\n  - {name: node1, devices: [{type: g}]}\n  - {}\n",
@@ -520,7 +549,15 @@ static void test_bundled_files(void) {
     ASSERT_EQ(s.n_workers, files[i].workers);
     ASSERT_EQ(s.n_nodes, files[i].nodes);
     ASSERT_EQ(s.n_types, files[i].types);
-    for (int t = 0; t < s.n_types; t++) ASSERT(s.types[t].compute.per_sample > 0);
+    /* Each type has resnet18's inline numbers and a roofline for every other model. */
+    for (int t = 0; t < s.n_types; t++) {
+      ASSERT_EQ(s.types[t].n_per_model, 1);
+      if (s.types[t].n_per_model != 1) continue;
+      ASSERT_STR(s.types[t].per_model[0].model, "resnet18");
+      ASSERT(s.types[t].per_model[0].per_sample > 0);
+      ASSERT_EQ(s.types[t].compute.kind, HS_COMPUTE_ROOFLINE);
+      ASSERT(s.types[t].compute.flops > 1e12 && s.types[t].compute.efficiency == 0.5);
+    }
     if (i == 0) {
       /* lbb-4gpu: 2x GTX 1070, M40, GTX 750 in that order, and its CSV trace. */
       ASSERT_EQ(s.workers[0].type, hs_cluster_find_type(&s, "gtx1070"));

@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# Compute that depends on the model (docs/cli.md "Compute for a model"): per-model forms with a
+# default, the roofline charged with the model's training FLOPs (closed form), inline numbers
+# that name their model (another model refused, nothing stored), the warning for inline numbers
+# that do not, and links that take their numbers from measured communication.
+. "$(dirname "$0")/cli-lib.sh"
+cli_setup "$@"
+H=$HETSIM
+DB="$TMP/h.db"
+runs() { rows "$DB" "SELECT count(*) FROM run"; }
+mean_iter() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["mean_iteration_s"])' "$TMP/out"; }
+# close A B: |A/B - 1| < 1e-9
+close() { python3 -c 'import sys; a,b=float(sys.argv[1]),float(sys.argv[2]); sys.exit(0 if abs(a/b-1)<1e-9 else 1)' "$1" "$2"; }
+train_flops() { "$H" models --json | python3 -c 'import json,sys; print(next(m["train_flops_per_sample"] for m in json.load(sys.stdin) if m["name"]==sys.argv[1]))' "$1"; }
+one() { # one FILE MODEL [ARGS...]: a one-worker ssgd run of batch 64, 10 iterations, --json
+  local f=$1 m=$2
+  shift 2
+  "$H" sim --cluster "$f" --model "$m" --policy ssgd --global-batch 64 --iterations 10 --db "$DB" --json "$@" >"$TMP/out" 2>"$TMP/err"
+}
+cluster() { # cluster FILE COMPUTE: one node, one worker of type g with that compute mapping
+  printf 'name: c\ndevice_types:\n  g: {compute: %s}\nnodes: [{name: n0, devices: [{type: g}]}]\n' "$2" >"$1"
+}
+
+# --- the roofline: t(b) = t0 + b * F / (flops * efficiency), exactly -----------------------
+cluster "$TMP/roof.yaml" '{flops: 2TFLOPS, efficiency: 0.25, t0: 1ms}'
+for m in mlp resnet18; do
+  if one "$TMP/roof.yaml" "$m"; then
+    want=$(python3 -c "print(1e-3 + 64 * $(train_flops $m) / (2e12 * 0.25))")
+    check "roofline.$m" close "$(mean_iter)" "$want"
+    check "roofline.$m.no_warning" test ! -s "$TMP/err"
+  else
+    bad "roofline.$m" "$(head -c 300 "$TMP/err")"
+  fi
+done
+
+# --- per-model forms with a default: the model's own entry, else the default ---------------
+cluster "$TMP/per.yaml" '{mlp: {t0: 2ms, per_sample: 0.1ms}, default: {flops: 2TFLOPS, efficiency: 0.25, t0: 1ms}}'
+one "$TMP/per.yaml" mlp && check per_model.own close "$(mean_iter)" "$(python3 -c 'print(2e-3 + 64 * 1e-4)')"
+one "$TMP/per.yaml" cnn && check per_model.default close "$(mean_iter)" \
+  "$(python3 -c "print(1e-3 + 64 * $(train_flops cnn) / (2e12 * 0.25))")"
+cluster "$TMP/nodef.yaml" '{mlp: {t0: 2ms, per_sample: 0.1ms}, resnet18: {t0: 5ms, per_sample: 3ms}}'
+before=$(runs)
+expect_exit per_model.no_entry 2 "$H" sim --cluster "$TMP/nodef.yaml" --model cnn --policy ssgd --global-batch 64 --iterations 1 --db "$DB"
+check per_model.no_entry_message grep -q "nodef.yaml:3:16: device_types.g.compute: no numbers for model cnn (it has: mlp, resnet18" "$TMP/err"
+check per_model.no_entry_nothing_stored test "$(runs)" = "$before"
+
+# --- inline numbers measured for one model: another model refused, nothing stored ---------
+cluster "$TMP/named.yaml" '{t0: 2ms, per_sample: 0.1ms, model: resnet18}'
+one "$TMP/named.yaml" resnet18 && check named.same_model close "$(mean_iter)" "$(python3 -c 'print(2e-3 + 64 * 1e-4)')"
+check named.same_model_no_warning test ! -s "$TMP/err"
+before=$(runs)
+expect_exit named.other_model 2 "$H" sim --cluster "$TMP/named.yaml" --model mlp --policy ssgd --global-batch 64 --iterations 1 --db "$DB"
+check named.other_model_message grep -q "named.yaml:3:16: device_types.g.compute: its numbers were measured for model resnet18, not mlp" "$TMP/err"
+check named.nothing_stored test "$(runs)" = "$before"
+
+# --- inline numbers that do not say: one warning, and the run goes on ----------------------
+cluster "$TMP/unnamed.yaml" '{t0: 2ms, per_sample: 0.1ms}'
+one "$TMP/unnamed.yaml" mlp
+check unnamed.runs test $? -eq 0
+check unnamed.one_warning test "$(grep -c "warning: .*unnamed.yaml: the inline compute of g does not say which model" "$TMP/err")" = 1
+check unnamed.json_clean python3 -c 'import json,sys; json.load(open(sys.argv[1]))' "$TMP/out"
+
+# --- the bundled clusters: resnet18 keeps its numbers, other models get the roofline -------
+C="$SRC/traces/lbb-4gpu.yaml"
+"$H" sim --cluster "$C" --model resnet18 --policy ssgd --global-batch 256 --iterations 200 --db "$DB" --json >"$TMP/out" 2>"$TMP/err"
+check bundled.resnet18_unchanged close "$(mean_iter)" 0.20901698100000027
+check bundled.no_warning test ! -s "$TMP/err"
+"$H" sim --cluster "$C" --model mlp --policy ssgd --global-batch 256 --iterations 20 --db "$DB" --json >"$TMP/out"
+mlp=$(mean_iter)
+"$H" sim --cluster "$C" --model vgg16 --policy ssgd --global-batch 256 --iterations 20 --db "$DB" --json >"$TMP/out"
+vgg=$(mean_iter)
+check bundled.models_differ python3 -c "import sys; sys.exit(0 if $vgg > 10 * $mlp else 1)"
+
+# --- links from measured communication ------------------------------------------------------
+# A device whose p2p model is alpha 50us, beta 1 GB/s; two workers on two nodes joined by the
+# network {calib: net0}: one ssgd iteration = t(b) + 2(N-1)(alpha + M/(N beta)) (DESIGN.md).
+CAL="$TMP/cal.db"
+"$H" query --db "$CAL" runs >/dev/null 2>&1 || "$H" sim --cluster "$TMP/roof.yaml" --model mlp --policy ssgd --global-batch 64 --iterations 1 --db "$CAL" >/dev/null 2>&1
+sqlite3 "$CAL" "INSERT INTO device(id, name, kind) VALUES (40, 'net0', 'cpu');
+  INSERT INTO comm_model(device_id, backend, op, world_size, alpha_s, beta_bytes_per_s) VALUES (40, 'gloo', 'p2p', 2, 50e-6, 1e9);"
+cat >"$TMP/net.yaml" <<'YAML'
+name: net
+network: {calib: net0}
+device_types:
+  g: {compute: {t0: 2ms, per_sample: 0.1ms, model: mlp}}
+nodes:
+  - {name: a, devices: [{type: g}]}
+  - {name: b, devices: [{type: g}]}
+YAML
+if "$H" sim --cluster "$TMP/net.yaml" --model mlp --policy ssgd --global-batch 128 --iterations 10 --calib "$CAL" --db "$DB" --json >"$TMP/out" 2>"$TMP/err"; then
+  M=$("$H" models --json | python3 -c 'import json,sys; print(next(m["grad_bytes"] for m in json.load(sys.stdin) if m["name"]=="mlp"))')
+  check link_calib.p2p close "$(mean_iter)" "$(python3 -c "print(2e-3 + 64e-4 + 2 * (50e-6 + $M / (2 * 1e9)))")"
+else
+  bad link_calib.p2p "$(head -c 300 "$TMP/err")"
+fi
+# Only an all-reduce measured (world size 4: alpha' 600us, beta' 2 GB/s): the link that a ring of
+# 4 would need, latency alpha'/6 and bandwidth beta' * 6/4.
+sqlite3 "$CAL" "INSERT INTO device(id, name, kind) VALUES (41, 'ar0', 'cpu');
+  INSERT INTO comm_model(device_id, backend, op, world_size, alpha_s, beta_bytes_per_s) VALUES (41, 'gloo', 'allreduce', 4, 600e-6, 2e9);"
+sed 's/calib: net0/calib: ar0/' "$TMP/net.yaml" >"$TMP/ar.yaml"
+if "$H" sim --cluster "$TMP/ar.yaml" --model mlp --policy ssgd --global-batch 128 --iterations 10 --calib "$CAL" --db "$DB" --json >"$TMP/out" 2>"$TMP/err"; then
+  check link_calib.allreduce close "$(mean_iter)" "$(python3 -c "print(2e-3 + 64e-4 + 2 * (600e-6 / 6 + $M / (2 * 2e9 * 6 / 4)))")"
+else
+  bad link_calib.allreduce "$(head -c 300 "$TMP/err")"
+fi
+sed 's/calib: net0/calib: nosuch/' "$TMP/net.yaml" >"$TMP/nosuch.yaml"
+before=$(runs)
+expect_exit link_calib.unknown 2 "$H" sim --cluster "$TMP/nosuch.yaml" --model mlp --policy ssgd --global-batch 128 --iterations 1 --calib "$CAL" --db "$DB"
+check link_calib.unknown_message grep -q 'nosuch.yaml:2:18: network.calib: no measured communication .* for device "nosuch"' "$TMP/err"
+check link_calib.nothing_stored test "$(runs)" = "$before"
+
+cli_finish
