@@ -62,6 +62,12 @@ struct hs_cluster_spec;
 void hs_cli_warn_unnamed_compute(const char *cmd, const struct hs_cluster_spec *spec,
                                  const char *model);
 
+/* The file a `compute: {profile: NAME}` names: NAME itself when absolute; else NAME relative to
+ * the cluster file's folder when that exists; else the bundled profile
+ * $HETSIM_PROFILES/NAME[.json] (default HETSIM_PROFILES_DIR, the source tree's traces/profiles).
+ * Returns 0 with the path in out, or -1 when none exists (out then holds the first candidate). */
+int hs_cli_profile_path(const char *cluster_path, const char *name, char *out, size_t len);
+
 /* Monotonic wall-clock time in seconds, for the wall_s of a run. */
 double hs_cli_wall_now(void);
 

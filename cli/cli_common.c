@@ -9,6 +9,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <yaml.h>
 
@@ -94,6 +95,33 @@ void hs_cli_warn_unnamed_compute(const char *cmd, const hs_cluster_spec *spec, c
           "measured for, so it ignores the model: its times are used for %s as written (name it "
           "with `model: NAME`, or give per-model compute; docs/cli.md)\n",
           cmd, spec->path[0] ? spec->path : spec->name, names, model);
+}
+
+static int is_file(const char *p) {
+  struct stat st;
+  return stat(p, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+int hs_cli_profile_path(const char *cluster_path, const char *name, char *out, size_t len) {
+  if (name[0] == '/') {
+    snprintf(out, len, "%s", name);
+    return is_file(out) ? 0 : -1;
+  }
+  const char *slash = cluster_path ? strrchr(cluster_path, '/') : NULL;
+  int dir_len = slash ? (int)(slash - cluster_path) : 1;
+  if ((size_t)snprintf(out, len, "%.*s/%s", dir_len, slash ? cluster_path : ".", name) < len &&
+      is_file(out))
+    return 0;
+  char first[4096];
+  snprintf(first, sizeof first, "%s", out);
+  const char *dir = getenv("HETSIM_PROFILES");
+  if (!dir || !*dir) dir = HETSIM_PROFILES_DIR;
+  size_t n = strlen(name);
+  int has_ext = n > 5 && strcmp(name + n - 5, ".json") == 0;
+  if ((size_t)snprintf(out, len, "%s/%s%s", dir, name, has_ext ? "" : ".json") < len && is_file(out))
+    return 0;
+  snprintf(out, len, "%s", first);
+  return -1;
 }
 
 double hs_cli_wall_now(void) {
