@@ -344,7 +344,8 @@ static int check_compute(checker *x, const hs_json_value *root, profile *pr) {
   const hs_json_value *cv;
   int rc = member(x, root, "$", "compute", 1, &cv);
   if (rc) return rc;
-  if (cv->type != HS_JSON_ARRAY || cv->n < 1) return bad_value(x, "$.compute", "an array of at least one timing", cv);
+  if (cv->type != HS_JSON_ARRAY) return bad_value(x, "$.compute", "an array of timings", cv);
+  if (cv->n < 1) return bad(x, "$.compute", "expected at least one timing, got an empty array");
   /* Room for every entry plus a derived step per batch. */
   if (!(pr->compute = calloc((size_t)cv->n * 2, sizeof *pr->compute))) return hs_diag_set(x->d, HS_ENOMEM, "out of memory");
   for (int i = 0; i < cv->n; i++) {
