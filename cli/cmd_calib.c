@@ -607,6 +607,7 @@ static int cmd_import(int argc, char **argv) {
     if ((rc = hs_cal_import_read(files[i], &text[i], &len[i], &d)) ||
         (rc = hs_cal_import_check(files[i], text[i], len[i], &io, &info[i], &d))) {
       fprintf(stderr, "hetsim calib import: %s\n", d.msg);
+      fprintf(stderr, "hetsim calib import: nothing was stored\n");
       status = rc == HS_ENOMEM ? 1 : 2;
       goto out;
     }
