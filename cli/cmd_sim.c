@@ -218,8 +218,8 @@ static int resolve_model(const sim_args *a, const hs_model_info **mi, hs_model_s
   }
   hs_store_close(cs);
   if (rc == HS_ENOTFOUND || (!rc && !row.source[0])) {
-    fprintf(stderr, "hetsim sim: --model: unknown model \"%s\": not in the zoo (%s) nor imported into %s (%s)\n", a->model, zoo,
-            cpath, held[0] ? held : "it holds none; `hetsim calib import` brings one");
+    fprintf(stderr, "hetsim sim: --model: unknown model \"%s\"; valid: %s (the zoo), and the models imported into %s: %s\n",
+            a->model, zoo, cpath, held[0] ? held : "none (`hetsim calib import` brings them)");
     return 2;
   }
   if (rc) {

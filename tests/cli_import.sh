@@ -72,7 +72,7 @@ YAML
 run sim 0 sim --cluster one.yaml --model tinynet --policy ssgd --global-batch 32 --iterations 5 --calib "$DB" --db runs.db --json
 check sim-measured-median /usr/bin/python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert abs(d["mean_iteration_s"] - 0.0052) < 1e-12, d' "$TMP/out"
 run sim-unknown 2 sim --cluster one.yaml --model nosuch --policy ssgd --global-batch 32 --iterations 5 --calib "$DB" --db runs.db
-check sim-unknown-lists-both has err "not in the zoo (mlp, cnn, resnet18, vgg16, mobilenetv2) nor imported into $DB (tinynet)"
+check sim-unknown-lists-both has err "unknown model \"nosuch\"; valid: mlp, cnn, resnet18, vgg16, mobilenetv2 (the zoo), and the models imported into $DB: tinynet"
 run sim-epochs 2 sim --cluster one.yaml --model tinynet --policy ssgd --global-batch 32 --epochs 1 --calib "$DB" --db runs.db
 check sim-epochs-msg has err "tinynet is an imported model"
 run sim-proxy 2 sim --cluster one.yaml --model tinynet --policy ssgd --global-batch 32 --iterations 2 --convergence proxy --calib "$DB" --db runs.db
