@@ -773,7 +773,9 @@ int hs_cal_import_read(const char *path, char **text, size_t *len, hs_diag *d) {
     free(buf);
     return rc;
   }
-  *text = buf;
+  buf[n] = '\0'; /* n <= HS_CAL_IMPORT_MAX_BYTES: room for it */
+  char *fit = realloc(buf, n + 1); /* give back the rest of the largest size */
+  *text = fit ? fit : buf;
   *len = n;
   return 0;
 }

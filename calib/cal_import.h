@@ -106,8 +106,8 @@ int hs_cal_import_text_opts(hs_store *st, const char *name, const char *json, si
  * info's device, model, hash and model_in_zoo. */
 int hs_cal_import_check(const char *name, const char *json, size_t len, const hs_cal_import_opts *o,
                         hs_cal_import_info *info, hs_diag *d);
-/* Reads a whole file (at most HS_CAL_IMPORT_MAX_BYTES) into a fresh buffer the caller frees;
- * HS_EIO when it cannot be read. */
+/* Reads a whole file (at most HS_CAL_IMPORT_MAX_BYTES) into a fresh NUL-terminated buffer the
+ * caller frees (*len excludes the NUL); HS_EIO when it cannot be read. */
 int hs_cal_import_read(const char *path, char **text, size_t *len, hs_diag *d);
 
 /* 1 when name is acceptable as a model name of a profile: 1 to 63 characters of letters,
