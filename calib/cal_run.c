@@ -241,25 +241,9 @@ static int grow_inputs(hs_net *n, gsl_rng *rng, int batch, float **x, int32_t **
 
 static int fit_model(hs_store *s, int64_t dev, hs_cal_model_result *mr, hs_diag *d) {
   for (int p = 0; p < HS_CAL_PHASES; p++) {
-    double *b = NULL, *t = NULL;
-    int n = 0;
-    int rc = hs_cal_load_samples(s, dev, mr->model, (hs_cal_phase)p, &b, &t, &n, d);
+    int rc = hs_cal_refit(s, dev, mr->model, (hs_cal_phase)p, mr->oom_batch, mr->max_batch, &mr->fits[p],
+                          &mr->fitted[p], mr->fit_error, sizeof mr->fit_error, d);
     if (rc) return rc;
-    hs_diag fd = {0};
-    /* Points beyond a memory limit seen now (stored by an earlier run) are left out. */
-    int k = 0;
-    for (int i = 0; i < n; i++)
-      if (!mr->oom_batch || b[i] < mr->oom_batch) b[k] = b[i], t[k] = t[i], k++;
-    rc = hs_fit_select(b, t, k, &mr->fits[p], &fd);
-    free(b);
-    free(t);
-    if (rc == HS_EINVAL) {
-      snprintf(mr->fit_error, sizeof mr->fit_error, "%s: %.200s", hs_cal_phase_name((hs_cal_phase)p), fd.msg);
-      continue;
-    }
-    if (rc) return hs_diag_set(d, rc, "fitting %s %s: %s", mr->model, hs_cal_phase_name((hs_cal_phase)p), fd.msg);
-    if ((rc = hs_cal_store_fits(s, dev, mr->model, (hs_cal_phase)p, &mr->fits[p], mr->max_batch, d))) return rc;
-    mr->fitted[p] = 1;
   }
   return 0;
 }
@@ -383,20 +367,8 @@ static int calibrate_comm(hs_store *s, int64_t dev_id, sweep *sw, hs_cal_comm_re
     if (rc || (rc = hs_cal_store_comm_sample(s, &key, bytes, &st, d))) return rc;
     cr->measured++;
   }
-  double *b = NULL, *t = NULL;
-  int n = 0;
-  if ((rc = hs_cal_load_comm(s, &key, &b, &t, &n, d))) return rc;
-  hs_diag fd = {0};
-  rc = hs_fit_comm(b, t, n, &cr->alpha_s, &cr->beta_bytes_per_s, &cr->r2, &fd);
-  free(b);
-  free(t);
-  if (rc) {
-    snprintf(cr->why, sizeof cr->why, "%.250s", fd.msg);
-    return 0;
-  }
-  if ((rc = hs_cal_store_comm_model(s, &key, cr->alpha_s, cr->beta_bytes_per_s, cr->r2, d))) return rc;
-  cr->fitted = 1;
-  return 0;
+  return hs_cal_refit_comm(s, &key, &cr->alpha_s, &cr->beta_bytes_per_s, &cr->r2, &cr->fitted, cr->why,
+                           sizeof cr->why, d);
 }
 
 /* The hand-off latency, stored as comm_sample op "wake" (world 2, 0 bytes) unless stored. */

@@ -40,7 +40,32 @@ static int exec(hs_store *s, const char *sql, hs_diag *d) {
   return 0;
 }
 
-static void rollback(hs_store *s) { sqlite3_exec(hs_store_db(s), "ROLLBACK", NULL, NULL, NULL); }
+/* Each writing function below is one transaction of its own, or, when the caller already holds
+ * one (hs_cal_tx_begin: `hetsim calib import` stores a whole profile at once), a savepoint
+ * inside it, so that a failure undoes this function's writes and leaves the caller to decide
+ * about the rest. *nested says which, for the matching commit or rollback. */
+static int tx_begin(hs_store *s, int *nested, hs_diag *d) {
+  *nested = !sqlite3_get_autocommit(hs_store_db(s));
+  return exec(s, *nested ? "SAVEPOINT hs_cal" : "BEGIN IMMEDIATE", d);
+}
+
+static int tx_commit(hs_store *s, int nested, hs_diag *d) {
+  return exec(s, nested ? "RELEASE hs_cal" : "COMMIT", d);
+}
+
+static void rollback(hs_store *s, int nested) {
+  sqlite3_exec(hs_store_db(s), nested ? "ROLLBACK TO hs_cal; RELEASE hs_cal" : "ROLLBACK", NULL, NULL, NULL);
+}
+
+int hs_cal_tx_begin(hs_store *s, int *nested, hs_diag *d) { return tx_begin(s, nested, d); }
+
+int hs_cal_tx_commit(hs_store *s, int nested, hs_diag *d) {
+  int rc = tx_commit(s, nested, d);
+  if (rc) rollback(s, nested);
+  return rc;
+}
+
+void hs_cal_tx_rollback(hs_store *s, int nested) { rollback(s, nested); }
 
 static void bind_text_or_null(sqlite3_stmt *st, int i, const char *v) {
   if (v && *v) sqlite3_bind_text(st, i, v, -1, SQLITE_TRANSIENT);
@@ -65,10 +90,15 @@ static void bind_stats(sqlite3_stmt *st, int i, const hs_cal_stats *cs) {
 }
 
 int hs_cal_store_device(hs_store *s, const hs_cal_device *dev, int64_t *id, hs_diag *d) {
+  return hs_cal_store_device_from(s, dev, NULL, id, d);
+}
+
+int hs_cal_store_device_from(hs_store *s, const hs_cal_device *dev, const char *source, int64_t *id,
+                             hs_diag *d) {
   sqlite3_stmt *st = NULL;
   int rc = prep(s, &st,
                 "SELECT id FROM device WHERE kind = ?1 AND name = ?2 AND host IS ?3 AND ordinal IS "
-                "?4 AND sm_partition IS ?5 AND uuid IS ?6 ORDER BY id DESC LIMIT 1",
+                "?4 AND sm_partition IS ?5 AND uuid IS ?6 AND source IS ?7 ORDER BY id DESC LIMIT 1",
                 d);
   if (rc) return rc;
   sqlite3_bind_text(st, 1, dev->kind, -1, SQLITE_STATIC);
@@ -78,6 +108,7 @@ int hs_cal_store_device(hs_store *s, const hs_cal_device *dev, int64_t *id, hs_d
   else sqlite3_bind_null(st, 4);
   bind_pos_or_null(st, 5, dev->sm_partition);
   bind_text_or_null(st, 6, dev->uuid);
+  bind_text_or_null(st, 7, source);
   rc = sqlite3_step(st);
   if (rc == SQLITE_ROW) {
     *id = sqlite3_column_int64(st, 0);
@@ -89,8 +120,8 @@ int hs_cal_store_device(hs_store *s, const hs_cal_device *dev, int64_t *id, hs_d
   if ((rc = prep(s, &st,
                  "INSERT INTO device(name, uuid, kind, ordinal, sm_count, sm_partition, "
                  "memory_bytes, compute_capability, clock_sm_mhz, clock_mem_mhz, driver_version, "
-                 "cuda_version, cudnn_version, nccl_version, blas, host) VALUES (?1, ?2, ?3, ?4, "
-                 "?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
+                 "cuda_version, cudnn_version, nccl_version, blas, host, source) VALUES (?1, ?2, "
+                 "?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
                  d)))
     return rc;
   sqlite3_bind_text(st, 1, dev->name, -1, SQLITE_STATIC);
@@ -109,6 +140,7 @@ int hs_cal_store_device(hs_store *s, const hs_cal_device *dev, int64_t *id, hs_d
   bind_text_or_null(st, 14, dev->nccl_version);
   bind_text_or_null(st, 15, dev->blas);
   bind_text_or_null(st, 16, dev->host);
+  bind_text_or_null(st, 17, source);
   if ((rc = run(s, st, "inserting the device", d))) return rc;
   *id = sqlite3_last_insert_rowid(hs_store_db(s));
   return 0;
@@ -119,18 +151,66 @@ int hs_cal_store_model(hs_store *s, const char *model, hs_diag *d) {
   const hs_model_info *mi = hs_zoo_find(model);
   int rc = mi ? hs_zoo_stats(model, &ms, d) : hs_diag_set(d, HS_EINVAL, "unknown model \"%s\"", model);
   if (rc) return rc;
+  hs_cal_model_row row = {.params = ms.params, .grad_bytes = ms.grad_bytes,
+                          .flops_per_sample = ms.train_flops_per_sample};
+  snprintf(row.name, sizeof row.name, "%s", model);
+  snprintf(row.description, sizeof row.description, "%s", mi->description);
+  return hs_cal_store_model_row(s, &row, d);
+}
+
+int hs_cal_store_model_row(hs_store *s, const hs_cal_model_row *m, hs_diag *d) {
   sqlite3_stmt *st = NULL;
-  if ((rc = prep(s, &st,
-                 "INSERT INTO model(name, params, grad_bytes, flops_per_sample, description) "
-                 "VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT(name) DO NOTHING",
-                 d)))
-    return rc;
-  sqlite3_bind_text(st, 1, model, -1, SQLITE_STATIC);
-  sqlite3_bind_int64(st, 2, ms.params);
-  sqlite3_bind_int64(st, 3, ms.grad_bytes);
-  sqlite3_bind_double(st, 4, ms.flops_per_sample);
-  sqlite3_bind_text(st, 5, mi->description, -1, SQLITE_STATIC);
+  int rc = prep(s, &st,
+                "INSERT INTO model(name, params, grad_bytes, flops_per_sample, description, source) "
+                "VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT(name) DO NOTHING",
+                d);
+  if (rc) return rc;
+  sqlite3_bind_text(st, 1, m->name, -1, SQLITE_STATIC);
+  sqlite3_bind_int64(st, 2, m->params);
+  sqlite3_bind_int64(st, 3, m->grad_bytes);
+  bind_double_or_null(st, 4, m->flops_per_sample);
+  bind_text_or_null(st, 5, m->description);
+  bind_text_or_null(st, 6, m->source);
   return run(s, st, "inserting the model", d);
+}
+
+int hs_cal_load_model(hs_store *s, const char *name, hs_cal_model_row *m, hs_diag *d) {
+  sqlite3_stmt *st = NULL;
+  memset(m, 0, sizeof *m);
+  int rc = prep(s, &st,
+                "SELECT name, params, grad_bytes, flops_per_sample, description, source FROM model "
+                "WHERE name = ?1",
+                d);
+  if (rc) return rc;
+  sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+  rc = sqlite3_step(st);
+  if (rc == SQLITE_ROW) {
+    const char *desc = (const char *)sqlite3_column_text(st, 4), *src = (const char *)sqlite3_column_text(st, 5);
+    snprintf(m->name, sizeof m->name, "%s", (const char *)sqlite3_column_text(st, 0));
+    m->params = sqlite3_column_int64(st, 1);
+    m->grad_bytes = sqlite3_column_int64(st, 2);
+    m->flops_per_sample = sqlite3_column_type(st, 3) == SQLITE_NULL ? NAN : sqlite3_column_double(st, 3);
+    snprintf(m->description, sizeof m->description, "%s", desc ? desc : "");
+    snprintf(m->source, sizeof m->source, "%s", src ? src : "");
+  }
+  sqlite3_finalize(st);
+  if (rc == SQLITE_ROW) return 0;
+  if (rc != SQLITE_DONE) return db_fail(s, d, "reading the model table");
+  return hs_diag_set(d, HS_ENOTFOUND, "no model \"%s\" in %s", name, hs_store_path(s));
+}
+
+void hs_cal_imported_models(hs_store *s, char *buf, size_t size) {
+  sqlite3_stmt *st = NULL;
+  size_t l = 0;
+  buf[0] = '\0';
+  if (sqlite3_prepare_v2(hs_store_db(s), "SELECT name FROM model WHERE source IS NOT NULL ORDER BY name", -1, &st, NULL) !=
+      SQLITE_OK)
+    return;
+  while (sqlite3_step(st) == SQLITE_ROW && l + 1 < size) {
+    const char *name = (const char *)sqlite3_column_text(st, 0);
+    l += (size_t)snprintf(buf + l, size - l, "%s%s", l ? ", " : "", name ? name : "");
+  }
+  sqlite3_finalize(st);
 }
 
 int hs_cal_point_stored(hs_store *s, int64_t dev, const char *model, int batch, int *stored,
@@ -150,9 +230,25 @@ int hs_cal_point_stored(hs_store *s, int64_t dev, const char *model, int batch, 
   return rc == SQLITE_ROW ? 0 : db_fail(s, d, "reading calib_sample");
 }
 
+int hs_cal_store_sample(hs_store *s, int64_t dev, const char *model, int batch, hs_cal_phase phase,
+                        const hs_cal_stats *cs, hs_diag *d) {
+  sqlite3_stmt *st = NULL;
+  int rc = prep(s, &st,
+                "INSERT INTO calib_sample(device_id, model, batch, phase, median_s, p10_s, p90_s, "
+                "count) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                d);
+  if (rc) return rc;
+  sqlite3_bind_int64(st, 1, dev);
+  sqlite3_bind_text(st, 2, model, -1, SQLITE_STATIC);
+  sqlite3_bind_int(st, 3, batch);
+  sqlite3_bind_text(st, 4, phase_names[phase], -1, SQLITE_STATIC);
+  bind_stats(st, 5, cs);
+  return run(s, st, "inserting calib_sample", d);
+}
+
 int hs_cal_store_point(hs_store *s, int64_t dev, const char *model, int batch,
                        const hs_cal_stats stv[HS_CAL_PHASES], hs_diag *d) {
-  int rc = exec(s, "BEGIN IMMEDIATE", d);
+  int nested, rc = tx_begin(s, &nested, d);
   if (rc) return rc;
   sqlite3_stmt *st = NULL;
   if ((rc = prep(s, &st, "DELETE FROM calib_sample WHERE device_id = ?1 AND model = ?2 AND batch = ?3", d))) goto fail;
@@ -160,28 +256,17 @@ int hs_cal_store_point(hs_store *s, int64_t dev, const char *model, int batch,
   sqlite3_bind_text(st, 2, model, -1, SQLITE_STATIC);
   sqlite3_bind_int(st, 3, batch);
   if ((rc = run(s, st, "replacing calib_sample rows", d))) goto fail;
-  for (int p = 0; p < HS_CAL_PHASES; p++) {
-    if ((rc = prep(s, &st,
-                   "INSERT INTO calib_sample(device_id, model, batch, phase, median_s, p10_s, "
-                   "p90_s, count) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-                   d)))
-      goto fail;
-    sqlite3_bind_int64(st, 1, dev);
-    sqlite3_bind_text(st, 2, model, -1, SQLITE_STATIC);
-    sqlite3_bind_int(st, 3, batch);
-    sqlite3_bind_text(st, 4, phase_names[p], -1, SQLITE_STATIC);
-    bind_stats(st, 5, &stv[p]);
-    if ((rc = run(s, st, "inserting calib_sample", d))) goto fail;
-  }
-  if ((rc = exec(s, "COMMIT", d))) goto fail;
+  for (int p = 0; p < HS_CAL_PHASES; p++)
+    if ((rc = hs_cal_store_sample(s, dev, model, batch, (hs_cal_phase)p, &stv[p], d))) goto fail;
+  if ((rc = tx_commit(s, nested, d))) goto fail;
   return 0;
 fail:
-  rollback(s);
+  rollback(s, nested);
   return rc;
 }
 
 int hs_cal_forget(hs_store *s, int64_t dev, const char *model, hs_diag *d) {
-  int rc = exec(s, "BEGIN IMMEDIATE", d);
+  int nested, rc = tx_begin(s, &nested, d);
   if (rc) return rc;
   static const char *const sqls[] = {
       "DELETE FROM calib_sample WHERE device_id = ?1 AND model = ?2",
@@ -194,10 +279,10 @@ int hs_cal_forget(hs_store *s, int64_t dev, const char *model, hs_diag *d) {
     sqlite3_bind_text(st, 2, model, -1, SQLITE_STATIC);
     if ((rc = run(s, st, sqls[i], d))) goto fail;
   }
-  if ((rc = exec(s, "COMMIT", d))) goto fail;
+  if ((rc = tx_commit(s, nested, d))) goto fail;
   return 0;
 fail:
-  rollback(s);
+  rollback(s, nested);
   return rc;
 }
 
@@ -254,7 +339,7 @@ int hs_cal_load_samples(hs_store *s, int64_t dev, const char *model, hs_cal_phas
 
 int hs_cal_store_fits(hs_store *s, int64_t dev, const char *model, hs_cal_phase phase,
                       const hs_fit_set *fs, int max_batch, hs_diag *d) {
-  int rc = exec(s, "BEGIN IMMEDIATE", d);
+  int nested, rc = tx_begin(s, &nested, d);
   if (rc) return rc;
   sqlite3_stmt *st = NULL;
   if ((rc = prep(s, &st, "DELETE FROM perf_model WHERE device_id = ?1 AND model = ?2 AND phase = ?3", d))) goto fail;
@@ -286,11 +371,36 @@ int hs_cal_store_fits(hs_store *s, int64_t dev, const char *model, hs_cal_phase 
     sqlite3_bind_int(st, 9, f == fs->chosen);
     if ((rc = run(s, st, "inserting perf_model", d))) goto fail;
   }
-  if ((rc = exec(s, "COMMIT", d))) goto fail;
+  if ((rc = tx_commit(s, nested, d))) goto fail;
   return 0;
 fail:
-  rollback(s);
+  rollback(s, nested);
   return rc;
+}
+
+int hs_cal_refit(hs_store *s, int64_t dev, const char *model, hs_cal_phase phase, int oom_batch,
+                 int max_batch, hs_fit_set *fs, int *fitted, char *why, size_t why_size, hs_diag *d) {
+  double *b = NULL, *t = NULL;
+  int n = 0;
+  *fitted = 0;
+  int rc = hs_cal_load_samples(s, dev, model, phase, &b, &t, &n, d);
+  if (rc) return rc;
+  /* Points at or beyond a memory limit seen now (stored by an earlier run) are left out. */
+  int k = 0;
+  for (int i = 0; i < n; i++)
+    if (!oom_batch || b[i] < oom_batch) b[k] = b[i], t[k] = t[i], k++;
+  hs_diag fd = {0};
+  rc = hs_fit_select(b, t, k, fs, &fd);
+  free(b);
+  free(t);
+  if (rc == HS_EINVAL) {
+    snprintf(why, why_size, "%s: %.200s", phase_names[phase], fd.msg);
+    return 0;
+  }
+  if (rc) return hs_diag_set(d, rc, "fitting %s %s: %s", model, phase_names[phase], fd.msg);
+  if ((rc = hs_cal_store_fits(s, dev, model, phase, fs, max_batch, d))) return rc;
+  *fitted = 1;
+  return 0;
 }
 
 static void bind_comm_key(sqlite3_stmt *st, const hs_comm_key *k) {
@@ -344,7 +454,7 @@ int hs_cal_load_comm(hs_store *s, const hs_comm_key *k, double **bytes, double *
 
 int hs_cal_store_comm_model(hs_store *s, const hs_comm_key *k, double alpha_s, double beta,
                             double r2, hs_diag *d) {
-  int rc = exec(s, "BEGIN IMMEDIATE", d);
+  int nested, rc = tx_begin(s, &nested, d);
   if (rc) return rc;
   sqlite3_stmt *st = NULL;
   if ((rc = prep(s, &st,
@@ -364,9 +474,29 @@ int hs_cal_store_comm_model(hs_store *s, const hs_comm_key *k, double alpha_s, d
   sqlite3_bind_double(st, 6, beta);
   bind_double_or_null(st, 7, r2);
   if ((rc = run(s, st, "inserting comm_model", d))) goto fail;
-  if ((rc = exec(s, "COMMIT", d))) goto fail;
+  if ((rc = tx_commit(s, nested, d))) goto fail;
   return 0;
 fail:
-  rollback(s);
+  rollback(s, nested);
   return rc;
+}
+
+int hs_cal_refit_comm(hs_store *s, const hs_comm_key *k, double *alpha_s, double *beta, double *r2,
+                      int *fitted, char *why, size_t why_size, hs_diag *d) {
+  double *b = NULL, *t = NULL;
+  int n = 0;
+  *fitted = 0;
+  int rc = hs_cal_load_comm(s, k, &b, &t, &n, d);
+  if (rc) return rc;
+  hs_diag fd = {0};
+  rc = hs_fit_comm(b, t, n, alpha_s, beta, r2, &fd);
+  free(b);
+  free(t);
+  if (rc) {
+    snprintf(why, why_size, "%.250s", fd.msg);
+    return 0;
+  }
+  if ((rc = hs_cal_store_comm_model(s, k, *alpha_s, *beta, *r2, d))) return rc;
+  *fitted = 1;
+  return 0;
 }

@@ -1,7 +1,9 @@
-/* hetsim calib: time real training steps on a device, fit performance models, store both.
+/* hetsim calib: time real training steps on a device, fit performance models, store both; and
+ * `hetsim calib import`: the same tables from profiles measured elsewhere (calib/cal_import.h).
  *
  * Every input is checked, and the device opened, before the database is touched, so that bad
- * input (an unknown model, a GPU this machine lacks) leaves nothing in the database. */
+ * input (an unknown model, a GPU this machine lacks, a bad profile) leaves nothing in the
+ * database. */
 #include <getopt.h>
 #include <math.h>
 #include <signal.h>
@@ -11,6 +13,7 @@
 #include <string.h>
 
 #include "calib/cal_device.h"
+#include "calib/cal_import.h"
 #include "calib/cal_run.h"
 #include "cli/cli.h"
 #include "core/core_json.h"
@@ -34,6 +37,8 @@ static void usage(FILE *out) {
 "                    [--rel-tol X] [--comm | --no-comm] [--comm-max BYTES] [--comm-world N]\n"
 "                    [--threads N] [--concurrent N] [--pin auto|none] [--name NAME] [--redo]\n"
 "                    [--seed S]\n"
+"       hetsim calib import FILE... [--db FILE] [--as NAME] [--json]\n"
+"                    (profiles measured elsewhere; `hetsim calib import --help`)\n"
 "\n"
 "Times training steps (forward, backward, update and the whole step) of each model on the\n"
 "device over a sweep of batch sizes, a few steps per size in passes over all sizes (so that a\n"
@@ -355,7 +360,10 @@ static void print_text(const calib_args *a, const hs_cal_device *dev, const hs_c
   printf("  database %s\n", a->db);
 }
 
+static int cmd_import(int argc, char **argv);
+
 int hs_cmd_calib(int argc, char **argv) {
+  if (argc > 1 && !strcmp(argv[1], "import")) return cmd_import(argc - 1, argv + 1);
   calib_args a;
   int rc = parse_args(argc, argv, &a);
   if (rc) return rc < 0 ? 0 : rc;
@@ -431,6 +439,219 @@ int hs_cmd_calib(int argc, char **argv) {
       }
   }
   hs_cal_result_free(&res);
+  hs_store_close(store);
+  return status;
+}
+
+/* ---- hetsim calib import ---- */
+
+#define bad_import(...) hs_cli_usage("calib import", 1, __VA_ARGS__)
+
+static void import_usage(FILE *out) {
+  fprintf(out,
+"usage: hetsim calib import FILE... [--db FILE] [--as NAME] [--json]\n"
+"\n"
+"Reads profiles (JSON, format docs/profile.md: written by tools/hetsim_profile.py for any\n"
+"PyTorch model, or converted from published measurements) into the calibration tables and\n"
+"fits them as `hetsim calib` fits its own timings: the device (named as in the profile, or\n"
+"\"NAME (N workers)\" when N processes stepped at once), the model (a model outside the zoo\n"
+"with its parameters, gradient bytes and FLOPs, so that `hetsim sim --model NAME` accepts\n"
+"it), the step times per batch size and phase, the communication times, the fits t(b) and\n"
+"alpha + n/beta. Afterwards a cluster file's `compute: {calib: NAME}` uses them.\n"
+"\n"
+"Every file is checked before the database is opened; the files are stored in one\n"
+"transaction, so that a bad one (its JSON path is named) leaves nothing of any of them.\n"
+"Importing a profile again (the same content under the same device name) changes nothing.\n"
+"\n"
+"  --db FILE   database (default %s)\n"
+"  --as NAME   store the device under NAME instead of the profile's device.name\n"
+"  --json      print the result as one JSON object on stdout\n"
+"\n"
+"exit status: 0 imported (or already there), 1 database failure, 2 bad usage, a file that\n"
+"cannot be read or a bad profile (nothing stored).\n",
+          HS_DEFAULT_DB);
+}
+
+static void import_json_one(hs_json *j, const char *file, const hs_cal_import_info *in) {
+  hs_json_object_begin(j);
+  hs_json_key(j, "file"); hs_json_string(j, file);
+  hs_json_key(j, "status"); hs_json_string(j, in->unchanged ? "unchanged" : "imported");
+  hs_json_key(j, "device"); hs_json_string(j, in->device);
+  hs_json_key(j, "device_id"); hs_json_int(j, in->device_id);
+  hs_json_key(j, "model"); hs_json_string(j, in->model);
+  hs_json_key(j, "model_in_zoo"); hs_json_bool(j, in->model_in_zoo);
+  hs_json_key(j, "model_added"); hs_json_bool(j, in->model_added);
+  hs_json_key(j, "hash"); hs_json_string(j, in->hash);
+  hs_json_key(j, "samples"); hs_json_int(j, in->samples);
+  hs_json_key(j, "derived_steps"); hs_json_int(j, in->derived_steps);
+  hs_json_key(j, "batches"); hs_json_int(j, in->batches);
+  hs_json_key(j, "comm_samples"); hs_json_int(j, in->comm_samples);
+  hs_json_key(j, "oom_batch"); if (in->oom_batch) hs_json_int(j, in->oom_batch); else hs_json_null(j);
+  hs_json_key(j, "max_batch"); if (in->max_batch) hs_json_int(j, in->max_batch); else hs_json_null(j);
+  hs_json_key(j, "fits"); hs_json_array_begin(j);
+  for (int p = 0; p < HS_CAL_PHASES; p++) {
+    if (!in->fitted[p]) continue;
+    const hs_fit_set *fs = &in->fits_by_phase[p];
+    for (int f = 0; f < HS_PERF_FORMS; f++) {
+      if (!fs->r[f].ok) continue;
+      hs_json_object_begin(j);
+      hs_json_key(j, "phase"); hs_json_string(j, hs_cal_phase_name((hs_cal_phase)p));
+      hs_json_key(j, "form"); hs_json_string(j, hs_perf_form_name((hs_perf_form)f));
+      hs_json_key(j, "chosen"); hs_json_bool(j, f == fs->chosen);
+      hs_json_key(j, "heldout_rel_error"); hs_json_double(j, fs->r[f].heldout);
+      hs_json_key(j, "r2"); hs_json_double(j, fs->r[f].r2);
+      hs_json_key(j, "params"); hs_json_object_begin(j);
+      for (int k = 0; k < hs_perf_form_nparams((hs_perf_form)f); k++) {
+        hs_json_key(j, hs_perf_param_key((hs_perf_form)f, k));
+        hs_json_double(j, fs->r[f].model.p[k]);
+      }
+      hs_json_object_end(j);
+      hs_json_object_end(j);
+    }
+  }
+  hs_json_array_end(j);
+  hs_json_key(j, "fit_notes"); hs_json_string(j, in->fit_notes[0] ? in->fit_notes : NULL);
+  hs_json_key(j, "comm"); hs_json_array_begin(j);
+  for (int i = 0; i < in->n_comm; i++) {
+    const hs_cal_import_comm *c = &in->comm[i];
+    hs_json_object_begin(j);
+    hs_json_key(j, "backend"); hs_json_string(j, c->backend);
+    hs_json_key(j, "op"); hs_json_string(j, c->op);
+    hs_json_key(j, "world_size"); hs_json_int(j, c->world_size);
+    hs_json_key(j, "sizes"); hs_json_int(j, c->sizes);
+    hs_json_key(j, "alpha_s"); hs_json_double(j, c->fitted ? c->alpha_s : NAN);
+    hs_json_key(j, "beta_bytes_per_s"); hs_json_double(j, c->fitted ? c->beta_bytes_per_s : NAN);
+    hs_json_key(j, "r2"); hs_json_double(j, c->fitted ? c->r2 : NAN);
+    hs_json_key(j, "why"); hs_json_string(j, c->fitted ? NULL : c->why);
+    hs_json_object_end(j);
+  }
+  hs_json_array_end(j);
+  hs_json_object_end(j);
+}
+
+static void import_text_one(const char *file, const hs_cal_import_info *in) {
+  if (in->unchanged) {
+    printf("%s: already imported (device %lld \"%s\", model %s, profile %s); nothing changed\n", file,
+           (long long)in->device_id, in->device, in->model, in->hash);
+    return;
+  }
+  printf("%s: device %lld \"%s\", model %s (%s%s): %d samples at %d batch sizes", file, (long long)in->device_id,
+         in->device, in->model, in->model_in_zoo ? "zoo" : "imported", in->model_added ? ", added" : "", in->samples,
+         in->batches);
+  if (in->derived_steps) printf(" (%d step times summed from the phases)", in->derived_steps);
+  if (in->comm_samples) printf(", %d communication samples", in->comm_samples);
+  if (in->oom_batch) printf(", out of memory at batch %d (max batch %d)", in->oom_batch, in->max_batch);
+  printf("\n");
+  const hs_fit_set *fs = &in->fits_by_phase[HS_CAL_STEP];
+  for (int f = 0; f < HS_PERF_FORMS && in->fitted[HS_CAL_STEP]; f++) {
+    if (!fs->r[f].ok) continue;
+    char params[256], err[32] = "n/a";
+    hs_perf_params_json(&fs->r[f].model, params, sizeof params);
+    if (!isnan(fs->r[f].heldout)) snprintf(err, sizeof err, "%.2f%%", fs->r[f].heldout * 100);
+    printf("  step %-10s held-out error %7s  R2 %.4f  %s%s\n", hs_perf_form_name((hs_perf_form)f), err, fs->r[f].r2, params,
+           f == fs->chosen ? "  <- chosen" : "");
+  }
+  for (int p = 0; p < HS_CAL_PHASES; p++)
+    if (p != HS_CAL_STEP && in->fitted[p])
+      printf("  %s: %s fitted\n", hs_cal_phase_name((hs_cal_phase)p),
+             hs_perf_form_name((hs_perf_form)in->fits_by_phase[p].chosen));
+  if (in->fit_notes[0]) printf("  not fitted: %s\n", in->fit_notes);
+  for (int i = 0; i < in->n_comm; i++) {
+    const hs_cal_import_comm *c = &in->comm[i];
+    if (c->fitted)
+      printf("  comm %s %s (world %d): alpha %.3g s, beta %.4g GB/s, R2 %.4f (%d sizes)\n", c->backend, c->op, c->world_size,
+             c->alpha_s, c->beta_bytes_per_s / 1e9, c->r2, c->sizes);
+    else
+      printf("  comm %s %s (world %d): not fitted: %s\n", c->backend, c->op, c->world_size, c->why);
+  }
+}
+
+static int cmd_import(int argc, char **argv) {
+  static const struct option opts[] = {
+      {"db", required_argument, NULL, 'd'}, {"as", required_argument, NULL, 'a'},
+      {"json", no_argument, NULL, 'j'}, {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0},
+  };
+  const char *db = HS_DEFAULT_DB;
+  hs_cal_import_opts io = {0};
+  int json = 0, c;
+  optind = 1;
+  opterr = 0;
+  while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+    switch (c) {
+    case 'd': db = optarg; break;
+    case 'a':
+      if (!*optarg || strlen(optarg) > HS_CAL_IMPORT_NAME_MAX)
+        return bad_import("--as: expected a device name of 1 to %d characters", HS_CAL_IMPORT_NAME_MAX);
+      io.device_name = optarg;
+      break;
+    case 'j': json = 1; break;
+    case 'h': import_usage(stdout); return 0;
+    default: return bad_import("unknown or incomplete option \"%s\"", argv[optind - 1]);
+    }
+  }
+  int n = argc - optind;
+  if (n < 1) return bad_import("%s", "no profile given: hetsim calib import FILE...");
+  char **files = argv + optind;
+  char **text = calloc((size_t)n, sizeof *text);
+  size_t *len = calloc((size_t)n, sizeof *len);
+  hs_cal_import_info *info = calloc((size_t)n, sizeof *info);
+  int status = 1, rc = 0, nested = 0;
+  hs_diag d = {0};
+  hs_store *store = NULL;
+  if (!text || !len || !info) {
+    fprintf(stderr, "hetsim calib import: out of memory\n");
+    goto out;
+  }
+  /* Every file read and checked before the database is opened. */
+  for (int i = 0; i < n; i++) {
+    if ((rc = hs_cal_import_read(files[i], &text[i], &len[i], &d)) ||
+        (rc = hs_cal_import_check(files[i], text[i], len[i], &io, &info[i], &d))) {
+      fprintf(stderr, "hetsim calib import: %s\n", d.msg);
+      fprintf(stderr, "hetsim calib import: nothing was stored\n");
+      status = rc == HS_ENOMEM ? 1 : 2;
+      goto out;
+    }
+  }
+  if ((rc = hs_cli_store_open("calib import", &store, db, 0))) {
+    status = rc;
+    goto out;
+  }
+  if ((rc = hs_cal_tx_begin(store, &nested, &d))) {
+    fprintf(stderr, "hetsim calib import: %s\n", d.msg);
+    goto out;
+  }
+  for (int i = 0; i < n && !rc; i++) rc = hs_cal_import_text_opts(store, files[i], text[i], len[i], &io, &info[i], &d);
+  if (rc) {
+    hs_cal_tx_rollback(store, nested);
+    fprintf(stderr, "hetsim calib import: %s\n", d.msg);
+    fprintf(stderr, "hetsim calib import: nothing was stored\n");
+    status = hs_exit_code(rc) == 2 ? 2 : 1;
+    goto out;
+  }
+  if ((rc = hs_cal_tx_commit(store, nested, &d))) {
+    fprintf(stderr, "hetsim calib import: %s; nothing was stored\n", d.msg);
+    goto out;
+  }
+  status = 0;
+  if (json) {
+    hs_json j;
+    hs_json_init(&j, stdout, 1);
+    hs_json_object_begin(&j);
+    hs_json_key(&j, "status"); hs_json_string(&j, "complete");
+    hs_json_key(&j, "db"); hs_json_string(&j, db);
+    hs_json_key(&j, "imports"); hs_json_array_begin(&j);
+    for (int i = 0; i < n; i++) import_json_one(&j, files[i], &info[i]);
+    hs_json_array_end(&j);
+    hs_json_object_end(&j);
+  } else {
+    for (int i = 0; i < n; i++) import_text_one(files[i], &info[i]);
+    printf("  database %s\n", db);
+  }
+out:
+  for (int i = 0; text && i < n; i++) free(text[i]);
+  free(text);
+  free(len);
+  free(info);
   hs_store_close(store);
   return status;
 }

@@ -1,5 +1,6 @@
 /* hetsim devices: the calibrated devices in a database, with the models calibrated on each, the
- * chosen form of the step fit, its held-out error and the batch limit. Read-only. */
+ * chosen form of the step fit, its held-out error, the batch limit and where the numbers come
+ * from (timed here by `hetsim calib`, or an imported profile). Read-only. */
 #include <getopt.h>
 #include <sqlite3.h>
 #include <stdio.h>
@@ -16,7 +17,10 @@ static void usage(FILE *out) {
 "Lists the devices calibrated in the database (`hetsim calib`), one line per device and\n"
 "model: the chosen form of the step-time fit, its median error on held-out batch sizes,\n"
 "the largest batch that fitted in memory (blank: no limit seen) and the batch sizes timed.\n"
-"A device without calibrated models is listed once with an empty model.\n"
+"A device without calibrated models is listed once with an empty model. The source\n"
+"column says where the numbers come from: `hetsim calib` on this host, or the profile\n"
+"imported by `hetsim calib import` (its content hash, the tool that wrote it, when, and\n"
+"how the steps ran).\n"
 "\n"
 "  --db FILE   database (default %s)\n"
 "  --csv       comma-separated values with a header line\n"
@@ -27,7 +31,7 @@ static void usage(FILE *out) {
 static const char *const sql =
     "SELECT d.id, d.name, d.kind, d.host, p.model, p.form, p.heldout_rel_error, p.max_batch,"
     " (SELECT count(DISTINCT batch) FROM calib_sample c WHERE c.device_id = d.id AND c.model ="
-    " p.model AND c.phase = 'step') AS batches"
+    " p.model AND c.phase = 'step') AS batches, d.source"
     " FROM device d LEFT JOIN perf_model p ON p.device_id = d.id AND p.phase = 'step' AND"
     " p.chosen = 1 ORDER BY d.id, p.model";
 
@@ -88,10 +92,10 @@ int hs_cmd_devices(int argc, char **argv) {
     hs_json_init(&j, stdout, 1);
     hs_json_array_begin(&j);
   } else if (csv) {
-    printf("device_id,name,kind,host,model,form,heldout_rel_error,max_batch,batches\n");
+    printf("device_id,name,kind,host,model,form,heldout_rel_error,max_batch,batches,source\n");
   } else {
-    printf("%-4s %-40s %-5s %-12s %-10s %-10s %-9s %-9s %s\n", "id", "name", "kind", "host", "model",
-           "form", "held-out", "max batch", "batches");
+    printf("%-4s %-40s %-5s %-12s %-10s %-10s %-9s %-9s %-7s %s\n", "id", "name", "kind", "host", "model",
+           "form", "held-out", "max batch", "batches", "source");
   }
   int rows = 0;
   while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
@@ -105,6 +109,7 @@ int hs_cmd_devices(int argc, char **argv) {
     int has_err = sqlite3_column_type(st, 6) != SQLITE_NULL, has_max = sqlite3_column_type(st, 7) != SQLITE_NULL;
     double err = sqlite3_column_double(st, 6);
     long long maxb = sqlite3_column_int64(st, 7), nb = sqlite3_column_int64(st, 8);
+    const char *source = (const char *)sqlite3_column_text(st, 9); /* NULL: timed here */
     if (json) {
       hs_json_object_begin(&j);
       hs_json_key(&j, "device_id"); hs_json_int(&j, id);
@@ -116,6 +121,7 @@ int hs_cmd_devices(int argc, char **argv) {
       hs_json_key(&j, "heldout_rel_error"); if (has_err) hs_json_double(&j, err); else hs_json_null(&j);
       hs_json_key(&j, "max_batch"); if (has_max) hs_json_int(&j, maxb); else hs_json_null(&j);
       hs_json_key(&j, "batches"); hs_json_int(&j, nb);
+      hs_json_key(&j, "source"); hs_json_string(&j, source);
       hs_json_object_end(&j);
     } else if (csv) {
       printf("%lld,", id);
@@ -127,13 +133,15 @@ int hs_cmd_devices(int argc, char **argv) {
       if (has_err) printf("%.17g", err);
       putchar(',');
       if (has_max) printf("%lld", maxb);
-      printf(",%lld\n", nb);
+      printf(",%lld,", nb);
+      csv_field(source);
+      putchar('\n');
     } else {
       char e[32] = "", m[32] = "";
       if (has_err) snprintf(e, sizeof e, "%.2f%%", err * 100);
       if (has_max) snprintf(m, sizeof m, "%lld", maxb);
-      printf("%-4lld %-40s %-5s %-12s %-10s %-10s %-9s %-9s %lld\n", id, name ? name : "", kind ? kind : "",
-             host ? host : "", model ? model : "-", form ? form : "-", e, m, nb);
+      printf("%-4lld %-40s %-5s %-12s %-10s %-10s %-9s %-9s %-7lld %s\n", id, name ? name : "", kind ? kind : "",
+             host ? host : "", model ? model : "-", form ? form : "-", e, m, nb, source ? source : "hetsim calib");
     }
   }
   int ok = rc == SQLITE_DONE;
@@ -143,7 +151,7 @@ int hs_cmd_devices(int argc, char **argv) {
     hs_json_array_end(&j);
     printf("\n");
   } else if (!csv && !rows) {
-    printf("(no calibrated devices in %s; run `hetsim calib --device cpu`)\n", db);
+    printf("(no calibrated devices in %s; run `hetsim calib --device cpu` or `hetsim calib import PROFILE`)\n", db);
   }
   hs_store_close(s);
   return ok ? 0 : 1;

@@ -1,25 +1,70 @@
-/* hetsim models: the model zoo with parameter counts, gradient bytes and FLOPs per sample. */
+/* hetsim models: the model zoo with parameter counts, gradient bytes and FLOPs per sample, and
+ * with --db the models imported into a database (`hetsim calib import`), with where their
+ * numbers come from. Read-only. */
+#include <getopt.h>
+#include <math.h>
+#include <sqlite3.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "cli/cli.h"
 #include "core/core_json.h"
+#include "core/core_store.h"
 #include "nn/nn_zoo.h"
 
+static void usage(FILE *out) {
+  fprintf(out,
+"usage: hetsim models [--db FILE] [--json]\n"
+"\n"
+"Lists the models hetsim knows, computed from their layer graphs: trainable\n"
+"parameters, fp32 gradient bytes (4 per parameter, what one all-reduce moves),\n"
+"forward FLOPs per sample (a multiply-add counts 2), and the fp32 activation\n"
+"bytes per sample kept for the backward pass (used for memory limits).\n"
+"\n"
+"  --db FILE   also list the models imported into FILE (`hetsim calib import`): their\n"
+"              parameters, gradient bytes and training FLOPs per sample (forward +\n"
+"              backward) from the profile, and a source column saying where each\n"
+"              model's numbers come from\n"
+"  --json      one JSON array of objects\n");
+}
+
+/* The imported models: rows of the model table with a source (the zoo's rows have none). */
+static const char *const imported_sql =
+    "SELECT name, params, grad_bytes, flops_per_sample, description, source FROM model WHERE source IS NOT"
+    " NULL ORDER BY name";
+
 int hs_cmd_models(int argc, char **argv) {
-  int json = 0;
-  for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "--json")) json = 1;
-    else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-      printf("usage: hetsim models [--json]\n\n"
-             "Lists the models hetsim knows, computed from their layer graphs: trainable\n"
-             "parameters, fp32 gradient bytes (4 per parameter, what one all-reduce moves),\n"
-             "forward FLOPs per sample (a multiply-add counts 2), and the fp32 activation\n"
-             "bytes per sample kept for the backward pass (used for memory limits).\n");
-      return 0;
-    } else {
-      fprintf(stderr, "hetsim models: unknown argument \"%s\"\n", argv[i]);
+  static const struct option opts[] = {
+      {"db", required_argument, NULL, 'd'}, {"json", no_argument, NULL, 'j'},
+      {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0},
+  };
+  const char *db = NULL;
+  int json = 0, c;
+  optind = 1;
+  opterr = 0;
+  while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+    switch (c) {
+    case 'd': db = optarg; break;
+    case 'j': json = 1; break;
+    case 'h': usage(stdout); return 0;
+    default:
+      fprintf(stderr, "hetsim models: unknown argument \"%s\"\nrun `hetsim models --help` for the options\n", argv[optind - 1]);
       return 2;
+    }
+  }
+  if (optind < argc) {
+    fprintf(stderr, "hetsim models: unknown argument \"%s\"\nrun `hetsim models --help` for the options\n", argv[optind]);
+    return 2;
+  }
+  hs_store *s = NULL;
+  sqlite3_stmt *st = NULL;
+  if (db) {
+    int rc = hs_cli_store_open("models", &s, db, HS_STORE_READONLY);
+    if (rc) return rc;
+    if (sqlite3_prepare_v2(hs_store_db(s), imported_sql, -1, &st, NULL) != SQLITE_OK) {
+      fprintf(stderr, "hetsim models: database %s: %s\n", db, sqlite3_errmsg(hs_store_db(s)));
+      hs_store_close(s);
+      return 1;
     }
   }
   hs_json j;
@@ -27,43 +72,73 @@ int hs_cmd_models(int argc, char **argv) {
     hs_json_init(&j, stdout, 1);
     hs_json_array_begin(&j);
   } else {
-    printf("%-12s %-14s %12s %14s %14s %14s\n", "model", "dataset", "params", "grad_bytes",
-           "GFLOP/sample", "act_MiB/sample");
+    printf("%-12s %-14s %12s %14s %14s %14s%s\n", "model", "dataset", "params", "grad_bytes",
+           "GFLOP/sample", "act_MiB/sample", db ? " train_GFLOP/sample  source" : "");
   }
   for (int i = 0; i < hs_zoo_count(); i++) {
     const hs_model_info *m = hs_zoo_info(i);
-    hs_model_stats st;
+    hs_model_stats ms;
     hs_diag d = {0};
-    if (hs_zoo_stats(m->name, &st, &d)) {
+    if (hs_zoo_stats(m->name, &ms, &d)) {
       fprintf(stderr, "hetsim models: %s\n", d.msg);
+      sqlite3_finalize(st);
+      hs_store_close(s);
       return 1;
     }
     if (json) {
       hs_json_object_begin(&j);
-      hs_json_key(&j, "name");
-      hs_json_string(&j, m->name);
-      hs_json_key(&j, "description");
-      hs_json_string(&j, m->description);
-      hs_json_key(&j, "dataset");
-      hs_json_string(&j, m->dataset);
-      hs_json_key(&j, "params");
-      hs_json_int(&j, st.params);
-      hs_json_key(&j, "grad_bytes");
-      hs_json_int(&j, st.grad_bytes);
-      hs_json_key(&j, "flops_per_sample");
-      hs_json_double(&j, st.flops_per_sample);
-      hs_json_key(&j, "train_flops_per_sample");
-      hs_json_double(&j, st.train_flops_per_sample);
-      hs_json_key(&j, "act_bytes_per_sample");
-      hs_json_double(&j, st.act_bytes_per_sample);
-      hs_json_key(&j, "layers");
-      hs_json_int(&j, st.layers);
+      hs_json_key(&j, "name"); hs_json_string(&j, m->name);
+      hs_json_key(&j, "description"); hs_json_string(&j, m->description);
+      hs_json_key(&j, "dataset"); hs_json_string(&j, m->dataset);
+      hs_json_key(&j, "params"); hs_json_int(&j, ms.params);
+      hs_json_key(&j, "grad_bytes"); hs_json_int(&j, ms.grad_bytes);
+      hs_json_key(&j, "flops_per_sample"); hs_json_double(&j, ms.flops_per_sample);
+      hs_json_key(&j, "train_flops_per_sample"); hs_json_double(&j, ms.train_flops_per_sample);
+      hs_json_key(&j, "act_bytes_per_sample"); hs_json_double(&j, ms.act_bytes_per_sample);
+      hs_json_key(&j, "layers"); hs_json_int(&j, ms.layers);
+      if (db) {
+        hs_json_key(&j, "source"); hs_json_string(&j, "zoo");
+      }
       hs_json_object_end(&j);
     } else {
-      printf("%-12s %-14s %12lld %14lld %14.4f %14.3f\n", m->name, m->dataset, (long long)st.params,
-             (long long)st.grad_bytes, st.flops_per_sample / 1e9, st.act_bytes_per_sample / 1048576.0);
+      printf("%-12s %-14s %12lld %14lld %14.4f %14.3f", m->name, m->dataset, (long long)ms.params,
+             (long long)ms.grad_bytes, ms.flops_per_sample / 1e9, ms.act_bytes_per_sample / 1048576.0);
+      if (db) printf(" %18.4f  zoo (nn/nn_zoo.c)", ms.train_flops_per_sample / 1e9);
+      printf("\n");
     }
   }
+  int rc = SQLITE_DONE;
+  while (st && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+    const char *name = (const char *)sqlite3_column_text(st, 0);
+    long long params = sqlite3_column_int64(st, 1), grad = sqlite3_column_int64(st, 2);
+    int has_flops = sqlite3_column_type(st, 3) != SQLITE_NULL;
+    double flops = sqlite3_column_double(st, 3);
+    const char *desc = (const char *)sqlite3_column_text(st, 4), *src = (const char *)sqlite3_column_text(st, 5);
+    if (json) {
+      hs_json_object_begin(&j);
+      hs_json_key(&j, "name"); hs_json_string(&j, name);
+      hs_json_key(&j, "description"); hs_json_string(&j, desc);
+      hs_json_key(&j, "dataset"); hs_json_null(&j);
+      hs_json_key(&j, "params"); hs_json_int(&j, params);
+      hs_json_key(&j, "grad_bytes"); hs_json_int(&j, grad);
+      hs_json_key(&j, "flops_per_sample"); hs_json_null(&j);
+      hs_json_key(&j, "train_flops_per_sample"); hs_json_double(&j, has_flops ? flops : NAN);
+      hs_json_key(&j, "act_bytes_per_sample"); hs_json_null(&j);
+      hs_json_key(&j, "layers"); hs_json_null(&j);
+      hs_json_key(&j, "source"); hs_json_string(&j, src);
+      hs_json_object_end(&j);
+    } else {
+      /* A profile gives training FLOPs (forward + backward) only. */
+      char gf[32] = "-";
+      if (has_flops) snprintf(gf, sizeof gf, "%.4f", flops / 1e9);
+      printf("%-12s %-14s %12lld %14lld %14s %14s %18s  %s\n", name ? name : "", "-", params, grad, "-", "-", gf,
+             src ? src : "");
+    }
+  }
+  int ok = rc == SQLITE_DONE;
+  if (!ok) fprintf(stderr, "hetsim models: database %s: %s\n", db, sqlite3_errmsg(hs_store_db(s)));
+  sqlite3_finalize(st);
+  hs_store_close(s);
   if (json) hs_json_array_end(&j);
-  return 0;
+  return ok ? 0 : 1;
 }

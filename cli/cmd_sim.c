@@ -4,6 +4,7 @@
  * the simulation has really started (at its first finished step), so that rejected input
  * leaves nothing in the database. A run that fails later, or is interrupted, is marked so. */
 #include <getopt.h>
+#include <math.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -11,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "calib/cal_store.h"
 #include "cli/cli.h"
 #include "core/core_config.h"
 #include "core/core_json.h"
@@ -191,6 +193,50 @@ static int parse_args(int argc, char **argv, sim_args *a) {
   return 0;
 }
 
+/* --model: a model of the zoo, or one imported into the calibration database (`hetsim calib
+ * import`; --calib DB, else --db), whose row gives the parameters and the gradient bytes. An
+ * imported model has no layer graph and no data set: its activations do not bound batches, and
+ * --epochs and --convergence are refused for it. Returns 0 (*mi NULL for an imported model) or
+ * the exit status after printing why. */
+static int resolve_model(const sim_args *a, const hs_model_info **mi, hs_model_stats *ms) {
+  hs_diag d = {0};
+  if ((*mi = hs_zoo_find(a->model))) {
+    if (!hs_zoo_stats(a->model, ms, &d)) return 0;
+    fprintf(stderr, "hetsim sim: %s\n", d.msg);
+    return 1;
+  }
+  const char *cpath = a->calib ? a->calib : a->db;
+  char zoo[256], held[512] = "";
+  hs_zoo_names(zoo, sizeof zoo);
+  hs_store *cs = NULL;
+  hs_cal_model_row row;
+  int rc = access(cpath, F_OK) ? HS_ENOTFOUND : hs_store_open(&cs, cpath, HS_STORE_READONLY, &d);
+  if (rc == HS_ENOTFOUND) snprintf(held, sizeof held, "no such database");
+  if (!rc) {
+    rc = hs_cal_load_model(cs, a->model, &row, &d);
+    if (rc == HS_ENOTFOUND) hs_cal_imported_models(cs, held, sizeof held);
+  }
+  hs_store_close(cs);
+  if (rc == HS_ENOTFOUND || (!rc && !row.source[0])) {
+    fprintf(stderr, "hetsim sim: --model: unknown model \"%s\"; valid: %s (the zoo), and the models imported into %s: %s\n",
+            a->model, zoo, cpath, held[0] ? held : "none (`hetsim calib import` brings them)");
+    return 2;
+  }
+  if (rc) {
+    fprintf(stderr, "hetsim sim: --calib %s: %s\n", cpath, d.msg);
+    return 1;
+  }
+  if (a->epochs > 0 || a->conv) {
+    fprintf(stderr, "hetsim sim: %s: %s is an imported model (`hetsim models --db %s`): it has timings but no data set "
+            "and no convergence parameters; use --iterations or --sim-time without --convergence, or a model of the zoo "
+            "(%s)\n", a->epochs > 0 ? "--epochs" : "--convergence", a->model, cpath, zoo);
+    return 2;
+  }
+  *ms = (hs_model_stats){.params = row.params, .grad_bytes = row.grad_bytes, .flops_per_sample = NAN,
+                         .train_flops_per_sample = row.flops_per_sample};
+  return 0;
+}
+
 /* The step sink: begins the run's row at the first finished step, then stores steps. */
 typedef struct run_ctx {
   hs_store *store;
@@ -269,7 +315,7 @@ int hs_cmd_sim(int argc, char **argv) {
   }
   int status = 2;
   hs_model_stats ms;
-  const hs_model_info *mi = hs_zoo_find(a.model);
+  const hs_model_info *mi = NULL;
   const hs_policy *pol = NULL;
   hs_params params;
   hs_store *store = NULL;
@@ -279,8 +325,8 @@ int hs_cmd_sim(int argc, char **argv) {
   hs_cli_evals evals = {0};
   hs_perf_model *perf = NULL;     /* per device type, when one is calibrated */
   hs_store *calib_store = NULL;
-  if (!mi || hs_zoo_stats(a.model, &ms, &d)) {
-    hs_cli_unknown_model("sim", a.model);
+  if ((rc = resolve_model(&a, &mi, &ms))) {
+    status = rc;
     goto out;
   }
   if ((rc = hs_policy_parse(a.policy, &pol, &params, &d))) {
@@ -381,7 +427,7 @@ int hs_cmd_sim(int argc, char **argv) {
       .cluster = &spec, .model = a.model, .train_flops_per_sample = ms.train_flops_per_sample,
       .grad_bytes = (double)ms.grad_bytes,
       .act_bytes_per_sample = ms.act_bytes_per_sample, .param_bytes = 4.0 * (double)ms.params,
-      .dataset_size = mi->dataset_train_size, .global_batch = a.global_batch, .policy = pol,
+      .dataset_size = mi ? mi->dataset_train_size : 0, .global_batch = a.global_batch, .policy = pol,
       .params = &params, .seed = a.seed, .max_iterations = a.iterations, .max_epochs = a.epochs,
       .max_sim_time = a.sim_time, .max_events = a.max_events, .sink = step_sink,
       .sink_ctx = &rctx, .trace = trace, .progress = &prog, .stop = &sim_interrupted,

@@ -2,7 +2,7 @@
  * own code, without libFuzzer, so that the normal suite (and its ASan/UBSan and valgrind runs)
  * catches a regression of any crash the fuzzers found.
  *
- * For each target (cluster_yaml, events_csv, idx, query) it feeds every file of
+ * For each target (cluster_yaml, events_csv, idx, query, json) it feeds every file of
  * tests/fuzz/regress/TARGET/ (the crash inputs, each added when its bug was fixed) and of
  * tests/fuzz/corpus/TARGET/ (the minimized corpus) to the harness's LLVMFuzzerTestOneInput,
  * included here under another name. A harness that finds a broken invariant traps, which fails
@@ -24,6 +24,13 @@
 #undef LLVMFuzzerTestOneInput
 #define LLVMFuzzerTestOneInput fuzz_idx_one
 #include "tests/fuzz/fuzz_idx.c"
+#undef LLVMFuzzerTestOneInput
+#define LLVMFuzzerTestOneInput fuzz_json_one
+#define write_value fuzz_json_write_value
+#define same fuzz_json_same
+#include "tests/fuzz/fuzz_json.c"
+#undef same
+#undef write_value
 #undef LLVMFuzzerTestOneInput
 /* The query harness drives `hetsim query` itself; its source comes along. */
 #include "cli/cmd_query.c"
@@ -76,6 +83,7 @@ static void replay(const char *target, one_fn *fn) {
 static void test_cluster_yaml(void) { replay("cluster_yaml", fuzz_cluster_yaml_one); }
 static void test_events_csv(void) { replay("events_csv", fuzz_events_csv_one); }
 static void test_idx(void) { replay("idx", fuzz_idx_one); }
+static void test_json(void) { replay("json", fuzz_json_one); }
 
 static void test_query(void) {
   /* The harness sends stdout to /dev/null; put it back afterwards for the test report. */
@@ -94,6 +102,7 @@ int main(int argc, char **argv) {
       {"cluster_yaml", test_cluster_yaml},
       {"events_csv", test_events_csv},
       {"idx", test_idx},
+      {"json", test_json},
       {"query", test_query},
       {NULL, NULL},
   };

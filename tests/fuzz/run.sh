@@ -4,7 +4,7 @@
 #
 # Usage: tests/fuzz/run.sh [SECONDS] [TARGET...]      (default 60 s, all targets)
 #        tests/fuzz/run.sh --build-only [TARGET...]
-# Targets: cluster_yaml events_csv idx query. Environment: FUZZ_BUILD (default /tmp/hetsim-fuzz),
+# Targets: cluster_yaml events_csv idx query json. Environment: FUZZ_BUILD (default /tmp/hetsim-fuzz),
 # CC (default clang), FUZZ_JOBS (libFuzzer -jobs, default 1).
 #
 # Each target starts from its committed corpus tests/fuzz/corpus/TARGET/ plus seeds (the bundled
@@ -21,7 +21,7 @@ secs=60
 if [ "${1:-}" = "--build-only" ]; then build_only=1; shift; fi
 if [ $# -gt 0 ] && [[ "$1" =~ ^[0-9]+$ ]]; then secs=$1; shift; fi
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(cluster_yaml events_csv idx query)
+[ ${#targets[@]} -gt 0 ] || targets=(cluster_yaml events_csv idx query json)
 
 CFLAGS=(-std=c11 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
         -I"$SRC" -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE)
@@ -30,7 +30,8 @@ sources() {
     cluster_yaml|events_csv) echo "core/core_config.c core/core_units.c core/core_error.c" ;;
     idx) echo "nn/nn_data.c core/core_rng.c core/core_error.c" ;;
     query) echo "cli/cmd_query.c core/core_store.c core/core_json.c core/core_error.c" ;;
-    *) echo "unknown target $1 (cluster_yaml events_csv idx query)" >&2; exit 2 ;;
+    json) echo "core/core_json.c core/core_error.c" ;;
+    *) echo "unknown target $1 (cluster_yaml events_csv idx query json)" >&2; exit 2 ;;
   esac
 }
 libs() {
@@ -38,6 +39,7 @@ libs() {
     cluster_yaml|events_csv) echo "-lyaml -lm" ;;
     idx) echo "-lgsl -lgslcblas -lz -lm" ;;
     query) echo "-lsqlite3 -lm" ;;
+    json) echo "-lm" ;;
   esac
 }
 seed() { # seed DIR TARGET: inputs that reach deep on the first run
@@ -46,6 +48,7 @@ seed() { # seed DIR TARGET: inputs that reach deep on the first run
     cluster_yaml) cp "$SRC"/traces/*.yaml "$dir"/ ;;
     events_csv) cp "$SRC"/traces/*.csv "$dir"/ ;;
     idx) for f in "$SRC"/tests/data/*-ubyte; do cp "$f" "$dir"/; done ;;
+    json) cp "$SRC"/tests/data/profile-*.json "$dir"/ ;;
     query)
       printf '\0%s\0%s' runs --json > "$dir/runs-json"
       printf '\0%s\0%s\0%s' run 1 --csv > "$dir/run-csv"
