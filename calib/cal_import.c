@@ -299,7 +299,7 @@ static int check_model(checker *x, const hs_json_value *root, profile *pr) {
       (rc = member(x, mv, "$.model", "flops_per_sample", 0, &fv)) ||
       (rc = string_at(x, mv, "$.model", "input", 0, 100, &pr->input)) ||
       (rc = string_at(x, mv, "$.model", "loss", 0, 100, &pr->loss)) ||
-      (rc = string_at(x, mv, "$.model", "description", 0, 200, &pr->description)))
+      (rc = string_at(x, mv, "$.model", "description", 0, 1000, &pr->description)))
     return rc;
   hs_cal_model_row *m = &pr->model;
   memset(m, 0, sizeof *m);
@@ -404,14 +404,16 @@ static int check_compute(checker *x, const hs_json_value *root, profile *pr) {
     steps++;
     i = j;
   }
-  if (steps < HS_FIT_MIN_POINTS)
-    return bad(x, "$.compute", "step times at %d batch size%s; fitting t(b) and judging it on held-out batch sizes needs at least %d",
-               steps, steps == 1 ? "" : "s", HS_FIT_MIN_POINTS);
   int64_t oom = 0;
   int present;
   if ((rc = int_at(x, root, "$", "oom_batch", 0, 1, 1 << 30, "a positive integer (samples) or null", &oom, &present)))
     return rc;
   pr->oom_batch = (int)oom;
+  /* Fewer batch sizes are enough where memory ran out before a third (cal_store.h). */
+  if (steps < HS_FIT_MIN_POINTS && !(oom && steps >= 1))
+    return bad(x, "$.compute", "step times at %d batch size%s; fitting t(b) and judging it on held-out batch sizes needs at least %d "
+               "(or fewer with an oom_batch: the first batch that ran out of memory)",
+               steps, steps == 1 ? "" : "s", HS_FIT_MIN_POINTS);
   if (oom) {
     int largest = pr->compute[given - 1].batch; /* sorted by batch */
     if (largest >= oom)
@@ -483,17 +485,28 @@ static int check_comm(checker *x, const hs_json_value *root, profile *pr) {
 }
 
 static int check_source(checker *x, const hs_json_value *root, profile *pr) {
-  static const char *const keys[] = {"repository", "commit", "file", "licence", "notes", NULL};
-  const hs_json_value *sv;
-  const char *notes;
+  static const char *const keys[] = {"repository", "commit", "file", "licence", "notes", "command",
+                                     "also_read", NULL};
+  const hs_json_value *sv, *ar;
+  const char *notes, *command;
   int rc = object_at(x, root, "$", "source", 0, &sv);
   if (rc || !sv) return rc;
   if ((rc = keys_ok(x, sv, "$.source", keys)) || (rc = string_at(x, sv, "$.source", "repository", 0, 200, &pr->src_repository)) ||
       (rc = string_at(x, sv, "$.source", "commit", 0, 64, &pr->src_commit)) ||
       (rc = string_at(x, sv, "$.source", "file", 0, 300, &pr->src_file)) ||
       (rc = string_at(x, sv, "$.source", "licence", 0, 0, &pr->src_licence)) ||
-      (rc = string_at(x, sv, "$.source", "notes", 0, 0, &notes)))
+      (rc = string_at(x, sv, "$.source", "notes", 0, 0, &notes)) ||
+      (rc = string_at(x, sv, "$.source", "command", 0, 0, &command)))
     return rc;
+  /* also_read: the other files of the source that the conversion read, as strings. */
+  if ((rc = member(x, sv, "$.source", "also_read", 0, &ar)) || !ar) return rc;
+  if (ar->type != HS_JSON_ARRAY) return bad_value(x, "$.source.also_read", "an array of file names", ar);
+  for (int i = 0; i < ar->n; i++)
+    if (ar->items[i].type != HS_JSON_STRING) {
+      char f[64];
+      snprintf(f, sizeof f, "$.source.also_read[%d]", i);
+      return bad_value(x, f, "a file name (a string)", &ar->items[i]);
+    }
   return 0;
 }
 

@@ -391,6 +391,25 @@ int hs_cal_refit(hs_store *s, int64_t dev, const char *model, hs_cal_phase phase
     if (!oom_batch || b[i] < oom_batch) b[k] = b[i], t[k] = t[i], k++;
   hs_diag fd = {0};
   rc = hs_fit_select(b, t, k, fs, &fd);
+  if (rc == HS_EINVAL && phase == HS_CAL_STEP && k >= 1 && k < HS_FIT_MIN_POINTS && max_batch > 0 &&
+      b[k - 1] <= max_batch) {
+    /* Memory ran out before a third batch size: the batches a run may use are few, and the
+     * line through the measured ones (flat through one) stands for them, not judged. */
+    memset(fs, 0, sizeof *fs);
+    for (int f = 0; f < HS_PERF_FORMS; f++) {
+      fs->r[f].heldout = fs->r[f].r2 = NAN;
+      fs->r[f].model.form = (hs_perf_form)f;
+      snprintf(fs->r[f].why, sizeof fs->r[f].why, "%d batch sizes before the memory limit", k);
+    }
+    hs_fit_result *r = &fs->r[HS_PERF_LINEAR];
+    r->ok = 1;
+    r->model.p[1] = k == 2 ? (t[1] - t[0]) / (b[1] - b[0]) : 0;
+    r->model.p[0] = t[0] - r->model.p[1] * b[0];
+    snprintf(r->why, sizeof r->why, "the line through %d batch size%s before the memory limit "
+             "(batch %d); not judged on held-out sizes", k, k == 1 ? "" : "s", max_batch + 1);
+    fs->chosen = HS_PERF_LINEAR;
+    rc = 0;
+  }
   free(b);
   free(t);
   if (rc == HS_EINVAL) {

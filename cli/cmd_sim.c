@@ -12,8 +12,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "calib/cal_import.h"
 #include "calib/cal_store.h"
 #include "cli/cli.h"
+#include "core/core_buildinfo.h"
 #include "core/core_config.h"
 #include "core/core_json.h"
 #include "core/core_progress.h"
@@ -198,7 +200,8 @@ static int parse_args(int argc, char **argv, sim_args *a) {
  * imported model has no layer graph and no data set: its activations do not bound batches, and
  * --epochs and --convergence are refused for it. Returns 0 (*mi NULL for an imported model) or
  * the exit status after printing why. */
-static int resolve_model(const sim_args *a, const hs_model_info **mi, hs_model_stats *ms) {
+static int resolve_model(const sim_args *a, hs_store *prof_store, const hs_model_info **mi,
+                         hs_model_stats *ms) {
   hs_diag d = {0};
   if ((*mi = hs_zoo_find(a->model))) {
     if (!hs_zoo_stats(a->model, ms, &d)) return 0;
@@ -210,13 +213,17 @@ static int resolve_model(const sim_args *a, const hs_model_info **mi, hs_model_s
   hs_zoo_names(zoo, sizeof zoo);
   hs_store *cs = NULL;
   hs_cal_model_row row;
-  int rc = access(cpath, F_OK) ? HS_ENOTFOUND : hs_store_open(&cs, cpath, HS_STORE_READONLY, &d);
-  if (rc == HS_ENOTFOUND) snprintf(held, sizeof held, "no such database");
-  if (!rc) {
-    rc = hs_cal_load_model(cs, a->model, &row, &d);
-    if (rc == HS_ENOTFOUND) hs_cal_imported_models(cs, held, sizeof held);
+  /* A profile that the cluster file names brings its model with it. */
+  int rc = prof_store ? hs_cal_load_model(prof_store, a->model, &row, &d) : HS_ENOTFOUND;
+  if (rc == HS_ENOTFOUND) {
+    rc = access(cpath, F_OK) ? HS_ENOTFOUND : hs_store_open(&cs, cpath, HS_STORE_READONLY, &d);
+    if (rc == HS_ENOTFOUND) snprintf(held, sizeof held, "no such database");
+    if (!rc) {
+      rc = hs_cal_load_model(cs, a->model, &row, &d);
+      if (rc == HS_ENOTFOUND) hs_cal_imported_models(cs, held, sizeof held);
+    }
+    hs_store_close(cs);
   }
-  hs_store_close(cs);
   if (rc == HS_ENOTFOUND || (!rc && !row.source[0])) {
     fprintf(stderr, "hetsim sim: --model: unknown model \"%s\"; valid: %s (the zoo), and the models imported into %s: %s\n",
             a->model, zoo, cpath, held[0] ? held : "none (`hetsim calib import` brings them)");
@@ -288,6 +295,54 @@ static void print_summary(const sim_args *a, int64_t run_id, const char *status,
   printf("  database         %s\n", a->db);
 }
 
+/* Imports the profiles that the cluster file names for this model (`compute: {profile: FILE}`)
+ * into a store in memory, *ps (opened at the first one), and turns those forms into `calib:`
+ * forms of the imported device, marking their types in from_profile. Returns 0, or the exit
+ * status after printing why. */
+static int import_profiles(const sim_args *a, hs_cluster_spec *spec, hs_store **ps,
+                           unsigned char *from_profile) {
+  hs_cal_import_info *info = NULL;
+  hs_diag d = {0};
+  int status = 0;
+  for (int t = 0; t < spec->n_types && !status; t++) {
+    hs_compute_spec *cs = hs_cluster_compute_pick(&spec->types[t], a->model);
+    if (cs->kind != HS_COMPUTE_PROFILE) continue;
+    char path[4096], where[1024];
+    snprintf(where, sizeof where, "%s:%d:%d: device_types.%s.compute%s%s.profile", spec->path,
+             cs->pos.line, cs->pos.col, spec->types[t].name, cs->model[0] ? "." : "", cs->model);
+    if (hs_cli_profile_path(spec->path, cs->profile, path, sizeof path)) {
+      const char *dir = getenv("HETSIM_PROFILES");
+      fprintf(stderr, "hetsim sim: %s: no profile \"%s\" (not %s, nor in the bundled profiles %s)\n",
+              where, cs->profile, path, dir && *dir ? dir : HETSIM_PROFILES_DIR);
+      status = 2;
+      break;
+    }
+    if (!info && !(info = calloc(1, sizeof *info))) {
+      fprintf(stderr, "hetsim sim: out of memory\n");
+      status = 1;
+      break;
+    }
+    int rc = *ps ? 0 : hs_store_open(ps, ":memory:", 0, &d);
+    if (!rc) rc = hs_cal_import_file(*ps, path, info, &d);
+    if (rc) {
+      fprintf(stderr, "hetsim sim: %s: %s\n", where, d.msg);
+      status = rc == HS_EINVAL || rc == HS_EIO ? 2 : 1;
+    } else if (strcmp(info->model, a->model) != 0) {
+      fprintf(stderr, "hetsim sim: %s: the profile %s measures model %s, not %s (give per-model "
+              "compute: {%s: {profile: ...}, %s: {...}})\n", where, path, info->model, a->model,
+              info->model, a->model);
+      status = 2;
+    } else {
+      cs->kind = HS_COMPUTE_CALIB;
+      snprintf(cs->calib, sizeof cs->calib, "%s", info->device);
+      snprintf(cs->model, sizeof cs->model, "%s", info->model);
+      from_profile[t] = 1;
+    }
+  }
+  free(info);
+  return status;
+}
+
 /* Opens the calibration database read-only; on failure prints why and returns the exit
  * status (2 when it is missing or not a database). */
 static int open_calib(hs_store **cs, const char *path, hs_diag *d) {
@@ -325,7 +380,14 @@ int hs_cmd_sim(int argc, char **argv) {
   hs_cli_evals evals = {0};
   hs_perf_model *perf = NULL;     /* per device type, when one is calibrated */
   hs_store *calib_store = NULL;
-  if ((rc = resolve_model(&a, &mi, &ms))) {
+  hs_store *prof_store = NULL;    /* profiles the cluster file names, imported in memory */
+  unsigned char *from_profile = calloc((size_t)spec.n_types, 1);
+  if (!from_profile) {
+    fprintf(stderr, "hetsim sim: out of memory\n");
+    goto out;
+  }
+  if ((rc = import_profiles(&a, &spec, &prof_store, from_profile)) ||
+      (rc = resolve_model(&a, prof_store, &mi, &ms))) {
     status = rc;
     goto out;
   }
@@ -366,9 +428,10 @@ int hs_cmd_sim(int argc, char **argv) {
       fprintf(stderr, "hetsim sim: out of memory\n");
       goto out;
     }
-    if (!calib_store && (status = open_calib(&calib_store, cpath, &d))) goto out;
+    if (!from_profile[t] && !calib_store && (status = open_calib(&calib_store, cpath, &d))) goto out;
     status = 2;
-    if ((rc = hs_perf_load(calib_store, spec.types[t].compute.calib, a.model, &perf[t], NULL, &d))) {
+    if ((rc = hs_perf_load(from_profile[t] ? prof_store : calib_store, spec.types[t].compute.calib,
+                           a.model, &perf[t], NULL, &d))) {
       fprintf(stderr, "hetsim sim: %s: device_types.%s.compute: %s\n", spec.path, spec.types[t].name, d.msg);
       status = rc == HS_ENOTFOUND ? 2 : 1;
       goto out;
@@ -500,6 +563,8 @@ int hs_cmd_sim(int argc, char **argv) {
 out:
   if (trace) hs_trace_close(trace, NULL);
   hs_store_close(calib_store);
+  hs_store_close(prof_store);
+  free(from_profile);
   free(perf);
   hs_sim_result_free(&res);
   hs_cli_evals_free(&evals);

@@ -288,14 +288,18 @@ static int compute_fail(const hs_cluster_spec *s, const hs_compute_spec *cs, hs_
                      cs->pos.col, what);
 }
 
+hs_compute_spec *hs_cluster_compute_pick(hs_device_type *t, const char *model) {
+  for (int k = 0; k < t->n_per_model; k++)
+    if (strcmp(t->per_model[k].model, model) == 0) return &t->per_model[k];
+  return &t->compute;
+}
+
 int hs_cluster_compute_for(const hs_cluster_spec *s, int type, const char *model,
                            double train_flops_per_sample, hs_compute_spec *out, hs_diag *d) {
   if (!s || !model || !out || type < 0 || type >= s->n_types)
     return hs_diag_set(d, HS_EINVAL, "hs_cluster_compute_for: bad arguments");
   const hs_device_type *t = &s->types[type];
-  const hs_compute_spec *cs = &t->compute;
-  for (int k = 0; k < t->n_per_model; k++)
-    if (strcmp(t->per_model[k].model, model) == 0) cs = &t->per_model[k];
+  const hs_compute_spec *cs = hs_cluster_compute_pick(&s->types[type], model);
   if (cs->kind == HS_COMPUTE_NONE) {
     char list[400];
     list_names(t->per_model[0].model, sizeof *t->per_model, t->n_per_model, list, sizeof list);

@@ -126,6 +126,10 @@ int hs_cluster_parse(hs_cluster_spec *out, const char *name, const char *text, s
 int hs_cluster_load_events_csv(hs_cluster_spec *spec, const char *path, hs_diag *d);
 void hs_cluster_spec_free(hs_cluster_spec *spec);
 
+/* The form of t's compute written for `model`: its per-model entry, else the default (or single)
+ * form, as written (not checked, a roofline not converted). */
+hs_compute_spec *hs_cluster_compute_pick(hs_device_type *t, const char *model);
+
 /* The compute form of device type `type` for a run of `model`: its per-model entry, else its
  * default (or single) form; a roofline comes back as the inline form it gives
  * (per_sample = train_flops_per_sample / (flops * efficiency)). Refuses (HS_EINVAL,

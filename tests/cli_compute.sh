@@ -109,4 +109,44 @@ expect_exit link_calib.unknown 2 "$H" sim --cluster "$TMP/nosuch.yaml" --model m
 check link_calib.unknown_message grep -q 'nosuch.yaml:2:18: network.calib: no measured communication .* for device "nosuch"' "$TMP/err"
 check link_calib.nothing_stored test "$(runs)" = "$before"
 
+# --- profiles named by the cluster file: imported when the run starts ----------------------
+# tinynet is not in the zoo: the profile brings the model; at a measured batch the step takes
+# the measured median exactly (2.8 ms at 8, 3.6 ms at 16).
+mkdir -p "$TMP/p/profiles"
+cp "$SRC/tests/data/profile-tinynet.json" "$TMP/p/profiles/tiny.json"
+cluster "$TMP/p/prof.yaml" '{tinynet: {profile: profiles/tiny.json}, default: {flops: 1TFLOPS, efficiency: 0.5}}'
+"$H" sim --cluster "$TMP/p/prof.yaml" --model tinynet --policy ssgd --global-batch 16 --iterations 10 --db "$TMP/p.db" --json >"$TMP/out" 2>"$TMP/err"
+check profile.measured close "$(mean_iter)" 0.0036
+check profile.no_calib_db_needed test ! -e "$TMP/p/hetsim.db"
+check profile.nothing_imported_into_results test "$(rows "$TMP/p.db" "SELECT count(*) FROM device")" = 0
+"$H" sim --cluster "$TMP/p/prof.yaml" --model mlp --policy ssgd --global-batch 64 --iterations 10 --db "$TMP/p.db" --json >"$TMP/out" 2>"$TMP/err"
+check profile.other_model_default close "$(mean_iter)" "$(python3 -c "print(64 * $(train_flops mlp) / (1e12 * 0.5))")"
+cluster "$TMP/p/one.yaml" '{profile: profiles/tiny.json}'
+before=$(rows "$TMP/p.db" "SELECT count(*) FROM run")
+expect_exit profile.wrong_model 2 "$H" sim --cluster "$TMP/p/one.yaml" --model mlp --policy ssgd --global-batch 64 --iterations 1 --db "$TMP/p.db"
+check profile.wrong_model_message grep -q "one.yaml:3:16: device_types.g.compute.profile: the profile .*tiny.json measures model tinynet, not mlp" "$TMP/err"
+cluster "$TMP/p/missing.yaml" '{profile: profiles/nope.json}'
+expect_exit profile.missing 2 "$H" sim --cluster "$TMP/p/missing.yaml" --model tinynet --policy ssgd --global-batch 64 --iterations 1 --db "$TMP/p.db"
+check profile.missing_message grep -q 'no profile "profiles/nope.json"' "$TMP/err"
+printf '{"format": "hetsim-profile", "version": 1}\n' >"$TMP/p/profiles/bad.json"
+cluster "$TMP/p/bad.yaml" '{profile: profiles/bad.json}'
+expect_exit profile.bad 2 "$H" sim --cluster "$TMP/p/bad.yaml" --model tinynet --policy ssgd --global-batch 64 --iterations 1 --db "$TMP/p.db"
+check profile.bad_names_field grep -q 'bad.json: \$.created_at' "$TMP/err"
+check profile.refusals_store_nothing test "$(rows "$TMP/p.db" "SELECT count(*) FROM run")" = "$before"
+# A bundled profile by name: Gavel's V100 ResNet-18 at batch 64 (traces/profiles/README.md).
+cluster "$TMP/bundled.yaml" '{resnet18: {profile: v100/resnet18}}'
+"$H" sim --cluster "$TMP/bundled.yaml" --model resnet18 --policy ssgd --global-batch 64 --iterations 10 --db "$TMP/p.db" --json >"$TMP/out" 2>"$TMP/err"
+check profile.bundled_gavel close "$(mean_iter)" 0.04150543207910772
+HETSIM_PROFILES="$TMP/none" "$H" sim --cluster "$TMP/bundled.yaml" --model resnet18 --policy ssgd --global-batch 64 --iterations 1 --db "$TMP/p.db" >"$TMP/out" 2>"$TMP/err"
+check profile.bundled_dir_override grep -q "nor in the bundled profiles $TMP/none" "$TMP/err"
+
+# Fewer than 3 batch sizes only where memory ran out before a third (Sailor's OPT-350M on a
+# 24 GB card fits batch 1 alone): the line through them, flat through one, not judged.
+run few_batches.import 0 calib import "$SRC/traces/profiles/titan-rtx/opt-350m.json" --db "$TMP/few.db" &&
+  check few_batches.flat_fit test "$(rows "$TMP/few.db" "SELECT form || ':' || max_batch || ':' || (heldout_rel_error IS NULL) FROM perf_model WHERE phase = 'step' AND chosen = 1")" = "linear:1:1"
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); d["oom_batch"]=None; json.dump(d,open(sys.argv[2],"w"))' \
+  "$SRC/traces/profiles/titan-rtx/opt-350m.json" "$TMP/few-nolimit.json"
+run few_batches.needs_limit 2 calib import "$TMP/few-nolimit.json" --db "$TMP/few2.db" &&
+  check few_batches.needs_limit_message has err '$.compute: step times at 1 batch size'
+
 cli_finish
