@@ -68,6 +68,7 @@ typedef struct hs_cudalib_status {
   char version_str[32];      /* "9.19.0"; empty when not loaded */
   char path[HS_DL_PATH_MAX]; /* the file opened; empty when not loaded */
   char error[HS_DL_WHY_MAX]; /* why the state is not OK; empty when OK */
+  char note[160];            /* OK but worth saying (the driver is the toolkit's stub); or empty */
 } hs_cudalib_status;
 
 /* Loads the library on first use and returns its status; never NULL for a valid id (NULL for an
@@ -81,8 +82,9 @@ const hs_cudalib_status *hs_cudalib_status_get(hs_cudalib_id id);
 #define HS_CUDALIB_FIELD(ret, name, args) hs_pfn_##name name;
 
 /* The CUDA driver API (libcuda.so.1, installed with the NVIDIA driver). Green contexts need a
- * CUDA 12.4+ driver (cuCtxRecordEvent, used by the real runtime's local backend, 12.5+); on
- * older drivers the library loads but those entries are missing and the table reports so. */
+ * CUDA 12.4+ driver; on older drivers the library loads but those entries are missing and the
+ * table reports so. The CUDA toolkit's stub libcuda.so (lib64/stubs) resolves every entry but
+ * answers CUDA_ERROR_STUB_LIBRARY to every call: the status then says so in `note`. */
 #define HS_CUDRV_FUNCS(XX)                                                                      \
   XX(CUresult, cuInit, (unsigned int flags))                                                   \
   XX(CUresult, cuDriverGetVersion, (int *version))                                             \
@@ -113,7 +115,8 @@ const hs_cudalib_status *hs_cudalib_status_get(hs_cudalib_id id);
   XX(CUresult, cuGreenCtxStreamCreate,                                                         \
      (CUstream * stream, CUgreenCtx ctx, unsigned int flags, int priority))                    \
   XX(CUresult, cuCtxFromGreenCtx, (CUcontext * ctx, CUgreenCtx green))                       \
-  XX(CUresult, cuCtxRecordEvent, (CUcontext ctx, CUevent event))
+  XX(CUresult, cuGreenCtxGetDevResource,                                                       \
+     (CUgreenCtx ctx, CUdevResource * resource, CUdevResourceType type))
 
 /* cuBLAS (libcublas.so.13). */
 #define HS_CUBLAS_FUNCS(XX)                                                                     \
@@ -127,7 +130,9 @@ const hs_cudalib_status *hs_cudalib_status_get(hs_cudalib_id id);
       int k, const float *alpha, const float *a, int lda, const float *b, int ldb,             \
       const float *beta, float *c, int ldc))                                                  \
   XX(cublasStatus_t, cublasSetWorkspace,                                                       \
-     (cublasHandle_t handle, void *workspace, size_t workspace_bytes))
+     (cublasHandle_t handle, void *workspace, size_t workspace_bytes))                          \
+  XX(cublasStatus_t, cublasSetMathMode, (cublasHandle_t handle, cublasMath_t mode))            \
+  XX(cublasStatus_t, cublasSetSmCountTarget, (cublasHandle_t handle, int sm_count_target))
 
 HS_CUDRV_FUNCS(HS_CUDALIB_TYPEDEF)
 HS_CUBLAS_FUNCS(HS_CUDALIB_TYPEDEF)
