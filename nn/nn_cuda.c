@@ -8,10 +8,10 @@
  *   finalises and whose workspace fits is kept. Plans are cached per (layer, batch) for the
  *   life of the net; variant packs are built per call.
  * - Linear layers use cuBLAS SGEMM.
- * - Math (HETSIM_CUDA_MATH, read at open; nn_cuda_plan.h): strict (default) keeps full fp32 and
- *   deterministic engines in cuDNN and fp32 FMA without reduced-precision reductions in cuBLAS;
- *   fast lets both use TF32 tensor cores, and cuDNN non-deterministic engines, as PyTorch does
- *   for convolutions by default.
+ * - Math (HETSIM_CUDA_MATH, read at open; nn_cuda_plan.h): strict (default) keeps cuDNN to full
+ *   fp32, deterministic engines; fast lets cuDNN pick TF32 tensor-core and non-deterministic
+ *   engines, as PyTorch does for convolutions by default. cuBLAS stays full fp32 in both, as
+ *   PyTorch's matmul default.
  * - Everything else is our own kernels (nn_cuda_kernels.cu): bias add and gradient, batch
  *   normalisation, ReLU/ReLU6, pooling, residual add, softmax cross-entropy, SGD. No legacy
  *   cuDNN call remains.
@@ -610,13 +610,12 @@ static int cuda_open_impl(hs_net *n, cu_net *cn, const float *init, hs_diag *d) 
   if (!rc) rc = blas_err(cn, cn->blas->cublasCreate(&cn->cublas), "cublasCreate", d);
   if (!rc)
     rc = blas_err(cn, cn->blas->cublasSetStream(cn->cublas, cn->stream), "cublasSetStream", d);
-  /* Strict math: fp32 FMA only, no reduced-precision reductions; fast: TF32 tensor cores, as
-   * the convolutions get (nn_cuda_plan.h). */
+  /* Linear layers stay full fp32 in both math modes, as PyTorch's default for matmul
+   * (torch.backends.cuda.matmul.allow_tf32 is False): set explicitly, so that neither a
+   * library default nor NVIDIA_TF32_OVERRIDE decides it. */
   if (!rc)
-    rc = blas_err(cn, cn->blas->cublasSetMathMode(cn->cublas, cn->math == HS_CUDA_MATH_FAST
-                                                                  ? CUBLAS_TF32_TENSOR_OP_MATH
-                                                                  : (cublasMath_t)(CUBLAS_DEFAULT_MATH |
-                                                                                   CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION)),
+    rc = blas_err(cn, cn->blas->cublasSetMathMode(cn->cublas, (cublasMath_t)(CUBLAS_DEFAULT_MATH |
+                                                                             CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION)),
                   "cublasSetMathMode", d);
   /* On a partition, cuBLAS picks kernels for the SMs the partition has, not the whole GPU's. */
   if (!rc && cn->ctx)

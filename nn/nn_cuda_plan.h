@@ -27,7 +27,8 @@
  *     agrees with the CPU backend to fp32 rounding. Calibration and tests use this.
  *   fast: cuDNN's own order, which for fp32 convolutions puts TF32 tensor-core and
  *     non-deterministic (atomic-add) engines first, as PyTorch does by default for
- *     convolutions. Faster on Ampere and later; not bit-reproducible.
+ *     convolutions (torch.backends.cudnn.allow_tf32 is True). Faster on Ampere and later; not
+ *     bit-reproducible. Use it to compare with PyTorch's default speed.
  * The environment variable HETSIM_CUDA_MATH (strict|fast) chooses for the cuda nets
  * (hs_cuda_math_from_env); docs/gpu.md.
  *

@@ -159,30 +159,6 @@ const hs_cublas_api *hs_cublas_api_get(hs_diag *d);
   XX(cudnnStatus_t, cudnnCreate, (cudnnHandle_t * handle))                                     \
   XX(cudnnStatus_t, cudnnDestroy, (cudnnHandle_t handle))                                      \
   XX(cudnnStatus_t, cudnnSetStream, (cudnnHandle_t handle, cudaStream_t stream))               \
-  XX(cudnnStatus_t, cudnnCreateTensorDescriptor, (cudnnTensorDescriptor_t * desc))             \
-  XX(cudnnStatus_t, cudnnDestroyTensorDescriptor, (cudnnTensorDescriptor_t desc))              \
-  XX(cudnnStatus_t, cudnnSetTensor4dDescriptor,                                                \
-     (cudnnTensorDescriptor_t desc, cudnnTensorFormat_t format, cudnnDataType_t type, int n,   \
-      int c, int h, int w))                                                                    \
-  XX(cudnnStatus_t, cudnnCreateFilterDescriptor, (cudnnFilterDescriptor_t * desc))             \
-  XX(cudnnStatus_t, cudnnDestroyFilterDescriptor, (cudnnFilterDescriptor_t desc))              \
-  XX(cudnnStatus_t, cudnnSetFilter4dDescriptor,                                                \
-     (cudnnFilterDescriptor_t desc, cudnnDataType_t type, cudnnTensorFormat_t format, int k,   \
-      int c, int h, int w))                                                                    \
-  XX(cudnnStatus_t, cudnnCreateConvolutionDescriptor, (cudnnConvolutionDescriptor_t * desc))   \
-  XX(cudnnStatus_t, cudnnDestroyConvolutionDescriptor, (cudnnConvolutionDescriptor_t desc))    \
-  XX(cudnnStatus_t, cudnnSetConvolution2dDescriptor,                                           \
-     (cudnnConvolutionDescriptor_t desc, int pad_h, int pad_w, int u, int v, int dilation_h,   \
-      int dilation_w, cudnnConvolutionMode_t mode, cudnnDataType_t compute_type))              \
-  XX(cudnnStatus_t, cudnnGetConvolutionForwardWorkspaceSize,                                   \
-     (cudnnHandle_t handle, const cudnnTensorDescriptor_t x, const cudnnFilterDescriptor_t w,  \
-      const cudnnConvolutionDescriptor_t conv, const cudnnTensorDescriptor_t y,                \
-      cudnnConvolutionFwdAlgo_t algo, size_t *bytes))                                          \
-  XX(cudnnStatus_t, cudnnConvolutionForward,                                                   \
-     (cudnnHandle_t handle, const void *alpha, const cudnnTensorDescriptor_t x_desc,           \
-      const void *x, const cudnnFilterDescriptor_t w_desc, const void *w,                      \
-      const cudnnConvolutionDescriptor_t conv, cudnnConvolutionFwdAlgo_t algo, void *work,     \
-      size_t work_bytes, const void *beta, const cudnnTensorDescriptor_t y_desc, void *y))     \
   XX(void, cudnnGetLastErrorString, (char *message, size_t max_size))                          \
   XX(cudnnStatus_t, cudnnBackendCreateDescriptor,                                              \
      (cudnnBackendDescriptorType_t type, cudnnBackendDescriptor_t * desc))                     \
