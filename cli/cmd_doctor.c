@@ -476,6 +476,7 @@ int hs_cmd_doctor(int argc, char **argv) {
   if (json) print_json(doc);
   else print_text(doc);
   int rc = doc->unusable || prop_rc ? 1 : 0;
+  fflush(stdout); /* the report first, then why the exit status is 1, also into one file */
   if (doc->unusable && !json) fprintf(stderr, "hetsim doctor: hetsim cannot work on this machine (see the failed lines)\n");
   if (prop_rc)
     fprintf(stderr, "hetsim doctor: --cudnn-deviceprop %s: not written (see the \"cuDNN device properties\" line)\n",

@@ -1,7 +1,8 @@
 /* cuDNN plans without a GPU (label deviceless): cuDNN 9.8 and later run their heuristics and
  * finalize execution plans from a device-properties descriptor made from JSON. For every
  * committed properties file (tests/data/cudnn-*.json: hand-written from published specs;
- * notebooks-data/gpu-* /cudnn-deviceprop.json: recorded on a GPU by tools/gpu-check.sh), every
+ * notebooks-data/gpu-* /cudnn-deviceprop.json: recorded on a GPU by tools/gpu-check.sh; and the
+ * file HETSIM_CUDNN_DEVICEPROP names, when set), every
  * convolution of every zoo model, in all three directions and at batches 1, 7 and 64, must get
  * a finalized plan through the very code the cuda nets use (nn_cuda_plan.h) under strict math,
  * with a workspace size, and the engine must carry none of the notes strict math refuses. Also:
@@ -324,6 +325,9 @@ int main(int argc, char **argv) {
     return 1;
   }
   (void)glob(pat[1], GLOB_APPEND, NULL, &props);
+  /* One more, named by tools/gpu-check.sh: the JSON it has just recorded on a GPU. */
+  const char *extra = getenv("HETSIM_CUDNN_DEVICEPROP");
+  if (extra && extra[0]) (void)glob(extra, GLOB_APPEND | GLOB_NOCHECK, NULL, &props);
   static const hs_test_case tests[] = {
       {"every_zoo_conv", test_every_zoo_conv},
       {"partitions", test_partitions},
