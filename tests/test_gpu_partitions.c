@@ -11,7 +11,10 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+#include "core/core_buildinfo.h"
+#if HETSIM_HAVE_CUDA
 #include <cuda_runtime_api.h>
+#endif
 
 #include "nn/nn_cuda.h"
 #include "nn/nn_net.h"
@@ -72,6 +75,7 @@ static void test_record_owner(void) {
     return;
   }
   void *ev = NULL;
+#if HETSIM_HAVE_CUDA
   ASSERT_EQ(hs_net_cuda_record_owner(hs_net_grads(n) + 10, &ev, &d), 0);
   if (ev) {
     ASSERT_EQ(cudaEventSynchronize((cudaEvent_t)ev), cudaSuccess);
@@ -79,6 +83,7 @@ static void test_record_owner(void) {
   }
   ASSERT_EQ(hs_net_cuda_record_owner(hs_net_params(n), &ev, &d), 0);
   if (ev) (void)cudaEventDestroy((cudaEvent_t)ev);
+#endif
   int on_stack = 0;
   ASSERT_EQ(hs_net_cuda_record_owner(&on_stack, &ev, &d), HS_ENOTFOUND);
   ASSERT(ev == NULL);
