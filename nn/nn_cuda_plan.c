@@ -327,6 +327,7 @@ int hs_cuplan_build(const hs_cuplan_target *t, const hs_cuplan_conv *g, hs_cupla
                              {CUDNN_HEUR_MODE_FALLBACK, 0}};
   const int n_tries = t->sm_count > 0 ? 4 : 2;
   hs_diag why = {0}; /* the last configuration's reason, reported only if none works */
+  hs_diag nomem = {0}; /* the last workspace that did not fit: the real cause, when there is one */
   int why_rc = 0, seen = 0;
   for (int m = 0; !rc && m < n_tries && !k[HS_CUPLAN_DESCS - 1]; m++) {
     cudnnBackendDescriptor_t heur = NULL, *cfgs = NULL;
@@ -349,6 +350,7 @@ int hs_cuplan_build(const hs_cuplan_target *t, const hs_cuplan_conv *g, hs_cupla
       if (crc) {
         why = cd;
         why_rc = crc;
+        if (crc == HS_ENOMEM) nomem = cd;
         continue;
       }
       chosen = (int)i;
@@ -366,7 +368,8 @@ int hs_cuplan_build(const hs_cuplan_target *t, const hs_cuplan_conv *g, hs_cupla
     if (chosen < 0) destroy(dnn, heur);
   }
   if (!rc && !k[HS_CUPLAN_DESCS - 1]) {
-    if (why_rc) rc = hs_diag_set(d, why_rc == HS_ENOMEM ? HS_ENOMEM : HS_EUNSUPPORTED, "%s", why.msg);
+    if (nomem.code) rc = hs_diag_set(d, HS_ENOMEM, "%s", nomem.msg);
+    else if (why_rc) rc = hs_diag_set(d, HS_EUNSUPPORTED, "%s", why.msg);
     else rc = hs_diag_set(d, HS_EUNSUPPORTED, "cuDNN: no engine supports this convolution");
     if (seen) hs_diag_prefix(d, "none of %d engine configurations qualifies (%s math); the last", seen,
                              hs_cuda_math_name(t->math));

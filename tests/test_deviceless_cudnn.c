@@ -8,6 +8,7 @@
  * with a workspace size, and the engine must carry none of the notes strict math refuses. Also:
  * plans for SM partitions, fast math, JSON cuDNN refuses, the JSON read back, the math option.
  * Needs the cuDNN library (9.8+), not a GPU; exits 77 (skipped) without it. */
+#include <dlfcn.h>
 #include <glob.h>
 
 #include "hs_test.h"
@@ -316,6 +317,15 @@ int main(int argc, char **argv) {
     printf("cuDNN %zu has no device-properties descriptors (9.8+): skipped\n", dnn->cudnnGetVersion());
     return 77;
   }
+  /* cuDNN's runtime-compiled engines load NVRTC, compile, and unload it again for every plan;
+   * keeping one reference open spares those reloads, and leaves NVRTC's own leaks (LeakSanitizer
+   * builds) in a module that tests/lsan-cudnn.supp can name. */
+  char nvrtc[HS_DL_PATH_MAX + 32];
+  const char *cudnn_path = hs_cudalib_status_get(HS_CUDALIB_CUDNN)->path;
+  const char *slash = strrchr(cudnn_path, '/');
+  snprintf(nvrtc, sizeof nvrtc, "%.*s/libnvrtc.so.%d", slash ? (int)(slash - cudnn_path) : 1, slash ? cudnn_path : ".",
+           CUDA_VERSION / 1000);
+  if (!dlopen(nvrtc, RTLD_NOW | RTLD_GLOBAL)) (void)dlopen(nvrtc + (slash ? (slash - cudnn_path) + 1 : 2), RTLD_NOW | RTLD_GLOBAL);
   const char *src = getenv("HETSIM_SOURCE_DIR");
   char pat[2][1024];
   snprintf(pat[0], sizeof pat[0], "%s/tests/data/cudnn-*.json", src ? src : ".");

@@ -307,14 +307,18 @@ step_body() {
       [ -n "$sms" ] || { echo "no GPU in doctor.json (the doctor step writes it)"; return 1; }
       s1=$(part "$sms" 8)
       s2=$(part "$sms" 4)
+      # The calibration (calib-whole, calib-partitions) serves the policy's predictions and
+      # validate's simulation; without it the run times a few steps itself.
+      local calib=()
+      [ -f calib.db ] && calib=(--calib calib.db)
       "$H" real --backend local --device "cuda:0/sm=$s1" --workers 3 --policy ssgd --model resnet18 --global-batch 96 \
-        --iterations 40 --eval-every 20 --eval-samples 256 --train-samples 2048 --calib calib.db --db local.db --json \
+        --iterations 40 --eval-every 20 --eval-samples 256 --train-samples 2048 ${calib[@]+"${calib[@]}"} --db local.db --json \
         >local-ssgd.json || rc=1
       "$H" real --backend local --device "cuda:0/sm=$s2" --workers 2 --policy localsgd --model resnet18 --global-batch 64 \
-        --iterations 40 --eval-every 20 --eval-samples 256 --train-samples 2048 --calib calib.db --db local.db --json \
+        --iterations 40 --eval-every 20 --eval-samples 256 --train-samples 2048 ${calib[@]+"${calib[@]}"} --db local.db --json \
         >local-localsgd.json || rc=1
       for id in $("$H" query --db local.db sql "SELECT id FROM run WHERE kind = 'real'" --csv | tail -n +2); do
-        "$H" validate "$(echo "$id" | tr -d '\r')" --db local.db --calib calib.db --json >>local-validate.jsonl || rc=1
+        "$H" validate "$(echo "$id" | tr -d '\r')" --db local.db ${calib[@]+"${calib[@]}"} --json >>local-validate.jsonl || rc=1
       done
       cat local-*.json local-validate.jsonl 2>/dev/null
       return $rc
