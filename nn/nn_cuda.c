@@ -57,8 +57,8 @@ enum { CONV_FWD = HS_CUPLAN_FWD, CONV_DGRAD = HS_CUPLAN_DGRAD, CONV_WGRAD = HS_C
        CONV_DIRS = HS_CUPLAN_DIRS };
 
 /* GPUs and SM groups the process-wide partition table can hold. */
-#define CU_MAX_GPUS 64
-#define CU_MAX_GROUPS 256
+#define CU_MAX_GPUS 16
+#define CU_MAX_GROUPS 128
 
 typedef struct cu_layer {
   float *y, *dy;   /* output and its gradient (batch capacity); a view for flatten; NULL for the
