@@ -202,8 +202,11 @@ static void check_linked(doctor *doc) {
 static void check_loaded(doctor *doc) {
   for (int i = 0; i < HS_CUDALIB_COUNT; i++) {
     const hs_cudalib_status *st = hs_cudalib_status_get((hs_cudalib_id)i);
-    doctor_check *c = add(doc, "library", st->name, st->state == HS_CUDALIB_OK ? HS_PROBE_OK : HS_PROBE_MISSING,
-                          "%s", st->error);
+    /* A library that loaded may still be worth a word: the CUDA toolkit's stub driver resolves
+     * every entry but runs nothing. */
+    int loaded = st->state == HS_CUDALIB_OK;
+    doctor_check *c = add(doc, "library", st->name, loaded ? HS_PROBE_OK : HS_PROBE_MISSING, "%s",
+                          loaded ? st->note : st->error);
     snprintf(c->version, sizeof c->version, "%s", st->version_str);
     snprintf(c->path, sizeof c->path, "%s", st->path);
   }
@@ -247,6 +250,33 @@ static void check_probes(doctor *doc) {
   add_probe(doc, "green contexts", &r);
   hs_probe_mps(&r);
   add_probe(doc, "MPS", &r);
+}
+
+/* --cudnn-deviceprop FILE: cuDNN's description of GPU 0 (the JSON that cuDNN builds plans from
+ * without a GPU, tests/test_deviceless_cudnn.c), written to FILE through a temporary file and a
+ * rename, so that a failure leaves an existing FILE as it was. Returns 0 when written. */
+static int check_deviceprop(doctor *doc, const char *path) {
+  char *json = NULL;
+  hs_diag d = {0};
+  if (hs_probe_cudnn_deviceprop(0, &json, &d)) {
+    add(doc, "probe", "cuDNN device properties", d.code == HS_ENOTFOUND ? HS_PROBE_MISSING : HS_PROBE_FAILED,
+        "%s", d.msg);
+    return -1;
+  }
+  char tmp[HS_DL_PATH_MAX + 16];
+  snprintf(tmp, sizeof tmp, "%s.tmp%ld", path, (long)getpid());
+  FILE *f = fopen(tmp, "w");
+  int ok = f && fputs(json, f) >= 0 && fputc('\n', f) != EOF;
+  if (f && fclose(f) != 0) ok = 0;
+  if (ok && rename(tmp, path) != 0) ok = 0;
+  int err = errno;
+  if (!ok) unlink(tmp);
+  doctor_check *c = add(doc, "probe", "cuDNN device properties", ok ? HS_PROBE_OK : HS_PROBE_FAILED,
+                        ok ? "GPU 0: %zu bytes of JSON written" : "GPU 0: cannot write %zu bytes of JSON: %s",
+                        strlen(json), ok ? "" : strerror(err));
+  snprintf(c->path, sizeof c->path, "%s", path);
+  free(json);
+  return ok ? 0 : -1;
 }
 
 static void check_data(doctor *doc) {
@@ -398,10 +428,17 @@ static void print_json(const doctor *doc) {
 
 int hs_cmd_doctor(int argc, char **argv) {
   int json = 0;
+  const char *deviceprop = NULL;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--json")) json = 1;
-    else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-      printf("usage: hetsim doctor [--json]\n\n"
+    else if (!strcmp(argv[i], "--cudnn-deviceprop")) {
+      if (i + 1 >= argc || !argv[i + 1][0]) {
+        fprintf(stderr, "hetsim doctor: --cudnn-deviceprop needs a file name\n");
+        return 2;
+      }
+      deviceprop = argv[++i];
+    } else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+      printf("usage: hetsim doctor [--json] [--cudnn-deviceprop FILE]\n\n"
              "Reports what hetsim can do on this machine, one line per check (ok, missing or\n"
              "failed, with the reason): build options; the libraries it links (GSL, SQLite,\n"
              "libyaml, OpenBLAS, zlib, the CUDA runtime); MPI (linked into hetsim-mpi only:\n"
@@ -410,9 +447,12 @@ int hs_cmd_doctor(int argc, char **argv) {
              "each GPU; probes that really run: a cuDNN convolution, a cuBLAS GEMM, NCCL\n"
              "all-reduce with 1 rank and with 2 ranks on one GPU, green-context SM partitions,\n"
              "the MPS control daemon; the Fashion-MNIST files; creating a results database.\n"
-             "--json prints one object (schema in docs/cli.md).\n\n"
-             "exit status: 0 unless hetsim itself cannot work here (1); a missing GPU or GPU\n"
-             "library is reported, not an error.\n");
+             "--json prints one object (schema in docs/cli.md).\n"
+             "--cudnn-deviceprop FILE writes cuDNN's device-properties JSON of GPU 0 to FILE\n"
+             "(cuDNN 9.8+), from which cuDNN builds plans without a GPU (docs/gpu.md).\n\n"
+             "exit status: 0 unless hetsim itself cannot work here, or --cudnn-deviceprop was\n"
+             "given and FILE could not be written (1); a missing GPU or GPU library is\n"
+             "reported, not an error.\n");
       return 0;
     } else {
       fprintf(stderr, "hetsim doctor: unknown argument \"%s\"; run `hetsim doctor --help`\n", argv[i]);
@@ -430,12 +470,17 @@ int hs_cmd_doctor(int argc, char **argv) {
   check_loaded(doc);
   check_gpus(doc);
   check_probes(doc);
+  int prop_rc = deviceprop ? check_deviceprop(doc, deviceprop) : 0;
   check_data(doc);
   check_store(doc);
   if (json) print_json(doc);
   else print_text(doc);
-  int rc = doc->unusable ? 1 : 0;
-  if (rc && !json) fprintf(stderr, "hetsim doctor: hetsim cannot work on this machine (see the failed lines)\n");
+  int rc = doc->unusable || prop_rc ? 1 : 0;
+  fflush(stdout); /* the report first, then why the exit status is 1, also into one file */
+  if (doc->unusable && !json) fprintf(stderr, "hetsim doctor: hetsim cannot work on this machine (see the failed lines)\n");
+  if (prop_rc)
+    fprintf(stderr, "hetsim doctor: --cudnn-deviceprop %s: not written (see the \"cuDNN device properties\" line)\n",
+            deviceprop);
   free(doc);
   return rc;
 }

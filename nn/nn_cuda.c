@@ -2,14 +2,16 @@
  *
  * What runs where:
  * - Convolutions (forward, backward data, backward filter; grouped and depthwise through the
- *   filter's channel count) use cuDNN's graph (backend) API: one operation graph per
- *   (layer, direction, batch), engine configurations from heuristics mode A (then the fallback
- *   list), the first one whose execution plan finalises and whose workspace fits is kept. Plans
- *   are cached per (layer, batch) for the life of the net; variant packs are built per call.
- * - Linear layers use cuBLAS SGEMM (default math mode: full fp32, as PyTorch's default for
- *   matmul). Convolutions may use TF32 tensor cores where cuDNN picks them for fp32, as
- *   PyTorch's default for convolutions; NVIDIA_TF32_OVERRIDE=0 in the environment makes both
- *   libraries keep full fp32.
+ *   filter's channel count) use cuDNN's graph (backend) API through nn_cuda_plan.h: one
+ *   operation graph per (layer, direction, batch), engine configurations from heuristics mode A
+ *   (then the fallback list), filtered by the math mode; the first whose execution plan
+ *   finalises and whose workspace fits is kept. Plans are cached per (layer, batch) for the
+ *   life of the net; variant packs are built per call.
+ * - Linear layers use cuBLAS SGEMM.
+ * - Math (HETSIM_CUDA_MATH, read at open; nn_cuda_plan.h): strict (default) keeps cuDNN to full
+ *   fp32, deterministic engines; fast lets cuDNN pick TF32 tensor-core and non-deterministic
+ *   engines, as PyTorch does for convolutions by default. cuBLAS stays full fp32 in both, as
+ *   PyTorch's matmul default.
  * - Everything else is our own kernels (nn_cuda_kernels.cu): bias add and gradient, batch
  *   normalisation, ReLU/ReLU6, pooling, residual add, softmax cross-entropy, SGD. No legacy
  *   cuDNN call remains.
@@ -22,10 +24,11 @@
  * so running out of device memory (HS_ENOMEM) leaves the net as it was.
  *
  * Streams and contexts: all work of a net is enqueued on its own non-blocking stream. On
- * "cuda:I/sm=N" that stream belongs to a green context of N SMs (driver API through
- * nn_cudalib.h), made current with the stream so that the cuDNN and cuBLAS handles, events and
- * kernels live in it; every entry point makes the net's context current on the calling thread,
- * so a net may move between threads (one at a time, as nn_net.h says). */
+ * "cuda:I/sm=N" that stream belongs to a green context on SM groups no other net of the process
+ * holds (nn_cuda.h), made current with the stream so that the cuDNN and cuBLAS handles, events and
+ * kernels live in it; cuDNN's heuristics and cuBLAS are told the partition's granted SM count.
+ * Every entry point makes the net's context current on the calling thread, so a net may move
+ * between threads (one at a time, as nn_net.h says). */
 #include "nn/nn_cuda.h"
 
 #include "core/core_buildinfo.h"
@@ -33,6 +36,7 @@
 #if HETSIM_HAVE_CUDA
 
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -40,6 +44,7 @@
 
 #include "nn/nn_backend.h"
 #include "nn/nn_cuda_kernels.h"
+#include "nn/nn_cuda_plan.h"
 #include "nn/nn_cudalib.h"
 
 #if HETSIM_HAVE_CUDNN
@@ -48,19 +53,12 @@
  * size NVIDIA recommends for Hopper). */
 #define CU_BLAS_WORKSPACE ((size_t)32 << 20)
 
-enum { CONV_FWD = 0, CONV_DGRAD = 1, CONV_WGRAD = 2, CONV_DIRS = 3 };
-/* Tensor ids inside one convolution's operation graph: input, filter, output (or their
- * gradients, by direction). */
-enum { UID_X = 1, UID_W = 2, UID_Y = 3 };
-/* Descriptors a plan keeps alive: 3 tensors, convolution, operation, graph, heuristics,
- * engine configuration, plan. */
-enum { PLAN_DESCS = 9 };
+enum { CONV_FWD = HS_CUPLAN_FWD, CONV_DGRAD = HS_CUPLAN_DGRAD, CONV_WGRAD = HS_CUPLAN_WGRAD,
+       CONV_DIRS = HS_CUPLAN_DIRS };
 
-typedef struct cu_plan {
-  int batch;
-  int64_t workspace; /* bytes */
-  cudnnBackendDescriptor_t desc[PLAN_DESCS]; /* desc[PLAN_DESCS - 1] is the execution plan */
-} cu_plan;
+/* GPUs and SM groups the process-wide partition table can hold. */
+#define CU_MAX_GPUS 16
+#define CU_MAX_GROUPS 128
 
 typedef struct cu_layer {
   float *y, *dy;   /* output and its gradient (batch capacity); a view for flatten; NULL for the
@@ -70,7 +68,7 @@ typedef struct cu_layer {
   int need_dx[2];  /* backward: in[s]'s gradient is needed (not the data batch) */
   int orphan;      /* no layer reads this output: backward starts its gradient at zero */
   float *bn;       /* batchnorm: running mean, running var, saved mean, saved 1/std (4 x C) */
-  cu_plan *plans[CONV_DIRS];
+  hs_cuplan *plans[CONV_DIRS];
   int n_plans[CONV_DIRS], cap_plans[CONV_DIRS];
 } cu_layer;
 
@@ -78,9 +76,15 @@ typedef struct cu_net {
   const hs_cudrv_api *drv;
   const hs_cublas_api *blas;
   const hs_cudnn_api *dnn;
+  const hs_net *net;  /* the net this is the state of (for the process-wide table) */
+  struct cu_net *next_open; /* the process-wide list of open cuda nets */
   int device;
+  hs_cuda_math math;
   CUgreenCtx green;   /* NULL for the whole GPU */
   CUcontext ctx;      /* the green context as a context; NULL for the whole GPU */
+  int n_groups;       /* SM groups of the device's table this net holds */
+  int groups[CU_MAX_GROUPS];
+  int sm_count;       /* SMs granted (a partition) or the whole GPU's */
   cudaStream_t stream;
   cudnnHandle_t cudnn;
   cublasHandle_t cublas;
@@ -122,12 +126,12 @@ static int cuda_err(cudaError_t e, const char *what, hs_diag *d) {
                      cudaGetErrorName(e));
 }
 
-static int drv_err(const cu_net *cn, CUresult r, const char *what, hs_diag *d) {
+static int drv_err(const hs_cudrv_api *drv, CUresult r, const char *what, hs_diag *d) {
   if (r == CUDA_SUCCESS) return 0;
   const char *s = NULL;
-  if (cn->drv->cuGetErrorString(r, &s) != CUDA_SUCCESS || !s) s = "unknown driver error";
+  if (drv->cuGetErrorString(r, &s) != CUDA_SUCCESS || !s) s = "unknown driver error";
   return hs_diag_set(d, r == CUDA_ERROR_OUT_OF_MEMORY ? HS_ENOMEM : HS_ERUNTIME,
-                     "CUDA driver: %s: %s", what, s);
+                     "CUDA driver: %s: %s (%d)", what, s, (int)r);
 }
 
 static int blas_err(const cu_net *cn, cublasStatus_t s, const char *what, hs_diag *d) {
@@ -137,21 +141,12 @@ static int blas_err(const cu_net *cn, cublasStatus_t s, const char *what, hs_dia
 }
 
 static int dnn_err(const cu_net *cn, cudnnStatus_t s, const char *what, hs_diag *d) {
-  if (s == CUDNN_STATUS_SUCCESS) return 0;
-  char last[512];
-  last[0] = '\0';
-  cn->dnn->cudnnGetLastErrorString(last, sizeof last);
-  int code = (s == CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED ||
-              s == CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED)
-                 ? HS_ENOMEM
-                 : HS_ERUNTIME;
-  return hs_diag_set(d, code, "cuDNN: %s: %s%s%s%s", what, cn->dnn->cudnnGetErrorString(s),
-                     last[0] ? " (" : "", last, last[0] ? ")" : "");
+  return hs_cuplan_dnn_err(cn->dnn, s, what, d);
 }
 
 /* Makes the net's context current on this thread (entry points may come from any thread). */
 static int bind(const cu_net *cn, hs_diag *d) {
-  if (cn->ctx) return drv_err(cn, cn->drv->cuCtxSetCurrent(cn->ctx), "cuCtxSetCurrent", d);
+  if (cn->ctx) return drv_err(cn->drv, cn->drv->cuCtxSetCurrent(cn->ctx), "cuCtxSetCurrent", d);
   return cuda_err(cudaSetDevice(cn->device), "cudaSetDevice", d);
 }
 
@@ -163,6 +158,124 @@ static int dev_alloc(void **p, size_t bytes, const char *what, hs_diag *d) {
 
 static void dev_free(void *p) {
   if (p) (void)cudaFree(p);
+}
+
+/* --- process-wide: SM groups per GPU, open nets ------------------------------------------- */
+
+/* Green contexts partition a GPU, which every net of the process shares, so the partitions are
+ * handed out from one table per GPU, the only state here that is not a net's own (like the
+ * libraries in nn_cudalib.h, the device is process-wide). The whole GPU's SMs are split once
+ * into groups of the smallest size the driver allows (minSmPartitionSize, aligned to
+ * smCoscheduledAlignment: 8 SMs on compute capability 9.0), and a net asking for N SMs takes
+ * enough free groups to hold N; a descriptor may combine several results of one split
+ * (cuDevResourceGenerateDesc), while a result can never be split again. So partitions of
+ * different sizes never share an SM, and a net's partition is N rounded up to whole groups.
+ * The table also lists the open cuda nets, so that a communication backend holding only a
+ * device pointer can find the net (and stream) it belongs to (hs_net_cuda_record_owner). */
+typedef struct sm_table {
+  int ready;              /* the split was made */
+  unsigned sm_total;      /* SMs of the GPU */
+  unsigned granule;       /* SMs of the smallest group the driver allows */
+  int n_groups;
+  CUdevResource groups[CU_MAX_GROUPS]; /* one split of the whole GPU */
+  int holder[CU_MAX_GROUPS];           /* 0 free, else 1 */
+} sm_table;
+
+static pthread_mutex_t reg_mu = PTHREAD_MUTEX_INITIALIZER;
+static sm_table sm_tables[CU_MAX_GPUS];
+static cu_net *open_nets;
+
+/* Splits GPU dev (ordinal) into groups once (reg_mu held). */
+static int sm_table_ready(const hs_cudrv_api *drv, int ordinal, CUdevice dev, sm_table *t, hs_diag *d) {
+  if (t->ready) return 0;
+  CUdevResource all;
+  memset(&all, 0, sizeof all);
+  int rc = drv_err(drv, drv->cuDeviceGetDevResource(dev, &all, CU_DEV_RESOURCE_TYPE_SM),
+                   "cuDeviceGetDevResource", d);
+  if (rc) return rc;
+  unsigned g = all.sm.minSmPartitionSize;
+  if (all.sm.smCoscheduledAlignment > g) g = all.sm.smCoscheduledAlignment;
+  if (g < 1) g = 1;
+  unsigned nb = 0;
+  /* A NULL result asks how many groups the split makes. */
+  rc = drv_err(drv, drv->cuDevSmResourceSplitByCount(NULL, &nb, &all, NULL, 0, g),
+               "cuDevSmResourceSplitByCount (count)", d);
+  if (rc) return rc;
+  if (nb > CU_MAX_GROUPS) nb = CU_MAX_GROUPS;
+  if (nb < 1)
+    return hs_diag_set(d, HS_EUNSUPPORTED, "GPU %d (%u SMs) cannot be split into partitions of %u SMs",
+                       ordinal, all.sm.smCount, g);
+  memset(t->groups, 0, sizeof t->groups);
+  rc = drv_err(drv, drv->cuDevSmResourceSplitByCount(t->groups, &nb, &all, NULL, 0, g),
+               "cuDevSmResourceSplitByCount", d);
+  if (rc) return rc;
+  t->sm_total = all.sm.smCount;
+  t->granule = g;
+  t->n_groups = (int)nb;
+  memset(t->holder, 0, sizeof t->holder);
+  t->ready = 1;
+  return 0;
+}
+
+/* Takes free groups of GPU `ordinal` holding at least `want` SMs for cn (reg_mu held); fills
+ * res[0..*n) with them. */
+static int sm_take(cu_net *cn, const hs_net *n, CUdevice dev, unsigned want, CUdevResource *res, int *n_res,
+                   hs_diag *d) {
+  if (n->ordinal >= CU_MAX_GPUS)
+    return hs_diag_set(d, HS_EUNSUPPORTED, "%s: green contexts on GPUs past %d are not supported", n->device,
+                       CU_MAX_GPUS - 1);
+  sm_table *t = &sm_tables[n->ordinal];
+  int rc = sm_table_ready(cn->drv, n->ordinal, dev, t, d);
+  if (rc) return rc;
+  if (want > t->sm_total)
+    return hs_diag_set(d, HS_EINVAL, "%s: GPU %d has %u SMs, fewer than the %u asked for", n->device,
+                       n->ordinal, t->sm_total, want);
+  unsigned got = 0, free_sms = 0, in_groups = 0;
+  int k = 0;
+  for (int i = 0; i < t->n_groups; i++) {
+    in_groups += t->groups[i].sm.smCount;
+    if (t->holder[i]) continue;
+    free_sms += t->groups[i].sm.smCount;
+    if (got < want) {
+      cn->groups[k] = i;
+      res[k++] = t->groups[i];
+      got += t->groups[i].sm.smCount;
+    }
+  }
+  if (got < want)
+    return hs_diag_set(d, HS_ELIMIT, "%s: GPU %d's partitions are used up: %u SMs asked, %u free (the GPU's %u SMs "
+                       "make %d groups of %u for green contexts, %u SMs in all; other nets of this process hold the "
+                       "rest): use fewer or smaller partitions",
+                       n->device, n->ordinal, want, free_sms, t->sm_total, t->n_groups, t->granule, in_groups);
+  for (int i = 0; i < k; i++) t->holder[cn->groups[i]] = 1;
+  cn->n_groups = k;
+  *n_res = k;
+  return 0;
+}
+
+static void sm_give_back(cu_net *cn, int ordinal) {
+  if (!cn->n_groups || ordinal < 0 || ordinal >= CU_MAX_GPUS) return;
+  pthread_mutex_lock(&reg_mu);
+  for (int i = 0; i < cn->n_groups; i++) sm_tables[ordinal].holder[cn->groups[i]] = 0;
+  cn->n_groups = 0;
+  pthread_mutex_unlock(&reg_mu);
+}
+
+static void net_list_add(cu_net *cn) {
+  pthread_mutex_lock(&reg_mu);
+  cn->next_open = open_nets;
+  open_nets = cn;
+  pthread_mutex_unlock(&reg_mu);
+}
+
+static void net_list_remove(cu_net *cn) {
+  pthread_mutex_lock(&reg_mu);
+  for (cu_net **p = &open_nets; *p; p = &(*p)->next_open)
+    if (*p == cn) {
+      *p = cn->next_open;
+      break;
+    }
+  pthread_mutex_unlock(&reg_mu);
 }
 
 /* --- layer geometry ----------------------------------------------------------------------- */
@@ -179,63 +292,21 @@ static int64_t ptr_align(int64_t off_floats) {
   return (b % 16 == 0) ? 16 : (b % 8 == 0) ? 8 : 4;
 }
 
-/* --- cuDNN graph API: one convolution per operation graph ---------------------------------- */
+/* --- cuDNN plans (nn_cuda_plan.h) --------------------------------------------------------- */
 
-typedef struct dnn_builder {
-  const cu_net *cn;
-  hs_diag *d;
-  int rc;
-} dnn_builder;
-
-/* Sticky helpers: after the first failure they do nothing, so plan construction reads as
- * straight-line code checked once. */
-static cudnnBackendDescriptor_t db_create(dnn_builder *b, cudnnBackendDescriptorType_t type,
-                                          const char *what) {
-  cudnnBackendDescriptor_t desc = NULL;
-  if (b->rc) return NULL;
-  b->rc = dnn_err(b->cn, b->cn->dnn->cudnnBackendCreateDescriptor(type, &desc), what, b->d);
-  return b->rc ? NULL : desc;
-}
-
-static void db_set(dnn_builder *b, cudnnBackendDescriptor_t desc, cudnnBackendAttributeName_t name,
-                   cudnnBackendAttributeType_t type, int64_t count, const void *elems,
-                   const char *what) {
-  if (b->rc) return;
-  b->rc = dnn_err(b->cn, b->cn->dnn->cudnnBackendSetAttribute(desc, name, type, count, elems),
-                  what, b->d);
-}
-
-static void db_finalize(dnn_builder *b, cudnnBackendDescriptor_t desc, const char *what) {
-  if (b->rc) return;
-  b->rc = dnn_err(b->cn, b->cn->dnn->cudnnBackendFinalize(desc), what, b->d);
-}
-
-static cudnnBackendDescriptor_t db_tensor(dnn_builder *b, int64_t uid, int64_t n, int64_t c,
-                                          int64_t h, int64_t w, int64_t align) {
-  const int64_t dims[4] = {n, c, h, w};
-  const int64_t strides[4] = {c * h * w, h * w, w, 1};
-  const cudnnDataType_t type = CUDNN_DATA_FLOAT;
-  cudnnBackendDescriptor_t t = db_create(b, CUDNN_BACKEND_TENSOR_DESCRIPTOR, "tensor");
-  db_set(b, t, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &type, "tensor type");
-  db_set(b, t, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, 4, dims, "tensor dims");
-  db_set(b, t, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, 4, strides, "tensor strides");
-  db_set(b, t, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &uid, "tensor id");
-  db_set(b, t, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &align, "tensor alignment");
-  db_finalize(b, t, "tensor finalize");
-  return t;
-}
-
-static void plan_free(const cu_net *cn, cu_plan *p) {
-  for (int i = PLAN_DESCS - 1; i >= 0; i--)
-    if (p->desc[i]) (void)cn->dnn->cudnnBackendDestroyDescriptor(p->desc[i]);
-  memset(p->desc, 0, sizeof p->desc);
-}
-
-static int workspace_reserve(cu_net *cn, int64_t bytes, hs_diag *d) {
+/* Grows the shared workspace to `bytes` (a plan's workspace callback). A captured step refers to
+ * the workspace it was recorded with, so growing it destroys the captured step: replaying then
+ * answers "capture again" instead of running on freed memory. */
+static int workspace_reserve(void *ctx, int64_t bytes, hs_diag *d) {
+  cu_net *cn = ctx;
   if (bytes <= cn->ws_bytes) return 0;
   void *p;
   int rc = dev_alloc(&p, (size_t)bytes, "cudaMalloc (cuDNN workspace)", d);
   if (rc) return rc;
+  if (cn->step) {
+    (void)cudaGraphExecDestroy(cn->step);
+    cn->step = NULL;
+  }
   /* cudaFree waits for the device, so no queued convolution still uses the old one. */
   dev_free(cn->workspace);
   cn->workspace = p;
@@ -243,163 +314,25 @@ static int workspace_reserve(cu_net *cn, int64_t bytes, hs_diag *d) {
   return 0;
 }
 
-/* Builds the plan of one convolution direction at one batch into *p. */
-static int plan_build(cu_net *cn, const hs_layer *l, int64_t w_off, int dir, int batch, cu_plan *p,
+static hs_cuplan_conv conv_geometry(const hs_layer *l, int64_t w_off, int batch) {
+  hs_cuplan_conv g = {.batch = batch, .in_c = l->in_c, .in_h = l->in_h, .in_w = l->in_w, .out_c = l->out_c,
+                      .out_h = l->out_h, .out_w = l->out_w, .kernel = l->kernel, .stride = l->stride,
+                      .pad = l->pad, .groups = l->groups, .w_align = ptr_align(w_off)};
+  return g;
+}
+
+/* Builds the plan of one convolution direction at one batch into *p, for this net's GPU (or
+ * partition) and math. */
+static int plan_build(cu_net *cn, const hs_layer *l, int64_t w_off, int dir, int batch, hs_cuplan *p,
                       hs_diag *d) {
-  static const cudnnBackendDescriptorType_t op_type[CONV_DIRS] = {
-      [CONV_FWD] = CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR,
-      [CONV_DGRAD] = CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR,
-      [CONV_WGRAD] = CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR};
-  /* The attribute names of x, w, y, the convolution, alpha and beta for each direction. */
-  static const cudnnBackendAttributeName_t attr[CONV_DIRS][6] = {
-      [CONV_FWD] = {CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X,
-                    CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W,
-                    CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y,
-                    CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC,
-                    CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA,
-                    CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA},
-      [CONV_DGRAD] = {CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DX,
-                      CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_W,
-                      CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DY,
-                      CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_CONV_DESC,
-                      CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_ALPHA,
-                      CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_BETA},
-      [CONV_WGRAD] = {CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_X,
-                      CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DW,
-                      CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DY,
-                      CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_CONV_DESC,
-                      CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_ALPHA,
-                      CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_BETA}};
-  memset(p, 0, sizeof *p);
-  p->batch = batch;
-  dnn_builder b = {.cn = cn, .d = d, .rc = 0};
-  cudnnBackendDescriptor_t *k = p->desc;
-
-  k[0] = db_tensor(&b, UID_X, batch, l->in_c, l->in_h, l->in_w, 16);
-  k[1] = db_tensor(&b, UID_W, l->out_c, l->in_c / l->groups, l->kernel, l->kernel,
-                   ptr_align(w_off));
-  k[2] = db_tensor(&b, UID_Y, batch, l->out_c, l->out_h, l->out_w, 16);
-
-  const cudnnDataType_t comp = CUDNN_DATA_FLOAT;
-  const cudnnConvolutionMode_t mode = CUDNN_CROSS_CORRELATION;
-  const int64_t spatial = 2, dil[2] = {1, 1}, str[2] = {l->stride, l->stride},
-                pad[2] = {l->pad, l->pad};
-  k[3] = db_create(&b, CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR, "convolution");
-  db_set(&b, k[3], CUDNN_ATTR_CONVOLUTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &comp, "comp type");
-  db_set(&b, k[3], CUDNN_ATTR_CONVOLUTION_CONV_MODE, CUDNN_TYPE_CONVOLUTION_MODE, 1, &mode,
-         "conv mode");
-  db_set(&b, k[3], CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS, CUDNN_TYPE_INT64, 1, &spatial,
-         "spatial dims");
-  db_set(&b, k[3], CUDNN_ATTR_CONVOLUTION_DILATIONS, CUDNN_TYPE_INT64, 2, dil, "dilations");
-  db_set(&b, k[3], CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES, CUDNN_TYPE_INT64, 2, str, "strides");
-  db_set(&b, k[3], CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS, CUDNN_TYPE_INT64, 2, pad, "pre-padding");
-  db_set(&b, k[3], CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, CUDNN_TYPE_INT64, 2, pad,
-         "post-padding");
-  db_finalize(&b, k[3], "convolution finalize");
-
-  const float alpha = 1.0f, beta = 0.0f;
-  k[4] = db_create(&b, op_type[dir], "convolution operation");
-  db_set(&b, k[4], attr[dir][0], CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &k[0], "operation x");
-  db_set(&b, k[4], attr[dir][1], CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &k[1], "operation w");
-  db_set(&b, k[4], attr[dir][2], CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &k[2], "operation y");
-  db_set(&b, k[4], attr[dir][3], CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &k[3], "operation conv");
-  db_set(&b, k[4], attr[dir][4], CUDNN_TYPE_FLOAT, 1, &alpha, "operation alpha");
-  db_set(&b, k[4], attr[dir][5], CUDNN_TYPE_FLOAT, 1, &beta, "operation beta");
-  db_finalize(&b, k[4], "convolution operation finalize");
-
-  k[5] = db_create(&b, CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, "operation graph");
-  db_set(&b, k[5], CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &cn->cudnn,
-         "graph handle");
-  db_set(&b, k[5], CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &k[4],
-         "graph ops");
-  db_finalize(&b, k[5], "operation graph finalize");
-  if (b.rc) {
-    plan_free(cn, p);
-    return b.rc;
-  }
-
-  /* Heuristics A first, then the fallback list; keep the first configuration whose plan
-   * finalises and whose workspace can be allocated. */
-  static const cudnnBackendHeurMode_t modes[2] = {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK};
-  int last_rc = 0;
-  for (int m = 0; m < 2 && !p->desc[PLAN_DESCS - 1]; m++) {
-    b.rc = 0;
-    cudnnBackendDescriptor_t heur =
-        db_create(&b, CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, "engine heuristics");
-    db_set(&b, heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
-           &k[5], "heuristics graph");
-    db_set(&b, heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &modes[m],
-           "heuristics mode");
-    db_finalize(&b, heur, "heuristics finalize");
-    int64_t count = 0;
-    if (!b.rc)
-      b.rc = dnn_err(cn, cn->dnn->cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS,
-                                                           CUDNN_TYPE_BACKEND_DESCRIPTOR, 0,
-                                                           &count, NULL),
-                     "heuristics result count", d);
-    cudnnBackendDescriptor_t *cfgs = NULL;
-    if (!b.rc && count > 0) {
-      cfgs = calloc((size_t)count, sizeof *cfgs);
-      if (!cfgs) b.rc = hs_diag_set(d, HS_ENOMEM, "out of host memory for cuDNN configurations");
-      for (int64_t i = 0; i < count && !b.rc; i++)
-        cfgs[i] = db_create(&b, CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, "engine configuration");
-      int64_t got = 0;
-      if (!b.rc)
-        b.rc = dnn_err(cn, cn->dnn->cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS,
-                                                             CUDNN_TYPE_BACKEND_DESCRIPTOR,
-                                                             count, &got, cfgs),
-                       "heuristics results", d);
-      if (!b.rc && got < count) count = got;
-    }
-    int chosen = -1;
-    for (int64_t i = 0; !b.rc && cfgs && i < count && chosen < 0; i++) {
-      dnn_builder t = {.cn = cn, .d = d, .rc = 0};
-      cudnnBackendDescriptor_t plan =
-          db_create(&t, CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, "execution plan");
-      db_set(&t, plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &cn->cudnn,
-             "plan handle");
-      db_set(&t, plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
-             &cfgs[i], "plan configuration");
-      db_finalize(&t, plan, "execution plan finalize");
-      int64_t ws = 0, n_ws = 0;
-      if (!t.rc)
-        t.rc = dnn_err(cn, cn->dnn->cudnnBackendGetAttribute(
-                               plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64,
-                               1, &n_ws, &ws),
-                       "plan workspace size", d);
-      if (!t.rc) t.rc = workspace_reserve(cn, ws, d);
-      if (t.rc) {
-        last_rc = t.rc; /* unsupported here, or its workspace does not fit: try the next */
-        if (plan) (void)cn->dnn->cudnnBackendDestroyDescriptor(plan);
-        continue;
-      }
-      chosen = (int)i;
-      p->workspace = ws;
-      p->desc[6] = heur;
-      p->desc[7] = cfgs[i];
-      p->desc[8] = plan;
-    }
-    if (cfgs) {
-      for (int64_t i = 0; i < count; i++)
-        if (cfgs[i] && i != chosen) (void)cn->dnn->cudnnBackendDestroyDescriptor(cfgs[i]);
-      free(cfgs);
-    }
-    if (chosen < 0 && heur) (void)cn->dnn->cudnnBackendDestroyDescriptor(heur);
-    if (b.rc) last_rc = b.rc;
-  }
-  if (!p->desc[PLAN_DESCS - 1]) {
-    plan_free(cn, p);
-    if (!last_rc)
-      last_rc = hs_diag_set(d, HS_EUNSUPPORTED, "cuDNN: no engine supports this convolution");
-    hs_diag_prefix(d, "conv2d %dx%d/%d (%d->%d channels, groups %d) at batch %d", l->kernel,
-                   l->kernel, l->stride, l->in_c, l->out_c, l->groups, batch);
-    return last_rc;
-  }
-  return 0;
+  hs_cuplan_target t = {.dnn = cn->dnn, .handle = cn->cudnn, .sm_count = cn->ctx ? cn->sm_count : 0,
+                        .math = cn->math, .workspace_fits = workspace_reserve, .ctx = cn};
+  hs_cuplan_conv g = conv_geometry(l, w_off, batch);
+  return hs_cuplan_build(&t, &g, (hs_cuplan_dir)dir, p, d);
 }
 
 /* The cached plan of layer i in direction dir at batch, built on first use. */
-static int plan_get(cu_net *cn, const hs_net *n, int i, int dir, int batch, cu_plan **out,
+static int plan_get(cu_net *cn, const hs_net *n, int i, int dir, int batch, hs_cuplan **out,
                     hs_diag *d) {
   cu_layer *L = &cn->layers[i];
   for (int j = 0; j < L->n_plans[dir]; j++)
@@ -409,12 +342,12 @@ static int plan_get(cu_net *cn, const hs_net *n, int i, int dir, int batch, cu_p
     }
   if (L->n_plans[dir] == L->cap_plans[dir]) {
     int cap = L->cap_plans[dir] ? 2 * L->cap_plans[dir] : 4;
-    cu_plan *grown = realloc(L->plans[dir], (size_t)cap * sizeof *grown);
+    hs_cuplan *grown = realloc(L->plans[dir], (size_t)cap * sizeof *grown);
     if (!grown) return hs_diag_set(d, HS_ENOMEM, "out of host memory for cuDNN plans");
     L->plans[dir] = grown;
     L->cap_plans[dir] = cap;
   }
-  cu_plan *p = &L->plans[dir][L->n_plans[dir]];
+  hs_cuplan *p = &L->plans[dir][L->n_plans[dir]];
   int rc = plan_build(cn, hs_graph_layer(n->graph, i), n->param_off[i], dir, batch, p, d);
   if (rc) return rc;
   L->n_plans[dir]++;
@@ -426,27 +359,11 @@ static int plan_get(cu_net *cn, const hs_net *n, int i, int dir, int batch, cu_p
  * forward pass, (dx, w, dy) for backward data and (x, dw, dy) for backward filter. */
 static int conv_run(cu_net *cn, const hs_net *n, int i, int dir, int batch, void *x, void *w,
                     void *y, hs_diag *d) {
-  cu_plan *p;
+  hs_cuplan *p;
   int rc = plan_get(cn, n, i, dir, batch, &p, d);
-  if (rc) return rc;
-  const int64_t uids[3] = {UID_X, UID_W, UID_Y};
-  void *ptrs[3] = {x, w, y};
-  void *ws = cn->workspace;
-  dnn_builder b = {.cn = cn, .d = d, .rc = 0};
-  cudnnBackendDescriptor_t pack = db_create(&b, CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR,
-                                            "variant pack");
-  db_set(&b, pack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, 3, uids, "pack ids");
-  db_set(&b, pack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, 3, ptrs,
-         "pack pointers");
-  db_set(&b, pack, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &ws,
-         "pack workspace");
-  db_finalize(&b, pack, "variant pack finalize");
-  if (!b.rc)
-    b.rc = dnn_err(cn, cn->dnn->cudnnBackendExecute(cn->cudnn, p->desc[PLAN_DESCS - 1], pack),
-                   "convolution execute", d);
-  if (pack) (void)cn->dnn->cudnnBackendDestroyDescriptor(pack);
-  if (b.rc) hs_diag_prefix(d, "layer %d", i);
-  return b.rc;
+  if (!rc) rc = hs_cuplan_execute(cn->dnn, cn->cudnn, p, x, w, y, cn->workspace, d);
+  if (rc) hs_diag_prefix(d, "layer %d", i);
+  return rc;
 }
 
 /* --- buffers ------------------------------------------------------------------------------ */
@@ -555,46 +472,39 @@ static int ensure_capacity(cu_net *cn, hs_net *n, int batch, hs_diag *d) {
 
 static void cuda_close(hs_net *n);
 
-/* Creates the green context of n->sm_partition SMs and its stream, made current. */
+/* Creates the green context of n->sm_partition SMs (taken from the GPU's table of SM groups, so
+ * no other net of the process shares them) and its stream, made current. cn->sm_count is what
+ * the driver granted: the request rounded up to whole groups. */
 static int green_open(cu_net *cn, const hs_net *n, hs_diag *d) {
   const hs_cudrv_api *drv = cn->drv;
-  int rc = drv_err(cn, drv->cuInit(0), "cuInit", d);
+  int rc = drv_err(drv, drv->cuInit(0), "cuInit", d);
   CUdevice dev;
-  if (!rc) rc = drv_err(cn, drv->cuDeviceGet(&dev, n->ordinal), "cuDeviceGet", d);
-  CUdevResource all, part;
-  memset(&all, 0, sizeof all);
-  memset(&part, 0, sizeof part);
-  if (!rc)
-    rc = drv_err(cn, drv->cuDeviceGetDevResource(dev, &all, CU_DEV_RESOURCE_TYPE_SM),
-                 "cuDeviceGetDevResource", d);
+  if (!rc) rc = drv_err(drv, drv->cuDeviceGet(&dev, n->ordinal), "cuDeviceGet", d);
   if (rc) return rc;
-  if ((unsigned)n->sm_partition > all.sm.smCount)
-    return hs_diag_set(d, HS_EINVAL, "%s: GPU %d has %u SMs, fewer than the %d asked for",
-                       n->device, n->ordinal, all.sm.smCount, n->sm_partition);
-  unsigned groups = 1;
-  rc = drv_err(cn, drv->cuDevSmResourceSplitByCount(&part, &groups, &all, NULL, 0,
-                                                    (unsigned)n->sm_partition),
-               "cuDevSmResourceSplitByCount", d);
+  CUdevResource part[CU_MAX_GROUPS];
+  int n_part = 0;
+  pthread_mutex_lock(&reg_mu);
+  rc = sm_take(cn, n, dev, (unsigned)n->sm_partition, part, &n_part, d);
+  pthread_mutex_unlock(&reg_mu);
   if (rc) return rc;
-  if (groups < 1)
-    return hs_diag_set(d, HS_EINVAL,
-                       "%s: cannot make a partition of %d SMs on GPU %d (%u SMs, partitions of "
-                       "at least %u in steps of %u)",
-                       n->device, n->sm_partition, n->ordinal, all.sm.smCount,
-                       all.sm.minSmPartitionSize, all.sm.smCoscheduledAlignment);
   CUdevResourceDesc desc;
-  rc = drv_err(cn, drv->cuDevResourceGenerateDesc(&desc, &part, 1), "cuDevResourceGenerateDesc",
-               d);
+  rc = drv_err(drv, drv->cuDevResourceGenerateDesc(&desc, part, (unsigned)n_part), "cuDevResourceGenerateDesc", d);
   if (!rc)
-    rc = drv_err(cn, drv->cuGreenCtxCreate(&cn->green, desc, dev, CU_GREEN_CTX_DEFAULT_STREAM),
-                 "cuGreenCtxCreate", d);
-  if (!rc) rc = drv_err(cn, drv->cuCtxFromGreenCtx(&cn->ctx, cn->green), "cuCtxFromGreenCtx", d);
-  if (!rc) rc = drv_err(cn, drv->cuCtxSetCurrent(cn->ctx), "cuCtxSetCurrent", d);
+    rc = drv_err(drv, drv->cuGreenCtxCreate(&cn->green, desc, dev, CU_GREEN_CTX_DEFAULT_STREAM), "cuGreenCtxCreate", d);
+  CUdevResource granted;
+  memset(&granted, 0, sizeof granted);
+  if (!rc)
+    rc = drv_err(drv, drv->cuGreenCtxGetDevResource(cn->green, &granted, CU_DEV_RESOURCE_TYPE_SM),
+                 "cuGreenCtxGetDevResource", d);
+  if (!rc) cn->sm_count = (int)granted.sm.smCount;
+  if (!rc) rc = drv_err(drv, drv->cuCtxFromGreenCtx(&cn->ctx, cn->green), "cuCtxFromGreenCtx", d);
+  if (!rc) rc = drv_err(drv, drv->cuCtxSetCurrent(cn->ctx), "cuCtxSetCurrent", d);
   CUstream s = NULL;
   if (!rc)
-    rc = drv_err(cn, drv->cuGreenCtxStreamCreate(&s, cn->green, CU_STREAM_NON_BLOCKING, 0),
+    rc = drv_err(drv, drv->cuGreenCtxStreamCreate(&s, cn->green, CU_STREAM_NON_BLOCKING, 0),
                  "cuGreenCtxStreamCreate", d);
   cn->stream = s; /* CUstream and cudaStream_t are the same type */
+  if (rc) hs_diag_prefix(d, "%s", n->device);
   return rc;
 }
 
@@ -665,6 +575,8 @@ static int bn_buffers(cu_net *cn, const hs_net *n, hs_diag *d) {
 
 static int cuda_open_impl(hs_net *n, cu_net *cn, const float *init, hs_diag *d) {
   hs_diag why = {0};
+  int rc = hs_cuda_math_from_env(&cn->math, d);
+  if (rc) return rc;
   cn->dnn = hs_cudnn_api_get(&why);
   if (cn->dnn) cn->blas = hs_cublas_api_get(&why);
   if (cn->blas && n->sm_partition > 0) cn->drv = hs_cudrv_api_get(&why);
@@ -682,8 +594,10 @@ static int cuda_open_impl(hs_net *n, cu_net *cn, const float *init, hs_diag *d) 
     return hs_diag_set(d, HS_EINVAL, "%s: no GPU %d (this machine has %d: 0..%d)", n->device,
                        n->ordinal, count, count - 1);
   cn->device = n->ordinal;
-  int rc = cuda_err(cudaSetDevice(cn->device), "cudaSetDevice", d);
+  rc = cuda_err(cudaSetDevice(cn->device), "cudaSetDevice", d);
   if (!rc) rc = cuda_err(cudaFree(NULL), "context creation", d);
+  if (!rc) rc = cuda_err(cudaDeviceGetAttribute(&cn->sm_count, cudaDevAttrMultiProcessorCount, cn->device),
+                         "cudaDeviceGetAttribute (SMs)", d);
   if (rc) return rc;
 
   if (n->sm_partition > 0) rc = green_open(cn, n, d);
@@ -696,6 +610,16 @@ static int cuda_open_impl(hs_net *n, cu_net *cn, const float *init, hs_diag *d) 
   if (!rc) rc = blas_err(cn, cn->blas->cublasCreate(&cn->cublas), "cublasCreate", d);
   if (!rc)
     rc = blas_err(cn, cn->blas->cublasSetStream(cn->cublas, cn->stream), "cublasSetStream", d);
+  /* Linear layers stay full fp32 in both math modes, as PyTorch's default for matmul
+   * (torch.backends.cuda.matmul.allow_tf32 is False): set explicitly, so that neither a
+   * library default nor NVIDIA_TF32_OVERRIDE decides it. */
+  if (!rc)
+    rc = blas_err(cn, cn->blas->cublasSetMathMode(cn->cublas, (cublasMath_t)(CUBLAS_DEFAULT_MATH |
+                                                                             CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION)),
+                  "cublasSetMathMode", d);
+  /* On a partition, cuBLAS picks kernels for the SMs the partition has, not the whole GPU's. */
+  if (!rc && cn->ctx)
+    rc = blas_err(cn, cn->blas->cublasSetSmCountTarget(cn->cublas, cn->sm_count), "cublasSetSmCountTarget", d);
   if (!rc) rc = dev_alloc(&cn->blas_ws, CU_BLAS_WORKSPACE, "cudaMalloc (cuBLAS workspace)", d);
   if (!rc)
     rc = blas_err(cn, cn->blas->cublasSetWorkspace(cn->cublas, cn->blas_ws, CU_BLAS_WORKSPACE),
@@ -737,14 +661,17 @@ static int cuda_open(hs_net *n, const float *init, hs_diag *d) {
   cu_net *cn = calloc(1, sizeof *cn);
   if (!cn) return hs_diag_set(d, HS_ENOMEM, "out of host memory");
   n->impl = cn;
+  cn->net = n;
   int rc = cuda_open_impl(n, cn, init, d);
   if (rc) cuda_close(n);
+  else net_list_add(cn);
   return rc;
 }
 
 static void cuda_close(hs_net *n) {
   cu_net *cn = n->impl;
   if (!cn) return;
+  net_list_remove(cn);
   if (cn->ctx) (void)cn->drv->cuCtxSetCurrent(cn->ctx);
   else if (cn->stream) (void)cudaSetDevice(cn->device);
   if (cn->stream) (void)cudaStreamSynchronize(cn->stream);
@@ -753,7 +680,7 @@ static void cuda_close(hs_net *n) {
     for (int i = 0; i < cn->n_layers; i++) {
       cu_layer *L = &cn->layers[i];
       for (int dir = 0; dir < CONV_DIRS; dir++) {
-        for (int j = 0; j < L->n_plans[dir]; j++) plan_free(cn, &L->plans[dir][j]);
+        for (int j = 0; j < L->n_plans[dir]; j++) hs_cuplan_free(cn->dnn, &L->plans[dir][j]);
         free(L->plans[dir]);
       }
       dev_free(L->bn);
@@ -781,6 +708,8 @@ static void cuda_close(hs_net *n) {
   } else if (cn->stream) {
     (void)cudaStreamDestroy(cn->stream);
   }
+  /* The SM groups go back only now that the green context using them is gone. */
+  sm_give_back(cn, n->ordinal);
   free(cn);
   n->impl = NULL;
 }
@@ -1144,7 +1073,7 @@ static int prepare_plans(cu_net *cn, const hs_net *n, hs_diag *d) {
   for (int i = 1; i < cn->n_layers; i++) {
     const hs_layer *l = hs_graph_layer(n->graph, i);
     if (l->kind != HS_LAYER_CONV2D) continue;
-    cu_plan *p;
+    hs_cuplan *p;
     int rc = plan_get(cn, n, i, CONV_FWD, cn->batch, &p, d);
     if (!rc) rc = plan_get(cn, n, i, CONV_WGRAD, cn->batch, &p, d);
     if (!rc && cn->layers[i].need_dx[0]) rc = plan_get(cn, n, i, CONV_DGRAD, cn->batch, &p, d);
@@ -1207,6 +1136,46 @@ int hs_net_cuda_replay_step(hs_net *n, hs_diag *d) {
   return 0;
 }
 
+int hs_net_cuda_sm_count(const hs_net *n) {
+  if (!n || n->be != &hs_net_backend_cuda || !n->impl) return 0;
+  return ((const cu_net *)n->impl)->sm_count;
+}
+
+const char *hs_net_cuda_math(const hs_net *n) {
+  if (!n || n->be != &hs_net_backend_cuda || !n->impl) return NULL;
+  return hs_cuda_math_name(((const cu_net *)n->impl)->math);
+}
+
+int hs_net_cuda_record_owner(const void *dev_ptr, void **event, hs_diag *d) {
+  *event = NULL;
+  const char *p = dev_ptr;
+  pthread_mutex_lock(&reg_mu);
+  cu_net *owner = NULL;
+  for (cu_net *cn = open_nets; cn && !owner; cn = cn->next_open) {
+    const hs_net *n = cn->net;
+    const char *a = (const char *)n->params, *g = (const char *)n->grads;
+    size_t bytes = (size_t)n->n_params * sizeof(float);
+    if ((a && p >= a && p < a + bytes) || (g && p >= g && p < g + bytes)) owner = cn;
+  }
+  int rc = 0;
+  if (!owner) {
+    rc = hs_diag_set(d, HS_ENOTFOUND, "device pointer %p belongs to no open cuda net of this process (not a "
+                     "net's parameters or gradients)", dev_ptr);
+  } else {
+    /* The event is made in the net's context and recorded on its one stream, which carries all
+     * of the net's work: it completes when everything the net has enqueued so far is done. */
+    cudaEvent_t ev = NULL;
+    rc = bind(owner, d);
+    if (!rc) rc = cuda_err(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming), "cudaEventCreate", d);
+    if (!rc) rc = cuda_err(cudaEventRecord(ev, owner->stream), "cudaEventRecord (net's stream)", d);
+    if (rc && ev) (void)cudaEventDestroy(ev);
+    if (!rc) *event = ev;
+    if (rc) hs_diag_prefix(d, "%s", owner->net->device);
+  }
+  pthread_mutex_unlock(&reg_mu);
+  return rc;
+}
+
 #else /* HETSIM_HAVE_CUDA && !HETSIM_HAVE_CUDNN */
 
 /* CUDA without cuDNN headers: the table exists (nn_backend.h declares it) and says why it cannot
@@ -1237,6 +1206,22 @@ int hs_net_cuda_replay_step(hs_net *n, hs_diag *d) {
   return hs_diag_set(d, HS_EUNSUPPORTED, "replay: built without cuDNN");
 }
 
+int hs_net_cuda_sm_count(const hs_net *n) {
+  (void)n;
+  return 0;
+}
+
+const char *hs_net_cuda_math(const hs_net *n) {
+  (void)n;
+  return NULL;
+}
+
+int hs_net_cuda_record_owner(const void *dev_ptr, void **event, hs_diag *d) {
+  (void)dev_ptr;
+  *event = NULL;
+  return hs_diag_set(d, HS_EUNSUPPORTED, "cuda nets: built without cuDNN");
+}
+
 #endif /* HETSIM_HAVE_CUDNN */
 
 #else /* !HETSIM_HAVE_CUDA */
@@ -1250,6 +1235,22 @@ int hs_net_cuda_capture_step(hs_net *n, const hs_sgd *opt, hs_diag *d) {
 int hs_net_cuda_replay_step(hs_net *n, hs_diag *d) {
   (void)n;
   return hs_diag_set(d, HS_EUNSUPPORTED, "replay: this hetsim was built without CUDA");
+}
+
+int hs_net_cuda_sm_count(const hs_net *n) {
+  (void)n;
+  return 0;
+}
+
+const char *hs_net_cuda_math(const hs_net *n) {
+  (void)n;
+  return NULL;
+}
+
+int hs_net_cuda_record_owner(const void *dev_ptr, void **event, hs_diag *d) {
+  (void)dev_ptr;
+  *event = NULL;
+  return hs_diag_set(d, HS_EUNSUPPORTED, "cuda nets: this hetsim was built without CUDA");
 }
 
 #endif /* HETSIM_HAVE_CUDA */

@@ -92,7 +92,12 @@ static void load_driver(void) {
     hs_pfn_cuDriverGetVersion get;
     memcpy(&get, &sym, sizeof sym);
     int v = 0;
-    if (get(&v) == CUDA_SUCCESS) set_version(st, v, v / 1000, (v % 1000) / 10, -1);
+    CUresult r = get(&v);
+    if (r == CUDA_SUCCESS) set_version(st, v, v / 1000, (v % 1000) / 10, -1);
+    else if (r == CUDA_ERROR_STUB_LIBRARY)
+      snprintf(st->note, sizeof st->note,
+               "the CUDA toolkit's stub library (CUDA_ERROR_STUB_LIBRARY), not an NVIDIA driver: "
+               "no GPU can be used");
   }
   HS_CUDRV_FUNCS(HS_RESOLVE)
   st->state = HS_CUDALIB_OK;

@@ -68,6 +68,7 @@ typedef struct hs_cudalib_status {
   char version_str[32];      /* "9.19.0"; empty when not loaded */
   char path[HS_DL_PATH_MAX]; /* the file opened; empty when not loaded */
   char error[HS_DL_WHY_MAX]; /* why the state is not OK; empty when OK */
+  char note[160];            /* OK but worth saying (the driver is the toolkit's stub); or empty */
 } hs_cudalib_status;
 
 /* Loads the library on first use and returns its status; never NULL for a valid id (NULL for an
@@ -81,8 +82,9 @@ const hs_cudalib_status *hs_cudalib_status_get(hs_cudalib_id id);
 #define HS_CUDALIB_FIELD(ret, name, args) hs_pfn_##name name;
 
 /* The CUDA driver API (libcuda.so.1, installed with the NVIDIA driver). Green contexts need a
- * CUDA 12.4+ driver (cuCtxRecordEvent, used by the real runtime's local backend, 12.5+); on
- * older drivers the library loads but those entries are missing and the table reports so. */
+ * CUDA 12.4+ driver; on older drivers the library loads but those entries are missing and the
+ * table reports so. The CUDA toolkit's stub libcuda.so (lib64/stubs) resolves every entry but
+ * answers CUDA_ERROR_STUB_LIBRARY to every call: the status then says so in `note`. */
 #define HS_CUDRV_FUNCS(XX)                                                                      \
   XX(CUresult, cuInit, (unsigned int flags))                                                   \
   XX(CUresult, cuDriverGetVersion, (int *version))                                             \
@@ -113,7 +115,8 @@ const hs_cudalib_status *hs_cudalib_status_get(hs_cudalib_id id);
   XX(CUresult, cuGreenCtxStreamCreate,                                                         \
      (CUstream * stream, CUgreenCtx ctx, unsigned int flags, int priority))                    \
   XX(CUresult, cuCtxFromGreenCtx, (CUcontext * ctx, CUgreenCtx green))                       \
-  XX(CUresult, cuCtxRecordEvent, (CUcontext ctx, CUevent event))
+  XX(CUresult, cuGreenCtxGetDevResource,                                                       \
+     (CUgreenCtx ctx, CUdevResource * resource, CUdevResourceType type))
 
 /* cuBLAS (libcublas.so.13). */
 #define HS_CUBLAS_FUNCS(XX)                                                                     \
@@ -127,7 +130,9 @@ const hs_cudalib_status *hs_cudalib_status_get(hs_cudalib_id id);
       int k, const float *alpha, const float *a, int lda, const float *b, int ldb,             \
       const float *beta, float *c, int ldc))                                                  \
   XX(cublasStatus_t, cublasSetWorkspace,                                                       \
-     (cublasHandle_t handle, void *workspace, size_t workspace_bytes))
+     (cublasHandle_t handle, void *workspace, size_t workspace_bytes))                          \
+  XX(cublasStatus_t, cublasSetMathMode, (cublasHandle_t handle, cublasMath_t mode))            \
+  XX(cublasStatus_t, cublasSetSmCountTarget, (cublasHandle_t handle, int sm_count_target))
 
 HS_CUDRV_FUNCS(HS_CUDALIB_TYPEDEF)
 HS_CUBLAS_FUNCS(HS_CUDALIB_TYPEDEF)
@@ -154,30 +159,6 @@ const hs_cublas_api *hs_cublas_api_get(hs_diag *d);
   XX(cudnnStatus_t, cudnnCreate, (cudnnHandle_t * handle))                                     \
   XX(cudnnStatus_t, cudnnDestroy, (cudnnHandle_t handle))                                      \
   XX(cudnnStatus_t, cudnnSetStream, (cudnnHandle_t handle, cudaStream_t stream))               \
-  XX(cudnnStatus_t, cudnnCreateTensorDescriptor, (cudnnTensorDescriptor_t * desc))             \
-  XX(cudnnStatus_t, cudnnDestroyTensorDescriptor, (cudnnTensorDescriptor_t desc))              \
-  XX(cudnnStatus_t, cudnnSetTensor4dDescriptor,                                                \
-     (cudnnTensorDescriptor_t desc, cudnnTensorFormat_t format, cudnnDataType_t type, int n,   \
-      int c, int h, int w))                                                                    \
-  XX(cudnnStatus_t, cudnnCreateFilterDescriptor, (cudnnFilterDescriptor_t * desc))             \
-  XX(cudnnStatus_t, cudnnDestroyFilterDescriptor, (cudnnFilterDescriptor_t desc))              \
-  XX(cudnnStatus_t, cudnnSetFilter4dDescriptor,                                                \
-     (cudnnFilterDescriptor_t desc, cudnnDataType_t type, cudnnTensorFormat_t format, int k,   \
-      int c, int h, int w))                                                                    \
-  XX(cudnnStatus_t, cudnnCreateConvolutionDescriptor, (cudnnConvolutionDescriptor_t * desc))   \
-  XX(cudnnStatus_t, cudnnDestroyConvolutionDescriptor, (cudnnConvolutionDescriptor_t desc))    \
-  XX(cudnnStatus_t, cudnnSetConvolution2dDescriptor,                                           \
-     (cudnnConvolutionDescriptor_t desc, int pad_h, int pad_w, int u, int v, int dilation_h,   \
-      int dilation_w, cudnnConvolutionMode_t mode, cudnnDataType_t compute_type))              \
-  XX(cudnnStatus_t, cudnnGetConvolutionForwardWorkspaceSize,                                   \
-     (cudnnHandle_t handle, const cudnnTensorDescriptor_t x, const cudnnFilterDescriptor_t w,  \
-      const cudnnConvolutionDescriptor_t conv, const cudnnTensorDescriptor_t y,                \
-      cudnnConvolutionFwdAlgo_t algo, size_t *bytes))                                          \
-  XX(cudnnStatus_t, cudnnConvolutionForward,                                                   \
-     (cudnnHandle_t handle, const void *alpha, const cudnnTensorDescriptor_t x_desc,           \
-      const void *x, const cudnnFilterDescriptor_t w_desc, const void *w,                      \
-      const cudnnConvolutionDescriptor_t conv, cudnnConvolutionFwdAlgo_t algo, void *work,     \
-      size_t work_bytes, const void *beta, const cudnnTensorDescriptor_t y_desc, void *y))     \
   XX(void, cudnnGetLastErrorString, (char *message, size_t max_size))                          \
   XX(cudnnStatus_t, cudnnBackendCreateDescriptor,                                              \
      (cudnnBackendDescriptorType_t type, cudnnBackendDescriptor_t * desc))                     \

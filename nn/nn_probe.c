@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "core/core_buildinfo.h"
+#include "nn/nn_cuda_plan.h"
 #include "nn/nn_cudalib.h"
 
 #if HETSIM_HAVE_CUDA
@@ -124,10 +125,21 @@ int hs_probe_cuda_runtime_version(int *version, hs_diag *d) {
   return 0;
 }
 
+/* The error's name; the driver's own table first. The toolkit's stub libcuda.so answers even
+ * cuGetErrorName with CUDA_ERROR_STUB_LIBRARY, so the codes a machine without a usable driver
+ * gives are named here too. */
 static const char *cu_err(const hs_cudrv_api *cu, CUresult e) {
   const char *s = NULL;
-  if (cu->cuGetErrorName(e, &s) != CUDA_SUCCESS || !s) return "unknown CUDA driver error";
-  return s;
+  if (cu->cuGetErrorName(e, &s) == CUDA_SUCCESS && s) return s;
+  switch (e) {
+  case CUDA_ERROR_STUB_LIBRARY:
+    return "CUDA_ERROR_STUB_LIBRARY (the CUDA toolkit's stub libcuda.so.1 is on the loader path, not an NVIDIA "
+           "driver's)";
+  case CUDA_ERROR_NO_DEVICE: return "CUDA_ERROR_NO_DEVICE";
+  case CUDA_ERROR_NOT_INITIALIZED: return "CUDA_ERROR_NOT_INITIALIZED";
+  case CUDA_ERROR_SYSTEM_DRIVER_MISMATCH: return "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH";
+  default: return "unknown CUDA driver error";
+  }
 }
 
 /* The driver table with cuInit done and at least one device, or NULL with r saying why. */
@@ -239,6 +251,47 @@ static int copy_from(void *dst, const void *src, size_t bytes, hs_probe_result *
 #define CONV_K 4
 #define CONV_R 3
 
+/* x[n][c][i][j] with zero padding of 1 around the 8x8 image. */
+static double conv_x(const float *x, int n, int c, int i, int j) {
+  if (i < 0 || i >= CONV_H || j < 0 || j >= CONV_W) return 0;
+  return x[((n * CONV_C + c) * CONV_H + i) * CONV_W + j];
+}
+
+/* CPU references of the three directions of a 3x3 convolution with padding 1, stride 1:
+ * y = conv(x, w); dx from (w, dy); dw from (x, dy). */
+static void conv_reference(const float *x, const float *w, const float *dy, double *y, double *dx, double *dw) {
+  enum { NX = CONV_N * CONV_C * CONV_H * CONV_W, NW = CONV_K * CONV_C * CONV_R * CONV_R };
+  for (int i = 0; i < NX; i++) dx[i] = 0;
+  for (int i = 0; i < NW; i++) dw[i] = 0;
+  for (int n = 0; n < CONV_N; n++)
+    for (int k = 0; k < CONV_K; k++)
+      for (int i = 0; i < CONV_H; i++)
+        for (int j = 0; j < CONV_W; j++) {
+          double acc = 0, g = dy[((n * CONV_K + k) * CONV_H + i) * CONV_W + j];
+          for (int c = 0; c < CONV_C; c++)
+            for (int u = 0; u < CONV_R; u++)
+              for (int v = 0; v < CONV_R; v++) {
+                int wi = ((k * CONV_C + c) * CONV_R + u) * CONV_R + v, yi = i + u - 1, xj = j + v - 1;
+                acc += conv_x(x, n, c, yi, xj) * w[wi];
+                dw[wi] += g * conv_x(x, n, c, yi, xj);
+                if (yi >= 0 && yi < CONV_H && xj >= 0 && xj < CONV_W)
+                  dx[((n * CONV_C + c) * CONV_H + yi) * CONV_W + xj] += g * w[wi];
+              }
+          y[((n * CONV_K + k) * CONV_H + i) * CONV_W + j] = acc;
+        }
+}
+
+static double max_err(const double *ref, const float *got, int n) {
+  double err = 0;
+  for (int i = 0; i < n; i++) {
+    double e = fabs(ref[i] - got[i]);
+    if (!(e <= err)) err = e; /* also catches NaN */
+  }
+  return err;
+}
+
+/* The three directions through cuDNN's graph API, with the plan building the cuda nets use
+ * (nn_cuda_plan.h, strict math), against the CPU. */
 void hs_probe_cudnn_conv(hs_probe_result *r) {
   result_init(r);
   hs_diag d = {0};
@@ -250,84 +303,100 @@ void hs_probe_cudnn_conv(hs_probe_result *r) {
   if (!driver_ready(r)) return;
   enum { NX = CONV_N * CONV_C * CONV_H * CONV_W, NW = CONV_K * CONV_C * CONV_R * CONV_R,
          NY = CONV_N * CONV_K * CONV_H * CONV_W };
-  float x[NX], w[NW], y[NY];
+  float x[NX], w[NW], dy[NY], out[NX > NY ? NX : NY];
+  double ry[NY], rdx[NX], rdw[NW];
   for (int i = 0; i < NX; i++) x[i] = pattern(i, 1);
   for (int i = 0; i < NW; i++) w[i] = pattern(i, 2);
+  for (int i = 0; i < NY; i++) dy[i] = pattern(i, 6);
+  conv_reference(x, w, dy, ry, rdx, rdw);
   cudnnHandle_t h = NULL;
-  cudnnTensorDescriptor_t xd = NULL, yd = NULL;
-  cudnnFilterDescriptor_t wd = NULL;
-  cudnnConvolutionDescriptor_t cd = NULL;
+  hs_cuplan plans[HS_CUPLAN_DIRS];
+  memset(plans, 0, sizeof plans);
   probe_mem m = {0};
-  const char *step = "cudnnCreate";
   cudnnStatus_t s = dnn->cudnnCreate(&h);
-  if (s == CUDNN_STATUS_SUCCESS) s = dnn->cudnnCreateTensorDescriptor(&xd), step = "tensor descriptor";
-  if (s == CUDNN_STATUS_SUCCESS) s = dnn->cudnnCreateTensorDescriptor(&yd);
-  if (s == CUDNN_STATUS_SUCCESS) s = dnn->cudnnCreateFilterDescriptor(&wd), step = "filter descriptor";
-  if (s == CUDNN_STATUS_SUCCESS) s = dnn->cudnnCreateConvolutionDescriptor(&cd), step = "convolution descriptor";
-  if (s == CUDNN_STATUS_SUCCESS)
-    s = dnn->cudnnSetTensor4dDescriptor(xd, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, CONV_N, CONV_C, CONV_H, CONV_W);
-  if (s == CUDNN_STATUS_SUCCESS)
-    s = dnn->cudnnSetTensor4dDescriptor(yd, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, CONV_N, CONV_K, CONV_H, CONV_W);
-  if (s == CUDNN_STATUS_SUCCESS)
-    s = dnn->cudnnSetFilter4dDescriptor(wd, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, CONV_K, CONV_C, CONV_R, CONV_R);
-  if (s == CUDNN_STATUS_SUCCESS)
-    s = dnn->cudnnSetConvolution2dDescriptor(cd, 1, 1, 1, 1, 1, 1, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT);
-  const cudnnConvolutionFwdAlgo_t algo = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
-  size_t ws = 0;
-  if (s == CUDNN_STATUS_SUCCESS)
-    s = dnn->cudnnGetConvolutionForwardWorkspaceSize(h, xd, wd, cd, yd, algo, &ws), step = "workspace size";
   if (s != CUDNN_STATUS_SUCCESS) {
-    result_set(r, HS_PROBE_FAILED, "%s: %s", step, dnn->cudnnGetErrorString(s));
-    goto done;
+    result_set(r, HS_PROBE_FAILED, "cudnnCreate: %s", dnn->cudnnGetErrorString(s));
+    return;
+  }
+  const hs_cuplan_conv g = {.batch = CONV_N, .in_c = CONV_C, .in_h = CONV_H, .in_w = CONV_W, .out_c = CONV_K,
+                            .out_h = CONV_H, .out_w = CONV_W, .kernel = CONV_R, .stride = 1, .pad = 1, .groups = 1,
+                            .w_align = 16};
+  const hs_cuplan_target t = {.dnn = dnn, .handle = h, .math = HS_CUDA_MATH_STRICT};
+  int64_t ws = 0;
+  for (int dir = 0; dir < HS_CUPLAN_DIRS; dir++) {
+    if (hs_cuplan_build(&t, &g, (hs_cuplan_dir)dir, &plans[dir], &d)) {
+      result_set(r, HS_PROBE_FAILED, "%s", d.msg);
+      goto done;
+    }
+    if (plans[dir].workspace > ws) ws = plans[dir].workspace;
   }
   float *dx = probe_alloc(&m, sizeof x, r), *dw = dx ? probe_alloc(&m, sizeof w, r) : NULL;
-  float *dy = dw ? probe_alloc(&m, sizeof y, r) : NULL;
-  void *dws = dy && ws ? probe_alloc(&m, ws, r) : NULL;
-  if (!dy || (ws && !dws)) goto done;
-  if (!copy_to(dx, x, sizeof x, r) || !copy_to(dw, w, sizeof w, r)) goto done;
-  const float one = 1.0f, zero = 0.0f;
-  s = dnn->cudnnConvolutionForward(h, &one, xd, dx, wd, dw, cd, algo, dws, ws, &zero, yd, dy);
-  if (s != CUDNN_STATUS_SUCCESS) {
-    result_set(r, HS_PROBE_FAILED, "cudnnConvolutionForward: %s", dnn->cudnnGetErrorString(s));
-    goto done;
+  float *ddy = dw ? probe_alloc(&m, sizeof dy, r) : NULL, *dout = ddy ? probe_alloc(&m, sizeof out, r) : NULL;
+  void *dws = dout && ws ? probe_alloc(&m, (size_t)ws, r) : NULL;
+  if (!dout || (ws && !dws)) goto done;
+  if (!copy_to(dx, x, sizeof x, r) || !copy_to(dw, w, sizeof w, r) || !copy_to(ddy, dy, sizeof dy, r)) goto done;
+  /* Each direction writes dout; its operands are the other buffers. */
+  void *operands[HS_CUPLAN_DIRS][3] = {[HS_CUPLAN_FWD] = {dx, dw, dout},
+                                        [HS_CUPLAN_DGRAD] = {dout, dw, ddy},
+                                        [HS_CUPLAN_WGRAD] = {dx, dout, ddy}};
+  const double *refs[HS_CUPLAN_DIRS] = {ry, rdx, rdw};
+  const int counts[HS_CUPLAN_DIRS] = {NY, NX, NW};
+  double err[HS_CUPLAN_DIRS], worst = 0;
+  for (int dir = 0; dir < HS_CUPLAN_DIRS; dir++) {
+    if (hs_cuplan_execute(dnn, h, &plans[dir], operands[dir][0], operands[dir][1], operands[dir][2], dws, &d)) {
+      result_set(r, HS_PROBE_FAILED, "%s %s", hs_cuplan_dir_name((hs_cuplan_dir)dir), d.msg);
+      goto done;
+    }
+    cudaError_t e = cudaDeviceSynchronize();
+    if (e != cudaSuccess) {
+      result_set(r, HS_PROBE_FAILED, "%s: %s", hs_cuplan_dir_name((hs_cuplan_dir)dir), cudaGetErrorString(e));
+      goto done;
+    }
+    if (!copy_from(out, dout, (size_t)counts[dir] * sizeof(float), r)) goto done;
+    err[dir] = max_err(refs[dir], out, counts[dir]);
+    if (!(err[dir] <= worst)) worst = err[dir];
   }
-  if (!copy_from(y, dy, sizeof y, r)) goto done;
-  double err = 0;
-  for (int n = 0; n < CONV_N; n++)
-    for (int k = 0; k < CONV_K; k++)
-      for (int i = 0; i < CONV_H; i++)
-        for (int j = 0; j < CONV_W; j++) {
-          double ref = 0;
-          for (int c = 0; c < CONV_C; c++)
-            for (int u = 0; u < CONV_R; u++)
-              for (int v = 0; v < CONV_R; v++) {
-                int yi = i + u - 1, xj = j + v - 1;
-                if (yi < 0 || yi >= CONV_H || xj < 0 || xj >= CONV_W) continue;
-                ref += (double)x[((n * CONV_C + c) * CONV_H + yi) * CONV_W + xj] *
-                       w[((k * CONV_C + c) * CONV_R + u) * CONV_R + v];
-              }
-          double e = fabs(ref - y[((n * CONV_K + k) * CONV_H + i) * CONV_W + j]);
-          if (!(e <= err)) err = e; /* also catches NaN */
-        }
-  r->value = err;
+  r->value = worst;
   r->expected = 0;
-  if (!(err <= PROBE_TOL))
-    result_set(r, HS_PROBE_FAILED, "convolution forward differs from the CPU by %.3g", err);
+  if (!(worst <= PROBE_TOL))
+    result_set(r, HS_PROBE_FAILED, "convolution differs from the CPU: forward %.3g, backward-data %.3g, "
+               "backward-filter %.3g (engines %lld, %lld, %lld)", err[0], err[1], err[2], (long long)plans[0].engine,
+               (long long)plans[1].engine, (long long)plans[2].engine);
   else
-    result_set(r, HS_PROBE_OK, "convolution forward %dx%dx%dx%d * %dx%dx%dx%d: max error %.2g vs CPU",
-               CONV_N, CONV_C, CONV_H, CONV_W, CONV_K, CONV_C, CONV_R, CONV_R, err);
+    result_set(r, HS_PROBE_OK, "graph API, strict fp32: forward, backward-data and backward-filter of "
+               "%dx%dx%dx%d * %dx%dx%dx%d (engines %lld, %lld, %lld): max error %.2g vs CPU", CONV_N, CONV_C,
+               CONV_H, CONV_W, CONV_K, CONV_C, CONV_R, CONV_R, (long long)plans[0].engine,
+               (long long)plans[1].engine, (long long)plans[2].engine, worst);
 done:
   probe_free(&m);
-  if (cd) dnn->cudnnDestroyConvolutionDescriptor(cd);
-  if (wd) dnn->cudnnDestroyFilterDescriptor(wd);
-  if (yd) dnn->cudnnDestroyTensorDescriptor(yd);
-  if (xd) dnn->cudnnDestroyTensorDescriptor(xd);
+  for (int dir = 0; dir < HS_CUPLAN_DIRS; dir++) hs_cuplan_free(dnn, &plans[dir]);
   if (h) dnn->cudnnDestroy(h);
+}
+int hs_probe_cudnn_deviceprop(int ordinal, char **json, hs_diag *d) {
+  *json = NULL;
+  hs_diag why = {0};
+  const hs_cudnn_api *dnn = hs_cudnn_api_get(&why);
+  if (!dnn) return hs_diag_set(d, HS_ENOTFOUND, "%s", why.msg);
+  hs_probe_result r;
+  result_init(&r);
+  if (!driver_ready(&r)) return hs_diag_set(d, HS_ENOTFOUND, "%s", r.detail);
+  cudnnBackendDescriptor_t dp = NULL;
+  int rc = hs_cuplan_deviceprop_gpu(dnn, ordinal, &dp, d);
+  if (!rc) rc = hs_cuplan_deviceprop_serialize(dnn, dp, json, d);
+  if (dp) (void)dnn->cudnnBackendDestroyDescriptor(dp);
+  if (rc) hs_diag_prefix(d, "GPU %d", ordinal);
+  return rc;
 }
 #else
 void hs_probe_cudnn_conv(hs_probe_result *r) {
   result_init(r);
   result_set(r, HS_PROBE_MISSING, "built without cuDNN headers");
+}
+
+int hs_probe_cudnn_deviceprop(int ordinal, char **json, hs_diag *d) {
+  (void)ordinal;
+  *json = NULL;
+  return hs_diag_set(d, HS_ENOTFOUND, "built without cuDNN headers");
 }
 #endif /* HETSIM_HAVE_CUDNN */
 
@@ -553,7 +622,7 @@ void hs_probe_green_ctx(hs_probe_result *r) {
   CUcontext saved = NULL;
   cu->cuCtxGetCurrent(&saved);
   CUdevice dev;
-  CUdevResource all, small[1], large[1], rest, rest2;
+  CUdevResource all, small[1], large[1];
   memset(&all, 0, sizeof all);
   unsigned int nb = 1;
   CUresult e = cu->cuDeviceGet(&dev, 0);
@@ -572,10 +641,13 @@ void hs_probe_green_ctx(hs_probe_result *r) {
                all.sm.smCount, want_small, want_large);
     return;
   }
-  e = cu->cuDevSmResourceSplitByCount(small, &nb, &all, &rest, 0, want_small);
-  if (e == CUDA_SUCCESS) {
+  /* Both partitions are split from the whole GPU's resource: a split's results (the remainder
+   * included) cannot be split again without making a green context first (cuda.h). They may
+   * overlap, which does not matter: they run one after the other. */
+  e = cu->cuDevSmResourceSplitByCount(small, &nb, &all, NULL, 0, want_small);
+  if (e == CUDA_SUCCESS && nb >= 1) {
     nb = 1;
-    e = cu->cuDevSmResourceSplitByCount(large, &nb, &rest, &rest2, 0, want_large);
+    e = cu->cuDevSmResourceSplitByCount(large, &nb, &all, NULL, 0, want_large);
   }
   if (e != CUDA_SUCCESS || nb < 1) {
     result_set(r, HS_PROBE_FAILED, "cuDevSmResourceSplitByCount(%u, %u of %u SMs): %s", want_small,
@@ -618,6 +690,11 @@ static void not_built(hs_probe_result *r) {
 }
 
 void hs_probe_cudnn_conv(hs_probe_result *r) { not_built(r); }
+int hs_probe_cudnn_deviceprop(int ordinal, char **json, hs_diag *d) {
+  (void)ordinal;
+  *json = NULL;
+  return hs_diag_set(d, HS_ENOTFOUND, "built without CUDA");
+}
 void hs_probe_cublas_gemm(hs_probe_result *r) { not_built(r); }
 void hs_probe_nccl_allreduce(int ranks, hs_probe_result *r) { not_built(r); }
 void hs_probe_green_ctx(hs_probe_result *r) { not_built(r); }

@@ -51,9 +51,15 @@ int hs_probe_cuda_runtime_version(int *version, hs_diag *d);
  * CUDA). */
 int hs_probe_gpus(hs_gpu_info *out, int max, int *count, hs_diag *d);
 
-/* cuDNN convolution forward (2x3x8x8 input, 4 3x3 filters, padding 1) against a CPU reference;
- * value = the largest absolute error. */
+/* cuDNN convolution (2x3x8x8 input, 4 3x3 filters, padding 1) forward, backward-data and
+ * backward-filter through the graph API and the plan building the cuda nets use
+ * (nn_cuda_plan.h, strict math), each against a CPU reference; value = the largest absolute
+ * error of the three. */
 void hs_probe_cudnn_conv(hs_probe_result *r);
+/* cuDNN's device-properties JSON of GPU `ordinal` (cuDNN 9.8+; what tests/test_deviceless_cudnn.c
+ * builds plans from), malloc'ed in *json. HS_ENOTFOUND without a GPU or cuDNN, HS_EUNSUPPORTED
+ * for a cuDNN too old. */
+int hs_probe_cudnn_deviceprop(int ordinal, char **json, hs_diag *d);
 /* cuBLAS SGEMM 64x64x64 against a CPU reference; value = the largest absolute error. */
 void hs_probe_cublas_gemm(hs_probe_result *r);
 /* NCCL all-reduce (sum of 1024 floats) among `ranks` communicators on GPU 0: ranks = 1 is the

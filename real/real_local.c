@@ -7,13 +7,16 @@
  *
  * All-reduce (buffers are device memory: the nets' hs_net_grads/hs_net_params): a rendezvous
  * slot per operation id, as the cpu backend's. Each participant, on its own thread, records an
- * event that captures everything its context has enqueued so far (cuCtxRecordEvent: the
- * gradient it is about to share may still be in flight on its net's stream) and registers its
- * buffer, weight and event. The last to arrive makes the primary context current, orders the
- * backend's one reduction stream after every participant's event (cudaStreamWaitEvent), runs
- * the weighted sum (nn_real_kernels.h) into a scratch vector, copies the sum back into every
- * participant's buffer, records a completion event and polls it until the device is done; then
- * every participant returns. Scratch vectors are pooled (one per operation in flight).
+ * event on the stream of the net that owns its buffer (hs_net_cuda_record_owner: the net is
+ * found from the buffer's address, so nothing depends on which context the thread has current;
+ * the gradient it is about to share may still be in flight on that stream) and registers its
+ * buffer, weight and event. The last to arrive makes the primary context current (and restores
+ * the thread's own afterwards), orders the backend's one reduction stream after every
+ * participant's event (cudaStreamWaitEvent), runs the weighted sum (nn_real_kernels.h) into a
+ * scratch vector, copies the sum back into every participant's buffer, records a completion
+ * event and polls it until the device is done; then every participant returns, and its net's
+ * later work, enqueued after that, sees the sum. Scratch vectors are pooled (one per operation
+ * in flight).
  *
  * Memory: the nets' buffers and the scratch vectors are device memory of one GPU; green
  * contexts share their device's memory with its primary context, so one kernel reads them all.
@@ -40,6 +43,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include "nn/nn_cuda.h"
 #include "nn/nn_cudalib.h"
 #include "nn/nn_real_kernels.h"
 
@@ -321,19 +325,16 @@ static int local_allreduce(hs_real_comm *c, uint64_t op, int rank, float *buf, i
   float wt = weights ? (float)weights[me] : 1.0f;
   struct timespec dl;
   deadline_in(&dl, c->cfg.timeout_s);
-  /* Capture what the caller's context (its net's green context) has enqueued so far. */
-  CUcontext ctx = NULL;
-  CUresult r = c->drv->cuCtxGetCurrent(&ctx);
-  if (r != CUDA_SUCCESS) return drv_fail(c, r, "cuCtxGetCurrent", d);
-  if (!ctx) return hs_diag_set(d, HS_EINVAL, "local all-reduce %llu: rank %d's thread has no CUDA context current "
-                               "(its net must be a cuda net used from this thread)", (unsigned long long)op, rank);
-  cudaEvent_t ev = NULL;
-  cudaError_t e = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
-  if (e != cudaSuccess) return rt_fail(c, e, "cudaEventCreate", d);
-  if ((r = c->drv->cuCtxRecordEvent(ctx, (CUevent)ev)) != CUDA_SUCCESS) {
-    (void)cudaEventDestroy(ev);
-    return drv_fail(c, r, "cuCtxRecordEvent", d);
-  }
+  /* Capture what the net owning buf has enqueued so far (the gradient it is about to share may
+   * still be in flight on its stream). The net is found from the buffer, not from whatever
+   * context the calling thread happens to have current. */
+  void *owner_ev = NULL;
+  hs_diag od = {0};
+  int orc = hs_net_cuda_record_owner(buf, &owner_ev, &od);
+  if (orc)
+    return hs_diag_set(d, orc == HS_ENOTFOUND ? HS_EINVAL : orc, "local all-reduce %llu on rank %d: %s",
+                       (unsigned long long)op, rank, od.msg);
+  cudaEvent_t ev = owner_ev;
   pthread_mutex_lock(&c->mu);
   lc_slot *s = c->slots;
   while (s && s->op != op) s = s->next;

@@ -21,8 +21,20 @@
  *
  * NCCL: communicators are created non-blocking (ncclCommInitRankConfig, blocking = 0) and their
  * state polled (ncclCommGetAsyncError) until ready, a dead peer, abort or the deadline, which
- * aborts them. Every operation records an event after its work on the backend's stream and polls
- * it with the same checks, so no wait is unbounded.
+ * aborts them. On a non-blocking communicator a call may return ncclInProgress and NCCL then
+ * enqueues its kernel from a background thread; NCCL's "Nonblocking group operation" rule is that
+ * the communicator must reach ncclSuccess before any CUDA call related to the operation. So
+ * every operation first polls the communicator to ncclSuccess (same checks), and only then
+ * records its completion event on the backend's stream (or, for a receive, queues the copy to
+ * the host) and polls that event: no wait is unbounded, and no event can complete before the
+ * NCCL kernel it is meant to follow has been enqueued. A pre-multiplied sum operator is
+ * destroyed only once its collective has been enqueued.
+ *
+ * Failure: after any failed wait the communicators are aborted (ncclCommAbort frees them) and the
+ * reason kept; every later operation returns that reason without touching NCCL again.
+ * Teardown of a clean run: ncclCommFinalize on every communicator, their state polled to
+ * ncclSuccess within the timeout (a dead peer or the deadline aborts them instead), then
+ * ncclCommDestroy, and only then the stream, event and device buffers are freed.
  *
  * All-reduce (device buffers: the net's gradient or parameters): ncclAllReduce in place with a
  * pre-multiplied sum operator (ncclRedOpCreatePreMulSum, the caller's weight as a host scalar),
@@ -217,6 +229,8 @@ struct hs_real_comm {
   nc_msg *inbox;
   int aborted, closing, dead_rank, comms_aborted;
   char dead_why[256];
+  int fail_code;       /* why the communicators were aborted (gpu held): returned by every */
+  char fail_msg[1024]; /* later operation */
   ncclComm_t world_comm;
   nc_sub *subs;
   cudaStream_t stream;
@@ -393,12 +407,33 @@ static nc_msg *take_msg(hs_real_comm *c, int kind, int src, uint64_t mask, const
   return NULL;
 }
 
-static void abort_comms(hs_real_comm *c) {
+/* Aborts every communicator (gpu held) and keeps `why` (a failed operation's diagnostic) for
+ * the operations that come later. ncclCommAbort frees a communicator: the handles are cleared so
+ * that nothing passes them to NCCL again. */
+static void abort_comms(hs_real_comm *c, const hs_diag *why) {
+  if (!c->fail_code) {
+    c->fail_code = why && why->code ? why->code : HS_ERUNTIME;
+    snprintf(c->fail_msg, sizeof c->fail_msg, "%s", why && why->msg[0] ? why->msg : "aborted");
+  }
   if (c->comms_aborted) return;
   c->comms_aborted = 1;
   for (nc_sub *s = c->subs; s; s = s->next)
-    if (s->comm) (void)c->nccl->ncclCommAbort(s->comm);
-  if (c->world_comm) (void)c->nccl->ncclCommAbort(c->world_comm);
+    if (s->comm) {
+      (void)c->nccl->ncclCommAbort(s->comm);
+      s->comm = NULL;
+    }
+  if (c->world_comm) {
+    (void)c->nccl->ncclCommAbort(c->world_comm);
+    c->world_comm = NULL;
+  }
+}
+
+/* Once the communicators are aborted, the stored failure (gpu held). */
+static int after_abort(const hs_real_comm *c, const char *what, hs_diag *d) {
+  if (!c->comms_aborted) return 0;
+  return hs_diag_set(d, c->fail_code ? c->fail_code : HS_ERUNTIME,
+                     "nccl %s on rank %d: the communicators were aborted after an earlier failure: %s", what,
+                     c->rank, c->fail_msg);
 }
 
 static int nccl_fail(hs_real_comm *c, ncclResult_t r, ncclComm_t comm, const char *what, hs_diag *d) {
@@ -407,11 +442,15 @@ static int nccl_fail(hs_real_comm *c, ncclResult_t r, ncclComm_t comm, const cha
                      last && *last ? ": " : "", last && *last ? last : "");
 }
 
-/* Polls until the communicator is ready and (ev_recorded) the stream's event is done, with the
- * deadline, a dead peer and abort as ways out; every way out but success aborts the
- * communicators. Called with gpu held. */
-static int poll_done(hs_real_comm *c, ncclComm_t comm, int ev_recorded, const struct timespec *dl,
-                     const char *what, hs_diag *d) {
+/* What poll waits for. */
+enum { WAIT_READY = 0, WAIT_EVENT = 1 };
+
+/* Polls until the communicator's state is ncclSuccess (WAIT_READY: an operation just issued on
+ * it has been enqueued, or it finished initialising) and, for WAIT_EVENT, until the event
+ * recorded after the operation's work is done too; the deadline, a dead peer and abort are the
+ * ways out, and every way out but success aborts the communicators. Called with gpu held. */
+static int poll_comm(hs_real_comm *c, ncclComm_t comm, int what_for, const struct timespec *dl, const char *what,
+                     hs_diag *d) {
   for (;;) {
     ncclResult_t st = ncclSuccess;
     ncclResult_t r = c->nccl->ncclCommGetAsyncError(comm, &st);
@@ -420,29 +459,56 @@ static int poll_done(hs_real_comm *c, ncclComm_t comm, int ev_recorded, const st
       pthread_mutex_lock(&c->mu);
       if (c->dead_rank >= 0) rc = stop_reason(c, what, d); /* say who died, not only what NCCL saw */
       pthread_mutex_unlock(&c->mu);
-      abort_comms(c);
+      abort_comms(c, d);
       return rc;
     }
     if (st == ncclSuccess) {
-      if (!ev_recorded) return 0;
+      if (what_for == WAIT_READY) return 0;
       cudaError_t e = cudaEventQuery(c->ev);
       if (e == cudaSuccess) return 0;
       if (e != cudaErrorNotReady) {
-        abort_comms(c);
-        return hs_diag_set(d, HS_ERUNTIME, "nccl %s on rank %d: %s", what, c->rank, cudaGetErrorString(e));
+        int rc = hs_diag_set(d, HS_ERUNTIME, "nccl %s on rank %d: %s", what, c->rank, cudaGetErrorString(e));
+        abort_comms(c, d);
+        return rc;
       }
     }
     pthread_mutex_lock(&c->mu);
     int rc = stop_reason(c, what, d);
     pthread_mutex_unlock(&c->mu);
     if (!rc && past(dl))
-      rc = hs_diag_set(d, HS_ERUNTIME, "nccl %s on rank %d: not done within %.3g s", what, c->rank, c->cfg.timeout_s);
+      rc = hs_diag_set(d, HS_ERUNTIME, "nccl %s on rank %d: not %s within %.3g s", what, c->rank,
+                       what_for == WAIT_READY ? "enqueued" : "done", c->cfg.timeout_s);
     if (rc) {
-      abort_comms(c);
+      abort_comms(c, d);
       return rc;
     }
     nanosleep(&(struct timespec){0, 100000}, NULL);
   }
+}
+
+/* After an NCCL call on comm returned r: a failure, or the poll to ncclSuccess that must come
+ * before any CUDA call related to the operation (gpu held). */
+static int enqueued(hs_real_comm *c, ncclResult_t r, ncclComm_t comm, const struct timespec *dl, const char *what,
+                    hs_diag *d) {
+  if (r != ncclSuccess && r != ncclInProgress) {
+    int rc = nccl_fail(c, r, comm, what, d);
+    abort_comms(c, d);
+    return rc;
+  }
+  return poll_comm(c, comm, WAIT_READY, dl, what, d);
+}
+
+/* Records the completion event after everything enqueued on the backend's stream and polls it
+ * (gpu held). */
+static int completed(hs_real_comm *c, ncclComm_t comm, const struct timespec *dl, const char *what, hs_diag *d) {
+  cudaError_t e = cudaEventRecord(c->ev, c->stream);
+  if (e != cudaSuccess) {
+    int rc = hs_diag_set(d, HS_ERUNTIME, "nccl %s on rank %d: cudaEventRecord: %s", what, c->rank,
+                         cudaGetErrorString(e));
+    abort_comms(c, d);
+    return rc;
+  }
+  return poll_comm(c, comm, WAIT_EVENT, dl, what, d);
 }
 
 /* A communicator of nr ranks, this one being rk, created non-blocking and polled until ready. */
@@ -457,9 +523,10 @@ static int comm_init(hs_real_comm *c, ncclComm_t *out, ncclUniqueId id, int nr, 
     if (comm) (void)c->nccl->ncclCommAbort(comm);
     return nccl_fail(c, r, NULL, "ncclCommInitRankConfig", d);
   }
-  int rc = poll_done(c, comm, 0, dl, "communicator set-up", d);
+  int rc = poll_comm(c, comm, WAIT_READY, dl, "communicator set-up", d);
   if (rc) {
-    if (!c->world_comm || comm != c->world_comm) (void)c->nccl->ncclCommAbort(comm);
+    /* Not in the world or sub-communicator lists yet, so abort_comms did not see it. */
+    (void)c->nccl->ncclCommAbort(comm);
     return rc;
   }
   *out = comm;
@@ -559,26 +626,67 @@ static int bootstrap(hs_real_comm *c, const hs_real_launch *l, ncclUniqueId *id,
   return rc;
 }
 
+/* Ends every communicator of a clean run (gpu held): ncclCommFinalize on all of them (each
+ * completes only once every member has called it, so all are issued before any is waited for),
+ * their state polled to ncclSuccess within the timeout, then ncclCommDestroy. A failure, a dead
+ * peer or the deadline aborts them instead. */
+static void finalize_comms(hs_real_comm *c) {
+  enum { MAX_COMMS = 1024 };
+  ncclComm_t comms[MAX_COMMS];
+  int n = 0;
+  for (nc_sub *s = c->subs; s && n < MAX_COMMS - 1; s = s->next)
+    if (s->comm) comms[n++] = s->comm;
+  if (c->world_comm) comms[n++] = c->world_comm;
+  struct timespec dl;
+  deadline_in(&dl, c->cfg.timeout_s);
+  hs_diag d = {0};
+  int rc = 0;
+  for (int i = 0; i < n && !rc; i++) {
+    ncclResult_t r = c->nccl->ncclCommFinalize(comms[i]);
+    if (r != ncclSuccess && r != ncclInProgress) rc = nccl_fail(c, r, comms[i], "ncclCommFinalize", &d);
+  }
+  /* poll_comm aborts every communicator itself when one fails. */
+  for (int i = 0; i < n && !rc; i++) rc = poll_comm(c, comms[i], WAIT_READY, &dl, "teardown (ncclCommFinalize)", &d);
+  if (rc) {
+    abort_comms(c, &d);
+    return;
+  }
+  for (nc_sub *s = c->subs; s; s = s->next)
+    if (s->comm) {
+      (void)c->nccl->ncclCommDestroy(s->comm);
+      s->comm = NULL;
+    }
+  if (c->world_comm) {
+    (void)c->nccl->ncclCommDestroy(c->world_comm);
+    c->world_comm = NULL;
+  }
+}
+
 static void rank_close(hs_real_comm *c) {
   if (!c) return;
   pthread_mutex_lock(&c->mu);
-  c->closing = 1;
   int clean = !c->aborted && c->dead_rank < 0;
   pthread_mutex_unlock(&c->mu);
   if (c->nccl) {
+    /* The control channel stays watched while the communicators finalize: a peer that dies
+     * meanwhile ends the wait early. */
     pthread_mutex_lock(&c->gpu);
-    if (!clean) abort_comms(c);
+    if (clean && !c->comms_aborted) finalize_comms(c);
+    else abort_comms(c, NULL);
     nc_sub *s = c->subs;
     while (s) {
       nc_sub *nx = s->next;
-      if (s->comm && !c->comms_aborted) (void)c->nccl->ncclCommDestroy(s->comm);
       free(s);
       s = nx;
     }
     c->subs = NULL;
-    if (c->world_comm && !c->comms_aborted) (void)c->nccl->ncclCommDestroy(c->world_comm);
     pthread_mutex_unlock(&c->gpu);
   }
+  pthread_mutex_lock(&c->mu);
+  c->closing = 1;
+  pthread_mutex_unlock(&c->mu);
+  /* The communicators are gone: nothing NCCL enqueued can still use these. */
+  if (c->stream) (void)cudaStreamSynchronize(c->stream);
   if (c->ev) (void)cudaEventDestroy(c->ev);
   if (c->stream) (void)cudaStreamDestroy(c->stream);
   if (c->bounce) (void)cudaFree(c->bounce);
@@ -775,21 +883,23 @@ static int rank_allreduce(hs_real_comm *c, uint64_t op, int rank, float *buf, in
   deadline_in(&dl, c->cfg.timeout_s);
   pthread_mutex_lock(&c->gpu);
   ncclComm_t comm = NULL;
-  rc = sub_comm(c, mask, &comm, &dl, d);
+  rc = after_abort(c, "all-reduce", d);
+  if (!rc) rc = sub_comm(c, mask, &comm, &dl, d);
   ncclRedOp_t rop;
-  ncclResult_t r = ncclSuccess;
+  int have_op = 0;
   if (!rc) {
-    r = c->nccl->ncclRedOpCreatePreMulSum(&rop, &wt, ncclFloat32, ncclScalarHostImmediate, comm);
-    if (r != ncclSuccess && r != ncclInProgress) rc = nccl_fail(c, r, comm, "ncclRedOpCreatePreMulSum", d);
+    /* The weight is a host scalar, read while the call (or its enqueueing) runs. */
+    rc = enqueued(c, c->nccl->ncclRedOpCreatePreMulSum(&rop, &wt, ncclFloat32, ncclScalarHostImmediate, comm),
+                  comm, &dl, "ncclRedOpCreatePreMulSum", d);
+    have_op = !rc;
   }
-  if (!rc) {
-    r = c->nccl->ncclAllReduce(buf, buf, (size_t)n, ncclFloat32, rop, comm, c->stream);
-    (void)c->nccl->ncclRedOpDestroy(rop, comm);
-    if (r != ncclSuccess && r != ncclInProgress) rc = nccl_fail(c, r, comm, "ncclAllReduce", d);
-  }
-  cudaError_t e = rc ? cudaSuccess : cudaEventRecord(c->ev, c->stream);
-  if (e != cudaSuccess) rc = hs_diag_set(d, HS_ERUNTIME, "nccl all-reduce: %s", cudaGetErrorString(e));
-  if (!rc) rc = poll_done(c, comm, 1, &dl, "all-reduce", d);
+  if (!rc)
+    rc = enqueued(c, c->nccl->ncclAllReduce(buf, buf, (size_t)n, ncclFloat32, rop, comm, c->stream), comm, &dl,
+                  "all-reduce", d);
+  /* An operator may go once the last call given it has returned; on a non-blocking
+   * communicator, once that call is enqueued (or failed). Not after an abort freed comm. */
+  if (have_op && !c->comms_aborted) (void)c->nccl->ncclRedOpDestroy(rop, comm);
+  if (!rc) rc = completed(c, comm, &dl, "all-reduce", d);
   pthread_mutex_unlock(&c->gpu);
   return rc;
 }
@@ -797,16 +907,29 @@ static int rank_allreduce(hs_real_comm *c, uint64_t op, int rank, float *buf, in
 /* Moves n floats between this rank's bounce vector and peer (send: host -> device -> peer;
  * recv: peer -> device -> host), bounded (gpu held). */
 static int p2p(hs_real_comm *c, int send, int peer, float *host, int64_t n, const struct timespec *dl, hs_diag *d) {
+  const char *what = send ? "send" : "recv";
+  int rc = after_abort(c, what, d);
+  if (rc) return rc;
+  ncclComm_t comm = c->world_comm;
+  /* The host-to-device copy is ordinary stream work ahead of the send: no NCCL state involved. */
   cudaError_t e = send ? cudaMemcpyAsync(c->bounce, host, (size_t)n * sizeof(float), cudaMemcpyHostToDevice, c->stream)
                        : cudaSuccess;
-  if (e != cudaSuccess) return hs_diag_set(d, HS_ERUNTIME, "nccl send: %s", cudaGetErrorString(e));
-  ncclResult_t r = send ? c->nccl->ncclSend(c->bounce, (size_t)n, ncclFloat32, peer, c->world_comm, c->stream)
-                        : c->nccl->ncclRecv(c->bounce, (size_t)n, ncclFloat32, peer, c->world_comm, c->stream);
-  if (r != ncclSuccess && r != ncclInProgress) return nccl_fail(c, r, c->world_comm, send ? "ncclSend" : "ncclRecv", d);
-  if (!send) e = cudaMemcpyAsync(host, c->bounce, (size_t)n * sizeof(float), cudaMemcpyDeviceToHost, c->stream);
-  if (e == cudaSuccess) e = cudaEventRecord(c->ev, c->stream);
-  if (e != cudaSuccess) return hs_diag_set(d, HS_ERUNTIME, "nccl %s: %s", send ? "send" : "recv", cudaGetErrorString(e));
-  return poll_done(c, c->world_comm, 1, dl, send ? "send" : "recv", d);
+  if (e != cudaSuccess) return hs_diag_set(d, HS_ERUNTIME, "nccl send on rank %d: %s", c->rank, cudaGetErrorString(e));
+  rc = enqueued(c, send ? c->nccl->ncclSend(c->bounce, (size_t)n, ncclFloat32, peer, comm, c->stream)
+                        : c->nccl->ncclRecv(c->bounce, (size_t)n, ncclFloat32, peer, comm, c->stream),
+                comm, dl, what, d);
+  if (rc) return rc;
+  /* Only now is the receive's kernel on the stream, so the copy to the host queued after it
+   * reads what arrived, not the bounce vector's old contents. */
+  if (!send) {
+    e = cudaMemcpyAsync(host, c->bounce, (size_t)n * sizeof(float), cudaMemcpyDeviceToHost, c->stream);
+    if (e != cudaSuccess) {
+      rc = hs_diag_set(d, HS_ERUNTIME, "nccl recv on rank %d: %s", c->rank, cudaGetErrorString(e));
+      abort_comms(c, d); /* the receive is in flight and cannot be taken back */
+      return rc;
+    }
+  }
+  return completed(c, comm, dl, what, d);
 }
 
 static int rank_send(hs_real_comm *c, int rank, int peer, uint64_t tag, const float *buf, int64_t n, hs_diag *d) {
@@ -901,11 +1024,12 @@ static int rank_barrier(hs_real_comm *c, int rank, hs_diag *d) {
   struct timespec dl;
   deadline_in(&dl, c->cfg.timeout_s);
   pthread_mutex_lock(&c->gpu);
-  ncclResult_t r = c->nccl->ncclAllReduce(c->one, c->one, 1, ncclFloat32, ncclSum, c->world_comm, c->stream);
-  if (r != ncclSuccess && r != ncclInProgress) rc = nccl_fail(c, r, c->world_comm, "barrier", d);
-  cudaError_t e = rc ? cudaSuccess : cudaEventRecord(c->ev, c->stream);
-  if (e != cudaSuccess) rc = hs_diag_set(d, HS_ERUNTIME, "nccl barrier: %s", cudaGetErrorString(e));
-  if (!rc) rc = poll_done(c, c->world_comm, 1, &dl, "barrier", d);
+  rc = after_abort(c, "barrier", d);
+  ncclComm_t comm = c->world_comm;
+  if (!rc)
+    rc = enqueued(c, c->nccl->ncclAllReduce(c->one, c->one, 1, ncclFloat32, ncclSum, comm, c->stream), comm, &dl,
+                  "barrier", d);
+  if (!rc) rc = completed(c, comm, &dl, "barrier", d);
   pthread_mutex_unlock(&c->gpu);
   return rc;
 }

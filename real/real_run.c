@@ -1030,7 +1030,8 @@ static int setup(real *s, const hs_real_config *cfg, hs_shards *sh) {
     x->left_at = NAN;
     x->lr = cfg->lr;
     x->slowdown = spec ? spec->workers[i].slowdown : 1.0;
-    if ((rc = hs_net_open(&x->net, cfg->device, cfg->model, &no, &s->diag))) return rc;
+    const char *dev = cfg->worker_devices && cfg->worker_devices[i] ? cfg->worker_devices[i] : cfg->device;
+    if ((rc = hs_net_open(&x->net, dev, cfg->model, &no, &s->diag))) return rc;
     if (i == 0) s->P = hs_net_param_count(x->net);
     x->host = malloc((size_t)s->P * sizeof *x->host);
     x->base = malloc((size_t)s->P * sizeof *x->base);

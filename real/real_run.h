@@ -76,6 +76,11 @@ typedef struct hs_real_config {
   int n_workers;                  /* used when cluster is NULL */
   const char *model;
   const char *device;             /* the nets' device: "cpu" */
+  /* Per worker (n workers entries; NULL = every worker on `device`): the local backend's way to
+   * emulate a heterogeneous cluster on one GPU, partitions of different sizes
+   * ("cuda:0/sm=16", "cuda:0/sm=48", ...; nn_cuda.h). The backend and the evaluation net use
+   * `device`. */
+  const char *const *worker_devices;
   const hs_real_comm_ops *comm;
   double timeout_s;               /* bound on every communication wait; <= 0 = 60 */
   const hs_dataset *train;        /* sharded over the workers */

@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# tools/gpu-check.sh without a GPU (label deviceless): a bundle assembled from this build by
+# tools/gpu-build.sh --no-build holds everything the GPU steps need (the dry run lists every step
+# and says so), a bundle missing a program is caught, the options are checked, and a real run
+# here records each failing step and still runs the next, and skips steps once the budget is
+# spent. Nothing here needs a GPU; the run's steps fail or skip for want of one.
+# Usage: bash tests/deviceless_gpu_check.sh SOURCE_DIR BUILD_DIR
+set -u
+SRC=${1:?usage: deviceless_gpu_check.sh SOURCE_DIR BUILD_DIR}
+BUILD=${2:?usage: deviceless_gpu_check.sh SOURCE_DIR BUILD_DIR}
+. "$SRC/tests/cli-lib.sh"
+cli_setup "$BUILD/hetsim" "$SRC"
+CHECK_PREFIX=gpu_check.
+
+for p in hetsim test_gpu_nn test_deviceless_cudnn bench_gpu_nn; do
+  [ -x "$BUILD/$p" ] || { echo "$BUILD/$p is not built (a build without CUDA?): skipped"; exit 77; }
+done
+command -v timeout >/dev/null || { echo "timeout is needed: skipped"; exit 77; }
+
+B="$TMP/bundle"
+if bash "$SRC/tools/gpu-build.sh" "$BUILD" --no-build --out "$B" --no-tar >"$TMP/build.out" 2>&1; then
+  ok assemble
+else
+  bad assemble "$(tail -3 "$TMP/build.out")"
+fi
+
+# 1. The dry run: every step listed with what it runs, nothing missing.
+bash "$B/gpu-check.sh" --dry-run >"$TMP/dry" 2>&1
+rc=$?
+check dry_run_exit_0 test "$rc" = 0 || tail -5 "$TMP/dry"
+n_steps=$(bash "$B/gpu-check.sh" --list | wc -l)
+check ten_steps test "$n_steps" = 10
+all_listed=1
+while read -r s; do
+  grep -q "^step $s\$" "$TMP/dry" || all_listed=0
+done < <(bash "$B/gpu-check.sh" --list)
+check dry_run_lists_steps test "$all_listed" = 1
+check dry_run_says_complete grep -q 'the bundle holds everything' "$TMP/dry"
+check dry_run_no_missing test "$(grep -c MISSING "$TMP/dry")" = 0
+check dry_run_starts_hetsim grep -q '^ok      hetsim doctor runs' "$TMP/dry"
+check dry_run_carries_h100_json test -f "$B/tests/data/cudnn-h100-sxm5.json"
+
+# 2. A bundle without a program the steps need.
+rm "$B/tests/test_gpu_nn"
+bash "$B/gpu-check.sh" --dry-run >"$TMP/dry2" 2>&1
+rc=$?
+check dry_run_missing_exit_1 test "$rc" = 1
+check dry_run_names_missing grep -q 'MISSING tests/test_gpu_nn' "$TMP/dry2"
+bash "$B/gpu-check.sh" --dry-run --step doctor >"$TMP/dry3" 2>&1
+check dry_run_one_step test $? = 0
+check dry_run_one_step_only test "$(grep -c '^step ' "$TMP/dry3")" = 1
+bash "$B/gpu-check.sh" --dry-run --from calib-whole >"$TMP/dry4" 2>&1
+check dry_run_from test "$(grep '^step ' "$TMP/dry4" | head -1)" = "step calib-whole"
+
+# 3. Usage.
+expect_exit usage_bad_step 2 bash "$B/gpu-check.sh" --step nosuch
+expect_exit usage_step_and_from 2 bash "$B/gpu-check.sh" --step doctor --from local
+expect_exit usage_bad_limit 2 bash "$B/gpu-check.sh" --step-limit 0
+expect_exit usage_unknown 2 bash "$B/gpu-check.sh" --frobnicate
+
+# 4. A run here: doctor cannot record the device properties (no GPU), so its step fails; the
+# deviceless step, which needs that file, fails too, yet runs; both are in the summary.
+bash "$B/gpu-check.sh" --step doctor --step deviceless --out "$TMP/res" --budget 300 >"$TMP/run" 2>&1
+rc=$?
+check run_exit_1 test "$rc" = 1
+S="$TMP/res/summary.tsv"
+check summary_header test "$(head -1 "$S")" = "$(printf 'step\tstatus\texit\tseconds\tnote')"
+check doctor_failed_recorded test "$(awk -F'\t' '$1 == "doctor" {print $2}' "$S")" = failed
+check doctor_note test -n "$(awk -F'\t' '$1 == "doctor" && $5 ~ /cudnn-deviceprop/' "$S")"
+check next_step_ran test "$(awk -F'\t' '$1 == "deviceless" {print $2}' "$S")" = failed
+check deviceless_says_why grep -q 'no cudnn-deviceprop.json' "$TMP/res/logs/deviceless.log"
+check doctor_json_kept python3 -c 'import json,sys; json.load(open(sys.argv[1]))' "$TMP/res/doctor.json"
+
+# 5. Out of budget: steps that would start with under 30 s left are recorded as skipped.
+bash "$B/gpu-check.sh" --from local --out "$TMP/res2" --budget 20 >"$TMP/run2" 2>&1
+rc=$?
+check budget_exit_0 test "$rc" = 0
+check budget_skipped test "$(awk -F'\t' 'NR > 1 && $2 == "skipped" && $5 ~ /out of time/' "$TMP/res2/summary.tsv" | wc -l)" = 2
+cli_finish

@@ -1,0 +1,425 @@
+#!/usr/bin/env bash
+# tools/gpu-check.sh: every GPU check of hetsim in one command, for the rare half hour on a GPU
+# machine (docs/gpu.md). Run it from a carried bundle (`make gpu-bundle`; it sits at the
+# bundle's root as gpu-check.sh) after `. ./gpu-env.sh`:
+#
+#   ./gpu-check.sh                       every step, results in notebooks-data/gpu-<card>/
+#   ./gpu-check.sh --step calib-whole    one step (repeatable: --step a --step b)
+#   ./gpu-check.sh --from calib-whole    that step and every one after it (resume)
+#   ./gpu-check.sh --list                the steps, one a line
+#   ./gpu-check.sh --dry-run             what each step would run, and whether the bundle holds
+#                                        everything the steps need; runs nothing on a GPU
+# Options: --bundle DIR (default: this script's folder, or the repository's build-gpu bundle),
+# --out DIR (default notebooks-data/gpu-<card> beside the bundle's root), --card NAME,
+# --step-limit SECONDS (default 600), --budget SECONDS (default 1500: the whole run).
+#
+# Steps, in order (each a process of its own under `timeout`, at most --step-limit seconds and
+# never past the whole run's --budget; a step that would start with under 30 s left is recorded
+# as skipped, out of time):
+#   doctor            hetsim doctor --json, and cuDNN's device-properties JSON of GPU 0
+#   deviceless        cuDNN plans for every zoo convolution from that recorded JSON (no GPU use)
+#   ctest-gpu         the gpu-labelled tests (ctest -L gpu where a build tree is carried, else
+#                     the carried test programs and scripts one by one)
+#   agreement         cpu-vs-cuda agreement (test_gpu_nn) under strict and fast math
+#   bench             resnet18 training throughput: hetsim eager and CUDA graph, strict and fast
+#                     math, and PyTorch eager (bench/torch_resnet18.py) on the same GPU
+#   calib-whole       calibration of the zoo on the whole GPU (calib.db, CSV exports)
+#   calib-partitions  calibration of the zoo on three partitions of different sizes (1/8, 1/4,
+#                     1/2 of the GPU's SMs, multiples of 8)
+#   profile           tools/hetsim_profile.py: PyTorch's step times of the same models on the
+#                     same GPU, to set against hetsim's calibration
+#   local             hetsim real --backend local on partitions, then hetsim validate
+#   nccl              hetsim real --backend nccl, two ranks on GPU 0 (where NCCL allows it)
+#
+# Results (one folder to commit): summary.tsv (step, status, exit code, seconds, note: the
+# failing step's last message), logs/STEP.log (everything each step printed), and each step's
+# files. A failed or timed-out step is recorded and the next one still runs. Exit status: 0
+# when every step run was ok or skipped, 1 when one failed or timed out, 2 on bad usage; the
+# dry run: 0 when the bundle holds everything, 1 when something required is missing.
+set -u
+
+STEPS=(doctor deviceless ctest-gpu agreement bench calib-whole calib-partitions profile local nccl)
+MODELS=mlp,cnn,resnet18,vgg16,mobilenetv2
+
+usage() {
+  sed -n '2,/^set -u/p' "$0" | sed -e '/^set -u/d' -e 's/^# \{0,1\}//'
+}
+
+die_usage() {
+  echo "gpu-check.sh: $*" >&2
+  echo "run \`gpu-check.sh --help\` for the options" >&2
+  exit 2
+}
+
+is_step() {
+  local s
+  for s in "${STEPS[@]}"; do [ "$s" = "$1" ] && return 0; done
+  return 1
+}
+
+# --- what each step needs from the bundle --------------------------------------------------
+
+# needs STEP: "required" and "optional" files (relative to the bundle) of STEP, one per line as
+# "req PATH" or "opt PATH".
+needs() {
+  case "$1" in
+    doctor) echo "req hetsim" ;;
+    deviceless) printf '%s\n' "req tests/test_deviceless_cudnn" "req tests/data/cudnn-h100-sxm5.json" ;;
+    ctest-gpu)
+      printf '%s\n' "req tests/test_gpu_probe" "req tests/test_gpu_nn" "req tests/test_gpu_real" \
+        "req tests/test_gpu_partitions" "req tests/cli_gpu_real.sh" "req tests/cli_gpu_ranks.sh" \
+        "req tests/cli-lib.sh" ;;
+    agreement) echo "req tests/test_gpu_nn" ;;
+    bench) printf '%s\n' "req bench/bench_gpu_nn" "opt bench/torch_resnet18.py" ;;
+    calib-whole | calib-partitions) echo "req hetsim" ;;
+    profile) printf '%s\n' "opt tools/hetsim_profile.py" ;;
+    local) printf '%s\n' "req hetsim" ;;
+    nccl) printf '%s\n' "req hetsim" ;;
+  esac
+}
+
+# what STEP: the commands the step runs, for --dry-run.
+what() {
+  case "$1" in
+    doctor) echo "hetsim doctor --json > doctor.json; hetsim doctor --cudnn-deviceprop cudnn-deviceprop.json > doctor.txt" ;;
+    deviceless) echo "HETSIM_CUDNN_DEVICEPROP=cudnn-deviceprop.json tests/test_deviceless_cudnn > deviceless.txt" ;;
+    ctest-gpu) echo "ctest -L gpu (build tree) or each tests/test_gpu_* and tests/cli_gpu_*.sh > ctest-gpu.txt" ;;
+    agreement) echo "HETSIM_CUDA_MATH=strict|fast tests/test_gpu_nn > agreement-strict.txt, agreement-fast.txt" ;;
+    bench) echo "bench/bench_gpu_nn --model resnet18 --batch 256 [--graph] --json (strict, fast); python3 bench/torch_resnet18.py --json > bench.jsonl" ;;
+    calib-whole) echo "hetsim calib --device cuda:0 --model $MODELS --db calib.db --json > calib-whole.json; CSV exports" ;;
+    calib-partitions) echo "hetsim calib --device cuda:0/sm=S --model $MODELS --batches 8,16,32,64,128 --db calib.db, S = 1/8, 1/4, 1/2 of the SMs; CSV exports" ;;
+    profile) echo "python3 tools/hetsim_profile.py --model M --device cuda:0 --out profile-M.json for M in cnn, resnet18, mobilenetv2" ;;
+    local) echo "hetsim real --backend local --device cuda:0/sm=S ... --db local.db; hetsim validate RUN --calib calib.db --json" ;;
+    nccl) echo "two ranks RANK=0,1 WORLD_SIZE=2 hetsim real --backend nccl --device cuda:0 ... (NCCL 2.30+), --db nccl.db" ;;
+  esac
+}
+
+# --- options --------------------------------------------------------------------------------
+
+BUNDLE="" OUT="" CARD="" DRY=0 LIST=0 FROM="" ONLY=() STEP_LIMIT=600 BUDGET=1500 INTERNAL=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    -h | --help) usage; exit 0 ;;
+    --list) LIST=1 ;;
+    --dry-run) DRY=1 ;;
+    --bundle) [ $# -ge 2 ] || die_usage "--bundle needs a folder"; BUNDLE=$2; shift ;;
+    --out) [ $# -ge 2 ] || die_usage "--out needs a folder"; OUT=$2; shift ;;
+    --card) [ $# -ge 2 ] || die_usage "--card needs a name"; CARD=$2; shift ;;
+    --step) [ $# -ge 2 ] || die_usage "--step needs a name"; is_step "$2" || die_usage "unknown step \"$2\" (steps: ${STEPS[*]})"; ONLY+=("$2"); shift ;;
+    --from) [ $# -ge 2 ] || die_usage "--from needs a name"; is_step "$2" || die_usage "unknown step \"$2\" (steps: ${STEPS[*]})"; FROM=$2; shift ;;
+    --step-limit) [ $# -ge 2 ] && [[ $2 =~ ^[0-9]+$ ]] && [ "$2" -ge 1 ] || die_usage "--step-limit needs seconds (a positive integer)"; STEP_LIMIT=$2; shift ;;
+    --budget) [ $# -ge 2 ] && [[ $2 =~ ^[0-9]+$ ]] && [ "$2" -ge 1 ] || die_usage "--budget needs seconds (a positive integer)"; BUDGET=$2; shift ;;
+    --internal-step) INTERNAL=$2; shift ;; # the script runs each step as a process of its own
+    *) die_usage "unknown argument \"$1\"" ;;
+  esac
+  shift
+done
+[ -n "$FROM" ] && [ ${#ONLY[@]} -gt 0 ] && die_usage "give --step or --from, not both"
+
+if [ "$LIST" = 1 ]; then
+  printf '%s\n' "${STEPS[@]}"
+  exit 0
+fi
+
+HERE=$(cd "$(dirname "$0")" && pwd)
+if [ -z "$BUNDLE" ]; then
+  if [ -x "$HERE/hetsim" ]; then BUNDLE=$HERE                      # run from inside a bundle
+  else BUNDLE=$(cd "$HERE/.." && pwd)/build-gpu/hetsim-gpu-bundle; fi # tools/ of the repository
+fi
+[ -d "$BUNDLE" ] || { echo "gpu-check.sh: no bundle at $BUNDLE (make gpu-bundle, or --bundle DIR)" >&2; exit 2; }
+BUNDLE=$(cd "$BUNDLE" && pwd)
+H="$BUNDLE/hetsim"
+
+# The steps that run: all, --step ones, or from --from on.
+selected() {
+  local s on=0
+  if [ ${#ONLY[@]} -gt 0 ]; then printf '%s\n' "${ONLY[@]}"; return; fi
+  for s in "${STEPS[@]}"; do
+    [ -z "$FROM" ] || [ "$s" = "$FROM" ] && on=1
+    [ "$on" = 1 ] && echo "$s"
+  done
+}
+
+# --- dry run: list the steps, check the bundle ----------------------------------------------
+
+if [ "$DRY" = 1 ]; then
+  missing=0
+  echo "bundle: $BUNDLE"
+  echo "limits: ${STEP_LIMIT}s per step, ${BUDGET}s in all"
+  while read -r s; do
+    echo "step $s"
+    echo "  runs: $(what "$s")"
+    while read -r kind path; do
+      [ -n "$path" ] || continue
+      if [ -e "$BUNDLE/$path" ]; then
+        if [[ "$path" != *.sh && "$path" != *.py && "$path" != *.json && ! -x "$BUNDLE/$path" ]]; then
+          echo "  MISSING $path: present but not executable"
+          missing=$((missing + 1))
+        else
+          echo "  ok      $path"
+        fi
+      elif [ "$kind" = req ]; then
+        echo "  MISSING $path"
+        missing=$((missing + 1))
+      else
+        echo "  absent  $path (optional: the step records itself skipped)"
+      fi
+    done < <(needs "$s")
+  done < <(selected)
+  # The binary must start here (static dependencies) and answer; without a GPU doctor says so.
+  if [ -x "$H" ]; then
+    if "$H" doctor --json >/dev/null 2>&1; then echo "ok      hetsim doctor runs"
+    else echo "MISSING a hetsim that runs: \`$H doctor --json\` failed"; missing=$((missing + 1)); fi
+  fi
+  for f in gpu-env.sh gpu-check.sh; do
+    if [ -e "$BUNDLE/$f" ]; then echo "ok      $f"; else echo "MISSING $f"; missing=$((missing + 1)); fi
+  done
+  for t in timeout python3; do
+    if command -v "$t" >/dev/null 2>&1; then echo "ok      $t on PATH"; else echo "note    $t not on PATH here"; fi
+  done
+  if [ "$missing" -gt 0 ]; then
+    echo "dry run: $missing thing(s) missing from the bundle"
+    exit 1
+  fi
+  echo "dry run: the bundle holds everything the steps need"
+  exit 0
+fi
+
+# --- one step (run by the script itself as `--internal-step NAME`, in OUT) ------------------
+
+# The card's SM count and name from doctor.json (written by the doctor step).
+gpu_field() {
+  python3 - "$OUT/doctor.json" "$1" <<'PY' 2>/dev/null
+import json, sys
+g = json.load(open(sys.argv[1]))["gpus"]
+print(g[0][sys.argv[2]] if g else "")
+PY
+}
+
+# A partition size: the SMs divided by d, down to a multiple of 8, at least 8.
+part() { local n=$(( $1 / $2 / 8 * 8 )); [ "$n" -lt 8 ] && n=8; echo "$n"; }
+
+# The calibration tables as CSV, through hetsim's own query command.
+export_calib() {
+  local t
+  for t in device calib_sample perf_model; do
+    "$H" query --db calib.db sql "SELECT * FROM $t" --csv >"calib-$t.csv" || return 1
+  done
+}
+
+run_tests() { # each gpu test program and script; 77 is skipped
+  local f rc failed=0
+  for f in "$BUNDLE"/tests/test_gpu_*; do
+    [ -x "$f" ] || continue
+    echo "=== $(basename "$f")"
+    (cd "$BUNDLE" && HETSIM_SOURCE_DIR="$BUNDLE" "$f"); rc=$?
+    echo "=== $(basename "$f"): exit $rc"
+    [ "$rc" = 0 ] || [ "$rc" = 77 ] || failed=$((failed + 1))
+  done
+  for f in "$BUNDLE"/tests/cli_gpu_*.sh; do
+    echo "=== $(basename "$f")"
+    bash "$f" "$H" "$BUNDLE"; rc=$?
+    echo "=== $(basename "$f"): exit $rc"
+    [ "$rc" = 0 ] || [ "$rc" = 77 ] || failed=$((failed + 1))
+  done
+  echo "tests failed: $failed"
+  [ "$failed" = 0 ]
+}
+
+step_body() {
+  case "$1" in
+    doctor)
+      local rc
+      "$H" doctor --json >doctor.json || return 1
+      "$H" doctor --cudnn-deviceprop cudnn-deviceprop.json >doctor.txt 2>&1
+      rc=$?
+      cat doctor.txt
+      return $rc
+      ;;
+    deviceless)
+      [ -s cudnn-deviceprop.json ] || { echo "no cudnn-deviceprop.json (the doctor step records it)"; return 1; }
+      (cd "$BUNDLE" && HETSIM_SOURCE_DIR="$BUNDLE" HETSIM_CUDNN_DEVICEPROP="$OUT/cudnn-deviceprop.json" \
+        tests/test_deviceless_cudnn) | tee deviceless.txt
+      return "${PIPESTATUS[0]}"
+      ;;
+    ctest-gpu)
+      if [ -f "$BUNDLE/build/CTestTestfile.cmake" ] && command -v ctest >/dev/null; then
+        ctest --test-dir "$BUNDLE/build" -L gpu --output-on-failure | tee ctest-gpu.txt
+        return "${PIPESTATUS[0]}"
+      fi
+      run_tests 2>&1 | tee ctest-gpu.txt
+      return "${PIPESTATUS[0]}"
+      ;;
+    agreement)
+      local m rc=0
+      for m in strict fast; do
+        (cd "$BUNDLE" && HETSIM_CUDA_MATH=$m tests/test_gpu_nn) >"agreement-$m.txt" 2>&1 || rc=1
+        cat "agreement-$m.txt"
+      done
+      return $rc
+      ;;
+    bench)
+      local m g rc=0
+      : >bench.jsonl
+      for m in strict fast; do
+        for g in "" --graph; do
+          HETSIM_CUDA_MATH=$m "$BUNDLE/bench/bench_gpu_nn" --model resnet18 --batch 256 --steps 50 --warmup 10 $g --json \
+            >>bench.jsonl || rc=1
+        done
+      done
+      if [ -f "$BUNDLE/bench/torch_resnet18.py" ] && python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
+        python3 "$BUNDLE/bench/torch_resnet18.py" --batch 256 --steps 50 --warmup 10 --json >>bench.jsonl || rc=1
+      else
+        echo "PyTorch with CUDA is not importable here: bench/torch_resnet18.py not run" | tee -a bench-notes.txt
+      fi
+      cat bench.jsonl
+      return $rc
+      ;;
+    calib-whole)
+      "$H" calib --device cuda:0 --model "$MODELS" --max-reps 20 --db calib.db --json >calib-whole.json || return 1
+      export_calib
+      ;;
+    calib-partitions)
+      local sms s rc=0
+      sms=$(gpu_field sms)
+      [ -n "$sms" ] || { echo "no GPU in doctor.json (the doctor step writes it)"; return 1; }
+      for s in $(part "$sms" 8) $(part "$sms" 4) $(part "$sms" 2); do
+        "$H" calib --device "cuda:0/sm=$s" --model "$MODELS" --batches 8,16,32,64,128 --max-reps 20 --db calib.db \
+          --json >"calib-sm$s.json" || rc=1
+      done
+      export_calib || rc=1
+      return $rc
+      ;;
+    profile)
+      local m rc=0
+      [ -f "$BUNDLE/tools/hetsim_profile.py" ] || { echo "tools/hetsim_profile.py is not in the bundle: skipped"; return 77; }
+      python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null ||
+        { echo "PyTorch with CUDA is not importable here: skipped"; return 77; }
+      for m in cnn resnet18 mobilenetv2; do
+        python3 "$BUNDLE/tools/hetsim_profile.py" --model "$m" --device cuda:0 --batches 8,16,32,64,128,256 \
+          --out "profile-$m.json" || rc=1
+      done
+      return $rc
+      ;;
+    local)
+      local sms s1 s2 id rc=0
+      sms=$(gpu_field sms)
+      [ -n "$sms" ] || { echo "no GPU in doctor.json (the doctor step writes it)"; return 1; }
+      s1=$(part "$sms" 8)
+      s2=$(part "$sms" 4)
+      # The calibration (calib-whole, calib-partitions) serves the policy's predictions and
+      # validate's simulation; without it the run times a few steps itself.
+      local calib=()
+      [ -f calib.db ] && calib=(--calib calib.db)
+      "$H" real --backend local --device "cuda:0/sm=$s1" --workers 3 --policy ssgd --model resnet18 --global-batch 96 \
+        --iterations 40 --eval-every 20 --eval-samples 256 --train-samples 2048 ${calib[@]+"${calib[@]}"} --db local.db --json \
+        >local-ssgd.json || rc=1
+      "$H" real --backend local --device "cuda:0/sm=$s2" --workers 2 --policy localsgd --model resnet18 --global-batch 64 \
+        --iterations 40 --eval-every 20 --eval-samples 256 --train-samples 2048 ${calib[@]+"${calib[@]}"} --db local.db --json \
+        >local-localsgd.json || rc=1
+      for id in $("$H" query --db local.db sql "SELECT id FROM run WHERE kind = 'real'" --csv | tail -n +2); do
+        "$H" validate "$(echo "$id" | tr -d '\r')" --db local.db ${calib[@]+"${calib[@]}"} --json >>local-validate.jsonl || rc=1
+      done
+      cat local-*.json local-validate.jsonl 2>/dev/null
+      return $rc
+      ;;
+    nccl)
+      local two pids=() r rc=0
+      two=$(python3 - doctor.json <<'PY' 2>/dev/null
+import json, sys
+c = [c for c in json.load(open(sys.argv[1]))["checks"] if c["name"] == "NCCL 2 ranks on 1 GPU"]
+print(c[0]["status"] if c else "")
+PY
+)
+      if [ "$two" != ok ]; then
+        echo "NCCL does not allow two ranks on one GPU here (doctor: ${two:-unknown}; NCCL 2.30+ needed): skipped"
+        return 77
+      fi
+      for r in 0 1; do
+        NCCL_MULTI_RANK_GPU_ENABLE=1 RANK=$r LOCAL_RANK=$r WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=29611 \
+          "$H" real --backend nccl --device cuda:0 --workers 2 --policy ssgd --model resnet18 --global-batch 64 \
+          --iterations 30 --eval-every 15 --eval-samples 256 --train-samples 2048 --timeout 60s --db nccl.db --json \
+          >"nccl-rank$r.json" 2>"nccl-rank$r.err" &
+        pids+=($!)
+      done
+      for r in "${pids[@]}"; do wait "$r" || rc=1; done
+      cat nccl-rank*.json nccl-rank*.err
+      return $rc
+      ;;
+  esac
+}
+
+if [ -n "$INTERNAL" ]; then
+  [ -n "$OUT" ] || die_usage "--internal-step needs --out"
+  cd "$OUT" || exit 1
+  # The cli_gpu_*.sh tests read rows with the sqlite3 shell; a GPU machine may not have it.
+  if ! command -v sqlite3 >/dev/null && command -v python3 >/dev/null; then
+    mkdir -p "$OUT/.shim"
+    cat >"$OUT/.shim/sqlite3" <<'SH'
+#!/usr/bin/env python3
+# gpu-check.sh's stand-in for the sqlite3 shell: `sqlite3 DB SQL` in list mode ("a|b").
+import sqlite3, sys
+con = sqlite3.connect(sys.argv[1])
+for row in con.execute(sys.argv[2]):
+    print("|".join("" if v is None else str(v) for v in row))
+SH
+    chmod +x "$OUT/.shim/sqlite3"
+    export PATH="$OUT/.shim:$PATH"
+  fi
+  step_body "$INTERNAL"
+  exit $?
+fi
+
+# --- the run ---------------------------------------------------------------------------------
+
+[ -x "$H" ] || { echo "gpu-check.sh: $H is missing or not executable" >&2; exit 2; }
+command -v timeout >/dev/null || { echo "gpu-check.sh: needs timeout (coreutils)" >&2; exit 2; }
+if [ -z "$OUT" ]; then
+  if [ -z "$CARD" ]; then
+    name=$(nvidia-smi --query-gpu=name --format=csv,noheader -i 0 2>/dev/null | head -1)
+    [ -n "$name" ] || name=$("$H" doctor --json 2>/dev/null | python3 -c 'import json,sys; g=json.load(sys.stdin)["gpus"]; print(g[0]["name"] if g else "")' 2>/dev/null)
+    # "NVIDIA H100 80GB HBM3" -> "h100-80gb-hbm3"
+    CARD=$(echo "${name:-unknown}" | tr 'A-Z' 'a-z' | sed -e 's/^nvidia //' -e 's/[^a-z0-9]\{1,\}/-/g' -e 's/^-//' -e 's/-$//')
+  fi
+  OUT="$BUNDLE/notebooks-data/gpu-$CARD"
+fi
+mkdir -p "$OUT/logs" || exit 2
+OUT=$(cd "$OUT" && pwd)
+SUMMARY="$OUT/summary.tsv"
+[ -f "$SUMMARY" ] || printf 'step\tstatus\texit\tseconds\tnote\n' >"$SUMMARY"
+echo "results: $OUT (limits: ${STEP_LIMIT}s per step, ${BUDGET}s in all)"
+
+start=$(date +%s)
+worst=0
+while read -r s; do
+  now=$(date +%s)
+  left=$((BUDGET - (now - start)))
+  limit=$STEP_LIMIT
+  [ "$left" -lt "$limit" ] && limit=$left
+  if [ "$limit" -lt 30 ]; then
+    printf '%s\tskipped\t-\t0\tout of time: the run'"'"'s budget of %ss is spent\n' "$s" "$BUDGET" >>"$SUMMARY"
+    echo "step $s: skipped (out of time)"
+    continue
+  fi
+  echo "step $s (at most ${limit}s) ..."
+  t0=$(date +%s)
+  timeout -k 15 "$limit" bash "$0" --internal-step "$s" --bundle "$BUNDLE" --out "$OUT" >"$OUT/logs/$s.log" 2>&1
+  rc=$?
+  secs=$(( $(date +%s) - t0 ))
+  case $rc in
+    0) status=ok ;;
+    77) status=skipped ;;
+    124 | 137) status=timeout ;;
+    *) status=failed ;;
+  esac
+  note=""
+  if [ "$status" != ok ]; then
+    note=$(grep -v '^[[:space:]]*$' "$OUT/logs/$s.log" | tail -1 | tr '\t' ' ' | cut -c1-300)
+    [ "$status" = timeout ] && note="stopped after ${limit}s; last output: $note"
+  fi
+  case $status in timeout | failed) worst=1 ;; esac
+  printf '%s\t%s\t%s\t%s\t%s\n' "$s" "$status" "$rc" "$secs" "$note" >>"$SUMMARY"
+  echo "step $s: $status in ${secs}s${note:+ ($note)}"
+done < <(selected)
+echo "summary: $SUMMARY"
+exit $worst
