@@ -950,6 +950,18 @@ int hs_cmd_advise(int argc, char **argv) {
     npols++;
   }
 
+  if (a.report) {
+    /* The page's folder must exist before anything runs (the page itself is written last). */
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", a.report);
+    char *slash = strrchr(dir, '/');
+    if (slash) *(slash == dir ? slash + 1 : slash) = '\0';
+    struct stat sb;
+    if (slash && (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))) {
+      fprintf(stderr, "hetsim advise: --report %s: no folder %s\n", a.report, dir);
+      goto out;
+    }
+  }
   cluster_abs = absolute(a.cluster);
   if (a.conv_file) conv_file_abs = absolute(a.conv_file);
   if (needs_calib) {
