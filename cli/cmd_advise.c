@@ -64,7 +64,7 @@ static const advise_grid grids[] = {
     {"alloc-static", NULL},
     {"alloc-adaptive", "{threshold: [0.05, 0.2]}"},
     {"ashl", "{density: [0.01, 0.1]}"},
-    {"adsp", "{period: [10s, 60s], min_interval: [1s]}"},
+    {"adsp", "{period: [0.5s, 5s], min_interval: [0.05s]}"},
     {"ksync", "K"},
     {"kasync", "K"},
     {NULL, NULL},
@@ -477,7 +477,8 @@ static void cand_finish(candidate *c, const point_run *runs, const advise_args *
       if (t[i] < c->ttt_min) c->ttt_min = t[i];
       if (t[i] > c->ttt_max) c->ttt_max = t[i];
     }
-    c->ttt_sd = nr > 1 ? sqrt(ss / (nr - 1)) : 0.0;
+    /* Equal times give sd 0 exactly, not the rounding of their mean. */
+    c->ttt_sd = nr > 1 && c->ttt_max > c->ttt_min ? sqrt(ss / (nr - 1)) : 0.0;
   }
   char fin[96] = "";
   if (a->target_acc > 0 && isfinite(c->acc)) snprintf(fin, sizeof fin, "final accuracy %.4g", c->acc);
