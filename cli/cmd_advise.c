@@ -1114,7 +1114,8 @@ int hs_cmd_advise(int argc, char **argv) {
   an.ran = an.complete - done_before > 0 ? an.complete - done_before : 0;
 
   /* Candidates: the points of one policy spec, in grid order (seeds innermost). */
-  if (!(an.cands = calloc((size_t)g.n_points + 1, sizeof *an.cands))) goto oom;
+  /* Each parameter set has one point per seed. */
+  if (!(an.cands = calloc((size_t)(g.n_points / a.seeds) + 1, sizeof *an.cands))) goto oom;
   point_run *runs_of = calloc((size_t)a.seeds + 1, sizeof *runs_of);
   if (!runs_of) goto oom;
   for (int i = 0; i < g.n_points;) {
