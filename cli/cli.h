@@ -30,6 +30,7 @@ hs_cmd_fn hs_cmd_real;
 hs_cmd_fn hs_cmd_validate;
 hs_cmd_fn hs_cmd_fit;
 hs_cmd_fn hs_cmd_sweep;
+hs_cmd_fn hs_cmd_advise;
 
 /* Prints "hetsim CMD: MESSAGE" on stderr, then, when help is set, a line pointing to
  * `hetsim CMD --help`; returns 2, the exit status for bad usage or bad input. */

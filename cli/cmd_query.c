@@ -29,9 +29,16 @@ static const char usage_text[] =
     "  runs             one row per run: id, kind, policy, params, cluster, model, workers,\n"
     "                   iterations, sim_time_s, status, started_at\n"
     "  run ID           the run's row, its summary and its per-worker table\n"
+    "  groups           runs that differ only in their seed, one row per group and metric:\n"
+    "                   group (its first run id), kind, policy, params, cluster, model,\n"
+    "                   global_batch, runs, seeds, run_ids (in seed order), metric, n, mean,\n"
+    "                   sd, min, max\n"
+    "                   (complete runs only, unless --status says which)\n"
     "  compare A B      the summaries of runs A and B side by side: one row per numeric\n"
     "                   metric with columns metric, a, b, ratio (= b / a; null when a is 0\n"
     "                   or either value is null)\n"
+    "  compare A B C... more runs (at most 64): a column per run (run3, run4, ...) and one\n"
+    "                   per later run's ratio to the first (run4/run3, ...)\n"
     "  evals ID         the run's evaluations: time_s, step, loss, accuracy (none without a\n"
     "                   convergence model)\n"
     "  steps ID         the run's step rows, ordered by step then worker\n"
@@ -45,9 +52,10 @@ static const char usage_text[] =
     "  --json           a JSON array of objects (column -> value; numbers as numbers, NULL as\n"
     "                   null). `run ID` writes one object {\"run\": {...}, \"summary\": {...}\n"
     "                   or null, \"workers\": [...]}\n"
-    "  --policy NAME    runs: only runs of this policy\n"
-    "  --kind sim|real  runs: only simulated or only real runs\n"
-    "  --status S       runs: only runs with status S (running, complete, failed, interrupted)\n"
+    "  --policy NAME    runs, groups: only runs of this policy\n"
+    "  --kind sim|real  runs, groups: only simulated or only real runs\n"
+    "  --status S       runs, groups: only runs with status S (running, complete, failed,\n"
+    "                   interrupted)\n"
     "  --limit N        evals, steps: at most N rows\n"
     "  -h, --help       this text\n"
     "Without --csv or --json the output is an aligned table for people: NULL shows as NULL,\n"
@@ -517,6 +525,120 @@ static int verb_compare(sqlite3 *db, int64_t a, int64_t b, enum fmt fmt) {
   return rc;
 }
 
+/* `compare A B C ...`: one row per metric, a column per run ("run3") and one per later run's
+ * ratio to the first ("run4/run3"). Two runs keep the a, b, ratio form above. */
+static const char *const compare_metrics[] = {
+    "workers", "iterations", "events", "samples", "sim_time_s", "mean_iteration_s",
+    "samples_per_s", "wait_fraction", "wall_s", "final_loss", "final_accuracy",
+    "time_to_target_s", NULL};
+
+static int verb_compare_n(sqlite3 *db, const int64_t *ids, int n, enum fmt fmt) {
+  size_t cap = 65536, o = 0;
+  char *sql = malloc(cap);
+  if (!sql) {
+    fputs("hetsim query: out of memory\n", stderr);
+    return 1;
+  }
+#define ADD(...) (o += (size_t)snprintf(sql + o, o < cap ? cap - o : 0, __VA_ARGS__))
+  for (int k = 0; compare_metrics[k]; k++) {
+    const char *m = compare_metrics[k];
+    ADD("%sSELECT '%s' AS metric", k ? " UNION ALL " : "", m);
+    for (int i = 0; i < n; i++)
+      ADD(", (SELECT %s FROM summary WHERE run_id = ?%d) AS \"run%lld\"", m, i + 1, (long long)ids[i]);
+    for (int i = 1; i < n; i++)
+      ADD(", CAST((SELECT %s FROM summary WHERE run_id = ?%d) AS REAL) / NULLIF((SELECT %s FROM"
+          " summary WHERE run_id = ?1), 0) AS \"run%lld/run%lld\"",
+          m, i + 1, m, (long long)ids[i], (long long)ids[0]);
+  }
+#undef ADD
+  if (o >= cap) {
+    free(sql);
+    fputs("hetsim query: compare: too many runs\n", stderr);
+    return 2;
+  }
+  sqlite3_stmt *st = NULL;
+  int rc = prepare(db, sql, &st);
+  free(sql);
+  if (rc) return rc;
+  for (int i = 0; i < n; i++) sqlite3_bind_int64(st, i + 1, ids[i]);
+  if (fmt == FMT_TEXT) printf("ratios are to run %lld\n\n", (long long)ids[0]);
+  rc = print_rows(st, fmt, stdout);
+  sqlite3_finalize(st);
+  return rc;
+}
+
+/* hs_stdev(x): the sample standard deviation of the non-null x (0 for one value, NULL for none),
+ * by Welford's update; registered on the connection for `groups`, so it does not depend on
+ * SQLite's optional math functions. */
+typedef struct stdev_acc {
+  int64_t n;
+  double mean, m2;
+} stdev_acc;
+
+static void stdev_step(sqlite3_context *c, int argc, sqlite3_value **v) {
+  (void)argc;
+  if (sqlite3_value_type(v[0]) == SQLITE_NULL) return;
+  stdev_acc *a = sqlite3_aggregate_context(c, sizeof *a);
+  if (!a) return;
+  double x = sqlite3_value_double(v[0]);
+  a->n++;
+  double delta = x - a->mean;
+  a->mean += delta / (double)a->n;
+  a->m2 += delta * (x - a->mean);
+}
+
+static void stdev_final(sqlite3_context *c) {
+  stdev_acc *a = sqlite3_aggregate_context(c, 0);
+  if (!a || a->n == 0) sqlite3_result_null(c);
+  else sqlite3_result_double(c, a->n > 1 ? sqrt(a->m2 / (double)(a->n - 1)) : 0.0);
+}
+
+/* `groups`: runs that differ only in their seed (and in who wrote them: pid, host, the sweep's
+ * point key), one row per group and metric with the count, mean, sample sd, min and max. */
+static int verb_groups(sqlite3 *db, enum fmt fmt, const run_filter *filter) {
+  static const char *const metrics[] = {"time_to_target_s", "final_loss", "final_accuracy",
+                                        "sim_time_s", "samples_per_s", "wait_fraction",
+                                        "iterations", "mean_iteration_s", NULL};
+  if (sqlite3_create_function(db, "hs_stdev", 1, SQLITE_UTF8 | SQLITE_DETERMINISTIC, NULL, NULL,
+                              stdev_step, stdev_final) != SQLITE_OK)
+    return step_failed(db);
+  char sql[8192];
+  size_t o = 0;
+  o += (size_t)snprintf(sql + o, sizeof sql - o,
+      "WITH g AS (SELECT r.id, r.seed, r.kind, r.policy, r.params, r.cluster_name, r.model,"
+      " r.global_batch, s.*,"
+      " r.kind || char(31) || r.policy || char(31) || COALESCE(r.params, '') || char(31) ||"
+      " r.model || char(31) || r.global_batch || char(31) || COALESCE(r.cluster_text, '') ||"
+      " char(31) || CASE WHEN json_valid(r.options) THEN json_remove(r.options, '$.pid', '$.host',"
+      " '$.boot', '$.pid_start', '$.sweep_point', '$.sweep') ELSE COALESCE(r.options, '') END AS gk"
+      " FROM run r LEFT JOIN summary s ON s.run_id = r.id"
+      " WHERE (?1 IS NULL OR r.policy = ?1) AND (?2 IS NULL OR r.kind = ?2)"
+      " AND (CASE WHEN r.status = 'running' AND hs_run_alive(r.options) = 0 THEN 'incomplete'"
+      " ELSE r.status END) = COALESCE(?3, 'complete')) ");
+  for (int k = 0; metrics[k]; k++)
+    o += (size_t)snprintf(sql + o, sizeof sql - o,
+        "%sSELECT min(id) AS \"group\", kind, policy, params, cluster_name AS cluster, model,"
+        " global_batch, count(*) AS runs, group_concat(seed, ',') AS seeds,"
+        " group_concat(id, ',') AS run_ids, '%s' AS metric, %d AS mi, count(%s) AS n,"
+        " avg(%s) AS mean, hs_stdev(%s) AS sd, min(%s) AS min, max(%s) AS max"
+        " FROM (SELECT * FROM g ORDER BY seed, id) GROUP BY gk",
+        k ? " UNION ALL " : "", metrics[k], k, metrics[k], metrics[k], metrics[k], metrics[k],
+        metrics[k]);
+  o += (size_t)snprintf(sql + o, sizeof sql - o,
+      " ORDER BY 1, mi");
+  /* The metric's index only orders the rows; leave it out of what is printed. */
+  char outer[9000];
+  snprintf(outer, sizeof outer,
+           "SELECT \"group\", kind, policy, params, cluster, model, global_batch, runs, seeds,"
+           " run_ids, metric, n, mean, sd, min, max FROM (%s)", sql);
+  sqlite3_stmt *st = NULL;
+  if (prepare(db, outer, &st)) return 1;
+  bind_filter(st, filter);
+  int rc = print_rows(st, fmt, stdout);
+  sqlite3_finalize(st);
+  return rc;
+}
+
 static int verb_sql(sqlite3 *db, const char *sql, enum fmt fmt) {
   sqlite3_stmt *st = NULL;
   const char *tail = NULL;
@@ -554,7 +676,7 @@ int hs_cmd_query(int argc, char **argv) {
   const char *db_path = HS_DEFAULT_DB;
   enum fmt fmt = FMT_TEXT;
   int nfmt = 0, npos = 0, only_pos = 0;
-  const char *pos[4];
+  const char *pos[68]; /* a verb and up to 64 runs for compare */
   run_filter filter = {NULL, NULL, NULL};
   const char *limit_arg = NULL;
   for (int i = 1; i < argc; i++) {
@@ -595,18 +717,21 @@ int hs_cmd_query(int argc, char **argv) {
   if (nfmt > 1) return usage_error("%s", "give at most one of --csv and --json");
   if (!*db_path) return usage_error("%s", "--db needs a FILE");
   if (npos == 0)
-    return usage_error("%s", "missing verb: runs, run ID, compare A B, evals ID, steps ID or sql \"SELECT ...\"");
+    return usage_error("%s", "missing verb: runs, groups, run ID, compare A B..., evals ID, steps ID or sql \"SELECT ...\"");
   const char *verb = pos[0];
   int want, per_run = strcmp(verb, "evals") == 0 || strcmp(verb, "steps") == 0;
   if (strcmp(verb, "runs") == 0) want = 1;
   else if (strcmp(verb, "run") == 0 || per_run) want = 2;
-  else if (strcmp(verb, "compare") == 0) want = 3;
+  else if (strcmp(verb, "compare") == 0) want = npos >= 3 ? npos : 3;
+  else if (strcmp(verb, "groups") == 0) want = 1;
   else if (strcmp(verb, "sql") == 0) want = 2;
-  else return usage_error("unknown verb \"%s\" (runs, run, compare, evals, steps, sql)", verb);
+  else return usage_error("unknown verb \"%s\" (runs, groups, run, compare, evals, steps, sql)", verb);
+  if (strcmp(verb, "compare") == 0 && npos - 1 > 64) return usage_error("%s", "compare: at most 64 runs");
   if (npos < want) return usage_error("%s: missing argument", verb);
   if (npos > want) return usage_error("too many arguments for %s", verb);
-  if ((filter.policy || filter.kind || filter.status) && strcmp(verb, "runs") != 0)
-    return usage_error("%s", "--policy, --kind and --status filter `runs` only");
+  if ((filter.policy || filter.kind || filter.status) && strcmp(verb, "runs") != 0 &&
+      strcmp(verb, "groups") != 0)
+    return usage_error("%s", "--policy, --kind and --status filter `runs` and `groups` only");
   if (limit_arg && !per_run) return usage_error("%s", "--limit applies to `evals` and `steps` only");
   if (filter.kind && strcmp(filter.kind, "sim") != 0 && strcmp(filter.kind, "real") != 0)
     return usage_error("--kind: expected sim or real, got \"%s\"", filter.kind);
@@ -622,7 +747,7 @@ int hs_cmd_query(int argc, char **argv) {
     if (errno || end == limit_arg || *end || limit < 0)
       return usage_error("--limit: expected a count of rows (0 or more), got \"%s\"", limit_arg);
   }
-  int64_t id[2] = {0, 0};
+  int64_t id[68] = {0};
   if (strcmp(verb, "run") == 0 || strcmp(verb, "compare") == 0 || per_run)
     for (int k = 1; k < want; k++)
       if (parse_id(pos[k], &id[k - 1])) return 2;
@@ -647,9 +772,10 @@ int hs_cmd_query(int argc, char **argv) {
     rc = check_run(db, id[0], db_path);
     if (!rc) rc = verb_run(db, id[0], fmt);
   } else if (strcmp(verb, "compare") == 0) {
-    rc = check_run(db, id[0], db_path);
-    if (!rc) rc = check_run(db, id[1], db_path);
-    if (!rc) rc = verb_compare(db, id[0], id[1], fmt);
+    for (int k = 0; k < want - 1 && !rc; k++) rc = check_run(db, id[k], db_path);
+    if (!rc) rc = want == 3 ? verb_compare(db, id[0], id[1], fmt) : verb_compare_n(db, id, want - 1, fmt);
+  } else if (strcmp(verb, "groups") == 0) {
+    rc = verb_groups(db, fmt, &filter);
   } else {
     rc = verb_sql(db, pos[1], fmt);
   }

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/cli_format.h"
 #include "cli/report_file.h"
 #include "cli/report_html.h"
 #include "cli/report_svg.h"
@@ -64,6 +65,9 @@ typedef struct run_row {
   int has_summary;
   double workers, iterations, samples, sim_time_s, mean_iteration_s, samples_per_s;
   double wait_fraction, final_loss, final_accuracy, time_to_target_s;
+  double target_loss, target_accuracy; /* the run's targets; NaN when it had none */
+  char *group;                /* what the run is apart from its seed (runs that differ only in
+                                 the seed share it) */
   int64_t nworkers, nsteps, nevals;
   int color;
 } run_row;
@@ -140,7 +144,15 @@ static int load_run(report *r, run_row *run) {
                 " (SELECT count(*) FROM worker w WHERE w.run_id = r.id),"
                 " (SELECT count(*) FROM step p WHERE p.run_id = r.id),"
                 " (SELECT count(*) FROM eval e WHERE e.run_id = r.id),"
-                " CASE WHEN json_valid(r.options) THEN json_extract(r.options, '$.store') END"
+                " CASE WHEN json_valid(r.options) THEN json_extract(r.options, '$.store') END,"
+                " CASE WHEN json_valid(r.options) THEN json_extract(r.options, '$.target_loss') END,"
+                " CASE WHEN json_valid(r.options) THEN json_extract(r.options, '$.target_accuracy') END,"
+                /* Everything but the seed and what only says who wrote the run (query groups). */
+                " r.kind || char(31) || r.policy || char(31) || COALESCE(r.params, '') || char(31) ||"
+                " r.model || char(31) || r.global_batch || char(31) || COALESCE(r.cluster_text, '') ||"
+                " char(31) || CASE WHEN json_valid(r.options) THEN json_remove(r.options, '$.pid',"
+                " '$.host', '$.boot', '$.pid_start', '$.sweep_point', '$.sweep') ELSE"
+                " COALESCE(r.options, '') END"
                 " FROM run r LEFT JOIN summary s ON s.run_id = r.id WHERE r.id = ?1",
                 &st);
   if (rc) return rc;
@@ -174,8 +186,13 @@ static int load_run(report *r, run_row *run) {
   run->nsteps = sqlite3_column_int64(st, 20);
   run->nevals = sqlite3_column_int64(st, 21);
   run->store = col_text(st, 22);
+  run->target_loss = col_real(st, 23);
+  run->target_accuracy = col_real(st, 24);
+  if (!(run->target_loss > 0)) run->target_loss = NAN;
+  if (!(run->target_accuracy > 0)) run->target_accuracy = NAN;
+  run->group = col_text(st, 25);
   sqlite3_finalize(st);
-  if (!run->kind || !run->policy || !run->status) return oom(r);
+  if (!run->kind || !run->policy || !run->status || !run->group) return oom(r);
   return 0;
 }
 
@@ -205,9 +222,14 @@ static void make_label(report *r, run_row *run) {
       if (q != run && q->policy && strcmp(q->policy, run->policy) == 0 && !has_item(q->params, p, n))
         differs = 1;
     }
-    if (differs && o + n + 2 < sizeof run->label) {
-      o += (size_t)snprintf(run->label + o, sizeof run->label - o, "%c%.*s", sep, (int)n, p);
-      sep = ',';
+    if (differs) {
+      char item[256], shown[256];
+      snprintf(item, sizeof item, "%.*s", (int)(n < sizeof item ? n : sizeof item - 1), p);
+      hs_fmt_params(item, ",", shown, sizeof shown);
+      if (o + strlen(shown) + 2 < sizeof run->label) {
+        o += (size_t)snprintf(run->label + o, sizeof run->label - o, "%c%s", sep, shown);
+        sep = ',';
+      }
     }
     p = e ? e + 1 : NULL;
   }
@@ -222,6 +244,7 @@ static void free_run(run_row *run) {
   free(run->status);
   free(run->error);
   free(run->store);
+  free(run->group);
 }
 
 /* Why a run has no step rows, for the notes under the step-based plots. */
@@ -251,13 +274,10 @@ static void section_compare(report *r) {
     hs_html_cell(r->f, b[0]);
     hs_html_cell(r->f, run->kind);
     hs_html_cell(r->f, run->policy);
-    /* A space after each comma lets the long canonical list wrap in its cell. */
+    /* A space after each comma lets the long canonical list wrap in its cell; reals in their
+     * shortest exact form (0.05, not 0.050000000000000003). */
     char params[1024] = "";
-    for (size_t k = 0, o = 0; run->params && run->params[k] && o + 3 < sizeof params; k++) {
-      params[o++] = run->params[k];
-      if (run->params[k] == ',') params[o++] = ' ';
-      params[o] = '\0';
-    }
+    hs_fmt_params(run->params, ", ", params, sizeof params);
     hs_html_cell(r->f, params);
     hs_html_cell(r->f, run->cluster);
     hs_html_cell(r->f, run->model);
@@ -307,6 +327,109 @@ static void section_compare(report *r) {
   hs_svg_bars(r->f, &b, labels, v + r->nruns, colors, r->nruns);
   fputs("</div>\n", r->f);
   free(labels), free(v), free(colors);
+}
+
+/* ---- time to target ------------------------------------------------------------------------ */
+
+typedef struct ttt_bar {
+  char label[128];
+  double mean, lo, hi;
+  int color, runs, reached;
+  char note[64];
+} ttt_bar;
+
+static int ttt_cmp(const void *pa, const void *pb) {
+  const ttt_bar *a = pa, *b = pb;
+  if (isnan(a->mean) != isnan(b->mean)) return isnan(a->mean) ? 1 : -1;
+  if (a->mean < b->mean) return -1;
+  if (a->mean > b->mean) return 1;
+  return 0;
+}
+
+/* The page's first view: how long each run took to its target, fastest first. Runs that differ
+ * only in their seed make one bar, their mean, with a whisker from the fastest to the slowest
+ * seed. Only when some run had a target. */
+static int section_ttt(report *r) {
+  int any = 0;
+  for (int i = 0; i < r->nruns; i++)
+    any |= isfinite(r->runs[i].target_loss) || isfinite(r->runs[i].target_accuracy) ||
+           isfinite(r->runs[i].time_to_target_s);
+  if (!any) return 0;
+  hs_html_heading(r->f, "target", "Time to target");
+  ttt_bar *b = calloc((size_t)r->nruns, sizeof *b);
+  int *owner = calloc((size_t)r->nruns, sizeof *owner);
+  if (!b || !owner) {
+    free(b), free(owner);
+    return oom(r);
+  }
+  int nb = 0, grouped = 0;
+  for (int i = 0; i < r->nruns; i++) {
+    const run_row *run = &r->runs[i];
+    int g = -1;
+    for (int k = 0; k < i && g < 0; k++)
+      if (!strcmp(r->runs[k].group, run->group)) g = owner[k];
+    if (g < 0) {
+      g = nb++;
+      b[g].color = run->color;
+      b[g].mean = b[g].lo = b[g].hi = NAN;
+      const char *sp = strchr(run->label, ' ');
+      snprintf(b[g].label, sizeof b[g].label, "%s", sp ? sp + 1 : run->label);
+    } else {
+      grouped = 1;
+    }
+    owner[i] = g;
+    b[g].runs++;
+    double t = run->time_to_target_s;
+    if (isfinite(t)) {
+      b[g].mean = isfinite(b[g].mean) ? b[g].mean + t : t;
+      b[g].lo = isfinite(b[g].lo) ? fmin(b[g].lo, t) : t;
+      b[g].hi = isfinite(b[g].hi) ? fmax(b[g].hi, t) : t;
+      b[g].reached++;
+    }
+  }
+  for (int g = 0; g < nb; g++) {
+    if (b[g].reached) b[g].mean /= b[g].reached;
+    size_t l = strlen(b[g].label);
+    if (!grouped) {
+      /* One bar per run: name it by its id as the other plots do. */
+      for (int i = 0; i < r->nruns; i++)
+        if (owner[i] == g) snprintf(b[g].label, sizeof b[g].label, "%s", r->runs[i].label);
+    } else if (b[g].runs > 1 && l + 24 < sizeof b[g].label) {
+      if (b[g].reached == b[g].runs) snprintf(b[g].label + l, sizeof b[g].label - l, " (%d runs)", b[g].runs);
+      else snprintf(b[g].label + l, sizeof b[g].label - l, " (%d of %d)", b[g].reached, b[g].runs);
+    }
+    snprintf(b[g].note, sizeof b[g].note, "not reached%s", b[g].runs > 1 ? " in any run" : "");
+  }
+  qsort(b, (size_t)nb, sizeof *b, ttt_cmp);
+  const char **labels = calloc((size_t)nb, sizeof *labels), **notes = calloc((size_t)nb, sizeof *notes);
+  double *v = calloc((size_t)nb * 3, sizeof *v);
+  int *colors = calloc((size_t)nb, sizeof *colors);
+  int rc = 0;
+  if (!labels || !notes || !v || !colors) {
+    rc = oom(r);
+  } else {
+    for (int g = 0; g < nb; g++) {
+      labels[g] = b[g].label;
+      notes[g] = b[g].note;
+      v[g] = b[g].mean;
+      v[nb + g] = b[g].lo;
+      v[2 * nb + g] = b[g].hi;
+      colors[g] = b[g].color;
+    }
+    hs_svg_frame fr = {.kind = "time-to-target", .title = "Time to target, fastest first",
+                       .xlabel = "time to target (s)", .width = 1000, .height = 60 + 26 * nb};
+    hs_svg_bars_range(r->f, &fr, labels, v, v + nb, v + 2 * nb, notes, colors, nb);
+    if (grouped)
+      hs_html_para(r->f, "note",
+                   "Runs that differ only in their seed make one bar: the mean time over the runs "
+                   "that reached the target, the whisker from the fastest to the slowest of them; "
+                   "\"(k of n)\": only k of the n runs reached it.");
+    else
+      hs_html_para(r->f, "note", "Simulated (or, for real runs, measured) time to the first evaluation "
+                                 "that met the run's target.");
+  }
+  free(labels), free(notes), free(v), free(colors), free(b), free(owner);
+  return rc;
 }
 
 /* ---- progress ------------------------------------------------------------------------------- */
@@ -576,10 +699,46 @@ static int section_convergence(report *r) {
                        .width = 490, .height = 300};
     hs_svg_frame fa = {.kind = "accuracy", .title = "Accuracy", .xlabel = "time (s)",
                        .ylabel = "accuracy", .width = 490, .height = 300};
+    /* The targets as dashed lines (each distinct one), and where each run met its target a
+     * ring on its curve: the evaluation at its time to target. */
+    enum { MAX_REFS = 8 };
+    double ref[2][MAX_REFS];
+    char reftext[2][MAX_REFS][48];
+    const char *reflabel[2][MAX_REFS];
+    int nref[2] = {0, 0};
+    hs_svg_mark *mk = calloc((size_t)r->nruns * 2 + 1, sizeof *mk);
+    int nmk[2] = {0, 0};
+    for (int i = 0; i < r->nruns; i++) {
+      const run_row *run = &r->runs[i];
+      double tv[2] = {run->target_loss, run->target_accuracy};
+      for (int k = 0; k < 2; k++) {
+        if (!isfinite(tv[k])) continue;
+        int seen = 0;
+        for (int m = 0; m < nref[k]; m++) seen |= ref[k][m] == tv[k];
+        if (seen || nref[k] == MAX_REFS) continue;
+        char num[40];
+        hs_fmt_real(num, sizeof num, tv[k]);
+        snprintf(reftext[k][nref[k]], sizeof reftext[k][0], "target %s", num);
+        reflabel[k][nref[k]] = reftext[k][nref[k]];
+        ref[k][nref[k]++] = tv[k];
+      }
+      const dvec *t = &d[3 * i];
+      if (!mk || !isfinite(run->time_to_target_s) || t->n == 0) continue;
+      size_t best = 0;
+      for (size_t k = 1; k < t->n; k++)
+        if (fabs(t->v[k] - run->time_to_target_s) < fabs(t->v[best] - run->time_to_target_s)) best = k;
+      mk[nmk[0]++] = (hs_svg_mark){.x = t->v[best], .y = d[3 * i + 1].v[best], .color = run->color};
+      mk[r->nruns + nmk[1]++] = (hs_svg_mark){.x = t->v[best], .y = d[3 * i + 2].v[best], .color = run->color};
+    }
     fputs("<div class=\"plots\">\n", r->f);
-    if (have_loss) hs_svg_lines(r->f, &fl, s, ns);
-    if (have_acc) hs_svg_lines(r->f, &fa, s + r->nruns, ns);
+    if (have_loss)
+      hs_svg_lines_marked(r->f, &fl, s, ns, ref[0], reflabel[0], nref[0], mk, mk ? nmk[0] : 0);
+    if (have_acc)
+      hs_svg_lines_marked(r->f, &fa, s + r->nruns, ns, ref[1], reflabel[1], nref[1],
+                          mk ? mk + r->nruns : NULL, mk ? nmk[1] : 0);
     fputs("</div>\n", r->f);
+    if (nmk[0]) hs_html_para(r->f, "note", "Dashed: the target; a ring marks the evaluation at which a run met it.");
+    free(mk);
     if (!have_acc) hs_html_para(r->f, "note", "The convergence model gives no accuracy.");
     if (!have_loss) hs_html_para(r->f, "note", "The convergence model gives no loss.");
   }
@@ -734,12 +893,17 @@ static int write_page(report *r, const char *title) {
   hs_html_begin(r->f, title);
   hs_html_para(r->f, "note", "From %s; %d run%s. Made by hetsim report; `hetsim query run ID` shows every stored field.",
                r->db_path, r->nruns, r->nruns == 1 ? "" : "s");
-  fputs("<p class=\"note\"><a href=\"#compare\">runs</a> · <a href=\"#progress\">progress</a> · "
+  fputs("<p class=\"note\"><a href=\"#target\">time to target</a> · <a href=\"#compare\">runs</a> · <a href=\"#progress\">progress</a> · "
         "<a href=\"#timelines\">timelines</a> · <a href=\"#iterations\">iteration times</a> · "
         "<a href=\"#convergence\">loss and accuracy</a> · <a href=\"#validation\">validation</a></p>\n",
         r->f);
+  int rc = section_ttt(r);
+  if (rc) {
+    hs_html_end(r->f);
+    return rc;
+  }
   section_compare(r);
-  int rc = section_progress(r);
+  rc = section_progress(r);
   if (!rc) rc = section_timelines(r);
   if (!rc) rc = section_histograms(r);
   if (!rc) rc = section_convergence(r);

@@ -188,8 +188,9 @@ static int run_worker(const hs_sweep_grid *g, const int *todo, int ntodo, int j,
     int ok = !rc && src == 0 && !strcmp(status, "complete");
     if (!ok) failed++;
     if (run)
-      printf("point %d %s: %s seed %llu on %s: %s (run %lld of %s, rank %d)\n", p->index, p->key,
-             p->policy, (unsigned long long)p->seed, p->cluster, status, (long long)run, shard, rank);
+      printf("point %d %s: %s seed %llu on %s%s%s: %s (run %lld of %s, rank %d)\n", p->index,
+             p->key, p->policy, (unsigned long long)p->seed, p->cluster, p->vary[0] ? ", " : "",
+             p->vary, status, (long long)run, shard, rank);
     else
       printf("point %d %s: %s seed %llu on %s: failed before the run began (exit %d, rank %d)\n",
              p->index, p->key, p->policy, (unsigned long long)p->seed, p->cluster, src, rank);
@@ -330,9 +331,9 @@ int hs_cmd_sweep(int argc, char **argv) {
     printf("point key              status  seed  policy  cluster\n");
     for (int i = 0; i < g.n_points; i++) {
       const hs_sweep_point *p = &g.points[i];
-      printf("%5d %s %-7s %5llu  %s  %s\n", p->index, p->key,
+      printf("%5d %s %-7s %5llu  %s  %s%s%s\n", p->index, p->key,
              hs_sweep_keys_has(&done, p->key) ? "done" : "todo", (unsigned long long)p->seed,
-             p->policy, p->cluster);
+             p->policy, p->cluster, p->vary[0] ? "  " : "", p->vary);
     }
     status = 0;
     goto out;

@@ -17,6 +17,7 @@ static const hs_cmd commands[] = {
     {"calib", "time real training steps on a device and fit performance models", hs_cmd_calib},
     {"real", "train for real under a policy: cpu threads or processes, GPUs (local, nccl)", hs_cmd_real},
     {"validate", "simulate a real run and measure the prediction error", hs_cmd_validate},
+    {"advise", "which policy reaches a target first on a cluster: grids of every policy, ranked", hs_cmd_advise},
     {"sweep", "run a grid of simulations in parallel and resumably, over MPI ranks under mpirun", hs_cmd_sweep},
     {"devices", "list the calibrated devices with their fitted models", hs_cmd_devices},
     {"doctor", "report what hetsim can do here: libraries, GPUs, probes that really run", hs_cmd_doctor},

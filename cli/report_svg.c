@@ -163,6 +163,12 @@ static void legend(FILE *f, const axes *a, const char *const *labels, const char
 }
 
 void hs_svg_lines(FILE *f, const hs_svg_frame *fr, const hs_svg_series *s, int ns) {
+  hs_svg_lines_marked(f, fr, s, ns, NULL, NULL, 0, NULL, 0);
+}
+
+void hs_svg_lines_marked(FILE *f, const hs_svg_frame *fr, const hs_svg_series *s, int ns,
+                         const double *ref_y, const char *const *ref_labels, int nref,
+                         const hs_svg_mark *marks, int nmarks) {
   frame_begin(f, fr);
   double x0 = INFINITY, x1 = -INFINITY, y0 = INFINITY, y1 = -INFINITY;
   size_t points = 0;
@@ -179,12 +185,29 @@ void hs_svg_lines(FILE *f, const hs_svg_frame *fr, const hs_svg_series *s, int n
     no_data(f, fr);
     return;
   }
+  for (int r = 0; r < nref; r++)
+    if (isfinite(ref_y[r])) {
+      y0 = fmin(y0, ref_y[r]);
+      y1 = fmax(y1, ref_y[r]);
+    }
   axes a;
   init_axes(&a, fr, MARGIN_L);
   nice_range(&x0, &x1);
   nice_range(&y0, &y1);
   a.x0 = x0, a.x1 = x1, a.y0 = y0, a.y1 = y1;
   draw_axes(f, fr, &a, 1, 1);
+  for (int r = 0; r < nref; r++) {
+    if (!isfinite(ref_y[r])) continue;
+    double y = py(&a, ref_y[r]);
+    fprintf(f, "<line data-ref=\"target\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" "
+               "stroke=\"#444\" stroke-dasharray=\"5 4\"/>\n", a.left, y, a.left + a.w, y);
+    if (ref_labels && ref_labels[r]) {
+      fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" fill=\"#444\" paint-order=\"stroke\" stroke=\"#fff\" "
+                 "stroke-width=\"3\">", a.left + 4, y - 4);
+      fit_text(f, ref_labels[r], 40);
+      fputs("</text>\n", f);
+    }
+  }
   for (int k = 0; k < ns; k++) {
     const char *col = hs_svg_color(s[k].color);
     int open = 0;
@@ -213,6 +236,11 @@ void hs_svg_lines(FILE *f, const hs_svg_frame *fr, const hs_svg_series *s, int n
           fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"2\" fill=\"%s\"/>\n", px(&a, s[k].x[i]),
                   py(&a, s[k].y[i]), col);
   }
+  for (int m = 0; m < nmarks; m++)
+    if (isfinite(marks[m].x) && isfinite(marks[m].y))
+      fprintf(f, "<circle data-mark=\"crossing\" cx=\"%.1f\" cy=\"%.1f\" r=\"5\" fill=\"none\" "
+                 "stroke=\"%s\" stroke-width=\"2\"/>\n",
+              px(&a, marks[m].x), py(&a, marks[m].y), hs_svg_color(marks[m].color));
   enum { MAX_LEGEND = 16 };
   const char *labels[MAX_LEGEND], *colors[MAX_LEGEND];
   int nl = ns < MAX_LEGEND ? ns : MAX_LEGEND;
@@ -312,6 +340,53 @@ void hs_svg_bars(FILE *f, const hs_svg_frame *fr, const char *const *labels,
     double xa = px(&a, fmin(0.0, values[i])), xb = px(&a, fmax(0.0, values[i]));
     fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"%s\"/>\n", xa,
             y + slot * 0.15, fmax(xb - xa, 0.5), slot * 0.7, hs_svg_color(colors ? colors[i] : 0));
+  }
+  fputs("</svg>\n", f);
+}
+
+void hs_svg_bars_range(FILE *f, const hs_svg_frame *fr, const char *const *labels,
+                       const double *values, const double *lo, const double *hi,
+                       const char *const *notes, const int *colors, int n) {
+  frame_begin(f, fr);
+  double top = -INFINITY;
+  int finite = 0;
+  for (int i = 0; i < n; i++) {
+    if (isfinite(values[i])) top = fmax(top, values[i]), finite++;
+    if (hi && isfinite(hi[i])) top = fmax(top, hi[i]);
+  }
+  if (!finite) {
+    no_data(f, fr);
+    return;
+  }
+  axes a;
+  init_axes(&a, fr, BAR_LABEL_W);
+  a.x0 = 0.0, a.x1 = fmax(top, 0.0), a.y0 = 0.0, a.y1 = (double)n;
+  nice_range(&a.x0, &a.x1);
+  draw_axes(f, fr, &a, 1, 0);
+  double slot = a.h / n;
+  for (int i = 0; i < n; i++) {
+    double y = a.top + slot * i;
+    fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">", a.left - 4, y + slot / 2 + 4);
+    fit_text(f, labels[i], (BAR_LABEL_W - 8) / 6);
+    fputs("</text>\n", f);
+    if (!isfinite(values[i])) {
+      if (notes && notes[i]) {
+        fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" fill=\"#a00\">", a.left + 6, y + slot / 2 + 4);
+        fit_text(f, notes[i], (int)(a.w / 7));
+        fputs("</text>\n", f);
+      }
+      continue;
+    }
+    double xb = px(&a, fmax(0.0, values[i]));
+    fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"%s\"/>\n",
+            a.left, y + slot * 0.15, fmax(xb - a.left, 0.5), slot * 0.7,
+            hs_svg_color(colors ? colors[i] : 0));
+    if (lo && hi && isfinite(lo[i]) && isfinite(hi[i]) && hi[i] > lo[i]) {
+      double xl = px(&a, lo[i]), xh = px(&a, hi[i]), ym = y + slot / 2;
+      fprintf(f, "<path data-range=\"spread\" d=\"M%.1f %.1fV%.1fM%.1f %.1fH%.1fM%.1f %.1fV%.1f\" "
+                 "stroke=\"#222\" stroke-width=\"1.2\" fill=\"none\"/>\n",
+              xl, ym - slot * 0.2, ym + slot * 0.2, xl, ym, xh, xh, ym - slot * 0.2, ym + slot * 0.2);
+    }
   }
   fputs("</svg>\n", f);
 }

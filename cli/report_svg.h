@@ -34,6 +34,19 @@ const char *hs_svg_color(int i);
 
 void hs_svg_lines(FILE *f, const hs_svg_frame *fr, const hs_svg_series *s, int ns);
 
+/* A point marked on a line plot (a ring in the series' colour), e.g. where a run met its
+ * target. */
+typedef struct hs_svg_mark {
+  double x, y;
+  int color;
+} hs_svg_mark;
+
+/* hs_svg_lines with horizontal reference lines (dashed, labelled, e.g. a target; the y range
+ * includes them) and marked points. */
+void hs_svg_lines_marked(FILE *f, const hs_svg_frame *fr, const hs_svg_series *s, int ns,
+                         const double *ref_y, const char *const *ref_labels, int nref,
+                         const hs_svg_mark *marks, int nmarks);
+
 /* Histogram of the n values in `bins` equal-width bins from their minimum to maximum. */
 void hs_svg_histogram(FILE *f, const hs_svg_frame *fr, const double *v, size_t n, int bins,
                       int color);
@@ -41,6 +54,13 @@ void hs_svg_histogram(FILE *f, const hs_svg_frame *fr, const double *v, size_t n
 /* One horizontal bar per label, from 0 to values[i]. */
 void hs_svg_bars(FILE *f, const hs_svg_frame *fr, const char *const *labels,
                  const double *values, const int *colors, int n);
+
+/* hs_svg_bars with a whisker from lo[i] to hi[i] over each bar (the spread of the values the
+ * bar is the mean of; NaN: none), and for a bar whose value is NaN the text notes[i] in its
+ * place ("not reached"; notes may be NULL). */
+void hs_svg_bars_range(FILE *f, const hs_svg_frame *fr, const char *const *labels,
+                       const double *values, const double *lo, const double *hi,
+                       const char *const *notes, const int *colors, int n);
 
 typedef struct hs_svg_span {
   int row;                    /* 0 .. nrows-1, drawn top to bottom */

@@ -26,22 +26,23 @@ uint64_t hs_fnv64(uint64_t h, const void *data, size_t len) {
 typedef struct setting_def {
   const char *key, *option;
   int file;   /* 1: a path resolved against the grid's folder; 2: the same, content hashed */
+  int list;   /* 1: may be a list of values, one set of points per value */
 } setting_def;
 static const setting_def setting_defs[] = {
-    {"model", "--model", 0},
-    {"global_batch", "--global-batch", 0},
-    {"iterations", "--iterations", 0},
-    {"epochs", "--epochs", 0},
-    {"sim_time", "--sim-time", 0},
-    {"target_loss", "--target-loss", 0},
-    {"target_accuracy", "--target-accuracy", 0},
-    {"convergence", "--convergence", 0},
-    {"convergence_params", "--convergence-params", 2},
-    {"calib", "--calib", 1},
-    {"events", "--events", 2},
-    {"store", "--store", 0},
-    {"max_events", "--max-events", 0},
-    {NULL, NULL, 0},
+    {"model", "--model", 0, 1},
+    {"global_batch", "--global-batch", 0, 1},
+    {"iterations", "--iterations", 0, 0},
+    {"epochs", "--epochs", 0, 0},
+    {"sim_time", "--sim-time", 0, 0},
+    {"target_loss", "--target-loss", 0, 0},
+    {"target_accuracy", "--target-accuracy", 0, 0},
+    {"convergence", "--convergence", 0, 1},
+    {"convergence_params", "--convergence-params", 2, 0},
+    {"calib", "--calib", 1, 0},
+    {"events", "--events", 2, 0},
+    {"store", "--store", 0, 0},
+    {"max_events", "--max-events", 0, 0},
+    {NULL, NULL, 0, 0},
 };
 _Static_assert(sizeof setting_defs / sizeof setting_defs[0] <= HS_SWEEP_SETTINGS_MAX + 1,
                "settings table fits hs_sweep_grid.settings");
@@ -300,6 +301,37 @@ static int hash_file(gctx *c, const char *path, const yaml_node_t *at, const cha
   return 0;
 }
 
+/* One setting's value, or for a list setting its values (each a non-empty scalar, at most
+ * HS_SWEEP_VALUES_MAX, no value twice). */
+static int setting_values(gctx *c, hs_sweep_setting *s, const setting_def *sd, yaml_node_t *v) {
+  s->option = sd->option;
+  s->key = sd->key;
+  int seq = v->type == YAML_SEQUENCE_NODE;
+  if (seq && !sd->list) return gfail(c, v, sd->key, "one value (only model, global_batch and convergence take lists)");
+  if (!seq && (!scalar(v) || !*scalar(v))) return gfail(c, v, sd->key, seq ? "a list of values" : "one value");
+  int n = seq ? (int)(v->data.sequence.items.top - v->data.sequence.items.start) : 1;
+  if (n < 1) return gfail(c, v, sd->key, "a non-empty list of values");
+  if (n > HS_SWEEP_VALUES_MAX) {
+    char what[64];
+    snprintf(what, sizeof what, "at most %d values", HS_SWEEP_VALUES_MAX);
+    return gfail(c, v, sd->key, what);
+  }
+  if (!(s->values = calloc((size_t)n, sizeof *s->values))) return hs_diag_set(c->d, HS_ENOMEM, "out of memory");
+  for (int i = 0; i < n; i++) {
+    yaml_node_t *it = seq ? yaml_document_get_node(c->doc, v->data.sequence.items.start[i]) : v;
+    char f[96];
+    snprintf(f, sizeof f, "%s[%d]", sd->key, i);
+    if (!scalar(it) || !*scalar(it)) return gfail(c, it, seq ? f : sd->key, "one value");
+    for (int j = 0; j < i; j++)
+      if (!strcmp(s->values[j], scalar(it))) return gfail(c, it, f, "each value once");
+    s->values[i] = sd->file ? resolve(c, scalar(it)) : strdup(scalar(it));
+    if (!s->values[i]) return hs_diag_set(c->d, HS_ENOMEM, "out of memory");
+    s->n_values = i + 1;
+  }
+  s->value = s->values[0];
+  return 0;
+}
+
 static int grid_parse(hs_sweep_grid *g, gctx *c) {
   yaml_node_t *root = yaml_document_get_root_node(c->doc);
   if (!root || root->type != YAML_MAPPING_NODE) return gfail(c, root, "grid", "a mapping");
@@ -330,14 +362,11 @@ static int grid_parse(hs_sweep_grid *g, gctx *c) {
                      "one of name, clusters, policies, seeds, model, global_batch, iterations, "
                      "epochs, sim_time, target_loss, target_accuracy, convergence, "
                      "convergence_params, calib, events, store, max_events");
-      if (!scalar(v) || !*scalar(v)) return gfail(c, v, ks, "one value");
       for (int i = 0; i < g->n_settings; i++)
         if (g->settings[i].option == sd->option) return gfail(c, k, ks, "each setting once");
-      hs_sweep_setting *s = &g->settings[g->n_settings];
-      s->option = sd->option;
-      s->value = sd->file ? resolve(c, scalar(v)) : strdup(scalar(v));
-      if (!s->value) return hs_diag_set(c->d, HS_ENOMEM, "out of memory");
-      at[g->n_settings++] = v;
+      hs_sweep_setting *st = &g->settings[g->n_settings];
+      at[g->n_settings++] = v; /* counted first, so that a failure frees what it filled */
+      if ((rc = setting_values(c, st, sd, v))) return rc;
     }
   }
   if (!clusters) return gfail(c, root, "clusters", "a cluster file or a list of them");
@@ -358,9 +387,13 @@ static int grid_parse(hs_sweep_grid *g, gctx *c) {
                  "a stop condition: iterations, epochs, sim_time, target_loss or target_accuracy");
   if (!have_store) {
     /* A sweep keeps summaries unless told otherwise: thousands of runs of step rows add up. */
-    g->settings[g->n_settings].option = "--store";
-    if (!(g->settings[g->n_settings].value = strdup("summary")))
+    hs_sweep_setting *st = &g->settings[g->n_settings];
+    st->option = "--store";
+    st->key = "store";
+    if (!(st->values = calloc(1, sizeof *st->values)) || !(st->values[0] = strdup("summary")))
       return hs_diag_set(c->d, HS_ENOMEM, "out of memory");
+    st->value = st->values[0];
+    st->n_values = 1;
     at[g->n_settings++] = root;
   }
 
@@ -406,45 +439,79 @@ static int grid_parse(hs_sweep_grid *g, gctx *c) {
     if ((seedv = calloc(1, sizeof *seedv))) seedv[0] = 1;
     else rc = hs_diag_set(c->d, HS_ENOMEM, "out of memory");
   }
-  /* The settings' part of the canonical text, files by content. */
-  sbuf common = {0};
+  /* The settings' part of the canonical text, files by content: one line per setting and
+   * value, in setting_defs order; a point's text takes its own value's line of each. */
+  char *line[HS_SWEEP_SETTINGS_MAX][HS_SWEEP_VALUES_MAX];
+  memset(line, 0, sizeof line);
+  int order[HS_SWEEP_SETTINGS_MAX], norder = 0;
+  long long ncombos = 1;
   for (const setting_def *sd = setting_defs; !rc && sd->key; sd++)
     for (int i = 0; i < g->n_settings && !rc; i++) {
-      if (g->settings[i].option != sd->option) continue;
-      if (sd->file == 2) {
-        uint64_t h = 0;
-        rc = hash_file(c, g->settings[i].value, at[i], sd->key, &h);
-        sb_add(&common, "%s #%016" PRIx64 "\n", sd->key, h);
-      } else {
-        sb_add(&common, "%s %s\n", sd->key, g->settings[i].value);
+      const hs_sweep_setting *st = &g->settings[i];
+      if (st->option != sd->option) continue;
+      order[norder++] = i;
+      ncombos *= st->n_values;
+      for (int j = 0; j < st->n_values && !rc; j++) {
+        sbuf l = {0};
+        if (sd->file == 2) {
+          uint64_t h = 0;
+          rc = hash_file(c, st->values[j], at[i], sd->key, &h);
+          sb_add(&l, "%s #%016" PRIx64 "\n", sd->key, h);
+        } else {
+          sb_add(&l, "%s %s\n", sd->key, st->values[j]);
+        }
+        line[i][j] = l.s;
+        if (!rc && (l.oom || !l.s)) rc = hs_diag_set(c->d, HS_ENOMEM, "out of memory");
       }
     }
-  if (!rc && common.oom) rc = hs_diag_set(c->d, HS_ENOMEM, "out of memory");
-  long long total = (long long)g->n_clusters * sp.n * nseeds;
+  long long total = (long long)g->n_clusters * ncombos * sp.n * nseeds;
   if (!rc && total > GRID_MAX_POINTS)
     rc = hs_diag_set(c->d, HS_EINVAL, "%s: grid: expected at most %d points, got %lld", c->path,
                      GRID_MAX_POINTS, total);
   if (!rc && !(g->points = calloc((size_t)total, sizeof *g->points)))
     rc = hs_diag_set(c->d, HS_ENOMEM, "out of memory");
   for (int ci = 0; !rc && ci < g->n_clusters; ci++)
-    for (int pi = 0; !rc && pi < sp.n; pi++)
-      for (int si = 0; !rc && si < nseeds; si++) {
-        hs_sweep_point *p = &g->points[g->n_points];
-        sbuf t = {0};
-        sb_add(&t, "hetsim sweep point 1\ncluster #%016" PRIx64 "\npolicy %s\nseed %" PRIu64 "\n%s",
-               chash[ci], sp.canon[pi], seedv[si], common.s ? common.s : "");
-        p->index = g->n_points;
-        p->cluster = g->clusters[ci];
-        p->policy = strdup(sp.s[pi]);
-        p->seed = seedv[si];
-        p->text = t.s;
-        g->n_points++;
-        if (t.oom || !t.s || !p->policy) {
-          rc = hs_diag_set(c->d, HS_ENOMEM, "out of memory");
-          break;
-        }
-        snprintf(p->key, sizeof p->key, "%016" PRIx64, hs_fnv64(HS_FNV64_INIT, t.s, t.n));
+    for (long long co = 0; !rc && co < ncombos; co++) {
+      /* Combination co in mixed radix over the settings, the last setting fastest. */
+      unsigned char vidx[HS_SWEEP_SETTINGS_MAX] = {0};
+      long long rest = co;
+      for (int i = g->n_settings - 1; i >= 0; i--) {
+        vidx[i] = (unsigned char)(rest % g->settings[i].n_values);
+        rest /= g->settings[i].n_values;
       }
+      sbuf common = {0}, vary = {0};
+      for (int k = 0; k < norder; k++) {
+        const hs_sweep_setting *st = &g->settings[order[k]];
+        sb_add(&common, "%s", line[order[k]][vidx[order[k]]]);
+        if (st->n_values > 1)
+          sb_add(&vary, "%s%s=%s", vary.n ? " " : "", st->key, st->values[vidx[order[k]]]);
+      }
+      sb_add(&vary, "%s", "");
+      for (int pi = 0; !rc && pi < sp.n; pi++)
+        for (int si = 0; !rc && si < nseeds; si++) {
+          hs_sweep_point *p = &g->points[g->n_points];
+          sbuf t = {0};
+          sb_add(&t, "hetsim sweep point 1\ncluster #%016" PRIx64 "\npolicy %s\nseed %" PRIu64 "\n%s",
+                 chash[ci], sp.canon[pi], seedv[si], common.s ? common.s : "");
+          p->index = g->n_points;
+          p->cluster = g->clusters[ci];
+          p->policy = strdup(sp.s[pi]);
+          p->seed = seedv[si];
+          p->text = t.s;
+          p->vary = vary.s ? strdup(vary.s) : NULL;
+          memcpy(p->vidx, vidx, sizeof p->vidx);
+          g->n_points++;
+          if (t.oom || !t.s || !p->policy || common.oom || vary.oom || !p->vary) {
+            rc = hs_diag_set(c->d, HS_ENOMEM, "out of memory");
+            break;
+          }
+          snprintf(p->key, sizeof p->key, "%016" PRIx64, hs_fnv64(HS_FNV64_INIT, t.s, t.n));
+        }
+      free(common.s);
+      free(vary.s);
+    }
+  for (int i = 0; i < HS_SWEEP_SETTINGS_MAX; i++)
+    for (int j = 0; j < HS_SWEEP_VALUES_MAX; j++) free(line[i][j]);
   /* Two points with one key would be one experiment listed twice (ssgd and ssgd:overlap=0). */
   for (int i = 0; !rc && i < g->n_points; i++)
     for (int j = i + 1; !rc && j < g->n_points && j < i + 4096; j++)
@@ -454,7 +521,6 @@ static int grid_parse(hs_sweep_grid *g, gctx *c) {
                          " and %s seed %" PRIu64 " on %s); list each once",
                          c->path, i, j, g->points[i].policy, g->points[i].seed,
                          g->points[j].policy, g->points[j].seed, g->points[i].cluster);
-  free(common.s);
   for (int i = 0; i < sp.n; i++) {
     free(sp.s[i]);
     free(sp.canon[i]);
@@ -520,11 +586,15 @@ void hs_sweep_grid_free(hs_sweep_grid *g) {
   for (int i = 0; i < g->n_points; i++) {
     free(g->points[i].policy);
     free(g->points[i].text);
+    free(g->points[i].vary);
   }
   free(g->points);
   for (int i = 0; i < g->n_clusters; i++) free(g->clusters[i]);
   free(g->clusters);
-  for (int i = 0; i < g->n_settings; i++) free(g->settings[i].value);
+  for (int i = 0; i < g->n_settings; i++) {
+    for (int j = 0; j < g->settings[i].n_values; j++) free(g->settings[i].values[j]);
+    free(g->settings[i].values);
+  }
   free(g->name);
   free(g->path);
   memset(g, 0, sizeof *g);
@@ -540,7 +610,7 @@ int hs_sweep_point_argv(const hs_sweep_grid *g, const hs_sweep_point *p, const c
     argv[n++] = (char *)fixed[i];
   for (int i = 0; i < g->n_settings && n < max - 2; i++) {
     argv[n++] = (char *)g->settings[i].option;
-    argv[n++] = g->settings[i].value;
+    argv[n++] = g->settings[i].values[p->vidx[i]];
   }
   argv[n] = NULL;
   return n;

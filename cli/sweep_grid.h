@@ -1,15 +1,18 @@
 /* sweep_grid: the grid file of `hetsim sweep` (YAML), expanded into points.
  *
- * A grid is the Cartesian product clusters x policies (each with the Cartesian product of its
- * listed parameter values) x seeds, run with one set of run settings (model, global batch, stop
- * condition, ...) given as the `hetsim sim` options they stand for. docs/cli.md describes the
- * file. Points are numbered in that nesting order (cluster outermost, seed innermost).
+ * A grid is the Cartesian product clusters x run settings x policies (each with the Cartesian
+ * product of its listed parameter values) x seeds. Run settings (model, global batch, stop
+ * condition, ...) are the `hetsim sim` options they stand for; model, global_batch and
+ * convergence may each be a list, and the grid then holds every combination of their values.
+ * docs/cli.md describes the file. Points are numbered in that nesting order (cluster outermost,
+ * then the settings' combinations, then policies, seed innermost).
  *
  * Each point has a key: the FNV-1a 64-bit hash, in 16 hex digits, of its canonical text (the
  * cluster's and event trace's contents, the policy with every parameter in canonical form,
- * defaults included, the seed and every run setting), so that the same experiment has the same
- * key whatever the file paths or the spelling of the policy, and an edited cluster is a new
- * point.
+ * defaults included, the seed and every run setting with the point's own value), so that the
+ * same experiment has the same key whatever the file paths or the spelling of the policy, an
+ * edited cluster is a new point, and a point of a list setting has the key it would have in a
+ * grid that gives that one value.
  *
  * Contract: hs_sweep_grid_load checks everything it can without running (clusters load,
  * policies and their parameters parse, settings are known keys) and reports errors as
@@ -22,6 +25,8 @@
 
 #include "core/core_error.h"
 
+enum { HS_SWEEP_SETTINGS_MAX = 16, HS_SWEEP_VALUES_MAX = 64 };
+
 typedef struct hs_sweep_point {
   int index;            /* 0-based, in grid order */
   const char *cluster;  /* path of the cluster file (resolved against the grid's folder) */
@@ -29,15 +34,21 @@ typedef struct hs_sweep_point {
   uint64_t seed;
   char key[17];         /* 16 hex digits */
   char *text;           /* the canonical text the key hashes */
+  unsigned char vidx[HS_SWEEP_SETTINGS_MAX]; /* per setting: which of its values this point runs (0 for a scalar) */
+  char *vary;           /* the values of the list settings, "global_batch=512 model=mlp"; "" when
+                           none is a list */
 } hs_sweep_point;
 
-/* A run setting: a `hetsim sim` option and its value. */
+/* A run setting: a `hetsim sim` option and its value, or its list of values. */
 typedef struct hs_sweep_setting {
   const char *option;   /* "--global-batch" (static) */
-  char *value;          /* "256"; file settings resolved against the grid's folder */
+  char *value;          /* "256"; file settings resolved against the grid's folder; the first
+                           value of a list */
+  const char *key;      /* "global_batch" (static) */
+  int n_values;         /* 1, or the length of a list */
+  char **values;        /* all n_values values; values[0] is value */
 } hs_sweep_setting;
 
-enum { HS_SWEEP_SETTINGS_MAX = 16 };
 
 typedef struct hs_sweep_grid {
   char *name;           /* `name:` of the grid, or the file name */

@@ -85,7 +85,7 @@ run query.status 0 query --db "$DB" runs --status complete --csv &&
   check query.status.rows bash -c "[ \$(tr -d '\\r' < '$TMP/out' | grep -c ',complete,') -eq \$(( \$(wc -l < '$TMP/out') - 1 )) ]"
 run query.kind.bad 2 query --db "$DB" runs --kind gpu && check query.kind.bad.msg grep -q 'expected sim or real' "$TMP/err"
 run query.status.bad 2 query --db "$DB" runs --status done && check query.status.bad.msg grep -q 'expected running, complete' "$TMP/err"
-run query.filter.verb 2 query --db "$DB" run 1 --policy ssgd && check query.filter.verb.msg grep -q 'filter `runs` only' "$TMP/err"
+run query.filter.verb 2 query --db "$DB" run 1 --policy ssgd && check query.filter.verb.msg grep -q 'filter `runs` and `groups` only' "$TMP/err"
 run query.steps 0 query --db "$DB" steps 1 --limit 5 --csv &&
   check query.steps.rows bash -c "[ \$(wc -l < '$TMP/out') -eq 6 ] && head -1 '$TMP/out' | tr -d '\\r' | grep -qx 'step,worker,batch,start_s,compute_end_s,comm_end_s,wait_s,model_version,staleness,loss'"
 run query.steps.all 0 query --db "$DB" steps 1 --json &&

@@ -93,6 +93,39 @@ fi
 run usage.noverb 2 query --db "$DB" && check usage.noverb has err "hetsim query: missing verb"
 run usage.verb 2 query --db "$DB" frobnicate && check usage.verb has err "hetsim query: unknown verb"
 run usage.option 2 query --db "$DB" runs --bogus && check usage.option has err "unknown option"
+# --- groups and compare of several runs ----------------------------------------------------
+# Runs that differ only in the seed: three of ssgd and two of asp on a cluster with jitter (so
+# the seeds give different times), one ssgd at another batch (its own group).
+G="$TMP/g.db"
+sed 's/jitter: {cv: 0.0}/jitter: {cv: 0.2}/' "$SRC/traces/lbb-4gpu.yaml" > "$TMP/jit.yaml"
+for s in 1 2 3; do "$HETSIM" sim --cluster "$TMP/jit.yaml" --model resnet18 --policy ssgd --global-batch 64 --iterations 6 --seed $s --db "$G" >/dev/null 2>&1; done
+for s in 1 2; do "$HETSIM" sim --cluster "$TMP/jit.yaml" --model resnet18 --policy asp --global-batch 64 --iterations 6 --seed $s --db "$G" >/dev/null 2>&1; done
+"$HETSIM" sim --cluster "$TMP/jit.yaml" --model resnet18 --policy ssgd --global-batch 128 --iterations 6 --seed 1 --db "$G" >/dev/null 2>&1
+run groups.csv 0 query --db "$G" groups --csv
+tr -d '\r' < "$TMP/out" > "$TMP/gcsv"
+check groups.header grep -qx 'group,kind,policy,params,cluster,model,global_batch,runs,seeds,run_ids,metric,n,mean,sd,min,max' "$TMP/gcsv"
+check groups.count test "$(grep -c ',sim_time_s,' "$TMP/gcsv")" -eq 3
+check groups.ssgd grep -q '^1,sim,ssgd,.*,64,3,"1,2,3","1,2,3",sim_time_s,3,' "$TMP/gcsv"
+check groups.asp grep -q '^4,sim,asp,,lbb-4gpu,resnet18,64,2,"1,2","4,5",sim_time_s,2,' "$TMP/gcsv"
+check groups.single grep -q '^6,sim,ssgd,.*,128,1,1,6,sim_time_s,1,.*,0,' "$TMP/gcsv"
+# mean and sample sd of group 1 against the three runs' own times, computed here.
+t=$(rows "$G" "SELECT sim_time_s FROM summary WHERE run_id IN (1, 2, 3) ORDER BY run_id" | tr '\n' ' ')
+want=$(echo "$t" | awk '{m = ($1 + $2 + $3) / 3; v = (($1-m)^2 + ($2-m)^2 + ($3-m)^2) / 2; printf "%.9f %.9f", m, sqrt(v)}')
+got=$(grep '^1,.*,sim_time_s,' "$TMP/gcsv" | awk -F, '{n = NF; printf "%.9f %.9f", $(n-3), $(n-2)}')
+check groups.mean_sd test "$want" = "$got"
+check groups.spread test "$(echo "$want" | awk '{print ($2 > 0)}')" = 1
+run groups.policy 0 query --db "$G" groups --policy asp --json &&
+  check groups.policy bash -c "grep -q '\"policy\":\"asp\"' '$TMP/out' && ! grep -q '\"policy\":\"ssgd\"' '$TMP/out'"
+run groups.failed 0 query --db "$G" groups --status failed --csv &&
+  check groups.failed test "$(tr -d '\r' < "$TMP/out" | wc -l)" -eq 1
+run groups.text 0 query --db "$G" groups && check groups.text has out "time_to_target_s"
+run compare.three 0 query --db "$G" compare 1 2 4 --csv &&
+  check compare.three bash -c "tr -d '\r' < '$TMP/out' | grep -qx 'metric,run1,run2,run4,run2/run1,run4/run1'"
+r=$(rows "$G" "SELECT printf('%.6f', b.sim_time_s / a.sim_time_s) FROM summary a, summary b WHERE a.run_id = 1 AND b.run_id = 4")
+check compare.three.ratio test "$(tr -d '\r' < "$TMP/out" | awk -F, '$1 == "sim_time_s" {printf "%.6f", $6}')" = "$r"
+run usage.compare.many 2 query --db "$G" compare $(seq 1 65) && check usage.compare.many has err "at most 64 runs"
+run usage.compare.unknown3 2 query --db "$G" compare 1 2 99 && check usage.compare.unknown3 has err "no run 99"
+
 run usage.extra 2 query --db "$DB" runs extra && check usage.extra has err "too many arguments"
 run usage.run.missing 2 query --db "$DB" run && check usage.run.missing has err "missing argument"
 run usage.run.nonnum 2 query --db "$DB" run abc && check usage.run.nonnum has err "not a run ID"

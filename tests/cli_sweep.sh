@@ -141,6 +141,30 @@ if command -v flock >/dev/null; then
   run unlocked 0 sweep --grid "$TMP/grid.yaml" --db "$DB" --jobs 1
 fi
 
+# --- list settings: model, global_batch and convergence as lists ---------------------------
+printf 'clusters: [c4.yaml]\npolicies: [ssgd, {name: ssp, params: {s: [1, 3]}}]\nmodel: [resnet18, mlp]\nglobal_batch: [128, 256]\niterations: 6\n' > "$TMP/glist.yaml"
+run list_grid 0 sweep --grid "$TMP/glist.yaml" --db "$TMP/l.db" --list &&
+  check list_grid.count test "$(grep -c ' todo ' "$TMP/out")" -eq 12
+check list_grid.shows_values has out "model=mlp global_batch=256"
+# A point of a list has the key of the grid that gives its value alone (here: the first grid).
+printf 'clusters: [c4.yaml]\npolicies: [{name: ssp, params: {s: [1, 3]}}]\nseeds: [1, 2]\nmodel: [mlp, resnet18]\nglobal_batch: [128]\niterations: 15\n' > "$TMP/glist2.yaml"
+run list_keys 0 sweep --grid "$TMP/glist2.yaml" --db "$DB" --list &&
+  check list_keys.same_as_scalar test "$(grep -c ' done ' "$TMP/out")" -eq 4
+run list_sweep 0 sweep --grid "$TMP/glist.yaml" --db "$TMP/l.db" --jobs 2 &&
+  check list_sweep.all has out "12 of 12 points complete"
+check list_sweep.combos test "$(rows "$TMP/l.db" "SELECT count(DISTINCT model || '/' || global_batch) FROM run")" -eq 4
+printf 'clusters: [c4.yaml]\npolicies: [ssgd]\nmodel: mlp\nglobal_batch: [128, 128]\niterations: 6\n' > "$TMP/gl3.yaml"
+run list_twice 2 sweep --grid "$TMP/gl3.yaml" --list && check list_twice.msg has err "gl3.yaml:4:21: global_batch[1]: expected each value once"
+printf 'clusters: [c4.yaml]\npolicies: [ssgd]\nmodel: mlp\nglobal_batch: 128\niterations: [6, 7]\n' > "$TMP/gl4.yaml"
+run list_refused 2 sweep --grid "$TMP/gl4.yaml" --list && check list_refused.msg has err "iterations: expected one value (only model, global_batch and convergence take lists)"
+
+# The grid example of docs/cli.md parses as written (its paths taken from a docs/ folder).
+mkdir -p "$TMP/dx/docs" "$TMP/dx/traces"
+cp "$SRC/traces/"*.yaml "$TMP/dx/traces/"
+awk '/^name: policies-on-16/,/^```/' "$SRC/docs/cli.md" | grep -v '^```' > "$TMP/dx/docs/grid.yaml"
+run docs_grid 0 sweep --grid "$TMP/dx/docs/grid.yaml" --list --db "$TMP/dx.db" &&
+  check docs_grid.points test "$(grep -c ' todo ' "$TMP/out")" -eq $((2 * 2 * 9 * 3))
+
 # --- MPI ----------------------------------------------------------------------------------
 if command -v mpirun >/dev/null; then
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
