@@ -86,7 +86,7 @@ def parse_bytes(text, what):
     return int(round(v * _SIZE_UNITS[unit]))
 
 
-def parse_int_list(text, what, minimum=1):
+def parse_int_list(text, what, minimum=1, repeats=False):
     out = []
     for part in text.split(","):
         p = part.strip()
@@ -94,7 +94,7 @@ def parse_int_list(text, what, minimum=1):
             raise UsageError(f"{what}: expected a comma-separated list of integers >= {minimum}, "
                              f"got \"{text}\"")
         v = int(p)
-        if v in out:
+        if v in out and not repeats:
             raise UsageError(f"{what}: {v} is listed twice in \"{text}\"")
         out.append(v)
     return out
