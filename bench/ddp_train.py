@@ -215,11 +215,12 @@ def train_rank(a, rank, world, cpus, init_method):
         rows.append(row)
     gathered = [None] * world
     dist.all_gather_object(gathered, {"rank": rank, "cpus": cpus, "rows": rows})
+    if rank == 0:
+        write_output(a, ms, params, grad_bytes, gathered, world)
     dist.barrier()
-    dist.destroy_process_group()
-    if rank != 0:
-        return 0
-    write_output(a, ms, params, grad_bytes, gathered, world)
+    # No teardown: destroying the DDP reducer's gloo group joins gloo's worker threads while this
+    # thread holds the GIL, and a worker freeing a tensor the comm hook touched in Python waits
+    # for the GIL (a deadlock seen with torch 1.13). The caller ends the process with os._exit.
     return 0
 
 
@@ -296,12 +297,25 @@ def write_output(a, ms, params, grad_bytes, gathered, world):
               f"{summary['median_iteration_s'] * 1e3:.3f} ms; {pr}; wrote {a.out}", file=sys.stderr)
 
 
+def _hard_exit(code, queue=None):
+    """Ends the process without tearing down torch.distributed (see train_rank)."""
+    if queue is not None:
+        queue.close()
+        queue.join_thread()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 def _child(a, rank, world, cpus, init_method, queue):
     try:
         train_rank(a, rank, world, cpus, init_method)
         queue.put((rank, None))
+        code = 0
     except BaseException as e:
         queue.put((rank, f"{type(e).__name__}: {e}"))
+        code = 1
+    _hard_exit(code, queue)
 
 
 def main(argv=None):
@@ -323,10 +337,11 @@ def main(argv=None):
             print(f"ddp_train.py: --batches lists {world} ranks, WORLD_SIZE is {w}", file=sys.stderr)
             return 2
         try:
-            return train_rank(a, rank, world, cpus_plan[rank], "env://")
+            code = train_rank(a, rank, world, cpus_plan[rank], "env://")
         except Exception as e:
             print(f"ddp_train.py: rank {rank}: {type(e).__name__}: {e}", file=sys.stderr)
-            return 1
+            code = 1
+        _hard_exit(code)
     import multiprocessing as mp
     ctx = mp.get_context("spawn")
     tmpdir = tempfile.mkdtemp(prefix="hetsim-ddp-")

@@ -728,7 +728,12 @@ class Stepper:
             self.ev = [torch.cuda.Event(enable_timing=True) for _ in range(4)]
 
     def close(self):
+        """Drops the model (and DDP's reducer) while the process group still holds the gloo or
+        NCCL group, then destroys the group; no work is in flight between steps."""
+        import gc
         import torch.distributed as dist
+        self.model = self.module = self.opt = None
+        gc.collect()
         if self.a.ddp and dist.is_initialized():
             dist.destroy_process_group()
         if self.pg_file and os.path.exists(self.pg_file):
@@ -917,6 +922,17 @@ def _concurrent_child(rank, a, barrier, arrays, queue):
             barrier.abort()
         finally:
             queue.put(("error", rank, f"{type(e).__name__}: {e}", None, None))
+    hard_exit(queue)
+
+
+def hard_exit(queue):
+    """Ends a child once its report is sent, without tearing down torch.distributed's groups
+    (joining gloo's threads while holding the GIL can deadlock with a thread that needs it)."""
+    queue.close()
+    queue.join_thread()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def run_concurrent(a, say):
@@ -1055,10 +1071,10 @@ def _comm_child(rank, a, init_file, queue):
         say = (lambda m: log(a, m)) if rank == 0 else (lambda m: None)
         entries = comm_sweep(a, rank, a.comm_world, a.comm_backend_name, device, a.comm_size_vals, say)
         dist.barrier()
-        dist.destroy_process_group()
         queue.put(("ok", rank, entries))
     except BaseException as e:
         queue.put(("error", rank, f"{type(e).__name__}: {e}"))
+    hard_exit(queue)
 
 
 def run_comm_local(a, device, say):
