@@ -195,6 +195,10 @@ def build_parser():
                    help="seconds of timed steps per batch size (10; at least 3 steps)")
     g.add_argument("--threads", type=_positive(int), help="torch.set_num_threads per process "
                    "(default 1 on the cpu, as hetsim's cpu workers; torch's default on a GPU)")
+    g.add_argument("--clock", choices=("wall", "process"), default="wall",
+                   help="cpu: wall time (perf_counter, default) or the process's CPU time over "
+                   "all its threads (process_time: blind to other load on a busy machine, and "
+                   "to waiting); a GPU is timed by CUDA events")
     g.add_argument("--lr", type=_positive(float), default=0.01, help="SGD learning rate (0.01)")
     g.add_argument("--momentum", type=float, default=0.9, help="SGD momentum (0.9, as hetsim)")
     g.add_argument("--weight-decay", type=float, default=0.0, help="SGD weight decay (0)")
@@ -273,6 +277,8 @@ def check_args(a):
     if a.comm_sizes:
         a.comm_size_list = sorted({parse_bytes(s, "--comm-sizes") for s in a.comm_sizes.split(",")})
     a.comm_max_bytes = parse_bytes(a.comm_max, "--comm-max")
+    if a.clock == "process" and a.device != "cpu":
+        raise UsageError("--clock process: only on --device cpu (a GPU is timed by CUDA events)")
     if a.comm_max_bytes < 4:
         raise UsageError(f"--comm-max: at least 4 bytes, got \"{a.comm_max}\"")
     if a.comm_world < 2:
@@ -769,7 +775,7 @@ class Stepper:
             f, b, u = (e[0].elapsed_time(e[1]) / 1e3, e[1].elapsed_time(e[2]) / 1e3,
                        e[2].elapsed_time(e[3]) / 1e3)
             return f, b, u, e[0].elapsed_time(e[3]) / 1e3
-        pc = time.perf_counter
+        pc = time.process_time if self.a.clock == "process" else time.perf_counter
         t0 = pc()
         self.opt.zero_grad(set_to_none=True)
         loss = self.lf(logits_of(self.model(self.x)), self.y)
@@ -1460,7 +1466,8 @@ def run(a):
     dev_info = device_info(a, device)
     extra = {
         "flops_method": flops_method,
-        "timer": "CUDA events" if device.type == "cuda" else "time.perf_counter",
+        "timer": "CUDA events" if device.type == "cuda" else (
+            "time.process_time (CPU time of the process)" if a.clock == "process" else "time.perf_counter"),
         "phases": "forward = zero_grad + forward + loss; backward = loss.backward(); update = "
                   "optimizer.step(); step = the three timed together",
         "batch_order": "increasing",
