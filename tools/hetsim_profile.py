@@ -1358,6 +1358,11 @@ def main(argv=None):
 
 def run(a):
     check_args(a)
+    # The arguments that need no torch are checked before importing it (a second or two).
+    d = a.device.strip()
+    if not (d in ("cpu", "cuda") or (d.startswith("cuda:") and d[5:].isdigit())):
+        raise UsageError(f"--device: expected cpu, cuda or cuda:I, got \"{a.device}\"")
+    ms = ModelSpec(a.model, a.input_dims, a.classes, a.tokens, a.name)
     try:
         import torch
     except ImportError as e:
@@ -1392,7 +1397,6 @@ def run(a):
     if a.ddp and device.type == "cpu" and not dist.is_gloo_available():
         raise UsageError("--ddp on cpu: this torch has no gloo")
 
-    ms = ModelSpec(a.model, a.input_dims, a.classes, a.tokens, a.name)
     a.cpu_plan = plan_cpus(a.concurrent, a.threads or 1, a.pin, device)
     setup_process(a.threads, a.cpu_plan[0] if a.concurrent == 1 and not tr else None)
     if device.type == "cuda":
