@@ -8,11 +8,13 @@ DEB_PACKAGES = cmake make gcc pkg-config libgsl-dev libyaml-dev libsqlite3-dev l
   dataset-fashion-mnist
 # What only the tests need (not `make run`): Chromium renders `hetsim report` pages, Pillow
 # reads its screenshots, Jupyter executes the notebooks in notebooks-data/, the sqlite3 shell
-# checks rows from the CLI tests, and Open MPI runs the sweep over ranks. They are installed
+# checks rows from the CLI tests, Open MPI runs the sweep over ranks, and PyTorch (CPU) runs
+# tools/hetsim_profile.py and bench/ddp_train.py in tests/cli_profile.sh. They are installed
 # before configuring, so that the MPI sweep driver is built too.
 TEST_DEB_PACKAGES = sqlite3 chromium python3-pil python3-matplotlib python3-pandas jupyter-nbconvert \
   python3-nbformat python3-ipykernel \
-  openmpi-bin libopenmpi-dev
+  openmpi-bin libopenmpi-dev \
+  python3-torch python3-torchvision
 SUDO = $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: all deps test-deps install-debs build run test asan bench clean gpu-bundle fuzz valgrind

@@ -1,0 +1,213 @@
+#!/usr/bin/env bash
+# tools/hetsim_profile.py and bench/ddp_train.py end to end on the cpu with Debian's python3-torch,
+# kept small (a few steps per batch, tiny budgets): a valid version-1 profile (the importer's
+# rules of docs/profile.md checked field by field), the built-in models' parameter counts
+# against `hetsim models`, DDP at world size 1 with convergence curves, two concurrent processes
+# with the gloo communication sweep, bad arguments (exit 2, nothing clobbered), and a 2-rank DDP
+# run of 3 iterations. No timed assertion: times are checked for sanity (finite, > 0, ordered
+# percentiles), not for values.
+# Skips (77) only when /usr/bin/python3 cannot import torch (Makefile's TEST_DEB_PACKAGES
+# installs python3-torch and python3-torchvision, so CI never skips). HETSIM_TORCH_PYTHON names
+# another interpreter (torch 2.x, say).
+# usage: cli_profile.sh HETSIM_BINARY SOURCE_DIR
+. "$(dirname "$0")/cli-lib.sh"
+cli_setup "$@"
+CHECK_PREFIX="profile."
+
+PY=${HETSIM_TORCH_PYTHON:-/usr/bin/python3}
+if ! "$PY" -c "import torch" 2>/dev/null; then
+  echo "skip: $PY cannot import torch (Debian: apt-get install python3-torch python3-torchvision)"
+  exit 77
+fi
+PROF="$SRC/tools/hetsim_profile.py"
+DDP="$SRC/bench/ddp_train.py"
+quick=(--warmup 1 --min-reps 3 --max-reps 4 --budget 0.01 --quiet)
+"$HETSIM" models --json >"$TMP/zoo.json" || bad zoo_json "hetsim models --json failed"
+
+# check_profile FILE [KEY=VALUE...]: the rules `hetsim calib import` enforces (docs/profile.md),
+# and execution/model fields equal to the values given (dotted paths).
+check_profile() {
+  "$PY" - "$@" <<'PY'
+import json, math, re, sys
+path, want = sys.argv[1], sys.argv[2:]
+d = json.load(open(path))
+errs = []
+def need(cond, msg):
+    if not cond: errs.append(msg)
+top = {"format", "version", "created_at", "tool", "source", "device", "model", "execution",
+       "compute", "oom_batch", "comm", "extra"}
+need(set(d) <= top, f"unknown top-level keys {set(d) - top}")
+need(d.get("format") == "hetsim-profile", "format")
+need(d.get("version") == 1 and type(d.get("version")) is int, "version")
+need(re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", d.get("created_at", "")), "created_at")
+need(isinstance(d.get("tool"), str) and d["tool"], "tool")
+dev = d["device"]
+need(set(dev) <= {"name", "kind", "memory_bytes", "sm_count", "compute_capability", "driver_version",
+                  "cuda_version", "cudnn_version", "nccl_version", "torch_version", "host", "threads"},
+     f"unknown device keys {set(dev)}")
+need(isinstance(dev.get("name"), str) and dev["name"].strip(), "device.name")
+need(dev.get("kind") in ("cpu", "cuda"), "device.kind")
+need(dev.get("memory_bytes") is None or (type(dev["memory_bytes"]) is int and dev["memory_bytes"] >= 0), "device.memory_bytes")
+need(dev.get("sm_count") is None or (type(dev["sm_count"]) is int and dev["sm_count"] > 0), "device.sm_count")
+m = d["model"]
+need(set(m) <= {"name", "origin", "params", "grad_bytes", "flops_per_sample", "input", "loss", "description"},
+     f"unknown model keys {set(m)}")
+need(isinstance(m.get("name"), str) and m["name"], "model.name")
+need(type(m.get("params")) is int and m["params"] > 0, "model.params")
+need(type(m.get("grad_bytes")) is int and m["grad_bytes"] > 0, "model.grad_bytes")
+f = m.get("flops_per_sample")
+need(f is None or (isinstance(f, (int, float)) and f > 0 and math.isfinite(f)), "model.flops_per_sample")
+ex = d["execution"]
+need(set(ex) <= {"mode", "world_size", "concurrent", "dtype", "optimizer"}, f"unknown execution keys {set(ex)}")
+need(ex.get("mode") in ("plain", "ddp"), "execution.mode")
+need(len(d["compute"]) >= 1, "compute is empty")
+steps = set()
+for i, e in enumerate(d["compute"]):
+    need(set(e) <= {"batch", "phase", "median_s", "p10_s", "p90_s", "count", "peak_memory_bytes"}, f"compute[{i}] keys")
+    need(type(e["batch"]) is int and e["batch"] > 0, f"compute[{i}].batch")
+    need(e["phase"] in ("forward", "backward", "update", "step"), f"compute[{i}].phase")
+    need(isinstance(e["median_s"], float) and math.isfinite(e["median_s"]) and e["median_s"] > 0, f"compute[{i}].median_s")
+    need(e.get("p10_s") is None or e["p10_s"] <= e["median_s"], f"compute[{i}].p10_s")
+    need(e.get("p90_s") is None or e["median_s"] <= e["p90_s"], f"compute[{i}].p90_s")
+    need(type(e["count"]) is int and e["count"] > 0, f"compute[{i}].count")
+    if e["phase"] == "step": steps.add(e["batch"])
+need(steps, "no step entry")
+need(d.get("oom_batch") is None or type(d["oom_batch"]) is int, "oom_batch")
+for i, c in enumerate(d.get("comm", [])):
+    need(c["backend"] in ("nccl", "gloo") and c["op"] in ("allreduce", "p2p", "broadcast", "allgather", "reducescatter"), f"comm[{i}] backend/op")
+    need(type(c["bytes"]) is int and c["bytes"] >= 0 and type(c["world_size"]) is int and c["world_size"] >= 2, f"comm[{i}] bytes/world_size")
+    need(c["median_s"] > 0 and c["p10_s"] <= c["median_s"] <= c["p90_s"] and c["count"] > 0, f"comm[{i}] times")
+for kv in want:
+    k, v = kv.split("=", 1)
+    x = d
+    for part in k.split("."):
+        x = x[int(part)] if isinstance(x, list) else x.get(part)
+    need(str(x) == v, f"{k} is {x!r}, expected {v}")
+for e in errs: print(e)
+sys.exit(1 if errs else 0)
+PY
+}
+
+# --- a plain profile of mlp: two batches, every phase, the importer's rules ---
+if "$PY" "$PROF" --model mlp --batches 16,8 --out "$TMP/mlp.json" "${quick[@]}" 2>"$TMP/err"; then
+  ok plain_exit
+  mlp_params=$("$PY" -c 'import json,sys; print([m["params"] for m in json.load(open(sys.argv[1])) if m["name"] == "mlp"][0])' "$TMP/zoo.json")
+  check plain_valid check_profile "$TMP/mlp.json" execution.mode=plain execution.world_size=1 \
+    execution.concurrent=1 device.kind=cpu model.name=mlp model.params="$mlp_params" \
+    model.grad_bytes=$((4 * mlp_params)) compute.0.batch=8 compute.0.phase=forward compute.7.batch=16 \
+    compute.7.phase=step oom_batch=None device.threads=1
+  check plain_8_entries "$PY" -c 'import json,sys; sys.exit(len(json.load(open(sys.argv[1]))["compute"]) != 8)' "$TMP/mlp.json"
+else
+  bad plain_exit "$(head -c 400 "$TMP/err")"
+fi
+
+# --- the built-ins are hetsim's zoo: parameter counts equal, FLOPs near the zoo's 3 x forward ---
+check builtin_counts "$PY" - "$PROF" "$TMP/zoo.json" <<'PY'
+import json, subprocess, sys
+import os
+prof, zoo = sys.argv[1], {m["name"]: m for m in json.load(open(sys.argv[2]))}
+bad = []
+# mlp and cnn through the command line (--describe), the CIFAR models in this process (each
+# command pays torch's start-up)
+sys.path.insert(0, os.path.dirname(prof))
+import hetsim_profile as hp
+for name in ("mlp", "cnn", "resnet18", "vgg16", "mobilenetv2"):
+    if name in ("mlp", "cnn"):
+        out = subprocess.run([sys.executable, prof, "--model", name, "--describe"], capture_output=True, text=True)
+        if out.returncode:
+            bad.append(f"{name}: exit {out.returncode}: {out.stderr[-300:]}"); continue
+        d = json.loads(out.stdout)
+    else:
+        import torch
+        ms = hp.ModelSpec(name, None, None, None, None)
+        m = ms.build()
+        p, g, _ = hp.model_facts(ms, m)
+        f, _ = hp.count_flops(ms, m, torch.device("cpu"), "cross_entropy")
+        d = {"params": p, "grad_bytes": g, "flops_per_sample": f}
+    z = zoo[name]
+    if d["params"] != z["params"] or d["grad_bytes"] != z["grad_bytes"]:
+        bad.append(f"{name}: params {d['params']}/{z['params']}, grad_bytes {d['grad_bytes']}/{z['grad_bytes']}")
+    # the zoo counts elementwise layers too and a 1:2 backward; the profiler counts products only
+    r = d["flops_per_sample"] / z["train_flops_per_sample"]
+    if not 0.85 <= r <= 1.02:
+        bad.append(f"{name}: flops {d['flops_per_sample']} against the zoo's {z['train_flops_per_sample']}")
+for b in bad: print(b)
+sys.exit(1 if bad else 0)
+PY
+
+# --- DDP at world size 1, with convergence curves ---
+if "$PY" "$PROF" --model cnn --batches 4 --ddp --out "$TMP/ddp.json" "${quick[@]}" \
+    --curves "$TMP/curves.csv" --curve-epochs 0.1 --curve-evals 2 --curve-train-samples 2000 \
+    --curve-eval-samples 200 2>"$TMP/err"; then
+  ok ddp_exit
+  check ddp_valid check_profile "$TMP/ddp.json" execution.mode=ddp execution.world_size=1 model.name=cnn
+  check curves_header test "$(head -n 1 "$TMP/curves.csv")" = "samples,epoch,loss,accuracy,batch,workers,policy"
+  check curves_rows "$PY" - "$TMP/curves.csv" <<'PY'
+import csv, math, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+ok = len(rows) == 3 and rows[0]["samples"] == "0" and all(
+    math.isfinite(float(r["loss"])) and 0 <= float(r["accuracy"]) <= 1 and r["batch"] == "64"
+    and r["workers"] == "1" and r["policy"] == "ssgd" for r in rows) and int(rows[1]["samples"]) < int(rows[2]["samples"])
+sys.exit(0 if ok else 1)
+PY
+else
+  bad ddp_exit "$(head -c 400 "$TMP/err")"
+fi
+
+# --- two processes at once, and the gloo all-reduce and send/recv between two processes ---
+if "$PY" "$PROF" --model mlp --batches 8 --concurrent 2 --comm --comm-sizes 4,64KiB \
+    --comm-budget 0.01 --out "$TMP/conc.json" "${quick[@]}" 2>"$TMP/err"; then
+  ok concurrent_exit
+  check concurrent_valid check_profile "$TMP/conc.json" execution.concurrent=2 execution.mode=plain \
+    comm.0.backend=gloo comm.0.op=allreduce comm.0.bytes=4 comm.0.world_size=2 comm.1.op=p2p \
+    comm.3.bytes=65536
+  # samples are pooled over the two processes, which step in lock-step: an even count
+  check concurrent_pooled "$PY" -c 'import json,sys; d=json.load(open(sys.argv[1])); sys.exit(any(e["count"] % 2 or e["count"] < 6 for e in d["compute"]))' "$TMP/conc.json"
+else
+  bad concurrent_exit "$(head -c 400 "$TMP/err")"
+fi
+
+# --- bad arguments: exit 2, a message naming the argument, the output left alone ---
+echo keep >"$TMP/keep.json"
+bad_args() {
+  local name=$1 text=$2
+  shift 2
+  expect_exit "bad_$name" 2 "$PY" "$PROF" "$@" --out "$TMP/keep.json" --quiet
+  grep -qF -- "$text" "$TMP/err" || bad "bad_${name}_message" "$(head -c 300 "$TMP/err")"
+}
+bad_args model '--model: unknown model "resnet9000"' --model resnet9000
+bad_args batches '--batches' --model mlp --batches 8,zero
+bad_args input '--input' --model cnn --input 3x32
+bad_args device '--device' --model mlp --device gpu0
+bad_args factory 'cannot import' --model no_such_module_here:build --input 3x8x8
+bad_args torchvision 'no model "nope"' --model torchvision:nope
+bad_args reps '--min-reps' --model mlp --min-reps 9 --max-reps 2
+check kept test "$(cat "$TMP/keep.json")" = keep
+expect_exit bad_outdir 2 "$PY" "$PROF" --model mlp --out "$TMP/no/such/dir.json"
+check bad_outdir_message grep -qF "does not exist" "$TMP/err"
+
+# --- real DDP: 2 ranks, unequal batches, rank 1 computing twice, 3 iterations ---
+if "$PY" "$DDP" --model cnn --batches 8,4 --slowdown 1:2 --iterations 3 --warmup 1 \
+    --out "$TMP/ddp_train.json" --quiet 2>"$TMP/err"; then
+  ok ddp_train_exit
+  check ddp_train_rows "$PY" - "$TMP/ddp_train.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+rows, s = d["rows"], d["summary"]
+ok = (d["format"] == "hetsim-ddp-bench" and d["world_size"] == 2 and d["batches"] == [8, 4]
+      and d["global_batch"] == 12 and d["slowdowns"] == [1.0, 2.0] and len(rows) == 8
+      and sorted((r["rank"], r["iter"]) for r in rows) == [(r, i) for r in (0, 1) for i in range(4)]
+      and all(r["iteration_s"] > 0 and r["compute_s"] > 0 and r["comm_tail_s"] >= 0 and r["buckets"] >= 1
+              for r in rows)
+      and all(r["slow_s"] > 0 for r in rows if r["rank"] == 1)
+      and s["mean_iteration_s"] > 0 and len(s["per_rank"]) == 2)
+sys.exit(0 if ok else 1)
+PY
+else
+  bad ddp_train_exit "$(head -c 400 "$TMP/err")"
+fi
+expect_exit ddp_train_bad_slowdown 2 "$PY" "$DDP" --model cnn --batches 8,4 --slowdown 2:2 --out "$TMP/x.json"
+expect_exit ddp_train_bad_repeat 2 "$PY" "$DDP" --model cnn --batches 8,4 --slowdown 1:1.5 --out "$TMP/x.json"
+check ddp_train_nothing_written test ! -e "$TMP/x.json"
+
+cli_finish

@@ -1,0 +1,1524 @@
+#!/usr/bin/env python3
+"""hetsim_profile.py: time real PyTorch training steps of a model on a device and write a hetsim
+profile (format "hetsim-profile" version 1, docs/profile.md) for `hetsim calib import`.
+
+    python3 tools/hetsim_profile.py --model torchvision:resnet18 --device cuda:0 \\
+        --batches 16,32,64,128,256 --out v100-resnet18.json
+    python3 tools/hetsim_profile.py --model mypkg.models:build_net --input 3x224x224 ...
+    python3 tools/hetsim_profile.py --model cnn --device cpu --batches 32,64,128 --ddp \\
+        --concurrent 2 --comm --out cpu-cnn-ddp2.json
+
+Depends on PyTorch alone (1.13, Debian 12's python3-torch, or 2.x); torchvision only for
+`torchvision:NAME` models. Exit status: 0 written, 1 runtime failure (nothing written),
+2 bad arguments (nothing written).
+
+Method (docs/profile.md says it in full):
+- One training step = optimizer.zero_grad, forward and loss ("forward"), loss.backward()
+  ("backward"), optimizer.step() ("update"); "step" is the three timed together, from the mark
+  before forward to the mark after the update. Marks are CUDA events on a GPU (read after the
+  step's last event completes) and time.perf_counter() on the CPU.
+- Inputs are random fp32 tensors (or random token ids with --tokens) and random targets, made
+  once per batch size on the device; timing does not depend on the values.
+- Batch sizes run in increasing order. Per batch: --warmup untimed steps, then timed steps until
+  the distribution-free 95% confidence interval of the median step time lies within --rel-tol of
+  the median (from 6 steps, and at least --min-reps), or --max-reps steps, or the --budget of
+  seconds per batch is spent (with at least 3 timed steps, or --max-reps if fewer).
+- The first batch size that runs out of memory ends the sweep; it is written as oom_batch.
+"""
+import argparse
+import contextlib
+import csv
+import ctypes
+import datetime
+import gzip
+import importlib
+import json
+import math
+import os
+import platform
+import socket
+import struct
+import sys
+import tempfile
+import time
+
+TOOL = "hetsim_profile.py 1"
+FORMAT = "hetsim-profile"
+VERSION = 1
+PHASES = ("forward", "backward", "update", "step")
+BUILTINS = ("mlp", "cnn", "resnet18", "vgg16", "mobilenetv2")
+FASHION_MNIST_DIR = "/usr/share/datasets/fashion-mnist"
+FASHION_MNIST_MEAN, FASHION_MNIST_STD = 0.2860, 0.3530  # as nn/nn_data.h normalises
+MIN_BUDGET_STEPS = 3  # timed steps a spent --budget still waits for
+
+
+class UsageError(Exception):
+    """Bad arguments: exit status 2, nothing written."""
+
+
+class RunError(Exception):
+    """A failure while running: exit status 1, nothing written."""
+
+
+def log(args, msg):
+    if not getattr(args, "quiet", False):
+        print("hetsim_profile: " + msg, file=sys.stderr, flush=True)
+
+
+# --- argument parsing -------------------------------------------------------------------------
+
+_SIZE_UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "m": 1000**2, "mb": 1000**2, "g": 1000**3,
+               "gb": 1000**3, "kib": 1024, "mib": 1024**2, "gib": 1024**3}
+
+
+def parse_bytes(text, what):
+    s = text.strip().lower()
+    i = len(s)
+    while i > 0 and s[i - 1].isalpha():
+        i -= 1
+    num, unit = s[:i], s[i:]
+    try:
+        v = float(num)
+    except ValueError:
+        raise UsageError(f"{what}: expected a size like 4096, 4KiB or 64MiB, got \"{text}\"")
+    if unit not in _SIZE_UNITS or not math.isfinite(v) or v < 0:
+        raise UsageError(f"{what}: expected a size like 4096, 4KiB or 64MiB, got \"{text}\"")
+    return int(round(v * _SIZE_UNITS[unit]))
+
+
+def parse_int_list(text, what, minimum=1, repeats=False):
+    out = []
+    for part in text.split(","):
+        p = part.strip()
+        if not p.isdigit() or int(p) < minimum:
+            raise UsageError(f"{what}: expected a comma-separated list of integers >= {minimum}, "
+                             f"got \"{text}\"")
+        v = int(p)
+        if v in out and not repeats:
+            raise UsageError(f"{what}: {v} is listed twice in \"{text}\"")
+        out.append(v)
+    return out
+
+
+def parse_dims(text, what):
+    parts = text.lower().split("x")
+    if not parts or not all(p.strip().isdigit() and int(p) > 0 for p in parts):
+        raise UsageError(f"{what}: expected dimensions like 3x224x224 or 784, got \"{text}\"")
+    return tuple(int(p) for p in parts)
+
+
+def parse_device(text):
+    import torch
+    s = text.strip()
+    if s == "cpu":
+        return torch.device("cpu")
+    if s == "cuda" or (s.startswith("cuda:") and s[5:].isdigit()):
+        idx = int(s[5:]) if s.startswith("cuda:") else 0
+        if not torch.cuda.is_available():
+            raise UsageError(f"--device {s}: no usable CUDA device (torch {torch.__version__} "
+                             f"built {'with CUDA ' + str(torch.version.cuda) if torch.version.cuda else 'without CUDA'})")
+        n = torch.cuda.device_count()
+        if idx >= n:
+            raise UsageError(f"--device {s}: this machine has {n} GPU{'s' if n != 1 else ''}")
+        return torch.device("cuda", idx)
+    raise UsageError(f"--device: expected cpu, cuda or cuda:I, got \"{text}\"")
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # argparse prints usage and exits 2 itself; keep its message short
+        self.print_usage(sys.stderr)
+        print(f"{self.prog}: error: {message}", file=sys.stderr)
+        sys.exit(2)
+
+
+def _positive(kind):
+    def conv(text):
+        try:
+            v = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a positive number, got \"{text}\"")
+        if not (v > 0) or (kind is float and not math.isfinite(v)):
+            raise argparse.ArgumentTypeError(f"expected a positive number, got \"{text}\"")
+        return v
+    return conv
+
+
+def _nonneg_int(text):
+    if not text.strip().isdigit():
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got \"{text}\"")
+    return int(text)
+
+
+def build_parser():
+    p = _Parser(prog="hetsim_profile.py",
+                formatter_class=argparse.RawDescriptionHelpFormatter,
+                description=__doc__.split("\n\n")[0].replace("\n", " "),
+                epilog="Models: mlp, cnn, resnet18, vgg16, mobilenetv2 (built in, layer for layer "
+                "as hetsim's zoo: `hetsim models`), torchvision:NAME (random weights, nothing "
+                "downloaded), or module.path:factory (a callable returning an nn.Module, imported "
+                "with the current folder on sys.path; needs --input).\n\n"
+                "Time per batch size: --warmup steps, then timed steps until the median's 95%% "
+                "confidence interval lies within --rel-tol (and at least --min-reps steps), or "
+                "--max-reps steps, or --budget seconds of timed steps per batch size (default "
+                "10 s; at least 3 steps are timed however long they take).\n\n"
+                "Exit status: 0 written; 1 runtime failure; 2 bad arguments. Format and method: "
+                "docs/profile.md.")
+    g = p.add_argument_group("model")
+    g.add_argument("--model", help="mlp | cnn | resnet18 | vgg16 | mobilenetv2 | torchvision:NAME "
+                   "| module.path:factory")
+    g.add_argument("--name", help="model name in the profile, the name `hetsim --model` takes "
+                   "(default: the built-in's, torchvision's or the factory's name)")
+    g.add_argument("--input", help="input dimensions per sample, CxHxW or any AxBx... (default: "
+                   "the zoo's for built-ins, 3x224x224 for torchvision)")
+    g.add_argument("--classes", type=_positive(int), help="output classes (default: 10 built-in, "
+                   "1000 torchvision, else read from the model's output)")
+    g.add_argument("--tokens", type=_positive(int), metavar="VOCAB",
+                   help="inputs are int64 token ids in [0, VOCAB) instead of fp32 values")
+    g.add_argument("--loss", choices=("cross_entropy", "mse"), default="cross_entropy",
+                   help="cross_entropy (class dim 1, PyTorch's convention; default) or mse "
+                   "against random targets of the output's shape")
+    g.add_argument("--describe", action="store_true", help="print the model's name, parameters, "
+                   "gradient bytes and FLOPs as JSON on stdout and exit (no timing)")
+    g = p.add_argument_group("timing")
+    g.add_argument("--device", default="cpu", help="cpu, cuda or cuda:I (default cpu)")
+    g.add_argument("--device-name", help="device name in the profile, the name `compute: {calib: "
+                   "NAME}` takes (default: the CPU model name from /proc/cpuinfo, or the GPU's)")
+    g.add_argument("--batches", default="8,16,32,64,128,256",
+                   help="batch sizes (default 8,16,32,64,128,256; timed in increasing order)")
+    g.add_argument("--out", help="the profile to write (JSON; written whole at the end)")
+    g.add_argument("--warmup", type=_nonneg_int, default=3, help="untimed steps per batch (3)")
+    g.add_argument("--min-reps", type=_positive(int), default=5, help="timed steps at least (5)")
+    g.add_argument("--max-reps", type=_positive(int), default=50, help="timed steps at most (50)")
+    g.add_argument("--rel-tol", type=_positive(float), default=0.02,
+                   help="the median's 95%% confidence interval within ±this (0.02)")
+    g.add_argument("--budget", type=_positive(float), default=10.0, metavar="SECONDS",
+                   help="seconds of timed steps per batch size (10; at least 3 steps)")
+    g.add_argument("--threads", type=_positive(int), help="torch.set_num_threads per process "
+                   "(default 1 on the cpu, as hetsim's cpu workers; torch's default on a GPU)")
+    g.add_argument("--clock", choices=("wall", "process"), default="wall",
+                   help="cpu: wall time (perf_counter, default) or the process's CPU time over "
+                   "all its threads (process_time: blind to other load on a busy machine, and "
+                   "to waiting); a GPU is timed by CUDA events")
+    g.add_argument("--lr", type=_positive(float), default=0.01, help="SGD learning rate (0.01)")
+    g.add_argument("--momentum", type=float, default=0.9, help="SGD momentum (0.9, as hetsim)")
+    g.add_argument("--weight-decay", type=float, default=0.0, help="SGD weight decay (0)")
+    g.add_argument("--seed", type=int, default=1, help="seed of weights and inputs (1)")
+    g.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    g = p.add_argument_group("how the run will execute")
+    g.add_argument("--ddp", action="store_true", help="time the step wrapped in "
+                   "DistributedDataParallel at world size 1 (gloo on cpu, nccl on cuda): "
+                   "execution.mode \"ddp\"")
+    g.add_argument("--concurrent", type=_positive(int), default=1, metavar="N",
+                   help="N processes step at once, in lock-step, on the host (and GPU); samples "
+                   "pooled over them: execution.concurrent N (default 1)")
+    g.add_argument("--pin", choices=("auto", "none"), default="auto",
+                   help="cpu: pin process i to its own --threads CPUs when there are enough "
+                   "(auto, default) or leave them to the scheduler (none)")
+    g = p.add_argument_group("communication")
+    g.add_argument("--comm", action="store_true", help="also time all-reduce and send/recv "
+                   "against message size through torch.distributed, over --comm-world local "
+                   "processes (implied under torchrun, over its ranks)")
+    g.add_argument("--comm-world", type=_positive(int), default=2, metavar="W",
+                   help="processes for --comm outside torchrun (2)")
+    g.add_argument("--comm-backend", choices=("gloo", "nccl"),
+                   help="default: nccl on cuda, gloo on cpu")
+    g.add_argument("--comm-max", default="64MiB", help="largest message (64MiB); sizes are 4 B "
+                   "and 4 KiB x 4^k up to it, and the model's gradient")
+    g.add_argument("--comm-sizes", help="message sizes instead (e.g. 4,4KiB,1MiB)")
+    g.add_argument("--comm-budget", type=_positive(float), default=1.0, metavar="SECONDS",
+                   help="seconds of timed operations per size and op (1; 5 to --max-reps ops)")
+    g = p.add_argument_group("convergence curves (hetsim fit-convergence)")
+    g.add_argument("--curves", metavar="FILE.csv", help="also train the model for real and write "
+                   "its evaluation curve: columns samples,epoch,loss,accuracy,batch,workers,policy")
+    g.add_argument("--curve-data", default="synthetic", help="synthetic (default: a random "
+                   "teacher with noisy labels, fresh samples), fashion-mnist[:DIR], or FILE.pt holding "
+                   "{'x','y'[,'x_test','y_test']}")
+    g.add_argument("--curve-batch", type=_positive(int), default=64, help="batch (64)")
+    g.add_argument("--curve-epochs", type=_positive(float), default=3.0, help="epochs (3)")
+    g.add_argument("--curve-evals", type=_positive(int), default=20,
+                   help="evaluations after the one at 0 samples (20)")
+    g.add_argument("--curve-lr", type=_positive(float), default=0.01, help="SGD lr (0.01)")
+    g.add_argument("--curve-train-samples", type=_positive(int), default=10000,
+                   help="synthetic: samples in a nominal epoch (10000; drawn fresh)")
+    g.add_argument("--curve-eval-samples", type=_positive(int), default=2000,
+                   help="evaluation samples (2000; synthetic: generated, else the first of the "
+                   "test set)")
+    return p
+
+
+def check_args(a):
+    """Everything that can be checked before timing; raises UsageError."""
+    if not a.model:
+        raise UsageError("--model is required")
+    if not a.describe and not a.out:
+        raise UsageError("--out FILE is required (or --describe)")
+    a.batch_list = sorted(parse_int_list(a.batches, "--batches"))
+    a.input_dims = parse_dims(a.input, "--input") if a.input else None
+    if a.min_reps > a.max_reps:
+        raise UsageError(f"--min-reps {a.min_reps} is above --max-reps {a.max_reps}")
+    if not (0 <= a.momentum < 1) or not math.isfinite(a.momentum):
+        raise UsageError(f"--momentum: expected a number in [0, 1), got {a.momentum}")
+    if a.weight_decay < 0 or not math.isfinite(a.weight_decay):
+        raise UsageError(f"--weight-decay: expected a number >= 0, got {a.weight_decay}")
+    if a.tokens and a.loss == "mse":
+        pass  # mse on the output of a token model is allowed: targets follow the output
+    for path, what in ((a.out, "--out"), (a.curves, "--curves")):
+        if path:
+            d = os.path.dirname(os.path.abspath(path))
+            if not os.path.isdir(d):
+                raise UsageError(f"{what} {path}: folder {d} does not exist")
+            if not os.access(d, os.W_OK):
+                raise UsageError(f"{what} {path}: folder {d} is not writable")
+            if os.path.isdir(path):
+                raise UsageError(f"{what} {path}: is a folder")
+    if a.out and a.curves and os.path.abspath(a.out) == os.path.abspath(a.curves):
+        raise UsageError("--out and --curves name the same file")
+    a.comm_size_list = None
+    if a.comm_sizes:
+        a.comm_size_list = sorted({parse_bytes(s, "--comm-sizes") for s in a.comm_sizes.split(",")})
+    a.comm_max_bytes = parse_bytes(a.comm_max, "--comm-max")
+    if a.clock == "process" and a.device != "cpu":
+        raise UsageError("--clock process: only on --device cpu (a GPU is timed by CUDA events)")
+    if a.comm_max_bytes < 4:
+        raise UsageError(f"--comm-max: at least 4 bytes, got \"{a.comm_max}\"")
+    if a.comm_world < 2:
+        raise UsageError(f"--comm-world: at least 2 processes, got {a.comm_world}")
+    if a.curves:
+        cd = a.curve_data
+        if cd.startswith("fashion-mnist"):
+            folder = cd.split(":", 1)[1] if ":" in cd else FASHION_MNIST_DIR
+            if not os.path.exists(os.path.join(folder, "train-images-idx3-ubyte.gz")):
+                raise UsageError(f"--curve-data {cd}: no train-images-idx3-ubyte.gz in {folder} "
+                                 "(Debian: apt-get install dataset-fashion-mnist)")
+        elif cd != "synthetic" and not os.path.isfile(cd):
+            raise UsageError(f"--curve-data: expected synthetic, fashion-mnist[:DIR] or a .pt "
+                             f"file, got \"{cd}\" (no such file)")
+        if cd == "synthetic" and a.tokens:
+            raise UsageError("--curve-data synthetic needs fp32 inputs; with --tokens give a "
+                             ".pt file of token ids")
+
+
+def torchrun_env():
+    """(rank, world_size, local_rank) when started by torchrun (or a launcher setting the same
+    variables), else None."""
+    e = os.environ
+    if all(k in e for k in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")):
+        try:
+            return int(e["RANK"]), int(e["WORLD_SIZE"]), int(e.get("LOCAL_RANK", e["RANK"]))
+        except ValueError:
+            raise UsageError(f"RANK/WORLD_SIZE/LOCAL_RANK: expected integers, got "
+                             f"{e['RANK']!r}/{e['WORLD_SIZE']!r}/{e.get('LOCAL_RANK')!r}")
+    return None
+
+
+# --- models -----------------------------------------------------------------------------------
+
+def _zoo_classes():
+    """The built-in models, layer for layer as nn/nn_zoo.c builds them (parameter counts are
+    checked against `hetsim models` by tests/cli_profile.sh)."""
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+    class MLP(nn.Module):  # 784-256-10 with ReLU
+        def __init__(self, in_features=784, classes=10):
+            super().__init__()
+            self.fc1, self.fc2 = nn.Linear(in_features, 256), nn.Linear(256, classes)
+
+        def forward(self, x):
+            return self.fc2(F.relu(self.fc1(x.flatten(1))))
+
+    class CNN(nn.Module):  # LeNet-5 with ReLU and max pooling; padding 2 keeps 28x28
+        def __init__(self, in_c=1, classes=10):
+            super().__init__()
+            self.conv1 = nn.Conv2d(in_c, 6, 5, 1, 2)
+            self.conv2 = nn.Conv2d(6, 16, 5, 1, 0)
+            self.fc1, self.fc2, self.fc3 = nn.Linear(400, 120), nn.Linear(120, 84), nn.Linear(84, classes)
+
+        def forward(self, x):
+            x = F.max_pool2d(F.relu(self.conv1(x)), 2, 2)
+            x = F.max_pool2d(F.relu(self.conv2(x)), 2, 2).flatten(1)
+            return self.fc3(F.relu(self.fc2(F.relu(self.fc1(x)))))
+
+    def conv_bn(in_c, out_c, k, stride, pad, groups=1, bias=False):
+        return nn.Sequential(nn.Conv2d(in_c, out_c, k, stride, pad, groups=groups, bias=bias),
+                             nn.BatchNorm2d(out_c))
+
+    class BasicBlock(nn.Module):
+        def __init__(self, in_c, planes, stride):
+            super().__init__()
+            self.a, self.b = conv_bn(in_c, planes, 3, stride, 1), conv_bn(planes, planes, 3, 1, 1)
+            self.short = conv_bn(in_c, planes, 1, stride, 0) if stride != 1 or in_c != planes else None
+
+        def forward(self, x):
+            y = self.b(F.relu(self.a(x)))
+            return F.relu(y + (self.short(x) if self.short is not None else x))
+
+    class ResNet18(nn.Module):  # CIFAR: 3x3 stem, no max pool, BasicBlocks [2,2,2,2]
+        def __init__(self, in_c=3, classes=10):
+            super().__init__()
+            self.stem = conv_bn(in_c, 64, 3, 1, 1)
+            blocks, c = [], 64
+            for planes, stride in ((64, 1), (128, 2), (256, 2), (512, 2)):
+                for s in (stride, 1):
+                    blocks.append(BasicBlock(c, planes, s))
+                    c = planes
+            self.blocks, self.fc = nn.Sequential(*blocks), nn.Linear(512, classes)
+
+        def forward(self, x):
+            x = self.blocks(F.relu(self.stem(x)))
+            return self.fc(F.adaptive_avg_pool2d(x, 1).flatten(1))
+
+    class VGG16(nn.Module):  # with BatchNorm, conv bias kept (14,728,266 parameters)
+        def __init__(self, in_c=3, classes=10):
+            super().__init__()
+            layers, c = [], in_c
+            for v in (64, 64, 0, 128, 128, 0, 256, 256, 256, 0, 512, 512, 512, 0, 512, 512, 512, 0):
+                if v == 0:
+                    layers.append(nn.MaxPool2d(2, 2))
+                else:
+                    layers += [nn.Conv2d(c, v, 3, 1, 1), nn.BatchNorm2d(v), nn.ReLU()]
+                    c = v
+            self.features, self.fc = nn.Sequential(*layers), nn.Linear(512, classes)
+
+        def forward(self, x):
+            return self.fc(self.features(x).flatten(1))
+
+    class InvertedResidual(nn.Module):  # expand, depthwise, linear projection
+        def __init__(self, in_c, out_c, expansion, stride):
+            super().__init__()
+            planes = expansion * in_c
+            self.stride = stride
+            self.expand = conv_bn(in_c, planes, 1, 1, 0)
+            self.dw = conv_bn(planes, planes, 3, stride, 1, groups=planes)
+            self.project = conv_bn(planes, out_c, 1, 1, 0)
+            self.short = conv_bn(in_c, out_c, 1, 1, 0) if stride == 1 and in_c != out_c else None
+
+        def forward(self, x):
+            y = self.project(F.relu(self.dw(F.relu(self.expand(x)))))
+            if self.stride != 1:
+                return y
+            return y + (self.short(x) if self.short is not None else x)
+
+    class MobileNetV2(nn.Module):  # CIFAR: stride-1 stem and second row, ReLU, width 1.0
+        def __init__(self, in_c=3, classes=10):
+            super().__init__()
+            cfg = ((1, 16, 1, 1), (6, 24, 2, 1), (6, 32, 3, 2), (6, 64, 4, 2), (6, 96, 3, 1),
+                   (6, 160, 3, 2), (6, 320, 1, 1))
+            self.stem = conv_bn(in_c, 32, 3, 1, 1)
+            blocks, c = [], 32
+            for expansion, out_c, n, stride in cfg:
+                for i in range(n):
+                    blocks.append(InvertedResidual(c, out_c, expansion, stride if i == 0 else 1))
+                    c = out_c
+            self.blocks, self.head = nn.Sequential(*blocks), conv_bn(320, 1280, 1, 1, 0)
+            self.fc = nn.Linear(1280, classes)
+
+        def forward(self, x):
+            x = F.relu(self.head(self.blocks(F.relu(self.stem(x)))))
+            return self.fc(F.avg_pool2d(x, 4).flatten(1))
+
+    return {"mlp": MLP, "cnn": CNN, "resnet18": ResNet18, "vgg16": VGG16, "mobilenetv2": MobileNetV2}
+
+
+_ZOO_INPUT = {"mlp": (1, 28, 28), "cnn": (1, 28, 28), "resnet18": (3, 32, 32),
+              "vgg16": (3, 32, 32), "mobilenetv2": (3, 32, 32)}
+
+
+class ModelSpec:
+    """What --model, --input, --classes and --tokens resolve to; build() makes a fresh module."""
+
+    def __init__(self, spec, input_dims, classes, tokens, name):
+        self.spec, self.tokens = spec, tokens
+        if spec in BUILTINS:
+            self.kind, self.name_default = "builtin", spec
+            zoo_in = _ZOO_INPUT[spec]
+            self.input = input_dims or zoo_in
+            if spec == "mlp":
+                if len(self.input) == 0:
+                    raise UsageError("--input: mlp needs at least one dimension")
+            elif len(self.input) != 3:
+                raise UsageError(f"--input: {spec} takes CxHxW, got {'x'.join(map(str, self.input))}")
+            if spec == "cnn" and self.input[1:] != (28, 28):
+                raise UsageError(f"--input: cnn is built for HxW 28x28 (its first linear layer "
+                                 f"takes 16x5x5), got {'x'.join(map(str, self.input))}")
+            if spec == "mobilenetv2" and (self.input[1] < 32 or self.input[2] < 32):
+                raise UsageError("--input: mobilenetv2 needs HxW of at least 32x32")
+            if spec == "vgg16" and self.input[1:] != (32, 32):
+                raise UsageError("--input: vgg16 (one 512-wide linear layer) takes HxW 32x32")
+            self.classes = classes or 10
+            if tokens:
+                raise UsageError(f"--tokens: the built-in {spec} takes fp32 inputs")
+        elif spec.startswith("torchvision:"):
+            self.kind, self.name_default = "torchvision", spec.split(":", 1)[1]
+            if not self.name_default:
+                raise UsageError("--model torchvision:NAME: NAME is empty")
+            try:
+                import torchvision.models as tvm
+            except ImportError as e:
+                raise UsageError(f"--model {spec}: cannot import torchvision ({e}; Debian: "
+                                 "apt-get install python3-torchvision)")
+            fn = tvm
+            for part in self.name_default.split("."):
+                fn = getattr(fn, part, None)
+                if fn is None:
+                    break
+            if fn is None or not callable(fn) or isinstance(fn, type(tvm)):
+                names = sorted(n for n in dir(tvm) if not n.startswith("_") and n[0].islower()
+                               and callable(getattr(tvm, n)) and n not in ("get_model", "list_models",
+                                                                             "get_weight", "get_model_weights",
+                                                                             "get_model_builder"))
+                raise UsageError(f"--model {spec}: torchvision.models has no model \"{self.name_default}\" "
+                                 f"(it has: {', '.join(names[:40])}{', ...' if len(names) > 40 else ''})")
+            self.factory = fn
+            self.input = input_dims or (3, 224, 224)
+            self.classes = classes or 1000
+        elif ":" in spec:
+            mod, _, attr = spec.partition(":")
+            if not mod or not attr:
+                raise UsageError(f"--model: expected module.path:factory, got \"{spec}\"")
+            if not input_dims:
+                raise UsageError(f"--model {spec}: --input is required for a factory model")
+            if os.getcwd() not in sys.path:
+                sys.path.insert(0, os.getcwd())
+            try:
+                m = importlib.import_module(mod)
+            except Exception as e:  # the user's module: any error is a bad argument
+                raise UsageError(f"--model {spec}: cannot import {mod}: {type(e).__name__}: {e}")
+            fn = m
+            for part in attr.split("."):
+                fn = getattr(fn, part, None)
+                if fn is None:
+                    raise UsageError(f"--model {spec}: module {mod} has no \"{attr}\"")
+            if not callable(fn):
+                raise UsageError(f"--model {spec}: {attr} is not callable")
+            self.kind, self.factory, self.name_default = "factory", fn, attr.split(".")[-1]
+            self.input, self.classes = input_dims, classes
+        else:
+            raise UsageError(f"--model: unknown model \"{spec}\"; expected one of {', '.join(BUILTINS)}, "
+                             "torchvision:NAME or module.path:factory")
+        self.name = name or self.name_default
+        if not self.name.strip():
+            raise UsageError("--name: empty")
+
+    def build(self):
+        import torch.nn as nn
+        if self.kind == "builtin":
+            cls = _zoo_classes()[self.spec]
+            if self.spec == "mlp":
+                return cls(math.prod(self.input), self.classes)
+            return cls(self.input[0], self.classes)
+        if self.kind == "torchvision":
+            try:
+                m = self.factory(weights=None, num_classes=self.classes)
+            except TypeError:  # torchvision < 0.13 builders take pretrained=
+                m = self.factory(pretrained=False, num_classes=self.classes)
+        else:
+            try:
+                m = self.factory()
+            except Exception as e:
+                raise UsageError(f"--model {self.spec}: the factory raised {type(e).__name__}: {e}")
+        if not isinstance(m, nn.Module):
+            raise UsageError(f"--model {self.spec}: the factory returned {type(m).__name__}, not an "
+                             "nn.Module")
+        return m
+
+    def input_str(self):
+        return "x".join(str(d) for d in self.input)
+
+
+def logits_of(out):
+    """The tensor a loss applies to: the output, the first of a tuple (Inception's aux logits),
+    or 'out' of a dict (torchvision's segmentation models)."""
+    import torch
+    if isinstance(out, torch.Tensor):
+        return out
+    if isinstance(out, dict):
+        return out["out"] if "out" in out else next(iter(out.values()))
+    if isinstance(out, (tuple, list)) and out and isinstance(out[0], torch.Tensor):
+        return out[0]
+    if hasattr(out, "logits"):
+        return out.logits
+    raise RunError(f"the model returned {type(out).__name__}; expected a tensor, a tuple or a dict")
+
+
+def make_inputs(ms, batch, device, gen_seed):
+    import torch
+    g = torch.Generator().manual_seed(gen_seed)
+    if ms.tokens:
+        x = torch.randint(0, ms.tokens, (batch,) + tuple(ms.input), generator=g)
+    else:
+        x = torch.randn((batch,) + tuple(ms.input), generator=g)
+    return x.to(device)
+
+
+def make_targets(ms, out_shape, batch, device, loss, gen_seed):
+    import torch
+    g = torch.Generator().manual_seed(gen_seed + 1)
+    if loss == "mse":
+        return torch.randn(out_shape, generator=g).to(device)
+    shape = (batch,) + tuple(out_shape[2:])
+    return torch.randint(0, out_shape[1], shape, generator=g).to(device)
+
+
+def loss_fn(name):
+    import torch.nn.functional as F
+    return F.mse_loss if name == "mse" else F.cross_entropy
+
+
+def probe(ms, model, device):
+    """One forward at batch 2 in eval mode: checks that the model takes the input, and gives the
+    output shape (classes from dim 1)."""
+    import torch
+    model.eval()
+    try:
+        with torch.no_grad():
+            out = logits_of(model(make_inputs(ms, 2, device, 0)))
+    except UsageError:
+        raise
+    except Exception as e:
+        raise UsageError(f"--model {ms.spec}: the model rejects an input of {ms.input_str()}"
+                         f"{' token ids' if ms.tokens else ''}: {type(e).__name__}: {e}")
+    finally:
+        model.train()
+    if out.dim() < 2:
+        raise UsageError(f"--model {ms.spec}: output of shape {tuple(out.shape)}; expected "
+                         "(batch, classes, ...)")
+    return tuple(out.shape)
+
+
+def count_flops(ms, model, device, loss_name):
+    """Training FLOPs per sample (forward + backward) and how they were counted, or (None, why).
+
+    torch 2.x: torch.utils.flop_counter.FlopCounterMode over one forward and backward (matrix
+    products and convolutions, a multiply-add counted as 2). torch 1.13: forward hooks on the
+    nn.Linear and nn.Conv*d modules that run (2 per multiply-add), times 3 for the backward
+    (input and weight gradients, the 1:2 rule hetsim's zoo uses); matrix products outside such
+    modules (attention's) are not seen."""
+    import torch
+    import torch.nn as nn
+    b = 2
+    x = make_inputs(ms, b, device, 7)
+    lf = loss_fn(loss_name)
+    try:
+        from torch.utils.flop_counter import FlopCounterMode
+    except ImportError:
+        FlopCounterMode = None
+    try:
+        if FlopCounterMode is not None:
+            fc = FlopCounterMode(display=False)
+            with fc:
+                out = logits_of(model(x))
+                lf(out, make_targets(ms, tuple(out.shape), b, device, loss_name, 7)).backward()
+            total = float(fc.get_total_flops())
+            method = "torch.utils.flop_counter (forward + backward, matmul and convolution)"
+        else:
+            fwd = [0.0]
+
+            def hook(mod, inp, out):
+                o = out if isinstance(out, torch.Tensor) else out[0]
+                if isinstance(mod, nn.Linear):
+                    fwd[0] += 2.0 * o.numel() * mod.in_features
+                elif isinstance(mod, nn.modules.conv._ConvTransposeNd):
+                    # each input element meets Cout/groups x kernel weights
+                    fwd[0] += 2.0 * inp[0].numel() * (mod.out_channels // mod.groups) * math.prod(mod.kernel_size)
+                else:  # nn.Conv1d/2d/3d: per output element Cin/groups x kernel
+                    fwd[0] += 2.0 * o.numel() * (mod.in_channels // mod.groups) * math.prod(mod.kernel_size)
+
+            hs = [m.register_forward_hook(hook) for m in model.modules()
+                  if isinstance(m, (nn.Linear, nn.modules.conv._ConvNd))]
+            try:
+                with torch.no_grad():
+                    model(x)
+            finally:
+                for h in hs:
+                    h.remove()
+            total = 3.0 * fwd[0]
+            method = "forward hooks on nn.Linear/nn.Conv modules x 3 (torch < 2.1: no flop_counter)"
+    except Exception as e:
+        return None, f"not measured: {type(e).__name__}: {e}"
+    finally:
+        model.zero_grad(set_to_none=True)
+    if not total > 0:
+        return None, "not measured: no matrix product or convolution seen"
+    return total / b, method
+
+
+def model_facts(ms, model):
+    params = [p for p in model.parameters() if p.requires_grad]
+    n = sum(p.numel() for p in params)
+    grad_bytes = sum(p.numel() * p.element_size() for p in params)
+    dtypes = sorted({str(p.dtype).replace("torch.", "") for p in params})
+    return n, grad_bytes, dtypes
+
+
+# --- statistics -------------------------------------------------------------------------------
+
+def quantile(sorted_x, q):
+    """Linear interpolation between order statistics (numpy's default)."""
+    n = len(sorted_x)
+    if n == 1:
+        return sorted_x[0]
+    h = (n - 1) * q
+    lo = int(math.floor(h))
+    hi = min(lo + 1, n - 1)
+    return sorted_x[lo] + (h - lo) * (sorted_x[hi] - sorted_x[lo])
+
+
+def median_ci_ok(xs, rel_tol):
+    """True when the distribution-free 95% confidence interval of the median, the order
+    statistics x(j) and x(n+1-j) with j the largest rank such that P(Binomial(n, 1/2) < j) <=
+    2.5% (it exists from n = 6), lies within ±rel_tol of the median (as calib/cal_time.c)."""
+    n = len(xs)
+    if n < 6:
+        return False
+    s = sorted(xs)
+    cum, j = 0.0, 0
+    for k in range(n + 1):
+        cum += math.comb(n, k) / 2.0**n  # P(X <= k)
+        if cum > 0.025:
+            break
+        j = k + 1  # P(X < k + 1) <= 2.5%
+    if j < 1:
+        return False
+    m = quantile(s, 0.5)
+    return s[j - 1] >= m * (1 - rel_tol) and s[n - j] <= m * (1 + rel_tol)
+
+
+def summarize(xs):
+    s = sorted(xs)
+    return {"median_s": quantile(s, 0.5), "p10_s": quantile(s, 0.1), "p90_s": quantile(s, 0.9),
+            "count": len(s)}
+
+
+# --- the timed step ---------------------------------------------------------------------------
+
+def is_oom(e):
+    import torch
+    if isinstance(e, MemoryError):
+        return True
+    oom_t = getattr(torch.cuda, "OutOfMemoryError", None)
+    if oom_t is not None and isinstance(e, oom_t):
+        return True
+    msg = str(e)
+    return isinstance(e, RuntimeError) and ("out of memory" in msg or "can't allocate memory" in msg
+                                            or "not enough memory" in msg)
+
+
+class Stepper:
+    """One model with its optimizer (wrapped in DDP at world size 1 with --ddp) and the timed
+    training step."""
+
+    def __init__(self, a, ms, device, tag):
+        import torch
+        import torch.distributed as dist
+        torch.manual_seed(a.seed)
+        self.a, self.ms, self.device = a, ms, device
+        self.model = ms.build().to(device)
+        self.model.train()
+        self.module = self.model
+        self.pg_file = None
+        if a.ddp:
+            from torch.nn.parallel import DistributedDataParallel as DDP
+            backend = "nccl" if device.type == "cuda" else "gloo"
+            fd, self.pg_file = tempfile.mkstemp(prefix=f"hetsim-profile-{tag}-", suffix=".store")
+            os.close(fd)
+            os.unlink(self.pg_file)  # the file store creates it
+            dist.init_process_group(backend, init_method="file://" + self.pg_file, rank=0,
+                                    world_size=1)
+            self.model = DDP(self.model, device_ids=[device.index] if device.type == "cuda" else None)
+        self.opt = torch.optim.SGD(self.model.parameters(), lr=a.lr, momentum=a.momentum,
+                                   weight_decay=a.weight_decay)
+        self.lf = loss_fn(a.loss)
+        self.cuda = device.type == "cuda"
+        if self.cuda:
+            self.ev = [torch.cuda.Event(enable_timing=True) for _ in range(4)]
+
+    def close(self):
+        """Drops the model (and DDP's reducer) while the process group still holds the gloo or
+        NCCL group, then destroys the group; no work is in flight between steps."""
+        import gc
+        import torch.distributed as dist
+        self.model = self.module = self.opt = None
+        gc.collect()
+        if self.a.ddp and dist.is_initialized():
+            dist.destroy_process_group()
+        if self.pg_file and os.path.exists(self.pg_file):
+            os.unlink(self.pg_file)
+
+    def set_batch(self, b, out_shape):
+        self.x = None
+        self.y = None
+        self.x = make_inputs(self.ms, b, self.device, self.a.seed * 1000 + b)
+        shape = (b,) + tuple(out_shape[1:])
+        self.y = make_targets(self.ms, shape, b, self.device, self.a.loss, self.a.seed * 1000 + b)
+
+    def drop_batch(self):
+        import torch
+        self.x = self.y = None
+        self.opt.zero_grad(set_to_none=True)
+        if self.cuda:
+            torch.cuda.empty_cache()
+
+    def step(self):
+        """One training step; returns (forward, backward, update, step) in seconds."""
+        if self.cuda:
+            e = self.ev
+            e[0].record()
+            self.opt.zero_grad(set_to_none=True)
+            loss = self.lf(logits_of(self.model(self.x)), self.y)
+            e[1].record()
+            loss.backward()
+            e[2].record()
+            self.opt.step()
+            e[3].record()
+            e[3].synchronize()
+            f, b, u = (e[0].elapsed_time(e[1]) / 1e3, e[1].elapsed_time(e[2]) / 1e3,
+                       e[2].elapsed_time(e[3]) / 1e3)
+            return f, b, u, e[0].elapsed_time(e[3]) / 1e3
+        pc = time.process_time if self.a.clock == "process" else time.perf_counter
+        t0 = pc()
+        self.opt.zero_grad(set_to_none=True)
+        loss = self.lf(logits_of(self.model(self.x)), self.y)
+        t1 = pc()
+        loss.backward()
+        t2 = pc()
+        self.opt.step()
+        t3 = pc()
+        return t1 - t0, t2 - t1, t3 - t2, t3 - t0
+
+
+class LocalSync:
+    """The lock-step exchange of one process: nothing to exchange."""
+    rank, n = 0, 1
+
+    def share(self, values):
+        return [list(values)]
+
+
+class ProcSync:
+    """Lock-step exchange between N processes: each writes its values into its slot of a shared
+    array and waits at a barrier; then all read every slot. Two arrays alternate, so that one
+    barrier per step is enough (a process cannot write a slot again before every other has
+    passed the next barrier, which it reaches after reading)."""
+    WIDTH = 6
+
+    def __init__(self, rank, n, barrier, arrays):
+        self.rank, self.n, self.barrier, self.arrays, self.turn = rank, n, barrier, arrays, 0
+
+    def share(self, values):
+        arr = self.arrays[self.turn]
+        self.turn ^= 1
+        w = self.WIDTH
+        arr[self.rank * w:(self.rank + 1) * w] = list(values)
+        self.barrier.wait()
+        flat = arr[:]
+        return [flat[r * w:(r + 1) * w] for r in range(self.n)]
+
+
+def time_sweep(a, ms, device, sync, out_shape, say):
+    """Times every batch size in lock-step with the other processes of sync. Returns (entries,
+    oom_batch, peaks): entries from the samples pooled over all processes (identical in every
+    process), peaks {batch: this process's peak CUDA bytes}."""
+    import torch
+    stepper = Stepper(a, ms, device, f"{os.getpid()}")
+    entries, peaks, oom_batch = [], {}, None
+    try:
+        for b in a.batch_list:
+            oom = False
+            try:
+                if stepper.cuda:
+                    torch.cuda.reset_peak_memory_stats(device)
+                stepper.set_batch(b, out_shape)
+            except Exception as e:
+                if not is_oom(e):
+                    raise
+                oom = True
+            pooled = {p: [] for p in PHASES}
+            reps, t_begin, stop = 0, None, False
+            while not stop:
+                times = (0.0, 0.0, 0.0, 0.0)
+                if not oom:
+                    try:
+                        times = stepper.step()
+                    except Exception as e:
+                        if not is_oom(e):
+                            raise
+                        oom = True
+                elapsed = time.perf_counter() - t_begin if t_begin is not None else 0.0
+                allv = sync.share(list(times) + [1.0 if oom else 0.0, elapsed])
+                if any(v[4] for v in allv):
+                    oom = True
+                    break
+                reps += 1
+                if reps <= a.warmup:
+                    if reps == a.warmup:
+                        t_begin = time.perf_counter()
+                    continue
+                if t_begin is None:  # --warmup 0
+                    t_begin = time.perf_counter() - times[3]
+                for v in allv:
+                    for i, p in enumerate(PHASES):
+                        pooled[p].append(v[i])
+                timed = reps - a.warmup
+                if timed >= a.max_reps:
+                    stop = True
+                elif timed >= a.min_reps and median_ci_ok(pooled["step"], a.rel_tol):
+                    stop = True
+                elif allv[0][5] >= a.budget and timed >= min(MIN_BUDGET_STEPS, a.max_reps):
+                    stop = True
+            if oom:
+                oom_batch = b
+                stepper.drop_batch()
+                say(f"batch {b}: out of memory; the sweep stops here")
+                break
+            if stepper.cuda:
+                peaks[b] = int(torch.cuda.max_memory_allocated(device))
+            for p in PHASES:
+                s = summarize(pooled[p])
+                entries.append(dict({"batch": b, "phase": p}, **s))
+            st = summarize(pooled["step"])
+            say(f"batch {b}: step median {st['median_s'] * 1e3:.3f} ms (p10 {st['p10_s'] * 1e3:.3f}, "
+                f"p90 {st['p90_s'] * 1e3:.3f}, {st['count']} steps"
+                f"{' over ' + str(sync.n) + ' processes' if sync.n > 1 else ''})")
+            stepper.drop_batch()
+    finally:
+        stepper.close()
+    return entries, oom_batch, peaks
+
+
+# --- processes --------------------------------------------------------------------------------
+
+def plan_cpus(n_procs, threads, pin, device):
+    """CPU sets per process: process i gets the i-th block of `threads` CPUs among those this
+    process may use, when they suffice and pinning is on; otherwise None (no pinning)."""
+    if pin == "none" or device.type != "cpu" or not hasattr(os, "sched_getaffinity"):
+        return [None] * n_procs
+    allowed = sorted(os.sched_getaffinity(0))
+    if n_procs * threads > len(allowed):
+        return [None] * n_procs
+    return [allowed[i * threads:(i + 1) * threads] for i in range(n_procs)]
+
+
+def setup_process(threads, cpus):
+    import torch
+    if cpus:
+        os.sched_setaffinity(0, cpus)
+    if threads:
+        torch.set_num_threads(threads)
+
+
+def _concurrent_child(rank, a, barrier, arrays, queue):
+    """One of --concurrent N processes (started by multiprocessing's spawn)."""
+    import threading
+    try:
+        import torch
+        setup_process(a.threads, a.cpu_plan[rank])
+        device = torch.device(a.device_str)
+        if device.type == "cuda":
+            torch.cuda.set_device(device)
+        ms = ModelSpec(a.model, a.input_dims, a.classes, a.tokens, a.name)
+        sync = ProcSync(rank, a.concurrent, barrier, arrays)
+        say = (lambda m: log(a, m)) if rank == 0 else (lambda m: None)
+        entries, oom_batch, peaks = time_sweep(a, ms, device, sync, a.out_shape, say)
+        queue.put(("ok", rank, entries, oom_batch, peaks))
+    except threading.BrokenBarrierError:
+        queue.put(("aborted", rank, None, None, None))
+    except BaseException as e:  # reported by the parent, which exits 1
+        try:
+            barrier.abort()
+        finally:
+            queue.put(("error", rank, f"{type(e).__name__}: {e}", None, None))
+    hard_exit(queue)
+
+
+def hard_exit(queue):
+    """Ends a child once its report is sent, without tearing down torch.distributed's groups
+    (joining gloo's threads while holding the GIL can deadlock with a thread that needs it)."""
+    queue.close()
+    queue.join_thread()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
+def run_concurrent(a, say):
+    import multiprocessing as mp
+    ctx = mp.get_context("spawn")
+    n = a.concurrent
+    barrier = ctx.Barrier(n)
+    arrays = [ctx.Array("d", n * ProcSync.WIDTH, lock=False) for _ in range(2)]
+    queue = ctx.Queue()
+    procs = [ctx.Process(target=_concurrent_child, args=(r, a, barrier, arrays, queue), daemon=True)
+             for r in range(n)]
+    for p in procs:
+        p.start()
+    results, error = {}, None
+    while len(results) < n:
+        try:
+            status, rank, entries, oom_batch, peaks = queue.get(timeout=5)
+        except Exception:
+            dead = [p for p in procs if p.exitcode not in (None, 0)]
+            if dead and len(results) < n:
+                for p in procs:
+                    if p.is_alive():
+                        p.terminate()
+                raise RunError(f"a profiling process died (exit status {dead[0].exitcode})")
+            continue
+        results[rank] = (status, entries, oom_batch, peaks)
+        if status == "error" and error is None:
+            error = f"process {rank}: {entries}"
+    for p in procs:
+        p.join(timeout=30)
+    if error:
+        raise RunError(error)
+    status, entries, oom_batch, _ = results[0]
+    peaks = {}
+    for r in range(n):
+        for b, v in (results[r][3] or {}).items():
+            peaks[b] = max(peaks.get(b, 0), v)
+    return entries, oom_batch, peaks
+
+
+# --- communication ----------------------------------------------------------------------------
+
+def comm_sizes(a, grad_bytes):
+    if a.comm_size_list is not None:
+        sizes = set(a.comm_size_list)
+    else:
+        sizes, s = {4}, 4096
+        while s <= a.comm_max_bytes:
+            sizes.add(s)
+            s *= 4
+        sizes.add(grad_bytes)
+    return sorted(4 * max(1, (s + 3) // 4) if s > 0 else 0 for s in sizes)
+
+
+def comm_sweep(a, rank, world, backend, device, sizes, say):
+    """All-reduce (sum over all ranks) and point-to-point (ping-pong between ranks 0 and 1,
+    half the round trip) of fp32 buffers, each size timed after a barrier so that ranks arrive
+    together. Returns rank 0's entries: per size and op the median, p10, p90 over repetitions of
+    the slowest rank's time (all-reduce) or of rank 0's half round trip (p2p)."""
+    import torch
+    import torch.distributed as dist
+    cuda = device.type == "cuda"
+
+    def sync_dev():
+        if cuda:
+            torch.cuda.synchronize(device)
+
+    def timed(fn):
+        if cuda:
+            e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            e0.record()
+            fn()
+            e1.record()
+            e1.synchronize()
+            return e0.elapsed_time(e1) / 1e3
+        t0 = time.perf_counter()
+        fn()
+        return time.perf_counter() - t0
+
+    def agree_max(values):
+        t = torch.tensor(values, dtype=torch.float64, device=device if backend == "nccl" else "cpu")
+        dist.all_reduce(t, op=dist.ReduceOp.MAX)
+        return t.tolist()
+
+    entries = []
+    for nbytes in sizes:
+        if nbytes == 0:
+            continue
+        buf = torch.ones(nbytes // 4, dtype=torch.float32, device=device)
+        for op in ("allreduce", "p2p"):
+            def once():
+                if op == "allreduce":
+                    dist.all_reduce(buf)
+                elif rank == 0:
+                    dist.send(buf, 1)
+                    dist.recv(buf, 1)
+                elif rank == 1:
+                    dist.recv(buf, 0)
+                    dist.send(buf, 0)
+            warm = []
+            for _ in range(3):
+                dist.barrier()
+                sync_dev()
+                warm.append(timed(once))
+            est = agree_max([min(warm)])[0]
+            reps = int(max(5, min(a.max_reps, a.comm_budget / max(est, 1e-6))))
+            mine = []
+            for _ in range(reps):
+                dist.barrier()
+                sync_dev()
+                t = timed(once)
+                mine.append(t / 2 if op == "p2p" else t)
+            if op == "allreduce":
+                mine = agree_max(mine)
+            if rank == 0:
+                e = dict({"backend": backend, "op": op, "world_size": world if op == "allreduce" else 2,
+                          "bytes": nbytes}, **summarize(mine))
+                entries.append(e)
+                say(f"comm {backend} {op} {nbytes} B: median {e['median_s'] * 1e6:.1f} us "
+                    f"({e['count']} ops)")
+        del buf
+    return entries
+
+
+def _comm_child(rank, a, init_file, queue):
+    try:
+        import torch
+        import torch.distributed as dist
+        setup_process(1, a.comm_cpu_plan[rank])
+        device = torch.device(a.comm_devices[rank])
+        if device.type == "cuda":
+            torch.cuda.set_device(device)
+        dist.init_process_group(a.comm_backend_name, init_method="file://" + init_file, rank=rank,
+                                world_size=a.comm_world,
+                                timeout=datetime.timedelta(seconds=max(600.0, 40 * a.comm_budget * 30)))
+        say = (lambda m: log(a, m)) if rank == 0 else (lambda m: None)
+        entries = comm_sweep(a, rank, a.comm_world, a.comm_backend_name, device, a.comm_size_vals, say)
+        dist.barrier()
+        queue.put(("ok", rank, entries))
+    except BaseException as e:
+        queue.put(("error", rank, f"{type(e).__name__}: {e}"))
+    hard_exit(queue)
+
+
+def run_comm_local(a, device, say):
+    import multiprocessing as mp
+    ctx = mp.get_context("spawn")
+    w = a.comm_world
+    a.comm_cpu_plan = plan_cpus(w, 1, a.pin, device)
+    if device.type == "cuda" and a.comm_backend_name == "nccl":
+        a.comm_devices = [f"cuda:{(device.index + r) % max(1, _cuda_count())}" for r in range(w)]
+    else:
+        a.comm_devices = [str(device) if device.type == "cuda" else "cpu"] * w
+    tmpdir = tempfile.mkdtemp(prefix="hetsim-profile-comm-")
+    init_file = os.path.join(tmpdir, "store")
+    queue = ctx.Queue()
+    procs = [ctx.Process(target=_comm_child, args=(r, a, init_file, queue), daemon=True)
+             for r in range(w)]
+    for p in procs:
+        p.start()
+    results = {}
+    try:
+        while len(results) < w:
+            try:
+                status, rank, payload = queue.get(timeout=5)
+            except Exception:
+                dead = [p for p in procs if p.exitcode not in (None, 0)]
+                if dead:
+                    raise RunError(f"a communication process died (exit status {dead[0].exitcode})")
+                continue
+            if status == "error":
+                raise RunError(f"--comm: process {rank}: {payload}")
+            results[rank] = payload
+    finally:
+        for p in procs:
+            if p.is_alive() and len(results) < w:
+                p.terminate()
+            p.join(timeout=30)
+        with contextlib.suppress(OSError):
+            os.unlink(init_file)
+        with contextlib.suppress(OSError):
+            os.rmdir(tmpdir)
+    return results[0]
+
+
+def _cuda_count():
+    import torch
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
+# --- device information -----------------------------------------------------------------------
+
+def cpu_model_name():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name") and ":" in line:
+                    v = line.split(":", 1)[1].strip()
+                    if v:
+                        return v
+    except OSError:
+        pass
+    return platform.processor() or "cpu"
+
+
+def cuda_driver_version():
+    """The CUDA driver's API version as hetsim calib stores it ("12.4"), or None."""
+    for lib in ("libcuda.so.1", "libcuda.so"):
+        try:
+            cu = ctypes.CDLL(lib)
+        except OSError:
+            continue
+        v = ctypes.c_int(0)
+        if cu.cuDriverGetVersion(ctypes.byref(v)) == 0 and v.value > 0:
+            return f"{v.value // 1000}.{(v.value % 1000) // 10}"
+    return None
+
+
+def device_info(a, device):
+    import torch
+    info = {"name": a.device_name or None, "kind": device.type}
+    if device.type == "cpu":
+        info["name"] = info["name"] or cpu_model_name()
+        try:
+            info["memory_bytes"] = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        except (ValueError, OSError, AttributeError):
+            info["memory_bytes"] = None
+        info["sm_count"] = a.threads  # the cpu: cores one timed process uses
+        info["compute_capability"] = None
+    else:
+        p = torch.cuda.get_device_properties(device)
+        info["name"] = info["name"] or p.name
+        info["memory_bytes"] = int(p.total_memory)
+        info["sm_count"] = int(p.multi_processor_count)
+        info["compute_capability"] = f"{p.major}.{p.minor}"
+        info["driver_version"] = cuda_driver_version()
+        info["cuda_version"] = torch.version.cuda
+        v = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
+        if v:
+            major, rest = (v // 10000, v % 10000) if v >= 90000 else (v // 1000, v % 1000)
+            info["cudnn_version"] = f"{major}.{rest // 100}.{rest % 100}"
+        else:
+            info["cudnn_version"] = None
+        try:
+            nv = torch.cuda.nccl.version()
+            info["nccl_version"] = ".".join(map(str, nv)) if isinstance(nv, tuple) else (
+                f"{nv // 1000}.{nv % 1000 // 100}.{nv % 100}" if nv < 10000 else
+                f"{nv // 10000}.{nv % 10000 // 100}.{nv % 100}")
+        except Exception:
+            info["nccl_version"] = None
+    info["torch_version"] = torch.__version__
+    info["host"] = socket.gethostname()
+    info["threads"] = a.threads if device.type == "cpu" else torch.get_num_threads()
+    return info
+
+
+# --- convergence curves -----------------------------------------------------------------------
+
+def _read_idx(path):
+    with gzip.open(path, "rb") as f:
+        data = f.read()
+    magic, = struct.unpack(">I", data[:4])
+    ndim = magic & 0xFF
+    dims = struct.unpack(">" + "I" * ndim, data[4:4 + 4 * ndim])
+    return dims, data[4 + 4 * ndim:]
+
+
+def curve_data(a, ms):
+    """(x_train, y_train, x_eval, y_eval) on the CPU; x_train is None for the synthetic task,
+    whose training samples are drawn fresh by y_train(n)."""
+    import torch
+    cd = a.curve_data
+    if cd == "synthetic":
+        # A teacher in a 16-dimensional latent space: z ~ N(0, I), the input is a fixed random
+        # embedding of z plus as much Gaussian noise (unit variance per element overall), the
+        # label is drawn from softmax(8 z W). The task is learnable, its Bayes accuracy below 1
+        # and its loss floor above 0, as real data's are; training samples are drawn fresh at
+        # every step (no overfitting a small set), evaluation samples once.
+        if ms.classes is None:
+            raise UsageError("--curves synthetic: the model's classes are unknown (give --classes)")
+        g = torch.Generator().manual_seed(a.seed + 17)
+        d, k = math.prod(ms.input), 16
+        emb = torch.randn(k, d, generator=g) / math.sqrt(k)
+        w = torch.randn(k, ms.classes, generator=g) / math.sqrt(k)
+
+        def draw(n):
+            z = torch.randn(n, k, generator=g)
+            x = ((z @ emb) + torch.randn(n, d, generator=g)) / math.sqrt(2.0)
+            y = torch.multinomial(torch.softmax(8.0 * (z @ w), dim=1), 1, generator=g).squeeze(1)
+            return x.reshape((n,) + tuple(ms.input)), y
+        xe, ye = draw(a.curve_eval_samples)
+        return None, draw, xe, ye
+    if cd.startswith("fashion-mnist"):
+        folder = cd.split(":", 1)[1] if ":" in cd else FASHION_MNIST_DIR
+        if tuple(ms.input) not in ((1, 28, 28), (784,)):
+            raise UsageError(f"--curve-data fashion-mnist: 1x28x28 images, the model takes "
+                             f"{ms.input_str()}")
+
+        def load(split, limit=None):
+            dims, xb = _read_idx(os.path.join(folder, f"{split}-images-idx3-ubyte.gz"))
+            _, yb = _read_idx(os.path.join(folder, f"{split}-labels-idx1-ubyte.gz"))
+            n = dims[0] if limit is None else min(limit, dims[0])
+            x = torch.frombuffer(bytearray(xb[:n * 784]), dtype=torch.uint8).float().div(255)
+            x = ((x - FASHION_MNIST_MEAN) / FASHION_MNIST_STD).reshape((n,) + tuple(ms.input))
+            y = torch.frombuffer(bytearray(yb[:n]), dtype=torch.uint8).long()
+            return x, y
+        xt, yt = load("train")
+        xe, ye = load("t10k", a.curve_eval_samples)
+        return xt, yt, xe, ye
+    try:
+        obj = torch.load(cd, map_location="cpu")
+    except Exception as e:
+        raise UsageError(f"--curve-data {cd}: cannot load: {type(e).__name__}: {e}")
+    if isinstance(obj, (tuple, list)) and len(obj) in (2, 4):
+        obj = dict(zip(("x", "y", "x_test", "y_test"), obj))
+    if not isinstance(obj, dict) or "x" not in obj or "y" not in obj:
+        raise UsageError(f"--curve-data {cd}: expected a dict with 'x' and 'y' (and optionally "
+                         "'x_test', 'y_test') or a tuple (x, y[, x_test, y_test])")
+    x, y = obj["x"], obj["y"]
+    if "x_test" in obj and "y_test" in obj:
+        xe, ye = obj["x_test"], obj["y_test"]
+    else:  # the last tenth held out
+        k = max(1, len(x) // 10)
+        x, y, xe, ye = x[:-k], y[:-k], x[-k:], y[-k:]
+    if tuple(x.shape[1:]) != tuple(ms.input):
+        raise UsageError(f"--curve-data {cd}: samples of shape {tuple(x.shape[1:])}, the model "
+                         f"takes {ms.input_str()}")
+    return x, y.long(), xe[:a.curve_eval_samples], ye[:a.curve_eval_samples].long()
+
+
+def run_curves(a, ms, device, say):
+    """A short real training run (one process, plain SGD with momentum) writing the held-out
+    loss and accuracy at evenly spaced numbers of samples. Returns the rows."""
+    import torch
+    import torch.nn.functional as F
+    xt, yt, xe, ye = curve_data(a, ms)
+    torch.manual_seed(a.seed)
+    model = ms.build().to(device)
+    opt = torch.optim.SGD(model.parameters(), lr=a.curve_lr, momentum=a.momentum,
+                          weight_decay=a.weight_decay)
+    n_train = len(xt) if xt is not None else a.curve_train_samples  # synthetic: a nominal epoch
+    total = int(round(a.curve_epochs * n_train))
+    b = min(a.curve_batch, n_train)
+    steps = max(1, total // b)
+    evals = sorted({round(steps * k / a.curve_evals) for k in range(a.curve_evals + 1)})
+    g = torch.Generator().manual_seed(a.seed + 3)
+    perm, pos = (torch.randperm(n_train, generator=g) if xt is not None else None), 0
+
+    def evaluate():
+        model.eval()
+        loss_sum, correct = 0.0, 0
+        with torch.no_grad():
+            for i in range(0, len(xe), 512):
+                out = logits_of(model(xe[i:i + 512].to(device)))
+                yy = ye[i:i + 512].to(device)
+                loss_sum += float(F.cross_entropy(out, yy, reduction="sum"))
+                correct += int((out.argmax(1) == yy).sum())
+        model.train()
+        return loss_sum / len(xe), correct / len(xe)
+
+    rows = []
+    for step in range(steps + 1):
+        if step in evals:
+            loss, acc = evaluate()
+            if not math.isfinite(loss):
+                raise RunError(f"--curves: the loss is {loss} after {step * b} samples (lower "
+                               "--curve-lr)")
+            rows.append({"samples": step * b, "epoch": round(step * b / n_train, 6),
+                         "loss": round(loss, 6), "accuracy": round(acc, 6), "batch": b,
+                         "workers": 1, "policy": "ssgd"})
+            say(f"curves: {step * b} samples: loss {loss:.4f}, accuracy {acc:.4f}")
+        if step == steps:
+            break
+        if xt is None:
+            xb, yb = yt(b)
+        else:
+            if pos + b > n_train:
+                perm, pos = torch.randperm(n_train, generator=g), 0
+            idx = perm[pos:pos + b]
+            pos += b
+            xb, yb = xt[idx], yt[idx]
+        opt.zero_grad(set_to_none=True)
+        F.cross_entropy(logits_of(model(xb.to(device))), yb.to(device)).backward()
+        opt.step()
+    return rows
+
+
+# --- output -----------------------------------------------------------------------------------
+
+def write_atomic(path, write):
+    d = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix=".hetsim-profile-", dir=d)
+    try:
+        with os.fdopen(fd, "w", newline="") as f:
+            write(f)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def main(argv=None):
+    a = build_parser().parse_args(argv)
+    try:
+        return run(a)
+    except UsageError as e:
+        print(f"hetsim_profile.py: {e}", file=sys.stderr)
+        return 2
+    except RunError as e:
+        print(f"hetsim_profile.py: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("hetsim_profile.py: interrupted; nothing written", file=sys.stderr)
+        return 1
+
+
+def run(a):
+    check_args(a)
+    # The arguments that need no torch are checked before importing it (a second or two).
+    d = a.device.strip()
+    if not (d in ("cpu", "cuda") or (d.startswith("cuda:") and d[5:].isdigit())):
+        raise UsageError(f"--device: expected cpu, cuda or cuda:I, got \"{a.device}\"")
+    ms = ModelSpec(a.model, a.input_dims, a.classes, a.tokens, a.name)
+    try:
+        import torch
+    except ImportError as e:
+        raise RunError(f"cannot import torch ({e}; Debian: apt-get install python3-torch)")
+    import torch.distributed as dist
+    tr = torchrun_env()
+    device = parse_device(a.device)
+    if tr and device.type == "cuda":
+        device = torch.device("cuda", tr[2])
+        if tr[2] >= torch.cuda.device_count():
+            raise UsageError(f"LOCAL_RANK {tr[2]}: this machine has {torch.cuda.device_count()} GPUs")
+    if a.threads is None:
+        a.threads = 1 if device.type == "cpu" else None
+    say = (lambda m: log(a, m))
+    if tr and tr[0] != 0:
+        say = (lambda m: None)
+    a.comm_backend_name = a.comm_backend or ("nccl" if device.type == "cuda" else "gloo")
+    want_comm = a.comm or (tr is not None and tr[1] > 1)
+    if (a.ddp or want_comm) and not dist.is_available():
+        raise UsageError("--ddp/--comm: this torch has no torch.distributed")
+    if want_comm:
+        if a.comm_backend_name == "nccl" and device.type != "cuda":
+            raise UsageError("--comm-backend nccl needs --device cuda")
+        if a.comm_backend_name == "nccl" and not tr and _cuda_count() < a.comm_world:
+            raise UsageError(f"--comm with nccl over {a.comm_world} processes needs {a.comm_world} "
+                             f"GPUs (NCCL takes one GPU per rank); this machine has {_cuda_count()} "
+                             "(--comm-backend gloo times gloo over the host)")
+        if tr and tr[1] < 2:
+            raise UsageError("--comm under torchrun needs at least 2 ranks (WORLD_SIZE is 1)")
+    if a.ddp and device.type == "cuda" and not dist.is_nccl_available():
+        raise UsageError("--ddp on cuda: this torch has no NCCL")
+    if a.ddp and device.type == "cpu" and not dist.is_gloo_available():
+        raise UsageError("--ddp on cpu: this torch has no gloo")
+
+    a.cpu_plan = plan_cpus(a.concurrent, a.threads or 1, a.pin, device)
+    setup_process(a.threads, a.cpu_plan[0] if a.concurrent == 1 and not tr else None)
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+    torch.manual_seed(a.seed)
+    model = ms.build().to(device)
+    out_shape = probe(ms, model, device)
+    if a.loss == "cross_entropy":
+        if ms.classes is not None and out_shape[1] != ms.classes and ms.kind == "factory":
+            raise UsageError(f"--classes {ms.classes}: the model's output has {out_shape[1]} "
+                             "classes in dim 1")
+        ms.classes = out_shape[1]
+    params, grad_bytes, dtypes = model_facts(ms, model)
+    if params == 0:
+        raise UsageError(f"--model {ms.spec}: no trainable parameters")
+    flops, flops_method = count_flops(ms, model, device, a.loss)
+    model_doc = {"name": ms.name, "origin": ms.spec if ms.kind != "builtin" else f"builtin:{ms.spec}",
+                 "params": params, "grad_bytes": grad_bytes, "flops_per_sample": flops,
+                 "input": ms.input_str() + (f" int64<{ms.tokens}" if ms.tokens else ""),
+                 "loss": a.loss}
+    if ms.kind == "builtin":
+        model_doc["description"] = f"hetsim zoo {ms.spec}, layer for layer (nn/nn_zoo.c)"
+    if a.describe:
+        print(json.dumps(dict(model_doc, classes=ms.classes, flops_method=flops_method,
+                              param_dtypes=dtypes), indent=2))
+        return 0
+    del model
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+
+    comm_entries = []
+    if want_comm:
+        a.comm_size_vals = comm_sizes(a, grad_bytes)
+        if tr:
+            rank, world, _ = tr
+            setup_process(1, None)
+            dist.init_process_group(a.comm_backend_name, init_method="env://",
+                                    timeout=datetime.timedelta(seconds=3600))
+            comm_entries = comm_sweep(a, rank, world, a.comm_backend_name, device,
+                                      a.comm_size_vals, say)
+            dist.barrier()
+            dist.destroy_process_group()
+            if rank != 0:  # rank 0 times the compute and writes the profile alone
+                return 0
+            setup_process(a.threads, None)
+        else:
+            say(f"comm: {a.comm_backend_name} over {a.comm_world} processes, "
+                f"{len(a.comm_size_vals)} sizes")
+            comm_entries = run_comm_local(a, device, say)
+
+    mode = "ddp" if a.ddp else "plain"
+    a.device_str, a.out_shape = str(device), out_shape
+    say(f"{ms.name} ({params} parameters) on {device}: "
+        f"batches {','.join(map(str, a.batch_list))}, {mode}, {a.concurrent} process"
+        f"{'es' if a.concurrent > 1 else ''}, {a.threads or torch.get_num_threads()} thread(s) each")
+    if a.concurrent == 1:
+        entries, oom_batch, peaks = time_sweep(a, ms, device, LocalSync(), out_shape, say)
+    else:
+        entries, oom_batch, peaks = run_concurrent(a, say)
+    if not entries:
+        raise RunError(f"batch {a.batch_list[0]} already runs out of memory: no step timed; "
+                       "nothing written")
+    for e in entries:
+        e["peak_memory_bytes"] = peaks.get(e["batch"])
+
+    curves = None
+    if a.curves:
+        setup_process(a.threads, a.cpu_plan[0])
+        curves = run_curves(a, ms, device, say)
+
+    dev_info = device_info(a, device)
+    extra = {
+        "flops_method": flops_method,
+        "timer": "CUDA events" if device.type == "cuda" else (
+            "time.process_time (CPU time of the process)" if a.clock == "process" else "time.perf_counter"),
+        "phases": "forward = zero_grad + forward + loss; backward = loss.backward(); update = "
+                  "optimizer.step(); step = the three timed together",
+        "batch_order": "increasing",
+        "warmup": a.warmup, "min_reps": a.min_reps, "max_reps": a.max_reps,
+        "rel_tol": a.rel_tol, "budget_s": a.budget,
+        "optimizer": {"lr": a.lr, "momentum": a.momentum, "weight_decay": a.weight_decay},
+        "pinned_cpus": a.cpu_plan if any(a.cpu_plan) else None,
+        "cpus_online": os.cpu_count(),
+        "peak_memory": "torch.cuda.max_memory_allocated, the largest over the processes"
+                       if device.type == "cuda" else "not measured on the cpu",
+        "python": platform.python_version(),
+        "command": [os.path.basename(sys.argv[0])] + (sys.argv[1:] if sys.argv else []),
+    }
+    with contextlib.suppress(ImportError):
+        import torchvision
+        extra["torchvision_version"] = torchvision.__version__
+    if tr:
+        extra["torchrun"] = {"world_size": tr[1]}
+    if curves is not None:
+        extra["curves_file"] = os.path.abspath(a.curves)
+    doc = {
+        "format": FORMAT,
+        "version": VERSION,
+        "created_at": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "tool": TOOL,
+        "device": dev_info,
+        "model": model_doc,
+        "execution": {"mode": mode, "world_size": 1, "concurrent": a.concurrent,
+                      "dtype": dtypes[0] if len(dtypes) == 1 else ",".join(dtypes),
+                      "optimizer": "sgd"},
+        "compute": entries,
+        "oom_batch": oom_batch,
+    }
+    if comm_entries:
+        doc["comm"] = comm_entries
+    doc["extra"] = extra
+    if curves is not None:
+        def write_csv(f):
+            w = csv.DictWriter(f, fieldnames=["samples", "epoch", "loss", "accuracy", "batch",
+                                              "workers", "policy"], lineterminator="\n")
+            w.writeheader()
+            w.writerows(curves)
+        write_atomic(a.curves, write_csv)
+    write_atomic(a.out, lambda f: (json.dump(doc, f, indent=1, allow_nan=False), f.write("\n")))
+    say(f"wrote {a.out}" + (f" and {a.curves}" if curves is not None else ""))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
