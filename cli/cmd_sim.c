@@ -443,7 +443,8 @@ int hs_cmd_sim(int argc, char **argv) {
     if (!lc->name[0]) continue;
     if (!calib_store && (status = open_calib(&calib_store, cpath, &d))) goto out;
     status = 2;
-    if ((rc = hs_comm_link_load(calib_store, lc->name, (double)ms.grad_bytes, link, NULL, 0, &d))) {
+    if ((rc = hs_comm_link_load(calib_store, lc->name, spec.n_workers, (double)ms.grad_bytes, link,
+                                 NULL, 0, &d))) {
       char field[96];
       if (i < 0) snprintf(field, sizeof field, "network");
       else snprintf(field, sizeof field, "nodes[%d].link", i);

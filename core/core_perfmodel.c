@@ -252,19 +252,21 @@ static int comm_time_at(sqlite3 *db, int64_t dev, const char *backend, const cha
   return isfinite(*t) && *t > 0;
 }
 
-int hs_comm_link_load(hs_store *s, const char *device, double msg_bytes, hs_link_spec *out,
-                      char *how, size_t how_len, hs_diag *d) {
+int hs_comm_link_load(hs_store *s, const char *device, int world, double msg_bytes,
+                      hs_link_spec *out, char *how, size_t how_len, hs_diag *d) {
   sqlite3 *db = hs_store_db(s);
   sqlite3_stmt *st = NULL;
-  /* The newest device of that name with a fitted p2p model, else an all-reduce one (the world
-   * size nearest 2), whatever the backend. */
+  /* The newest device of that name with a fitted all-reduce model of exactly the run's world
+   * size, else a p2p one, else an all-reduce one of the nearest world size; any backend. */
   const char *sql =
       "SELECT m.alpha_s, m.beta_bytes_per_s, m.op, m.world_size, m.backend, d.id FROM comm_model m"
       " JOIN device d ON d.id = m.device_id WHERE d.name = ?1 AND m.op IN ('p2p', 'allreduce')"
-      " ORDER BY m.op = 'p2p' DESC, abs(m.world_size - 2), d.id DESC, m.id DESC LIMIT 1";
+      " ORDER BY (m.op = 'allreduce' AND m.world_size = ?2) DESC, m.op = 'p2p' DESC,"
+      " abs(m.world_size - ?2), d.id DESC, m.id DESC LIMIT 1";
   if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
     return hs_diag_set(d, HS_EDB, "database %s: reading comm_model: %s", hs_store_path(s), sqlite3_errmsg(db));
   sqlite3_bind_text(st, 1, device, -1, SQLITE_STATIC);
+  sqlite3_bind_int(st, 2, world);
   int rc = sqlite3_step(st);
   if (rc != SQLITE_ROW) {
     sqlite3_finalize(st);
@@ -276,23 +278,23 @@ int hs_comm_link_load(hs_store *s, const char *device, double msg_bytes, hs_link
   double alpha = sqlite3_column_double(st, 0), beta = sqlite3_column_double(st, 1);
   char op[16], backend[16];
   snprintf(op, sizeof op, "%s", (const char *)sqlite3_column_text(st, 2));
-  int world = sqlite3_column_int(st, 3);
+  int w = sqlite3_column_int(st, 3);
   snprintf(backend, sizeof backend, "%s", (const char *)sqlite3_column_text(st, 4));
   int64_t dev = sqlite3_column_int64(st, 5);
   sqlite3_finalize(st);
   /* Where the run's message size was measured, the time measured there sets beta (the fitted
    * line misses single sizes by up to 3x where caches or protocols change). */
   double t_at;
-  int at = msg_bytes > 0 && comm_time_at(db, dev, backend, op, world, msg_bytes, &t_at);
+  int at = msg_bytes > 0 && comm_time_at(db, dev, backend, op, w, msg_bytes, &t_at);
   if (at) {
     if (!(alpha >= 0 && alpha < t_at)) alpha = 0;
     beta = msg_bytes / (t_at - alpha);
   }
-  if (strcmp(op, "allreduce") == 0 && world > 1) {
-    /* A ring all-reduce on `world` ranks over identical links costs
-     * 2(w-1)(a + n/(w b)); the link's a and b are what reproduce the measured a' + n/b'. */
-    out->latency = alpha / (2.0 * (world - 1));
-    out->bandwidth = beta * 2.0 * (world - 1) / world;
+  if (strcmp(op, "allreduce") == 0 && w > 1) {
+    /* A ring all-reduce on w ranks over identical links costs 2(w-1)(a + n/(w b)); the
+     * link's a and b are what reproduce the measured a' + n/b'. */
+    out->latency = alpha / (2.0 * (w - 1));
+    out->bandwidth = beta * 2.0 * (w - 1) / w;
   } else {
     out->latency = alpha;
     out->bandwidth = beta;
@@ -301,7 +303,7 @@ int hs_comm_link_load(hs_store *s, const char *device, double msg_bytes, hs_link
     return hs_diag_set(d, HS_EINVAL, "device \"%s\" in %s: its %s %s model (alpha %g s, beta %g B/s) "
                        "gives no usable link", device, hs_store_path(s), backend, op, alpha, beta);
   if (how)
-    snprintf(how, how_len, "%s %s, world size %d%s", backend, op, world,
+    snprintf(how, how_len, "%s %s, world size %d%s", backend, op, w,
              at ? ", beta at the run's message size" : "");
   return 0;
 }

@@ -82,13 +82,15 @@ int hs_perf_load(hs_store *s, const char *device, const char *model, hs_perf_mod
                  int64_t *device_id, hs_diag *d);
 
 /* A link's latency and bandwidth from the device's measured communication (`network:` or
- * `link: {calib: NAME}` in a cluster file): its fitted p2p model, else its all-reduce model
- * (the world size nearest 2) turned into the link that a ring all-reduce of that many ranks
- * would need to take that time; where msg_bytes lies within the measured sizes, the time
- * measured there (log-log interpolated) sets the bandwidth. `how` (may be NULL) says which.
- * HS_ENOTFOUND when the device has no such model. */
-int hs_comm_link_load(hs_store *s, const char *device, double msg_bytes, hs_link_spec *out,
-                      char *how, size_t how_len, hs_diag *d);
+ * `link: {calib: NAME}` in a cluster file) for a run of `world` workers: its fitted all-reduce
+ * model of that world size, else its p2p model, else its all-reduce model of the nearest world
+ * size. An all-reduce model of w ranks becomes the link that a ring all-reduce of w ranks needs
+ * to take the measured time, so that the simulated ring of `world` reproduces the measurement.
+ * Where msg_bytes lies within the measured sizes, the time measured there (log-log
+ * interpolated) sets the bandwidth. `how` (may be NULL) says which. HS_ENOTFOUND when the
+ * device has no such model. */
+int hs_comm_link_load(hs_store *s, const char *device, int world, double msg_bytes,
+                      hs_link_spec *out, char *how, size_t how_len, hs_diag *d);
 
 /* Writes "NAME (id N: model, model), ..." or "no calibrated devices" into buf, for messages. */
 void hs_perf_describe_db(hs_store *s, char *buf, size_t size);
