@@ -260,8 +260,6 @@ def check_args(a):
         raise UsageError(f"--momentum: expected a number in [0, 1), got {a.momentum}")
     if a.weight_decay < 0 or not math.isfinite(a.weight_decay):
         raise UsageError(f"--weight-decay: expected a number >= 0, got {a.weight_decay}")
-    if a.tokens and a.loss == "mse":
-        pass  # mse on the output of a token model is allowed: targets follow the output
     for path, what in ((a.out, "--out"), (a.curves, "--curves")):
         if path:
             d = os.path.dirname(os.path.abspath(path))
@@ -599,45 +597,45 @@ def count_flops(ms, model, device, loss_name):
     b = 2
     x = make_inputs(ms, b, device, 7)
     lf = loss_fn(loss_name)
+    total, method, why = None, None, None
     try:
         from torch.utils.flop_counter import FlopCounterMode
-    except ImportError:
-        FlopCounterMode = None
-    try:
-        if FlopCounterMode is not None:
-            fc = FlopCounterMode(display=False)
-            with fc:
-                out = logits_of(model(x))
-                lf(out, make_targets(ms, tuple(out.shape), b, device, loss_name, 7)).backward()
-            total = float(fc.get_total_flops())
-            method = "torch.utils.flop_counter (forward + backward, matmul and convolution)"
-        else:
-            fwd = [0.0]
-
-            def hook(mod, inp, out):
-                o = out if isinstance(out, torch.Tensor) else out[0]
-                if isinstance(mod, nn.Linear):
-                    fwd[0] += 2.0 * o.numel() * mod.in_features
-                elif isinstance(mod, nn.modules.conv._ConvTransposeNd):
-                    # each input element meets Cout/groups x kernel weights
-                    fwd[0] += 2.0 * inp[0].numel() * (mod.out_channels // mod.groups) * math.prod(mod.kernel_size)
-                else:  # nn.Conv1d/2d/3d: per output element Cin/groups x kernel
-                    fwd[0] += 2.0 * o.numel() * (mod.in_channels // mod.groups) * math.prod(mod.kernel_size)
-
-            hs = [m.register_forward_hook(hook) for m in model.modules()
-                  if isinstance(m, (nn.Linear, nn.modules.conv._ConvNd))]
-            try:
-                with torch.no_grad():
-                    model(x)
-            finally:
-                for h in hs:
-                    h.remove()
-            total = 3.0 * fwd[0]
-            method = "forward hooks on nn.Linear/nn.Conv modules x 3 (torch < 2.1: no flop_counter)"
-    except Exception as e:
-        return None, f"not measured: {type(e).__name__}: {e}"
+        fc = FlopCounterMode(display=False)
+        with fc:
+            out = logits_of(model(x))
+            lf(out, make_targets(ms, tuple(out.shape), b, device, loss_name, 7)).backward()
+        total = float(fc.get_total_flops())
+        method = "torch.utils.flop_counter (forward + backward, matmul and convolution)"
+    except Exception as e:  # torch < 2.1 has no usable counter: count by hooks instead
+        why = f"{type(e).__name__}: {e}"
     finally:
         model.zero_grad(set_to_none=True)
+    if total is None:
+        fwd = [0.0]
+
+        def hook(mod, inp, out):
+            o = out if isinstance(out, torch.Tensor) else out[0]
+            if isinstance(mod, nn.Linear):
+                fwd[0] += 2.0 * o.numel() * mod.in_features
+            elif isinstance(mod, nn.modules.conv._ConvTransposeNd):
+                # each input element meets Cout/groups x kernel weights
+                fwd[0] += 2.0 * inp[0].numel() * (mod.out_channels // mod.groups) * math.prod(mod.kernel_size)
+            else:  # nn.Conv1d/2d/3d: per output element Cin/groups x kernel
+                fwd[0] += 2.0 * o.numel() * (mod.in_channels // mod.groups) * math.prod(mod.kernel_size)
+
+        hs = [m.register_forward_hook(hook) for m in model.modules()
+              if isinstance(m, (nn.Linear, nn.modules.conv._ConvNd))]
+        try:
+            with torch.no_grad():
+                model(x)
+        except Exception as e:
+            return None, f"not measured: {type(e).__name__}: {e}"
+        finally:
+            for h in hs:
+                h.remove()
+        total = 3.0 * fwd[0]
+        method = ("forward hooks on nn.Linear/nn.Conv modules x 3 (torch.utils.flop_counter "
+                  f"unavailable: {why})")
     if not total > 0:
         return None, "not measured: no matrix product or convolution seen"
     return total / b, method
