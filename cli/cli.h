@@ -40,6 +40,9 @@ int hs_cli_usage(const char *cmd, int help, const char *fmt, ...) __attribute__(
 int hs_cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Parses all of s as a decimal integer >= min into *out; returns 0, or -1 (out untouched). */
 int hs_cli_parse_int64(const char *s, int64_t min, int64_t *out);
+/* Parses a target accuracy: a fraction in (0, 1] or a percentage like "85%" into *out (a
+ * fraction); returns 0, or -1 (out untouched). */
+int hs_cli_parse_accuracy(const char *s, double *out);
 /* Parses a --pin value (hetsim real, hetsim calib): "auto" sets *no_pin = 0, "none" 1; returns
  * 0, or -1 (no_pin untouched). */
 int hs_cli_parse_pin(const char *s, int *no_pin);

@@ -19,6 +19,7 @@
 #include "core/core_error.h"
 #include "core/core_json.h"
 #include "core/core_store.h"
+#include "core/core_units.h"
 #include "nn/nn_zoo.h"
 
 int hs_cli_usage(const char *cmd, int help, const char *fmt, ...) {
@@ -62,6 +63,18 @@ int hs_cli_parse_run_id(const char *s, int64_t *id) {
   long long v = strtoll(s, &end, 10);
   if (errno || end == s || *end || v <= 0) return -1;
   *id = v;
+  return 0;
+}
+
+int hs_cli_parse_accuracy(const char *s, double *out) {
+  size_t l = strlen(s);
+  int pct = l > 0 && s[l - 1] == '%';
+  char num[64];
+  double v;
+  if (l >= sizeof num) return -1;
+  snprintf(num, sizeof num, "%.*s", (int)(pct ? l - 1 : l), s);
+  if (hs_units_parse_number(num, &v) || !(v > 0) || v > (pct ? 100 : 1)) return -1;
+  *out = pct ? v / 100 : v;
   return 0;
 }
 

@@ -160,14 +160,8 @@ static int parse_args(int argc, char **argv, advise_args *a) {
       snprintf(a->target_loss_text, sizeof a->target_loss_text, "%s", optarg);
       break;
     case O_TACC: {
-      size_t l = strlen(optarg);
-      int pct = l > 0 && optarg[l - 1] == '%';
-      char num[64];
-      snprintf(num, sizeof num, "%.*s", (int)(pct ? l - 1 : l), optarg);
-      if (hs_units_parse_number(num, &a->target_acc) || !(a->target_acc > 0) ||
-          a->target_acc > (pct ? 100 : 1))
+      if (hs_cli_parse_accuracy(optarg, &a->target_acc))
         return bad("--target-accuracy: expected a fraction in (0, 1] or a percentage like 85%%, got \"%s\"", optarg);
-      if (pct) a->target_acc /= 100;
       snprintf(a->target_acc_text, sizeof a->target_acc_text, "%s", optarg);
       break;
     }

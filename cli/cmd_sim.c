@@ -143,14 +143,8 @@ static int parse_args(int argc, char **argv, sim_args *a) {
         return bad("--target-loss: expected a positive number, got \"%s\"", optarg);
       break;
     case O_TACC: {
-      size_t l = strlen(optarg);
-      int pct = l > 0 && optarg[l - 1] == '%';
-      char num[64];
-      snprintf(num, sizeof num, "%.*s", (int)(pct ? l - 1 : l), optarg);
-      if (hs_units_parse_number(num, &a->target_acc) || !(a->target_acc > 0) ||
-          a->target_acc > (pct ? 100 : 1))
+      if (hs_cli_parse_accuracy(optarg, &a->target_acc))
         return bad("--target-accuracy: expected a fraction in (0, 1] or a percentage like 85%%, got \"%s\"", optarg);
-      if (pct) a->target_acc /= 100;
       break;
     }
     case O_CONV:
