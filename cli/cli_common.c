@@ -42,8 +42,21 @@ int hs_cli_usage_error(const char *cmd, const char *fmt, ...) {
 
 int hs_cli_parse_int64(const char *s, int64_t min, int64_t *out) {
   char *end;
+  errno = 0;
   long long v = strtoll(s, &end, 10);
-  if (!*s || *end || v < min) return -1;
+  /* ERANGE: strtoll clamps to LLONG_MAX, which must not pass for the number given. */
+  if (!*s || *end || errno || v < min) return -1;
+  *out = v;
+  return 0;
+}
+
+int hs_cli_parse_uint64(const char *s, uint64_t *out) {
+  char *end;
+  /* strtoull takes "-1" as 2^64 - 1 and skips blanks; only digits may pass. */
+  if (*s < '0' || *s > '9') return -1;
+  errno = 0;
+  unsigned long long v = strtoull(s, &end, 10);
+  if (*end || errno) return -1;
   *out = v;
   return 0;
 }

@@ -114,3 +114,9 @@ int hs_conv_parse(const char *spec, const char *model, const char *file,
   *out = m;
   return 0;
 }
+
+int hs_conv_check_target(const hs_conv_model *m, const hs_params *p, int classes,
+                         double target_loss, double target_accuracy, hs_diag *d) {
+  if (!m || !m->check_target || (!(target_loss > 0) && !(target_accuracy > 0))) return 0;
+  return m->check_target(p, classes, target_loss, target_accuracy, d);
+}
