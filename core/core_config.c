@@ -26,6 +26,18 @@
 
 #define EXP_TIME "a time like \"20us\" or \"4ms\""
 #define EXP_BW "a bandwidth like \"10Gbps\" or \"1.25GB/s\""
+
+/* Ranges checked at load time, so that no number in a cluster file can turn into an infinite
+ * or NaN time later (a bandwidth of 1e-300, a latency of 1e308, a jitter cv above ~1e154
+ * whose square overflows), nor into a sleep too long for time_t in real mode. Wide enough for
+ * any real cluster. */
+#define CFG_MIN_BW 1.0           /* bytes/s */
+#define CFG_MAX_TIME 1e9         /* s (about 32 years): latencies, update times, event times */
+#define CFG_MIN_FACTOR 1e-6      /* slowdown, comm_slowdown */
+#define CFG_MAX_FACTOR 1e6
+#define CFG_MAX_CV 100.0         /* jitter.cv */
+#define EXP_BW_RANGE "a bandwidth of at least 1 B/s, like \"10Gbps\" or \"1.25GB/s\""
+#define EXP_TIME_RANGE "a time of at most 1e9 s, like \"20us\" or \"4ms\""
 #define EXP_BYTES "a size like \"8GiB\" or \"512MB\""
 
 typedef struct cfg {
@@ -206,10 +218,19 @@ static int get_quantity(const cfg *c, const yaml_node_t *n, const char *field, u
   return 0;
 }
 
-static int get_positive(const cfg *c, const yaml_node_t *n, const char *field, double *out) {
+/* A quantity in [lo, hi]. */
+static int get_ranged(const cfg *c, const yaml_node_t *n, const char *field, unit_parser parse,
+                      double lo, double hi, double *out, const char *what) {
   const char *v = scalar(n);
-  if (!v || hs_units_parse_number(v, out) != 0 || !(*out > 0))
-    return cfg_fail(c, n, field, n, "a number > 0");
+  if (!v || parse(v, out) != 0 || !(*out >= lo && *out <= hi)) return cfg_fail(c, n, field, n, "%s", what);
+  return 0;
+}
+
+/* A slowdown or comm_slowdown factor. */
+static int get_factor(const cfg *c, const yaml_node_t *n, const char *field, double *out) {
+  const char *v = scalar(n);
+  if (!v || hs_units_parse_number(v, out) != 0 || !(*out >= CFG_MIN_FACTOR && *out <= CFG_MAX_FACTOR))
+    return cfg_fail(c, n, field, n, "a number from %g to %g", CFG_MIN_FACTOR, CFG_MAX_FACTOR);
   return 0;
 }
 
@@ -298,11 +319,13 @@ static int parse_link(const cfg *c, const yaml_node_t *n, const char *field, hs_
   yaml_node_t *v;
   if ((v = map_get(c, n, "bandwidth"))) {
     join_field(f, sizeof f, field, "bandwidth");
-    if ((rc = get_quantity(c, v, f, hs_units_parse_bandwidth, &link->bandwidth, EXP_BW))) return rc;
+    if ((rc = get_ranged(c, v, f, hs_units_parse_bandwidth, CFG_MIN_BW, HUGE_VAL, &link->bandwidth, EXP_BW_RANGE)))
+      return rc;
   }
   if ((v = map_get(c, n, "latency"))) {
     join_field(f, sizeof f, field, "latency");
-    if ((rc = get_quantity(c, v, f, hs_units_parse_time, &link->latency, EXP_TIME))) return rc;
+    if ((rc = get_ranged(c, v, f, hs_units_parse_time, 0, CFG_MAX_TIME, &link->latency, EXP_TIME_RANGE)))
+      return rc;
   }
   return 0;
 }
@@ -319,16 +342,16 @@ static int parse_ps(const cfg *c, const yaml_node_t *n) {
   ps->update_time = 0;
   yaml_node_t *v;
   if ((v = map_get(c, n, "bandwidth")) &&
-      (rc = get_quantity(c, v, "parameter_server.bandwidth", hs_units_parse_bandwidth,
-                         &ps->link.bandwidth, EXP_BW)))
+      (rc = get_ranged(c, v, "parameter_server.bandwidth", hs_units_parse_bandwidth, CFG_MIN_BW,
+                       HUGE_VAL, &ps->link.bandwidth, EXP_BW_RANGE)))
     return rc;
   if ((v = map_get(c, n, "latency")) &&
-      (rc = get_quantity(c, v, "parameter_server.latency", hs_units_parse_time, &ps->link.latency,
-                         EXP_TIME)))
+      (rc = get_ranged(c, v, "parameter_server.latency", hs_units_parse_time, 0, CFG_MAX_TIME,
+                       &ps->link.latency, EXP_TIME_RANGE)))
     return rc;
   if ((v = map_get(c, n, "update_time")) &&
-      (rc = get_quantity(c, v, "parameter_server.update_time", hs_units_parse_time,
-                         &ps->update_time, EXP_TIME)))
+      (rc = get_ranged(c, v, "parameter_server.update_time", hs_units_parse_time, 0, CFG_MAX_TIME,
+                       &ps->update_time, EXP_TIME_RANGE)))
     return rc;
   return 0;
 }
@@ -465,11 +488,11 @@ static int parse_group(const cfg *c, const yaml_node_t *n, const char *field, co
   }
   if ((v = map_get(c, n, "slowdown"))) {
     join_field(f, sizeof f, field, "slowdown");
-    if ((rc = get_positive(c, v, f, &g->slowdown))) return rc;
+    if ((rc = get_factor(c, v, f, &g->slowdown))) return rc;
   }
   if ((v = map_get(c, n, "comm_slowdown"))) {
     join_field(f, sizeof f, field, "comm_slowdown");
-    if ((rc = get_positive(c, v, f, &g->comm_slowdown))) return rc;
+    if ((rc = get_factor(c, v, f, &g->comm_slowdown))) return rc;
   }
   return 0;
 }
@@ -737,7 +760,7 @@ static int parse_events(const cfg *c, const yaml_node_t *n, const name_ix *tix, 
       rc = cfg_fail(c, en, g, NULL, "%s (required)", EXP_TIME);
       goto out;
     }
-    if ((rc = get_quantity(c, at, g, hs_units_parse_time, &e->at, EXP_TIME))) goto out;
+    if ((rc = get_ranged(c, at, g, hs_units_parse_time, 0, CFG_MAX_TIME, &e->at, EXP_TIME_RANGE))) goto out;
     int kinds = (sl || cs) + !!jn + !!lv;
     if (kinds != 1) {
       rc = cfg_fail_got(c, en, f,
@@ -818,11 +841,11 @@ static int parse_events(const cfg *c, const yaml_node_t *n, const name_ix *tix, 
       copy_found(w, src[i].found, sizeof src[i].found);
       if (sl) {
         snprintf(g, sizeof g, "%s.slowdown", f);
-        if ((rc = get_positive(c, sl, g, &e->slowdown))) goto out;
+        if ((rc = get_factor(c, sl, g, &e->slowdown))) goto out;
       }
       if (cs) {
         snprintf(g, sizeof g, "%s.comm_slowdown", f);
-        if ((rc = get_positive(c, cs, g, &e->comm_slowdown))) goto out;
+        if ((rc = get_factor(c, cs, g, &e->comm_slowdown))) goto out;
       }
     }
     s->n_events++;
@@ -878,8 +901,8 @@ static int parse_root(const cfg *c, const yaml_node_t *root) {
       goto out;
     yaml_node_t *cv = map_get(c, v, "cv");
     const char *t = scalar(cv);
-    if (cv && (!t || hs_units_parse_number(t, &s->jitter_cv) != 0)) {
-      rc = cfg_fail(c, cv, "jitter.cv", cv, "a number >= 0");
+    if (cv && (!t || hs_units_parse_number(t, &s->jitter_cv) != 0 || s->jitter_cv > CFG_MAX_CV)) {
+      rc = cfg_fail(c, cv, "jitter.cv", cv, "a number from 0 to %g", CFG_MAX_CV);
       goto out;
     }
   }
@@ -1115,8 +1138,8 @@ static int csv_event(hs_cluster_spec *s, const char *file, int line, csv_field *
   e->pos.col = 1;
   src->wpos = e->pos;
   src->index = -1;
-  if (hs_units_parse_time(f[CSV_AT].text, &e->at) != 0)
-    return csv_fail(file, line, f, CSV_AT, "%s", d, EXP_TIME);
+  if (hs_units_parse_time(f[CSV_AT].text, &e->at) != 0 || e->at > CFG_MAX_TIME)
+    return csv_fail(file, line, f, CSV_AT, "%s", d, EXP_TIME_RANGE);
   int need_worker = 0, need_value = 0, is_join = 0;
   if (strcmp(kind, "slowdown") == 0 || strcmp(kind, "comm_slowdown") == 0) {
     e->kind = HS_EVENT_SLOWDOWN;
@@ -1149,8 +1172,9 @@ static int csv_event(hs_cluster_spec *s, const char *file, int line, csv_field *
   }
   if (need_value) {
     double v;
-    if (hs_units_parse_number(f[CSV_VALUE].text, &v) != 0 || !(v > 0))
-      return csv_fail(file, line, f, CSV_VALUE, "a slowdown factor (a number > 0)", d);
+    if (hs_units_parse_number(f[CSV_VALUE].text, &v) != 0 || !(v >= CFG_MIN_FACTOR && v <= CFG_MAX_FACTOR))
+      return csv_fail(file, line, f, CSV_VALUE, "a slowdown factor (a number from %g to %g)", d,
+                      CFG_MIN_FACTOR, CFG_MAX_FACTOR);
     if (kind[0] == 's')
       e->slowdown = v;
     else

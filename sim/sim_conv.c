@@ -89,6 +89,9 @@ int hs_conv_parse(const char *spec, const char *model, const char *file,
     hs_conv_names(names, sizeof names);
     return hs_diag_set(d, HS_EINVAL, "--convergence: unknown model \"%s\"; valid: none, %s", name, names);
   }
+  if (colon && !colon[1])
+    return hs_diag_set(d, HS_EINVAL, "--convergence: nothing after \"%s:\"; give key=value pairs after "
+                       "the colon, or no colon", name);
   char who[96];
   snprintf(who, sizeof who, "--convergence %s", name);
   hs_params layer[2];
