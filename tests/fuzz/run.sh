@@ -72,6 +72,8 @@ for t in "${targets[@]}"; do
   rc=0
   par=()
   [ "${FUZZ_JOBS:-1}" -gt 1 ] && par=(-jobs="$FUZZ_JOBS" -workers="$FUZZ_JOBS")
+  # A dictionary of the format's words and of numeric extremes (tests/fuzz/TARGET.dict).
+  [ -f "$SRC/tests/fuzz/$t.dict" ] && par+=(-dict="$SRC/tests/fuzz/$t.dict")
   # From $OUT: with -jobs, libFuzzer writes fuzz-N.log files into the current folder.
   (cd "$OUT" && "$OUT/fuzz_$t" -max_total_time="$secs" "${par[@]}" \
     -close_fd_mask=3 -timeout=10 -rss_limit_mb=2048 -max_len=8192 \
