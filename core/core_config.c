@@ -16,7 +16,10 @@
 
 /* Limits that keep a hostile or mistyped file from exhausting memory. Raise them here. */
 #define CFG_MAX_WORKERS (1LL << 22)  /* initial workers over all nodes */
-#define CFG_MAX_FILE (64L << 20)     /* bytes in a cluster file or trace */
+#define CFG_MAX_FILE (64L << 20)     /* bytes in a CSV trace (about 8 times that in memory) */
+/* bytes in a YAML cluster file: libyaml's document takes about 33 times the text (16 MiB:
+ * 0.55 GB), so the YAML limit is the lower one; long event lists belong in a CSV trace. */
+#define CFG_MAX_YAML (16L << 20)
 #define CFG_MAX_BATCH 1000000000LL   /* samples */
 
 #define CFG_DEFAULT_NET_BW (10e9 / 8) /* 10Gbps */
@@ -1006,7 +1009,7 @@ int hs_cluster_parse(hs_cluster_spec *out, const char *name, const char *text, s
 }
 
 /* Reads a whole file into a NUL-terminated buffer the caller frees. */
-static int read_file(const char *path, char **text, size_t *len, hs_diag *d) {
+static int read_file(const char *path, long max, char **text, size_t *len, hs_diag *d) {
   *text = NULL;
   *len = 0;
   FILE *f = fopen(path, "rb");
@@ -1020,9 +1023,9 @@ static int read_file(const char *path, char **text, size_t *len, hs_diag *d) {
   }
   for (;;) {
     if (n + 1 >= cap) {
-      if (cap >= (size_t)CFG_MAX_FILE) {
-        rc = hs_diag_set(d, HS_EINVAL, "%s: expected a file of at most %ld bytes, got more",
-                         path, CFG_MAX_FILE);
+      if (cap >= (size_t)max) {
+        rc = hs_diag_set(d, HS_EINVAL, "%s: expected a file of at most %ld bytes, got more%s",
+                         path, max, max == CFG_MAX_YAML ? " (put long event lists in a CSV trace, --events)" : "");
         break;
       }
       char *nb = realloc(buf, cap * 2);
@@ -1057,7 +1060,7 @@ int hs_cluster_load(hs_cluster_spec *out, const char *path, hs_diag *d) {
   if (!path) return hs_diag_set(d, HS_EINVAL, "hs_cluster_load: no path");
   char *text;
   size_t len;
-  int rc = read_file(path, &text, &len, d);
+  int rc = read_file(path, CFG_MAX_YAML, &text, &len, d);
   if (rc) return rc;
   rc = hs_cluster_parse(out, path, text, len, d);
   free(text);
@@ -1204,7 +1207,7 @@ int hs_cluster_load_events_csv(hs_cluster_spec *spec, const char *path, hs_diag 
   if (!spec || !path) return hs_diag_set(d, HS_EINVAL, "hs_cluster_load_events_csv: no input");
   char *text;
   size_t len;
-  int rc = read_file(path, &text, &len, d);
+  int rc = read_file(path, CFG_MAX_FILE, &text, &len, d);
   if (rc) return rc;
   if (strlen(text) != len) {
     free(text);

@@ -214,6 +214,16 @@ expect_exit policy_trailing_comma 2 "$HETSIM" sim --cluster "$C4" --model mlp --
 expect_exit conv_empty_params 2 sim --iterations 3 --convergence analytic: --db "$TMP/n.db"
 expect_exit real_policy_twice 2 "$HETSIM" real --model mlp --policy ssgd --policy asp --global-batch 8 --iterations 2 --db "$TMP/n.db"
 no_db small_nothing_stored "$TMP/n.db"
+# The cost of big inputs, bounded: a YAML cluster file past 16 MiB (libyaml holds ~33 times the
+# text), and predbatch's gru past hidden^2 x bptt = 4194304.
+{ base_cluster; yes '# padding for a cluster file past the YAML limit' | head -c 17000000; } >"$TMP/huge.yaml"
+expect_exit huge_yaml 2 "$HETSIM" sim --cluster "$TMP/huge.yaml" --model mlp --policy ssgd --global-batch 8 --iterations 3 --db "$TMP/n.db"
+check huge_yaml_says_why has err "at most 16777216 bytes"
+rm -f "$TMP/huge.yaml"
+expect_exit gru_cost 2 "$HETSIM" sim --cluster "$C4" --model resnet18 --global-batch 64 --iterations 3 --policy predbatch:predictor=gru,hidden=256,bptt=1024 --db "$TMP/n.db"
+check gru_cost_says_why has err "hidden^2 x bptt may be at most 4194304"
+no_db cost_nothing_stored "$TMP/n.db"
+expect_exit gru_within 0 "$HETSIM" sim --cluster "$C4" --model resnet18 --global-batch 64 --iterations 3 --policy predbatch:predictor=gru,hidden=64,bptt=1024 --db "$DB"
 # A dropped summary table, or a trigger that aborts the summary's insert: the run ends failed,
 # not running, and says why.
 cp "$TMP/before.db" "$TMP/drop.db"
