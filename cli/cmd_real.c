@@ -101,6 +101,10 @@ typedef struct real_args {
   int json, server_rank, no_pin;
 } real_args;
 
+/* The longest --time and --timeout: the runtimes turn them into time_t deadlines, which a
+ * larger double would overflow (found by -fsanitize=float-cast-overflow). */
+#define REAL_MAX_TIME 1e9
+
 #define bad(...) hs_cli_usage("real", 1, __VA_ARGS__)
 
 
@@ -178,10 +182,12 @@ static int parse_args(int argc, char **argv, real_args *a) {
       if (hs_units_parse_number(optarg, &a->epochs) || !(a->epochs > 0)) return bad("--epochs: expected a positive number, got \"%s\"", optarg);
       break;
     case O_TIME:
-      if (hs_units_parse_time(optarg, &a->time) || !(a->time > 0)) return bad("--time: expected a positive time like \"30s\", got \"%s\"", optarg);
+      if (hs_units_parse_time(optarg, &a->time) || !(a->time > 0) || a->time > REAL_MAX_TIME)
+        return bad("--time: expected a positive time of at most 1e9 s, like \"30s\", got \"%s\"", optarg);
       break;
     case O_TIMEOUT:
-      if (hs_units_parse_time(optarg, &a->timeout) || !(a->timeout > 0)) return bad("--timeout: expected a positive time like \"60s\", got \"%s\"", optarg);
+      if (hs_units_parse_time(optarg, &a->timeout) || !(a->timeout > 0) || a->timeout > REAL_MAX_TIME)
+        return bad("--timeout: expected a positive time of at most 1e9 s, like \"60s\", got \"%s\"", optarg);
       break;
     case O_TLOSS:
       if (hs_units_parse_number(optarg, &a->target_loss) || !(a->target_loss > 0)) return bad("--target-loss: expected a positive number, got \"%s\"", optarg);

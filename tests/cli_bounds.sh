@@ -110,6 +110,10 @@ check seed_json test "$(jget seed)" = 18446744073709551615
 id=$(jget run_id)
 check seed_stored_bits test "$(val "$DB" "SELECT seed FROM run WHERE id = $id")" = -1
 expect_exit real_global_batch_overflow 2 "$HETSIM" real --model mlp --policy ssgd --global-batch 99999999999999 --iterations 2 --db "$TMP/n.db"
+# --timeout 1e300s became a time_t overflow in the real runtime's deadlines (found by
+# -fsanitize=float-cast-overflow): refused at the door.
+expect_exit real_timeout_overflow 2 "$HETSIM" real --model mlp --policy ssgd --global-batch 8 --iterations 2 --timeout 1e300s --db "$TMP/n.db"
+expect_exit real_time_overflow 2 "$HETSIM" real --model mlp --policy ssgd --global-batch 8 --time 1e300s --db "$TMP/n.db"
 expect_exit real_seed_past_uint64 2 "$HETSIM" real --model mlp --policy ssgd --global-batch 8 --iterations 2 --seed 18446744073709551616 --db "$TMP/n.db"
 
 # Cluster files: ranges at load time, with FILE:LINE:COL.
