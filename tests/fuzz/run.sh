@@ -23,13 +23,14 @@ if [ $# -gt 0 ] && [[ "$1" =~ ^[0-9]+$ ]]; then secs=$1; shift; fi
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=(cluster_yaml events_csv idx query)
 
-CFLAGS=(-std=c11 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
+CFLAGS=(-std=c11 -g -O1 -fsanitize=fuzzer,address,undefined,float-cast-overflow
+        -fno-sanitize-recover=undefined,float-cast-overflow
         -I"$SRC" -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE)
 sources() {
   case "$1" in
     cluster_yaml|events_csv) echo "core/core_config.c core/core_units.c core/core_error.c" ;;
     idx) echo "nn/nn_data.c core/core_rng.c core/core_error.c" ;;
-    query) echo "cli/cmd_query.c core/core_store.c core/core_json.c core/core_error.c" ;;
+    query) echo "cli/cmd_query.c core/core_store.c core/core_json.c core/core_units.c core/core_error.c" ;;
     *) echo "unknown target $1 (cluster_yaml events_csv idx query)" >&2; exit 2 ;;
   esac
 }
