@@ -272,14 +272,15 @@ static const char *stop_reason(const sim_args *a, const hs_model_info *mi, const
 static void bound_msg_of(const sim_args *a, const hs_summary *m, char *buf, size_t len) {
   size_t o = (size_t)snprintf(buf, len, "stopped at the bound of %lld iterations (--max-iterations; "
                               "raise it, or give --iterations) before", (long long)a->max_iterations);
+  char acc[48] = "";
+  if (!isnan(m->final_accuracy)) snprintf(acc, sizeof acc, ", accuracy %.4g", m->final_accuracy);
   if (a->target_loss > 0 || a->target_acc > 0)
-    o += (size_t)snprintf(buf + o, o < len ? len - o : 0, " reaching the target (last evaluation: "
-                          "loss %.6g, accuracy %.4g)", m->final_loss, m->final_accuracy);
+    snprintf(buf + o, o < len ? len - o : 0, " reaching the target (last evaluation: loss %.6g%s)",
+             m->final_loss, acc);
   else if (a->epochs > 0)
-    o += (size_t)snprintf(buf + o, o < len ? len - o : 0, " --epochs %g", a->epochs);
+    snprintf(buf + o, o < len ? len - o : 0, " --epochs %g", a->epochs);
   else
-    o += (size_t)snprintf(buf + o, o < len ? len - o : 0, " --sim-time %g s (at %.6g s)", a->sim_time,
-                          m->sim_time_s);
+    snprintf(buf + o, o < len ? len - o : 0, " --sim-time %g s (at %.6g s)", a->sim_time, m->sim_time_s);
 }
 
 /* "--iterations 100", "the target", ... for the text summary's stop line. */
