@@ -38,11 +38,17 @@ int hs_cli_usage(const char *cmd, int help, const char *fmt, ...) __attribute__(
 /* Prints "hetsim CMD: MESSAGE" on stderr, then a line "(see hetsim CMD --help)"; returns 2. The
  * form of the commands that parse their own arguments (query, export, report). */
 int hs_cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* Parses all of s as a decimal integer >= min into *out; returns 0, or -1 (out untouched). */
+/* Parses all of s as a decimal integer >= min into *out; returns 0, or -1 (out untouched),
+ * also for a number past the int64 range (never clamped). */
 int hs_cli_parse_int64(const char *s, int64_t min, int64_t *out);
 /* Parses a target accuracy: a fraction in (0, 1] or a percentage like "85%" into *out (a
  * fraction); returns 0, or -1 (out untouched). */
 int hs_cli_parse_accuracy(const char *s, double *out);
+/* Parses all of s as a decimal integer from 0 to 2^64 - 1 (digits only: no sign, no blanks);
+ * returns 0, or -1 (out untouched). For seeds, which are full unsigned 64-bit values. */
+int hs_cli_parse_uint64(const char *s, uint64_t *out);
+/* The largest --global-batch: a worker's batch is an int, and one worker may get it all. */
+#define HS_CLI_MAX_GLOBAL_BATCH 2147483647LL
 /* Parses a --pin value (hetsim real, hetsim calib): "auto" sets *no_pin = 0, "none" 1; returns
  * 0, or -1 (no_pin untouched). */
 int hs_cli_parse_pin(const char *s, int *no_pin);

@@ -45,8 +45,21 @@ int hs_cli_usage_error(const char *cmd, const char *fmt, ...) {
 
 int hs_cli_parse_int64(const char *s, int64_t min, int64_t *out) {
   char *end;
+  errno = 0;
   long long v = strtoll(s, &end, 10);
-  if (!*s || *end || v < min) return -1;
+  /* ERANGE: strtoll clamps to LLONG_MAX, which must not pass for the number given. */
+  if (!*s || *end || errno || v < min) return -1;
+  *out = v;
+  return 0;
+}
+
+int hs_cli_parse_uint64(const char *s, uint64_t *out) {
+  char *end;
+  /* strtoull takes "-1" as 2^64 - 1 and skips blanks; only digits may pass. */
+  if (*s < '0' || *s > '9') return -1;
+  errno = 0;
+  unsigned long long v = strtoull(s, &end, 10);
+  if (*end || errno) return -1;
   *out = v;
   return 0;
 }
@@ -206,8 +219,15 @@ int hs_cli_eval_sink(void *ctx, double time_s, int64_t step, double loss, double
 
 int hs_cli_evals_store(const hs_cli_evals *e, hs_store *s, int64_t run, hs_diag *d) {
   int rc = 0;
+  /* One transaction for them all: a long run has 10^5 evaluations, each its own commit
+   * otherwise (seconds of fsync). */
+  sqlite3 *db = hs_store_db(s);
+  int tx = e->n > 1 && sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL) == SQLITE_OK;
   for (int64_t i = 0; !rc && i < e->n; i++)
     rc = hs_store_eval_add(s, run, e->r[i].time_s, e->r[i].step, e->r[i].loss, e->r[i].accuracy, d);
+  if (tx && !rc && sqlite3_exec(db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK)
+    rc = hs_diag_set(d, HS_EDB, "storing the evaluations: %s", sqlite3_errmsg(db));
+  if (tx && rc) sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
   return rc;
 }
 

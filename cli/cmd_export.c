@@ -135,6 +135,16 @@ int hs_cmd_export(int argc, char **argv) {
     hs_store_close(s);
     return found < 0 ? 1 : 2;
   }
+  /* A table's file must never replace the database it is read from. */
+  for (const struct table *t = tables; t->file; t++) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, t->file);
+    if (hs_outfile_is_db(path, db_path)) {
+      hs_store_close(s);
+      return usage_error("--csv %s: %s would replace the database (--db %s); give another folder", dir,
+                         t->file, db_path);
+    }
+  }
   /* The run exists, so the folder may now be made; nothing is created for bad input. */
   if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
     int e = errno;

@@ -2,6 +2,7 @@
  * rows go through one printer with three formats (aligned text, RFC 4180 CSV, JSON), so that
  * the formats cannot drift apart. The database is always opened read-only. */
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <sqlite3.h>
 #include <stdarg.h>
@@ -9,16 +10,34 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cli/cli.h"
 #include "core/core_json.h"
 #include "core/core_store.h"
+#include "core/core_units.h"
 
 enum fmt { FMT_TEXT, FMT_CSV, FMT_JSON };
 
 /* Longest text cell in a table, in bytes; longer ones are cut with "..." (use --csv or --json
  * for whole values). */
 enum { TEXT_CELL_MAX = 60 };
+
+/* The bounds of `sql` (a recursive CTE or randomblob(1e9) would otherwise run until killed):
+ * wall time, rows, and bytes of the values returned (one value may not exceed them either). */
+#define SQL_TIME_LIMIT 60.0                /* s */
+#define SQL_MAX_ROWS 1000000LL
+#define SQL_MAX_BYTES (256LL << 20)
+/* SQLite's own ceiling on one value (SQLITE_MAX_LENGTH as built). */
+#define SQL_LENGTH_CEILING 1000000000LL
+
+typedef struct qlimits {
+  double time_limit;                 /* s; 0 = none */
+  long long max_rows, max_bytes;     /* 0 = none */
+  double deadline;                   /* CLOCK_MONOTONIC s, set when the statement starts */
+  int timed_out;                     /* the progress handler stopped the statement */
+  long long rows, bytes;             /* counted so far */
+} qlimits;
 
 static const char usage_text[] =
     "usage: hetsim query [--db FILE] VERB [ARGS] [--csv | --json]\n"
@@ -57,6 +76,10 @@ static const char usage_text[] =
     "  --status S       runs, groups: only runs with status S (running, complete, failed,\n"
     "                   interrupted)\n"
     "  --limit N        evals, steps: at most N rows\n"
+    "  --time-limit T   sql: stop a statement that runs longer than T (default 60s; 0 = none)\n"
+    "  --max-rows N     sql: fail once the result passes N rows (default 1000000; 0 = none)\n"
+    "  --max-bytes N    sql: fail once the result's values pass N bytes, or one value does\n"
+    "                   (default 256MiB; 0 = none, up to SQLite's own 1e9 bytes per value)\n"
     "  -h, --help       this text\n"
     "Without --csv or --json the output is an aligned table for people: NULL shows as NULL,\n"
     "reals with 6 significant digits, long texts cut at 60 characters. `runs` then ends with a\n"
@@ -117,7 +140,7 @@ static char *text_cell(sqlite3_stmt *st, int i, int cut) {
   default: break;
   }
   const unsigned char *t = sqlite3_column_text(st, i);
-  size_t len = strlen((const char *)t);
+  size_t len = (size_t)sqlite3_column_bytes(st, i); /* NUL bytes included, shown as \x00 */
   char *out = malloc(len * 4 + 4);
   if (!out) return NULL;
   size_t o = 0;
@@ -186,7 +209,12 @@ static void json_value(hs_json *j, sqlite3_stmt *st, int i) {
     free(h);
     break;
   }
-  default: hs_json_string(j, (const char *)sqlite3_column_text(st, i)); break;
+  default: {
+    /* The length, not strlen: a text may hold NUL bytes, which JSON writes as \u0000. */
+    const char *t = (const char *)sqlite3_column_text(st, i);
+    hs_json_string_len(j, t ? t : "", t ? (size_t)sqlite3_column_bytes(st, i) : 0);
+    break;
+  }
   }
 }
 
@@ -207,13 +235,66 @@ static int step_failed(sqlite3 *db) {
   return 1;
 }
 
+static double mono_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* SQLite's progress handler: a non-zero return stops the statement (SQLITE_INTERRUPT). */
+static int on_progress(void *ctx) {
+  qlimits *l = ctx;
+  if (l->time_limit > 0 && mono_now() > l->deadline) {
+    l->timed_out = 1;
+    return 1;
+  }
+  return 0;
+}
+
+/* A failed step of a limited statement: the time limit's message, or SQLite's. */
+static int limited_step_failed(sqlite3 *db, const qlimits *l) {
+  if (l && l->timed_out) {
+    fprintf(stderr, "hetsim query: sql: stopped after the time limit of %g s (--time-limit: give a "
+            "longer one, or 0 for none)\n", l->time_limit);
+    return 1;
+  }
+  if (l && sqlite3_errcode(db) == SQLITE_TOOBIG) {
+    fprintf(stderr, "hetsim query: sql: %s: a value passed the limit of %lld bytes (--max-bytes: "
+            "give a higher one)\n", sqlite3_errmsg(db), l->max_bytes > 0 ? l->max_bytes : SQL_LENGTH_CEILING);
+    return 1;
+  }
+  return step_failed(db);
+}
+
+/* Counts one more row of st against the limits; 1 (with the message printed) when it passes
+ * one of them. */
+static int over_limit(qlimits *l, sqlite3_stmt *st) {
+  if (!l) return 0;
+  l->rows++;
+  for (int i = 0; i < sqlite3_column_count(st); i++) {
+    int t = sqlite3_column_type(st, i);
+    l->bytes += t == SQLITE_TEXT || t == SQLITE_BLOB ? sqlite3_column_bytes(st, i) : t == SQLITE_NULL ? 0 : 8;
+  }
+  if (l->max_rows > 0 && l->rows > l->max_rows) {
+    fprintf(stderr, "hetsim query: sql: the result passed the limit of %lld rows (--max-rows: give a "
+            "higher one, or 0 for none; hetsim export writes whole tables)\n", l->max_rows);
+    return 1;
+  }
+  if (l->max_bytes > 0 && l->bytes > l->max_bytes) {
+    fprintf(stderr, "hetsim query: sql: the result passed the limit of %lld bytes (--max-bytes: give "
+            "a higher one, or 0 for none)\n", l->max_bytes);
+    return 1;
+  }
+  return 0;
+}
+
 /* An aligned table: every cell is buffered first because widths depend on all rows. */
-static int print_text_table(sqlite3_stmt *st, FILE *out) {
+static int print_text_table(sqlite3_stmt *st, FILE *out, qlimits *lim) {
   int nc = sqlite3_column_count(st);
   if (nc == 0) {
     int step;
     while ((step = sqlite3_step(st)) == SQLITE_ROW) {}
-    return step == SQLITE_DONE ? 0 : step_failed(sqlite3_db_handle(st));
+    return step == SQLITE_DONE ? 0 : limited_step_failed(sqlite3_db_handle(st), lim);
   }
   size_t cap = 64, nrows = 0;
   char **cells = malloc(cap * (size_t)nc * sizeof *cells);
@@ -230,6 +311,10 @@ static int print_text_table(sqlite3_stmt *st, FILE *out) {
     numeric[i] = 2; /* unknown until a non-null value is seen */
   }
   while ((step = sqlite3_step(st)) == SQLITE_ROW) {
+    if (over_limit(lim, st)) {
+      rc = 1;
+      goto done; /* nothing printed: a cut table would pass for the whole one */
+    }
     if (nrows == cap) {
       char **bigger = realloc(cells, cap * 2 * (size_t)nc * sizeof *cells);
       if (!bigger) {
@@ -249,7 +334,10 @@ static int print_text_table(sqlite3_stmt *st, FILE *out) {
     }
     nrows++;
   }
-  if (step != SQLITE_DONE) rc = step_failed(sqlite3_db_handle(st));
+  if (step != SQLITE_DONE) {
+    rc = limited_step_failed(sqlite3_db_handle(st), lim);
+    if (lim) goto done;
+  }
   for (int i = 0; i < nc; i++) {
     const char *name = sqlite3_column_name(st, i);
     int w = (int)width[i];
@@ -280,9 +368,9 @@ done:
 
 /* Writes every row of st in the chosen format; returns an exit status. CSV and JSON stream,
  * so a million-row result needs no memory. */
-static int print_rows(sqlite3_stmt *st, enum fmt fmt, FILE *out) {
+static int print_rows_limited(sqlite3_stmt *st, enum fmt fmt, FILE *out, qlimits *lim) {
   int nc = sqlite3_column_count(st), step;
-  if (fmt == FMT_TEXT) return print_text_table(st, out);
+  if (fmt == FMT_TEXT) return print_text_table(st, out, lim);
   if (fmt == FMT_CSV) {
     for (int i = 0; i < nc; i++) {
       if (i) fputc(',', out);
@@ -290,6 +378,7 @@ static int print_rows(sqlite3_stmt *st, enum fmt fmt, FILE *out) {
     }
     if (nc) fputs("\r\n", out);
     while ((step = sqlite3_step(st)) == SQLITE_ROW) {
+      if (over_limit(lim, st)) return 1;
       for (int i = 0; i < nc; i++) {
         if (i) fputc(',', out);
         csv_value(out, st, i);
@@ -301,13 +390,18 @@ static int print_rows(sqlite3_stmt *st, enum fmt fmt, FILE *out) {
     hs_json_init(&j, out, 0);
     hs_json_array_begin(&j);
     while ((step = sqlite3_step(st)) == SQLITE_ROW) {
+      /* The array stays open: a cut result must not parse as the whole one. */
+      if (over_limit(lim, st)) return 1;
       json_row(&j, st);
     }
+    if (step != SQLITE_DONE && lim) return limited_step_failed(sqlite3_db_handle(st), lim);
     hs_json_array_end(&j);
     fputc('\n', out);
   }
-  return step == SQLITE_DONE ? 0 : step_failed(sqlite3_db_handle(st));
+  return step == SQLITE_DONE ? 0 : limited_step_failed(sqlite3_db_handle(st), lim);
 }
+
+static int print_rows(sqlite3_stmt *st, enum fmt fmt, FILE *out) { return print_rows_limited(st, fmt, out, NULL); }
 
 int hs_query_write_csv(sqlite3_stmt *st, FILE *out) { return print_rows(st, FMT_CSV, out); }
 
@@ -639,11 +733,16 @@ static int verb_groups(sqlite3 *db, enum fmt fmt, const run_filter *filter) {
   return rc;
 }
 
-static int verb_sql(sqlite3 *db, const char *sql, enum fmt fmt) {
+static int verb_sql(sqlite3 *db, const char *sql, enum fmt fmt, qlimits *lim) {
+  /* One value may not pass the byte limit either: randomblob(1e9) fails when it is made, not
+   * after a gigabyte was allocated. */
+  sqlite3_limit(db, SQLITE_LIMIT_LENGTH,
+                (int)(lim->max_bytes > 0 && lim->max_bytes < SQL_LENGTH_CEILING ? lim->max_bytes : SQL_LENGTH_CEILING));
   sqlite3_stmt *st = NULL;
   const char *tail = NULL;
   if (sqlite3_prepare_v2(db, sql, -1, &st, &tail) != SQLITE_OK) {
-    fprintf(stderr, "hetsim query: sql: %s\n", sqlite3_errmsg(db));
+    if (sqlite3_errcode(db) == SQLITE_TOOBIG) limited_step_failed(db, lim);
+    else fprintf(stderr, "hetsim query: sql: %s\n", sqlite3_errmsg(db));
     return 2;
   }
   if (!st) {
@@ -665,7 +764,12 @@ static int verb_sql(sqlite3 *db, const char *sql, enum fmt fmt) {
           stderr);
     return 2;
   }
-  int rc = print_rows(st, fmt, stdout);
+  if (lim->time_limit > 0) {
+    lim->deadline = mono_now() + lim->time_limit;
+    sqlite3_progress_handler(db, 1000, on_progress, lim);
+  }
+  int rc = print_rows_limited(st, fmt, stdout, lim);
+  sqlite3_progress_handler(db, 0, NULL, NULL);
   sqlite3_finalize(st);
   return rc;
 }
@@ -679,6 +783,8 @@ int hs_cmd_query(int argc, char **argv) {
   const char *pos[68]; /* a verb and up to 64 runs for compare */
   run_filter filter = {NULL, NULL, NULL};
   const char *limit_arg = NULL;
+  qlimits lim = {.time_limit = SQL_TIME_LIMIT, .max_rows = SQL_MAX_ROWS, .max_bytes = SQL_MAX_BYTES};
+  int sql_limits = 0;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     if (!only_pos && strcmp(a, "--") == 0) {
@@ -705,6 +811,23 @@ int hs_cmd_query(int argc, char **argv) {
       else if (a[2] == 'k') filter.kind = v;
       else if (a[2] == 's') filter.status = v;
       else limit_arg = v;
+    } else if (!only_pos && (strcmp(a, "--time-limit") == 0 || strcmp(a, "--max-rows") == 0 ||
+                             strcmp(a, "--max-bytes") == 0)) {
+      if (i + 1 >= argc) return usage_error("%s needs a value", a);
+      const char *v = argv[++i];
+      double x;
+      long long n;
+      sql_limits = 1;
+      if (a[2] == 't') {
+        if (hs_units_parse_time(v, &x)) return usage_error("--time-limit: expected a time like 60s or 0, got \"%s\"", v);
+        lim.time_limit = x;
+      } else if (a[6] == 'r') {
+        if (hs_units_parse_count(v, LLONG_MAX, &n)) return usage_error("--max-rows: expected a count of rows (0 = none), got \"%s\"", v);
+        lim.max_rows = n;
+      } else {
+        if (hs_units_parse_bytes(v, &x) || x >= 9.2e18) return usage_error("--max-bytes: expected a size like 1GiB (0 = none), got \"%s\"", v);
+        lim.max_bytes = (long long)x;
+      }
     } else if (!only_pos && a[0] == '-' && a[1] != '\0' && npos == 0) {
       return usage_error("unknown option %s", a);
     } else if (!only_pos && a[0] == '-' && a[1] == '-') {
@@ -733,6 +856,8 @@ int hs_cmd_query(int argc, char **argv) {
       strcmp(verb, "groups") != 0)
     return usage_error("%s", "--policy, --kind and --status filter `runs` and `groups` only");
   if (limit_arg && !per_run) return usage_error("%s", "--limit applies to `evals` and `steps` only");
+  if (sql_limits && strcmp(verb, "sql") != 0)
+    return usage_error("%s", "--time-limit, --max-rows and --max-bytes apply to `sql` only");
   if (filter.kind && strcmp(filter.kind, "sim") != 0 && strcmp(filter.kind, "real") != 0)
     return usage_error("--kind: expected sim or real, got \"%s\"", filter.kind);
   if (filter.status && strcmp(filter.status, "running") != 0 && strcmp(filter.status, "complete") != 0 &&
@@ -777,7 +902,7 @@ int hs_cmd_query(int argc, char **argv) {
   } else if (strcmp(verb, "groups") == 0) {
     rc = verb_groups(db, fmt, &filter);
   } else {
-    rc = verb_sql(db, pos[1], fmt);
+    rc = verb_sql(db, pos[1], fmt, &lim);
   }
   if (fflush(stdout) != 0 && !rc) {
     fprintf(stderr, "hetsim query: writing output: %s\n", strerror(errno));

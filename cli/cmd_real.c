@@ -101,6 +101,10 @@ typedef struct real_args {
   int json, server_rank, no_pin;
 } real_args;
 
+/* The longest --time and --timeout: the runtimes turn them into time_t deadlines, which a
+ * larger double would overflow (found by -fsanitize=float-cast-overflow). */
+#define REAL_MAX_TIME 1e9
+
 #define bad(...) hs_cli_usage("real", 1, __VA_ARGS__)
 
 
@@ -135,23 +139,29 @@ static int parse_args(int argc, char **argv, real_args *a) {
   optind = 1;
   opterr = 0;
   int c;
-  int64_t v;
   while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
     switch (c) {
     case O_MODEL: a->model = optarg; break;
-    case O_POLICY: a->policy = optarg; break;
+    case O_POLICY:
+      if (a->policy) return bad("--policy given twice (\"%s\" and \"%s\"); give one", a->policy, optarg);
+      a->policy = optarg;
+      break;
     case O_CLUSTER: a->cluster = optarg; break;
     case O_BACKEND: a->backend = optarg; break;
     case O_DEVICE: a->device = optarg; break;
     case O_CALIB: a->calib = optarg; break;
-    case O_DB: a->db = optarg; break;
+    case O_DB:
+      if (!*optarg) return bad("%s", "--db: expected a file name, got an empty one");
+      a->db = optarg;
+      break;
     case O_JSON: a->json = 1; break;
     case O_SERVER_RANK: a->server_rank = 1; break;
     case O_PIN:
       if (hs_cli_parse_pin(optarg, &a->no_pin)) return bad("--pin: expected auto or none, got \"%s\"", optarg);
       break;
     case O_GB:
-      if (hs_cli_parse_int64(optarg, 1, &a->global_batch)) return bad("--global-batch: expected a positive integer, got \"%s\"", optarg);
+      if (hs_cli_parse_int64(optarg, 1, &a->global_batch) || a->global_batch > HS_CLI_MAX_GLOBAL_BATCH)
+        return bad("--global-batch: expected an integer from 1 to %lld, got \"%s\"", HS_CLI_MAX_GLOBAL_BATCH, optarg);
       break;
     case O_ITERS:
       if (hs_cli_parse_int64(optarg, 1, &a->iterations)) return bad("--iterations: expected a positive integer, got \"%s\"", optarg);
@@ -172,10 +182,12 @@ static int parse_args(int argc, char **argv, real_args *a) {
       if (hs_units_parse_number(optarg, &a->epochs) || !(a->epochs > 0)) return bad("--epochs: expected a positive number, got \"%s\"", optarg);
       break;
     case O_TIME:
-      if (hs_units_parse_time(optarg, &a->time) || !(a->time > 0)) return bad("--time: expected a positive time like \"30s\", got \"%s\"", optarg);
+      if (hs_units_parse_time(optarg, &a->time) || !(a->time > 0) || a->time > REAL_MAX_TIME)
+        return bad("--time: expected a positive time of at most 1e9 s, like \"30s\", got \"%s\"", optarg);
       break;
     case O_TIMEOUT:
-      if (hs_units_parse_time(optarg, &a->timeout) || !(a->timeout > 0)) return bad("--timeout: expected a positive time like \"60s\", got \"%s\"", optarg);
+      if (hs_units_parse_time(optarg, &a->timeout) || !(a->timeout > 0) || a->timeout > REAL_MAX_TIME)
+        return bad("--timeout: expected a positive time of at most 1e9 s, like \"60s\", got \"%s\"", optarg);
       break;
     case O_TLOSS:
       if (hs_units_parse_number(optarg, &a->target_loss) || !(a->target_loss > 0)) return bad("--target-loss: expected a positive number, got \"%s\"", optarg);
@@ -184,8 +196,7 @@ static int parse_args(int argc, char **argv, real_args *a) {
       if (hs_units_parse_number(optarg, &a->lr) || !(a->lr > 0)) return bad("--lr: expected a positive number, got \"%s\"", optarg);
       break;
     case O_SEED:
-      if (hs_cli_parse_int64(optarg, 0, &v)) return bad("--seed: expected a non-negative integer, got \"%s\"", optarg);
-      a->seed = (uint64_t)v;
+      if (hs_cli_parse_uint64(optarg, &a->seed)) return bad("--seed: expected an integer from 0 to 18446744073709551615, got \"%s\"", optarg);
       break;
     case O_HELP:
     case 'h': usage(stdout); return -1;
@@ -230,7 +241,7 @@ static void print_summary(const real_args *a, int64_t run_id, const char *status
     hs_json_key(&j, "cluster"); hs_json_string(&j, cluster);
     hs_json_key(&j, "model"); hs_json_string(&j, a->model);
     hs_json_key(&j, "global_batch"); hs_json_int(&j, a->global_batch);
-    hs_json_key(&j, "seed"); hs_json_int(&j, (int64_t)a->seed);
+    hs_json_key(&j, "seed"); hs_json_uint(&j, a->seed);
     hs_cli_json_summary(&j, m, 1);
     hs_json_key(&j, "db"); hs_json_string(&j, a->db);
     hs_json_object_end(&j);
@@ -352,6 +363,12 @@ int hs_cmd_real(int argc, char **argv) {
   }
   if (a.global_batch < n_workers) {
     fprintf(stderr, "hetsim real: --global-batch %lld is smaller than the %d workers\n", (long long)a.global_batch, n_workers);
+    goto out;
+  }
+  if (a.train_samples > 0 && a.train_samples < n_workers) {
+    /* Each worker trains on its own shard of the samples: none may be empty. */
+    fprintf(stderr, "hetsim real: --train-samples %lld is fewer than the %d workers: every worker needs a "
+            "shard of at least one sample\n", (long long)a.train_samples, n_workers);
     goto out;
   }
   const hs_model_info *mi = hs_zoo_find(a.model);

@@ -941,6 +941,8 @@ int hs_cmd_report(int argc, char **argv) {
   }
   if (nids == 0) return usage_error("%s", "give at least one run ID (hetsim query runs lists them)");
   if (!out) return usage_error("%s", "--out FILE.html is required");
+  if (hs_outfile_is_db(out, db_path))
+    return usage_error("--out: \"%s\" is the results database (--db %s); give another file", out, db_path);
 
   hs_store *s = NULL;
   int rc = hs_cli_store_open("report", &s, db_path, HS_STORE_READONLY);

@@ -15,6 +15,7 @@
 #include "calib/cal_import.h"
 #include "calib/cal_store.h"
 #include "cli/cli.h"
+#include "cli/report_file.h"
 #include "core/core_buildinfo.h"
 #include "core/core_config.h"
 #include "core/core_json.h"
@@ -32,6 +33,12 @@
 static volatile sig_atomic_t sim_interrupted;
 static void on_sigint(int sig) { sim_interrupted = 1; }
 
+/* The bounds of every run (docs/cli.md): a run with only a target, an epoch count or a
+ * simulated time can otherwise run for ever (a target the model never reaches) or fill the
+ * disk with step rows. */
+#define SIM_DEFAULT_MAX_ITERATIONS 1000000LL
+#define SIM_DEFAULT_MAX_STEP_ROWS 50000000LL
+
 static void usage(FILE *out) {
   fprintf(out,
 "usage: hetsim sim --cluster FILE --model NAME --policy NAME[:key=value,...]\n"
@@ -39,6 +46,7 @@ static void usage(FILE *out) {
 "                  --target-loss L | --target-accuracy A)\n"
 "                  [--events FILE.csv] [--seed S] [--db FILE] [--store summary|steps]\n"
 "                  [--trace-out FILE.json] [--json] [--max-events N]\n"
+"                  [--max-iterations N] [--max-step-rows N]\n"
 "                  [--convergence none|analytic|proxy[:key=value,...]]\n"
 "                  [--convergence-params FILE] [--calib DB]\n"
 "\n"
@@ -61,6 +69,10 @@ static void usage(FILE *out) {
 "  --trace-out FILE      write a Chrome trace (open it in Perfetto): a track per worker\n"
 "  --json                print the summary as one JSON object on stdout\n"
 "  --max-events N        limit on pending events (default 134217728)\n"
+"  --max-iterations N    the bound of a run without --iterations (default %lld; 0 = none):\n"
+"                        a run that reaches it before its stop condition fails, saying so\n"
+"  --max-step-rows N     with --store steps, fail a run once it has stored N step rows\n"
+"                        (default %lld; 0 = none); --store summary stores none\n"
 "  --convergence MODEL   none (default): no loss or accuracy; analytic: loss from the\n"
 "                        progress in effective samples; proxy: really train mlp or cnn on\n"
 "                        Fashion-MNIST with each worker's schedule (docs/convergence.md);\n"
@@ -73,13 +85,17 @@ static void usage(FILE *out) {
 "  --calib DB            database holding the calibrated models that `compute: {calib: NAME}`\n"
 "                        device types name (default: the --db database; see `hetsim devices`)\n"
 "\n"
+"A target that the convergence model cannot reach (a loss at or below the analytic model's\n"
+"beta2, an accuracy above its acc_max) is refused before the run.\n"
+"\n"
 "exit status: 0 run complete, 1 run failed or interrupted, 2 bad usage or bad input.\n",
-          HS_DEFAULT_DB);
+          HS_DEFAULT_DB, (long long)SIM_DEFAULT_MAX_ITERATIONS, (long long)SIM_DEFAULT_MAX_STEP_ROWS);
 }
 
 typedef struct sim_args {
   const char *cluster, *events, *model, *policy, *db, *trace_out;
   int64_t global_batch, iterations;
+  int64_t max_iterations, max_step_rows; /* 0 = none */
   double epochs, sim_time;
   uint64_t seed;
   int store_steps, json;
@@ -94,7 +110,7 @@ typedef struct sim_args {
 
 enum { O_CLUSTER = 256, O_EVENTS, O_MODEL, O_POLICY, O_GB, O_ITERS, O_EPOCHS, O_SIMTIME,
        O_TLOSS, O_TACC, O_CONV, O_CALIB, O_SEED, O_DB, O_STORE, O_TRACE, O_JSON, O_MAXEV, O_HELP,
-       O_CONVP };
+       O_CONVP, O_MAXIT, O_MAXROWS };
 
 static int parse_args(int argc, char **argv, sim_args *a) {
   static const struct option opts[] = {
@@ -108,12 +124,16 @@ static int parse_args(int argc, char **argv, sim_args *a) {
       {"store", required_argument, NULL, O_STORE}, {"trace-out", required_argument, NULL, O_TRACE},
       {"json", no_argument, NULL, O_JSON}, {"max-events", required_argument, NULL, O_MAXEV},
       {"convergence-params", required_argument, NULL, O_CONVP},
+      {"max-iterations", required_argument, NULL, O_MAXIT},
+      {"max-step-rows", required_argument, NULL, O_MAXROWS},
       {"help", no_argument, NULL, O_HELP}, {NULL, 0, NULL, 0},
   };
   memset(a, 0, sizeof *a);
   a->db = HS_DEFAULT_DB;
   a->seed = 1;
   a->store_steps = 1;
+  a->max_iterations = SIM_DEFAULT_MAX_ITERATIONS;
+  a->max_step_rows = SIM_DEFAULT_MAX_STEP_ROWS;
   optind = 1;
   opterr = 0;
   int c;
@@ -123,9 +143,19 @@ static int parse_args(int argc, char **argv, sim_args *a) {
     case O_CLUSTER: a->cluster = optarg; break;
     case O_EVENTS: a->events = optarg; break;
     case O_MODEL: a->model = optarg; break;
-    case O_POLICY: a->policy = optarg; break;
+    case O_POLICY:
+      if (a->policy) return bad("--policy given twice (\"%s\" and \"%s\"); give one", a->policy, optarg);
+      a->policy = optarg;
+      break;
     case O_GB:
-      if (hs_cli_parse_int64(optarg, 1, &a->global_batch)) return bad("--global-batch: expected a positive integer, got \"%s\"", optarg);
+      if (hs_cli_parse_int64(optarg, 1, &a->global_batch) || a->global_batch > HS_CLI_MAX_GLOBAL_BATCH)
+        return bad("--global-batch: expected an integer from 1 to %lld, got \"%s\"", HS_CLI_MAX_GLOBAL_BATCH, optarg);
+      break;
+    case O_MAXIT:
+      if (hs_cli_parse_int64(optarg, 0, &a->max_iterations)) return bad("--max-iterations: expected a non-negative integer, got \"%s\"", optarg);
+      break;
+    case O_MAXROWS:
+      if (hs_cli_parse_int64(optarg, 0, &a->max_step_rows)) return bad("--max-step-rows: expected a non-negative integer, got \"%s\"", optarg);
       break;
     case O_ITERS:
       if (hs_cli_parse_int64(optarg, 1, &a->iterations)) return bad("--iterations: expected a positive integer, got \"%s\"", optarg);
@@ -153,10 +183,12 @@ static int parse_args(int argc, char **argv, sim_args *a) {
     case O_CONVP: a->conv_file = optarg; break;
     case O_CALIB: a->calib = optarg; break;
     case O_SEED:
-      if (hs_cli_parse_int64(optarg, 0, &v)) return bad("--seed: expected a non-negative integer, got \"%s\"", optarg);
-      a->seed = (uint64_t)v;
+      if (hs_cli_parse_uint64(optarg, &a->seed)) return bad("--seed: expected an integer from 0 to 18446744073709551615, got \"%s\"", optarg);
       break;
-    case O_DB: a->db = optarg; break;
+    case O_DB:
+      if (!*optarg) return bad("%s", "--db: expected a file name, got an empty one");
+      a->db = optarg;
+      break;
     case O_STORE:
       if (!strcmp(optarg, "steps")) a->store_steps = 1;
       else if (!strcmp(optarg, "summary")) a->store_steps = 0;
@@ -186,6 +218,8 @@ static int parse_args(int argc, char **argv, sim_args *a) {
   if (!a->iterations && !a->epochs && !a->sim_time && !(a->target_loss > 0) && !(a->target_acc > 0))
     return bad("%s", "a stop condition is required: --iterations N, --epochs E, --sim-time T, "
                "--target-loss L or --target-accuracy A");
+  if (a->trace_out && hs_outfile_is_db(a->trace_out, a->db))
+    return bad("--trace-out: \"%s\" is the results database (--db %s); give another file", a->trace_out, a->db);
   return 0;
 }
 
@@ -244,6 +278,7 @@ typedef struct run_ctx {
   const hs_run_info *info;
   int64_t run_id;
   int store_steps;
+  int64_t rows, max_rows; /* step rows stored; max_rows 0 = no limit */
 } run_ctx;
 
 static int run_ensure(run_ctx *r, hs_diag *d) {
@@ -257,11 +292,58 @@ static int step_sink(void *ctx, const hs_step_row *row, hs_diag *d) {
   run_ctx *r = ctx;
   int rc = run_ensure(r, d);
   if (rc || !r->store_steps) return rc;
+  if (r->max_rows > 0 && r->rows >= r->max_rows)
+    return hs_diag_set(d, HS_ELIMIT, "the run reached the limit of %lld step rows (--max-step-rows): "
+                       "give --store summary, a shorter run, or a higher limit", (long long)r->max_rows);
+  r->rows++;
   return hs_store_step_add(r->store, row, d);
 }
 
-static void print_summary(const sim_args *a, int64_t run_id, const char *status,
+/* Why a run that ended without an error stopped: "target", "iterations", "epochs", "sim_time"
+ * (the stop conditions given), "max_iterations" (the bound of a run without --iterations),
+ * "interrupted" or "stalled". */
+static const char *stop_reason(const sim_args *a, const hs_model_info *mi, const hs_sim_result *res) {
+  const hs_summary *m = &res->summary;
+  if (res->status == HS_SIM_INTERRUPTED) return "interrupted";
+  if (res->status == HS_SIM_STALLED) return "stalled";
+  if ((a->target_loss > 0 || a->target_acc > 0) && !isnan(m->time_to_target_s)) return "target";
+  if (a->iterations && m->iterations >= a->iterations) return "iterations";
+  if (a->epochs > 0 && (double)m->samples >= a->epochs * (double)mi->dataset_train_size) return "epochs";
+  if (a->sim_time > 0 && m->sim_time_s >= a->sim_time) return "sim_time";
+  if (!a->iterations && a->max_iterations && m->iterations >= a->max_iterations) return "max_iterations";
+  return "iterations";
+}
+
+/* The error of a run stopped by --max-iterations: the bound and what was not met. */
+static void bound_msg_of(const sim_args *a, const hs_summary *m, char *buf, size_t len) {
+  size_t o = (size_t)snprintf(buf, len, "stopped at the bound of %lld iterations (--max-iterations; "
+                              "raise it, or give --iterations) before", (long long)a->max_iterations);
+  char acc[48] = "";
+  if (!isnan(m->final_accuracy)) snprintf(acc, sizeof acc, ", accuracy %.4g", m->final_accuracy);
+  if (a->target_loss > 0 || a->target_acc > 0)
+    snprintf(buf + o, o < len ? len - o : 0, " reaching the target (last evaluation: loss %.6g%s)",
+             m->final_loss, acc);
+  else if (a->epochs > 0)
+    snprintf(buf + o, o < len ? len - o : 0, " --epochs %g", a->epochs);
+  else
+    snprintf(buf + o, o < len ? len - o : 0, " --sim-time %g s (at %.6g s)", a->sim_time, m->sim_time_s);
+}
+
+/* "--iterations 100", "the target", ... for the text summary's stop line. */
+static void stop_text(const sim_args *a, const char *stop, char *buf, size_t len) {
+  if (!strcmp(stop, "iterations")) snprintf(buf, len, "--iterations %lld", (long long)a->iterations);
+  else if (!strcmp(stop, "epochs")) snprintf(buf, len, "--epochs %g", a->epochs);
+  else if (!strcmp(stop, "sim_time")) snprintf(buf, len, "--sim-time %g s", a->sim_time);
+  else if (!strcmp(stop, "max_iterations"))
+    snprintf(buf, len, "the bound --max-iterations %lld", (long long)a->max_iterations);
+  else if (!strcmp(stop, "target")) snprintf(buf, len, "the target");
+  else if (!strcmp(stop, "stalled")) snprintf(buf, len, "no events left");
+  else snprintf(buf, len, "%s", stop);
+}
+
+static void print_summary(const sim_args *a, int64_t run_id, const char *status, const char *stop,
                           const hs_cluster_spec *spec, const hs_summary *m) {
+  int target = a->target_loss > 0 || a->target_acc > 0;
   if (a->json) {
     hs_json j;
     hs_json_init(&j, stdout, 1);
@@ -272,8 +354,13 @@ static void print_summary(const sim_args *a, int64_t run_id, const char *status,
     hs_json_key(&j, "cluster"); hs_json_string(&j, spec->name);
     hs_json_key(&j, "model"); hs_json_string(&j, a->model);
     hs_json_key(&j, "global_batch"); hs_json_int(&j, a->global_batch);
-    hs_json_key(&j, "seed"); hs_json_int(&j, (int64_t)a->seed);
+    hs_json_key(&j, "seed"); hs_json_uint(&j, a->seed);
     hs_cli_json_summary(&j, m, a->conv != NULL);
+    hs_json_key(&j, "stop_reason"); hs_json_string(&j, stop);
+    if (target) {
+      hs_json_key(&j, "target_reached");
+      hs_json_bool(&j, !isnan(m->time_to_target_s));
+    }
     hs_json_key(&j, "db"); hs_json_string(&j, a->db);
     hs_json_object_end(&j);
     return;
@@ -285,7 +372,10 @@ static void print_summary(const sim_args *a, int64_t run_id, const char *status,
   printf("  throughput       %.6g samples/s\n", m->samples_per_s);
   printf("  wait fraction    %.4f\n", m->wait_fraction);
   printf("  events           %lld in %.3f s of wall time\n", (long long)m->events, m->wall_s);
-  if (a->conv) hs_cli_print_convergence(m, a->target_loss > 0 || a->target_acc > 0);
+  if (a->conv) hs_cli_print_convergence(m, target);
+  char why[128];
+  stop_text(a, stop, why, sizeof why);
+  printf("  stopped by       %s%s\n", why, target && isnan(m->time_to_target_s) ? " (target not reached)" : "");
   printf("  database         %s\n", a->db);
 }
 
@@ -369,6 +459,7 @@ int hs_cmd_sim(int argc, char **argv) {
   hs_params params;
   hs_store *store = NULL;
   hs_trace *trace = NULL;
+  hs_outfile trace_file = {0}; /* --trace-out goes to a temporary file, renamed at the end */
   hs_sim_result res;
   memset(&res, 0, sizeof res);
   hs_cli_evals evals = {0};
@@ -400,6 +491,10 @@ int hs_cmd_sim(int argc, char **argv) {
       goto out;
     }
     hs_params_format(&conv_params, cstr, sizeof cstr);
+    if ((rc = hs_conv_check_target(conv, &conv_params, mi->classes, a.target_loss, a.target_acc, &d))) {
+      fprintf(stderr, "hetsim sim: %s\n", d.msg);
+      goto out;
+    }
   }
 
   /* Each device type's compute for this model: its per-model entry or default, a roofline
@@ -453,9 +548,18 @@ int hs_cmd_sim(int argc, char **argv) {
     status = rc;
     goto out;
   }
-  if (a.trace_out && (rc = hs_trace_open(&trace, a.trace_out, &d))) {
-    fprintf(stderr, "hetsim sim: --trace-out: %s\n", d.msg);
-    goto out;
+  if (a.trace_out) {
+    if ((rc = hs_outfile_open(&trace_file, a.trace_out, &d))) {
+      fprintf(stderr, "hetsim sim: --trace-out: %s\n", d.msg);
+      status = rc == HS_ENOTFOUND ? 2 : 1;
+      goto out;
+    }
+    fclose(trace_file.f); /* the trace writer opens the temporary file itself */
+    trace_file.f = NULL;
+    if ((rc = hs_trace_open(&trace, trace_file.tmp_path, &d))) {
+      fprintf(stderr, "hetsim sim: --trace-out: %s\n", d.msg);
+      goto out;
+    }
   }
 
   char command[4096], options[2048], versions[512];
@@ -475,7 +579,8 @@ int hs_cmd_sim(int argc, char **argv) {
       .global_batch = a.global_batch, .seed = a.seed, .options_json = options,
       .versions_json = versions, .command = command,
   };
-  run_ctx rctx = {.store = store, .info = &info, .store_steps = a.store_steps};
+  run_ctx rctx = {.store = store, .info = &info, .store_steps = a.store_steps,
+                  .max_rows = a.max_step_rows};
 
   hs_progress prog;
   char label[160];
@@ -486,7 +591,8 @@ int hs_cmd_sim(int argc, char **argv) {
       .grad_bytes = (double)ms.grad_bytes,
       .act_bytes_per_sample = ms.act_bytes_per_sample, .param_bytes = 4.0 * (double)ms.params,
       .dataset_size = mi ? mi->dataset_train_size : 0, .global_batch = a.global_batch, .policy = pol,
-      .params = &params, .seed = a.seed, .max_iterations = a.iterations, .max_epochs = a.epochs,
+      .params = &params, .seed = a.seed, .max_epochs = a.epochs,
+      .max_iterations = a.iterations ? a.iterations : a.max_iterations,
       .max_sim_time = a.sim_time, .max_events = a.max_events, .sink = step_sink,
       .sink_ctx = &rctx, .trace = trace, .progress = &prog, .stop = &sim_interrupted,
       .conv = conv, .conv_params = conv ? &conv_params : NULL, .target_loss = a.target_loss,
@@ -517,6 +623,15 @@ int hs_cmd_sim(int argc, char **argv) {
   const char *err = rc ? d.msg
                   : res.status == HS_SIM_STALLED ? "the simulation ran out of events before any stop condition (did every worker leave?)"
                   : res.status == HS_SIM_INTERRUPTED ? "interrupted by SIGINT" : NULL;
+  char bound_msg[512];
+  const char *stop = rc ? "failed" : stop_reason(&a, mi, &res);
+  if (!rc && !strcmp(stop, "max_iterations")) {
+    /* The bound of every run, not a stop condition the user gave: the run did not do what
+     * was asked, and says so. */
+    st = "failed";
+    bound_msg_of(&a, &res.summary, bound_msg, sizeof bound_msg);
+    err = bound_msg;
+  }
   if (!src && !rc && res.workers) {
     hs_worker_row *rows = calloc((size_t)(res.n_workers > 0 ? res.n_workers : 1), sizeof *rows);
     if (!rows) src = hs_diag_set(&sd, HS_ENOMEM, "out of memory");
@@ -540,8 +655,9 @@ int hs_cmd_sim(int argc, char **argv) {
   if (trace) {
     int trc = hs_trace_close(trace, &d);
     trace = NULL;
+    if (!trc) trc = hs_outfile_commit(&trace_file, &d);
     if (trc) {
-      fprintf(stderr, "hetsim sim: --trace-out: %s\n", d.msg);
+      fprintf(stderr, "hetsim sim: --trace-out %s: %s\n", a.trace_out, d.msg);
       status = 1;
       goto out;
     }
@@ -551,12 +667,13 @@ int hs_cmd_sim(int argc, char **argv) {
     status = 1;
     goto out;
   }
-  print_summary(&a, rctx.run_id, st, &spec, &res.summary);
+  print_summary(&a, rctx.run_id, st, stop, &spec, &res.summary);
   if (err) fprintf(stderr, "hetsim sim: run %lld %s: %s\n", (long long)rctx.run_id, st, err);
-  status = res.status == HS_SIM_COMPLETE ? 0 : 1;
+  status = !strcmp(st, "complete") ? 0 : 1;
 
 out:
   if (trace) hs_trace_close(trace, NULL);
+  hs_outfile_abort(&trace_file);
   hs_store_close(calib_store);
   hs_store_close(prof_store);
   free(from_profile);

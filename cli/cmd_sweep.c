@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "cli/report_file.h"
 #include "cli/sweep_grid.h"
 #include "cli/sweep_rank.h"
 #include "cli/sweep_store.h"
@@ -116,6 +117,10 @@ static int parse_args(int argc, char **argv, sweep_args *a) {
     if (optind >= argc) return bad("%s", "--merge needs at least one SHARD file");
     a->shards = argv + optind;
     a->n_shards = argc - optind;
+    /* Merging a file into itself would wait on its own lock until the busy timeout. */
+    for (int i = 0; i < a->n_shards; i++)
+      if (hs_outfile_same(a->shards[i], a->db))
+        return bad("--merge: shard \"%s\" is the --db database itself", a->shards[i]);
     return 0;
   }
   if (optind < argc) return bad("unexpected argument \"%s\"", argv[optind]);

@@ -40,13 +40,24 @@ int hs_outfile_open(hs_outfile *o, const char *path, hs_diag *d) {
 }
 
 int hs_outfile_commit(hs_outfile *o, hs_diag *d) {
-  int bad = ferror(o->f) || fflush(o->f) != 0 || fsync(fileno(o->f)) != 0;
-  int e = errno;
-  if (fclose(o->f) != 0 && !bad) {
-    bad = 1;
+  int bad = 0, e = 0;
+  if (o->f) {
+    bad = ferror(o->f) || fflush(o->f) != 0 || fsync(fileno(o->f)) != 0;
     e = errno;
+    if (fclose(o->f) != 0 && !bad) {
+      bad = 1;
+      e = errno;
+    }
+    o->f = NULL;
+  } else {
+    /* Written and closed by someone else (the trace writer): only its sync is left. */
+    int fd = open(o->tmp_path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0 || fsync(fd) != 0) {
+      bad = 1;
+      e = errno;
+    }
+    if (fd >= 0) close(fd);
   }
-  o->f = NULL;
   if (!bad && rename(o->tmp_path, o->path) != 0) {
     bad = 1;
     e = errno;
@@ -68,4 +79,47 @@ void hs_outfile_abort(hs_outfile *o) {
   free(o->tmp_path);
   free(o->path);
   memset(o, 0, sizeof *o);
+}
+
+/* The canonical form of a path that may not exist yet: its folder resolved, then its name. */
+static char *canonical(const char *path) {
+  char *r = realpath(path, NULL);
+  if (r) return r;
+  const char *slash = strrchr(path, '/');
+  char *dir = slash ? strndup(path, (size_t)(slash - path + (slash == path))) : strdup(".");
+  char *rdir = dir ? realpath(dir, NULL) : NULL;
+  free(dir);
+  if (!rdir) return NULL;
+  const char *base = slash ? slash + 1 : path;
+  size_t n = strlen(rdir) + strlen(base) + 2;
+  char *out = malloc(n);
+  if (out) snprintf(out, n, "%s/%s", rdir, base);
+  free(rdir);
+  return out;
+}
+
+int hs_outfile_same(const char *a, const char *b) {
+  struct stat sa, sb;
+  if (stat(a, &sa) == 0 && stat(b, &sb) == 0) return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+  if (!strcmp(a, b)) return 1;
+  char *ca = canonical(a), *cb = canonical(b);
+  int same = ca && cb && !strcmp(ca, cb);
+  free(ca);
+  free(cb);
+  return same;
+}
+
+int hs_outfile_is_db(const char *path, const char *db) {
+  static const char *const suffix[] = {"", "-wal", "-shm", "-journal"};
+  if (!db || !*db) return 0;
+  size_t n = strlen(db) + 16;
+  char *f = malloc(n);
+  if (!f) return 0;
+  int same = 0;
+  for (size_t k = 0; k < sizeof suffix / sizeof suffix[0] && !same; k++) {
+    snprintf(f, n, "%s%s", db, suffix[k]);
+    same = hs_outfile_same(path, f);
+  }
+  free(f);
+  return same;
 }

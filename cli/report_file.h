@@ -3,7 +3,8 @@
  *
  * Contract: hs_outfile_open creates "PATH.tmp.PID" beside PATH (same directory, so the final
  * rename stays on one file system); the caller writes to ->f; hs_outfile_commit flushes,
- * fsyncs, closes and renames it over PATH; hs_outfile_abort closes and removes it. A failure
+ * fsyncs, closes and renames it over PATH (when a writer of its own wrote tmp_path and closed
+ * it, the caller sets f to NULL first and commit only syncs and renames); hs_outfile_abort closes and removes it. A failure
  * at any point leaves PATH as it was (absent, or the previous complete file). Write errors
  * on ->f are sticky, so the caller need not check each fprintf: commit sees them (ferror) and
  * fails. The struct owns its path copies; commit and abort free them. Not thread-safe. */
@@ -26,5 +27,11 @@ int hs_outfile_open(hs_outfile *o, const char *path, hs_diag *d);
 int hs_outfile_commit(hs_outfile *o, hs_diag *d);
 /* Safe on an outfile that was never opened (zeroed) or already committed. */
 void hs_outfile_abort(hs_outfile *o);
+/* 1 when paths a and b name one file: the same inode when both exist, else the same canonical
+ * path (the folder resolved through links, then the name). */
+int hs_outfile_same(const char *a, const char *b);
+/* 1 when path is the database db or one of its -wal, -shm, -journal files, which an output
+ * must never replace. */
+int hs_outfile_is_db(const char *path, const char *db);
 
 #endif

@@ -42,6 +42,8 @@ static const setting_def setting_defs[] = {
     {"events", "--events", 2, 0},
     {"store", "--store", 0, 0},
     {"max_events", "--max-events", 0, 0},
+    {"max_iterations", "--max-iterations", 0, 0},
+    {"max_step_rows", "--max-step-rows", 0, 0},
     {NULL, NULL, 0, 0},
 };
 _Static_assert(sizeof setting_defs / sizeof setting_defs[0] <= HS_SWEEP_SETTINGS_MAX + 1,
@@ -361,7 +363,8 @@ static int grid_parse(hs_sweep_grid *g, gctx *c) {
         return gfail(c, k, "grid",
                      "one of name, clusters, policies, seeds, model, global_batch, iterations, "
                      "epochs, sim_time, target_loss, target_accuracy, convergence, "
-                     "convergence_params, calib, events, store, max_events");
+                     "convergence_params, calib, events, store, max_events, max_iterations, "
+                     "max_step_rows");
       for (int i = 0; i < g->n_settings; i++)
         if (g->settings[i].option == sd->option) return gfail(c, k, ks, "each setting once");
       hs_sweep_setting *st = &g->settings[g->n_settings];

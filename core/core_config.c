@@ -16,7 +16,10 @@
 
 /* Limits that keep a hostile or mistyped file from exhausting memory. Raise them here. */
 #define CFG_MAX_WORKERS (1LL << 22)  /* initial workers over all nodes */
-#define CFG_MAX_FILE (64L << 20)     /* bytes in a cluster file or trace */
+#define CFG_MAX_FILE (64L << 20)     /* bytes in a CSV trace (about 8 times that in memory) */
+/* bytes in a YAML cluster file: libyaml's document takes about 33 times the text (16 MiB:
+ * 0.55 GB), so the YAML limit is the lower one; long event lists belong in a CSV trace. */
+#define CFG_MAX_YAML (16L << 20)
 #define CFG_MAX_BATCH 1000000000LL   /* samples */
 
 #define CFG_DEFAULT_NET_BW (10e9 / 8) /* 10Gbps */
@@ -26,6 +29,18 @@
 
 #define EXP_TIME "a time like \"20us\" or \"4ms\""
 #define EXP_BW "a bandwidth like \"10Gbps\" or \"1.25GB/s\""
+
+/* Ranges checked at load time, so that no number in a cluster file can turn into an infinite
+ * or NaN time later (a bandwidth of 1e-300, a latency of 1e308, a jitter cv above ~1e154
+ * whose square overflows), nor into a sleep too long for time_t in real mode. Wide enough for
+ * any real cluster. */
+#define CFG_MIN_BW 1.0           /* bytes/s */
+#define CFG_MAX_TIME 1e9         /* s (about 32 years): latencies, update times, event times */
+#define CFG_MIN_FACTOR 1e-6      /* slowdown, comm_slowdown */
+#define CFG_MAX_FACTOR 1e6
+#define CFG_MAX_CV 100.0         /* jitter.cv */
+#define EXP_BW_RANGE "a bandwidth of at least 1 B/s, like \"10Gbps\" or \"1.25GB/s\""
+#define EXP_TIME_RANGE "a time of at most 1e9 s, like \"20us\" or \"4ms\""
 #define EXP_BYTES "a size like \"8GiB\" or \"512MB\""
 
 typedef struct cfg {
@@ -206,10 +221,29 @@ static int get_quantity(const cfg *c, const yaml_node_t *n, const char *field, u
   return 0;
 }
 
-static int get_positive(const cfg *c, const yaml_node_t *n, const char *field, double *out) {
+/* A number > 0. The slowdowns now use get_factor; kept (and allowed to be unused) for the
+ * fields of the compute mapping, which are parsed elsewhere in this file. */
+__attribute__((unused)) static int get_positive(const cfg *c, const yaml_node_t *n, const char *field,
+                                                double *out) {
   const char *v = scalar(n);
   if (!v || hs_units_parse_number(v, out) != 0 || !(*out > 0))
     return cfg_fail(c, n, field, n, "a number > 0");
+  return 0;
+}
+
+/* A quantity in [lo, hi]. */
+static int get_ranged(const cfg *c, const yaml_node_t *n, const char *field, unit_parser parse,
+                      double lo, double hi, double *out, const char *what) {
+  const char *v = scalar(n);
+  if (!v || parse(v, out) != 0 || !(*out >= lo && *out <= hi)) return cfg_fail(c, n, field, n, "%s", what);
+  return 0;
+}
+
+/* A slowdown or comm_slowdown factor. */
+static int get_factor(const cfg *c, const yaml_node_t *n, const char *field, double *out) {
+  const char *v = scalar(n);
+  if (!v || hs_units_parse_number(v, out) != 0 || !(*out >= CFG_MIN_FACTOR && *out <= CFG_MAX_FACTOR))
+    return cfg_fail(c, n, field, n, "a number from %g to %g", CFG_MIN_FACTOR, CFG_MAX_FACTOR);
   return 0;
 }
 
@@ -377,11 +411,13 @@ static int parse_link(const cfg *c, const yaml_node_t *n, const char *field, hs_
   }
   if ((v = map_get(c, n, "bandwidth"))) {
     join_field(f, sizeof f, field, "bandwidth");
-    if ((rc = get_quantity(c, v, f, hs_units_parse_bandwidth, &link->bandwidth, EXP_BW))) return rc;
+    if ((rc = get_ranged(c, v, f, hs_units_parse_bandwidth, CFG_MIN_BW, HUGE_VAL, &link->bandwidth, EXP_BW_RANGE)))
+      return rc;
   }
   if ((v = map_get(c, n, "latency"))) {
     join_field(f, sizeof f, field, "latency");
-    if ((rc = get_quantity(c, v, f, hs_units_parse_time, &link->latency, EXP_TIME))) return rc;
+    if ((rc = get_ranged(c, v, f, hs_units_parse_time, 0, CFG_MAX_TIME, &link->latency, EXP_TIME_RANGE)))
+      return rc;
   }
   return 0;
 }
@@ -398,16 +434,16 @@ static int parse_ps(const cfg *c, const yaml_node_t *n) {
   ps->update_time = 0;
   yaml_node_t *v;
   if ((v = map_get(c, n, "bandwidth")) &&
-      (rc = get_quantity(c, v, "parameter_server.bandwidth", hs_units_parse_bandwidth,
-                         &ps->link.bandwidth, EXP_BW)))
+      (rc = get_ranged(c, v, "parameter_server.bandwidth", hs_units_parse_bandwidth, CFG_MIN_BW,
+                       HUGE_VAL, &ps->link.bandwidth, EXP_BW_RANGE)))
     return rc;
   if ((v = map_get(c, n, "latency")) &&
-      (rc = get_quantity(c, v, "parameter_server.latency", hs_units_parse_time, &ps->link.latency,
-                         EXP_TIME)))
+      (rc = get_ranged(c, v, "parameter_server.latency", hs_units_parse_time, 0, CFG_MAX_TIME,
+                       &ps->link.latency, EXP_TIME_RANGE)))
     return rc;
   if ((v = map_get(c, n, "update_time")) &&
-      (rc = get_quantity(c, v, "parameter_server.update_time", hs_units_parse_time,
-                         &ps->update_time, EXP_TIME)))
+      (rc = get_ranged(c, v, "parameter_server.update_time", hs_units_parse_time, 0, CFG_MAX_TIME,
+                       &ps->update_time, EXP_TIME_RANGE)))
     return rc;
   return 0;
 }
@@ -656,11 +692,11 @@ static int parse_group(const cfg *c, const yaml_node_t *n, const char *field, co
   }
   if ((v = map_get(c, n, "slowdown"))) {
     join_field(f, sizeof f, field, "slowdown");
-    if ((rc = get_positive(c, v, f, &g->slowdown))) return rc;
+    if ((rc = get_factor(c, v, f, &g->slowdown))) return rc;
   }
   if ((v = map_get(c, n, "comm_slowdown"))) {
     join_field(f, sizeof f, field, "comm_slowdown");
-    if ((rc = get_positive(c, v, f, &g->comm_slowdown))) return rc;
+    if ((rc = get_factor(c, v, f, &g->comm_slowdown))) return rc;
   }
   return 0;
 }
@@ -928,7 +964,7 @@ static int parse_events(const cfg *c, const yaml_node_t *n, const name_ix *tix, 
       rc = cfg_fail(c, en, g, NULL, "%s (required)", EXP_TIME);
       goto out;
     }
-    if ((rc = get_quantity(c, at, g, hs_units_parse_time, &e->at, EXP_TIME))) goto out;
+    if ((rc = get_ranged(c, at, g, hs_units_parse_time, 0, CFG_MAX_TIME, &e->at, EXP_TIME_RANGE))) goto out;
     int kinds = (sl || cs) + !!jn + !!lv;
     if (kinds != 1) {
       rc = cfg_fail_got(c, en, f,
@@ -1009,11 +1045,11 @@ static int parse_events(const cfg *c, const yaml_node_t *n, const name_ix *tix, 
       copy_found(w, src[i].found, sizeof src[i].found);
       if (sl) {
         snprintf(g, sizeof g, "%s.slowdown", f);
-        if ((rc = get_positive(c, sl, g, &e->slowdown))) goto out;
+        if ((rc = get_factor(c, sl, g, &e->slowdown))) goto out;
       }
       if (cs) {
         snprintf(g, sizeof g, "%s.comm_slowdown", f);
-        if ((rc = get_positive(c, cs, g, &e->comm_slowdown))) goto out;
+        if ((rc = get_factor(c, cs, g, &e->comm_slowdown))) goto out;
       }
     }
     s->n_events++;
@@ -1069,8 +1105,8 @@ static int parse_root(const cfg *c, const yaml_node_t *root) {
       goto out;
     yaml_node_t *cv = map_get(c, v, "cv");
     const char *t = scalar(cv);
-    if (cv && (!t || hs_units_parse_number(t, &s->jitter_cv) != 0)) {
-      rc = cfg_fail(c, cv, "jitter.cv", cv, "a number >= 0");
+    if (cv && (!t || hs_units_parse_number(t, &s->jitter_cv) != 0 || s->jitter_cv > CFG_MAX_CV)) {
+      rc = cfg_fail(c, cv, "jitter.cv", cv, "a number from 0 to %g", CFG_MAX_CV);
       goto out;
     }
   }
@@ -1174,7 +1210,7 @@ int hs_cluster_parse(hs_cluster_spec *out, const char *name, const char *text, s
 }
 
 /* Reads a whole file into a NUL-terminated buffer the caller frees. */
-static int read_file(const char *path, char **text, size_t *len, hs_diag *d) {
+static int read_file(const char *path, long max, char **text, size_t *len, hs_diag *d) {
   *text = NULL;
   *len = 0;
   FILE *f = fopen(path, "rb");
@@ -1188,9 +1224,9 @@ static int read_file(const char *path, char **text, size_t *len, hs_diag *d) {
   }
   for (;;) {
     if (n + 1 >= cap) {
-      if (cap >= (size_t)CFG_MAX_FILE) {
-        rc = hs_diag_set(d, HS_EINVAL, "%s: expected a file of at most %ld bytes, got more",
-                         path, CFG_MAX_FILE);
+      if (cap >= (size_t)max) {
+        rc = hs_diag_set(d, HS_EINVAL, "%s: expected a file of at most %ld bytes, got more%s",
+                         path, max, max == CFG_MAX_YAML ? " (put long event lists in a CSV trace, --events)" : "");
         break;
       }
       char *nb = realloc(buf, cap * 2);
@@ -1225,7 +1261,7 @@ int hs_cluster_load(hs_cluster_spec *out, const char *path, hs_diag *d) {
   if (!path) return hs_diag_set(d, HS_EINVAL, "hs_cluster_load: no path");
   char *text;
   size_t len;
-  int rc = read_file(path, &text, &len, d);
+  int rc = read_file(path, CFG_MAX_YAML, &text, &len, d);
   if (rc) return rc;
   rc = hs_cluster_parse(out, path, text, len, d);
   free(text);
@@ -1307,8 +1343,8 @@ static int csv_event(hs_cluster_spec *s, const char *file, int line, csv_field *
   e->pos.col = 1;
   src->wpos = e->pos;
   src->index = -1;
-  if (hs_units_parse_time(f[CSV_AT].text, &e->at) != 0)
-    return csv_fail(file, line, f, CSV_AT, "%s", d, EXP_TIME);
+  if (hs_units_parse_time(f[CSV_AT].text, &e->at) != 0 || e->at > CFG_MAX_TIME)
+    return csv_fail(file, line, f, CSV_AT, "%s", d, EXP_TIME_RANGE);
   int need_worker = 0, need_value = 0, is_join = 0;
   if (strcmp(kind, "slowdown") == 0 || strcmp(kind, "comm_slowdown") == 0) {
     e->kind = HS_EVENT_SLOWDOWN;
@@ -1341,8 +1377,9 @@ static int csv_event(hs_cluster_spec *s, const char *file, int line, csv_field *
   }
   if (need_value) {
     double v;
-    if (hs_units_parse_number(f[CSV_VALUE].text, &v) != 0 || !(v > 0))
-      return csv_fail(file, line, f, CSV_VALUE, "a slowdown factor (a number > 0)", d);
+    if (hs_units_parse_number(f[CSV_VALUE].text, &v) != 0 || !(v >= CFG_MIN_FACTOR && v <= CFG_MAX_FACTOR))
+      return csv_fail(file, line, f, CSV_VALUE, "a slowdown factor (a number from %g to %g)", d,
+                      CFG_MIN_FACTOR, CFG_MAX_FACTOR);
     if (kind[0] == 's')
       e->slowdown = v;
     else
@@ -1372,7 +1409,7 @@ int hs_cluster_load_events_csv(hs_cluster_spec *spec, const char *path, hs_diag 
   if (!spec || !path) return hs_diag_set(d, HS_EINVAL, "hs_cluster_load_events_csv: no input");
   char *text;
   size_t len;
-  int rc = read_file(path, &text, &len, d);
+  int rc = read_file(path, CFG_MAX_FILE, &text, &len, d);
   if (rc) return rc;
   if (strlen(text) != len) {
     free(text);

@@ -53,9 +53,12 @@ void hs_json_object_end(hs_json *j) { close_(j, '}'); }
 void hs_json_array_begin(hs_json *j) { open(j, '['); }
 void hs_json_array_end(hs_json *j) { close_(j, ']'); }
 
-void hs_json_write_escaped(FILE *out, const char *s) {
+void hs_json_write_escaped(FILE *out, const char *s) { hs_json_write_escaped_len(out, s, strlen(s)); }
+
+void hs_json_write_escaped_len(FILE *out, const char *s, size_t len) {
   fputc('"', out);
-  for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+  const unsigned char *end = (const unsigned char *)s + len;
+  for (const unsigned char *p = (const unsigned char *)s; p < end; p++) {
     switch (*p) {
     case '"': fputs("\\\"", out); break;
     case '\\': fputs("\\\\", out); break;
@@ -83,6 +86,11 @@ void hs_json_string(hs_json *j, const char *s) {
   else fputs("null", j->out);
 }
 
+void hs_json_string_len(hs_json *j, const char *s, size_t len) {
+  before_item(j);
+  hs_json_write_escaped_len(j->out, s, len);
+}
+
 /* The shortest form that reads back as the same double: 41.8, not 41.799999999999997. */
 static void shortest(double v, char *buf, size_t size) {
   for (int prec = 15; prec <= 17; prec++) {
@@ -105,6 +113,11 @@ void hs_json_double(hs_json *j, double v) {
 void hs_json_int(hs_json *j, int64_t v) {
   before_item(j);
   fprintf(j->out, "%lld", (long long)v);
+}
+
+void hs_json_uint(hs_json *j, uint64_t v) {
+  before_item(j);
+  fprintf(j->out, "%llu", (unsigned long long)v);
 }
 
 void hs_json_bool(hs_json *j, int v) {

@@ -38,12 +38,16 @@ void hs_json_array_begin(hs_json *j);
 void hs_json_array_end(hs_json *j);
 void hs_json_key(hs_json *j, const char *key);
 void hs_json_string(hs_json *j, const char *s); /* NULL writes null */
+/* len bytes of s, NUL bytes included (written as \u0000), for texts that may hold them. */
+void hs_json_string_len(hs_json *j, const char *s, size_t len);
 void hs_json_double(hs_json *j, double v);
 void hs_json_int(hs_json *j, int64_t v);
+void hs_json_uint(hs_json *j, uint64_t v);
 void hs_json_bool(hs_json *j, int v);
 void hs_json_null(hs_json *j);
 /* Writes s as a JSON string literal with escapes; usable without a writer. */
 void hs_json_write_escaped(FILE *out, const char *s);
+void hs_json_write_escaped_len(FILE *out, const char *s, size_t len);
 
 /* ---- reading ---- */
 

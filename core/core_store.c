@@ -652,6 +652,8 @@ static char *immutable_uri(const char *path) {
 
 int hs_store_open(hs_store **out, const char *path, int flags, hs_diag *d) {
   *out = NULL;
+  /* SQLite takes "" for a private temporary database, which is never what a user meant. */
+  if (!path || !*path) return hs_diag_set(d, HS_EINVAL, "the database file name is empty");
   int readonly = (flags & HS_STORE_READONLY) != 0;
   if (readonly && access(path, F_OK) != 0)
     return hs_diag_set(d, HS_ENOTFOUND, "database %s does not exist", path);
@@ -1314,8 +1316,8 @@ int hs_store_eval_add(hs_store *s, int64_t run, double time_s, int64_t step, dou
   return rc;
 }
 
-int hs_store_run_finish(hs_store *s, int64_t run, const char *status, const hs_summary *sum,
-                        const char *error, hs_diag *d) {
+static int run_finish_once(hs_store *s, int64_t run, const char *status, const hs_summary *sum,
+                           const char *error, hs_diag *d) {
   int rc;
   if ((rc = writable(s, d))) return rc;
   if (!status || (strcmp(status, "complete") && strcmp(status, "failed") &&
@@ -1374,5 +1376,20 @@ int hs_store_run_finish(hs_store *s, int64_t run, const char *status, const hs_s
   return exec(s, "COMMIT", "finishing the run", d);
 fail:
   sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+  return rc;
+}
+
+int hs_store_run_finish(hs_store *s, int64_t run, const char *status, const hs_summary *sum,
+                        const char *error, hs_diag *d) {
+  int rc = run_finish_once(s, run, status, sum, error, d);
+  if (!rc || rc == HS_EINVAL || (!sum && status && !strcmp(status, "failed"))) return rc;
+  /* The summary or the status could not be stored (a dropped summary table, a trigger that
+   * aborts, a full disk): the run must still not stay 'running', so it is marked failed on
+   * its own, saying why. The caller still gets the first error. */
+  char why[sizeof d->msg + 64];
+  snprintf(why, sizeof why, "the run ended (%s) but could not be recorded: %s", status,
+           d && d->msg[0] ? d->msg : hs_strerror(rc));
+  hs_diag d2 = {0};
+  run_finish_once(s, run, "failed", NULL, why, &d2);
   return rc;
 }

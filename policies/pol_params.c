@@ -106,6 +106,10 @@ int hs_params_parse(hs_params *out, const hs_param_spec *spec, const char *who, 
     if (rc) return rc; /* a bad default is a bug in the table; say so like any bad value */
   }
   if (!text || !*text) return 0;
+  /* strtok would skip an empty item: "overlap=1," must not pass for "overlap=1". */
+  size_t tl = strlen(text);
+  if (text[0] == ',' || text[tl - 1] == ',' || strstr(text, ",,"))
+    return hs_diag_set(d, HS_EINVAL, "%s: an empty parameter in \"%s\" (a comma too many?)", who, text);
 
   char *copy = strdup(text);
   if (!copy) return hs_diag_set(d, HS_ENOMEM, "out of memory");

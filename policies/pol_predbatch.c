@@ -30,6 +30,10 @@ static const hs_param_spec predbatch_params[] = {
     {NULL, 0, NULL, 0, 0, NULL, NULL},
 };
 
+/* hidden^2 x bptt: at least 5e7 operations per worker step (5 to 40 ms measured, see
+ * docs/policies.md). */
+#define PREDBATCH_GRU_MAX_COST 4194304
+
 typedef struct predbatch_state {
   hs_bal_sync s;
   const hs_predictor *pred;
@@ -49,6 +53,15 @@ static int predbatch_init(void *state, hs_runtime *rt, const hs_params *p) {
                             .lr = p->value[P_LR]};
   st->s.opts.what = HS_COMM_GRAD;
   st->s.opts.algo = (hs_ar_algo)p->value[P_ALGO];
+  /* The gru's online training unrolls bptt steps of three hidden x hidden gates, forward and
+   * back, at every step of every worker: about 12 hidden^2 bptt operations. Unbounded, the
+   * parameters' ranges allow 8e8 per step (86 s for 200 iterations of 4 workers). */
+  double cost = (double)st->pp.hidden * st->pp.hidden * st->pp.bptt;
+  if (st->pred == &hs_predictor_gru && cost > PREDBATCH_GRU_MAX_COST)
+    return hs_rt_fail(rt, HS_EINVAL, "predbatch: gru with hidden=%d and bptt=%d costs at least %.2g operations "
+                      "at every step of every worker; hidden^2 x bptt may be at most %d (e.g. hidden=64,bptt=1024 "
+                      "or hidden=256,bptt=64; docs/policies.md gives measured costs)", st->pp.hidden, st->pp.bptt,
+                      12 * cost, PREDBATCH_GRU_MAX_COST);
   return 0;
 }
 

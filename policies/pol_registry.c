@@ -37,5 +37,8 @@ int hs_policy_parse(const char *arg, const hs_policy **pol, hs_params *params, h
     }
     return hs_diag_set(d, HS_EINVAL, "--policy: unknown policy \"%s\"; valid: %s", name, names);
   }
+  if (colon && !colon[1])
+    return hs_diag_set(d, HS_EINVAL, "--policy: nothing after \"%s:\"; give key=value pairs after the "
+                       "colon, or no colon", name);
   return hs_params_parse(params, (*pol)->params, (*pol)->name, colon ? colon + 1 : NULL, d);
 }

@@ -838,8 +838,9 @@ static void *lane_main(void *p) {
     pthread_mutex_lock(&s->mu);
     l->busy = 0;
     if (rc) {
-      if (rank < s->n) hs_diag_prefix(&d, "worker %d: ", rank);
-      else hs_diag_prefix(&d, "parameter server: ");
+      /* hs_diag_prefix adds the ": " itself. */
+      if (rank < s->n) hs_diag_prefix(&d, "worker %d", rank);
+      else hs_diag_prefix(&d, "parameter server");
       lane_failed(s, rc, &d);
     }
     if (all_idle(s)) pthread_cond_signal(&s->watch_cv); /* a stall, unless a timer is due */

@@ -89,6 +89,9 @@ int hs_conv_parse(const char *spec, const char *model, const char *file,
     hs_conv_names(names, sizeof names);
     return hs_diag_set(d, HS_EINVAL, "--convergence: unknown model \"%s\"; valid: none, %s", name, names);
   }
+  if (colon && !colon[1])
+    return hs_diag_set(d, HS_EINVAL, "--convergence: nothing after \"%s:\"; give key=value pairs after "
+                       "the colon, or no colon", name);
   char who[96];
   snprintf(who, sizeof who, "--convergence %s", name);
   hs_params layer[2];
@@ -113,4 +116,10 @@ int hs_conv_parse(const char *spec, const char *model, const char *file,
       }
   *out = m;
   return 0;
+}
+
+int hs_conv_check_target(const hs_conv_model *m, const hs_params *p, int classes,
+                         double target_loss, double target_accuracy, hs_diag *d) {
+  if (!m || !m->check_target || (!(target_loss > 0) && !(target_accuracy > 0))) return 0;
+  return m->check_target(p, classes, target_loss, target_accuracy, d);
 }

@@ -86,6 +86,11 @@ typedef struct hs_conv_model {
   int (*end)(void *st, int64_t id, int staleness, hs_diag *d);
   /* Loss and accuracy (a fraction; NaN when the model gives none) of the global model. */
   int (*evaluate)(void *st, double *loss, double *accuracy, hs_diag *d);
+  /* Before a run: HS_EINVAL, saying why, when the model with parameters p can never meet the
+   * targets (<= 0: none), so that such a run is refused instead of running until its bound.
+   * NULL: the model cannot tell (any target may be met). */
+  int (*check_target)(const hs_params *p, int classes, double target_loss,
+                      double target_accuracy, hs_diag *d);
 } hs_conv_model;
 
 extern const hs_conv_model hs_conv_analytic;
@@ -103,6 +108,10 @@ void hs_conv_names(char *buf, size_t size);
  * layer is an error. Unknown names and keys list the valid ones (HS_EINVAL). */
 int hs_conv_parse(const char *spec, const char *model, const char *file,
                   const hs_conv_model **out, hs_params *p, hs_diag *d);
+
+/* Calls m->check_target when the model has one; 0 otherwise. */
+int hs_conv_check_target(const hs_conv_model *m, const hs_params *p, int classes,
+                         double target_loss, double target_accuracy, hs_diag *d);
 
 /* --- the analytic model's formulas, for tests and for the fit command ------------------- */
 

@@ -426,6 +426,31 @@ static int a_evaluate(void *st, double *loss, double *accuracy, hs_diag *d) {
   return 0;
 }
 
+/* The loss l(k) falls towards beta2 without reaching it, and the accuracy rises towards
+ * acc_max, reaching it only when acc_alpha is 0 (a constant map); a target past either is
+ * never met, however long the run. */
+static int a_check_target(const hs_params *p, int classes, double target_loss,
+                          double target_accuracy, hs_diag *d) {
+  hs_conv_coef c;
+  hs_conv_coef_from(p, &c);
+  if (target_loss > 0 && target_loss <= c.beta2)
+    return hs_diag_set(d, HS_EINVAL, "--target-loss %g can never be reached with --convergence analytic: "
+                       "its loss falls towards beta2 = %g without reaching it; give a target above %g "
+                       "or another beta2", target_loss, c.beta2, c.beta2);
+  if (!(target_accuracy > 0)) return 0;
+  if (!(c.acc_max > 0))
+    return hs_diag_set(d, HS_EINVAL, "--target-accuracy can never be reached with --convergence analytic "
+                       "here: it has no accuracy map for this model (acc_max = 0); give acc_max and "
+                       "acc_alpha (fitted by `hetsim fit-convergence`), a --target-loss, or "
+                       "--convergence proxy");
+  double chance = classes > 0 ? 1.0 / classes : 0;
+  if (target_accuracy > c.acc_max || (target_accuracy == c.acc_max && c.acc_alpha > 0 && c.acc_max > chance))
+    return hs_diag_set(d, HS_EINVAL, "--target-accuracy %g can never be reached with --convergence analytic: "
+                       "its accuracy rises towards acc_max = %g without passing it; give a target "
+                       "below %g or another acc_max", target_accuracy, c.acc_max, c.acc_max);
+  return 0;
+}
+
 const hs_conv_model hs_conv_analytic = {
     .version = HS_CONV_VERSION,
     .name = "analytic",
@@ -442,4 +467,5 @@ const hs_conv_model hs_conv_analytic = {
     .begin = a_begin,
     .end = a_end,
     .evaluate = a_evaluate,
+    .check_target = a_check_target,
 };

@@ -702,10 +702,14 @@ static int add_worker(sim *s, int type, int node, double slow, double comm_slow,
   int cal_max = s->compute[type].calib ? s->cfg->perf[type].max_batch : 0;
   if (cal_max > 0 && !s->spec->types[type].max_batch && x->max_batch >= 0 && (!x->max_batch || cal_max < x->max_batch))
     x->max_batch = cal_max;
-  if (x->max_batch < 0)
+  if (x->max_batch < 0) {
+    /* Not counted in s->n yet, so teardown would not free its stream. */
+    gsl_rng_free(x->rng);
+    x->rng = NULL;
     return fail(s, HS_EINVAL, "device type %s (%.3g GiB) cannot hold %s: its weights, gradients and "
                 "optimizer state alone need more memory", s->spec->types[type].name,
                 s->spec->types[type].memory / 1073741824.0, s->cfg->model);
+  }
   s->peers[i] = (hs_netm_peer){.node = node, .comm_slowdown = comm_slow};
   s->n++;
   if (s->cfg->trace) {

@@ -133,6 +133,14 @@ if mount -t tmpfs -o size=2m tmpfs "$MNT" 2>/dev/null; then
   # that is gone: shown incomplete. Never running, never complete.
   check full.shown_not_complete grep -qE '^2,.*,(incomplete|failed),' "$TMP/runs.csv"
   rm -f "$F" "$F-wal" "$F-shm"
+  # A trace that does not fit: exit 1, the existing trace as it was, no half file left.
+  echo precious >"$MNT/t.json"
+  sim --policy ssgd --iterations 20000 --store summary --trace-out "$MNT/t.json" --db "$TMP/trace.db" >/dev/null 2>"$TMP/err"
+  check full.trace_exit test $? -eq 1
+  check full.trace_msg grep -q "trace-out" "$TMP/err"
+  check full.trace_kept test "$(cat "$MNT/t.json")" = precious
+  check full.trace_no_tmp test -z "$(ls "$MNT" | grep 't.json.tmp')"
+  rm -f "$MNT/t.json"
   sim --policy ssgd --iterations 10 --db "$F" >/dev/null 2>&1
   if mount -o remount,ro "$MNT" 2>/dev/null; then
     sim --policy ssgd --iterations 10 --db "$F" >/dev/null 2>"$TMP/err"

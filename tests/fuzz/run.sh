@@ -23,13 +23,14 @@ if [ $# -gt 0 ] && [[ "$1" =~ ^[0-9]+$ ]]; then secs=$1; shift; fi
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=(cluster_yaml events_csv idx query json)
 
-CFLAGS=(-std=c11 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
+CFLAGS=(-std=c11 -g -O1 -fsanitize=fuzzer,address,undefined,float-cast-overflow
+        -fno-sanitize-recover=undefined,float-cast-overflow
         -I"$SRC" -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE)
 sources() {
   case "$1" in
     cluster_yaml|events_csv) echo "core/core_config.c core/core_units.c core/core_error.c" ;;
     idx) echo "nn/nn_data.c core/core_rng.c core/core_error.c" ;;
-    query) echo "cli/cmd_query.c core/core_store.c core/core_json.c core/core_error.c" ;;
+    query) echo "cli/cmd_query.c core/core_store.c core/core_json.c core/core_units.c core/core_error.c" ;;
     json) echo "core/core_json.c core/core_error.c" ;;
     *) echo "unknown target $1 (cluster_yaml events_csv idx query json)" >&2; exit 2 ;;
   esac
@@ -75,6 +76,8 @@ for t in "${targets[@]}"; do
   rc=0
   par=()
   [ "${FUZZ_JOBS:-1}" -gt 1 ] && par=(-jobs="$FUZZ_JOBS" -workers="$FUZZ_JOBS")
+  # A dictionary of the format's words and of numeric extremes (tests/fuzz/TARGET.dict).
+  [ -f "$SRC/tests/fuzz/$t.dict" ] && par+=(-dict="$SRC/tests/fuzz/$t.dict")
   # From $OUT: with -jobs, libFuzzer writes fuzz-N.log files into the current folder.
   (cd "$OUT" && "$OUT/fuzz_$t" -max_total_time="$secs" "${par[@]}" \
     -close_fd_mask=3 -timeout=10 -rss_limit_mb=2048 -max_len=8192 \
