@@ -213,37 +213,6 @@ static int parse_args(int argc, char **argv, advise_args *a) {
 
 /* ---- checks before running ------------------------------------------------------------- */
 
-/* Whether the convergence model m with parameters p can ever meet the targets; HS_EINVAL with
- * the reason when it cannot. The hardening work adds the same check to `hetsim sim`
- * (hs_conv_check_target, a check_target callback of each convergence model); once both are
- * merged, this body becomes a call to it, so that advise and sim refuse the same targets. The
- * analytic loss l(k) = 1/(beta0 k + beta1) + beta2 falls towards beta2 without reaching it, and
- * its accuracy rises towards acc_max (no accuracy at all with acc_max 0). The proxy model
- * trains for real: nothing is known before it runs. */
-static int advise_check_target(const hs_conv_model *m, const hs_params *p, int classes,
-                               double target_loss, double target_acc, hs_diag *d) {
-  if (m != &hs_conv_analytic) return 0;
-  hs_conv_coef c;
-  hs_conv_coef_from(p, &c);
-  if (target_loss > 0 && target_loss <= c.beta2)
-    return hs_diag_set(d, HS_EINVAL,
-                       "--target-loss %g can never be reached with --convergence analytic: its loss "
-                       "falls towards beta2 = %g without reaching it; give a target above %g or "
-                       "another beta2", target_loss, c.beta2, c.beta2);
-  if (!(target_acc > 0)) return 0;
-  if (!(c.acc_max > 0))
-    return hs_diag_set(d, HS_EINVAL,
-                       "--target-accuracy can never be reached with --convergence analytic here: it "
-                       "has no accuracy map for this model (acc_max = 0); give acc_max and acc_alpha "
-                       "(fitted by `hetsim fit-convergence`), a --target-loss, or --convergence proxy");
-  double chance = classes > 0 ? 1.0 / classes : 0;
-  if (target_acc > c.acc_max || (target_acc == c.acc_max && c.acc_alpha > 0 && c.acc_max > chance))
-    return hs_diag_set(d, HS_EINVAL,
-                       "--target-accuracy %g can never be reached with --convergence analytic: its "
-                       "accuracy rises towards acc_max = %g without passing it; give a target below "
-                       "%g or another acc_max", target_acc, c.acc_max, c.acc_max);
-  return 0;
-}
 
 /* What one device type's compute rests on, for a run of model. */
 typedef struct device_basis {
@@ -899,7 +868,7 @@ int hs_cmd_advise(int argc, char **argv) {
     fprintf(stderr, "hetsim advise: %s\n", d.msg);
     goto out;
   }
-  if ((rc = advise_check_target(conv, &conv_params, mi->classes, a.target_loss, a.target_acc, &d))) {
+  if ((rc = hs_conv_check_target(conv, &conv_params, mi->classes, a.target_loss, a.target_acc, &d))) {
     fprintf(stderr, "hetsim advise: %s\n", d.msg);
     goto out;
   }
