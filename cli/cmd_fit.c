@@ -10,7 +10,16 @@
  * beta0, beta1 and beta2 are always fitted; phi only when the runs' u differ by more than 5%;
  * lambda_s only when their mean staleness differs by more than 0.5. With accuracies, acc_max and
  * acc_alpha are then fitted to the (loss, accuracy) pairs. The other parameters keep the values
- * given with --convergence (or the model's defaults). */
+ * given with --convergence (or the model's defaults).
+ *
+ * --curves FILE.csv fits the same way to curves recorded elsewhere (a CSV of samples or epochs,
+ * loss, accuracy, batch, workers, policy; docs/convergence.md), for any model, and stores the
+ * fit in the convergence_fit table (sim/sim_conv_fit.h), where `hetsim sim --convergence
+ * analytic` finds it. Each distinct (samples per update u, staleness s) of the rows is one group,
+ * which plays the part of a run above: a synchronous row (ssgd, ddp, lbb) updates the model with
+ * u = batch x workers samples at staleness 0, an asynchronous one (asp) with u = batch at
+ * staleness workers - 1; a point after S samples is at j = S / u updates. */
+#include <errno.h>
 #include <getopt.h>
 #include <gsl/gsl_multifit_nlinear.h>
 #include <gsl/gsl_vector.h>
@@ -24,8 +33,10 @@
 #include "cli/cli.h"
 #include "core/core_json.h"
 #include "core/core_store.h"
+#include "cli/sweep_grid.h"
 #include "nn/nn_zoo.h"
 #include "sim/sim_conv.h"
+#include "sim/sim_conv_fit.h"
 
 typedef struct fit_point {
   int run;                    /* index into the runs */
@@ -52,19 +63,32 @@ static int usage(FILE *out, int code) {
   fprintf(out,
 "usage: hetsim fit-convergence RUN_ID... [--db FILE] [--convergence analytic[:k=v,...]]\n"
 "                              [--out FILE] [--json]\n"
+"       hetsim fit-convergence --curves FILE.csv --model NAME [--dataset-size N]\n"
+"                              [--classes N] [--db FILE] [--convergence analytic[:k=v,...]]\n"
+"                              [--out FILE] [--json]\n"
 "\n"
 "Fits the analytic convergence model (docs/convergence.md) to the evaluations (eval rows) of\n"
-"the given runs, all of one model: beta0, beta1, beta2 always; phi when the runs' samples per\n"
-"update differ; lambda_s when their mean staleness differs; acc_max and acc_alpha when the\n"
-"evaluations have accuracies. Writes the parameters as key=value lines to FILE (default: none)\n"
-"for `hetsim sim --convergence analytic --convergence-params FILE`, and prints them.\n"
+"the given runs, all of one model, or to loss and accuracy curves recorded elsewhere (--curves):\n"
+"beta0, beta1, beta2 always; phi when the samples per update differ; lambda_s when the mean\n"
+"staleness differs; acc_max and acc_alpha when there are accuracies. Prints the parameters and\n"
+"writes them as key=value lines to FILE (default: none) for `hetsim sim --convergence analytic\n"
+"--convergence-params FILE`. A fit to --curves is also stored in the database (table\n"
+"convergence_fit), where `hetsim sim --convergence analytic` takes the newest fit of its model.\n"
 "\n"
-"  --db FILE            results database (default %s)\n"
+"  --curves FILE.csv    a CSV with a header row: samples (or epoch), loss, batch, and optionally\n"
+"                       accuracy, workers, policy (ssgd, ddp, lbb: synchronous; asp); other\n"
+"                       columns are ignored; docs/convergence.md says exactly\n"
+"  --model NAME         the model the curves are of (any name; needed with --curves)\n"
+"  --dataset-size N     training samples per epoch (default: samples/epoch of rows that have\n"
+"                       both, else the zoo model's training set)\n"
+"  --classes N          the model's classes, for chance accuracy 1/N (default: the zoo's, else\n"
+"                       none)\n"
+"  --db FILE            database: the runs, or where a --curves fit is stored (default %s)\n"
 "  --convergence SPEC   starting and fixed values (default: the model's defaults)\n"
 "  --out FILE           write the fitted parameters there\n"
 "  --json               print one JSON object\n"
 "\n"
-"exit status: 0 fitted, 1 the fit failed, 2 bad usage or bad input.\n", HS_DEFAULT_DB);
+"exit status: 0 fitted, 1 the fit failed, 2 bad usage or bad input (nothing stored).\n", HS_DEFAULT_DB);
   return code;
 }
 
@@ -188,14 +212,437 @@ static int load_run(sqlite3 *db, int64_t id, fit_data *f, hs_diag *d) {
   return 0;
 }
 
+/* --- curves recorded elsewhere (--curves FILE.csv) ---------------------------------------- */
+
+enum { COL_SAMPLES, COL_EPOCH, COL_LOSS, COL_ACC, COL_BATCH, COL_WORKERS, COL_POLICY, N_COLS };
+static const char *const col_names[N_COLS] = {"samples", "epoch", "loss", "accuracy", "batch", "workers", "policy"};
+
+/* Splits one CSV line (RFC 4180: fields in double quotes may hold commas, "" is a quote) in
+ * place into at most cap fields; returns the count, or -1 for an unterminated quote. */
+static int csv_split(char *line, char **field, int cap) {
+  int n = 0;
+  char *p = line;
+  for (;;) {
+    if (n == cap) return n + 1; /* too many: the caller reports the count it expected */
+    char *out = p, *start = p;
+    if (*p == '"') {
+      p++;
+      for (;;) {
+        if (!*p) return -1;
+        if (*p == '"' && p[1] == '"') { *out++ = '"'; p += 2; continue; }
+        if (*p == '"') { p++; break; }
+        *out++ = *p++;
+      }
+      while (*p && *p != ',') p++; /* text after the closing quote is ignored */
+    } else {
+      while (*p && *p != ',') *out++ = *p++;
+    }
+    char sep = *p;
+    *out = '\0';
+    /* trim blanks */
+    while (*start == ' ' || *start == '\t') start++;
+    for (char *e = start + strlen(start); e > start && (e[-1] == ' ' || e[-1] == '\t'); e--) e[-1] = '\0';
+    field[n++] = start;
+    if (!sep) return n;
+    p++;
+  }
+}
+
+/* A number: all of s, finite, >= lo. */
+static int parse_num(const char *s, double lo, double *v) {
+  char *end;
+  if (!*s) return -1;
+  *v = strtod(s, &end);
+  return *end || !isfinite(*v) || *v < lo ? -1 : 0;
+}
+
+typedef struct curve_opts {
+  const char *path;
+  double dataset_size;      /* --dataset-size, 0 = not given */
+  int64_t zoo_size;         /* the zoo model's training set, 0 = not in the zoo */
+} curve_opts;
+
+typedef struct curve_row {
+  double samples, epoch;    /* NaN when the row leaves them empty */
+  double loss, acc;         /* acc NaN when not recorded */
+  double u, stale;          /* samples per update, staleness */
+  int line;
+} curve_row;
+
+/* HS_EINVAL with "PATH:LINE: MESSAGE". */
+static int bad_at(hs_diag *d, const char *path, int line, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static int bad_at(hs_diag *d, const char *path, int line, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  hs_diag_vset(d, HS_EINVAL, fmt, ap);
+  va_end(ap);
+  hs_diag_prefix(d, "%s:%d", path, line);
+  return HS_EINVAL;
+}
+
+/* Reads the curves into f (one fit_run per distinct (u, stale), the points after them), and
+ * their source ("NAME fnv1a64:HEX") into source. HS_EINVAL with FILE:LINE for bad input. */
+static int load_curves(const curve_opts *o, fit_data *f, char *source, size_t slen, double *dataset_size, hs_diag *d) {
+  FILE *in = fopen(o->path, "rb");
+  if (!in) return hs_diag_set(d, HS_EINVAL, "--curves %s: %s", o->path, strerror(errno));
+  char *text = NULL;
+  size_t len = 0, cap = 0;
+  int rc = 0;
+  for (;;) {
+    if (len + 4096 + 1 > cap) {
+      cap = cap ? 2 * cap : 65536;
+      char *t = realloc(text, cap);
+      if (!t) {
+        rc = hs_diag_set(d, HS_ENOMEM, "out of memory reading %s", o->path);
+        break;
+      }
+      text = t;
+    }
+    size_t got = fread(text + len, 1, 4096, in);
+    len += got;
+    if (got < 4096) break;
+  }
+  if (!rc && ferror(in)) rc = hs_diag_set(d, HS_EINVAL, "--curves %s: read error", o->path);
+  fclose(in);
+  if (rc) {
+    free(text);
+    return rc;
+  }
+  text[len] = '\0';
+  if (strlen(text) != len) {
+    free(text);
+    return hs_diag_set(d, HS_EINVAL, "--curves %s: a NUL byte: not a CSV text file", o->path);
+  }
+  const char *base = strrchr(o->path, '/');
+  snprintf(source, slen, "%s fnv1a64:%016llx", base ? base + 1 : o->path,
+           (unsigned long long)hs_fnv64(HS_FNV64_INIT, text, len));
+
+  curve_row *rows = NULL;
+  int nrows = 0, rcap = 0, col[N_COLS], ncols = 0, header = 0, lineno = 0, header_line = 0;
+  for (int i = 0; i < N_COLS; i++) col[i] = -1;
+  char unknown[256] = "";
+  char *save = NULL;
+  for (char *line = text; line && !rc; line = save) {
+    char *nl = strchr(line, '\n');
+    save = nl ? nl + 1 : NULL;
+    if (nl) *nl = '\0';
+    lineno++;
+    size_t ll = strlen(line);
+    if (ll && line[ll - 1] == '\r') line[--ll] = '\0';
+    const char *q = line + strspn(line, " \t");
+    if (!*q || *q == '#') continue;
+    char *fld[64];
+    if (!header) {
+      char hdr[256];
+      snprintf(hdr, sizeof hdr, "%s", q);
+      ncols = csv_split(line, fld, 64);
+      if (ncols < 0 || ncols > 64) {
+        rc = bad_at(d, o->path, lineno, "the header row: %s", ncols < 0 ? "a quote is not closed" : "more than 64 columns");
+        break;
+      }
+      for (int c = 0; c < ncols && !rc; c++) {
+        int k = 0;
+        while (k < N_COLS && strcmp(fld[c], col_names[k])) k++;
+        if (k == N_COLS) {
+          size_t ul = strlen(unknown);
+          snprintf(unknown + ul, sizeof unknown - ul, "%s%s", ul ? ", " : "", fld[c]);
+        } else if (col[k] >= 0) {
+          rc = bad_at(d, o->path, lineno, "column \"%s\" given twice", fld[c]);
+        } else {
+          col[k] = c;
+        }
+      }
+      if (!rc && (col[COL_LOSS] < 0 || col[COL_BATCH] < 0 || (col[COL_SAMPLES] < 0 && col[COL_EPOCH] < 0)))
+        rc = bad_at(d, o->path, lineno, "the header row needs columns loss, batch and samples or epoch "
+                    "(optional: accuracy, workers, policy); got \"%s\"", hdr);
+      header = 1;
+      header_line = lineno;
+      continue;
+    }
+    int nf = csv_split(line, fld, 64);
+    if (nf != ncols) {
+      if (nf < 0) rc = bad_at(d, o->path, lineno, "a quote is not closed");
+      else rc = bad_at(d, o->path, lineno, "expected %d fields as in the header, got %d", ncols, nf);
+      break;
+    }
+    curve_row r = {.samples = NAN, .epoch = NAN, .acc = NAN, .line = lineno};
+    const char *v;
+    double x;
+    if (col[COL_SAMPLES] >= 0 && *(v = fld[col[COL_SAMPLES]]) && parse_num(v, 0, &r.samples)) {
+      rc = bad_at(d, o->path, lineno, "samples: expected a number >= 0, got \"%s\"", v);
+      break;
+    }
+    if (col[COL_EPOCH] >= 0 && *(v = fld[col[COL_EPOCH]]) && parse_num(v, 0, &r.epoch)) {
+      rc = bad_at(d, o->path, lineno, "epoch: expected a number >= 0, got \"%s\"", v);
+      break;
+    }
+    if (isnan(r.samples) && isnan(r.epoch)) {
+      rc = bad_at(d, o->path, lineno, "neither samples nor epoch is given");
+      break;
+    }
+    if (parse_num(v = fld[col[COL_LOSS]], 0, &r.loss)) {
+      rc = bad_at(d, o->path, lineno, "loss: expected a number >= 0, got \"%s\"", v);
+      break;
+    }
+    if (col[COL_ACC] >= 0 && *(v = fld[col[COL_ACC]]) && (parse_num(v, 0, &r.acc) || r.acc > 1)) {
+      rc = bad_at(d, o->path, lineno, "accuracy: expected a fraction in [0, 1], got \"%s\"", v);
+      break;
+    }
+    if (parse_num(v = fld[col[COL_BATCH]], 1, &x) || x != floor(x) || x > 1e9) {
+      rc = bad_at(d, o->path, lineno, "batch: expected a positive integer (samples per worker step), got \"%s\"", v);
+      break;
+    }
+    double batch = x, workers = 1;
+    if (col[COL_WORKERS] >= 0 && *(v = fld[col[COL_WORKERS]]) && (parse_num(v, 1, &workers) || workers != floor(workers) || workers > 1e7)) {
+      rc = bad_at(d, o->path, lineno, "workers: expected a positive integer, got \"%s\"", v);
+      break;
+    }
+    const char *pol = col[COL_POLICY] >= 0 && *fld[col[COL_POLICY]] ? fld[col[COL_POLICY]] : "ssgd";
+    if (!strcmp(pol, "ssgd") || !strcmp(pol, "ddp") || !strcmp(pol, "lbb")) {
+      r.u = batch * workers;
+      r.stale = 0;
+    } else if (!strcmp(pol, "asp")) {
+      r.u = batch;
+      r.stale = workers - 1;
+    } else {
+      rc = bad_at(d, o->path, lineno, "policy: expected ssgd, ddp or lbb (synchronous) or asp, got \"%s\"", pol);
+      break;
+    }
+    if (nrows == rcap) {
+      int nc = rcap ? 2 * rcap : 256;
+      curve_row *g = realloc(rows, (size_t)nc * sizeof *g);
+      if (!g) {
+        rc = hs_diag_set(d, HS_ENOMEM, "out of memory reading %s", o->path);
+        break;
+      }
+      rows = g;
+      rcap = nc;
+    }
+    rows[nrows++] = r;
+  }
+  free(text);
+  if (!rc && !header) rc = hs_diag_set(d, HS_EINVAL, "%s:%d: no header row (the file is empty)", o->path, lineno);
+  if (!rc && !nrows) rc = hs_diag_set(d, HS_EINVAL, "%s:%d: no rows after the header", o->path, header_line);
+  if (!rc && unknown[0]) fprintf(stderr, "hetsim fit-convergence: %s: ignoring columns %s\n", o->path, unknown);
+
+  /* Samples per epoch: --dataset-size, else samples/epoch of the rows that give both (which must
+   * agree within 1%), else the zoo model's training set. */
+  double D = o->dataset_size;
+  int from = o->dataset_size > 0 ? 1 : 0; /* 1: the option, 2: a row */
+  for (int i = 0; !rc && i < nrows; i++) {
+    const curve_row *r = &rows[i];
+    if (isnan(r->samples) || isnan(r->epoch) || !(r->epoch > 0)) continue;
+    double dr = r->samples / r->epoch;
+    if (!from) {
+      /* A data set has a whole number of samples; the epoch column is rounded. */
+      D = fabs(dr - round(dr)) <= 1e-6 * dr ? round(dr) : dr;
+      from = 2;
+    } else if (fabs(dr - D) > 0.01 * D) {
+      rc = bad_at(d, o->path, r->line, "samples / epoch = %.6g, but %s %.6g samples per epoch", dr,
+                  from == 1 ? "--dataset-size says" : "an earlier row gave", D);
+    }
+  }
+  if (!rc && !(D > 0)) D = (double)o->zoo_size;
+  if (!rc && !(D > 0))
+    rc = hs_diag_set(d, HS_EINVAL, "%s: give --dataset-size N (training samples per epoch): the model is not in the zoo "
+                     "and no row has both samples and epoch", o->path);
+  /* Groups: one fit_run per distinct (u, stale). */
+  for (int i = 0; !rc && i < nrows; i++) {
+    const curve_row *r = &rows[i];
+    int g = 0;
+    while (g < f->n_runs && !(f->runs[g].u == r->u && f->runs[g].stale == r->stale)) g++;
+    if (g == f->n_runs) {
+      fit_run *nr = realloc(f->runs, (size_t)(g + 1) * sizeof *nr);
+      if (!nr) {
+        rc = hs_diag_set(d, HS_ENOMEM, "out of memory");
+        break;
+      }
+      f->runs = nr;
+      f->runs[g] = (fit_run){.id = g + 1, .D = D, .u = r->u, .stale = r->stale};
+      f->n_runs++;
+    }
+    if (f->n == f->cap) {
+      int nc = f->cap ? 2 * f->cap : 256;
+      fit_point *pp = realloc(f->pts, (size_t)nc * sizeof *pp);
+      if (!pp) {
+        rc = hs_diag_set(d, HS_ENOMEM, "out of memory");
+        break;
+      }
+      f->pts = pp;
+      f->cap = nc;
+    }
+    double S = isnan(r->samples) ? r->epoch * D : r->samples;
+    f->pts[f->n++] = (fit_point){.run = g, .step = S / r->u, .loss = r->loss, .acc = r->acc};
+  }
+  free(rows);
+  *dataset_size = D;
+  return rc;
+}
+
+/* --- the fit, shared by runs and curves ---------------------------------------------------- */
+
+/* Fits f's points (f->c holds the starting and fixed values): the loss curve, then the
+ * accuracy map when at least 3 points have an accuracy. Returns 0, 2 when there are too few
+ * points for the parameters (message printed), 1 when the loss fit did not converge. */
+static int fit_points(fit_data *f, double *rms, double *arms, int *n_fitted, const char **fitted) {
+  double umin = INFINITY, umax = 0, smin = INFINITY, smax = -INFINITY, lmin = INFINITY, lmax = 0;
+  for (int i = 0; i < f->n_runs; i++) {
+    umin = fmin(umin, f->runs[i].u);
+    umax = fmax(umax, f->runs[i].u);
+    smin = fmin(smin, f->runs[i].stale);
+    smax = fmax(smax, f->runs[i].stale);
+  }
+  for (int i = 0; i < f->n; i++) {
+    lmin = fmin(lmin, f->pts[i].loss);
+    lmax = fmax(lmax, f->pts[i].loss);
+  }
+  f->fit_phi = umax > 1.05 * umin;
+  f->fit_ls = smax - smin > 0.5;
+  size_t np = 3 + (size_t)f->fit_phi + (size_t)f->fit_ls;
+  if ((size_t)f->n < np + 1)
+    return bad("%d points are too few to fit %zu parameters; record (or evaluate) more often", f->n, np);
+  gsl_vector *x = gsl_vector_alloc(np), *xa = NULL;
+  /* Start from the model's values, with beta2 below the lowest loss seen. */
+  double b2 = fmin(f->c.beta2, 0.5 * lmin);
+  gsl_vector_set(x, 0, log(f->c.beta0));
+  gsl_vector_set(x, 1, log(1.0 / fmax(lmax - b2, 1e-3)));
+  gsl_vector_set(x, 2, log(fmax(b2, 1e-3)));
+  size_t k = 3;
+  if (f->fit_phi) gsl_vector_set(x, k++, log(fmax(f->c.phi, 1.0)));
+  if (f->fit_ls) gsl_vector_set(x, k++, log(fmax(f->c.lambda_s, 1e-3)));
+  gsl_multifit_nlinear_fdf fdf = {.f = loss_resid, .df = NULL, .fvv = NULL, .n = (size_t)f->n, .p = np, .params = f};
+  *rms = solve(&fdf, x, (size_t)f->n);
+  *arms = NAN;
+  int status = 1;
+  if (isnan(*rms)) {
+    fprintf(stderr, "hetsim fit-convergence: the loss fit did not converge\n");
+    goto done;
+  }
+  unpack(f, x, &f->c);
+  int m = 0;
+  fitted[m++] = "beta0";
+  fitted[m++] = "beta1";
+  fitted[m++] = "beta2";
+  if (f->fit_phi) fitted[m++] = "phi";
+  if (f->fit_ls) fitted[m++] = "lambda_s";
+  int na = 0;
+  for (int i = 0; i < f->n; i++) na += !isnan(f->pts[i].acc);
+  if (na >= 3) {
+    xa = gsl_vector_alloc(2);
+    gsl_vector_set(xa, 0, 2.0);
+    gsl_vector_set(xa, 1, 0.0);
+    gsl_multifit_nlinear_fdf fa = {.f = acc_resid, .n = (size_t)na, .p = 2, .params = f};
+    *arms = solve(&fa, xa, (size_t)na);
+    if (!isnan(*arms)) {
+      f->c.acc_max = 1.0 / (1.0 + exp(-gsl_vector_get(xa, 0)));
+      f->c.acc_alpha = exp(gsl_vector_get(xa, 1));
+      fitted[m++] = "acc_max";
+      fitted[m++] = "acc_alpha";
+    }
+  }
+  fitted[m] = NULL;
+  *n_fitted = m;
+  status = 0;
+done:
+  gsl_vector_free(x);
+  gsl_vector_free(xa);
+  return status;
+}
+
+/* Where a fit came from, for its output. */
+typedef struct fit_origin {
+  const char *curves, *source; /* --curves: the file and its source text; NULL for runs */
+  int64_t points;
+  double dataset_size;
+  int64_t fit_id;              /* the convergence_fit row */
+  int existed;                 /* 1 when that row was already stored */
+  const char *db;
+} fit_origin;
+
+/* The fit as key=value lines, under a comment line saying where it came from. */
+static void fit_text(const fit_data *f, const char *model, double rms, const fit_origin *o, char *text, size_t len) {
+  int k;
+  if (o->curves)
+    k = snprintf(text, len, "# hetsim fit-convergence, model %s, curves %s, %d points, loss rms %.4g\n", model,
+                 o->source, f->n, rms);
+  else
+    k = snprintf(text, len, "# hetsim fit-convergence, model %s, %d runs, %d evaluations, loss rms %.4g\n", model,
+                 f->n_runs, f->n, rms);
+  if (k < 0 || (size_t)k >= len) return;
+  snprintf(text + k, len - (size_t)k,
+           "phi=%.6g\nb0=%.6g\nbeta0=%.6g\nbeta1=%.6g\nbeta2=%.6g\nlambda_s=%.6g\n"
+           "lambda_tau=%.6g\nlambda_c=%.6g\nacc_max=%.6g\nacc_alpha=%.6g\n",
+           f->c.phi, f->c.b0, f->c.beta0, f->c.beta1, f->c.beta2,
+           f->c.lambda_s, f->c.lambda_tau, f->c.lambda_c, f->c.acc_max, f->c.acc_alpha);
+}
+
+/* Writes the fit to --out; returns 0 or the exit status 1. */
+static int write_out(const char *text, const char *out) {
+  FILE *fo = fopen(out, "w");
+  if (!fo || fputs(text, fo) < 0 || fclose(fo)) {
+    fprintf(stderr, "hetsim fit-convergence: --out %s: cannot write\n", out);
+    return 1;
+  }
+  return 0;
+}
+
+/* Prints the fit (text: the key=value lines; or one JSON object). */
+static void emit(const fit_data *f, const char *model, double rms, double arms, const char *const *fitted,
+                 const fit_origin *o, const char *text, const char *out, int json) {
+  if (json) {
+    hs_json j;
+    hs_json_init(&j, stdout, 1);
+    hs_json_object_begin(&j);
+    hs_json_key(&j, "model"); hs_json_string(&j, model);
+    if (o->curves) {
+      hs_json_key(&j, "curves"); hs_json_string(&j, o->curves);
+      hs_json_key(&j, "source"); hs_json_string(&j, o->source);
+      hs_json_key(&j, "points"); hs_json_int(&j, f->n);
+      hs_json_key(&j, "groups"); hs_json_int(&j, f->n_runs);
+      hs_json_key(&j, "dataset_size"); hs_json_double(&j, o->dataset_size);
+      hs_json_key(&j, "convergence_fit_id"); hs_json_int(&j, o->fit_id);
+      hs_json_key(&j, "already_stored"); hs_json_bool(&j, o->existed);
+      hs_json_key(&j, "db"); hs_json_string(&j, o->db);
+    } else {
+      hs_json_key(&j, "runs"); hs_json_array_begin(&j);
+      for (int i = 0; i < f->n_runs; i++) hs_json_int(&j, f->runs[i].id);
+      hs_json_array_end(&j);
+      hs_json_key(&j, "evaluations"); hs_json_int(&j, f->n);
+    }
+    hs_json_key(&j, "fitted"); hs_json_array_begin(&j);
+    for (int i = 0; fitted[i]; i++) hs_json_string(&j, fitted[i]);
+    hs_json_array_end(&j);
+    hs_json_key(&j, "loss_rms"); hs_json_double(&j, rms);
+    hs_json_key(&j, "accuracy_rms"); hs_json_double(&j, arms);
+    hs_json_key(&j, "params"); hs_json_object_begin(&j);
+    const char *names[] = {"phi", "b0", "beta0", "beta1", "beta2", "lambda_s", "lambda_tau", "lambda_c", "acc_max", "acc_alpha"};
+    double vals[] = {f->c.phi, f->c.b0, f->c.beta0, f->c.beta1, f->c.beta2, f->c.lambda_s, f->c.lambda_tau, f->c.lambda_c, f->c.acc_max, f->c.acc_alpha};
+    for (int i = 0; i < 10; i++) {
+      hs_json_key(&j, names[i]);
+      hs_json_double(&j, vals[i]);
+    }
+    hs_json_object_end(&j);
+    hs_json_key(&j, "out"); hs_json_string(&j, out);
+    hs_json_object_end(&j);
+  } else {
+    fputs(text, stdout);
+    if (o->curves)
+      printf("# %s as convergence_fit %lld in %s: `hetsim sim --convergence analytic --model %s` uses it\n",
+             o->existed ? "already stored" : "stored", (long long)o->fit_id, o->db, model);
+  }
+}
+
 int hs_cmd_fit(int argc, char **argv) {
   static const struct option opts[] = {
       {"db", required_argument, NULL, 'd'}, {"convergence", required_argument, NULL, 'c'},
       {"out", required_argument, NULL, 'o'}, {"json", no_argument, NULL, 'j'},
+      {"curves", required_argument, NULL, 'C'}, {"model", required_argument, NULL, 'm'},
+      {"dataset-size", required_argument, NULL, 'D'}, {"classes", required_argument, NULL, 'K'},
       {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0},
   };
-  const char *db_path = HS_DEFAULT_DB, *conv = "analytic", *out = NULL;
+  const char *db_path = HS_DEFAULT_DB, *conv = "analytic", *out = NULL, *curves = NULL, *model = NULL;
   int json = 0, c;
+  int64_t dsize = 0, classes = -1;
   optind = 1;
   opterr = 0;
   while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
@@ -204,20 +651,75 @@ int hs_cmd_fit(int argc, char **argv) {
     case 'c': conv = optarg; break;
     case 'o': out = optarg; break;
     case 'j': json = 1; break;
+    case 'C': curves = optarg; break;
+    case 'm': model = optarg; break;
+    case 'D':
+      if (hs_cli_parse_int64(optarg, 1, &dsize)) return bad("--dataset-size: expected a positive integer, got \"%s\"", optarg);
+      break;
+    case 'K':
+      if (hs_cli_parse_int64(optarg, 1, &classes) || classes > 1000000)
+        return bad("--classes: expected a positive integer, got \"%s\"", optarg);
+      break;
     case 'h': return usage(stdout, 0);
     default: return bad("unknown or incomplete option \"%s\"; see --help", argv[optind - 1]);
     }
   }
   int nids = argc - optind;
-  if (nids < 1) return bad("give at least one RUN_ID; see --help");
+  if (curves && nids) return bad("give either RUN_IDs or --curves FILE, not both");
+  if (!curves && nids < 1) return bad("give at least one RUN_ID, or --curves FILE; see --help");
+  if (curves && (!model || !*model)) return bad("--curves needs --model NAME: the model the curves are of");
+  if (!curves && (model || dsize || classes >= 0))
+    return bad("--model, --dataset-size and --classes go with --curves (runs know their model)");
   if (strncmp(conv, "analytic", 8) || (conv[8] && conv[8] != ':'))
     return bad("--convergence: only the analytic model has parameters to fit, got \"%s\"", conv);
   fit_data f = {0};
-  f.runs = calloc((size_t)nids, sizeof *f.runs);
   hs_diag d = {0};
   hs_store *s = NULL;
   int status = 2, rc;
-  gsl_vector *x = NULL, *xa = NULL;
+  const char *fitted[16] = {NULL};
+  int n_fitted = 0;
+  double rms = NAN, arms = NAN;
+  fit_origin origin = {.db = db_path};
+  char source[600] = "", text[2048] = "";
+  const hs_conv_model *m;
+  hs_params p;
+
+  if (curves) {
+    const hs_model_info *mi = hs_zoo_find(model);
+    curve_opts co = {.path = curves, .dataset_size = (double)dsize, .zoo_size = mi ? mi->dataset_train_size : 0};
+    if ((rc = load_curves(&co, &f, source, sizeof source, &origin.dataset_size, &d))) {
+      fprintf(stderr, "hetsim fit-convergence: %s\n", d.msg);
+      status = hs_exit_code(rc) == 2 ? 2 : 1;
+      goto done;
+    }
+    /* A model outside the zoo starts from the table's defaults. */
+    if ((rc = hs_conv_parse(conv, mi ? model : NULL, NULL, &m, &p, &d))) {
+      fprintf(stderr, "hetsim fit-convergence: %s\n", d.msg);
+      goto done;
+    }
+    hs_conv_coef_from(&p, &f.c);
+    f.classes = classes > 0 ? (int)classes : mi ? mi->classes : 0;
+    origin.curves = curves;
+    origin.source = source;
+    if ((status = fit_points(&f, &rms, &arms, &n_fitted, fitted))) goto done;
+    /* Stored only once the fit exists and --out is written: bad input stores nothing. */
+    fit_text(&f, model, rms, &origin, text, sizeof text);
+    if (out && (status = write_out(text, out))) goto done;
+    if ((status = hs_cli_store_open("fit-convergence", &s, db_path, 0))) goto done;
+    hs_conv_fit_row row = {.model = model, .coef = &f.c, .dataset_size = origin.dataset_size,
+                           .classes = f.classes, .fitted = fitted, .accuracy_rmse = arms,
+                           .source = source, .points = f.n, .rmse = rms};
+    if ((rc = hs_conv_fit_store(s, &row, &origin.fit_id, &origin.existed, &d))) {
+      fprintf(stderr, "hetsim fit-convergence: %s: %s\n", db_path, d.msg);
+      status = 1;
+      goto done;
+    }
+    emit(&f, model, rms, arms, fitted, &origin, text, out, json);
+    status = 0;
+    goto done;
+  }
+
+  f.runs = calloc((size_t)nids, sizeof *f.runs);
   if (!f.runs) {
     fprintf(stderr, "hetsim fit-convergence: out of memory\n");
     return 1;
@@ -244,111 +746,18 @@ int hs_cmd_fit(int argc, char **argv) {
       goto done;
     }
   }
-  const hs_conv_model *m;
-  hs_params p;
   if ((rc = hs_conv_parse(conv, f.runs[0].model, NULL, &m, &p, &d))) {
     fprintf(stderr, "hetsim fit-convergence: %s\n", d.msg);
     goto done;
   }
   hs_conv_coef_from(&p, &f.c);
   f.classes = hs_zoo_find(f.runs[0].model)->classes;
-  double umin = INFINITY, umax = 0, smin = INFINITY, smax = -INFINITY, lmin = INFINITY, lmax = 0;
-  for (int i = 0; i < f.n_runs; i++) {
-    umin = fmin(umin, f.runs[i].u);
-    umax = fmax(umax, f.runs[i].u);
-    smin = fmin(smin, f.runs[i].stale);
-    smax = fmax(smax, f.runs[i].stale);
-  }
-  for (int i = 0; i < f.n; i++) {
-    lmin = fmin(lmin, f.pts[i].loss);
-    lmax = fmax(lmax, f.pts[i].loss);
-  }
-  f.fit_phi = umax > 1.05 * umin;
-  f.fit_ls = smax - smin > 0.5;
-  size_t np = 3 + (size_t)f.fit_phi + (size_t)f.fit_ls;
-  if ((size_t)f.n < np + 1) {
-    status = bad("%d evaluations are too few to fit %zu parameters; evaluate more often (eval_every)", f.n, np);
-    goto done;
-  }
-  status = 1;
-  x = gsl_vector_alloc(np);
-  /* Start from the model's values, with beta2 below the lowest loss seen. */
-  double b2 = fmin(f.c.beta2, 0.5 * lmin);
-  gsl_vector_set(x, 0, log(f.c.beta0));
-  gsl_vector_set(x, 1, log(1.0 / fmax(lmax - b2, 1e-3)));
-  gsl_vector_set(x, 2, log(fmax(b2, 1e-3)));
-  size_t k = 3;
-  if (f.fit_phi) gsl_vector_set(x, k++, log(fmax(f.c.phi, 1.0)));
-  if (f.fit_ls) gsl_vector_set(x, k++, log(fmax(f.c.lambda_s, 1e-3)));
-  gsl_multifit_nlinear_fdf fdf = {.f = loss_resid, .df = NULL, .fvv = NULL, .n = (size_t)f.n, .p = np, .params = &f};
-  double rms = solve(&fdf, x, (size_t)f.n);
-  if (isnan(rms)) {
-    fprintf(stderr, "hetsim fit-convergence: the loss fit did not converge\n");
-    goto done;
-  }
-  unpack(&f, x, &f.c);
-  int na = 0;
-  for (int i = 0; i < f.n; i++) na += !isnan(f.pts[i].acc);
-  double arms = NAN;
-  if (na >= 3) {
-    xa = gsl_vector_alloc(2);
-    gsl_vector_set(xa, 0, 2.0);
-    gsl_vector_set(xa, 1, 0.0);
-    gsl_multifit_nlinear_fdf fa = {.f = acc_resid, .n = (size_t)na, .p = 2, .params = &f};
-    arms = solve(&fa, xa, (size_t)na);
-    if (!isnan(arms)) {
-      f.c.acc_max = 1.0 / (1.0 + exp(-gsl_vector_get(xa, 0)));
-      f.c.acc_alpha = exp(gsl_vector_get(xa, 1));
-    }
-  }
-  char text[1024];
-  snprintf(text, sizeof text,
-           "# hetsim fit-convergence, model %s, %d runs, %d evaluations, loss rms %.4g\n"
-           "phi=%.6g\nb0=%.6g\nbeta0=%.6g\nbeta1=%.6g\nbeta2=%.6g\nlambda_s=%.6g\n"
-           "lambda_tau=%.6g\nlambda_c=%.6g\nacc_max=%.6g\nacc_alpha=%.6g\n",
-           f.runs[0].model, f.n_runs, f.n, rms, f.c.phi, f.c.b0, f.c.beta0, f.c.beta1, f.c.beta2,
-           f.c.lambda_s, f.c.lambda_tau, f.c.lambda_c, f.c.acc_max, f.c.acc_alpha);
-  if (out) {
-    FILE *fo = fopen(out, "w");
-    if (!fo || fputs(text, fo) < 0 || fclose(fo)) {
-      fprintf(stderr, "hetsim fit-convergence: --out %s: cannot write\n", out);
-      goto done;
-    }
-  }
-  if (json) {
-    hs_json j;
-    hs_json_init(&j, stdout, 1);
-    hs_json_object_begin(&j);
-    hs_json_key(&j, "model"); hs_json_string(&j, f.runs[0].model);
-    hs_json_key(&j, "runs"); hs_json_array_begin(&j);
-    for (int i = 0; i < f.n_runs; i++) hs_json_int(&j, f.runs[i].id);
-    hs_json_array_end(&j);
-    hs_json_key(&j, "evaluations"); hs_json_int(&j, f.n);
-    hs_json_key(&j, "fitted"); hs_json_array_begin(&j);
-    hs_json_string(&j, "beta0"); hs_json_string(&j, "beta1"); hs_json_string(&j, "beta2");
-    if (f.fit_phi) hs_json_string(&j, "phi");
-    if (f.fit_ls) hs_json_string(&j, "lambda_s");
-    if (!isnan(arms)) { hs_json_string(&j, "acc_max"); hs_json_string(&j, "acc_alpha"); }
-    hs_json_array_end(&j);
-    hs_json_key(&j, "loss_rms"); hs_json_double(&j, rms);
-    hs_json_key(&j, "accuracy_rms"); hs_json_double(&j, arms);
-    hs_json_key(&j, "params"); hs_json_object_begin(&j);
-    const char *names[] = {"phi", "b0", "beta0", "beta1", "beta2", "lambda_s", "lambda_tau", "lambda_c", "acc_max", "acc_alpha"};
-    double vals[] = {f.c.phi, f.c.b0, f.c.beta0, f.c.beta1, f.c.beta2, f.c.lambda_s, f.c.lambda_tau, f.c.lambda_c, f.c.acc_max, f.c.acc_alpha};
-    for (int i = 0; i < 10; i++) {
-      hs_json_key(&j, names[i]);
-      hs_json_double(&j, vals[i]);
-    }
-    hs_json_object_end(&j);
-    hs_json_key(&j, "out"); hs_json_string(&j, out);
-    hs_json_object_end(&j);
-  } else {
-    fputs(text, stdout);
-  }
+  if ((status = fit_points(&f, &rms, &arms, &n_fitted, fitted))) goto done;
+  fit_text(&f, f.runs[0].model, rms, &origin, text, sizeof text);
+  if (out && (status = write_out(text, out))) goto done;
+  emit(&f, f.runs[0].model, rms, arms, fitted, &origin, text, out, json);
   status = 0;
 done:
-  gsl_vector_free(x);
-  gsl_vector_free(xa);
   hs_store_close(s);
   free(f.runs);
   free(f.pts);

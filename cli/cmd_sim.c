@@ -26,6 +26,7 @@
 #include "nn/nn_zoo.h"
 #include "policies/pol_registry.h"
 #include "sim/sim_conv.h"
+#include "sim/sim_conv_fit.h"
 #include "sim/sim_run.h"
 #include "sim/sim_trace.h"
 
@@ -78,7 +79,9 @@ static void usage(FILE *out) {
 "                        Fashion-MNIST with each worker's schedule (docs/convergence.md);\n"
 "                        parameters as analytic:phi=2000,beta0=3 or proxy:lr=0.05\n"
 "  --convergence-params FILE  parameters as key=value lines, as `hetsim fit-convergence`\n"
-"                        writes them; keys given in --convergence win\n"
+"                        writes them; keys given in --convergence win. Without it,\n"
+"                        analytic takes the newest fit of the model to its own curves\n"
+"                        (`hetsim fit-convergence --curves`) from --calib, else --db\n"
 "  --target-loss L       end at the first evaluation with loss <= L\n"
 "  --target-accuracy A   end at the first evaluation with accuracy >= A (0..1 or 0%%..100%%)\n"
 "                        (with both, the first evaluation that meets both)\n"
@@ -103,6 +106,7 @@ typedef struct sim_args {
   const char *conv, *conv_file;   /* conv NULL = none */
   const char *calib;              /* calibration database; NULL = the --db one */
   double target_loss, target_acc; /* 0 = none */
+  const char *conv_source;        /* where the convergence parameters come from; NULL = none */
 } sim_args;
 
 #define bad(...) hs_cli_usage("sim", 1, __VA_ARGS__)
@@ -361,6 +365,7 @@ static void print_summary(const sim_args *a, int64_t run_id, const char *status,
       hs_json_key(&j, "target_reached");
       hs_json_bool(&j, !isnan(m->time_to_target_s));
     }
+    if (a->conv_source) { hs_json_key(&j, "convergence_source"); hs_json_string(&j, a->conv_source); }
     hs_json_key(&j, "db"); hs_json_string(&j, a->db);
     hs_json_object_end(&j);
     return;
@@ -373,6 +378,7 @@ static void print_summary(const sim_args *a, int64_t run_id, const char *status,
   printf("  wait fraction    %.4f\n", m->wait_fraction);
   printf("  events           %lld in %.3f s of wall time\n", (long long)m->events, m->wall_s);
   if (a->conv) hs_cli_print_convergence(m, target);
+  if (a->conv_source) printf("  convergence      %s\n", a->conv_source);
   char why[128];
   stop_text(a, stop, why, sizeof why);
   printf("  stopped by       %s%s\n", why, target && isnan(m->time_to_target_s) ? " (target not reached)" : "");
@@ -436,6 +442,27 @@ static int open_calib(hs_store **cs, const char *path, hs_diag *d) {
   return rc == HS_ENOTFOUND || hs_exit_code(rc) == 2 ? 2 : 1;
 }
 
+/* The newest convergence fit stored for the run's model (`hetsim fit-convergence --curves`):
+ * from the --calib database, else the --db one (a database that does not exist yet, or predates
+ * the table, has none). Returns 1 when found, 0 when not, -1 on a database error (printed). */
+static int find_conv_fit(const sim_args *a, int64_t dataset_size, hs_conv_fit *fit) {
+  const char *paths[2] = {a->calib, a->db};
+  for (int i = 0; i < 2; i++) {
+    hs_store *s = NULL;
+    hs_diag d = {0};
+    if (!paths[i] || (i == 1 && a->calib && !strcmp(a->calib, a->db))) continue;
+    if (access(paths[i], F_OK) || hs_store_open(&s, paths[i], HS_STORE_READONLY, &d)) continue;
+    int rc = hs_conv_fit_newest(s, a->model, dataset_size, fit, &d);
+    hs_store_close(s);
+    if (!rc) return 1;
+    if (rc != HS_ENOTFOUND) {
+      fprintf(stderr, "hetsim sim: %s: %s\n", paths[i], d.msg);
+      return -1;
+    }
+  }
+  return 0;
+}
+
 int hs_cmd_sim(int argc, char **argv) {
   sim_args a;
   int rc = parse_args(argc, argv, &a);
@@ -484,9 +511,17 @@ int hs_cmd_sim(int argc, char **argv) {
   hs_params_format(&params, pstr, sizeof pstr);
   const hs_conv_model *conv = NULL;
   hs_params conv_params;
-  char cstr[1024] = "";
+  char cstr[1024] = "", csource[1200] = "", csource_json[2600] = "null", fit_id[24] = "null";
   if (a.conv) {
-    if ((rc = hs_conv_parse(a.conv, a.model, a.conv_file, &conv, &conv_params, &d))) {
+    /* Without --convergence-params, analytic takes the newest fit to the model's own curves. */
+    hs_conv_fit fit;
+    int have_fit = 0;
+    if (!a.conv_file && !strncmp(a.conv, "analytic", 8) && (!a.conv[8] || a.conv[8] == ':') &&
+        (have_fit = find_conv_fit(&a, mi->dataset_train_size, &fit)) < 0) {
+      status = 1;
+      goto out;
+    }
+    if ((rc = hs_conv_parse_fitted(a.conv, a.model, have_fit ? fit.params : NULL, a.conv_file, &conv, &conv_params, &d))) {
       fprintf(stderr, "hetsim sim: %s\n", d.msg);
       goto out;
     }
@@ -495,6 +530,18 @@ int hs_cmd_sim(int argc, char **argv) {
       fprintf(stderr, "hetsim sim: %s\n", d.msg);
       goto out;
     }
+    hs_conv_source_text(conv, a.model, have_fit ? &fit : NULL, a.conv_file, a.conv, csource, sizeof csource);
+    a.conv_source = csource;
+    char *js = NULL;
+    size_t jl = 0;
+    FILE *mf = open_memstream(&js, &jl);
+    if (mf) {
+      hs_json_write_escaped(mf, csource);
+      fclose(mf);
+      if (js && jl < sizeof csource_json) snprintf(csource_json, sizeof csource_json, "%s", js);
+    }
+    free(js);
+    if (have_fit) snprintf(fit_id, sizeof fit_id, "%lld", (long long)fit.id);
   }
 
   /* Each device type's compute for this model: its per-model entry or default, a roofline
@@ -562,16 +609,17 @@ int hs_cmd_sim(int argc, char **argv) {
     }
   }
 
-  char command[4096], options[2048], versions[512];
+  char command[4096], options[4096], versions[512];
   hs_cli_join_argv(argc, argv, command, sizeof command);
   snprintf(options, sizeof options,
            "{\"iterations\":%lld,\"epochs\":%.17g,\"sim_time_s\":%.17g,\"store\":\"%s\","
            "\"convergence\":\"%s\",\"convergence_params\":\"%s\",\"target_loss\":%.17g,"
-           "\"target_accuracy\":%.17g,\"events_csv\":%s%s%s,\"grad_bytes\":%lld}",
+           "\"target_accuracy\":%.17g,\"events_csv\":%s%s%s,\"grad_bytes\":%lld,"
+           "\"convergence_source\":%s,\"convergence_fit_id\":%s}",
            (long long)a.iterations, a.epochs, a.sim_time, a.store_steps ? "steps" : "summary",
            conv ? conv->name : "none", cstr, a.target_loss, a.target_acc,
            a.events ? "\"" : "", a.events ? a.events : "null", a.events ? "\"" : "",
-           (long long)ms.grad_bytes);
+           (long long)ms.grad_bytes, csource_json, fit_id);
   hs_cli_versions_json(versions, sizeof versions);
   hs_run_info info = {
       .kind = "sim", .policy = pol->name, .params = pstr, .cluster_name = spec.name,

@@ -30,6 +30,11 @@
  * with the run's learning rate and data sizes, with the run's final loss as its target. It is
  * stored as a run of kind sim.
  *
+ * The simulation runs exactly the real run's N iterations (so that both runs' totals cover the
+ * same updates); when its evaluations do not reach the real run's final loss within them, a
+ * continuation of the same simulation (deterministic: the same first N iterations) runs up to
+ * 2N iterations with that loss as its target, only for the time to it, and is not stored.
+ *
  * Errors (relative to the real run; stored in `validation`):
  * - per-iteration time: T_v is the first start of a step computed on model version v; over
  *   intervals of one round (consecutive versions seen in both runs that are multiples of R,
@@ -37,9 +42,23 @@
  *   push makes a version and single versions come in bursts) the time per iteration is
  *   (T_v2 - T_v1)/(v2 - v1); the error of each interval is |sim - real| / real; median and p95
  *   (nearest rank) over the intervals. --window K also prints them over K rounds.
+ * - mean iteration time: the mean over the same intervals of the simulated time per iteration
+ *   over the real one's, minus 1 (signed: > 0 when the simulation is slower). It leaves out
+ *   what comes before the first interval (start-up) and after the last (the last round).
+ * - total time: the simulated run's time over the real run's measured training time (both
+ *   summary.sim_time_s, both N iterations), minus 1 (signed): start-up and the last round in.
+ * - distribution: the Wasserstein-1 distance between the empirical distributions of the two
+ *   runs' per-iteration times over the same intervals, over the real mean (sim/sim_compare.h).
  * - time to final loss: the real run's first evaluation with loss <= its final loss, against
- *   the simulated run's time to that loss as a target (NULL when the simulation never reached
- *   it, or for models the proxy cannot train). */
+ *   the simulated run's first evaluation with loss <= that loss (NULL when the simulation never
+ *   reached it within 2N iterations, or for models the proxy cannot train).
+ *
+ * The same question is answered once: the simulated run carries in its options a key, a hash
+ * of every input of the simulation (the real run, the calibration's numbers as used, the
+ * cluster, the policy, the convergence model, hetsim's version). When a complete simulated run
+ * with the same key already validates this run, validate reuses it and its validation row
+ * instead of storing a second one, and says so ("reused"); the errors are recomputed from the
+ * stored rows and equal the stored ones. */
 #include <getopt.h>
 #include <math.h>
 #include <sqlite3.h>
@@ -49,12 +68,15 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/sweep_grid.h"
+#include "core/core_buildinfo.h"
 #include "core/core_config.h"
 #include "core/core_json.h"
 #include "core/core_perfmodel.h"
 #include "core/core_store.h"
 #include "nn/nn_zoo.h"
 #include "policies/pol_registry.h"
+#include "sim/sim_compare.h"
 #include "sim/sim_conv.h"
 #include "sim/sim_run.h"
 
@@ -64,8 +86,11 @@ static void usage(FILE *out) {
 "\n"
 "Simulates the real run RUN_ID with the calibration of the same device (same policy, seed,\n"
 "batch, workers and slowdown events), stores the simulated run and the errors in the\n"
-"validation table, and prints the median and p95 per-iteration time error and the error in\n"
-"the time to the real run's final loss (relative errors; 0.05 = 5%%).\n"
+"validation table, and prints the median and p95 per-iteration time error, the error of the\n"
+"mean iteration time and of the total time (simulated / real - 1), the distance between the\n"
+"two runs' iteration-time distributions (Wasserstein-1 over the real mean) and the error in\n"
+"the time to the real run's final loss (relative errors; 0.05 = 5%%). A validation already\n"
+"stored for the same inputs is reused, not stored again.\n"
 "\n"
 "  --db FILE      results database holding the run (default %s)\n"
 "  --calib DB     database with the device's calibration (default: the --db database)\n"
@@ -76,16 +101,18 @@ static void usage(FILE *out) {
 "  --against RUN_ID2\n"
 "                 also score the real run RUN_ID2 (the same command run again: same\n"
 "                 policy, model, global batch, workers and cluster file) against RUN_ID\n"
-"                 with the same per-iteration error: how well the machine reproduces its\n"
-"                 own rounds, the floor under the simulator's error (printed only)\n"
-"  --json         print one JSON object: run_id, sim_run_id, median_iter_error,\n"
-"                 p95_iter_error, time_to_loss_error, intervals, versions_per_interval,\n"
+"                 with the same errors: how well the machine reproduces its own rounds and\n"
+"                 totals, the floor under the simulator's errors (printed only)\n"
+"  --json         print one JSON object: run_id, sim_run_id, validation_id, reused,\n"
+"                 median_iter_error, p95_iter_error, mean_iter_error, total_time_error,\n"
+"                 iter_wasserstein, time_to_loss_error, intervals, versions_per_interval,\n"
 "                 compute_calibration, compute_ratio (the run's computes over the\n"
 "                 calibration's, over the workers the cluster file never slows; null when\n"
 "                 it slows them all), and with --window K: window,\n"
 "                 window_median_iter_error, window_p95_iter_error, with --against:\n"
 "                 against_run_id, against_intervals, against_median_iter_error,\n"
-"                 against_p95_iter_error\n"
+"                 against_p95_iter_error, against_mean_iter_error,\n"
+"                 against_total_time_error, against_iter_wasserstein\n"
 "\n"
 "exit status: 0 validated, 1 runtime failure, 2 bad usage or bad input.\n",
           HS_DEFAULT_DB);
@@ -107,6 +134,7 @@ typedef struct real_run_row {
   uint64_t seed;
   int workers;
   double lr, final_loss;
+  double total_s;             /* summary.sim_time_s: the measured training time; NaN if none */
 } real_run_row;
 
 static void copy_col(sqlite3_stmt *st, int i, char *buf, size_t len) {
@@ -121,7 +149,8 @@ static int load_run(sqlite3 *db, int64_t id, real_run_row *r) {
       " json_extract(run.options, '$.workers'), json_extract(run.options, '$.lr'),"
       " json_extract(run.options, '$.eval_every'), json_extract(run.options, '$.eval_samples'),"
       " json_extract(run.options, '$.train_samples'), summary.iterations,"
-      " (SELECT loss FROM eval WHERE eval.run_id = run.id ORDER BY step DESC, time_s DESC LIMIT 1)"
+      " (SELECT loss FROM eval WHERE eval.run_id = run.id ORDER BY step DESC, time_s DESC LIMIT 1),"
+      " summary.sim_time_s"
       " FROM run LEFT JOIN summary ON summary.run_id = run.id WHERE run.id = ?";
   sqlite3_stmt *st;
   if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) return -1;
@@ -145,6 +174,7 @@ static int load_run(sqlite3 *db, int64_t id, real_run_row *r) {
     r->train_samples = sqlite3_column_int64(st, 13);
     r->iterations = sqlite3_column_int64(st, 14);
     r->final_loss = sqlite3_column_type(st, 15) == SQLITE_NULL ? NAN : sqlite3_column_double(st, 15);
+    r->total_s = sqlite3_column_type(st, 16) == SQLITE_NULL ? NAN : sqlite3_column_double(st, 16);
   }
   sqlite3_finalize(st);
   return found;
@@ -415,17 +445,23 @@ static int64_t round_versions(sqlite3 *db, int64_t run, int workers) {
   return k;
 }
 
-/* Median and p95 of the per-iteration errors over intervals of `stride` versions that both
- * runs saw (versions that are multiples of stride). */
-static int64_t iter_errors(sqlite3 *db, int64_t real_id, int64_t sim_id, int64_t stride, double *median,
-                           double *p95) {
+/* Compares the per-iteration times of run cmp_id with those of run ref_id over intervals of
+ * `stride` versions that both runs saw (versions that are multiples of stride), paired by
+ * interval (sim_compare.h). With fewer than two common versions out->n is 0 and every figure
+ * NaN. Returns 0, or -1 when the step rows could not be read. */
+static int iter_compare(sqlite3 *db, int64_t ref_id, int64_t cmp_id, int64_t stride, hs_iter_compare *out) {
   int64_t *rv, *sv;
   double *rt, *stt;
-  int64_t nr = version_times(db, real_id, &rv, &rt), ns = version_times(db, sim_id, &sv, &stt);
+  int64_t nr = version_times(db, ref_id, &rv, &rt), ns = version_times(db, cmp_id, &sv, &stt);
   int64_t m = 0;
-  double *err = NULL;
-  if (nr > 1 && ns > 1) err = malloc((size_t)nr * sizeof *err);
-  if (err) {
+  double *dr = NULL, *ds = NULL;
+  int rc = nr < 0 || ns < 0 ? -1 : 0;
+  if (!rc && nr > 1 && ns > 1) {
+    dr = malloc((size_t)nr * sizeof *dr);
+    ds = malloc((size_t)nr * sizeof *ds);
+    if (!dr || !ds) rc = -1;
+  }
+  if (!rc && dr) {
     int64_t j = 0, pv = -1;
     double prt = 0, pst = 0;
     for (int64_t i = 0; i < nr; i++) {
@@ -433,28 +469,28 @@ static int64_t iter_errors(sqlite3 *db, int64_t real_id, int64_t sim_id, int64_t
       if (j == ns) break;
       if (sv[j] != rv[i] || rv[i] % stride) continue;
       if (pv >= 0) {
-        double dr = (rt[i] - prt) / (double)(rv[i] - pv), ds = (stt[j] - pst) / (double)(rv[i] - pv);
-        if (dr > 0) err[m++] = fabs(ds - dr) / dr;
+        dr[m] = (rt[i] - prt) / (double)(rv[i] - pv);
+        ds[m] = (stt[j] - pst) / (double)(rv[i] - pv);
+        m++;
       }
       pv = rv[i];
       prt = rt[i];
       pst = stt[j];
     }
   }
-  *median = *p95 = NAN;
-  if (m > 0) {
-    qsort(err, (size_t)m, sizeof *err, cmp_double);
-    *median = m % 2 ? err[m / 2] : 0.5 * (err[m / 2 - 1] + err[m / 2]);
-    int64_t k = (int64_t)ceil(0.95 * (double)m) - 1;
-    *p95 = err[k < 0 ? 0 : k];
-  }
-  free(err);
+  if (!rc && hs_iter_compare_times(dr, ds, (size_t)m, out, NULL)) rc = -1;
+  if (rc) hs_iter_compare_times(NULL, NULL, 0, out, NULL); /* every figure NaN */
+  free(dr);
+  free(ds);
   free(rv);
   free(rt);
   free(sv);
   free(stt);
-  return m;
+  return rc;
 }
+
+/* b / a - 1, NaN unless both are positive. */
+static double rel_diff(double b, double a) { return a > 0 && b > 0 ? b / a - 1 : NAN; }
 
 typedef struct vctx {
   hs_store *store;
@@ -490,6 +526,69 @@ static int v_eval(void *ctx, double time_s, int64_t step, double loss, double ac
   v->step[v->n] = step;
   v->n++;
   return 0;
+}
+
+/* Adds the text of a printf format to an FNV-1a 64 hash. */
+static uint64_t key_add(uint64_t h, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static uint64_t key_add(uint64_t h, const char *fmt, ...) {
+  char buf[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  int k = vsnprintf(buf, sizeof buf, fmt, ap);
+  va_end(ap);
+  if (k < 0) return h;
+  h = hs_fnv64(h, buf, (size_t)k < sizeof buf ? (size_t)k : sizeof buf - 1);
+  return hs_fnv64(h, "\n", 1);
+}
+
+/* The key of a validation's simulation: FNV-1a 64 over every input the simulation is built
+ * from, in hex-float form so that any change of a number changes it: the real run, hetsim's
+ * version, the compute calibration (its name and fits, with their measured points), the cluster
+ * as rebuilt (its text and the links, jitter and update time set from the calibration), the
+ * policy and its parameters, seed, global batch, iterations and the convergence model. */
+static uint64_t sim_key(long long id, const char *cdev, const hs_perf_model *perf, int n_types,
+                        const hs_cluster_spec *spec, const char *text, const char *pspec,
+                        const real_run_row *r, const char *cspec) {
+  uint64_t h = key_add(HS_FNV64_INIT, "hetsim validate 1 %s run %lld", HETSIM_VERSION, id);
+  h = key_add(h, "%s", cdev);
+  for (int t = 0; t < n_types; t++) {
+    const hs_perf_model *m = &perf[t];
+    h = key_add(h, "%d %a %a %a %a %d %d", (int)m->form, m->p[0], m->p[1], m->p[2], m->p[3], m->max_batch, m->n_points);
+    for (int i = 0; i < m->n_points; i++) h = key_add(h, "%d %a", m->pt_batch[i], m->pt_s[i]);
+  }
+  h = key_add(h, "%s", text);
+  h = key_add(h, "%a %a %a %a %a %a", spec->network.bandwidth, spec->network.latency, spec->ps.link.bandwidth,
+              spec->ps.link.latency, spec->ps.update_time, spec->jitter_cv);
+  for (int i = 0; i < spec->n_nodes; i++) h = key_add(h, "%a %a", spec->nodes[i].link.bandwidth, spec->nodes[i].link.latency);
+  return key_add(h, "%s %llu %lld %lld %s", pspec, (unsigned long long)r->seed, (long long)r->global_batch,
+                 (long long)r->iterations, cspec);
+}
+
+/* A stored validation of run `id` whose simulated run is complete and carries `key`: 1 with
+ * its ids, the simulated run's total time and time to the loss, 0 when there is none, -1 on an
+ * SQL error. */
+static int find_reusable(sqlite3 *db, long long id, const char *key, int64_t *vid, int64_t *sim_id,
+                         double *sim_total, double *sim_ttl) {
+  sqlite3_stmt *st;
+  if (sqlite3_prepare_v2(db,
+          "SELECT validation.id, validation.sim_run_id, summary.sim_time_s, summary.time_to_target_s"
+          " FROM validation JOIN run ON run.id = validation.sim_run_id JOIN summary ON summary.run_id = run.id"
+          " WHERE validation.run_id = ? AND run.status = 'complete'"
+          " AND json_extract(run.options, '$.validation_key') = ? ORDER BY validation.id DESC LIMIT 1",
+          -1, &st, NULL) != SQLITE_OK)
+    return -1;
+  sqlite3_bind_int64(st, 1, id);
+  sqlite3_bind_text(st, 2, key, -1, SQLITE_STATIC);
+  int rc = sqlite3_step(st);
+  int found = rc == SQLITE_ROW;
+  if (found) {
+    *vid = sqlite3_column_int64(st, 0);
+    *sim_id = sqlite3_column_int64(st, 1);
+    *sim_total = sqlite3_column_type(st, 2) == SQLITE_NULL ? NAN : sqlite3_column_double(st, 2);
+    *sim_ttl = sqlite3_column_type(st, 3) == SQLITE_NULL ? NAN : sqlite3_column_double(st, 3);
+  }
+  sqlite3_finalize(st);
+  return found ? 1 : rc == SQLITE_DONE ? 0 : -1;
 }
 
 int hs_cmd_validate(int argc, char **argv) {
@@ -708,49 +807,101 @@ int hs_cmd_validate(int argc, char **argv) {
   hs_diag cd = {0};
   if (isnan(r.final_loss) || hs_conv_parse(cspec, r.model, NULL, &conv, &cparams, &cd)) conv = NULL;
 
-  char command[256], options[512];
-  snprintf(command, sizeof command, "hetsim validate %lld", id);
-  snprintf(options, sizeof options, "{\"validates\":%lld,\"iterations\":%lld,\"convergence\":\"%s\",\"grad_bytes\":%lld}",
-           id, (long long)r.iterations, conv ? "proxy" : "none", (long long)ms.grad_bytes);
-  hs_run_info info = {.kind = "sim", .policy = pol->name, .params = r.params, .cluster_name = spec.name,
-                      .cluster_text = text, .model = r.model, .global_batch = r.global_batch,
-                      .seed = r.seed, .options_json = options, .command = command};
-  v.store = store;
-  if ((rc = hs_store_run_begin(store, &info, &v.run_id, &d)) || (rc = hs_store_steps_begin(store, v.run_id, &d))) {
-    fprintf(stderr, "hetsim validate: storing the simulated run: %s\n", d.msg);
+  /* The same question asked again gets the same answer: reuse a stored simulation with the
+   * same inputs (their key) instead of storing a second one. */
+  char key[17];
+  snprintf(key, sizeof key, "%016llx",
+           (unsigned long long)sim_key(id, cdev, perf, spec.n_types, &spec, text, pspec, &r, conv ? cspec : "none"));
+  int64_t vid = 0;
+  double sim_total = NAN, sim_ttl = NAN;
+  int reused = find_reusable(db, id, key, &vid, &v.run_id, &sim_total, &sim_ttl);
+  if (reused < 0) {
+    fprintf(stderr, "hetsim validate: %s: %s\n", dbp, sqlite3_errmsg(db));
     status = 1;
     goto out;
   }
+
   hs_sim_config cfg = {
       .cluster = &spec, .model = r.model, .grad_bytes = (double)ms.grad_bytes,
       .param_bytes = 4.0 * (double)ms.params, .dataset_size = r.train_samples > 0 ? r.train_samples : mi->dataset_train_size,
       .global_batch = r.global_batch, .policy = pol, .params = &params, .seed = r.seed,
       .max_iterations = r.iterations, .sink = v_step, .sink_ctx = &v, .perf = perf,
       .conv = conv, .conv_params = conv ? &cparams : NULL,
-      .target_loss = conv ? r.final_loss : 0, .eval_sink = conv ? v_eval : NULL, .eval_ctx = &v,
+      .eval_sink = conv ? v_eval : NULL, .eval_ctx = &v,
   };
-  if (conv) cfg.max_iterations = 2 * r.iterations; /* room to reach the real run's final loss */
-  rc = hs_sim_run(&cfg, &res, &d);
-  hs_diag sd = {0};
-  int src = hs_store_steps_end(store, &sd);
-  for (int64_t i = 0; !src && i < v.n; i++)
-    src = hs_store_eval_add(store, v.run_id, v.t[i], v.step[i], v.loss[i], v.acc[i], &sd);
-  if (!src) src = hs_store_run_finish(store, v.run_id, rc ? "failed" : "complete", rc ? NULL : &res.summary,
-                                      rc ? d.msg : NULL, &sd);
-  if (rc || src) {
-    fprintf(stderr, "hetsim validate: simulating run %lld: %s\n", id, rc ? d.msg : sd.msg);
+  if (!reused) {
+    char command[256], options[1024];
+    snprintf(command, sizeof command, "hetsim validate %lld", id);
+    char tl[32] = "null";
+    if (conv) snprintf(tl, sizeof tl, "%.17g", r.final_loss);
+    snprintf(options, sizeof options,
+             "{\"validates\":%lld,\"iterations\":%lld,\"convergence\":\"%s\",\"target_loss\":%s,"
+             "\"grad_bytes\":%lld,\"validation_key\":\"%s\"}",
+             id, (long long)r.iterations, conv ? "proxy" : "none", tl, (long long)ms.grad_bytes, key);
+    hs_run_info info = {.kind = "sim", .policy = pol->name, .params = r.params, .cluster_name = spec.name,
+                        .cluster_text = text, .model = r.model, .global_batch = r.global_batch,
+                        .seed = r.seed, .options_json = options, .command = command};
+    v.store = store;
+    if ((rc = hs_store_run_begin(store, &info, &v.run_id, &d)) || (rc = hs_store_steps_begin(store, v.run_id, &d))) {
+      fprintf(stderr, "hetsim validate: storing the simulated run: %s\n", d.msg);
+      status = 1;
+      goto out;
+    }
+    rc = hs_sim_run(&cfg, &res, &d);
+    /* The time to the real run's final loss: the first evaluation that reaches it, else a
+     * continuation of the same simulation up to 2N iterations with it as the target (the same
+     * first N iterations: the simulation is deterministic), not stored. */
+    for (int64_t i = 0; conv && !rc && i < v.n && isnan(sim_ttl); i++)
+      if (v.loss[i] <= r.final_loss) sim_ttl = v.t[i];
+    if (conv && !rc && isnan(sim_ttl)) {
+      hs_sim_config more = cfg;
+      more.max_iterations = 2 * r.iterations;
+      more.target_loss = r.final_loss;
+      more.sink = NULL;
+      more.eval_sink = NULL;
+      hs_sim_result mres;
+      rc = hs_sim_run(&more, &mres, &d);
+      if (!rc) sim_ttl = mres.summary.time_to_target_s;
+      hs_sim_result_free(&mres);
+    }
+    if (!rc) {
+      res.summary.time_to_target_s = sim_ttl;
+      sim_total = res.summary.sim_time_s;
+    }
+    hs_diag sd = {0};
+    int src = hs_store_steps_end(store, &sd);
+    for (int64_t i = 0; !src && i < v.n; i++)
+      src = hs_store_eval_add(store, v.run_id, v.t[i], v.step[i], v.loss[i], v.acc[i], &sd);
+    if (!src) src = hs_store_run_finish(store, v.run_id, rc ? "failed" : "complete", rc ? NULL : &res.summary,
+                                        rc ? d.msg : NULL, &sd);
+    if (rc || src) {
+      fprintf(stderr, "hetsim validate: simulating run %lld: %s\n", id, rc ? d.msg : sd.msg);
+      status = 1;
+      goto out;
+    }
+  }
+
+  double ttl = NAN, real_ttl = NAN;
+  double cratio = compute_ratio(db, id, &perf[0], upd, &spec);
+  int64_t per_round = round_versions(db, id, n);
+  hs_iter_compare ic = {0}, wc = {0}, ac = {0};
+  int crc = iter_compare(db, id, v.run_id, per_round, &ic);
+  if (!crc && window > 1) crc = iter_compare(db, id, v.run_id, per_round * window, &wc);
+  if (!crc && against) crc = iter_compare(db, id, against, per_round, &ac);
+  if (crc) {
+    fprintf(stderr, "hetsim validate: reading the runs' steps: %s\n", sqlite3_errmsg(db));
     status = 1;
     goto out;
   }
-
-  double med, p95, ttl = NAN, real_ttl = NAN;
-  double cratio = compute_ratio(db, id, &perf[0], upd, &spec);
-  int64_t per_round = round_versions(db, id, n);
-  int64_t intervals = iter_errors(db, id, v.run_id, per_round, &med, &p95);
-  double wmed = NAN, wp95 = NAN;
-  int64_t wintervals = window > 1 ? iter_errors(db, id, v.run_id, per_round * window, &wmed, &wp95) : 0;
-  double amed = NAN, ap95 = NAN;
-  int64_t aintervals = against ? iter_errors(db, id, against, per_round, &amed, &ap95) : 0;
+  double total_err = rel_diff(sim_total, r.total_s);
+  double against_total = NAN;
+  if (against) {
+    real_run_row a;
+    memset(&a, 0, sizeof a);
+    /* Totals compare only runs of the same number of iterations. */
+    if (load_run(db, against, &a) > 0 && a.iterations == r.iterations) against_total = rel_diff(a.total_s, r.total_s);
+    free(a.cluster_text);
+  }
   if (conv) {
     sqlite3_stmt *st;
     if (sqlite3_prepare_v2(db, "SELECT min(time_s) FROM eval WHERE run_id = ? AND loss <= ?", -1, &st, NULL) == SQLITE_OK) {
@@ -759,31 +910,33 @@ int hs_cmd_validate(int argc, char **argv) {
       if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_type(st, 0) != SQLITE_NULL) real_ttl = sqlite3_column_double(st, 0);
       sqlite3_finalize(st);
     }
-    if (real_ttl > 0 && !isnan(res.summary.time_to_target_s)) ttl = fabs(res.summary.time_to_target_s - real_ttl) / real_ttl;
+    if (real_ttl > 0 && !isnan(sim_ttl)) ttl = fabs(sim_ttl - real_ttl) / real_ttl;
   }
-  sqlite3_stmt *ins;
-  int64_t vid = 0;
-  if (sqlite3_prepare_v2(db, "INSERT INTO validation(run_id, sim_run_id, median_iter_error, p95_iter_error,"
-                         " time_to_loss_error) VALUES (?, ?, ?, ?, ?)", -1, &ins, NULL) != SQLITE_OK) {
-    fprintf(stderr, "hetsim validate: %s: %s\n", dbp, sqlite3_errmsg(db));
-    status = 1;
-    goto out;
+  if (!reused) {
+    sqlite3_stmt *ins;
+    if (sqlite3_prepare_v2(db, "INSERT INTO validation(run_id, sim_run_id, median_iter_error, p95_iter_error,"
+                           " time_to_loss_error, mean_iter_error, total_time_error, iter_wasserstein)"
+                           " VALUES (?, ?, ?, ?, ?, ?, ?, ?)", -1, &ins, NULL) != SQLITE_OK) {
+      fprintf(stderr, "hetsim validate: %s: %s\n", dbp, sqlite3_errmsg(db));
+      status = 1;
+      goto out;
+    }
+    sqlite3_bind_int64(ins, 1, id);
+    sqlite3_bind_int64(ins, 2, v.run_id);
+    double vals[6] = {ic.median_error, ic.p95_error, ttl, ic.mean_error, total_err, ic.wasserstein_rel};
+    for (int i = 0; i < 6; i++) {
+      if (isnan(vals[i])) sqlite3_bind_null(ins, 3 + i);
+      else sqlite3_bind_double(ins, 3 + i, vals[i]);
+    }
+    int ok = sqlite3_step(ins) == SQLITE_DONE;
+    sqlite3_finalize(ins);
+    if (!ok) {
+      fprintf(stderr, "hetsim validate: storing the validation: %s\n", sqlite3_errmsg(db));
+      status = 1;
+      goto out;
+    }
+    vid = sqlite3_last_insert_rowid(db);
   }
-  sqlite3_bind_int64(ins, 1, id);
-  sqlite3_bind_int64(ins, 2, v.run_id);
-  double vals[3] = {med, p95, ttl};
-  for (int i = 0; i < 3; i++) {
-    if (isnan(vals[i])) sqlite3_bind_null(ins, 3 + i);
-    else sqlite3_bind_double(ins, 3 + i, vals[i]);
-  }
-  int ok = sqlite3_step(ins) == SQLITE_DONE;
-  sqlite3_finalize(ins);
-  if (!ok) {
-    fprintf(stderr, "hetsim validate: storing the validation: %s\n", sqlite3_errmsg(db));
-    status = 1;
-    goto out;
-  }
-  vid = sqlite3_last_insert_rowid(db);
   double rpart[3], spart[3];
   step_parts(db, id, rpart);
   step_parts(db, v.run_id, spart);
@@ -794,6 +947,7 @@ int hs_cmd_validate(int argc, char **argv) {
     hs_json_key(&j, "run_id"); hs_json_int(&j, id);
     hs_json_key(&j, "sim_run_id"); hs_json_int(&j, v.run_id);
     hs_json_key(&j, "validation_id"); hs_json_int(&j, vid);
+    hs_json_key(&j, "reused"); hs_json_bool(&j, reused);
     hs_json_key(&j, "policy"); hs_json_string(&j, pol->name);
     hs_json_key(&j, "device"); hs_json_string(&j, r.device_name);
     hs_json_key(&j, "compute_calibration"); hs_json_string(&j, cdev);
@@ -806,30 +960,41 @@ int hs_cmd_validate(int argc, char **argv) {
     hs_json_key(&j, "compute_ratio"); if (isnan(cratio)) hs_json_null(&j); else hs_json_double(&j, cratio);
     json_parts(&j, "real_step", rpart);
     json_parts(&j, "sim_step", spart);
-    hs_json_key(&j, "intervals"); hs_json_int(&j, intervals);
+    hs_json_key(&j, "intervals"); hs_json_int(&j, ic.n);
     hs_json_key(&j, "versions_per_interval"); hs_json_int(&j, per_round);
     if (window > 1) {
       hs_json_key(&j, "window"); hs_json_int(&j, window);
-      hs_json_key(&j, "window_intervals"); hs_json_int(&j, wintervals);
-      hs_json_key(&j, "window_median_iter_error"); hs_json_double(&j, wmed);
-      hs_json_key(&j, "window_p95_iter_error"); hs_json_double(&j, wp95);
+      hs_json_key(&j, "window_intervals"); hs_json_int(&j, wc.n);
+      hs_json_key(&j, "window_median_iter_error"); hs_json_double(&j, wc.median_error);
+      hs_json_key(&j, "window_p95_iter_error"); hs_json_double(&j, wc.p95_error);
     }
     if (against) {
       hs_json_key(&j, "against_run_id"); hs_json_int(&j, against);
-      hs_json_key(&j, "against_intervals"); hs_json_int(&j, aintervals);
-      hs_json_key(&j, "against_median_iter_error"); hs_json_double(&j, amed);
-      hs_json_key(&j, "against_p95_iter_error"); hs_json_double(&j, ap95);
+      hs_json_key(&j, "against_intervals"); hs_json_int(&j, ac.n);
+      hs_json_key(&j, "against_median_iter_error"); hs_json_double(&j, ac.median_error);
+      hs_json_key(&j, "against_p95_iter_error"); hs_json_double(&j, ac.p95_error);
+      hs_json_key(&j, "against_mean_iter_error"); hs_json_double(&j, ac.mean_error);
+      hs_json_key(&j, "against_total_time_error"); hs_json_double(&j, against_total);
+      hs_json_key(&j, "against_iter_wasserstein"); hs_json_double(&j, ac.wasserstein_rel);
     }
-    hs_json_key(&j, "median_iter_error"); hs_json_double(&j, med);
-    hs_json_key(&j, "p95_iter_error"); hs_json_double(&j, p95);
+    hs_json_key(&j, "median_iter_error"); hs_json_double(&j, ic.median_error);
+    hs_json_key(&j, "p95_iter_error"); hs_json_double(&j, ic.p95_error);
+    hs_json_key(&j, "mean_iter_error"); hs_json_double(&j, ic.mean_error);
+    hs_json_key(&j, "real_mean_iter_s"); hs_json_double(&j, ic.ref_mean);
+    hs_json_key(&j, "sim_mean_iter_s"); hs_json_double(&j, ic.cmp_mean);
+    hs_json_key(&j, "total_time_error"); hs_json_double(&j, total_err);
+    hs_json_key(&j, "real_total_s"); hs_json_double(&j, r.total_s);
+    hs_json_key(&j, "sim_total_s"); hs_json_double(&j, sim_total);
+    hs_json_key(&j, "iter_wasserstein"); hs_json_double(&j, ic.wasserstein_rel);
     hs_json_key(&j, "time_to_loss_error"); hs_json_double(&j, ttl);
     hs_json_key(&j, "real_time_to_loss_s"); hs_json_double(&j, real_ttl);
-    hs_json_key(&j, "sim_time_to_loss_s"); hs_json_double(&j, res.summary.time_to_target_s);
+    hs_json_key(&j, "sim_time_to_loss_s"); hs_json_double(&j, sim_ttl);
     hs_json_key(&j, "final_loss"); hs_json_double(&j, r.final_loss);
     hs_json_object_end(&j);
   } else {
-    printf("validation %lld of real run %lld (%s on %s), simulated as run %lld\n", (long long)vid, id,
-           pol->name, r.device_name, (long long)v.run_id);
+    printf("validation %lld of real run %lld (%s on %s), simulated as run %lld%s\n", (long long)vid, id,
+           pol->name, r.device_name, (long long)v.run_id,
+           reused ? " (reused: stored by an earlier validate with the same inputs)" : "");
     printf("  compute calibration        %s%s\n", cdev,
            cdev == r.device_name && n > 1 ? " (steps timed alone; `hetsim calib --concurrent N` times them as N workers share the machine)" : "");
     printf("  global model update        %.4g ms per all-reduce or push (calibrated update phase)\n", upd * 1e3);
@@ -847,20 +1012,27 @@ int hs_cmd_validate(int argc, char **argv) {
     printf("  per step, real / simulated compute %.4g / %.4g ms, communication %.4g / %.4g ms, idle %.4g / %.4g ms (means)\n",
            rpart[0] * 1e3, spart[0] * 1e3, rpart[1] * 1e3, spart[1] * 1e3, rpart[2] * 1e3, spart[2] * 1e3);
     printf("  per-iteration time error   median %.4f, p95 %.4f over %lld intervals of one round (%lld version%s)\n",
-           med, p95, (long long)intervals, (long long)per_round, per_round == 1 ? "" : "s");
+           ic.median_error, ic.p95_error, (long long)ic.n, (long long)per_round, per_round == 1 ? "" : "s");
+    printf("  mean iteration time        real %.4g ms, simulated %.4g ms: error %+.4f (over the same intervals)\n",
+           ic.ref_mean * 1e3, ic.cmp_mean * 1e3, ic.mean_error);
+    printf("  total time                 real %.4g s, simulated %.4g s: error %+.4f (%lld iterations, start-up included)\n",
+           r.total_s, sim_total, total_err, (long long)r.iterations);
+    printf("  iteration-time distance    %.4f of the real mean (Wasserstein-1 between the two runs' per-iteration times)\n",
+           ic.wasserstein_rel);
     if (against) {
       char label[64];
       snprintf(label, sizeof label, "real run %lld against it", (long long)against);
-      printf("  %-27smedian %.4f, p95 %.4f over %lld intervals (the machine's own floor)\n", label, amed, ap95,
-             (long long)aintervals);
+      printf("  %-27smedian %.4f, p95 %.4f over %lld intervals, mean %+.4f, total %+.4f, distance %.4f"
+             " (the machine's own floor)\n", label, ac.median_error, ac.p95_error, (long long)ac.n, ac.mean_error,
+             against_total, ac.wasserstein_rel);
     }
     if (window > 1)
-      printf("  over windows of %lld rounds median %.4f, p95 %.4f over %lld intervals\n", (long long)window, wmed, wp95,
-             (long long)wintervals);
+      printf("  over windows of %lld rounds median %.4f, p95 %.4f over %lld intervals\n", (long long)window,
+             wc.median_error, wc.p95_error, (long long)wc.n);
     if (!conv) printf("  time to final loss error   not measured (no loss, or a model the proxy cannot train)\n");
     else if (isnan(ttl)) printf("  time to final loss error   not reached: the simulation never got to loss %.6g\n", r.final_loss);
     else printf("  time to final loss error   %.4f (real %.6g s, simulated %.6g s, loss %.6g)\n", ttl, real_ttl,
-                res.summary.time_to_target_s, r.final_loss);
+                sim_ttl, r.final_loss);
   }
   status = 0;
 

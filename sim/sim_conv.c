@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "nn/nn_zoo.h"
+
 static const hs_conv_model *const models[] = {&hs_conv_analytic, &hs_conv_proxy, NULL};
 
 const hs_conv_model *hs_conv_find(const char *name) {
@@ -76,6 +78,11 @@ static int read_params_file(const char *path, char **out, hs_diag *d) {
 
 int hs_conv_parse(const char *spec, const char *model, const char *file,
                   const hs_conv_model **out, hs_params *p, hs_diag *d) {
+  return hs_conv_parse_fitted(spec, model, NULL, file, out, p, d);
+}
+
+int hs_conv_parse_fitted(const char *spec, const char *model, const char *fitted, const char *file,
+                         const hs_conv_model **out, hs_params *p, hs_diag *d) {
   *out = NULL;
   char name[64];
   const char *colon = strchr(spec, ':');
@@ -92,12 +99,21 @@ int hs_conv_parse(const char *spec, const char *model, const char *file,
   if (colon && !colon[1])
     return hs_diag_set(d, HS_EINVAL, "--convergence: nothing after \"%s:\"; give key=value pairs after "
                        "the colon, or no colon", name);
+  if (fitted && m != &hs_conv_analytic)
+    return hs_diag_set(d, HS_EINVAL, "--convergence %s takes no fitted parameters (only analytic does)", name);
   char who[96];
   snprintf(who, sizeof who, "--convergence %s", name);
   hs_params layer[2];
+  /* The fitted layer replaces the model's own defaults: both are whole fits of the curve. */
   const char *mdef = m == &hs_conv_analytic ? hs_conv_analytic_defaults(model) : NULL;
   int rc = hs_params_parse(p, m->params, who, mdef, d);
   if (rc) return rc;
+  if (fitted) {
+    hs_params fl;
+    if ((rc = hs_params_parse(&fl, m->params, "stored convergence fit", fitted, d))) return rc;
+    for (int i = 0; i < p->n; i++)
+      if (fl.given[i]) p->value[i] = fl.value[i];
+  }
   memset(p->given, 0, sizeof p->given); /* given = set by the user, in the file or the spec */
   char *ftext = NULL;
   if (file && (rc = read_params_file(file, &ftext, d))) return rc;
@@ -107,6 +123,18 @@ int hs_conv_parse(const char *spec, const char *model, const char *file,
   free(ftext);
   if (rc) return rc;
   if ((rc = hs_params_parse(&layer[1], m->params, who, colon ? colon + 1 : NULL, d))) return rc;
+  if (m == &hs_conv_analytic && model && !hs_zoo_find(model) && !fitted && !file) {
+    int curve = 0;
+    for (int i = 0; i < p->n; i++)
+      if (layer[1].given[i] && (!strcmp(m->params[i].name, "beta0") || !strcmp(m->params[i].name, "beta1") ||
+                                !strcmp(m->params[i].name, "beta2")))
+        curve++;
+    if (curve < 3)
+      return hs_diag_set(d, HS_EINVAL,
+                         "--convergence analytic: no parameters for model \"%s\", which is not in the zoo: fit "
+                         "them to its loss curves with `hetsim fit-convergence --curves FILE.csv --model %s` (stored "
+                         "in the database), or give --convergence-params FILE", model, model);
+  }
   /* Later layers win; `given` marks what the user set in the file or on the command line. */
   for (int l = 0; l < 2; l++)
     for (int i = 0; i < p->n; i++)

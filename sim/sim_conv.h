@@ -101,13 +101,23 @@ const hs_conv_model *hs_conv_find(const char *name);
 /* "analytic, proxy" into buf (always terminated). */
 void hs_conv_names(char *buf, size_t size);
 
-/* Parses "NAME[:key=value,...]" for the zoo model `model`. Parameters are layered: the table's
+/* Parses "NAME[:key=value,...]" for the model `model`. Parameters are layered: the table's
  * defaults, then the convergence model's defaults for `model` (analytic: fitted values for mlp
  * and cnn), then `file` (may be NULL: key=value lines, '#' comments, as `hetsim
  * fit-convergence` writes them), then the keys given in the spec; a key given twice in one
- * layer is an error. Unknown names and keys list the valid ones (HS_EINVAL). */
+ * layer is an error. Unknown names and keys list the valid ones (HS_EINVAL).
+ * The analytic model has nothing to say about a model outside the zoo (no defaults were ever
+ * fitted for it, and the table's are illustrative): for such a `model` it is refused
+ * (HS_EINVAL, saying how to fit it) unless a file is given or the spec sets at least beta0,
+ * beta1 and beta2. `model` NULL: the table's defaults alone, never refused (for fitting). */
 int hs_conv_parse(const char *spec, const char *model, const char *file,
                   const hs_conv_model **out, hs_params *p, hs_diag *d);
+/* The same with `fitted` ("k=v,k=v" of analytic parameters fitted to the user's curves, e.g.
+ * hs_conv_fit.params; NULL for none) in place of the model's own defaults, under the file and
+ * the spec; a model outside the zoo with fitted parameters is not refused. Only the analytic
+ * model takes fitted parameters (HS_EINVAL for another with fitted set). */
+int hs_conv_parse_fitted(const char *spec, const char *model, const char *fitted, const char *file,
+                         const hs_conv_model **out, hs_params *p, hs_diag *d);
 
 /* Calls m->check_target when the model has one; 0 otherwise. */
 int hs_conv_check_target(const hs_conv_model *m, const hs_params *p, int classes,

@@ -21,9 +21,54 @@ expect_exit real 0 "$H" real --policy ssgd --model mlp --global-batch 32 --itera
 id=$(sed -n 's/.*"run_id": \([0-9]*\).*/\1/p' "$T/out")
 expect_exit validate 0 "$H" validate "${id:-0}" --db "$T/v.db" --json
 cat "$T/out"
-for k in run_id sim_run_id median_iter_error p95_iter_error time_to_loss_error; do
+for k in run_id sim_run_id median_iter_error p95_iter_error time_to_loss_error mean_iter_error \
+    total_time_error iter_wasserstein; do
   check "validate_json_$k" grep -q "\"$k\":" "$T/out"
 done
+check validate_json_not_reused grep -q '"reused": false' "$T/out"
+cp "$T/out" "$T/first.json"
+# The errors recomputed here from the step rows and summaries: over the intervals of one round
+# (consecutive versions both runs saw), the simulated mean time per iteration over the real
+# one, the Wasserstein-1 distance between the two lists of per-iteration times (sorted, equal
+# counts: the mean distance between the sorted values) over the real mean, the totals; and the
+# same figures in the validation row.
+metrics_ok() { # DB OUT_JSON REF_RUN CMP_RUN PREFIX (PREFIX "" for the simulation, "against_")
+  python3 - "$@" <<'PY'
+import json, sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+out = json.load(open(sys.argv[2]))
+ref, cmp, pre = int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
+def times(run):
+    return dict(db.execute("SELECT model_version, min(start_s) FROM step WHERE run_id = ? GROUP BY 1", (run,)))
+a, b = times(ref), times(cmp)
+vs = sorted(set(a) & set(b))
+pairs = [((a[w] - a[v]) / (w - v), (b[w] - b[v]) / (w - v)) for v, w in zip(vs, vs[1:])]
+pairs = [(r, s) for r, s in pairs if r > 0]
+rs, ss = [r for r, _ in pairs], [s for _, s in pairs]
+rm = sum(rs) / len(rs)
+mean_err = (sum(ss) / len(ss)) / rm - 1
+w = sum(abs(x - y) for x, y in zip(sorted(rs), sorted(ss))) / len(rs) / rm
+def total(run):
+    return db.execute("SELECT sim_time_s FROM summary WHERE run_id = ?", (run,)).fetchone()[0]
+tot = total(cmp) / total(ref) - 1
+got = (out[pre + "mean_iter_error"], out[pre + "iter_wasserstein"], out[pre + "total_time_error"])
+ok = len(pairs) > 10 and all(abs(g - e) <= 1e-9 * (1 + abs(e)) for g, e in zip(got, (mean_err, w, tot)))
+if pre == "":
+    row = db.execute("SELECT mean_iter_error, iter_wasserstein, total_time_error, median_iter_error, p95_iter_error,"
+                     " time_to_loss_error FROM validation WHERE id = ?", (out["validation_id"],)).fetchone()
+    want = got + (out["median_iter_error"], out["p95_iter_error"], out["time_to_loss_error"])
+    ok = ok and all((x is None and y is None) or (x is not None and y is not None and abs(x - y) <= 1e-12 * (1 + abs(y)))
+                    for x, y in zip(row, want))
+    # The simulation covers the real run's iterations exactly.
+    its = db.execute("SELECT count(DISTINCT iterations) FROM summary WHERE run_id IN (?, ?)", (ref, cmp)).fetchone()[0]
+    ok = ok and its == 1 and abs(out["sim_total_s"] - total(cmp)) <= 1e-12 and abs(out["real_total_s"] - total(ref)) <= 1e-12
+if not ok:
+    print("metrics:", got, (mean_err, w, tot), len(pairs), file=sys.stderr)
+sys.exit(0 if ok else 1)
+PY
+}
+first_sim=$(sed -n 's/.*"sim_run_id": \([0-9]*\).*/\1/p' "$T/out")
+check validate_metrics metrics_ok "$T/v.db" "$T/out" "${id:-0}" "${first_sim:-0}" ""
 # The run's computes against the calibration's: a positive ratio (the machine's speed may
 # differ, so no bound but sanity).
 # Where the steps' time went, real and simulated: means that agree with the step rows.
@@ -73,7 +118,27 @@ expect_exit validate_text 0 "$H" validate "${id:-0}" --db "$T/v.db"
 check validate_text_says grep -q "per-iteration time error" "$T/out"
 check validate_text_parts grep -q "per step, real / simulated compute [0-9.]* / [0-9.]* ms, communication" "$T/out"
 check validate_text_wake grep -q "thread hand-off  *[0-9.e-]* ms each, 3 per all-reduce" "$T/out"
-check validate_two_rows test "$(q "SELECT count(*) FROM validation")" = 2
+check validate_text_new_metrics grep -q "mean iteration time  *real [0-9.e+-]* ms, simulated [0-9.e+-]* ms: error [-+][0-9.]*" "$T/out"
+check validate_text_total grep -q "total time  *real [0-9.e+-]* s, simulated [0-9.e+-]* s: error [-+][0-9.]* (30 iterations" "$T/out"
+check validate_text_distance grep -q "iteration-time distance  *[0-9.]* of the real mean" "$T/out"
+# The same question again (the text after the JSON, the JSON once more) reuses the stored
+# simulation and validation: no second simulated run or row, the same answer, and it says so.
+check validate_reused_text grep -q "^validation 1 of real run ${id:-0} .*simulated as run ${first_sim:-0} (reused" "$T/out"
+check validate_one_row test "$(q "SELECT count(*) FROM validation")" = 1
+check validate_one_sim_run test "$(q "SELECT count(*) FROM run WHERE kind = 'sim'")" = 1
+expect_exit validate_again_json 0 "$H" validate "${id:-0}" --db "$T/v.db" --json
+check validate_reused_json grep -q '"reused": true' "$T/out"
+same_answer() {
+  python3 - "$T/first.json" "$T/out" <<'PY'
+import json, sys
+a, b = (json.load(open(f)) for f in sys.argv[1:3])
+keys = ("sim_run_id", "validation_id", "median_iter_error", "p95_iter_error", "mean_iter_error", "total_time_error",
+        "iter_wasserstein", "time_to_loss_error", "sim_time_to_loss_s", "sim_total_s", "intervals")
+sys.exit(0 if all(a[k] == b[k] for k in keys) else 1)
+PY
+}
+check validate_reused_same_answer same_answer
+check validate_still_one_row test "$(q "SELECT count(*) FROM validation")" = 1
 expect_exit validate_alone 0 "$H" validate "${id:-0}" --db "$T/v.db" --json
 alone_calibration() { grep -q '"compute_calibration":' "$T/out" && ! grep -q '"compute_calibration": ".* workers)"' "$T/out"; }
 check validate_alone_calibration alone_calibration
@@ -140,6 +205,7 @@ wake_rows=$(q "SELECT count(*) FROM comm_sample WHERE op = 'wake'")
 sqlite3 "$DB" "CREATE TABLE saved_wake AS SELECT * FROM comm_sample WHERE op = 'wake'; DELETE FROM comm_sample WHERE op = 'wake'"
 expect_exit validate_no_wake 0 "$H" validate "${id:-0}" --db "$T/v.db" --json
 check validate_no_wake_null grep -q '"wake_s": null' "$T/out"
+check validate_no_wake_new_sim grep -q '"reused": false' "$T/out"  # another calibration: another question
 sim_without=$(q "SELECT sim_run_id FROM validation ORDER BY id DESC LIMIT 1")
 rounds_ok() {
   python3 - "$DB" "$sim_with" "$sim_without" <<'PY'
@@ -157,6 +223,19 @@ PY
 check validate_wake_per_round rounds_ok
 sqlite3 "$DB" "INSERT INTO comm_sample SELECT * FROM saved_wake; DROP TABLE saved_wake"
 check validate_wake_restored test "$(q "SELECT count(*) FROM comm_sample WHERE op = 'wake'")" = "$wake_rows"
+expect_exit validate_restored 0 "$H" validate "${id:-0}" --db "$T/v.db" --json
+check validate_restored_reuses grep -q "\"sim_run_id\": ${first_sim:-0},\$" "$T/out"
+# The simulated run's summary keeps its time to the real run's final loss.
+ttl_stored() {
+  python3 - "$T/v.db" "$T/first.json" <<'PY'
+import json, sqlite3, sys
+out = json.load(open(sys.argv[2]))
+got = sqlite3.connect(sys.argv[1]).execute("SELECT time_to_target_s FROM summary WHERE run_id = ?",
+                                           (out["sim_run_id"],)).fetchone()[0]
+sys.exit(0 if got is not None and got == out["sim_time_to_loss_s"] else 1)
+PY
+}
+check validate_sim_ttl_stored ttl_stored
 
 # With the steps also timed as 2 concurrent workers, validate takes that calibration.
 expect_exit calib_concurrent 0 "$H" calib --device cpu --model mlp --batches 8,16,32,48 --db "$T/v.db" \
@@ -212,8 +291,11 @@ sys.exit(0 if ok else 1)
 PY
 }
 check validate_against_metric against_ok
+check validate_against_new_metrics metrics_ok "$T/v.db" "$T/out" "${id:-0}" "${again:-0}" against_
+# Asked again with --against, the simulation is reused (the floor is computed, never stored).
+check validate_against_reused grep -q '"reused": true' "$T/out"
 expect_exit validate_against_text 0 "$H" validate "${id:-0}" --db "$T/v.db" --against "${again:-0}"
-check validate_against_text_says grep -q "real run ${again:-0} against it *median [0-9.]*, p95" "$T/out"
+check validate_against_text_says grep -q "real run ${again:-0} against it *median [0-9.]*, p95 [0-9.]* over [0-9]* intervals, mean [-+][0-9.]*, total [-+][0-9.]*, distance [0-9.]*" "$T/out"
 expect_exit validate_against_self 2 "$H" validate "${id:-0}" --db "$T/v.db" --against "${id:-0}"
 check validate_against_self_says grep -q -- "--against ${id:-0}: run ${id:-0} is RUN_ID itself" "$T/err"
 expect_exit validate_against_missing 2 "$H" validate "${id:-0}" --db "$T/v.db" --against 999

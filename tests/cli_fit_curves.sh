@@ -1,0 +1,173 @@
+#!/usr/bin/env bash
+# `hetsim fit-convergence --curves FILE.csv`: curves generated from known analytic parameters
+# are fitted back; the fit is stored in convergence_fit (once per file and options); `hetsim sim
+# --convergence analytic` takes the newest fit of its model (from --calib, else --db) and says
+# so; bad CSVs exit 2 naming FILE:LINE and store nothing. Usage: cli_fit_curves.sh HETSIM SOURCE_DIR
+set -u
+. "$(dirname "$0")/cli-lib.sh"
+cli_setup "$@"
+CHECK_TERSE=1
+H=$HETSIM T=$TMP
+DB="$T/f.db"
+cd "$T"
+C="$SRC/traces/lbb-4gpu.yaml"
+
+# Curves of the analytic model itself (docs/convergence.md) with phi 300, b0 128, beta0 5,
+# beta1 0.5, beta2 0.3, lambda_s 0.2, acc_max 0.9, acc_alpha 1.5, 10 classes, D = 60,000 samples
+# per epoch: two synchronous groups (32 x 2 workers and 128 x 4: u = 64 and 512) and one
+# asynchronous (asp, 32 per push, 4 workers: staleness 3). COLS picks the columns written.
+gen() { # COLS (samples,epoch,... as in the header) [D]
+  awk -v cols="$1" -v D="${2:-60000}" 'BEGIN {
+    phi = 300; b0 = 128; beta0 = 5; beta1 = 0.5; beta2 = 0.3; ls = 0.2; am = 0.9; al = 1.5; ch = 0.1
+    n = split(cols, c, ",")
+    print cols
+    split("32 128 32", B, " "); split("2 4 4", W, " "); split("ssgd ddp asp", P, " ")
+    for (g = 1; g <= 3; g++) {
+      u = P[g] == "asp" ? B[g] : B[g] * W[g]; s = P[g] == "asp" ? W[g] - 1 : 0
+      for (i = 0; i <= 15; i++) {
+        S = i * 4000
+        k = S * (phi + b0) / (phi + u) / (1 + ls * s) / D
+        l = 1 / (beta0 * k + beta1) + beta2
+        a = ch + (am - ch) * exp(-al * (l - beta2))
+        v["samples"] = S; v["epoch"] = sprintf("%.15g", S / D); v["loss"] = sprintf("%.15g", l)
+        v["accuracy"] = sprintf("%.15g", a); v["batch"] = B[g]; v["workers"] = W[g]; v["policy"] = P[g]
+        v["lr"] = 0.1
+        line = ""
+        for (j = 1; j <= n; j++) line = line (j > 1 ? "," : "") v[c[j]]
+        print line
+      }
+    }
+  }'
+}
+gen samples,epoch,loss,accuracy,batch,workers,policy >c.csv
+# Every parameter within 0.1% of the one the curves were made from (they are exact, so the
+# fit is too, up to the solver's tolerance).
+params_ok() { # JSON_FILE
+  python3 - "$1" <<'PY'
+import json, sys
+p = json.load(open(sys.argv[1]))["params"]
+want = dict(phi=300, b0=128, beta0=5, beta1=0.5, beta2=0.3, lambda_s=0.2, acc_max=0.9, acc_alpha=1.5)
+bad = {k: (p[k], v) for k, v in want.items() if abs(p[k] - v) > 1e-3 * v}
+if bad: print("off:", bad, file=sys.stderr)
+sys.exit(1 if bad else 0)
+PY
+}
+expect_exit fit 0 "$H" fit-convergence --curves c.csv --model mynet --classes 10 --db "$DB" --out fit.conf --json
+cp out fit.json
+check fit_params params_ok fit.json
+check fit_fitted python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert set(d["fitted"]) == {"beta0","beta1","beta2","phi","lambda_s","acc_max","acc_alpha"} and d["points"] == 48 and d["groups"] == 3 and d["loss_rms"] < 1e-6 and d["already_stored"] is False, d' fit.json
+check fit_out_file grep -q "^beta0=5$" fit.conf
+# The stored row: the model, the source (the file's name and FNV-1a 64 of its bytes), the points,
+# the RMSE, and the parameters with the data set's size.
+row_ok() {
+  python3 - "$DB" c.csv fit.json <<'PY'
+import json, sqlite3, sys
+h = 0xcbf29ce484222325
+for b in open(sys.argv[2], "rb").read():
+    h = ((h ^ b) * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
+rows = sqlite3.connect(sys.argv[1]).execute("SELECT id, model, source, points, rmse, params FROM convergence_fit").fetchall()
+fit = json.load(open(sys.argv[3]))
+ok = len(rows) == 1
+if not ok: print(rows, file=sys.stderr)
+if ok:
+    i, m, src, pts, rmse, params = rows[0]
+    p = json.loads(params)
+    ok = (i == fit["convergence_fit_id"] and m == "mynet" and src == "c.csv fnv1a64:%016x" % h and pts == 48
+          and abs(rmse - fit["loss_rms"]) <= 1e-15 and p["dataset_size"] == 60000 and p["classes"] == 10
+          and all(abs(p[k] - v) <= 1e-12 * abs(v) for k, v in fit["params"].items()))
+    if not ok: print(rows, fit, "%016x" % h, file=sys.stderr)
+sys.exit(0 if ok else 1)
+PY
+}
+check fit_row row_ok
+# The same file and options again: nothing new is stored, and it says so.
+expect_exit fit_again 0 "$H" fit-convergence --curves c.csv --model mynet --classes 10 --db "$DB"
+check fit_again_says grep -q "^# already stored as convergence_fit 1 in" out
+check fit_again_one_row test "$(val "$DB" "SELECT count(*) FROM convergence_fit")" = 1
+
+# Epochs instead of samples, with --dataset-size: the same fit. Columns in another order, and
+# one the fit does not read (ignored, with a note).
+gen policy,workers,batch,lr,epoch,loss,accuracy >e.csv
+expect_exit fit_epochs 0 "$H" fit-convergence --curves e.csv --model mynet --classes 10 --dataset-size 60000 --db "$DB" --json
+check fit_epochs_params params_ok out
+check fit_epochs_ignored grep -q "ignoring columns lr" err
+check fit_epochs_new_row test "$(val "$DB" "SELECT count(*) FROM convergence_fit")" = 2
+# Epochs of a model outside the zoo need the data set's size.
+expect_exit fit_epochs_no_size 2 "$H" fit-convergence --curves e.csv --model mynet --db "$DB"
+check fit_epochs_no_size_says grep -q "give --dataset-size" err
+
+# --- the simulator uses the newest fit of its model ---------------------------------------------
+# mlp's curves: one group at 64 samples per update, beta0 4, beta1 0.4, beta2 0.35, phi as
+# --convergence sets it (one batch size cannot tell phi).
+awk 'BEGIN { print "samples,loss,batch"; for (i = 0; i <= 12; i++) { S = i * 5000; k = S / 60000
+  printf "%d,%.15g,64\n", S, 1 / (4 * k + 0.4) + 0.35 } }' >mlp.csv
+expect_exit fit_mlp 0 "$H" fit-convergence --curves mlp.csv --model mlp --convergence analytic:phi=1e12 --db "$DB" --json
+mlp_fit=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["convergence_fit_id"])' out)
+S=(sim --cluster "$C" --model mlp --policy ssgd --global-batch 512 --iterations 200 --convergence analytic)
+expect_exit sim_fit 0 "$H" "${S[@]}" --db "$DB" --json
+# The final loss is the fitted curve's: phi huge so E = 1, k = 200 x 512 / 60000.
+check sim_fit_loss python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); k=200*512/60000; assert abs(d["final_loss"] - (1/(4*k+0.4)+0.35)) < 1e-6, d' out
+check sim_fit_source grep -q "\"convergence_source\": \"convergence_fit $mlp_fit: mlp.csv fnv1a64:[0-9a-f]\{16\} (13 points" out
+sim_id=$(sed -n 's/.*"run_id": \([0-9]*\).*/\1/p' out)
+check sim_fit_options test "$(val "$DB" "SELECT json_extract(options, '\$.convergence_fit_id') || ' ' || (json_extract(options, '\$.convergence_source') LIKE 'convergence_fit $mlp_fit: mlp.csv %') FROM run WHERE id = ${sim_id:-0}")" = "$mlp_fit 1"
+expect_exit sim_fit_text 0 "$H" "${S[@]}" --db "$DB"
+check sim_fit_text_says grep -q "^  convergence      convergence_fit $mlp_fit: mlp.csv" out
+# A target accuracy or loss takes the same fit.
+expect_exit sim_fit_target 0 "$H" sim --cluster "$C" --model mlp --policy ssgd --global-batch 512 --convergence analytic --target-loss 0.5 --db "$DB" --json
+check sim_fit_target_time python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["time_to_target_s"] > 0 and d["final_loss"] <= 0.5 and d["convergence_source"].startswith("convergence_fit"), d' out
+# Keys in --convergence still win, and say so; a --convergence-params file replaces the fit.
+printf 'beta2=0.5\nbeta0=1\nbeta1=1\nphi=1e12\n' >p.conf
+expect_exit sim_file 0 "$H" "${S[@]}" --convergence-params p.conf --db "$DB" --json
+check sim_file_source grep -q "\"convergence_source\": \"--convergence-params p.conf\"" out
+check sim_file_loss python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); k=200*512/60000; assert abs(d["final_loss"] - (1/(k+1)+0.5)) < 1e-9, d' out
+expect_exit sim_fit_override 0 "$H" sim --cluster "$C" --model mlp --policy ssgd --global-batch 512 --iterations 200 --convergence analytic:beta2=0.25 --db "$DB" --json
+check sim_fit_override_loss python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); k=200*512/60000; assert abs(d["final_loss"] - (1/(4*k+0.4)+0.25)) < 1e-6, d' out
+check sim_fit_override_says grep -q "\"convergence_source\": \"convergence_fit $mlp_fit: .*; set in --convergence: beta2\"" out
+# Another model's fit is not used: resnet18 has none, so the table's defaults, and it says so.
+expect_exit sim_other_model 0 "$H" sim --cluster "$C" --model resnet18 --policy ssgd --global-batch 512 --iterations 5 --convergence analytic --db "$DB" --json
+check sim_other_model_says grep -q '"convergence_source": "illustrative defaults, not fitted' out
+# The fit is found in the --calib database too, and progress is counted in the run's data set:
+# stated in epochs of 30,000 samples the same curve has beta0 2, which the run, counting epochs of
+# mlp's 60,000, scales to 4: the loss after a number of samples stays the curves'.
+expect_exit fit_calib_db 0 "$H" fit-convergence --curves mlp.csv --model mlp --dataset-size 30000 --convergence analytic:phi=1e12 --db "$T/calib.db"
+expect_exit sim_calib_fit 0 "$H" "${S[@]}" --db "$T/other.db" --calib "$T/calib.db" --json
+check sim_calib_fit_loss python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); k=200*512/60000; assert abs(d["final_loss"] - (1/(4*k+0.4)+0.35)) < 1e-6 and "rescaled" in d["convergence_source"], d' out
+check fit_calib_db_beta0 test "$(val "$T/calib.db" "SELECT round(json_extract(params, '\$.beta0'), 6) || ' ' || json_extract(params, '\$.dataset_size') FROM convergence_fit")" = "2.0 30000"
+# A database without fits: mlp's built-in fit, and it says so.
+expect_exit sim_none_db 0 "$H" "${S[@]}" --db "$T/fresh.db" --json
+check sim_none_db_builtin grep -q '"convergence_source": "built-in fit of mlp to proxy runs' out
+
+# --- bad CSVs: exit 2 with FILE:LINE, nothing stored, no --out written --------------------------
+n=$(val "$DB" "SELECT count(*) FROM convergence_fit")
+bad_csv() { # NAME TEXT MESSAGE (a grep pattern)
+  printf '%b' "$2" >"$1.csv"
+  expect_exit "bad_$1" 2 "$H" fit-convergence --curves "$1.csv" --model mynet --dataset-size 60000 --db "$DB" --out "$1.conf"
+  check "bad_$1_says" grep -q -- "$3" err
+  check "bad_$1_no_out" test ! -e "$1.conf"
+}
+bad_csv no_loss 'samples,batch\n0,32\n' "no_loss.csv:1: the header row needs columns loss, batch and samples or epoch"
+bad_csv nan_loss 'samples,loss,batch\n0,2.3,32\n1000,abc,32\n' 'nan_loss.csv:3: loss: expected a number >= 0, got "abc"'
+bad_csv fields 'samples,loss,batch\n0,2.3,32\n\n1000,2.0\n' "fields.csv:4: expected 3 fields as in the header, got 2"
+bad_csv acc 'samples,loss,accuracy,batch\n0,2.3,85,32\n' 'acc.csv:2: accuracy: expected a fraction in \[0, 1\], got "85"'
+bad_csv policy 'samples,loss,batch,policy\n0,2.3,32,localsgd\n' 'policy.csv:2: policy: expected ssgd, ddp or lbb (synchronous) or asp, got "localsgd"'
+bad_csv batch '# a comment\nsamples,loss,batch\n0,2.3,0\n' 'batch.csv:3: batch: expected a positive integer'
+bad_csv workers 'samples,loss,batch,workers\n0,2.3,32,1.5\n' 'workers.csv:2: workers: expected a positive integer'
+bad_csv neg 'samples,loss,batch\n-5,2.3,32\n' 'neg.csv:2: samples: expected a number >= 0'
+bad_csv empty '' "empty.csv:1: no header row"
+bad_csv header_only 'samples,loss,batch\n' "header_only.csv:1: no rows after the header"
+bad_csv twice 'samples,loss,loss,batch\n' 'twice.csv:1: column "loss" given twice'
+bad_csv quote 'samples,loss,batch,policy\n0,2.3,32,"ssgd\n' "quote.csv:2: a quote is not closed"
+bad_csv neither 'samples,epoch,loss,batch\n,,2.3,32\n' "neither.csv:2: neither samples nor epoch is given"
+bad_csv disagree 'samples,epoch,loss,batch\n6000,0.1,2.3,32\n12000,0.1,2.0,32\n' "disagree.csv:3: samples / epoch = 120000, but --dataset-size says 60000"
+expect_exit bad_disagree_size 2 "$H" fit-convergence --curves disagree.csv --model mynet --db "$DB"
+check bad_disagree_size_says grep -q "disagree.csv:3: samples / epoch = 120000, but an earlier row gave 60000" err
+bad_csv few 'samples,loss,batch\n0,2.3,32\n1000,2.0,32\n' "3 parameters"
+expect_exit bad_missing_file 2 "$H" fit-convergence --curves nope.csv --model mynet --db "$DB"
+expect_exit bad_no_model 2 "$H" fit-convergence --curves c.csv --db "$DB"
+check bad_no_model_says grep -q -- "--curves needs --model NAME" err
+expect_exit bad_runs_and_curves 2 "$H" fit-convergence 1 --curves c.csv --model mynet --db "$DB"
+expect_exit bad_model_without_curves 2 "$H" fit-convergence 1 --model mynet --db "$DB"
+expect_exit bad_dataset_size 2 "$H" fit-convergence --curves c.csv --model mynet --dataset-size 0 --db "$DB"
+check bad_nothing_stored test "$(val "$DB" "SELECT count(*) FROM convergence_fit")" = "$n"
+
+cli_finish
