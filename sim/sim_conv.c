@@ -27,9 +27,6 @@ void hs_conv_names(char *buf, size_t size) {
   }
 }
 
-/* The model defaults of the analytic model live with it; other models have none. */
-const char *hs_conv_analytic_defaults(const char *model);
-
 /* Reads key=value lines of `path` into one "k=v,k=v" string (caller frees). */
 static int read_params_file(const char *path, char **out, hs_diag *d) {
   *out = NULL;

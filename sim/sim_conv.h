@@ -119,6 +119,10 @@ int hs_conv_parse(const char *spec, const char *model, const char *file,
 int hs_conv_parse_fitted(const char *spec, const char *model, const char *fitted, const char *file,
                          const hs_conv_model **out, hs_params *p, hs_diag *d);
 
+/* The analytic model's built-in parameters fitted for a model of the zoo (mlp, cnn: key=value
+ * text, docs/convergence.md), or NULL when it has none. */
+const char *hs_conv_analytic_defaults(const char *model);
+
 /* Calls m->check_target when the model has one; 0 otherwise. */
 int hs_conv_check_target(const hs_conv_model *m, const hs_params *p, int classes,
                          double target_loss, double target_accuracy, hs_diag *d);

@@ -60,7 +60,6 @@ static const struct {
     {NULL, NULL},
 };
 
-const char *hs_conv_analytic_defaults(const char *model);
 const char *hs_conv_analytic_defaults(const char *model) {
   for (int i = 0; model && model_defaults[i].model; i++)
     if (!strcmp(model_defaults[i].model, model)) return model_defaults[i].params;

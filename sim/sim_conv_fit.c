@@ -18,7 +18,6 @@ static void coef_values(const hs_conv_coef *c, double v[N_COEF]) {
   memcpy(v, x, sizeof x);
 }
 
-const char *hs_conv_analytic_defaults(const char *model); /* sim_conv_analytic.c */
 
 static void copy_text(sqlite3_stmt *st, int i, char *buf, size_t len) {
   const unsigned char *t = sqlite3_column_text(st, i);

@@ -149,4 +149,15 @@ python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); d["oom_batch"]=None
 run few_batches.needs_limit 2 calib import "$TMP/few-nolimit.json" --db "$TMP/few2.db" &&
   check few_batches.needs_limit_message has err '$.compute: step times at 1 batch size'
 
+# Every bundled card, with where its numbers come from.
+run devices.bundled 0 devices --bundled --json &&
+  check devices.bundled_all /usr/bin/python3 -c '
+import json, sys, glob
+rows = json.load(open(sys.argv[1]))
+want = len(glob.glob(sys.argv[2] + "/traces/profiles/*/*.json"))
+assert len(rows) == want and want > 0, (len(rows), want)
+assert all(r["source"] and " from " in r["source"] for r in rows), rows[0]
+' "$TMP/out" "$SRC"
+run devices.bundled_and_db 2 devices --bundled --db "$DB"
+
 cli_finish
