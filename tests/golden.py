@@ -15,7 +15,8 @@ with repr(), which reads back to the same double, so equal text means bit-identi
 A scenario whose policy uses no parameter server (nothing on the shared link of
 sim/sim_net.c) must stay bit-identical. One that does must match to 1e-9 relative: the shared
 link's arithmetic may round differently (docs/performance.md, "Shared link"). Integers (events,
-steps, batches, versions, staleness) must match exactly in both cases. HETSIM_GOLDEN_TOL=1
+steps, batches, versions, staleness) must match exactly in both cases. Two runs are chaotic
+(CHAOTIC below): checked to 1e-9 over their first 20 s and loosely over the whole run. HETSIM_GOLDEN_TOL=1
 relaxes the bit-identical scenarios to 1e-9 too, for a platform whose libm or compiler rounds
 differently (a different glibc, FMA contraction on aarch64).
 """
@@ -38,8 +39,19 @@ ALL_POLICIES = ["ssgd", "ssgd:overlap=1,algo=hier", "ps-bsp", "asp", "ssp", "loc
 PS_POLICIES = ["ps-bsp", "asp", "ssp:s=2", "ksync", "kasync:k=4"]
 
 
+# Runs that amplify any difference in the last bit of a time: asp and kasync on lbb-4gpu with
+# its events. The pre-change code itself, given a network bandwidth 1 ulp (2e-16) higher,
+# moves their step times by 2e-9 s at 20 s, 3e-6 s at 40 s and 0.3 s at 80 s of simulated
+# time, and ends with 3.4% fewer iterations at 200 s (docs/performance.md, "Shared link").
+# They are checked to 1e-9 over their first 20 s, and over the whole run only to CHAOTIC_TOL
+# on the summary's throughput (CHAOTIC_KEYS).
+CHAOTIC = {("lbb4", "asp"), ("lbb4", "kasync")}
+CHAOTIC_TOL = 0.05
+CHAOTIC_KEYS = ("iterations", "samples", "samples_per_s", "mean_iteration_s", "events", "sim_time_s")
+
+
 def scenarios():
-    """(name, cluster, extra args) for every run; cluster "gen:N[:CV]" is generated."""
+    """(name, cluster, extra args, tolerance) for every run; cluster "gen:N[:CV]" is generated."""
     out = []
     bundled = [
         ("lbb4", "traces/lbb-4gpu.yaml", ["--events", "traces/lbb-4gpu-events.csv",
@@ -50,17 +62,22 @@ def scenarios():
     ]
     for cname, path, args in bundled:
         for p in ALL_POLICIES:
-            out.append((f"{cname}.{p}", path, ["--policy", p] + args))
+            if (cname, p) in CHAOTIC:
+                # Checked to 1e-9 up to 20 s, and over the whole run only as a loose figure.
+                out.append((f"{cname}.{p}.20s", path, ["--policy", p] + args[:-1] + ["20s"], REL_TOL))
+                out.append((f"{cname}.{p}", path, ["--policy", p] + args, CHAOTIC_TOL))
+            else:
+                out.append((f"{cname}.{p}", path, ["--policy", p] + args, REL_TOL))
     # Convergence model on: staleness and loss of the asynchronous policies are pinned too.
     for p in ["asp", "ashl", "ksync:adapt=loss", "kasync:adapt=state", "adsp:period=2s,min_interval=0.2s"]:
         out.append((f"ashl3.{p}.analytic", "traces/ashl-3worker.yaml",
                     ["--policy", p, "--global-batch", "96", "--sim-time", "30s",
-                     "--convergence", "analytic"]))
+                     "--convergence", "analytic"], REL_TOL))
     # The benchmark's contended server link, with and without compute jitter.
     for n, cv, t in [(64, "0", "2s"), (64, "0.05", "2s"), (1024, "0", "12s"), (1024, "0.05", "12s")]:
         for p in PS_POLICIES:
             out.append((f"ps{n}-cv{cv}.{p}", f"gen:{n}:{cv}",
-                        ["--policy", p, "--global-batch", str(32 * n), "--sim-time", t]))
+                        ["--policy", p, "--global-batch", str(32 * n), "--sim-time", t], REL_TOL))
     return out
 
 
@@ -151,8 +168,10 @@ def parse_num(tok):
     return None
 
 
-def close(a, b):
-    """Tokens a (golden) and b (now) equal to the tolerance; returns (ok, relative difference)."""
+def close(a, b, tol, floor):
+    """Tokens a (golden) and b (now) equal to the relative tolerance tol, or closer than the
+    absolute floor (integers exactly unless tol is above REL_TOL); returns (ok, the relative
+    difference, or 0 for a value below 1000 times the floor, too small to say much)."""
     if a == b:
         return True, 0.0
     # "k:v" pairs and "sha256:..." are compared by parts.
@@ -160,24 +179,30 @@ def close(a, b):
         pa, pb = a.split(":"), b.split(":")
         worst = 0.0
         for x, y in zip(pa, pb):
-            ok, d = close(x, y)
+            ok, d = close(x, y, tol, floor)
             if not ok:
                 return False, d
             worst = max(worst, d)
         return True, worst
     x, y = parse_num(a), parse_num(b)
-    if x is None or y is None or isinstance(x, int) != isinstance(y, int) or isinstance(x, int):
+    if x is None or y is None:
+        return False, math.inf
+    if tol <= REL_TOL and (isinstance(x, int) or isinstance(y, int)):
         return False, math.inf
     if math.isnan(x) and math.isnan(y):
         return True, 0.0
-    d = abs(x - y) / max(abs(x), abs(y), 1e-300)
-    return abs(x - y) <= REL_TOL * max(abs(x), abs(y)) + 1e-12, d
+    d = abs(x - y) / max(abs(x), abs(y))
+    return abs(x - y) <= floor or d <= tol, d if max(abs(x), abs(y)) >= 1e3 * floor else 0.0
 
 
-def compare(name, gold, now, exact):
+def compare(name, gold, now, exact, tol):
     """Returns (verdict, message): identical, within (tolerance), or differs."""
     if gold == now:
         return "identical", ""
+    if tol > REL_TOL:  # a chaotic run: its throughput, loosely (its tiny wait is noise)
+        keep = tuple(f"summary {k} " for k in CHAOTIC_KEYS)
+        gold = [g for g in gold if g.startswith(keep)]
+        now = [m for m in now if m.startswith(keep)]
     if exact and not os.environ.get("HETSIM_GOLDEN_TOL"):
         for g, m in zip(gold, now):
             if g != m:
@@ -185,6 +210,11 @@ def compare(name, gold, now, exact):
         return "differs", f"{len(gold)} golden lines, {len(now)} now"
     if len(gold) != len(now):
         return "differs", f"{len(gold)} golden lines, {len(now)} now"
+    # Quantities made by subtracting times (a worker's wait: its life less its busy and
+    # communication time) lose relative precision when small, so any difference below tol
+    # times the run's simulated time passes too.
+    horizon = [float(g.split(" ")[2]) for g in gold if g.startswith("summary sim_time_s ")]
+    floor = tol * (horizon[0] if horizon else 1.0)
     worst = 0.0
     for g, m in zip(gold, now):
         tg, tm = g.split(" "), m.split(" ")
@@ -193,11 +223,12 @@ def compare(name, gold, now, exact):
         for x, y in zip(tg, tm):
             if x.startswith("sha256:") and y.startswith("sha256:"):
                 continue  # a trace's bytes follow its numbers, which are compared
-            ok, d = close(x, y)
+            ok, d = close(x, y, tol, floor)
             if not ok:
-                return "differs", f"beyond {REL_TOL:g} ({d:.3g}):\n  golden: {g}\n  now:    {m}"
+                return "differs", f"beyond {tol:g} ({d:.3g}):\n  golden: {g}\n  now:    {m}"
             worst = max(worst, d)
-    return "within", f"largest relative difference {worst:.3g}"
+    return "within", f"largest relative difference {worst:.3g}" + (
+        f", tolerance {tol:g}: chaotic" if tol > REL_TOL else "")
 
 
 def load_golden(path):
@@ -226,13 +257,13 @@ def main():
             with open(path, "w") as f:
                 f.write("# Golden answers of `hetsim sim`, written by tests/golden.py gen; "
                         "checked by tests/cli_golden.sh.\n")
-                for name, cluster, args in todo:
+                for name, cluster, args, _ in todo:
                     f.write("\n".join(dump_run(hetsim, src, name, cluster, args, tmp)) + "\n")
             print(f"wrote {len(todo)} scenarios to {path}")
             return
         gold = load_golden(path)
         counts = {"identical": 0, "within": 0, "differs": 0}
-        for name, cluster, args in todo:
+        for name, cluster, args, tol in todo:
             policy = args[args.index("--policy") + 1].split(":")[0]
             exact = policy not in SHARED_LINK
             if name not in gold:
@@ -245,13 +276,13 @@ def main():
                 print(f"FAIL golden.{name}: {e}")
                 counts["differs"] += 1
                 continue
-            verdict, msg = compare(name, gold[name], now, exact)
+            verdict, msg = compare(name, gold[name], now, exact, tol)
             counts[verdict] += 1
             if verdict == "differs":
                 print(f"FAIL golden.{name}: {msg}")
             else:
                 print(f"ok   golden.{name}: {verdict}{' (' + msg + ')' if msg else ''}")
-        print(f"{counts['identical']} bit-identical, {counts['within']} within {REL_TOL:g}, "
+        print(f"{counts['identical']} bit-identical, {counts['within']} within their tolerance, "
               f"{counts['differs']} differ")
         sys.exit(1 if counts["differs"] else 0)
 
