@@ -280,8 +280,8 @@ static void collect_done(hs_shared_link *l) {
 int hs_shared_link_reap(hs_shared_link *l, int64_t *done, int cap) {
   if (l->done_at == l->n_done) collect_done(l);
   int got = l->n_done - l->done_at;
-  if (got > cap) got = cap;
-  memcpy(done, &l->done[l->done_at], (size_t)(got > 0 ? got : 0) * sizeof *done);
+  if (got > cap) got = cap > 0 ? cap : 0;
+  memcpy(done, &l->done[l->done_at], (size_t)got * sizeof *done);
   l->done_at += got;
   return got;
 }
