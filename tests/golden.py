@@ -5,6 +5,9 @@ parameter-server benchmark clusters (bench/gen_ps_cluster.sh), pinned as exact v
     golden.py gen   HETSIM SOURCE_DIR [NAME...]   writes tests/data/golden/sim.txt
     golden.py check HETSIM SOURCE_DIR [NAME...]   compares a fresh run against it (cli_golden.sh)
 
+Regenerate only when answers are meant to change, and say in the commit which ones and why:
+the file is what "nothing changed" is measured against.
+
 Each scenario is one `hetsim sim` run stored with its step rows. What is pinned: the JSON
 summary (all but wall_s, run_id, db), the worker table and the step rows, per worker up to 16
 workers and in 16 blocks of consecutive workers above that (exact sums, math.fsum, so that the
