@@ -162,28 +162,38 @@ static int expect_kind(const cfg *c, const yaml_node_t *n, const char *field, ya
 
 /* Checks that every key of a mapping is a scalar from `allowed` and appears once. The allowed
  * lists are short, so a linear scan per key is cheap and needs no allocation. */
+/* "a, b, c": the allowed keys, for a message. */
+static const char *keys_list(const char *const *allowed, char *list, size_t cap) {
+  size_t used = 0;
+  list[0] = '\0';
+  for (const char *const *a = allowed; *a; a++)
+    used += (size_t)snprintf(list + used, used < cap ? cap - used : 0, "%s%s",
+                             a == allowed ? "" : ", ", *a);
+  return list;
+}
+
 static int check_keys(const cfg *c, const yaml_node_t *map, const char *field,
                       const char *const *allowed) {
-  char list[400] = "";
-  size_t used = 0;
-  int nallowed = 0;
-  for (const char *const *a = allowed; *a; a++, nallowed++)
-    used += (size_t)snprintf(list + used, used < sizeof list ? sizeof list - used : 0, "%s%s",
-                             nallowed ? ", " : "", *a);
+  /* Called for every mapping of the file (a million-worker cluster has a mapping per node
+   * and device group): the message's list of allowed keys is made only on an error. */
+  char list[400];
   unsigned seen = 0;
   for (yaml_node_pair_t *p = map->data.mapping.pairs.start; p < map->data.mapping.pairs.top; p++) {
     yaml_node_t *k = cfg_node(c, p->key);
     char kf[512];
     if (!k || k->type != YAML_SCALAR_NODE)
-      return cfg_fail(c, k ? k : map, field, k, "a key, one of: %s", list);
+      return cfg_fail(c, k ? k : map, field, k, "a key, one of: %s", keys_list(allowed, list, sizeof list));
     int hit = -1;
-    for (int i = 0; i < nallowed; i++)
-      if (key_is(k, allowed[i])) hit = i;
+    for (int i = 0; allowed[i]; i++)
+      if (key_is(k, allowed[i])) {
+        hit = i;
+        break;
+      }
     if (hit < 0) {
       snprintf(kf, sizeof kf, "%s%s%.*s", field, field[0] ? "." : "",
                (int)(k->data.scalar.length > 80 ? 80 : k->data.scalar.length),
                (const char *)k->data.scalar.value);
-      return cfg_fail(c, k, kf, k, "one of: %s", list);
+      return cfg_fail(c, k, kf, k, "one of: %s", keys_list(allowed, list, sizeof list));
     }
     if (seen & (1u << hit)) {
       snprintf(kf, sizeof kf, "%s%s%s", field, field[0] ? "." : "", allowed[hit]);

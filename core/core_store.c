@@ -820,42 +820,109 @@ int hs_store_run_begin(hs_store *s, const hs_run_info *info, int64_t *run_id, hs
   return 0;
 }
 
+/* Rows per worker INSERT: 64 rows of 12 values, 768 parameters (SQLite allows 32,766). */
+#define WORKERS_PER_INSERT 64
+
+/* The worker INSERT of k rows (1 <= k <= WORKERS_PER_INSERT). */
+static int prepare_workers_insert(hs_store *s, int k, sqlite3_stmt **st, hs_diag *d) {
+  static const char head[] =
+      "INSERT INTO worker(run_id, idx, device_type, node, joined_at_s, left_at_s, initial_batch,"
+      " steps, samples, busy_s, wait_s, comm_s) VALUES ";
+  static const char row[] = "(?,?,?,?,?,?,?,?,?,?,?,?),";
+  char sql[sizeof head + WORKERS_PER_INSERT * (sizeof row - 1)];
+  size_t len = sizeof head - 1;
+  memcpy(sql, head, len);
+  for (int i = 0; i < k; i++, len += sizeof row - 1) memcpy(sql + len, row, sizeof row - 1);
+  sql[len - 1] = '\0'; /* the last row's comma */
+  if (sqlite3_prepare_v2(s->db, sql, (int)len, st, NULL) != SQLITE_OK)
+    return db_fail(s, d, "preparing the worker insert");
+  return 0;
+}
+
+static void bind_worker(sqlite3_stmt *st, int base, int64_t run, const hs_worker_row *w) {
+  sqlite3_bind_int64(st, base, run);
+  sqlite3_bind_int(st, base + 1, w->index);
+  bind_text(st, base + 2, w->device_type);
+  bind_text(st, base + 3, w->node);
+  bind_real(st, base + 4, w->joined_at_s);
+  bind_real(st, base + 5, w->left_at_s);
+  sqlite3_bind_int(st, base + 6, w->initial_batch);
+  sqlite3_bind_int64(st, base + 7, w->steps);
+  sqlite3_bind_int64(st, base + 8, w->samples);
+  bind_real(st, base + 9, w->busy_s);
+  bind_real(st, base + 10, w->wait_s);
+  bind_real(st, base + 11, w->comm_s);
+}
+
+/* Inserts rows[0..k) with st (a k-row insert); when it fails, finds the row that fails by
+ * inserting them one at a time (the failed statement has left nothing), for the message. */
+static int insert_workers(hs_store *s, sqlite3_stmt *st, int64_t run, const hs_worker_row *rows,
+                          int k, hs_diag *d) {
+  for (int i = 0; i < k; i++) bind_worker(st, 1 + 12 * i, run, &rows[i]);
+  int rc = sqlite3_step(st);
+  sqlite3_reset(st);
+  if (rc == SQLITE_DONE) return 0;
+  sqlite3_stmt *one = NULL;
+  if (k == 1 || prepare_workers_insert(s, 1, &one, d)) {
+    db_fail(s, d, "inserting a worker");
+    hs_diag_prefix(d, "worker %d of run %lld", rows[0].index, (long long)run);
+    return HS_EDB;
+  }
+  int bad = 0;
+  for (int i = 0; i < k && !bad; i++) {
+    bind_worker(one, 1, run, &rows[i]);
+    if ((bad = step_once(s, one, "inserting a worker", d)))
+      hs_diag_prefix(d, "worker %d of run %lld", rows[i].index, (long long)run);
+  }
+  sqlite3_finalize(one);
+  if (!bad) db_fail(s, d, "inserting workers");
+  return HS_EDB;
+}
+
 int hs_store_workers_add(hs_store *s, int64_t run, const hs_worker_row *rows, int n, hs_diag *d) {
   int rc;
   if ((rc = writable(s, d)) || (rc = check_steps_closed(s, d))) return rc;
-  static const char sql[] =
-      "INSERT INTO worker(run_id, idx, device_type, node, joined_at_s, left_at_s, initial_batch,"
-      " steps, samples, busy_s, wait_s, comm_s) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12)";
-  sqlite3_stmt *st = NULL;
-  if (sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) != SQLITE_OK)
-    return db_fail(s, d, "preparing the worker insert");
-  if ((rc = exec(s, "BEGIN IMMEDIATE", "starting the worker insert", d))) {
-    sqlite3_finalize(st);
-    return rc;
+  /* A million-worker run stores a million rows here. Per row, a single-row INSERT costs the
+   * statement's own start and end, and its foreign key (run_id -> run) a parent lookup with a
+   * cursor opened and closed; so rows go WORKERS_PER_INSERT to a statement, and the run is
+   * checked once, inside the transaction (no other process can delete it before the commit),
+   * with foreign keys off meanwhile. The pragma changes only outside a transaction. */
+  int fk_off = 0;
+  if (sqlite3_get_autocommit(s->db)) {
+    if ((rc = exec(s, "PRAGMA foreign_keys = OFF", "turning foreign keys off", d))) return rc;
+    fk_off = 1;
   }
-  for (int i = 0; i < n && !rc; i++) {
-    const hs_worker_row *w = &rows[i];
-    sqlite3_bind_int64(st, 1, run);
-    sqlite3_bind_int(st, 2, w->index);
-    bind_text(st, 3, w->device_type);
-    bind_text(st, 4, w->node);
-    bind_real(st, 5, w->joined_at_s);
-    bind_real(st, 6, w->left_at_s);
-    sqlite3_bind_int(st, 7, w->initial_batch);
-    sqlite3_bind_int64(st, 8, w->steps);
-    sqlite3_bind_int64(st, 9, w->samples);
-    bind_real(st, 10, w->busy_s);
-    bind_real(st, 11, w->wait_s);
-    bind_real(st, 12, w->comm_s);
-    rc = step_once(s, st, "inserting a worker", d);
-    if (rc) hs_diag_prefix(d, "worker %d of run %lld", w->index, (long long)run);
+  sqlite3_stmt *full = NULL, *tail = NULL, *chk = NULL;
+  int tail_n = n % WORKERS_PER_INSERT;
+  if ((n >= WORKERS_PER_INSERT && (rc = prepare_workers_insert(s, WORKERS_PER_INSERT, &full, d))) ||
+      (tail_n && (rc = prepare_workers_insert(s, tail_n, &tail, d))))
+    goto out;
+  if ((rc = exec(s, "BEGIN IMMEDIATE", "starting the worker insert", d))) goto out;
+  if (sqlite3_prepare_v2(s->db, "SELECT 1 FROM run WHERE id = ?1", -1, &chk, NULL) != SQLITE_OK) {
+    rc = db_fail(s, d, "preparing the run check");
+  } else {
+    sqlite3_bind_int64(chk, 1, run);
+    int r = sqlite3_step(chk);
+    if (r == SQLITE_DONE)
+      rc = hs_diag_set(d, HS_EDB, "database %s: FOREIGN KEY constraint failed: no run %lld for its "
+                       "workers", s->path, (long long)run);
+    else if (r != SQLITE_ROW)
+      rc = db_fail(s, d, "checking the run of the workers");
   }
-  sqlite3_finalize(st);
-  if (rc) {
-    sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
-    return rc;
+  for (int i = 0; i < n && !rc; i += WORKERS_PER_INSERT)
+    rc = n - i >= WORKERS_PER_INSERT ? insert_workers(s, full, run, rows + i, WORKERS_PER_INSERT, d)
+                                     : insert_workers(s, tail, run, rows + i, n - i, d);
+  if (!rc) rc = exec(s, "COMMIT", "committing workers", d);
+  if (rc && !sqlite3_get_autocommit(s->db)) sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+out:
+  sqlite3_finalize(chk);
+  sqlite3_finalize(full);
+  sqlite3_finalize(tail);
+  if (fk_off) {
+    int r = exec(s, "PRAGMA foreign_keys = ON", "turning foreign keys back on", rc ? NULL : d);
+    if (!rc) rc = r;
   }
-  return exec(s, "COMMIT", "committing workers", d);
+  return rc;
 }
 
 /* OR FAIL keeps the rows a failed statement inserted before the bad one, so sqlite3_changes()

@@ -1,11 +1,13 @@
 /* sim_trace: a Chrome trace JSON writer (the format chrome://tracing and Perfetto open).
  *
  * Contract:
- * - Writes {"displayTimeUnit":"ms","traceEvents":[ ... ]} to a file, streaming: events go
- *   straight to a buffered FILE, so memory stays constant however many slices are written.
+ * - Writes {"displayTimeUnit":"ms","traceEvents":[ ... ]} to a file, streaming: records are
+ *   formatted into the writer's own 256 KiB buffer and written a buffer at a time, so memory
+ *   stays constant however many slices are written.
  * - Everything lives in process 1; a worker is a thread (tid). hs_trace_thread_name also
  *   writes a thread_sort_index equal to tid, so tracks appear in worker order.
- * - Times are given in seconds (simulated) and written in microseconds, the format's unit.
+ * - Times are given in seconds (simulated) and written in microseconds, the format's unit,
+ *   with three decimals, character for character as printf("%.3f") would write them.
  *   A slice whose start or duration is not finite, or whose duration is negative, is skipped:
  *   one bad value must not make the whole file unreadable.
  * - Names and categories are JSON-escaped. Write errors are reported once, by hs_trace_close,

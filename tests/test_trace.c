@@ -181,7 +181,55 @@ static void test_write_error_reported(void) {
   ASSERT_CONTAINS(d.msg, "/dev/full");
 }
 
+/* The writer formats times itself: each must read exactly as snprintf("%.3f") writes it, over
+ * every magnitude a run can reach and the exact ties (odd multiples of 1/16 us are halfway
+ * between two thousandths), so that a trace is the same file as printf would have made. */
+static void test_times_as_printf_writes_them(void) {
+  const char *path = hs_test_tmp("fmt.json");
+  hs_trace *t;
+  ASSERT_EQ(hs_trace_open(&t, path, NULL), 0);
+  if (!t) return;
+  enum { N = 200000 };
+  double *v = malloc(N * sizeof *v);
+  uint64_t x = 88172645463325252ULL;
+  for (int i = 0; i < N; i++) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    double u = (double)(x >> 11) * 0x1.0p-53;
+    switch (i % 6) {
+    case 0: v[i] = u * 1000.0; break;                                  /* up to 1000 s */
+    case 1: v[i] = ldexp(u, (int)(x % 80) - 60); break;                /* 1e-18 s .. 1e6 s */
+    case 2: v[i] = (double)(2 * (x % 100000) + 1) / 16.0 * 1e-6; break; /* ties, in us */
+    case 3: v[i] = (double)(x % 1000000) * 1e-9; break;                /* whole nanoseconds */
+    case 4: v[i] = ldexp(1.0, (int)(x % 40)) * 1e-6 - 5e-10; break;    /* near .xxx5 */
+    default: v[i] = u * 1e10; break;                                   /* past 2^53 us */
+    }
+    hs_trace_slice(t, i, "s", NULL, v[i], i % 2 ? v[i] : 0.0);
+  }
+  ASSERT_EQ(hs_trace_close(t, NULL), 0);
+  char *s = slurp(path);
+  ASSERT(s != NULL);
+  const char *p = s;
+  int bad = 0;
+  for (int i = 0; s && i < N && bad < 5; i++) {
+    char want[256];
+    snprintf(want, sizeof want, "\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f}", i, v[i] * 1e6,
+             (i % 2 ? v[i] : 0.0) * 1e6);
+    const char *q = strstr(p, "\"tid\":");
+    if (!q || strncmp(q, want, strlen(want)) != 0) {
+      HS_FAIL_AT("slice %d (%.17g s): wanted %s, got %.60s", i, v[i], want, q ? q : "(end)");
+      bad++;
+    }
+    if (q) p = q + 1;
+  }
+  free(s);
+  free(v);
+  remove(path);
+}
+
 static const hs_test_case cases[] = {
+    {"times_as_printf_writes_them", test_times_as_printf_writes_them},
     {"checker_self_test", test_checker_self_test},
     {"write_and_read_back", test_write_and_read_back},
     {"empty_trace_is_valid", test_empty_trace_is_valid},
