@@ -87,6 +87,9 @@ sp=$!
 wait_for "$S.w0" "SELECT count(*) FROM run WHERE status = 'complete'"
 kill -9 -- "-$sp" 2>/dev/null
 wait "$sp" 2>/dev/null
+# wait returns when the sweep itself is gone; its workers, killed too, may still be exiting
+# with the shard lock open. Resume once the whole group is gone (at most ~10 s).
+for _ in $(seq 100); do kill -0 -- "-$sp" 2>/dev/null || break; sleep 0.1; done
 check sweep_kill.left_shards test -e "$S.w0"
 "$HETSIM" sweep --grid "$TMP/grid.yaml" --db "$S" --jobs 2 >"$TMP/sweep2.out" 2>&1
 check sweep_kill.resume_exit test $? -eq 0 || head -c 800 "$TMP/sweep2.out"
