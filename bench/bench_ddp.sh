@@ -14,13 +14,19 @@
 #    - homo: both ranks at BATCH;
 #    - slow: rank 1 slowed SLOW times (ddp_train --slow-mode sleep: it sleeps (SLOW-1) x its own
 #      compute, as a slower device would; hetsim: `slowdown: SLOW` on worker 1);
-#    - lbb:  the slow cluster under hetsim's lbb, whose per-worker batches (its static solve from
-#      the imported t(b), the batches it holds at the end of the run) DDP then runs with.
-# Prints one line per case and writes OUTDIR/results.json. Settings (environment): MODEL (cnn),
-# BATCH (256 per rank), ITER (40 timed iterations), WARMUP (5), SLOW (2), REPEATS (1: real runs
-# per case, the median is compared), BUDGET (3 s of timed steps per batch size in the profile),
-# PROFILE_BATCHES (the batch sizes profiled; default spans what lbb may give a worker),
-# QUICK=1 (CI: tiny batches and iterations; checks that the path runs, not the numbers).
+#    - lbb:  the slow cluster under hetsim's lbb for 3 x ITER iterations; DDP then runs the batches
+#      lbb holds at the end, and its mean iteration is compared with the mean of lbb's last 5
+#      simulated iterations (lbb starts at even batches and settles over tens of iterations,
+#      while DDP runs the settled batches from its first). LBB's own target is the DDP ranks'
+#      compute spread (max - min) / mean under those batches.
+# The whole of 1-3 is one pass; REPEATS passes run one after another (default 3), each with its
+# own profile, so that a profile is compared with DDP runs made the same minute (this VM's speed
+# drifts by tens of percent between minutes: docs/performance.md). Prints each pass's errors and
+# the median over the passes per case, and writes OUTDIR/results.json. Settings (environment):
+# MODEL (cnn), BATCH (256 per rank), ITER (40 timed iterations), WARMUP (5), SLOW (2), REPEATS,
+# BUDGET (2 s of timed steps per batch size in the profile), PROFILE_BATCHES (default spans what
+# lbb may give a worker), QUICK=1 (CI: one pass, tiny batches and iterations; checks that the
+# path runs, not the numbers).
 # Needs /usr/bin/python3 with torch (Debian's python3-torch). Quiet machine for the figures.
 set -euo pipefail
 H=$(readlink -f "${1:?usage: bench_ddp.sh HETSIM [OUTDIR]}")
@@ -32,28 +38,31 @@ PY=/usr/bin/python3
 MODEL=${MODEL:-cnn}
 if [ "${QUICK:-0}" = 1 ]; then
   BATCH=${BATCH:-16}; ITER=${ITER:-3}; WARMUP=${WARMUP:-1}; BUDGET=${BUDGET:-0.05}
-  PROFILE_BATCHES=${PROFILE_BATCHES:-4,8,16,24,32}
+  PROFILE_BATCHES=${PROFILE_BATCHES:-4,8,16,24,32}; REPEATS=${REPEATS:-1}
 else
-  BATCH=${BATCH:-256}; ITER=${ITER:-40}; WARMUP=${WARMUP:-5}; BUDGET=${BUDGET:-3}
+  BATCH=${BATCH:-256}; ITER=${ITER:-40}; WARMUP=${WARMUP:-5}; BUDGET=${BUDGET:-2}
 fi
 SLOW=${SLOW:-2}
-REPEATS=${REPEATS:-1}
-PROFILE_BATCHES=${PROFILE_BATCHES:-$((BATCH / 4)),$((BATCH / 2)),$((3 * BATCH / 4)),$BATCH,$((5 * BATCH / 4)),$((3 * BATCH / 2)),$((7 * BATCH / 4))}
+REPEATS=${REPEATS:-3}
+PROFILE_BATCHES=${PROFILE_BATCHES:-$((BATCH / 2)),$((3 * BATCH / 4)),$BATCH,$((5 * BATCH / 4)),$((3 * BATCH / 2))}
 log() { echo "bench_ddp: $*" >&2; }
 
+one_pass() { # one_pass DIR: profile, import, cluster, simulate and run DDP; DIR/sim.json
+local P=$1
+mkdir -p "$P"
 # 1. The profile.
 log "profiling $MODEL (ddp, 2 concurrent, gloo comm) at batches $PROFILE_BATCHES"
 "$PY" "$SRC/tools/hetsim_profile.py" --model "$MODEL" --device cpu --ddp --concurrent 2 \
   --batches "$PROFILE_BATCHES" --budget "$BUDGET" --comm --comm-world 2 --comm-budget "$BUDGET" \
-  --device-name "cpu-ddp" --quiet --out "$OUT/profile.json"
+  --device-name "cpu-ddp" --quiet --out "$P/profile.json"
 # 2. Import, and the cluster.
-rm -f "$OUT/cal.db"
-"$H" calib import "$OUT/profile.json" --db "$OUT/cal.db" --json >"$OUT/import.json"
-DEV=$("$PY" -c 'import json,sys; d=json.load(open(sys.argv[1])); d=d[0] if isinstance(d,list) else d; d=d.get("imports",[d])[0] if "imports" in d else d; print(d["device"])' "$OUT/import.json")
+rm -f "$P/cal.db"
+"$H" calib import "$P/profile.json" --db "$P/cal.db" --json >"$P/import.json"
+DEV=$("$PY" -c 'import json,sys; d=json.load(open(sys.argv[1])); d=d[0] if isinstance(d,list) else d; d=d.get("imports",[d])[0] if "imports" in d else d; print(d["device"])' "$P/import.json")
 cluster() { # cluster FILE SLOWDOWN
   cat >"$1" <<YAML
 # bench/bench_ddp.sh: two workers of this CPU (one thread each), compute and link measured by
-# tools/hetsim_profile.py and imported ($OUT/profile.json).
+# tools/hetsim_profile.py and imported ($P/profile.json).
 name: ddp-cpu
 device_types:
   c: {compute: {$MODEL: {calib: "$DEV"}}}
@@ -63,57 +72,81 @@ events:
   - {at: 0s, worker: 1, slowdown: $2}
 YAML
 }
-cluster "$OUT/homo.yaml" 1
-cluster "$OUT/slow.yaml" "$SLOW"
+cluster "$P/homo.yaml" 1
+cluster "$P/slow.yaml" "$SLOW"
 
 sim_mean() { # sim_mean CLUSTER POLICY DB -> prints mean_iteration_s
   "$H" sim --cluster "$1" --model "$MODEL" --policy "$2" --global-batch $((2 * BATCH)) \
-    --iterations "$ITER" --calib "$OUT/cal.db" --db "$3" --json |
+    --iterations "$ITER" --calib "$P/cal.db" --db "$3" --json |
     "$PY" -c 'import json,sys; print(json.load(sys.stdin)["mean_iteration_s"])'
 }
-ddp_run() { # ddp_run NAME BATCHES SLOWDOWN -> OUT/NAME-K.json for K in 1..REPEATS
-  local k
-  for k in $(seq 1 "$REPEATS"); do
-    "$PY" "$SRC/bench/ddp_train.py" --model "$MODEL" --batches "$2" --iterations "$ITER" \
-      --warmup "$WARMUP" --slowdown "1:$3" --slow-mode sleep --quiet --out "$OUT/$1-$k.json"
-  done
+ddp_run() { # ddp_run NAME BATCHES SLOWDOWN -> P/NAME.json
+  "$PY" "$SRC/bench/ddp_train.py" --model "$MODEL" --batches "$2" --iterations "$ITER" \
+    --warmup "$WARMUP" --slowdown "1:$3" --slow-mode sleep --quiet --out "$P/$1.json"
 }
 
-rm -f "$OUT/sim.db"
+rm -f "$P/sim.db"
 log "case homo: batches $BATCH,$BATCH"
 ddp_run homo "$BATCH,$BATCH" 1
-s_homo=$(sim_mean "$OUT/homo.yaml" ssgd "$OUT/sim.db")
+s_homo=$(sim_mean "$P/homo.yaml" ssgd "$P/sim.db")
 log "case slow: worker 1 slowed ${SLOW}x"
 ddp_run slow "$BATCH,$BATCH" "$SLOW"
-s_slow=$(sim_mean "$OUT/slow.yaml" ssgd "$OUT/sim.db")
-s_lbb=$(sim_mean "$OUT/slow.yaml" lbb "$OUT/sim.db")
-# The batches lbb holds at the end of its run (the last step of each worker).
-LBB=$("$H" query --db "$OUT/sim.db" --csv sql "SELECT group_concat(batch, ',') FROM (SELECT s.worker, s.batch FROM step s WHERE s.run_id = (SELECT max(id) FROM run) AND s.step = (SELECT max(step) FROM step t WHERE t.run_id = s.run_id AND t.worker = s.worker) ORDER BY s.worker)" 2>/dev/null | tail -n 1 | tr -d '\r"')
-if [ -z "$LBB" ] || [ "$LBB" = "group_concat(batch, ',')" ]; then
-  LBB=$("$H" query --db "$OUT/sim.db" --csv sql "SELECT group_concat(initial_batch, ',') FROM (SELECT initial_batch FROM worker WHERE run_id = (SELECT max(id) FROM run) ORDER BY idx)" | tail -n 1 | tr -d '\r"')
-fi
+s_slow=$(sim_mean "$P/slow.yaml" ssgd "$P/sim.db")
+# lbb moves samples from the slow worker a few at a time and re-solves at most every 30
+# iterations, so its run starts far from the batches it settles on. DDP runs the settled
+# batches from the start: they are compared with the last 5 iterations of a 3x longer lbb run
+# (the batches it holds at the end, the mean interval between its last 6 all-reduce ends).
+"$H" sim --cluster "$P/slow.yaml" --model "$MODEL" --policy lbb --global-batch $((2 * BATCH)) \
+  --iterations $((3 * ITER)) --calib "$P/cal.db" --db "$P/lbb.db" --store steps --json >/dev/null
+read -r LBB s_lbb < <("$PY" - "$P/lbb.db" <<'PY'
+import sqlite3, sys
+c = sqlite3.connect(sys.argv[1])
+last = c.execute("SELECT max(step) FROM step").fetchone()[0]
+batches = [b for (b,) in c.execute("SELECT batch FROM step WHERE step = ? ORDER BY worker", (last,))]
+ends = [e for (e,) in c.execute("SELECT max(comm_end_s) FROM step GROUP BY step ORDER BY step")]
+tail = ends[-6:]
+print(",".join(map(str, batches)), (tail[-1] - tail[0]) / (len(tail) - 1))
+PY
+)
 log "case lbb: batches $LBB (worker 1 slowed ${SLOW}x)"
 ddp_run lbb "$LBB" "$SLOW"
+printf '{"homo": %s, "slow": %s, "lbb": %s, "lbb_batches": [%s]}\n' "$s_homo" "$s_slow" "$s_lbb" "$LBB" >"$P/sim.json"
+}
 
-"$PY" - "$OUT" "$REPEATS" "$s_homo" "$s_slow" "$s_lbb" "$LBB" "$MODEL" "$BATCH" "$SLOW" <<'PY'
+for k in $(seq 1 "$REPEATS"); do
+  log "pass $k of $REPEATS"
+  one_pass "$OUT/pass$k"
+done
+
+"$PY" - "$OUT" "$REPEATS" "$MODEL" "$BATCH" "$SLOW" <<'PY'
 import json, statistics, sys
-out, reps, s_homo, s_slow, s_lbb, lbb, model, batch, slow = sys.argv[1:]
+out, reps, model, batch, slow = sys.argv[1:]
 reps = int(reps)
-def real(name):
-    runs = [json.load(open(f"{out}/{name}-{k}.json")) for k in range(1, reps + 1)]
-    means = [r["summary"]["mean_iteration_s"] for r in runs]
-    spread = [r["summary"]["compute_spread"] for r in runs]
-    return statistics.median(means), statistics.median(spread), means
 res = {"model": model, "batch_per_rank": int(batch), "slowdown": float(slow), "repeats": reps,
-       "lbb_batches": [int(b) for b in lbb.split(",")], "cases": {}}
-print(f"{'case':6} {'ddp_ms':>9} {'sim_ms':>9} {'error':>8} {'ddp_compute_spread':>19}")
-for name, sim in (("homo", s_homo), ("slow", s_slow), ("lbb", s_lbb)):
-    m, spread, means = real(name)
-    sim = float(sim)
-    err = sim / m - 1
-    res["cases"][name] = {"ddp_mean_iteration_s": m, "ddp_runs": means, "sim_mean_iteration_s": sim,
-                          "error": err, "ddp_compute_spread": spread}
-    print(f"{name:6} {m*1e3:9.2f} {sim*1e3:9.2f} {err:+8.3f} {spread:19.3f}")
+       "passes": [], "cases": {}}
+print(f"{'pass':4} {'case':6} {'ddp_ms':>9} {'sim_ms':>9} {'error':>8} {'ddp_compute_spread':>19}  batches")
+for k in range(1, reps + 1):
+    p = f"{out}/pass{k}"
+    sim = json.load(open(f"{p}/sim.json"))
+    row = {"lbb_batches": sim["lbb_batches"], "cases": {}}
+    for name in ("homo", "slow", "lbb"):
+        s = json.load(open(f"{p}/{name}.json"))["summary"]
+        m, spread, t = s["mean_iteration_s"], s["compute_spread"], float(sim[name])
+        row["cases"][name] = {"ddp_mean_iteration_s": m, "sim_mean_iteration_s": t,
+                              "error": t / m - 1, "ddp_compute_spread": spread}
+        b = ",".join(map(str, sim["lbb_batches"])) if name == "lbb" else f"{batch},{batch}"
+        print(f"{k:4} {name:6} {m*1e3:9.2f} {t*1e3:9.2f} {t/m-1:+8.3f} {spread:19.3f}  {b}")
+    res["passes"].append(row)
+for name in ("homo", "slow", "lbb"):
+    errs = [r["cases"][name]["error"] for r in res["passes"]]
+    spreads = [r["cases"][name]["ddp_compute_spread"] for r in res["passes"]]
+    res["cases"][name] = {"median_error": statistics.median(errs), "errors": errs,
+                          "median_ddp_compute_spread": statistics.median(spreads),
+                          # the last pass's figures, for a quick look
+                          **res["passes"][-1]["cases"][name]}
+    print(f"median {name:6} error {statistics.median(errs):+.3f} (passes: "
+          f"{', '.join(f'{e:+.3f}' for e in errs)}); DDP compute spread {statistics.median(spreads):.3f}")
+res["lbb_batches"] = res["passes"][-1]["lbb_batches"]
 json.dump(res, open(f"{out}/results.json", "w"), indent=1)
 print(f"results: {out}/results.json")
 PY

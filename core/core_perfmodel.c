@@ -68,6 +68,10 @@ double hs_perf_eval(const hs_perf_model *m, double b) {
     t = p[2] > 0 ? p[0] + p[1] * (b + p[2] * expm1(-b / p[2])) : p[0] + p[1] * b;
     break;
   }
+  /* Below the smallest measured batch a fit extrapolates, and a curved form (a cubic through
+   * noisy points) can rise as the batch shrinks; a smaller batch never takes longer than the
+   * smallest one measured. */
+  if (m->n_points > 0 && b < m->pt_batch[0] && t > m->pt_s[0]) t = m->pt_s[0];
   return t > 0 ? t : 0.0;
 }
 

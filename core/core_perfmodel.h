@@ -61,7 +61,8 @@ const char *hs_perf_param_key(hs_perf_form f, int i);
 int hs_perf_form_parse(const char *name, hs_perf_form *out);
 
 /* Time in seconds of one step at `batch` samples: a measured point's at exactly its batch, else
- * the fit's. Never negative (clamped at 0). */
+ * the fit's; below the smallest measured batch, at most that batch's measured time (a fit does
+ * not extrapolate upwards as the batch shrinks). Never negative (clamped at 0). */
 double hs_perf_eval(const hs_perf_model *m, double batch);
 
 /* Writes the params JSON object ({"t0":...,"k":...}, shortest round-trip numbers). Returns the

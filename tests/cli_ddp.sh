@@ -11,7 +11,7 @@ if ! /usr/bin/python3 -c 'import torch' 2>/dev/null; then
 fi
 QUICK=1 bash "$SRC/bench/bench_ddp.sh" "$HETSIM" "$TMP/ddp" >"$TMP/out" 2>"$TMP/err"
 check bench_runs test $? -eq 0 || head -c 2000 "$TMP/err"
-check table_printed grep -qE '^lbb +[0-9.]+ +[0-9.]+ +[-+][0-9.]+' "$TMP/out"
+check table_printed grep -qE '^median lbb +error [-+][0-9.]+' "$TMP/out"
 check results_complete /usr/bin/python3 -c '
 import json, math, sys
 r = json.load(open(sys.argv[1]))
@@ -22,5 +22,5 @@ for c in r["cases"].values():
     assert c["ddp_mean_iteration_s"] > 0 and c["sim_mean_iteration_s"] > 0
 assert sum(r["lbb_batches"]) == 2 * r["batch_per_rank"], r["lbb_batches"]
 ' "$TMP/ddp/results.json"
-check imported_device test "$(rows "$TMP/ddp/cal.db" "SELECT count(*) FROM comm_model WHERE backend = 'gloo' AND op = 'allreduce' AND world_size = 2")" = 1
+check imported_device test "$(rows "$TMP/ddp/pass1/cal.db" "SELECT count(*) FROM comm_model WHERE backend = 'gloo' AND op = 'allreduce' AND world_size = 2")" = 1
 cli_finish

@@ -214,6 +214,12 @@ def build_parser():
     g.add_argument("--pin", choices=("auto", "none"), default="auto",
                    help="cpu: pin process i to its own --threads CPUs when there are enough "
                    "(auto, default) or leave them to the scheduler (none)")
+    g.add_argument("--process-per-batch", choices=("auto", "on", "off"), default="auto",
+                   help="time each batch size in fresh processes (auto: on for the cpu, off on a "
+                   "GPU). On the cpu a process that stepped smaller batches first was measured "
+                   "up to 1.6x slower at a larger one than a fresh process (cnn at 256 after 128 "
+                   "and 192: 39-43 ms against 26.6; docs/profile.md), while a training run steps "
+                   "one batch size from its start")
     g = p.add_argument_group("communication")
     g.add_argument("--comm", action="store_true", help="also time all-reduce and send/recv "
                    "against message size through torch.distributed, over --comm-world local "
@@ -1450,7 +1456,20 @@ def run(a):
     say(f"{ms.name} ({params} parameters) on {device}: "
         f"batches {','.join(map(str, a.batch_list))}, {mode}, {a.concurrent} process"
         f"{'es' if a.concurrent > 1 else ''}, {a.threads or torch.get_num_threads()} thread(s) each")
-    if a.concurrent == 1:
+    a.per_batch = a.process_per_batch == "on" or (a.process_per_batch == "auto" and device.type == "cpu")
+    if a.per_batch:
+        # Each batch size in fresh processes (run_concurrent also serves one), stopping at the
+        # first that runs out of memory, as one sweep would.
+        entries, oom_batch, peaks, batches = [], None, {}, a.batch_list
+        for b in batches:
+            a.batch_list = [b]
+            e, oom_batch, p = run_concurrent(a, say)
+            entries += e
+            peaks.update(p)
+            if oom_batch:
+                break
+        a.batch_list = batches
+    elif a.concurrent == 1:
         entries, oom_batch, peaks = time_sweep(a, ms, device, LocalSync(), out_shape, say)
     else:
         entries, oom_batch, peaks = run_concurrent(a, say)
@@ -1473,6 +1492,7 @@ def run(a):
         "phases": "forward = zero_grad + forward + loss; backward = loss.backward(); update = "
                   "optimizer.step(); step = the three timed together",
         "batch_order": "increasing",
+        "process_per_batch": a.per_batch,
         "warmup": a.warmup, "min_reps": a.min_reps, "max_reps": a.max_reps,
         "rel_tol": a.rel_tol, "budget_s": a.budget,
         "optimizer": {"lr": a.lr, "momentum": a.momentum, "weight_decay": a.weight_decay},
