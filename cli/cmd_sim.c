@@ -265,10 +265,19 @@ static int resolve_model(const sim_args *a, hs_store *prof_store, const hs_model
     fprintf(stderr, "hetsim sim: --calib %s: %s\n", cpath, d.msg);
     return 1;
   }
-  if (a->epochs > 0 || a->conv) {
-    fprintf(stderr, "hetsim sim: %s: %s is an imported model (`hetsim models --db %s`): it has timings but no data set "
-            "and no convergence parameters; use --iterations or --sim-time without --convergence, or a model of the zoo "
-            "(%s)\n", a->epochs > 0 ? "--epochs" : "--convergence", a->model, cpath, zoo);
+  /* An imported model has timings but no data set: the proxy cannot train it, and epochs and
+   * the analytic model's progress are counted in the samples per epoch of the curves its
+   * parameters were fitted to (`hetsim fit-convergence --curves`), checked once they are read. */
+  if (a->conv && strncmp(a->conv, "analytic", 8) != 0) {
+    fprintf(stderr, "hetsim sim: --convergence: %s is an imported model (`hetsim models --db %s`): it has timings but "
+            "no data set to train on; use --convergence analytic with parameters fitted to its own curves "
+            "(`hetsim fit-convergence --curves`), or a model of the zoo (%s)\n", a->model, cpath, zoo);
+    return 2;
+  }
+  if (a->epochs > 0 && !a->conv) {
+    fprintf(stderr, "hetsim sim: --epochs: %s is an imported model (`hetsim models --db %s`): it has timings but no "
+            "data set, so no epoch; use --iterations or --sim-time, or --convergence analytic with parameters "
+            "fitted to its curves (which say how many samples an epoch has)\n", a->model, cpath);
     return 2;
   }
   *ms = (hs_model_stats){.params = row.params, .grad_bytes = row.grad_bytes, .flops_per_sample = NAN,
@@ -512,21 +521,32 @@ int hs_cmd_sim(int argc, char **argv) {
   const hs_conv_model *conv = NULL;
   hs_params conv_params;
   char cstr[1024] = "", csource[1200] = "", csource_json[2600] = "null", fit_id[24] = "null";
+  int64_t imported_epoch = 0;     /* an imported model's samples per epoch: its fitted curves' */
   if (a.conv) {
     /* Without --convergence-params, analytic takes the newest fit to the model's own curves. */
     hs_conv_fit fit;
     int have_fit = 0;
     if (!a.conv_file && !strncmp(a.conv, "analytic", 8) && (!a.conv[8] || a.conv[8] == ':') &&
-        (have_fit = find_conv_fit(&a, mi->dataset_train_size, &fit)) < 0) {
+        (have_fit = find_conv_fit(&a, mi ? mi->dataset_train_size : 0, &fit)) < 0) {
       status = 1;
       goto out;
+    }
+    if (!mi) {
+      /* An imported model: an epoch is the fitted curves' (none without a stored fit). */
+      if (!have_fit || !(fit.dataset_size > 0)) {
+        fprintf(stderr, "hetsim sim: --convergence analytic: %s is an imported model with no convergence fit of "
+                "its own that says how many samples an epoch has; fit its curves first (`hetsim fit-convergence "
+                "--curves FILE.csv --model %s --dataset-size N`, docs/convergence.md)\n", a.model, a.model);
+        goto out;
+      }
+      imported_epoch = (int64_t)fit.dataset_size;
     }
     if ((rc = hs_conv_parse_fitted(a.conv, a.model, have_fit ? fit.params : NULL, a.conv_file, &conv, &conv_params, &d))) {
       fprintf(stderr, "hetsim sim: %s\n", d.msg);
       goto out;
     }
     hs_params_format(&conv_params, cstr, sizeof cstr);
-    if ((rc = hs_conv_check_target(conv, &conv_params, mi->classes, a.target_loss, a.target_acc, &d))) {
+    if ((rc = hs_conv_check_target(conv, &conv_params, mi ? mi->classes : 0, a.target_loss, a.target_acc, &d))) {
       fprintf(stderr, "hetsim sim: %s\n", d.msg);
       goto out;
     }
@@ -638,7 +658,7 @@ int hs_cmd_sim(int argc, char **argv) {
       .cluster = &spec, .model = a.model, .train_flops_per_sample = ms.train_flops_per_sample,
       .grad_bytes = (double)ms.grad_bytes,
       .act_bytes_per_sample = ms.act_bytes_per_sample, .param_bytes = 4.0 * (double)ms.params,
-      .dataset_size = mi ? mi->dataset_train_size : 0, .global_batch = a.global_batch, .policy = pol,
+      .dataset_size = mi ? mi->dataset_train_size : imported_epoch, .global_batch = a.global_batch, .policy = pol,
       .params = &params, .seed = a.seed, .max_epochs = a.epochs,
       .max_iterations = a.iterations ? a.iterations : a.max_iterations,
       .max_sim_time = a.sim_time, .max_events = a.max_events, .sink = step_sink,

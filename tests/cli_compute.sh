@@ -140,6 +140,29 @@ check profile.bundled_gavel close "$(mean_iter)" 0.04150543207910772
 HETSIM_PROFILES="$TMP/none" "$H" sim --cluster "$TMP/bundled.yaml" --model resnet18 --policy ssgd --global-batch 64 --iterations 1 --db "$TMP/p.db" >"$TMP/out" 2>"$TMP/err"
 check profile.bundled_dir_override grep -q "nor in the bundled profiles $TMP/none" "$TMP/err"
 
+# A model outside the zoo trains under the analytic model once its own curves are fitted: the
+# profile brings its timings, `fit-convergence --curves` its parameters and its epoch.
+awk 'BEGIN { print "samples,loss,accuracy,batch,workers,policy"
+  for (g = 0; g < 2; g++) { b = g ? 64 : 16
+    for (i = 0; i <= 12; i++) { S = i * 2000; k = S * (300 + 128) / (300 + 2 * b) / 20000
+      l = 1 / (4 * k + 0.5) + 0.4; printf "%d,%.15g,%.15g,%d,2,ssgd\n", S, l, 0.1 + 0.8 * exp(-1.5 * (l - 0.4)), b } } }' >"$TMP/p/curves.csv"
+before=$(rows "$TMP/p.db" "SELECT count(*) FROM run")
+expect_exit imported_conv.no_fit 2 "$H" sim --cluster "$TMP/p/prof.yaml" --model tinynet --policy ssgd --global-batch 16 --iterations 10 --convergence analytic --db "$TMP/p.db"
+check imported_conv.no_fit_says grep -q "no convergence fit of its own" "$TMP/err"
+expect_exit imported_conv.proxy 2 "$H" sim --cluster "$TMP/p/prof.yaml" --model tinynet --policy ssgd --global-batch 16 --iterations 10 --convergence proxy --db "$TMP/p.db"
+expect_exit imported_conv.epochs 2 "$H" sim --cluster "$TMP/p/prof.yaml" --model tinynet --policy ssgd --global-batch 16 --epochs 1 --db "$TMP/p.db"
+check imported_conv.refusals_store_nothing test "$(rows "$TMP/p.db" "SELECT count(*) FROM run")" = "$before"
+run imported_conv.fit 0 fit-convergence --curves "$TMP/p/curves.csv" --model tinynet --classes 10 --dataset-size 20000 --db "$TMP/p.db"
+if run imported_conv.sim 0 sim --cluster "$TMP/p/prof.yaml" --model tinynet --policy ssgd --global-batch 32 --epochs 1 --convergence analytic --target-loss 0.6 --db "$TMP/p.db" --json; then
+  check imported_conv.json /usr/bin/python3 -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert 0 < d["iterations"] < 625, d["iterations"]      # before one epoch of the curves: 20000 / 32
+assert d["stop_reason"] == "target" and d["final_loss"] <= 0.6 and d["time_to_target_s"] is not None, d
+assert d["convergence_source"].startswith("convergence_fit "), d["convergence_source"]
+' "$TMP/out"
+fi
+
 # Fewer than 3 batch sizes only where memory ran out before a third (Sailor's OPT-350M on a
 # 24 GB card fits batch 1 alone): the line through them, flat through one, not judged.
 run few_batches.import 0 calib import "$SRC/traces/profiles/titan-rtx/opt-350m.json" --db "$TMP/few.db" &&
