@@ -78,6 +78,12 @@ void hs_cli_warn_unnamed_compute(const char *cmd, const struct hs_cluster_spec *
  * Returns 0 with the path in out, or -1 when none exists (out then holds the first candidate). */
 int hs_cli_profile_path(const char *cluster_path, const char *name, char *out, size_t len);
 
+/* Opens a store in memory holding every bundled profile (traces/profiles/CARD/MODEL.json, or the
+ * folder $HETSIM_PROFILES names, which *dir is set to) as `hetsim calib import` stores them, for
+ * `devices --bundled` and `models --bundled`. Returns 0, or the exit status after printing
+ * "hetsim CMD: ..." (1: a profile could not be read or imported). */
+int hs_cli_open_bundled(const char *cmd, struct hs_store **s, const char **dir);
+
 /* Monotonic wall-clock time in seconds, for the wall_s of a run. */
 double hs_cli_wall_now(void);
 

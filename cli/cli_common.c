@@ -2,6 +2,8 @@
  * opening the store, the command line and versions of a run, signals and wall time, the summary
  * of a run, and the evaluations buffered while a run writes its steps. */
 #include <errno.h>
+#include <stdio.h>
+#include <dirent.h>
 #include <gsl/gsl_version.h>
 #include <math.h>
 #include <signal.h>
@@ -13,6 +15,7 @@
 #include <time.h>
 #include <yaml.h>
 
+#include "calib/cal_import.h"
 #include "cli/cli.h"
 #include "core/core_config.h"
 #include "core/core_buildinfo.h"
@@ -148,6 +151,59 @@ int hs_cli_profile_path(const char *cluster_path, const char *name, char *out, s
     return 0;
   snprintf(out, len, "%s", first);
   return -1;
+}
+
+/* Imports every profile DIR/CARD/MODEL.json into s; returns 0, or 1 after printing why. */
+static int import_bundled(const char *cmd, hs_store *s, const char *dir) {
+  DIR *top = opendir(dir);
+  if (!top) {
+    fprintf(stderr, "hetsim %s: --bundled: cannot read %s\n", cmd, dir);
+    return 1;
+  }
+  hs_cal_import_info *info = calloc(1, sizeof *info);
+  int status = info ? 0 : 1;
+  struct dirent *e;
+  while (!status && (e = readdir(top))) {
+    if (e->d_name[0] == '.') continue;
+    char sub[4096];
+    struct stat stb;
+    snprintf(sub, sizeof sub, "%s/%s", dir, e->d_name);
+    if (stat(sub, &stb) || !S_ISDIR(stb.st_mode)) continue;
+    DIR *card = opendir(sub);
+    struct dirent *f;
+    while (card && !status && (f = readdir(card))) {
+      size_t n = strlen(f->d_name);
+      if (n < 6 || strcmp(f->d_name + n - 5, ".json")) continue;
+      char path[8192];
+      hs_diag d = {0};
+      snprintf(path, sizeof path, "%s/%s", sub, f->d_name);
+      if (hs_cal_import_file(s, path, info, &d)) {
+        fprintf(stderr, "hetsim %s: --bundled: %s\n", cmd, d.msg);
+        status = 1;
+      }
+    }
+    if (card) closedir(card);
+  }
+  closedir(top);
+  free(info);
+  return status;
+}
+
+int hs_cli_open_bundled(const char *cmd, hs_store **s, const char **dir) {
+  const char *pdir = getenv("HETSIM_PROFILES");
+  if (!pdir || !*pdir) pdir = HETSIM_PROFILES_DIR;
+  *dir = pdir;
+  hs_diag d = {0};
+  if (hs_store_open(s, ":memory:", 0, &d)) {
+    fprintf(stderr, "hetsim %s: %s\n", cmd, d.msg);
+    return 1;
+  }
+  if (import_bundled(cmd, *s, pdir)) {
+    hs_store_close(*s);
+    *s = NULL;
+    return 1;
+  }
+  return 0;
 }
 
 double hs_cli_wall_now(void) {

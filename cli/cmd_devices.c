@@ -1,17 +1,12 @@
 /* hetsim devices: the calibrated devices in a database, with the models calibrated on each, the
  * chosen form of the step fit, its held-out error, the batch limit and where the numbers come
  * from (timed here by `hetsim calib`, or an imported profile). Read-only. */
-#include <dirent.h>
 #include <getopt.h>
 #include <sqlite3.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
-#include "calib/cal_import.h"
 #include "cli/cli.h"
-#include "core/core_buildinfo.h"
 #include "core/core_json.h"
 #include "core/core_store.h"
 
@@ -41,42 +36,6 @@ static const char *const sql =
     " p.model AND c.phase = 'step') AS batches, d.source"
     " FROM device d LEFT JOIN perf_model p ON p.device_id = d.id AND p.phase = 'step' AND"
     " p.chosen = 1 ORDER BY d.id, p.model";
-
-/* Imports every profile DIR/CARD/MODEL.json into s; returns 0, or 1 after printing why. */
-static int import_bundled(hs_store *s, const char *dir) {
-  DIR *top = opendir(dir);
-  if (!top) {
-    fprintf(stderr, "hetsim devices: --bundled: cannot read %s\n", dir);
-    return 1;
-  }
-  hs_cal_import_info *info = calloc(1, sizeof *info);
-  int status = info ? 0 : 1;
-  struct dirent *e;
-  while (!status && (e = readdir(top))) {
-    if (e->d_name[0] == '.') continue;
-    char sub[4096];
-    struct stat stb;
-    snprintf(sub, sizeof sub, "%s/%s", dir, e->d_name);
-    if (stat(sub, &stb) || !S_ISDIR(stb.st_mode)) continue;
-    DIR *card = opendir(sub);
-    struct dirent *f;
-    while (card && !status && (f = readdir(card))) {
-      size_t n = strlen(f->d_name);
-      if (n < 6 || strcmp(f->d_name + n - 5, ".json")) continue;
-      char path[8192];
-      hs_diag d = {0};
-      snprintf(path, sizeof path, "%s/%s", sub, f->d_name);
-      if (hs_cal_import_file(s, path, info, &d)) {
-        fprintf(stderr, "hetsim devices: --bundled: %s\n", d.msg);
-        status = 1;
-      }
-    }
-    if (card) closedir(card);
-  }
-  closedir(top);
-  free(info);
-  return status;
-}
 
 static void csv_field(const char *s) {
   if (!s) return;
@@ -122,17 +81,14 @@ int hs_cmd_devices(int argc, char **argv) {
   }
   hs_diag d = {0};
   hs_store *s = NULL;
-  const char *pdir = getenv("HETSIM_PROFILES");
-  if (!pdir || !*pdir) pdir = HETSIM_PROFILES_DIR;
-  if (bundled) db = pdir;
-  int rc = bundled ? hs_store_open(&s, ":memory:", 0, &d) : hs_store_open(&s, db, HS_STORE_READONLY, &d);
-  if (rc) {
-    fprintf(stderr, "hetsim devices: %s\n", d.msg);
-    return rc == HS_ENOTFOUND ? 2 : hs_exit_code(rc);
-  }
-  if (bundled && import_bundled(s, pdir)) {
-    hs_store_close(s);
-    return 1;
+  int rc;
+  if (bundled) {
+    if ((rc = hs_cli_open_bundled("devices", &s, &db))) return rc;
+  } else {
+    if ((rc = hs_store_open(&s, db, HS_STORE_READONLY, &d))) {
+      fprintf(stderr, "hetsim devices: %s\n", d.msg);
+      return rc == HS_ENOTFOUND ? 2 : hs_exit_code(rc);
+    }
   }
   sqlite3_stmt *st = NULL;
   if (sqlite3_prepare_v2(hs_store_db(s), sql, -1, &st, NULL) != SQLITE_OK) {

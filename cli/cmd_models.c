@@ -14,7 +14,7 @@
 
 static void usage(FILE *out) {
   fprintf(out,
-"usage: hetsim models [--db FILE] [--json]\n"
+"usage: hetsim models [--db FILE | --bundled] [--json]\n"
 "\n"
 "Lists the models hetsim knows, computed from their layer graphs: trainable\n"
 "parameters, fp32 gradient bytes (4 per parameter, what one all-reduce moves),\n"
@@ -25,6 +25,8 @@ static void usage(FILE *out) {
 "              parameters, gradient bytes and training FLOPs per sample (forward +\n"
 "              backward) from the profile, and a source column saying where each\n"
 "              model's numbers come from\n"
+"  --bundled   also list the models of the bundled profiles (traces/profiles, or\n"
+"              $HETSIM_PROFILES), which a cluster file's `compute: {profile: ...}` brings\n"
 "  --json      one JSON array of objects\n");
 }
 
@@ -36,15 +38,16 @@ static const char *const imported_sql =
 int hs_cmd_models(int argc, char **argv) {
   static const struct option opts[] = {
       {"db", required_argument, NULL, 'd'}, {"json", no_argument, NULL, 'j'},
-      {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0},
+      {"help", no_argument, NULL, 'h'}, {"bundled", no_argument, NULL, 'b'}, {NULL, 0, NULL, 0},
   };
   const char *db = NULL;
-  int json = 0, c;
+  int json = 0, bundled = 0, c;
   optind = 1;
   opterr = 0;
   while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
     switch (c) {
     case 'd': db = optarg; break;
+    case 'b': bundled = 1; break;
     case 'j': json = 1; break;
     case 'h': usage(stdout); return 0;
     default:
@@ -52,14 +55,15 @@ int hs_cmd_models(int argc, char **argv) {
       return 2;
     }
   }
-  if (optind < argc) {
-    fprintf(stderr, "hetsim models: unknown argument \"%s\"\nrun `hetsim models --help` for the options\n", argv[optind]);
+  if (optind < argc || (db && bundled)) {
+    fprintf(stderr, "hetsim models: %s\nrun `hetsim models --help` for the options\n",
+            db && bundled ? "--bundled and --db exclude each other" : "unknown argument");
     return 2;
   }
   hs_store *s = NULL;
   sqlite3_stmt *st = NULL;
-  if (db) {
-    int rc = hs_cli_store_open("models", &s, db, HS_STORE_READONLY);
+  if (db || bundled) {
+    int rc = bundled ? hs_cli_open_bundled("models", &s, &db) : hs_cli_store_open("models", &s, db, HS_STORE_READONLY);
     if (rc) return rc;
     if (sqlite3_prepare_v2(hs_store_db(s), imported_sql, -1, &st, NULL) != SQLITE_OK) {
       fprintf(stderr, "hetsim models: database %s: %s\n", db, sqlite3_errmsg(hs_store_db(s)));

@@ -182,5 +182,14 @@ assert len(rows) == want and want > 0, (len(rows), want)
 assert all(r["source"] and " from " in r["source"] for r in rows), rows[0]
 ' "$TMP/out" "$SRC"
 run devices.bundled_and_db 2 devices --bundled --db "$DB"
+# ... and every bundled model outside the zoo, with its parameters and gradient bytes.
+run models.bundled 0 models --bundled --json &&
+  check models.bundled_listed /usr/bin/python3 -c '
+import json, sys
+rows = {r["name"]: r for r in json.load(open(sys.argv[1]))}
+for m in ("resnet50", "transformer", "lstm-lm", "opt-350m", "mlp"):
+    assert m in rows and rows[m]["params"] > 0 and rows[m]["grad_bytes"] > 0, m
+assert rows["opt-350m"]["params"] == 407431168, rows["opt-350m"]
+' "$TMP/out"
 
 cli_finish
