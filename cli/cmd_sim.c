@@ -593,6 +593,17 @@ int hs_cmd_sim(int argc, char **argv) {
       goto out;
     }
   }
+  if (spec.jitter_calib.name[0]) {
+    /* `jitter: {calib: NAME}`: the spread of NAME's measured steps of this model. */
+    const hs_link_calib *jc = &spec.jitter_calib;
+    if (!calib_store && (status = open_calib(&calib_store, cpath, &d))) goto out;
+    status = 2;
+    if ((rc = hs_perf_jitter_load(calib_store, jc->name, a.model, &spec.jitter_cv, &d))) {
+      fprintf(stderr, "hetsim sim: %s:%d:%d: jitter.calib: %s\n", spec.path, jc->pos.line, jc->pos.col, d.msg);
+      status = rc == HS_ENOTFOUND ? 2 : 1;
+      goto out;
+    }
+  }
   for (int i = -1; i < spec.n_nodes; i++) {
     const hs_link_calib *lc = i < 0 ? &spec.network_calib : &spec.nodes[i].link_calib;
     hs_link_spec *link = i < 0 ? &spec.network : &spec.nodes[i].link;

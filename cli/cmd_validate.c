@@ -289,22 +289,12 @@ static int update_time(sqlite3 *db, const char *device, const char *model, doubl
   return 1;
 }
 
-/* The spread of the device's calibrated step times as a coefficient of variation for the
- * simulator's lognormal jitter (mean 1): per timed batch size, a lognormal through its 10th
- * and 90th percentiles has sigma = ln(p90/p10) / (2 z90), z90 = 1.2816; the median sigma over
- * the batch sizes, as cv = sqrt(exp(sigma^2) - 1). The percentiles are of single steps, also
- * in a concurrent calibration (whose medians are of block means: cal_run.h). Returns 1 when
- * found. */
-static int step_jitter(sqlite3 *db, const char *device, const char *model, double *cv) {
-  double sig[64];
-  int n = calib_values(db, device, model, "step",
-                       "CASE WHEN p10_s > 0 AND p90_s >= p10_s THEN p90_s / p10_s END", sig, 64);
-  if (n <= 0) return n;
-  /* ln is increasing: the ratios' order is the sigmas' */
-  for (int i = 0; i < n; i++) sig[i] = log(sig[i]) / (2 * 1.2815515655446004);
-  double s = median_sorted(sig, n);
-  *cv = sqrt(expm1(s * s));
-  return 1;
+/* The spread of the device's calibrated step times as the simulator's jitter
+ * (hs_perf_jitter_load). Returns 1 when found, 0 when not, -1 on an error. */
+static int step_jitter(hs_store *st, const char *device, const char *model, double *cv) {
+  hs_diag d = {0};
+  int rc = hs_perf_jitter_load(st, device, model, cv, &d);
+  return rc == 0 ? 1 : rc == HS_ENOTFOUND ? 0 : -1;
 }
 
 /* T_v per model version of a run: versions[i], times[i], ascending. Returns the count. */
@@ -762,7 +752,7 @@ int hs_cmd_validate(int argc, char **argv) {
   /* The steps' spread as the calibration saw it: with N workers waiting for each other, the
    * slowest of N steps sets a synchronous round, longer than the median step. */
   double jitter = 0;
-  if (step_jitter(cdb, cdev, r.model, &jitter) <= 0) jitter = 0;
+  if (step_jitter(perf_store, cdev, r.model, &jitter) <= 0) jitter = 0;
   spec.jitter_cv = jitter;
   if (!(perf = calloc((size_t)spec.n_types, sizeof *perf))) {
     fprintf(stderr, "hetsim validate: out of memory\n");

@@ -1075,7 +1075,7 @@ out:
 static int parse_root(const cfg *c, const yaml_node_t *root) {
   static const char *const keys[] = {"name",  "network", "parameter_server", "device_types",
                                      "nodes", "jitter",  "events",           NULL};
-  static const char *const jitter_keys[] = {"cv", NULL};
+  static const char *const jitter_keys[] = {"cv", "calib", NULL};
   hs_cluster_spec *s = c->s;
   name_ix *tix = NULL, *nix = NULL;
   int rc = expect_kind(c, root, "(top level)", YAML_MAPPING_NODE,
@@ -1110,11 +1110,21 @@ static int parse_root(const cfg *c, const yaml_node_t *root) {
   if ((v = map_get(c, root, "parameter_server")) && (rc = parse_ps(c, v))) goto out;
 
   if ((v = map_get(c, root, "jitter"))) {
-    if ((rc = expect_kind(c, v, "jitter", YAML_MAPPING_NODE, "a mapping with key cv")) ||
+    if ((rc = expect_kind(c, v, "jitter", YAML_MAPPING_NODE, "a mapping with key cv or calib")) ||
         (rc = check_keys(c, v, "jitter", jitter_keys)))
       goto out;
-    yaml_node_t *cv = map_get(c, v, "cv");
+    yaml_node_t *cv = map_get(c, v, "cv"), *cal = map_get(c, v, "calib");
     const char *t = scalar(cv);
+    if (cv && cal) {
+      rc = cfg_fail_got(c, v, "jitter", "both \"cv\" and \"calib\"",
+                        "either {cv} or {calib} (the spread of measured steps), not both");
+      goto out;
+    }
+    if (cal) {
+      s->jitter_calib.pos = node_pos(cal);
+      if ((rc = get_name(c, cal, "jitter.calib", s->jitter_calib.name, sizeof s->jitter_calib.name)))
+        goto out;
+    }
     if (cv && (!t || hs_units_parse_number(t, &s->jitter_cv) != 0 || s->jitter_cv > CFG_MAX_CV)) {
       rc = cfg_fail(c, cv, "jitter.cv", cv, "a number from 0 to %g", CFG_MAX_CV);
       goto out;

@@ -107,6 +107,7 @@ typedef struct hs_cluster_spec {
   hs_link_calib network_calib;
   hs_ps_spec ps;
   double jitter_cv;         /* coefficient of variation of lognormal compute noise, >= 0 */
+  hs_link_calib jitter_calib; /* `jitter: {calib: NAME}`: the cv from NAME's measured steps */
   int n_types;
   hs_device_type *types;
   int n_nodes;

@@ -311,3 +311,32 @@ int hs_comm_link_load(hs_store *s, const char *device, int world, double msg_byt
              at ? ", beta at the run's message size" : "");
   return 0;
 }
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+int hs_perf_jitter_load(hs_store *s, const char *device, const char *model, double *cv, hs_diag *d) {
+  sqlite3 *db = hs_store_db(s);
+  sqlite3_stmt *st;
+  if (sqlite3_prepare_v2(db, "SELECT p90_s / p10_s FROM calib_sample JOIN device ON device.id ="
+                         " calib_sample.device_id WHERE device.name = ?1 AND calib_sample.model = ?2"
+                         " AND calib_sample.phase = 'step' AND p10_s > 0 AND p90_s >= p10_s",
+                         -1, &st, NULL) != SQLITE_OK)
+    return hs_diag_set(d, HS_EDB, "database %s: reading calib_sample: %s", hs_store_path(s), sqlite3_errmsg(db));
+  sqlite3_bind_text(st, 1, device, -1, SQLITE_STATIC);
+  sqlite3_bind_text(st, 2, model, -1, SQLITE_STATIC);
+  double sig[256];
+  int n = 0;
+  while (n < 256 && sqlite3_step(st) == SQLITE_ROW)
+    sig[n++] = log(sqlite3_column_double(st, 0)) / (2 * 1.2815515655446004);
+  sqlite3_finalize(st);
+  if (!n)
+    return hs_diag_set(d, HS_ENOTFOUND, "no measured step spread (calib_sample p10_s, p90_s) of model %s "
+                       "on device \"%s\" in %s", model, device, hs_store_path(s));
+  qsort(sig, (size_t)n, sizeof *sig, cmp_double);
+  double m = n % 2 ? sig[n / 2] : 0.5 * (sig[n / 2 - 1] + sig[n / 2]);
+  *cv = sqrt(expm1(m * m));
+  return 0;
+}

@@ -93,6 +93,13 @@ int hs_perf_load(hs_store *s, const char *device, const char *model, hs_perf_mod
 int hs_comm_link_load(hs_store *s, const char *device, int world, double msg_bytes,
                       hs_link_spec *out, char *how, size_t how_len, hs_diag *d);
 
+/* The spread of the device's measured steps of the model as the coefficient of variation of
+ * the simulator's lognormal jitter (mean 1): per measured batch size, the lognormal through its
+ * 10th and 90th percentiles has sigma = ln(p90/p10) / (2 z90), z90 = 1.2816; the median sigma
+ * over the batch sizes, as cv = sqrt(exp(sigma^2) - 1). `jitter: {calib: NAME}` in a cluster
+ * file, and `hetsim validate`. HS_ENOTFOUND when no step has both percentiles. */
+int hs_perf_jitter_load(hs_store *s, const char *device, const char *model, double *cv, hs_diag *d);
+
 /* Writes "NAME (id N: model, model), ..." or "no calibrated devices" into buf, for messages. */
 void hs_perf_describe_db(hs_store *s, char *buf, size_t size);
 

@@ -103,6 +103,23 @@ if "$H" sim --cluster "$TMP/ar.yaml" --model mlp --policy ssgd --global-batch 12
 else
   bad link_calib.allreduce "$(head -c 300 "$TMP/err")"
 fi
+# jitter: {calib: NAME}: the cv of the lognormal through the measured steps' 10th and 90th
+# percentiles (median sigma over the batch sizes): p90/p10 = e^(2 z90 s) with s = 0.1 here.
+sqlite3 "$CAL" "INSERT INTO model(name, params, grad_bytes) SELECT 'mlp', 203530, 814120 WHERE NOT EXISTS (SELECT 1 FROM model WHERE name = 'mlp');
+  INSERT INTO calib_sample(device_id, model, batch, phase, median_s, p10_s, p90_s, count) VALUES
+  (40, 'mlp', 32, 'step', 0.01, 0.01, 0.01 * exp(2 * 1.2815515655446004 * 0.1), 20),
+  (40, 'mlp', 64, 'step', 0.02, 0.02, 0.02 * exp(2 * 1.2815515655446004 * 0.1), 20);"
+printf 'jitter: {calib: net0}\n' | cat "$TMP/net.yaml" - >"$TMP/jit.yaml"
+if "$H" sim --cluster "$TMP/jit.yaml" --model mlp --policy ssgd --global-batch 128 --iterations 200 --calib "$CAL" --db "$DB" --json >"$TMP/out" 2>"$TMP/err"; then
+  # Each iteration waits for the slower of two workers with lognormal noise of sigma 0.1: the
+  # mean compute is above the noiseless 8.4 ms (by about 0.56 sigma), never below.
+  check jitter_calib.slower python3 -c "import sys; m = $(mean_iter) - 2 * (50e-6 + $M / 2e9); sys.exit(0 if 1.02 < m / 8.4e-3 < 1.12 else 1)"
+else
+  bad jitter_calib.runs "$(head -c 300 "$TMP/err")"
+fi
+sed 's/jitter: {calib: net0}/jitter: {calib: nosuch}/' "$TMP/jit.yaml" >"$TMP/jit2.yaml"
+expect_exit jitter_calib.unknown 2 "$H" sim --cluster "$TMP/jit2.yaml" --model mlp --policy ssgd --global-batch 128 --iterations 1 --calib "$CAL" --db "$DB"
+check jitter_calib.unknown_message grep -q 'jit2.yaml:8:17: jitter.calib: no measured step spread' "$TMP/err"
 sed 's/calib: net0/calib: nosuch/' "$TMP/net.yaml" >"$TMP/nosuch.yaml"
 before=$(runs)
 expect_exit link_calib.unknown 2 "$H" sim --cluster "$TMP/nosuch.yaml" --model mlp --policy ssgd --global-batch 128 --iterations 1 --calib "$CAL" --db "$DB"

@@ -354,9 +354,10 @@ static const bad_case bad_cases[] = {
     {"name: c\n" T "nodes: [{devices: [{type: g, speed: 2}]}]\n",
      {"c.yaml:3:30: nodes[0].devices[0].speed: expected one of: type, count, slowdown, comm_slowdown, got \"speed\""}},
     /* jitter */
-    {"name: c\n" T N "jitter: 0.1\n", {"c.yaml:4:9: jitter: expected a mapping with key cv, got \"0.1\""}},
+    {"name: c\n" T N "jitter: 0.1\n", {"c.yaml:4:9: jitter: expected a mapping with key cv or calib, got \"0.1\""}},
     {"name: c\n" T N "jitter: {cv: -0.1}\n", {"c.yaml:4:14: jitter.cv: expected a number from 0 to 100, got \"-0.1\""}},
-    {"name: c\n" T N "jitter: {sigma: 1}\n", {"c.yaml:4:10: jitter.sigma: expected one of: cv, got \"sigma\""}},
+    {"name: c\n" T N "jitter: {sigma: 1}\n", {"c.yaml:4:10: jitter.sigma: expected one of: cv, calib, got \"sigma\""}},
+    {"name: c\n" T N "jitter: {cv: 0.1, calib: x}\n", {"c.yaml:4:9: jitter: expected either {cv} or {calib}", "not both"}},
     /* ranges that would turn into inf or NaN times later (issue 19) */
     {"name: c\n" T N "jitter: {cv: 1e308}\n", {"c.yaml:4:14: jitter.cv: expected a number from 0 to 100, got \"1e308\""}},
     {"name: c\nnetwork: {bandwidth: 1e-300}\n" T N, {"c.yaml:2:22: network.bandwidth: expected a bandwidth of at least 1 B/s", "got \"1e-300\""}},
