@@ -7,8 +7,9 @@
 # 1. profile MODEL with tools/hetsim_profile.py the way the run executes: wrapped in DDP at world
 #    size 1, two processes stepping at once (each pinned to its own CPU, one thread), and gloo's
 #    all-reduce and p2p between two processes;
-# 2. `hetsim calib import` it, and write the cluster: two workers on one node whose compute and
-#    link come from the import (compute {MODEL: {calib: DEVICE}}, link {calib: DEVICE});
+# 2. `hetsim calib import` it, and write the cluster: two workers on one node whose compute,
+#    link and step noise come from the import (compute {MODEL: {calib: DEVICE}}, link {calib:
+#    DEVICE}, jitter {calib: DEVICE}: each iteration waits for the slower of two noisy ranks);
 # 3. for each case, run real DDP (bench/ddp_train.py: gloo, two pinned single-thread processes)
 #    and simulate the same model, batches and iterations, and compare the mean iteration times:
 #    - homo: both ranks at BATCH;
@@ -70,6 +71,7 @@ nodes:
   - {name: n0, link: {calib: "$DEV"}, devices: [{type: c, count: 2}]}
 events:
   - {at: 0s, worker: 1, slowdown: $2}
+jitter: {calib: "$DEV"}
 YAML
 }
 cluster "$P/homo.yaml" 1
