@@ -760,6 +760,12 @@ int hs_cmd_validate(int argc, char **argv) {
     goto out;
   }
   for (int t = 0; t < spec.n_types; t++) {
+    /* Every device type computes as the calibration says, whatever forms the file gave (its
+     * per-model forms included). */
+    free(spec.types[t].per_model);
+    spec.types[t].per_model = NULL;
+    spec.types[t].n_per_model = 0;
+    memset(&spec.types[t].compute, 0, sizeof spec.types[t].compute);
     spec.types[t].compute.kind = HS_COMPUTE_CALIB;
     size_t cl = sizeof spec.types[t].compute.calib, nl = strlen(cdev);
     if (nl >= cl) nl = cl - 1;

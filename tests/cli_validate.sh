@@ -266,6 +266,16 @@ expect_exit real_slow2 0 "$H" real --policy ssgd --model mlp --global-batch 32 -
 sid=$(sed -n 's/.*"run_id": \([0-9]*\).*/\1/p' "$T/out")
 expect_exit validate_slow2 0 "$H" validate "${sid:-0}" --db "$T/v.db" --json
 check validate_all_slowed_no_ratio grep -q '"compute_ratio": null' "$T/out"
+# A cluster file with per-model compute (a form for mlp, and a default): validate simulates
+# with the calibration, not with the file's numbers for mlp (the simulated run would otherwise
+# compute 1 s per step).
+sed 's/  c: {compute: {t0: 1ms, per_sample: 0.1ms}}/  c: {compute: {mlp: {t0: 1s, per_sample: 0.1s}, default: {flops: 1TFLOPS, efficiency: 0.5}}}/' slow.yaml > slowpm.yaml
+check per_model_cluster_written grep -q "mlp: {t0: 1s" slowpm.yaml
+expect_exit real_per_model 0 "$H" real --policy ssgd --model mlp --global-batch 32 --iterations 10 --cluster slowpm.yaml \
+  --train-samples 1500 --eval-samples 300 --eval-every 10 --db "$T/v.db" --calib "$T/v.db" --json
+sid=$(sed -n 's/.*"run_id": \([0-9]*\).*/\1/p' "$T/out")
+expect_exit validate_per_model 0 "$H" validate "${sid:-0}" --db "$T/v.db" --json
+check validate_per_model_calibrated python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert abs(d["median_iter_error"]) < 5, d' "$T/out"
 
 # --against: the same command run again, scored against the first with the same metric
 # (validate's iter_errors over the versions both runs saw, recomputed here).
