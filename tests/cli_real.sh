@@ -128,4 +128,32 @@ check interrupted_exit test "$rc" = 1
 check interrupted_marked test "$(sqlite3 "$T/i.db" "SELECT status FROM run")" = interrupted
 check interrupted_keeps_rows test "$(sqlite3 "$T/i.db" "SELECT count(*) > 0 FROM step")" = 1
 
+# An emulated slowdown far beyond --timeout: its sleep (a step of about 0.5 ms stretched by 1e6,
+# some 9 minutes; before, a sleep that looped on EINTR) is bounded by --timeout, and the run
+# fails saying so; SIGINT cuts it short and ends the run as interrupted.
+sed 's/slowdown: 3.0/slowdown: 1e6/' slow.yaml >huge.yaml
+huge=(--policy ssgd --model mlp --global-batch 32 --iterations 1000 --cluster huge.yaml --train-samples 1000
+      --eval-samples 300 --db "$T/h.db")
+"$H" real "${huge[@]}" --timeout 3s >"$T/out.h" 2>"$T/err.h" &
+pid=$!
+kill_at_exit+=($pid)
+ends_within_60s huge_slowdown_ends_within_60s $pid
+check huge_slowdown_exit test $? = 1
+check huge_slowdown_says grep -q "worker 1: its emulated slowdown (1e+06) stretches a step by .* s, past --timeout 3 s" "$T/err.h" ||
+  cat "$T/err.h"
+check huge_slowdown_marked test "$(sqlite3 "$T/h.db" "SELECT status FROM run")" = failed
+rm -f "$T/h.db"*
+"$H" real "${huge[@]}" --timeout 1000s >"$T/out.h" 2>"$T/err.h" &
+pid=$!
+kill_at_exit+=($pid)
+for _ in $(seq 1 $((100 * ${HETSIM_TEST_SLOW:-1}))); do
+  [ "$(sqlite3 "$T/h.db" "SELECT count(*) FROM run" 2>/dev/null)" = 1 ] && break
+  sleep 0.1
+done
+sleep "$(awk -v f="${HETSIM_TEST_SLOW:-1}" 'BEGIN { print 0.5 * f }')"
+kill -INT $pid
+ends_within_60s huge_slowdown_sigint_ends_within_60s $pid
+check huge_slowdown_sigint_exit test $? = 1
+check huge_slowdown_sigint_marked test "$(sqlite3 "$T/h.db" "SELECT status FROM run")" = interrupted
+
 cli_finish
