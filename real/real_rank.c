@@ -193,10 +193,25 @@ static void *reader_main(void *p) {
   return NULL;
 }
 
-static void sleep_for(double sec) {
-  if (!(sec > 0)) return;
-  struct timespec ts = {.tv_sec = (time_t)sec, .tv_nsec = (long)((sec - floor(sec)) * 1e9)};
-  while (nanosleep(&ts, &ts) && errno == EINTR) {}
+/* The emulated slowdown's sleep, as real_run.c's: in slices of at most 20 ms, cut short when
+ * rank 0 says stop (or is lost), bounded by --timeout (HS_ERUNTIME past it). */
+static int sleep_for(exec *e, double slow, double sec, hs_diag *d) {
+  if (!(sec > 0)) return 0;
+  double end = hs_rank_mono() + fmin(sec, e->timeout);
+  for (;;) {
+    pthread_mutex_lock(&e->mu);
+    int stop = e->stop || e->lost;
+    pthread_mutex_unlock(&e->mu);
+    if (stop) return 0;
+    double left = end - hs_rank_mono();
+    if (left <= 0) break;
+    struct timespec ts = {.tv_sec = 0, .tv_nsec = (long)(fmin(left, 0.02) * 1e9)};
+    nanosleep(&ts, NULL);
+  }
+  if (sec > e->timeout)
+    return hs_diag_set(d, HS_ERUNTIME, "its emulated slowdown (%g) stretches a step by %g s, past --timeout %g s", slow,
+                       sec, e->timeout);
+  return 0;
 }
 
 static int train_step(exec *e, int batch, double *loss, hs_diag *d) {
@@ -411,7 +426,7 @@ static int execute(exec *e, const cmd *c, cmsg *rep, hs_diag *d) {
     int rc = train_step(e, c->m.batch, &loss, d);
     if (rc) return rc;
     double slow = c->m.slowdown > 1 ? c->m.slowdown : 1.0;
-    sleep_for((slow - 1.0) * (hs_rank_mono() - t0)); /* the emulated slowdown, as real_run.h */
+    if ((rc = sleep_for(e, slow, (slow - 1.0) * (hs_rank_mono() - t0), d))) return rc; /* as real_run.h */
     rep->kind = R_COMPUTE;
     rep->dur = hs_rank_mono() - t0;
     rep->loss = loss;

@@ -78,6 +78,15 @@ id=$(sed -n 's/.*"run_id": \([0-9]*\).*/\1/p' "$T/out.0")
 # lifts a mean past half of worker 1's.
 check slowdown_slower test "$(q "SELECT $(median_compute "${id:-0}" 1) > 2 * $(median_compute "${id:-0}" 0)")" = 1
 
+# A slowdown far beyond --timeout (about 4 minutes of emulated sleep a step) ends the run at
+# --timeout, naming the worker (its rank's sleep is bounded as the threaded runtime's).
+sed 's/slowdown: 3.0/slowdown: 1e6/' slow.yaml >huge.yaml
+torchrun_like 2 --policy ssgd --model mlp --global-batch 32 --iterations 100 --cluster huge.yaml \
+  --train-samples 1000 --eval-samples 300 --timeout 3s --db "$T/r.db"
+check huge_slowdown_exit test "$(cat "$T/rc.0")" = 1
+check huge_slowdown_says grep -q "worker 1 (rank 1): its emulated slowdown (1e+06) stretches a step by .* past --timeout 3 s" \
+  "$T/err.0" || cat "$T/err.0"
+
 # The same seed gives the threaded runtime's numbers: ssgd's evaluations agree.
 "$H" real --policy ssgd "${common[@]}" --iterations 20 --json >"$T/out.thr" 2>"$T/err.thr"
 thr=$(sed -n 's/.*"run_id": \([0-9]*\).*/\1/p' "$T/out.thr")
