@@ -130,34 +130,38 @@ static void *reader_main(void *p) {
   exec *e = p;
   /* Until rank 0's first word, rank 0 may still be waiting for the other ranks' start-up, which
    * it bounds by 2 * timeout + 60 s (await_ready); after it, rank 0 beats every beat_interval. */
-  double heard = hs_rank_mono(), bound = 2 * e->timeout + 60, hb = beat_interval(e->timeout);
+  double heard = hs_rank_mono(), sent = heard, bound = 2 * e->timeout + 60, hb = beat_interval(e->timeout);
   for (;;) {
     cmsg m;
     void *pl = NULL;
     int r;
-    struct pollfd pf[2] = {{.fd = e->fd, .events = POLLIN}, {.fd = e->wake[0], .events = POLLIN}};
-    int pr = poll(pf, 2, (int)(hb * 1000) + 1);
-    if (pr < 0 && errno == EINTR) continue;
-    if (pr == 0) {
-      double now = hs_rank_mono();
-      if (e->rank != 0 && now - heard > bound) {
-        r = -2;
-        pthread_mutex_lock(&e->mu);
-        if (!e->stop) e->silent = 1;
-        pthread_mutex_unlock(&e->mu);
-      } else {
-        cmsg beat = {.kind = R_BEAT, .worker = e->worker};
-        if (e->rank != 0) (void)exec_send(e, &beat, NULL); /* rank 0's own executor needs none */
-        continue;
-      }
-    } else if (pr < 0 || (pf[1].revents & POLLIN)) {
-      r = -3;
+    /* Beat by the clock, not by a quiet poll: rank 0's own beats must not keep a rank in a long
+     * step from beating. */
+    double now = hs_rank_mono();
+    if (e->rank != 0 && now - sent >= hb) {
+      cmsg beat = {.kind = R_BEAT, .worker = e->worker};
+      (void)exec_send(e, &beat, NULL); /* a failure shows as silence or a closed connection */
+      sent = now = hs_rank_mono();
+    }
+    if (e->rank != 0 && now - heard > bound) {
+      r = -2;
+      pthread_mutex_lock(&e->mu);
+      if (!e->stop) e->silent = 1;
+      pthread_mutex_unlock(&e->mu);
     } else {
-      r = recv_msg(e->fd, &m, &pl, hs_rank_mono() + e->timeout, e->wake[0]);
-      if (!r) {
-        heard = hs_rank_mono();
-        bound = e->timeout;
-        if (m.kind == C_BEAT) continue;
+      struct pollfd pf[2] = {{.fd = e->fd, .events = POLLIN}, {.fd = e->wake[0], .events = POLLIN}};
+      /* Rank 0's own executor (a socket pair in its process) beats nobody and waits as long as it must. */
+      int pr = poll(pf, 2, e->rank == 0 ? -1 : (int)(fmax(sent + hb - now, 0) * 1000) + 1);
+      if (pr == 0 || (pr < 0 && errno == EINTR)) continue;
+      if (pr < 0 || (pf[1].revents & POLLIN)) {
+        r = -3;
+      } else {
+        r = recv_msg(e->fd, &m, &pl, hs_rank_mono() + e->timeout, e->wake[0]);
+        if (!r) {
+          heard = hs_rank_mono();
+          bound = e->timeout;
+          if (m.kind == C_BEAT) continue;
+        }
       }
     }
     pthread_mutex_lock(&e->mu);
