@@ -71,7 +71,8 @@ static void usage(FILE *out) {
 "  --seed S              weights, shards (default 1)\n"
 "  --calib DB            calibration database: the device's fitted step model serves the\n"
 "                        policy's predictions (default: time a few steps before the run)\n"
-"  --timeout T           bound on every communication wait (default 60s)\n"
+"  --timeout T           bound on every wait: communication, a silent rank, a slowdown's\n"
+"                        emulated sleep (default 60s)\n"
 "  --pin auto|none       auto (default): on the cpu, when 2 or more workers can each have a\n"
 "                        CPU of their own, pin worker i's thread to the i-th CPU the process\n"
 "                        may use (`hetsim calib --concurrent N` pins its nets the same way);\n"
@@ -274,6 +275,43 @@ static int open_data(const real_args *a, const hs_model_info *mi, hs_dataset **t
   return rc;
 }
 
+/* The events the real runtimes cannot run, refused before anything is stored (exit 2): a join
+ * (no runtime starts a worker mid-run yet), any leave in the multi-process runtime, and a file
+ * in which every worker leaves (the run would end with nobody left to train). 0, or 1 after
+ * the message. */
+static int check_events(const hs_cluster_spec *spec, int multi) {
+  int left = 0, last = -1;
+  char *gone = calloc((size_t)(spec->n_workers > 0 ? spec->n_workers : 1), 1);
+  if (!gone) {
+    fprintf(stderr, "hetsim real: out of memory\n");
+    return 1;
+  }
+  int rc = 0;
+  for (int i = 0; i < spec->n_events && !rc; i++) {
+    const hs_event_spec *e = &spec->events[i];
+    if (e->kind == HS_EVENT_SLOWDOWN) continue;
+    if (e->kind == HS_EVENT_JOIN || multi) {
+      fprintf(stderr, "hetsim real: %s:%d:%d: a %s event: %s\n", spec->path, e->pos.line, e->pos.col,
+              e->kind == HS_EVENT_JOIN ? "join" : "leave",
+              e->kind == HS_EVENT_JOIN ? "workers joining mid-run are not supported in real mode yet"
+                                       : "not supported yet in the multi-process runtime (slowdown events are)");
+      rc = 1;
+    } else if (e->worker >= 0 && e->worker < spec->n_workers && !gone[e->worker]) {
+      gone[e->worker] = 1;
+      left++;
+      last = i;
+    }
+  }
+  if (!rc && spec->n_workers > 0 && left == spec->n_workers) {
+    fprintf(stderr, "hetsim real: %s:%d:%d: every one of the %d workers leaves (the last here): the run would end with "
+            "no worker to train; keep at least one\n", spec->path, spec->events[last].pos.line,
+            spec->events[last].pos.col, spec->n_workers);
+    rc = 1;
+  }
+  free(gone);
+  return rc;
+}
+
 int hs_cmd_real(int argc, char **argv) {
   real_args a;
   int rc = parse_args(argc, argv, &a);
@@ -349,6 +387,7 @@ int hs_cmd_real(int argc, char **argv) {
       return 2;
     }
     have_spec = 1;
+    if (check_events(&spec, multi)) goto out;
   }
   int n_workers = have_spec ? spec.n_workers : (int)a.workers;
   if (multi) {

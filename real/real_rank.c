@@ -28,7 +28,8 @@ enum {
   C_COMPUTE = 1, C_LOCAL = 2, C_ALLREDUCE = 3, C_STOP = 4, C_PUSH = 5, C_PULL = 6, /* to a worker */
   S_PUSH = 7, S_PULL = 8, S_APPLY = 9,                                            /* to the server */
   R_READY = 11, R_COMPUTE = 12, R_LOCAL = 13, R_ALLREDUCE = 14, R_ERROR = 15, R_PUSH = 16, R_PULL = 17,
-  R_SERVER = 18
+  R_SERVER = 18,
+  C_BEAT = 10, R_BEAT = 19 /* heartbeats both ways: a rank silent for --timeout is taken for stopped */
 };
 
 typedef struct cmsg {
@@ -102,9 +103,10 @@ typedef struct exec {
   pthread_t reader, th;
   int inited, reader_started, th_started;
   int wake[2]; /* wakes the reader at the end */
-  pthread_mutex_t mu;
+  pthread_mutex_t mu, smu; /* smu: one writer at a time on fd (the reports, the reader's beats) */
   pthread_cond_t cv;
   cmd *head, *tail;
+  int silent; /* the reader heard nothing from rank 0 within the bound (with lost) */
   int stop, stop_code, lost, failed; /* stop_code: the run's outcome on rank 0 (0, or HS_E*) */
   snap *snaps; /* rank 0: worker 0's replica at the evaluated iterations (mu) */
   double probe_t0, probe_k;
@@ -112,12 +114,56 @@ typedef struct exec {
   hs_diag diag;
 } exec;
 
+/* How often a quiet end of the control channel says that it is alive: a rank (or rank 0) that
+ * hears nothing for --timeout takes the other end for stopped or hung (SIGSTOP, a debugger, a
+ * machine that froze), which no closed connection would ever tell. */
+static double beat_interval(double timeout) { return fmin(timeout / 4, 1.0); }
+
+static int exec_send(exec *e, const cmsg *m, const void *payload) {
+  pthread_mutex_lock(&e->smu);
+  int r = send_msg(e->fd, m, payload, e->timeout);
+  pthread_mutex_unlock(&e->smu);
+  return r;
+}
+
 static void *reader_main(void *p) {
   exec *e = p;
+  /* Until rank 0's first word, rank 0 may still be waiting for the other ranks' start-up, which
+   * it bounds by 2 * timeout + 60 s (await_ready); after it, rank 0 beats every beat_interval. */
+  double heard = hs_rank_mono(), sent = heard, bound = 2 * e->timeout + 60, hb = beat_interval(e->timeout);
   for (;;) {
     cmsg m;
-    void *pl;
-    int r = recv_msg(e->fd, &m, &pl, INFINITY, e->wake[0]);
+    void *pl = NULL;
+    int r;
+    /* Beat by the clock, not by a quiet poll: rank 0's own beats must not keep a rank in a long
+     * step from beating. */
+    double now = hs_rank_mono();
+    if (e->rank != 0 && now - sent >= hb) {
+      cmsg beat = {.kind = R_BEAT, .worker = e->worker};
+      (void)exec_send(e, &beat, NULL); /* a failure shows as silence or a closed connection */
+      sent = now = hs_rank_mono();
+    }
+    if (e->rank != 0 && now - heard > bound) {
+      r = -2;
+      pthread_mutex_lock(&e->mu);
+      if (!e->stop) e->silent = 1;
+      pthread_mutex_unlock(&e->mu);
+    } else {
+      struct pollfd pf[2] = {{.fd = e->fd, .events = POLLIN}, {.fd = e->wake[0], .events = POLLIN}};
+      /* Rank 0's own executor (a socket pair in its process) beats nobody and waits as long as it must. */
+      int pr = poll(pf, 2, e->rank == 0 ? -1 : (int)(fmax(sent + hb - now, 0) * 1000) + 1);
+      if (pr == 0 || (pr < 0 && errno == EINTR)) continue;
+      if (pr < 0 || (pf[1].revents & POLLIN)) {
+        r = -3;
+      } else {
+        r = recv_msg(e->fd, &m, &pl, hs_rank_mono() + e->timeout, e->wake[0]);
+        if (!r) {
+          heard = hs_rank_mono();
+          bound = e->timeout;
+          if (m.kind == C_BEAT) continue;
+        }
+      }
+    }
     pthread_mutex_lock(&e->mu);
     if (r || m.kind == C_STOP) {
       if (!r) {
@@ -151,10 +197,25 @@ static void *reader_main(void *p) {
   return NULL;
 }
 
-static void sleep_for(double sec) {
-  if (!(sec > 0)) return;
-  struct timespec ts = {.tv_sec = (time_t)sec, .tv_nsec = (long)((sec - floor(sec)) * 1e9)};
-  while (nanosleep(&ts, &ts) && errno == EINTR) {}
+/* The emulated slowdown's sleep, as real_run.c's: in slices of at most 20 ms, cut short when
+ * rank 0 says stop (or is lost), bounded by --timeout (HS_ERUNTIME past it). */
+static int sleep_for(exec *e, double slow, double sec, hs_diag *d) {
+  if (!(sec > 0)) return 0;
+  double end = hs_rank_mono() + fmin(sec, e->timeout);
+  for (;;) {
+    pthread_mutex_lock(&e->mu);
+    int stop = e->stop || e->lost;
+    pthread_mutex_unlock(&e->mu);
+    if (stop) return 0;
+    double left = end - hs_rank_mono();
+    if (left <= 0) break;
+    struct timespec ts = {.tv_sec = 0, .tv_nsec = (long)(fmin(left, 0.02) * 1e9)};
+    nanosleep(&ts, NULL);
+  }
+  if (sec > e->timeout)
+    return hs_diag_set(d, HS_ERUNTIME, "its emulated slowdown (%g) stretches a step by %g s, past --timeout %g s", slow,
+                       sec, e->timeout);
+  return 0;
 }
 
 static int train_step(exec *e, int batch, double *loss, hs_diag *d) {
@@ -369,7 +430,7 @@ static int execute(exec *e, const cmd *c, cmsg *rep, hs_diag *d) {
     int rc = train_step(e, c->m.batch, &loss, d);
     if (rc) return rc;
     double slow = c->m.slowdown > 1 ? c->m.slowdown : 1.0;
-    sleep_for((slow - 1.0) * (hs_rank_mono() - t0)); /* the emulated slowdown, as real_run.h */
+    if ((rc = sleep_for(e, slow, (slow - 1.0) * (hs_rank_mono() - t0), d))) return rc; /* as real_run.h */
     rep->kind = R_COMPUTE;
     rep->dur = hs_rank_mono() - t0;
     rep->loss = loss;
@@ -396,7 +457,7 @@ static int execute(exec *e, const cmd *c, cmsg *rep, hs_diag *d) {
 
 static void report_error(exec *e, int rc, const hs_diag *d) {
   cmsg m = {.kind = R_ERROR, .worker = e->worker, .code = rc, .len = (int32_t)strlen(d->msg)};
-  (void)send_msg(e->fd, &m, d->msg, e->timeout);
+  (void)exec_send(e, &m, d->msg);
 }
 
 /* Set-up, READY, then the commands until stop; e->rc and e->diag hold the outcome. */
@@ -410,7 +471,7 @@ static void exec_run(exec *e) {
     e->diag = d;
   } else {
     cmsg ready = {.kind = R_READY, .worker = e->worker, .op = (uint64_t)e->P, .dur = e->probe_t0, .loss = e->probe_k};
-    if (send_msg(e->fd, &ready, NULL, e->timeout))
+    if (exec_send(e, &ready, NULL))
       e->rc = hs_diag_set(&e->diag, HS_ERUNTIME, "rank %d: rank 0 went away during start-up", e->rank);
   }
   if (e->rc) e->failed = 1;
@@ -434,7 +495,7 @@ static void exec_run(exec *e) {
         e->failed = 1;
         e->rc = rc;
         e->diag = cd;
-      } else if (send_msg(e->fd, &rep, NULL, e->timeout)) {
+      } else if (exec_send(e, &rep, NULL)) {
         e->failed = 1;
       }
     }
@@ -442,9 +503,12 @@ static void exec_run(exec *e) {
     free(c);
     pthread_mutex_lock(&e->mu);
   }
-  int lost = e->lost && !e->stop;
+  int lost = e->lost && !e->stop, silent = e->silent;
   pthread_mutex_unlock(&e->mu);
-  if (lost) /* the cause, whatever a wait in progress said about it (aborted, a closed peer) */
+  if (lost && silent)
+    e->rc = hs_diag_set(&e->diag, HS_ERUNTIME, "rank %d: rank 0 did not answer on the control channel within %g s "
+                        "(its process stopped or hangs?); ending", e->rank, e->timeout);
+  else if (lost) /* the cause, whatever a wait in progress said about it (aborted, a closed peer) */
     e->rc = hs_diag_set(&e->diag, HS_ERUNTIME, "rank %d: rank 0 closed the control connection (its process died?); "
                         "ending", e->rank);
   /* Once rank 0 said stop, rank 0 alone reports the run (its exit status, its message): this
@@ -468,6 +532,7 @@ static int exec_init(exec *e, const hs_real_config *cfg, int rank, int n, int of
   e->timeout = cfg->timeout_s > 0 ? cfg->timeout_s : 60;
   e->wake[0] = e->wake[1] = -1;
   pthread_mutex_init(&e->mu, NULL);
+  pthread_mutex_init(&e->smu, NULL);
   pthread_cond_init(&e->cv, NULL);
   e->inited = 1;
   if (pipe(e->wake)) return -1;
@@ -508,6 +573,7 @@ static void exec_fini(exec *e) {
   if (e->wake[0] >= 0) close(e->wake[0]);
   if (e->wake[1] >= 0) close(e->wake[1]);
   pthread_cond_destroy(&e->cv);
+  pthread_mutex_destroy(&e->smu);
   pthread_mutex_destroy(&e->mu);
 }
 
@@ -1089,9 +1155,32 @@ static int all_idle(const crd *s) {
   return 1;
 }
 
+/* Rank 0's side of the heartbeats (beat_interval): beats every other rank when due, and fails
+ * the run naming the first rank that has said nothing for --timeout. */
+static void beats(crd *s, double *heard, double *sent) {
+  double now = hs_rank_mono();
+  for (int i = 1; i < s->world && !s->done; i++)
+    if (now - heard[i] > s->timeout) {
+      cfail(s, HS_ERUNTIME, "worker %d (rank %d) did not answer on the control channel within %g s (--timeout; its "
+            "process stopped or hangs?)", i - s->off, i, s->timeout);
+      return;
+    }
+  if (now - *sent < beat_interval(s->timeout)) return;
+  *sent = now;
+  cmsg beat = {.kind = C_BEAT};
+  for (int i = 1; i < s->world && !s->done; i++)
+    if (send_msg(s->fds[i], &beat, NULL, s->timeout))
+      cfail(s, HS_ERUNTIME, "cannot reach worker %d (rank %d) over the control channel (its process died?)", i - s->off,
+            i);
+}
+
 static void coordinate(crd *s) {
   struct pollfd pf[HS_RANK_MAX_WORLD];
+  double heard[HS_RANK_MAX_WORLD], sent = 0;
+  for (int i = 0; i < s->world; i++) heard[i] = hs_rank_mono();
   while (!s->done) {
+    beats(s, heard, &sent);
+    if (s->done) break;
     double next = fire_timers(s);
     if (s->done) break;
     double t = now_of(s);
@@ -1133,7 +1222,8 @@ static void coordinate(crd *s) {
                        : "its process died: its control connection to rank 0 closed");
         break;
       }
-      handle(s, i, &m, pl);
+      heard[i] = hs_rank_mono();
+      if (m.kind != R_BEAT) handle(s, i, &m, pl);
       free(pl);
     }
   }
@@ -1166,6 +1256,10 @@ static int await_ready(crd *s) {
       if (recv_msg(s->fds[i], &m, &pl, hs_rank_mono() + s->timeout, -1)) {
         rc = cfail(s, HS_ERUNTIME, "rank %d: its process died during start-up", i);
         break;
+      }
+      if (m.kind == R_BEAT) {
+        free(pl);
+        continue;
       }
       if (m.kind == R_ERROR) rc = cfail(s, m.code < 0 ? m.code : HS_ERUNTIME, "%s", pl ? (char *)pl : "start-up failed");
       else if (m.kind != R_READY) rc = cfail(s, HS_ERUNTIME, "rank %d: unexpected message %d at start-up", i, m.kind);

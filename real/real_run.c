@@ -465,10 +465,30 @@ static const hs_runtime_ops real_ops = {
 
 /* --- lane work ------------------------------------------------------------------------------ */
 
-static void sleep_for(double sec) {
-  if (!(sec > 0)) return;
-  struct timespec ts = {.tv_sec = (time_t)sec, .tv_nsec = (long)((sec - floor(sec)) * 1e9)};
-  while (nanosleep(&ts, &ts) && errno == EINTR) {}
+/* The emulated slowdown's sleep of sec seconds, in slices of at most 20 ms so that the end of
+ * the run (its --time, a failure elsewhere) and the stop flag (SIGINT) cut it short; bounded by
+ * --timeout like every other wait of the run: 0, or HS_ERUNTIME when sec is longer (after
+ * sleeping --timeout, the others having waited that long for this worker). */
+static int sleep_for(real *s, double slow, double sec, hs_diag *d) {
+  if (!(sec > 0)) return 0;
+  double timeout = s->cfg->timeout_s > 0 ? s->cfg->timeout_s : 60;
+  double end = mono() + fmin(sec, timeout);
+  for (;;) {
+    if (s->cfg->stop && *s->cfg->stop) return 0;
+    pthread_mutex_lock(&s->mu);
+    int done = s->done;
+    pthread_mutex_unlock(&s->mu);
+    if (done) return 0;
+    double left = end - mono();
+    if (left <= 0) break;
+    if (left > 0.02) left = 0.02;
+    struct timespec ts = {.tv_sec = 0, .tv_nsec = (long)(left * 1e9)};
+    nanosleep(&ts, NULL); /* a signal ends a slice early: the loop looks at the flags again */
+  }
+  if (sec > timeout)
+    return hs_diag_set(d, HS_ERUNTIME, "its emulated slowdown (%g) stretches a step by %g s, past "
+                       "--timeout %g s", slow, sec, timeout);
+  return 0;
 }
 
 /* Loads worker w's next batch into its net and runs a training forward and backward pass. */
@@ -509,7 +529,8 @@ static int do_compute(real *s, int w, const item *it, hs_diag *d) {
   double t0 = mono();
   if ((rc = train_step(s, x, it->batch, &loss, d))) return rc;
   double tc = mono() - t0;
-  sleep_for((slow - 1.0) * tc); /* the emulated slowdown: the step lasts slow * tc */
+  /* The emulated slowdown: the step lasts slow * tc. */
+  if ((rc = sleep_for(s, slow, (slow - 1.0) * tc, d))) return rc;
   pthread_mutex_lock(&s->mu);
   double end = now_of(s);
   x->computing = 0;

@@ -82,7 +82,7 @@ typedef struct hs_real_config {
    * `device`. */
   const char *const *worker_devices;
   const hs_real_comm_ops *comm;
-  double timeout_s;               /* bound on every communication wait; <= 0 = 60 */
+  double timeout_s;               /* bound on every wait (comm, a silent rank, emulated sleeps); <= 0 = 60 */
   const hs_dataset *train;        /* sharded over the workers */
   const hs_dataset *test;         /* evaluations; may be NULL (no evaluation) */
   int64_t global_batch;

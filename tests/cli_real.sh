@@ -109,7 +109,24 @@ expect_exit local_without_gpu 2 "$H" real --policy ssgd "${common[@]}" --backend
 expect_exit no_stop 2 "$H" real --policy ssgd --model mlp --global-batch 8 --db "$T/r.db"
 expect_exit batch_below_workers 2 "$H" real --policy ssgd "${common[@]}" --global-batch 2
 expect_exit cluster_and_workers 2 "$H" real --policy ssgd "${common[@]}" --cluster slow.yaml
+# Events no real runtime can run are refused at the door: a join (before, a run stored as
+# failed), every worker leaving (before, a run stored as stalled), and in the multi-process
+# runtime any leave (before, refused after the run was stored).
+head -n -1 slow.yaml >ev.yaml # without its event
+{ cat ev.yaml; echo '  - {at: 1s, join: {type: c, node: n0}}'; } >join.yaml
+{ cat ev.yaml; echo '  - {at: 0.5s, leave: 0}'; echo '  - {at: 1s, leave: 1}'; } >allleave.yaml
+{ cat ev.yaml; echo '  - {at: 1s, leave: 1}'; } >oneleave.yaml
+ev=(--policy ssgd --model mlp --global-batch 32 --iterations 20 --train-samples 1000 --eval-samples 300 --db "$T/r.db")
+expect_exit join_refused 2 "$H" real "${ev[@]}" --cluster join.yaml
+check join_refused_says grep -q "join.yaml:10:5: a join event: workers joining mid-run are not supported in real mode yet" "$T/err"
+expect_exit all_leave_refused 2 "$H" real "${ev[@]}" --cluster allleave.yaml
+check all_leave_refused_says grep -q "allleave.yaml:11:5: every one of the 2 workers leaves" "$T/err"
+expect_exit ranks_leave_refused 2 env RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=29500 \
+  "$H" real "${ev[@]}" --cluster oneleave.yaml
+check ranks_leave_refused_says grep -q "oneleave.yaml:10:5: a leave event: not supported yet in the multi-process runtime" "$T/err"
 check bad_input_stores_nothing test "$(q "SELECT count(*) FROM run")" = "$before"
+# One worker leaving is honoured in the threaded runtime (the other trains on).
+expect_exit one_leave_runs 0 "$H" real "${ev[@]}" --cluster oneleave.yaml
 
 # An interrupted run is marked so and keeps its rows.
 "$H" real --policy ssgd --model mlp --global-batch 48 --iterations 100000000 --workers 2 \
@@ -127,5 +144,33 @@ rc=$?
 check interrupted_exit test "$rc" = 1
 check interrupted_marked test "$(sqlite3 "$T/i.db" "SELECT status FROM run")" = interrupted
 check interrupted_keeps_rows test "$(sqlite3 "$T/i.db" "SELECT count(*) > 0 FROM step")" = 1
+
+# An emulated slowdown far beyond --timeout: its sleep (a step of about 0.5 ms stretched by 1e6,
+# some 9 minutes; before, a sleep that looped on EINTR) is bounded by --timeout, and the run
+# fails saying so; SIGINT cuts it short and ends the run as interrupted.
+sed 's/slowdown: 3.0/slowdown: 1e6/' slow.yaml >huge.yaml
+huge=(--policy ssgd --model mlp --global-batch 32 --iterations 1000 --cluster huge.yaml --train-samples 1000
+      --eval-samples 300 --db "$T/h.db")
+"$H" real "${huge[@]}" --timeout 3s >"$T/out.h" 2>"$T/err.h" &
+pid=$!
+kill_at_exit+=($pid)
+ends_within_60s huge_slowdown_ends_within_60s $pid
+check huge_slowdown_exit test $? = 1
+check huge_slowdown_says grep -q "worker 1: its emulated slowdown (1e+06) stretches a step by .* s, past --timeout 3 s" "$T/err.h" ||
+  cat "$T/err.h"
+check huge_slowdown_marked test "$(sqlite3 "$T/h.db" "SELECT status FROM run")" = failed
+rm -f "$T/h.db"*
+"$H" real "${huge[@]}" --timeout 1000s >"$T/out.h" 2>"$T/err.h" &
+pid=$!
+kill_at_exit+=($pid)
+for _ in $(seq 1 $((100 * ${HETSIM_TEST_SLOW:-1}))); do
+  [ "$(sqlite3 "$T/h.db" "SELECT count(*) FROM run" 2>/dev/null)" = 1 ] && break
+  sleep 0.1
+done
+sleep "$(awk -v f="${HETSIM_TEST_SLOW:-1}" 'BEGIN { print 0.5 * f }')"
+kill -INT $pid
+ends_within_60s huge_slowdown_sigint_ends_within_60s $pid
+check huge_slowdown_sigint_exit test $? = 1
+check huge_slowdown_sigint_marked test "$(sqlite3 "$T/h.db" "SELECT status FROM run")" = interrupted
 
 cli_finish

@@ -78,6 +78,15 @@ id=$(sed -n 's/.*"run_id": \([0-9]*\).*/\1/p' "$T/out.0")
 # lifts a mean past half of worker 1's.
 check slowdown_slower test "$(q "SELECT $(median_compute "${id:-0}" 1) > 2 * $(median_compute "${id:-0}" 0)")" = 1
 
+# A slowdown far beyond --timeout (about 4 minutes of emulated sleep a step) ends the run at
+# --timeout, naming the worker (its rank's sleep is bounded as the threaded runtime's).
+sed 's/slowdown: 3.0/slowdown: 1e6/' slow.yaml >huge.yaml
+torchrun_like 2 --policy ssgd --model mlp --global-batch 32 --iterations 100 --cluster huge.yaml \
+  --train-samples 1000 --eval-samples 300 --timeout 3s --db "$T/r.db"
+check huge_slowdown_exit test "$(cat "$T/rc.0")" = 1
+check huge_slowdown_says grep -q "worker 1 (rank 1): its emulated slowdown (1e+06) stretches a step by .* past --timeout 3 s" \
+  "$T/err.0" || cat "$T/err.0"
+
 # The same seed gives the threaded runtime's numbers: ssgd's evaluations agree.
 "$H" real --policy ssgd "${common[@]}" --iterations 20 --json >"$T/out.thr" 2>"$T/err.thr"
 thr=$(sed -n 's/.*"run_id": \([0-9]*\).*/\1/p' "$T/out.thr")
@@ -202,6 +211,48 @@ killed_worker() {
 }
 killed_worker killed_worker 2 1 1 --policy ssgd
 killed_worker killed_worker_ps 3 2 1 --policy asp --server-rank
+
+# --- a worker stopped mid-run (SIGSTOP): its connection stays open, so only --timeout can tell --
+# Before the heartbeats, rank 0 waited for the stopped rank's step report for ever (617 s seen
+# with --timeout 5s). Now it fails the run within --timeout (5 s here) plus a beat, naming the rank.
+next_port
+rm -f "$T/k.db"*
+sargs=("${kargs[@]/30s/5s}") # --timeout 5s
+for r in 0 1; do
+  RANK=$r WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port "$H" real --policy ssgd "${sargs[@]}" \
+    >"$T/out.s$r" 2>"$T/err.s$r" &
+  kill_at_exit+=($!)
+  eval "s$r=\$!"
+done
+wait_running
+kill -STOP "$s1"
+ends_within_60s stopped_worker_rank0_ends_within_60s "$s0"
+check stopped_worker_exit test $? = 1
+# (Whichever wait notices first names it: the control channel's, or rank 0's own all-reduce.)
+check stopped_worker_says grep -Eq "rank 1\)? did not answer( on the control channel)? within 5 s" "$T/err.s0" ||
+  cat "$T/err.s0"
+check stopped_worker_marked test "$(sqlite3 "$T/k.db" "SELECT status FROM run")" = failed
+check stopped_worker_error_stored grep -q "rank 1" <(sqlite3 "$T/k.db" "SELECT error FROM run")
+kill -CONT "$s1" 2>/dev/null
+kill -9 "$s1" 2>/dev/null
+wait "$s1" 2>/dev/null
+# Rank 0 stopped: the other rank, hearing nothing from it, ends by itself with a clear error.
+next_port
+rm -f "$T/k.db"*
+for r in 0 1; do
+  RANK=$r WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port "$H" real --policy ssgd "${sargs[@]}" \
+    >"$T/out.s$r" 2>"$T/err.s$r" &
+  kill_at_exit+=($!)
+  eval "s$r=\$!"
+done
+wait_running
+kill -STOP "$s0"
+ends_within_60s stopped_rank0_other_ends_within_60s "$s1"
+check stopped_rank0_other_exit test $? = 1
+check stopped_rank0_other_says grep -q "rank 1: rank 0 did not answer on the control channel within 5 s" "$T/err.s1"
+kill -CONT "$s0" 2>/dev/null
+kill -9 "$s0" 2>/dev/null
+wait "$s0" 2>/dev/null
 
 # --- rank 0 killed mid-run: the other rank ends with a clear error ----------------------------------
 next_port
