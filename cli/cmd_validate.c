@@ -221,21 +221,9 @@ static int comm_at(sqlite3 *db, const char *device, const char *op, int world, d
       " comm_sample.device_id WHERE backend = 'cpu' AND op = ?1 AND d2.name = ?2"
       " ORDER BY abs(world_size - ?3) LIMIT 1) ORDER BY bytes, comm_sample.id DESC", op, device, world);
   if (!st) return -1;
-  double b[64], v[64];
-  int n = 0;
-  while (n < 64 && sqlite3_step(st) == SQLITE_ROW) {
-    double bi = sqlite3_column_double(st, 0);
-    if (n && bi == b[n - 1]) continue; /* one sample per size: the newest */
-    b[n] = bi;
-    v[n++] = sqlite3_column_double(st, 1);
-  }
+  int found = hs_comm_time_interp(st, bytes, 1, t);
   sqlite3_finalize(st);
-  if (n < 2 || !(bytes > 0)) return 0;
-  int i = 0;
-  while (i < n - 2 && b[i + 1] < bytes) i++;
-  double k = log(v[i + 1] / v[i]) / log(b[i + 1] / b[i]);
-  *t = v[i] * exp(k * log(bytes / b[i]));
-  return isfinite(*t) && *t > 0;
+  return found;
 }
 
 /* The device's newest measured hand-off latency (comm_sample op "wake", cal_comm.h). Returns

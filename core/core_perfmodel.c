@@ -225,9 +225,25 @@ int hs_perf_load(hs_store *s, const char *device, const char *model, hs_perf_mod
                      model, device, hs_store_path(s), held);
 }
 
-/* The measured time of `op` on the device for a message of `bytes`: log-log interpolation
- * between the two measured sizes around it (world size `world`, newest sample per size).
- * Returns 1 with *t, 0 when fewer than two sizes were measured or bytes is outside them. */
+int hs_comm_time_interp(sqlite3_stmt *st, double bytes, int extrapolate, double *t) {
+  double b[128], v[128];
+  int n = 0;
+  while (n < 128 && sqlite3_step(st) == SQLITE_ROW) {
+    double bi = sqlite3_column_double(st, 0);
+    if (n && bi == b[n - 1]) continue; /* one sample per size: the first (newest) */
+    b[n] = bi;
+    v[n++] = sqlite3_column_double(st, 1);
+  }
+  if (n < 2 || !(bytes > 0) || (!extrapolate && !(bytes >= b[0] && bytes <= b[n - 1]))) return 0;
+  int i = 0;
+  while (i < n - 2 && b[i + 1] < bytes) i++;
+  double k = log(v[i + 1] / v[i]) / log(b[i + 1] / b[i]);
+  *t = v[i] * exp(k * log(bytes / b[i]));
+  return isfinite(*t) && *t > 0;
+}
+
+/* The measured time of `op` on the device for a message of `bytes` (world size `world`), within
+ * the measured sizes only. Returns 1 with *t, else 0. */
 static int comm_time_at(sqlite3 *db, int64_t dev, const char *backend, const char *op, int world,
                         double bytes, double *t) {
   sqlite3_stmt *st;
@@ -239,21 +255,9 @@ static int comm_time_at(sqlite3 *db, int64_t dev, const char *backend, const cha
   sqlite3_bind_text(st, 2, backend, -1, SQLITE_STATIC);
   sqlite3_bind_text(st, 3, op, -1, SQLITE_STATIC);
   sqlite3_bind_int(st, 4, world);
-  double b[128], v[128];
-  int n = 0;
-  while (n < 128 && sqlite3_step(st) == SQLITE_ROW) {
-    double bi = sqlite3_column_double(st, 0);
-    if (n && bi == b[n - 1]) continue;
-    b[n] = bi;
-    v[n++] = sqlite3_column_double(st, 1);
-  }
+  int found = hs_comm_time_interp(st, bytes, 0, t);
   sqlite3_finalize(st);
-  if (n < 2 || !(bytes >= b[0] && bytes <= b[n - 1])) return 0;
-  int i = 0;
-  while (i < n - 2 && b[i + 1] < bytes) i++;
-  double k = log(v[i + 1] / v[i]) / log(b[i + 1] / b[i]);
-  *t = v[i] * exp(k * log(bytes / b[i]));
-  return isfinite(*t) && *t > 0;
+  return found;
 }
 
 int hs_comm_link_load(hs_store *s, const char *device, int world, double msg_bytes,

@@ -82,6 +82,15 @@ int hs_perf_params_parse(hs_perf_form f, const char *json, hs_perf_model *m, hs_
 int hs_perf_load(hs_store *s, const char *device, const char *model, hs_perf_model *out,
                  int64_t *device_id, hs_diag *d);
 
+/* Steps st, whose rows are (bytes, median_s) ordered by bytes (the newest first within a size),
+ * and sets *t to the time at `bytes` by log-log interpolation between the two measured sizes
+ * around it (the nearest two at either end when extrapolate is set; outside the measured sizes
+ * it returns 0 otherwise). Between threads or processes the time per byte changes as a message
+ * leaves the caches or switches protocol, so the fitted alpha + n/beta line misses single sizes
+ * by up to 3x; the measurements do not. Returns 1 when *t was set. */
+struct sqlite3_stmt;
+int hs_comm_time_interp(struct sqlite3_stmt *st, double bytes, int extrapolate, double *t);
+
 /* A link's latency and bandwidth from the device's measured communication (`network:` or
  * `link: {calib: NAME}` in a cluster file) for a run of `world` workers: its fitted all-reduce
  * model of that world size, else its p2p model, else its all-reduce model of the nearest world
