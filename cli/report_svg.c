@@ -310,6 +310,13 @@ void hs_svg_histogram(FILE *f, const hs_svg_frame *fr, const double *v, size_t n
   fputs("</svg>\n", f);
 }
 
+/* A bar's label, right-aligned in the margin left of the axes, on the bar's slot at y. */
+static void bar_label(FILE *f, const axes *a, double y, double slot, const char *label) {
+  fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">", a->left - 4, y + slot / 2 + 4);
+  fit_text(f, label, (BAR_LABEL_W - 8) / 6);
+  fputs("</text>\n", f);
+}
+
 void hs_svg_bars(FILE *f, const hs_svg_frame *fr, const char *const *labels,
                  const double *values, const int *colors, int n) {
   frame_begin(f, fr);
@@ -333,9 +340,7 @@ void hs_svg_bars(FILE *f, const hs_svg_frame *fr, const char *const *labels,
   double slot = a.h / n;
   for (int i = 0; i < n; i++) {
     double y = a.top + slot * i;
-    fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">", a.left - 4, y + slot / 2 + 4);
-    fit_text(f, labels[i], (BAR_LABEL_W - 8) / 6);
-    fputs("</text>\n", f);
+    bar_label(f, &a, y, slot, labels[i]);
     if (!isfinite(values[i])) continue;
     double xa = px(&a, fmin(0.0, values[i])), xb = px(&a, fmax(0.0, values[i]));
     fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"%s\"/>\n", xa,
@@ -366,9 +371,7 @@ void hs_svg_bars_range(FILE *f, const hs_svg_frame *fr, const char *const *label
   double slot = a.h / n;
   for (int i = 0; i < n; i++) {
     double y = a.top + slot * i;
-    fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">", a.left - 4, y + slot / 2 + 4);
-    fit_text(f, labels[i], (BAR_LABEL_W - 8) / 6);
-    fputs("</text>\n", f);
+    bar_label(f, &a, y, slot, labels[i]);
     if (!isfinite(values[i])) {
       if (notes && notes[i]) {
         fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" fill=\"#a00\">", a.left + 6, y + slot / 2 + 4);
