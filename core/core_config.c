@@ -231,16 +231,6 @@ static int get_quantity(const cfg *c, const yaml_node_t *n, const char *field, u
   return 0;
 }
 
-/* A number > 0. The slowdowns now use get_factor; kept (and allowed to be unused) for the
- * fields of the compute mapping, which are parsed elsewhere in this file. */
-__attribute__((unused)) static int get_positive(const cfg *c, const yaml_node_t *n, const char *field,
-                                                double *out) {
-  const char *v = scalar(n);
-  if (!v || hs_units_parse_number(v, out) != 0 || !(*out > 0))
-    return cfg_fail(c, n, field, n, "a number > 0");
-  return 0;
-}
-
 /* A quantity in [lo, hi]. */
 static int get_ranged(const cfg *c, const yaml_node_t *n, const char *field, unit_parser parse,
                       double lo, double hi, double *out, const char *what) {
