@@ -37,7 +37,9 @@ check page.self_contained bash -c "! grep -qiE '<script|<link|src=\"http|href=\"
 check page.tmp_gone bash -c "! ls '$TMP' | grep -q 'tmp\\.'"
 nruns=$(echo $RUNS | wc -w)
 steps_runs=$((nruns - 1)) # run 4 stored only its summary
-want_svg=$((2 + 1 + steps_runs + steps_runs))
+# Bars (2), progress, a timeline and a histogram per run with steps, and a batch plot for the
+# one run whose batches change (lbb).
+want_svg=$((2 + 1 + steps_runs + steps_runs + 1))
 if [ $have_conv = 1 ]; then
   want_svg=$((want_svg + $(count 'data-plot="loss"' "$PAGE") + $(count 'data-plot="accuracy"' "$PAGE")))
   check page.loss test "$(count 'data-plot="loss"' "$PAGE")" -eq 1
@@ -47,7 +49,9 @@ check page.bars test "$(count 'data-plot="bars"' "$PAGE")" -eq 2
 check page.progress test "$(count 'data-plot="progress"' "$PAGE")" -eq 1
 check page.timelines test "$(count 'data-plot="timeline"' "$PAGE")" -eq "$steps_runs"
 check page.histograms test "$(count 'data-plot="histogram"' "$PAGE")" -eq "$steps_runs"
-check page.table bash -c "grep -q '<td>lbb</td>' '$PAGE' && grep -q '<td>ssp</td>' '$PAGE' && grep -q '<td>complete</td>' '$PAGE'"
+check page.table bash -c "grep -q '<td>lbb</td>' '$PAGE' && grep -q '<td>ssp</td>' '$PAGE' && grep -q '<td>1 sim</td>' '$PAGE'"
+check page.table.complete bash -c "! grep -q 'tr class=\"warn\"' '$PAGE'"
+check page.batches test "$(count 'data-plot="batches"' "$PAGE")" -eq 1
 check page.summary_only grep -q 'Run 4: no curve (stored with --store summary)' "$PAGE"
 check page.no_convergence grep -q 'Run 1: no convergence model' "$PAGE"
 check page.no_validation grep -q 'None of these runs has been validated' "$PAGE"
