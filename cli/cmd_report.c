@@ -1375,10 +1375,10 @@ static int validation_plots(report *r, int64_t real, int64_t sim) {
     fputs("</div>\n", r->f);
     if (clipped)
       hs_html_para(r->f, "note",
-                   "Iteration time: %zu step%s far above the others (start-up) lie above the plot: its "
-                   "y axis ends a little above the %g%% percentile of all the values so that the "
-                   "steady state stays readable.",
-                   clipped, clipped == 1 ? "" : "s", VALID_CLIP_QUANTILE * 100);
+                   "Iteration time: the y axis ends a little above the %gth percentile of the values "
+                   "so that the steady state stays readable; %zu point%s far above it (start-up) %s "
+                   "not shown.",
+                   VALID_CLIP_QUANTILE * 100, clipped, clipped == 1 ? "" : "s", clipped == 1 ? "is" : "are");
   }
   for (int i = 0; i < 10; i++) dvec_free(&d[i]);
   return rc;
