@@ -1,12 +1,12 @@
-/* hetsim report: one self-contained HTML page with SVG plots of some runs — a comparison table
- * of their policies, progress against time, per-worker timelines, iteration-time
- * distributions, loss and accuracy against time, and for validated runs the simulation
- * against the measurement.
+/* hetsim report: one self-contained HTML page with SVG plots of some runs — time to target, a
+ * comparison table of their policies, the clusters they ran on, progress against time,
+ * per-worker batch sizes, per-worker timelines, iteration-time distributions, loss and accuracy
+ * against time, and for validated runs the simulation against the measurement.
  *
  * Everything is read through a read-only connection; the page is written to a temporary file
  * and renamed over --out only once complete (cli/report_file.h), so a failure leaves no half
- * page. Huge runs are drawn in part (the first workers, the first steps, a thinned curve), and
- * the page says what was left out. */
+ * page. Huge runs are drawn in part (the first workers, a zoomed window of steps beside an
+ * overview in time bins, a thinned curve), and the page says what was left out. */
 #include <math.h>
 #include <sqlite3.h>
 #include <stdint.h>
@@ -31,7 +31,6 @@ enum {
                                  whole, span by span (8 px or more per step); above, an
                                  overview of the whole run in time bins and a zoomed window */
   OVERVIEW_BINS = 250,       /* time bins of the overview */
-  OVERVIEW_MAX_ROWS = 2000000, /* step rows read for an overview (every k-th step above) */
   ZOOM_ITERATIONS = 8,       /* the zoomed window: this many iterations of the slowest worker */
   CURVE_MAX_POINTS = 2000,   /* points of a progress or eval curve (thinned evenly) */
   HIST_MAX_VALUES = 1000000, /* iteration times per histogram */
@@ -48,12 +47,17 @@ static const char usage_text[] =
     "Writes one self-contained HTML page (inline SVG, no scripts, opens offline) about the\n"
     "given runs of the results database:\n"
     "  - a comparison table of the runs' policies and summaries, with bar charts;\n"
+    "  - the clusters: device types, workers and nodes, links, compute numbers;\n"
     "  - samples processed against time;\n"
-    "  - per-worker timelines of compute, communication and wait (from step rows; at most\n"
-    "    32 workers and 4000 steps per run are drawn, and the page says when it cut);\n"
+    "  - each worker's batch size against time, for runs whose batches change;\n"
+    "  - per-worker timelines of compute, communication and wait, rows labelled with\n"
+    "    device type and node (from step rows): a short run whole, a longer one as an\n"
+    "    overview of the whole run plus a zoomed window of a few iterations; at most 32\n"
+    "    workers are drawn, and the page says when it cut;\n"
     "  - the distribution of iteration times (a worker's step start to its next step start);\n"
     "  - loss and accuracy against time (eval rows; runs without a convergence model say so);\n"
-    "  - for runs with validation rows, simulated against measured.\n"
+    "  - for runs with validation rows, simulated against measured (a start-up spike is cut\n"
+    "    off the iteration-time plot's y axis, and the page says so).\n"
     "\n"
     "  RUN...           run IDs (hetsim query runs lists them); repeats are shown once\n"
     "  --out FILE       the page to write; it appears only once complete\n"
@@ -119,10 +123,11 @@ static const char *num(char *buf, size_t n, double v) {
   return buf;
 }
 
-/* The same with 4 significant digits, for the wide runs table. */
+/* The same with 4 significant digits (all the integer digits from 10^4 up, not 2.455e+05),
+ * for the wide runs table. */
 static const char *num_short(char *buf, size_t n, double v) {
   if (!isfinite(v)) return NULL;
-  if (v == floor(v) && fabs(v) < 1e15) snprintf(buf, n, "%.0f", v);
+  if ((v == floor(v) || fabs(v) >= 1e4) && fabs(v) < 1e15) snprintf(buf, n, "%.0f", v);
   else snprintf(buf, n, "%.4g", v);
   return buf;
 }
@@ -675,11 +680,13 @@ static int cluster_table(report *r, const run_row *run, const char *who, int cou
                workers == 1 ? "" : "s", ntypes, ntypes == 1 ? "" : "s", nnodes,
                nnodes == 1 ? "" : "s", net);
   if (nc) {
+    /* Consecutive nodes alike in everything but their name (a big cluster's racks of one kind)
+     * share one line: "n000-n047 (48 nodes)", their workers counted together. */
     static const char *const head[] = {"node", "link inside the node", "device type", "workers",
                                        "memory", "compute numbers"};
     hs_html_table_begin(r->f, head, 6);
-    for (int k = 0; k < nc; k++) {
-      char link[192] = "not stored", mem[32] = "", comp[640] = "not stored", wk[80];
+    for (int k = 0; k < nc;) {
+      char link[192] = "not stored", mem[32] = "", comp[640] = "not stored", wk[96], nodes[160];
       int ti = have ? hs_cluster_find_type(&spec, c[k].type) : -1;
       int ni = have ? hs_cluster_find_node(&spec, c[k].node) : -1;
       if (ni >= 0) link_text(&spec.nodes[ni].link, &spec.nodes[ni].link_calib, link, sizeof link);
@@ -688,21 +695,42 @@ static int cluster_table(report *r, const run_row *run, const char *who, int cou
         else snprintf(mem, sizeof mem, "no limit");
         compute_text(&spec.types[ti], run->model, comp, sizeof comp);
       }
-      if (c[k].count > 1 && c[k].count == c[k].last - c[k].first + 1)
-        snprintf(wk, sizeof wk, "%lld (w%lld-w%lld)", (long long)c[k].count, (long long)c[k].first,
-                 (long long)c[k].last);
-      else if (c[k].count == 1)
-        snprintf(wk, sizeof wk, "1 (w%lld)", (long long)c[k].first);
-      else
-        snprintf(wk, sizeof wk, "%lld", (long long)c[k].count);
+      int e = k + 1;
+      for (; e < nc; e++) {
+        int nj = have ? hs_cluster_find_node(&spec, c[e].node) : -1;
+        char other[192] = "not stored";
+        if (nj >= 0) link_text(&spec.nodes[nj].link, &spec.nodes[nj].link_calib, other, sizeof other);
+        int one_node_each = 1;
+        for (int j = k; j < e; j++) one_node_each &= strcmp(c[j].node, c[e].node) != 0;
+        if (strcmp(c[e].type, c[k].type) || c[e].count != c[k].count || strcmp(other, link) ||
+            c[e].first != c[e - 1].last + 1 || !one_node_each)
+          break;
+      }
+      int64_t nwk = 0;
+      for (int j = k; j < e; j++) nwk += c[j].count;
+      if (e - k > 1) {
+        snprintf(nodes, sizeof nodes, "%s-%s (%d nodes)", c[k].node, c[e - 1].node, e - k);
+        snprintf(wk, sizeof wk, "%lld per node, %lld (w%lld-w%lld)", (long long)c[k].count,
+                 (long long)nwk, (long long)c[k].first, (long long)c[e - 1].last);
+      } else {
+        snprintf(nodes, sizeof nodes, "%s", c[k].node);
+        if (nwk > 1 && nwk == c[k].last - c[k].first + 1)
+          snprintf(wk, sizeof wk, "%lld (w%lld-w%lld)", (long long)nwk, (long long)c[k].first,
+                   (long long)c[k].last);
+        else if (nwk == 1)
+          snprintf(wk, sizeof wk, "1 (w%lld)", (long long)c[k].first);
+        else
+          snprintf(wk, sizeof wk, "%lld", (long long)nwk);
+      }
       hs_html_row_begin(r->f, NULL);
-      hs_html_cell(r->f, c[k].node);
+      hs_html_cell(r->f, nodes);
       hs_html_cell(r->f, link);
       hs_html_cell(r->f, c[k].type);
       hs_html_cell(r->f, wk);
       hs_html_cell(r->f, mem);
       hs_html_cell(r->f, comp);
       hs_html_row_end(r->f);
+      k = e;
     }
     hs_html_table_end(r->f);
   }
@@ -789,57 +817,55 @@ static int label_margin(int chars) {
 
 /* ---- batch sizes -------------------------------------------------------------------------- */
 
+/* Keeps every other point of a curve after its first (the thinning of load_batches). */
+static void halve(dvec *x, dvec *y) {
+  size_t k = 1;
+  for (size_t i = 2; i < x->n; i += 2, k++) {
+    x->v[k] = x->v[i];
+    y->v[k] = y->v[i];
+  }
+  x->n = y->n = k;
+}
+
 /* Each of a run's first nw workers' batch against time, as a step function: a point where the
  * batch changed (at that step's start) and one at the worker's last end. A worker whose batch
- * changed more than CURVE_MAX_POINTS times keeps every k-th change. *changes counts the changes
- * over all workers. */
+ * changed more than 2 * CURVE_MAX_POINTS times keeps every k-th change. *changes counts the
+ * changes over all workers. One pass in the table's key order (no sort). */
 static int load_batches(report *r, const run_row *run, int nw, dvec *x, dvec *y, int64_t *changes) {
   sqlite3_stmt *st = NULL;
-  int rc = prep(r, "SELECT worker, start_s, COALESCE(comm_end_s, compute_end_s), batch, n FROM"
-                   " (SELECT worker, step, start_s, comm_end_s, compute_end_s, batch,"
-                   " LAG(batch) OVER (PARTITION BY worker ORDER BY step) AS pb,"
-                   " LEAD(step) OVER (PARTITION BY worker ORDER BY step) AS nx,"
-                   " sum(1) OVER (PARTITION BY worker) AS n FROM step WHERE run_id = ?1 AND worker < ?2)"
-                   " WHERE pb IS NULL OR pb <> batch OR nx IS NULL ORDER BY worker, step", &st);
+  int rc = prep(r, "SELECT worker, start_s, COALESCE(comm_end_s, compute_end_s), batch FROM step"
+                   " WHERE run_id = ?1 AND worker < ?2 ORDER BY step, worker", &st);
   if (rc) return rc;
   sqlite3_bind_int64(st, 1, run->id);
   sqlite3_bind_int(st, 2, nw);
   *changes = 0;
-  /* Changes per worker first, to thin a worker that changes at nearly every step. */
-  int64_t *count = calloc((size_t)nw, sizeof *count), *seen = calloc((size_t)nw, sizeof *seen);
+  double *last_b = malloc((size_t)nw * sizeof *last_b), *last_end = malloc((size_t)nw * sizeof *last_end);
+  int64_t *stride = malloc((size_t)nw * sizeof *stride), *seen = calloc((size_t)nw, sizeof *seen);
+  if (!last_b || !last_end || !stride || !seen) rc = oom(r);
+  for (int w = 0; !rc && w < nw; w++) last_b[w] = NAN, stride[w] = 1;
   int step;
-  if (!count || !seen) rc = oom(r);
-  while (!rc && (step = sqlite3_step(st)) == SQLITE_ROW) {
-    int w = sqlite3_column_int(st, 0);
-    if (w >= 0 && w < nw) count[w]++;
-  }
-  if (!rc && step != SQLITE_DONE) rc = db_error(r, "reading step rows");
-  sqlite3_reset(st);
-  int prev_w = -1;
-  double last_end = 0.0, last_b = 0.0;
   while (!rc && (step = sqlite3_step(st)) == SQLITE_ROW) {
     int w = sqlite3_column_int(st, 0);
     if (w < 0 || w >= nw) continue;
-    double t = sqlite3_column_double(st, 1), end = sqlite3_column_double(st, 2);
-    double b = sqlite3_column_double(st, 3);
-    if (w != prev_w) {
-      if (prev_w >= 0 && (dvec_push(&x[prev_w], last_end) || dvec_push(&y[prev_w], last_b))) rc = oom(r);
-      prev_w = w;
-    } else if (b != last_b) {
-      ++*changes;
+    double t = sqlite3_column_double(st, 1), b = sqlite3_column_double(st, 3);
+    last_end[w] = sqlite3_column_double(st, 2);
+    if (b == last_b[w]) continue;
+    if (!isnan(last_b[w])) ++*changes;
+    last_b[w] = b;
+    if (seen[w]++ % stride[w] != 0) continue;
+    if (dvec_push(&x[w], t) || dvec_push(&y[w], b)) rc = oom(r);
+    if (x[w].n >= 2 * CURVE_MAX_POINTS) {
+      halve(&x[w], &y[w]);
+      stride[w] *= 2;
     }
-    int64_t stride = count[w] / CURVE_MAX_POINTS + 1;
-    int first = seen[w]++ == 0;
-    if (!rc && (first || b != last_b) && (first || seen[w] % stride == 0) &&
-        (dvec_push(&x[w], t) || dvec_push(&y[w], b)))
-      rc = oom(r);
-    last_end = end;
-    last_b = b;
   }
   if (!rc && step != SQLITE_DONE) rc = db_error(r, "reading step rows");
-  if (!rc && prev_w >= 0 && (dvec_push(&x[prev_w], last_end) || dvec_push(&y[prev_w], last_b))) rc = oom(r);
+  for (int w = 0; !rc && w < nw; w++)
+    if (x[w].n && (dvec_push(&x[w], last_end[w]) || dvec_push(&y[w], last_b[w]))) rc = oom(r);
   sqlite3_finalize(st);
-  free(count);
+  free(last_b);
+  free(last_end);
+  free(stride);
   free(seen);
   return rc;
 }
@@ -903,14 +929,26 @@ static int section_batches(report *r) {
     if (rc) break;
     sqlite3_bind_int64(st, 1, run->id);
     sqlite3_bind_int(st, 2, TIMELINE_MAX_WORKERS);
+    /* Workers in a row with the same batch as one item: "w0-w7 56, w8-w15 72". */
     char list[600];
     size_t o = 0;
-    int fixed = 1, step;
-    while ((step = sqlite3_step(st)) == SQLITE_ROW) {
-      fixed &= sqlite3_column_int64(st, 1) == sqlite3_column_int64(st, 2);
-      if (o < sizeof list - 40)
-        o += (size_t)snprintf(list + o, sizeof list - o, "%sw%d %lld", o ? ", " : "", sqlite3_column_int(st, 0),
-                              (long long)sqlite3_column_int64(st, 1));
+    int fixed = 1, step, from = -1, to = -1;
+    int64_t batch = 0;
+    for (;;) {
+      step = sqlite3_step(st);
+      int w = step == SQLITE_ROW ? sqlite3_column_int(st, 0) : -1;
+      int64_t b = step == SQLITE_ROW ? sqlite3_column_int64(st, 1) : -1;
+      if (step == SQLITE_ROW) fixed &= b == sqlite3_column_int64(st, 2);
+      if (from >= 0 && (step != SQLITE_ROW || b != batch || w != to + 1)) {
+        if (o < sizeof list - 48) {
+          if (to > from) o += (size_t)snprintf(list + o, sizeof list - o, "%sw%d-w%d %lld", o ? ", " : "", from, to, (long long)batch);
+          else o += (size_t)snprintf(list + o, sizeof list - o, "%sw%d %lld", o ? ", " : "", from, (long long)batch);
+        }
+        from = -1;
+      }
+      if (step != SQLITE_ROW) break;
+      if (from < 0) from = w, batch = b;
+      to = w;
     }
     if (step != SQLITE_DONE) rc = db_error(r, "reading step rows");
     sqlite3_finalize(st);
@@ -952,34 +990,65 @@ static int step_spans(int w, double prev, double start, double cend, double end,
   return n;
 }
 
-/* The step rows of a run's first nw workers with each one's previous end (for step_spans):
- * every stride-th step of each worker, those ending after t0 and starting before t1, in order
- * of start, at most `limit`. */
-static const char timeline_sql[] =
-    "SELECT worker, start_s, compute_end_s, e, wait_s, prev FROM (SELECT s.worker, s.step, s.start_s,"
-    " s.compute_end_s, COALESCE(s.comm_end_s, s.compute_end_s) AS e, s.wait_s,"
-    " COALESCE(LAG(COALESCE(s.comm_end_s, s.compute_end_s)) OVER (PARTITION BY s.worker ORDER BY"
-    " s.step), w.joined_at_s) AS prev FROM step s LEFT JOIN worker w ON w.run_id = s.run_id AND"
-    " w.idx = s.worker WHERE s.run_id = ?1 AND s.worker < ?2)"
-    " WHERE step % ?3 = 0 AND e > ?4 AND start_s < ?5 ORDER BY start_s LIMIT ?6";
+/* Reads a run's step rows of its first nw workers in the table's key order (step, then
+ * worker: no sort), keeping each worker's previous end for step_spans, as LAG would but without
+ * sorting the whole run. A worker's first row follows its join time. */
+typedef struct span_reader {
+  sqlite3_stmt *st;
+  int nw;
+  double *prev;               /* per worker: the end of its previous row, s */
+} span_reader;
 
-static int timeline_query(report *r, const run_row *run, int nw, int64_t stride, double t0,
-                          double t1, int64_t limit, sqlite3_stmt **st) {
-  int rc = prep(r, timeline_sql, st);
+static int span_reader_open(report *r, const run_row *run, int nw, span_reader *sr) {
+  sr->nw = nw;
+  sr->st = NULL;
+  sr->prev = malloc((size_t)nw * sizeof *sr->prev);
+  if (!sr->prev) return oom(r);
+  for (int w = 0; w < nw; w++) sr->prev[w] = NAN;
+  sqlite3_stmt *st = NULL;
+  int rc = prep(r, "SELECT idx, joined_at_s FROM worker WHERE run_id = ?1 AND idx < ?2", &st);
   if (rc) return rc;
-  sqlite3_bind_int64(*st, 1, run->id);
-  sqlite3_bind_int(*st, 2, nw);
-  sqlite3_bind_int64(*st, 3, stride);
-  sqlite3_bind_double(*st, 4, t0);
-  sqlite3_bind_double(*st, 5, t1);
-  sqlite3_bind_int64(*st, 6, limit);
-  return 0;
+  sqlite3_bind_int64(st, 1, run->id);
+  sqlite3_bind_int(st, 2, nw);
+  int step;
+  while ((step = sqlite3_step(st)) == SQLITE_ROW) {
+    int w = sqlite3_column_int(st, 0);
+    if (w >= 0 && w < nw) sr->prev[w] = col_real(st, 1);
+  }
+  if (step != SQLITE_DONE) rc = db_error(r, "reading worker rows");
+  sqlite3_finalize(st);
+  if (!rc)
+    rc = prep(r, "SELECT worker, start_s, compute_end_s, COALESCE(comm_end_s, compute_end_s), wait_s"
+                 " FROM step WHERE run_id = ?1 AND worker < ?2 ORDER BY step, worker", &sr->st);
+  if (!rc) {
+    sqlite3_bind_int64(sr->st, 1, run->id);
+    sqlite3_bind_int(sr->st, 2, nw);
+  }
+  return rc;
 }
 
-static int read_spans(sqlite3_stmt *st, hs_svg_span *out, int *w) {
-  *w = sqlite3_column_int(st, 0);
-  return step_spans(*w, col_real(st, 5), sqlite3_column_double(st, 1), sqlite3_column_double(st, 2),
-                    sqlite3_column_double(st, 3), col_real(st, 4), out);
+/* The next row's spans (*n of them, at most 4) and its worker, start and end; 1 while there are
+ * rows, 0 at the end, < 0 on a database error. */
+static int span_reader_next(report *r, span_reader *sr, hs_svg_span *out, int *n, double *t0, double *t1) {
+  for (;;) {
+    int step = sqlite3_step(sr->st);
+    if (step == SQLITE_DONE) return 0;
+    if (step != SQLITE_ROW) return db_error(r, "reading step rows");
+    int w = sqlite3_column_int(sr->st, 0);
+    if (w < 0 || w >= sr->nw) continue;
+    double start = sqlite3_column_double(sr->st, 1), end = sqlite3_column_double(sr->st, 3);
+    *n = step_spans(w, sr->prev[w], start, sqlite3_column_double(sr->st, 2), end, col_real(sr->st, 4), out);
+    sr->prev[w] = end;
+    *t0 = start;
+    *t1 = end;
+    return 1;
+  }
+}
+
+static void span_reader_close(span_reader *sr) {
+  sqlite3_finalize(sr->st);
+  free(sr->prev);
+  memset(sr, 0, sizeof *sr);
 }
 
 static const char *const span_kinds[] = {"compute", "communication", "wait"};
@@ -988,23 +1057,21 @@ static const char *const span_colors[] = {"#1f77b4", "#ff7f0e", "#c8c8c8"};
 /* Steps drawn span by span between t0 and t1 (at most TIMELINE_MAX_STEPS rows). */
 static int timeline_spans(report *r, const run_row *run, const char *const *labels, int nw,
                           int margin, double t0, double t1, int64_t *drawn) {
-  sqlite3_stmt *st = NULL;
-  int rc = timeline_query(r, run, nw, 1, t0, t1, TIMELINE_MAX_STEPS, &st);
-  if (rc) return rc;
+  span_reader sr;
   hs_svg_span *sp = malloc((size_t)TIMELINE_MAX_STEPS * 4 * sizeof *sp);
-  if (!sp) {
-    sqlite3_finalize(st);
-    return oom(r);
-  }
+  int rc = sp ? span_reader_open(r, run, nw, &sr) : oom(r);
   size_t n = 0;
-  int step, w;
   *drawn = 0;
-  while ((step = sqlite3_step(st)) == SQLITE_ROW) {
-    n += (size_t)read_spans(st, sp + n, &w);
+  int k;
+  double a, b;
+  while (!rc && *drawn < TIMELINE_MAX_STEPS && (rc = span_reader_next(r, &sr, sp + n, &k, &a, &b)) == 1) {
+    rc = 0;
+    if (b <= t0 || a >= t1) continue;
+    n += (size_t)k;
     ++*drawn;
   }
-  if (step != SQLITE_DONE) rc = db_error(r, "reading step rows");
-  sqlite3_finalize(st);
+  if (rc > 0) rc = 0;
+  if (sp) span_reader_close(&sr);
   if (!rc) {
     int height = 90 + (nw < 4 ? 4 : nw) * 16;
     if (height > 620) height = 620;
@@ -1017,36 +1084,32 @@ static int timeline_spans(report *r, const run_row *run, const char *const *labe
 }
 
 /* The whole run in OVERVIEW_BINS time bins: each worker's share of each bin spent in each kind,
- * from every stride-th step (each standing for stride steps). */
+ * from every step. */
 static int timeline_overview(report *r, const run_row *run, const char *const *labels, int nw,
-                             int margin, double t0, double t1, int64_t stride, double z0, double z1) {
+                             int margin, double t0, double t1, double z0, double z1) {
   size_t cells = (size_t)nw * OVERVIEW_BINS * SPAN_KINDS;
   double *share = calloc(cells, sizeof *share);
-  sqlite3_stmt *st = NULL;
-  int rc = share ? timeline_query(r, run, nw, stride, -HUGE_VAL, HUGE_VAL, INT64_MAX, &st) : oom(r);
-  if (rc) {
-    free(share);
-    return rc;
-  }
-  double bw = (t1 - t0) / OVERVIEW_BINS;
-  int step, w;
+  span_reader sr;
+  int rc = share ? span_reader_open(r, run, nw, &sr) : oom(r);
+  double bw = (t1 - t0) / OVERVIEW_BINS, a, b;
   hs_svg_span sp[4];
-  while ((step = sqlite3_step(st)) == SQLITE_ROW) {
-    int n = read_spans(st, sp, &w);
+  int n;
+  while (!rc && (rc = span_reader_next(r, &sr, sp, &n, &a, &b)) == 1) {
+    rc = 0;
     for (int k = 0; k < n; k++) {
       int b0 = (int)floor((sp[k].t0 - t0) / bw), b1 = (int)floor((sp[k].t1 - t0) / bw);
       if (b0 < 0) b0 = 0;
       if (b1 >= OVERVIEW_BINS) b1 = OVERVIEW_BINS - 1;
-      for (int b = b0; b <= b1; b++) {
-        double lo = fmax(sp[k].t0, t0 + bw * b), hi = fmin(sp[k].t1, t0 + bw * (b + 1));
+      for (int bin = b0; bin <= b1; bin++) {
+        double lo = fmax(sp[k].t0, t0 + bw * bin), hi = fmin(sp[k].t1, t0 + bw * (bin + 1));
         if (hi > lo)
-          share[((size_t)w * OVERVIEW_BINS + (size_t)b) * SPAN_KINDS + (size_t)sp[k].kind] +=
-              (hi - lo) * (double)stride / bw;
+          share[((size_t)sp[k].row * OVERVIEW_BINS + (size_t)bin) * SPAN_KINDS + (size_t)sp[k].kind] +=
+              (hi - lo) / bw;
       }
     }
   }
-  if (step != SQLITE_DONE) rc = db_error(r, "reading step rows");
-  sqlite3_finalize(st);
+  if (rc > 0) rc = 0;
+  if (share) span_reader_close(&sr);
   if (!rc) {
     int height = 90 + (nw < 4 ? 4 : nw) * 16;
     if (height > 620) height = 620;
@@ -1109,18 +1172,15 @@ static int section_timeline(report *r, const run_row *run) {
      * (past the start-up) span by span. */
     double len = fmin(ZOOM_ITERATIONS * cycle, t_max - t_min);
     double z0 = (t_min + t_max) / 2 - len / 2, z1 = z0 + len;
-    int64_t stride = rows / OVERVIEW_MAX_ROWS + 1;
-    rc = timeline_overview(r, run, labels, nw, margin, t_min, t_max, stride, z0, z1);
+    rc = timeline_overview(r, run, labels, nw, margin, t_min, t_max, z0, z1);
     if (!rc) {
       hs_html_para(r->f, "note",
                    "Above: the whole run, %.6g s to %.6g s, in %d bins of %.3g s; in each bin a "
                    "worker's bar is split by the share of the bin it spent computing, communicating "
-                   "and waiting (blank: between records)%s. Below: the outlined window, %.6g s to "
+                   "and waiting (blank: between records). Below: the outlined window, %.6g s to "
                    "%.6g s (about %d iterations of the slowest worker, in the middle of the run), "
                    "step by step.",
-                   t_min, t_max, OVERVIEW_BINS, (t_max - t_min) / OVERVIEW_BINS,
-                   stride > 1 ? " (estimated from every k-th step; the run has too many to read all)" : "",
-                   z0, z1, ZOOM_ITERATIONS);
+                   t_min, t_max, OVERVIEW_BINS, (t_max - t_min) / OVERVIEW_BINS, z0, z1, ZOOM_ITERATIONS);
       int64_t drawn = 0;
       rc = timeline_spans(r, run, labels, nw, margin, z0, z1, &drawn);
       if (!rc && drawn == TIMELINE_MAX_STEPS)

@@ -8,7 +8,7 @@
 #include "cli/report_html.h"
 
 /* Margins around the plotting area, px. */
-enum { MARGIN_L = 64, MARGIN_R = 16, MARGIN_T = 28, MARGIN_B = 42, BAR_LABEL_W = 150 };
+enum { MARGIN_L = 64, MARGIN_R = 24, MARGIN_T = 28, MARGIN_B = 42, BAR_LABEL_W = 150 };
 
 const char *hs_svg_color(int i) {
   static const char *const palette[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
