@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # CLI tests for `hetsim report`: the page's content (one <svg> per plot, notes for what a run
-# lacks, caps for huge runs), bad usage leaving no file behind, and a real rendering in
-# headless Chromium whose screenshot must show the plots.
+# lacks, caps for huge runs), its structure checked against the database by
+# tests/report_check.py (a batch series per worker, timeline rows labelled with device type and
+# node, an overview covering the whole run and a zoom inside it, legends off the plotted data,
+# the validation plot cut only for a start-up spike), bad usage leaving no file behind, and a
+# real rendering in headless Chromium at 1400 px whose screenshot must show the plots and
+# nothing past the page's width.
 # Usage: bash tests/cli_report.sh /path/to/hetsim /path/to/source-dir
 # Exits 77 (skipped) when `hetsim sim` cannot make runs, or when every check passed but
 # Chromium cannot run here (the rendering check then did not happen).
