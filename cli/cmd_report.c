@@ -878,12 +878,12 @@ static int section_batches(report *r) {
                "Samples in each worker's step against the step's start, one line per worker (a "
                "step function: a batch holds until the worker's next change).");
   fputs("<div class=\"plots\">\n", r->f);
-  int rc = 0, plots = 0;
+  /* The runs without a plot get a line each, under the plots. */
+  char **fixed = calloc((size_t)r->nruns, sizeof *fixed);
+  int rc = fixed ? 0 : oom(r), plots = 0;
   for (int i = 0; i < r->nruns && !rc; i++) {
     const run_row *run = &r->runs[i];
-    if (run->nsteps == 0) {
-      continue;
-    }
+    if (run->nsteps == 0) continue;
     int nw = (int)(run->nworkers < TIMELINE_MAX_WORKERS ? run->nworkers : TIMELINE_MAX_WORKERS);
     if (nw < 1) nw = TIMELINE_MAX_WORKERS;
     dvec *d = calloc((size_t)nw * 2, sizeof *d);
@@ -906,6 +906,21 @@ static int section_batches(report *r) {
                          .ylabel = "samples per step", .width = 490, .height = 280, .y_from_zero = 1};
       hs_svg_lines(r->f, &fr, s, ns);
       plots++;
+    } else if (!rc && ns && (fixed[i] = malloc(600)) != NULL) {
+      /* Workers in a row with the same batch as one item: "w0-w7 56, w8-w15 72". */
+      size_t o = 0;
+      for (int w = 0, from = -1; w <= nw; w++) {
+        int has = w < nw && d[w].n;
+        if (from >= 0 && (!has || d[nw + w].v[0] != d[nw + from].v[0])) {
+          if (o < 600 - 48)
+            o += (size_t)(w - 1 > from ? snprintf(fixed[i] + o, 600 - o, "%sw%d-w%d %.0f", o ? ", " : "", from, w - 1, d[nw + from].v[0])
+                                       : snprintf(fixed[i] + o, 600 - o, "%sw%d %.0f", o ? ", " : "", from, d[nw + from].v[0]));
+          from = -1;
+        }
+        if (has && from < 0) from = w;
+      }
+    } else if (!rc && ns) {
+      rc = oom(r);
     }
     for (int k = 0; d && k < nw * 2; k++) dvec_free(&d[k]);
     free(d);
@@ -916,44 +931,14 @@ static int section_batches(report *r) {
   if (plots)
     hs_html_para(r->f, "note", "Lines are drawn up to 3 px apart so that workers with equal batches "
                                "stay visible.");
-  /* The runs without a plot, under the plots. */
   for (int i = 0; i < r->nruns && !rc; i++) {
-    const run_row *run = &r->runs[i];
-    if (run->nsteps == 0) {
-      hs_html_para(r->f, "note", "Run %lld: no batch sizes (%s).", (long long)run->id, why_no_steps(run));
-      continue;
-    }
-    sqlite3_stmt *st = NULL;
-    rc = prep(r, "SELECT worker, min(batch), max(batch) FROM step WHERE run_id = ?1 AND worker < ?2"
-                 " GROUP BY worker ORDER BY worker", &st);
-    if (rc) break;
-    sqlite3_bind_int64(st, 1, run->id);
-    sqlite3_bind_int(st, 2, TIMELINE_MAX_WORKERS);
-    /* Workers in a row with the same batch as one item: "w0-w7 56, w8-w15 72". */
-    char list[600];
-    size_t o = 0;
-    int fixed = 1, step, from = -1, to = -1;
-    int64_t batch = 0;
-    for (;;) {
-      step = sqlite3_step(st);
-      int w = step == SQLITE_ROW ? sqlite3_column_int(st, 0) : -1;
-      int64_t b = step == SQLITE_ROW ? sqlite3_column_int64(st, 1) : -1;
-      if (step == SQLITE_ROW) fixed &= b == sqlite3_column_int64(st, 2);
-      if (from >= 0 && (step != SQLITE_ROW || b != batch || w != to + 1)) {
-        if (o < sizeof list - 48) {
-          if (to > from) o += (size_t)snprintf(list + o, sizeof list - o, "%sw%d-w%d %lld", o ? ", " : "", from, to, (long long)batch);
-          else o += (size_t)snprintf(list + o, sizeof list - o, "%sw%d %lld", o ? ", " : "", from, (long long)batch);
-        }
-        from = -1;
-      }
-      if (step != SQLITE_ROW) break;
-      if (from < 0) from = w, batch = b;
-      to = w;
-    }
-    if (step != SQLITE_DONE) rc = db_error(r, "reading step rows");
-    sqlite3_finalize(st);
-    if (!rc && fixed) hs_html_para(r->f, "note", "Run %s: every worker kept its first batch (%s).", run->label, list);
+    if (r->runs[i].nsteps == 0)
+      hs_html_para(r->f, "note", "Run %lld: no batch sizes (%s).", (long long)r->runs[i].id, why_no_steps(&r->runs[i]));
+    else if (fixed[i])
+      hs_html_para(r->f, "note", "Run %s: every worker kept its first batch (%s).", r->runs[i].label, fixed[i]);
   }
+  for (int i = 0; fixed && i < r->nruns; i++) free(fixed[i]);
+  free(fixed);
   if (!rc)
     for (int i = 0; i < r->nruns; i++)
       if (r->runs[i].nworkers > TIMELINE_MAX_WORKERS) {
@@ -1054,72 +1039,54 @@ static void span_reader_close(span_reader *sr) {
 static const char *const span_kinds[] = {"compute", "communication", "wait"};
 static const char *const span_colors[] = {"#1f77b4", "#ff7f0e", "#c8c8c8"};
 
-/* Steps drawn span by span between t0 and t1 (at most TIMELINE_MAX_STEPS rows). */
-static int timeline_spans(report *r, const run_row *run, const char *const *labels, int nw,
-                          int margin, double t0, double t1, int64_t *drawn) {
+/* What one pass over a run's step rows gives the timelines: the spans of the steps inside
+ * [z0, z1] (at most TIMELINE_MAX_STEPS rows, for the zoomed or whole timeline) and, when share
+ * is not NULL, each worker's share of each of OVERVIEW_BINS bins of [t0, t1] spent in each kind
+ * (the overview). */
+typedef struct timeline_data {
+  double t0, t1, z0, z1;
+  double *share;              /* nw * OVERVIEW_BINS * SPAN_KINDS, or NULL */
+  hs_svg_span *spans;         /* up to TIMELINE_MAX_STEPS * 4 */
+  size_t nspans;
+  int64_t drawn;              /* step rows in spans */
+} timeline_data;
+
+static void add_shares(timeline_data *td, const hs_svg_span *sp, int n) {
+  double bw = (td->t1 - td->t0) / OVERVIEW_BINS;
+  for (int k = 0; k < n; k++) {
+    int b0 = (int)floor((sp[k].t0 - td->t0) / bw), b1 = (int)floor((sp[k].t1 - td->t0) / bw);
+    if (b0 < 0) b0 = 0;
+    if (b1 >= OVERVIEW_BINS) b1 = OVERVIEW_BINS - 1;
+    for (int bin = b0; bin <= b1; bin++) {
+      double lo = fmax(sp[k].t0, td->t0 + bw * bin), hi = fmin(sp[k].t1, td->t0 + bw * (bin + 1));
+      if (hi > lo)
+        td->share[((size_t)sp[k].row * OVERVIEW_BINS + (size_t)bin) * SPAN_KINDS + (size_t)sp[k].kind] +=
+            (hi - lo) / bw;
+    }
+  }
+}
+
+static int timeline_scan(report *r, const run_row *run, int nw, timeline_data *td) {
   span_reader sr;
-  hs_svg_span *sp = malloc((size_t)TIMELINE_MAX_STEPS * 4 * sizeof *sp);
-  int rc = sp ? span_reader_open(r, run, nw, &sr) : oom(r);
-  size_t n = 0;
-  *drawn = 0;
-  int k;
-  double a, b;
-  while (!rc && *drawn < TIMELINE_MAX_STEPS && (rc = span_reader_next(r, &sr, sp + n, &k, &a, &b)) == 1) {
+  int rc = span_reader_open(r, run, nw, &sr);
+  hs_svg_span sp[4];
+  int n = 0;
+  double a = 0.0, b = 0.0;
+  while (!rc && (rc = span_reader_next(r, &sr, sp, &n, &a, &b)) == 1) {
     rc = 0;
-    if (b <= t0 || a >= t1) continue;
-    n += (size_t)k;
-    ++*drawn;
+    if (td->share) add_shares(td, sp, n);
+    if (b <= td->z0 || a >= td->z1 || td->drawn == TIMELINE_MAX_STEPS) continue;
+    memcpy(td->spans + td->nspans, sp, (size_t)n * sizeof *sp);
+    td->nspans += (size_t)n;
+    td->drawn++;
   }
-  if (rc > 0) rc = 0;
-  if (sp) span_reader_close(&sr);
-  if (!rc) {
-    int height = 90 + (nw < 4 ? 4 : nw) * 16;
-    if (height > 620) height = 620;
-    hs_svg_frame fr = {.kind = "timeline", .xlabel = "time (s)", .width = 1000, .height = height,
-                       .margin_left = margin};
-    hs_svg_timeline(r->f, &fr, labels, nw, sp, n, span_kinds, span_colors, SPAN_KINDS, t0, t1);
-  }
-  free(sp);
+  span_reader_close(&sr);
   return rc;
 }
 
-/* The whole run in OVERVIEW_BINS time bins: each worker's share of each bin spent in each kind,
- * from every step. */
-static int timeline_overview(report *r, const run_row *run, const char *const *labels, int nw,
-                             int margin, double t0, double t1, double z0, double z1) {
-  size_t cells = (size_t)nw * OVERVIEW_BINS * SPAN_KINDS;
-  double *share = calloc(cells, sizeof *share);
-  span_reader sr;
-  int rc = share ? span_reader_open(r, run, nw, &sr) : oom(r);
-  double bw = (t1 - t0) / OVERVIEW_BINS, a, b;
-  hs_svg_span sp[4];
-  int n;
-  while (!rc && (rc = span_reader_next(r, &sr, sp, &n, &a, &b)) == 1) {
-    rc = 0;
-    for (int k = 0; k < n; k++) {
-      int b0 = (int)floor((sp[k].t0 - t0) / bw), b1 = (int)floor((sp[k].t1 - t0) / bw);
-      if (b0 < 0) b0 = 0;
-      if (b1 >= OVERVIEW_BINS) b1 = OVERVIEW_BINS - 1;
-      for (int bin = b0; bin <= b1; bin++) {
-        double lo = fmax(sp[k].t0, t0 + bw * bin), hi = fmin(sp[k].t1, t0 + bw * (bin + 1));
-        if (hi > lo)
-          share[((size_t)sp[k].row * OVERVIEW_BINS + (size_t)bin) * SPAN_KINDS + (size_t)sp[k].kind] +=
-              (hi - lo) / bw;
-      }
-    }
-  }
-  if (rc > 0) rc = 0;
-  if (share) span_reader_close(&sr);
-  if (!rc) {
-    int height = 90 + (nw < 4 ? 4 : nw) * 16;
-    if (height > 620) height = 620;
-    hs_svg_frame fr = {.kind = "timeline-overview", .title = "The whole run: share of each time bin",
-                       .xlabel = "time (s)", .width = 1000, .height = height + 16, .margin_left = margin};
-    hs_svg_timeline_shares(r->f, &fr, labels, nw, share, OVERVIEW_BINS, span_kinds, span_colors,
-                           SPAN_KINDS, t0, t1, z0, z1);
-  }
-  free(share);
-  return rc;
+static int timeline_height(int nw) {
+  int height = 90 + (nw < 4 ? 4 : nw) * 16;
+  return height > 620 ? 620 : height;
 }
 
 static int section_timeline(report *r, const run_row *run) {
@@ -1163,31 +1130,42 @@ static int section_timeline(report *r, const run_row *run) {
   rc = names && labels ? load_worker_names(r, run, nw, names, &longest) : oom(r);
   for (int w = 0; !rc && w < nw; w++) labels[w] = names[w];
   int margin = label_margin(longest);
-  if (!rc && most <= TIMELINE_WHOLE_STEPS && rows <= TIMELINE_MAX_STEPS) {
-    /* Few enough steps to draw the whole run span by span. */
-    int64_t drawn = 0;
-    rc = timeline_spans(r, run, labels, nw, margin, t_min, t_max, &drawn);
-  } else if (!rc) {
-    /* The whole run as shares of time bins, and a window of a few iterations in its middle
-     * (past the start-up) span by span. */
-    double len = fmin(ZOOM_ITERATIONS * cycle, t_max - t_min);
-    double z0 = (t_min + t_max) / 2 - len / 2, z1 = z0 + len;
-    rc = timeline_overview(r, run, labels, nw, margin, t_min, t_max, z0, z1);
-    if (!rc) {
-      hs_html_para(r->f, "note",
-                   "Above: the whole run, %.6g s to %.6g s, in %d bins of %.3g s; in each bin a "
-                   "worker's bar is split by the share of the bin it spent computing, communicating "
-                   "and waiting (blank: between records). Below: the outlined window, %.6g s to "
-                   "%.6g s (about %d iterations of the slowest worker, in the middle of the run), "
-                   "step by step.",
-                   t_min, t_max, OVERVIEW_BINS, (t_max - t_min) / OVERVIEW_BINS, z0, z1, ZOOM_ITERATIONS);
-      int64_t drawn = 0;
-      rc = timeline_spans(r, run, labels, nw, margin, z0, z1, &drawn);
-      if (!rc && drawn == TIMELINE_MAX_STEPS)
-        hs_html_para(r->f, "note", "The window holds more than %d step rows; the first %d are drawn.",
-                     TIMELINE_MAX_STEPS, TIMELINE_MAX_STEPS);
-    }
+  /* Few steps: the whole run span by span. Else the whole run as shares of time bins, and a
+   * window of a few iterations in its middle (past the start-up) span by span. */
+  int whole = most <= TIMELINE_WHOLE_STEPS && rows <= TIMELINE_MAX_STEPS;
+  double len = fmin(ZOOM_ITERATIONS * cycle, t_max - t_min);
+  timeline_data td = {.t0 = t_min, .t1 = t_max, .z0 = whole ? t_min : (t_min + t_max) / 2 - len / 2};
+  td.z1 = whole ? t_max : td.z0 + len;
+  td.spans = rc ? NULL : malloc((size_t)TIMELINE_MAX_STEPS * 4 * sizeof *td.spans);
+  td.share = rc || whole ? NULL : calloc((size_t)nw * OVERVIEW_BINS * SPAN_KINDS, sizeof *td.share);
+  if (!rc && (!td.spans || (!whole && !td.share))) rc = oom(r);
+  if (!rc) rc = timeline_scan(r, run, nw, &td);
+  hs_svg_frame fr = {.kind = "timeline", .xlabel = "time (s)", .width = 1000,
+                     .height = timeline_height(nw), .margin_left = margin};
+  if (!rc && !whole) {
+    hs_svg_frame fo = fr;
+    fo.kind = "timeline-overview";
+    fo.title = "The whole run: share of each time bin";
+    fo.height += 16;
+    hs_svg_timeline_shares(r->f, &fo, labels, nw, td.share, OVERVIEW_BINS, span_kinds, span_colors,
+                           SPAN_KINDS, t_min, t_max, td.z0, td.z1);
+    hs_html_para(r->f, "note",
+                 "Above: the whole run, %.6g s to %.6g s, in %d bins of %.3g s; in each bin a "
+                 "worker's bar is split by the share of the bin it spent computing, communicating "
+                 "and waiting (blank: between records). Below: the outlined window, %.6g s to "
+                 "%.6g s (about %d iterations of the slowest worker, in the middle of the run), "
+                 "step by step.",
+                 t_min, t_max, OVERVIEW_BINS, (t_max - t_min) / OVERVIEW_BINS, td.z0, td.z1, ZOOM_ITERATIONS);
   }
+  if (!rc) {
+    hs_svg_timeline(r->f, &fr, labels, nw, td.spans, td.nspans, span_kinds, span_colors, SPAN_KINDS,
+                    td.z0, td.z1);
+    if (td.drawn == TIMELINE_MAX_STEPS)
+      hs_html_para(r->f, "note", "The window holds more than %d step rows; the first %d are drawn.",
+                   TIMELINE_MAX_STEPS, TIMELINE_MAX_STEPS);
+  }
+  free(td.spans);
+  free(td.share);
   if (!rc && total_workers > nw)
     hs_html_para(r->f, "note", "Showing workers 0-%d of %lld; the others are left out to keep the page small.",
                  nw - 1, (long long)total_workers);

@@ -152,8 +152,8 @@ static void draw_axes(FILE *f, const hs_svg_frame *fr, const axes *a, int ticks_
 }
 
 /* A legend in rows under the x axis's label, as many entries per row as fit the figure's
- * width: it never covers the plotted data. legend_layout gives its height, legend draws it from
- * y = top. Entries whose label is NULL are left out. */
+ * width: it never covers the plotted data. legend_rows gives its number of rows, legend draws
+ * it from y = top. Entries whose label is NULL are left out. */
 enum { LEGEND_ROW = 15, LEGEND_MAX_CHARS = 40 };
 
 static double legend_col_width(const char *const *labels, int n) {
