@@ -1054,9 +1054,9 @@ typedef struct timeline_data {
 static void add_shares(timeline_data *td, const hs_svg_span *sp, int n) {
   double bw = (td->t1 - td->t0) / OVERVIEW_BINS;
   for (int k = 0; k < n; k++) {
-    int b0 = (int)floor((sp[k].t0 - td->t0) / bw), b1 = (int)floor((sp[k].t1 - td->t0) / bw);
-    if (b0 < 0) b0 = 0;
-    if (b1 >= OVERVIEW_BINS) b1 = OVERVIEW_BINS - 1;
+    /* Clamped as doubles: a cast of a value out of int's range is undefined. */
+    int b0 = (int)fmin(fmax(floor((sp[k].t0 - td->t0) / bw), 0.0), (double)OVERVIEW_BINS);
+    int b1 = (int)fmax(fmin(floor((sp[k].t1 - td->t0) / bw), OVERVIEW_BINS - 1.0), -1.0);
     for (int bin = b0; bin <= b1; bin++) {
       double lo = fmax(sp[k].t0, td->t0 + bw * bin), hi = fmin(sp[k].t1, td->t0 + bw * (bin + 1));
       if (hi > lo)
@@ -1132,7 +1132,7 @@ static int section_timeline(report *r, const run_row *run) {
   int margin = label_margin(longest);
   /* Few steps: the whole run span by span. Else the whole run as shares of time bins, and a
    * window of a few iterations in its middle (past the start-up) span by span. */
-  int whole = most <= TIMELINE_WHOLE_STEPS && rows <= TIMELINE_MAX_STEPS;
+  int whole = (most <= TIMELINE_WHOLE_STEPS && rows <= TIMELINE_MAX_STEPS) || !(t_max > t_min);
   double len = fmin(ZOOM_ITERATIONS * cycle, t_max - t_min);
   timeline_data td = {.t0 = t_min, .t1 = t_max, .z0 = whole ? t_min : (t_min + t_max) / 2 - len / 2};
   td.z1 = whole ? t_max : td.z0 + len;
