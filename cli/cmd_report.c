@@ -1,12 +1,12 @@
-/* hetsim report: one self-contained HTML page with SVG plots of some runs — a comparison table
- * of their policies, progress against time, per-worker timelines, iteration-time
- * distributions, loss and accuracy against time, and for validated runs the simulation
- * against the measurement.
+/* hetsim report: one self-contained HTML page with SVG plots of some runs — time to target, a
+ * comparison table of their policies, the clusters they ran on, progress against time,
+ * per-worker batch sizes, per-worker timelines, iteration-time distributions, loss and accuracy
+ * against time, and for validated runs the simulation against the measurement.
  *
  * Everything is read through a read-only connection; the page is written to a temporary file
  * and renamed over --out only once complete (cli/report_file.h), so a failure leaves no half
- * page. Huge runs are drawn in part (the first workers, the first steps, a thinned curve), and
- * the page says what was left out. */
+ * page. Huge runs are drawn in part (the first workers, a zoomed window of steps beside an
+ * overview in time bins, a thinned curve), and the page says what was left out. */
 #include <math.h>
 #include <sqlite3.h>
 #include <stdint.h>
@@ -19,17 +19,27 @@
 #include "cli/report_file.h"
 #include "cli/report_html.h"
 #include "cli/report_svg.h"
+#include "core/core_config.h"
 #include "core/core_store.h"
+#include "core/core_units.h"
 
 /* Limits that keep the page small enough for a browser whatever the run's size. */
 enum {
   TIMELINE_MAX_WORKERS = 32, /* rows of a timeline */
-  TIMELINE_MAX_STEPS = 4000, /* step rows drawn per timeline (up to 3 spans each) */
+  TIMELINE_MAX_STEPS = 4000, /* step rows drawn span by span per timeline (up to 4 spans each) */
+  TIMELINE_WHOLE_STEPS = 120, /* up to this many steps per worker, a run's timeline is drawn
+                                 whole, span by span (8 px or more per step); above, an
+                                 overview of the whole run in time bins and a zoomed window */
+  OVERVIEW_BINS = 250,       /* time bins of the overview */
+  ZOOM_ITERATIONS = 8,       /* the zoomed window: this many iterations of the slowest worker */
   CURVE_MAX_POINTS = 2000,   /* points of a progress or eval curve (thinned evenly) */
   HIST_MAX_VALUES = 1000000, /* iteration times per histogram */
   VALID_MAX_STEPS = 5000,    /* step indices in a simulated-against-measured plot */
   MAX_RUNS = 64,
 };
+/* The validation plot's y axis ends above this quantile of its values when spikes lie far
+ * above it (report_svg.h: clip_quantile). */
+#define VALID_CLIP_QUANTILE 0.98
 
 static const char usage_text[] =
     "usage: hetsim report RUN... --out FILE.html [--db FILE] [--title TEXT]\n"
@@ -37,12 +47,17 @@ static const char usage_text[] =
     "Writes one self-contained HTML page (inline SVG, no scripts, opens offline) about the\n"
     "given runs of the results database:\n"
     "  - a comparison table of the runs' policies and summaries, with bar charts;\n"
+    "  - the clusters: device types, workers and nodes, links, compute numbers;\n"
     "  - samples processed against time;\n"
-    "  - per-worker timelines of compute, communication and wait (from step rows; at most\n"
-    "    32 workers and 4000 steps per run are drawn, and the page says when it cut);\n"
+    "  - each worker's batch size against time, for runs whose batches change;\n"
+    "  - per-worker timelines of compute, communication and wait, rows labelled with\n"
+    "    device type and node (from step rows): a short run whole, a longer one as an\n"
+    "    overview of the whole run plus a zoomed window of a few iterations; at most 32\n"
+    "    workers are drawn, and the page says when it cut;\n"
     "  - the distribution of iteration times (a worker's step start to its next step start);\n"
     "  - loss and accuracy against time (eval rows; runs without a convergence model say so);\n"
-    "  - for runs with validation rows, simulated against measured.\n"
+    "  - for runs with validation rows, simulated against measured (a start-up spike is cut\n"
+    "    off the iteration-time plot's y axis, and the page says so).\n"
     "\n"
     "  RUN...           run IDs (hetsim query runs lists them); repeats are shown once\n"
     "  --out FILE       the page to write; it appears only once complete\n"
@@ -60,6 +75,7 @@ static const char usage_text[] =
 typedef struct run_row {
   int64_t id;
   char *kind, *policy, *params, *cluster, *model, *status, *error, *store;
+  char *cluster_text;         /* the cluster file the run was given; NULL for real runs */
   char label[96];             /* "#3 lbb:k=2", the run's name on plots */
   int64_t global_batch;
   int has_summary;
@@ -104,6 +120,15 @@ static const char *num(char *buf, size_t n, double v) {
   if (!isfinite(v)) return NULL;
   if (v == floor(v) && fabs(v) < 1e15) snprintf(buf, n, "%.0f", v);
   else snprintf(buf, n, "%.6g", v);
+  return buf;
+}
+
+/* The same with 4 significant digits (all the integer digits from 10^4 up, not 2.455e+05),
+ * for the wide runs table. */
+static const char *num_short(char *buf, size_t n, double v) {
+  if (!isfinite(v)) return NULL;
+  if ((v == floor(v) || fabs(v) >= 1e4) && fabs(v) < 1e15) snprintf(buf, n, "%.0f", v);
+  else snprintf(buf, n, "%.4g", v);
   return buf;
 }
 
@@ -152,7 +177,7 @@ static int load_run(report *r, run_row *run) {
                 " r.model || char(31) || r.global_batch || char(31) || COALESCE(r.cluster_text, '') ||"
                 " char(31) || CASE WHEN json_valid(r.options) THEN json_remove(r.options, '$.pid',"
                 " '$.host', '$.boot', '$.pid_start', '$.sweep_point', '$.sweep') ELSE"
-                " COALESCE(r.options, '') END"
+                " COALESCE(r.options, '') END, r.cluster_text"
                 " FROM run r LEFT JOIN summary s ON s.run_id = r.id WHERE r.id = ?1",
                 &st);
   if (rc) return rc;
@@ -191,6 +216,7 @@ static int load_run(report *r, run_row *run) {
   if (!(run->target_loss > 0)) run->target_loss = NAN;
   if (!(run->target_accuracy > 0)) run->target_accuracy = NAN;
   run->group = col_text(st, 25);
+  run->cluster_text = col_text(st, 26);
   sqlite3_finalize(st);
   if (!run->kind || !run->policy || !run->status || !run->group) return oom(r);
   return 0;
@@ -245,6 +271,7 @@ static void free_run(run_row *run) {
   free(run->error);
   free(run->store);
   free(run->group);
+  free(run->cluster_text);
 }
 
 /* Why a run has no step rows, for the notes under the step-based plots. */
@@ -258,10 +285,13 @@ static const char *why_no_steps(const run_row *run) {
 
 static void section_compare(report *r) {
   hs_html_heading(r->f, "compare", "Runs and policies");
+  /* Fifteen columns within the page: the kind and (when not complete) the status share the run's
+   * cell, reals show 4 significant digits (`hetsim query run ID` shows them whole), and only the
+   * parameter list may break inside a word. */
   static const char *const head[] = {
-      "run", "kind", "policy", "params", "cluster", "model", "global batch", "status", "workers",
-      "iterations", "time (s)", "mean iteration (s)", "samples/s", "wait fraction",
-      "final loss", "final accuracy", "time to target (s)"};
+      "run", "policy", "params", "cluster", "model", "global batch", "workers", "iterations",
+      "time (s)", "mean iteration (s)", "samples/s", "wait fraction", "final loss",
+      "final accuracy", "time to target (s)"};
   hs_html_table_begin(r->f, head, (int)(sizeof head / sizeof head[0]));
   int incomplete = 0;
   for (int i = 0; i < r->nruns; i++) {
@@ -270,34 +300,32 @@ static void section_compare(report *r) {
     int bad = strcmp(run->status, "complete") != 0;
     incomplete += bad;
     hs_html_row_begin(r->f, bad ? "warn" : NULL);
-    snprintf(b[0], sizeof b[0], "%lld", (long long)run->id);
+    snprintf(b[0], sizeof b[0], "%lld %s%s%s", (long long)run->id, run->kind, bad ? ", " : "", bad ? run->status : "");
     hs_html_cell(r->f, b[0]);
-    hs_html_cell(r->f, run->kind);
     hs_html_cell(r->f, run->policy);
     /* A space after each comma lets the long canonical list wrap in its cell; reals in their
      * shortest exact form (0.05, not 0.050000000000000003). */
     char params[1024] = "";
     hs_fmt_params(run->params, ", ", params, sizeof params);
-    hs_html_cell(r->f, params);
+    hs_html_cell_class(r->f, "params", params);
     hs_html_cell(r->f, run->cluster);
     hs_html_cell(r->f, run->model);
-    hs_html_cell(r->f, num(b[1], sizeof b[1], (double)run->global_batch));
-    hs_html_cell(r->f, run->status);
-    hs_html_cell(r->f, num(b[2], sizeof b[2], run->has_summary ? run->workers : (double)run->nworkers)) ;
-    hs_html_cell(r->f, num(b[3], sizeof b[3], run->iterations));
-    hs_html_cell(r->f, num(b[4], sizeof b[4], run->sim_time_s));
-    hs_html_cell(r->f, num(b[5], sizeof b[5], run->mean_iteration_s));
-    hs_html_cell(r->f, num(b[6], sizeof b[6], run->samples_per_s));
-    hs_html_cell(r->f, num(b[7], sizeof b[7], run->wait_fraction));
-    hs_html_cell(r->f, num(b[8], sizeof b[8], run->final_loss));
-    hs_html_cell(r->f, num(b[9], sizeof b[9], run->final_accuracy));
-    hs_html_cell(r->f, num(b[10], sizeof b[10], run->time_to_target_s));
+    hs_html_cell(r->f, num_short(b[1], sizeof b[1], (double)run->global_batch));
+    hs_html_cell(r->f, num_short(b[2], sizeof b[2], run->has_summary ? run->workers : (double)run->nworkers));
+    hs_html_cell(r->f, num_short(b[3], sizeof b[3], run->iterations));
+    hs_html_cell(r->f, num_short(b[4], sizeof b[4], run->sim_time_s));
+    hs_html_cell(r->f, num_short(b[5], sizeof b[5], run->mean_iteration_s));
+    hs_html_cell(r->f, num_short(b[6], sizeof b[6], run->samples_per_s));
+    hs_html_cell(r->f, num_short(b[7], sizeof b[7], run->wait_fraction));
+    hs_html_cell(r->f, num_short(b[8], sizeof b[8], run->final_loss));
+    hs_html_cell(r->f, num_short(b[9], sizeof b[9], run->final_accuracy));
+    hs_html_cell(r->f, num_short(b[10], sizeof b[10], run->time_to_target_s));
     hs_html_row_end(r->f);
   }
   hs_html_table_end(r->f);
   if (incomplete)
     hs_html_para(r->f, "warn",
-                 "%d of these runs did not complete (highlighted): \"running\" means still going or "
+                 "%d of these runs did not complete (highlighted, their status beside their ID): \"running\" means still going or "
                  "stopped without finishing (a crash, kill -9), \"interrupted\" stopped by SIGINT, "
                  "\"failed\" ended with an error. Their numbers cover only what was stored.",
                  incomplete);
@@ -491,7 +519,575 @@ static int section_progress(report *r) {
   return rc;
 }
 
+/* ---- the cluster ---------------------------------------------------------------------------- */
+
+/* The run's cluster file parsed, or HS_ENOTFOUND when the run has none (real runs), or the
+ * parser's error. On 0 the caller frees spec. */
+static int parse_cluster(const run_row *run, hs_cluster_spec *spec) {
+  memset(spec, 0, sizeof *spec);
+  if (!run->cluster_text) return HS_ENOTFOUND;
+  hs_diag d = {0};
+  int rc = hs_cluster_parse(spec, run->cluster ? run->cluster : "cluster", run->cluster_text,
+                            strlen(run->cluster_text), &d);
+  if (rc) hs_cluster_spec_free(spec);
+  return rc;
+}
+
+/* One line of a cluster's table: the workers of one device type on one node. */
+typedef struct comp_row {
+  char node[HS_NAME_MAX], type[HS_NAME_MAX];
+  int64_t count, first, last; /* workers, and the first and last worker index */
+} comp_row;
+
+/* What a run ran on: from its worker rows (which include workers that joined during the run),
+ * else from its cluster file. *n is 0 when neither says. */
+static int load_composition(report *r, const run_row *run, const hs_cluster_spec *spec,
+                            comp_row **out, int *n) {
+  *out = NULL;
+  *n = 0;
+  sqlite3_stmt *st = NULL;
+  int rc = prep(r, "SELECT COALESCE(node, '?'), COALESCE(device_type, '?'), count(*), min(idx), max(idx)"
+                   " FROM worker WHERE run_id = ?1 GROUP BY 1, 2 ORDER BY 4", &st);
+  if (rc) return rc;
+  sqlite3_bind_int64(st, 1, run->id);
+  int step;
+  while (!rc && (step = sqlite3_step(st)) == SQLITE_ROW) {
+    comp_row *b = realloc(*out, (size_t)(*n + 1) * sizeof *b);
+    if (!b) {
+      rc = oom(r);
+      break;
+    }
+    *out = b;
+    comp_row *c = &b[(*n)++];
+    snprintf(c->node, sizeof c->node, "%s", (const char *)sqlite3_column_text(st, 0));
+    snprintf(c->type, sizeof c->type, "%s", (const char *)sqlite3_column_text(st, 1));
+    c->count = sqlite3_column_int64(st, 2);
+    c->first = sqlite3_column_int64(st, 3);
+    c->last = sqlite3_column_int64(st, 4);
+  }
+  if (!rc && step != SQLITE_DONE) rc = db_error(r, "reading worker rows");
+  sqlite3_finalize(st);
+  if (rc || *n || !spec) return rc;
+  /* No worker rows: the cluster file's workers, in file order (runs of one type on one node). */
+  for (int w = 0; w < spec->n_workers; w++) {
+    const hs_worker_spec *ws = &spec->workers[w];
+    comp_row *last = *n ? &(*out)[*n - 1] : NULL;
+    if (last && last->last == w - 1 && !strcmp(last->node, spec->nodes[ws->node].name) &&
+        !strcmp(last->type, spec->types[ws->type].name)) {
+      last->count++;
+      last->last = w;
+      continue;
+    }
+    comp_row *b = realloc(*out, (size_t)(*n + 1) * sizeof *b);
+    if (!b) return oom(r);
+    *out = b;
+    comp_row *c = &b[(*n)++];
+    snprintf(c->node, sizeof c->node, "%s", spec->nodes[ws->node].name);
+    snprintf(c->type, sizeof c->type, "%s", spec->types[ws->type].name);
+    c->count = 1;
+    c->first = c->last = w;
+  }
+  return 0;
+}
+
+/* The compute numbers a device type gives `model`, and whether they were measured. */
+static void compute_text(hs_device_type *t, const char *model, char *buf, size_t n) {
+  hs_compute_spec *c = hs_cluster_compute_pick(t, model);
+  char a[32], b[32];
+  switch (c ? c->kind : HS_COMPUTE_NONE) {
+  case HS_COMPUTE_INLINE:
+    snprintf(buf, n, "inline: %s + %s per sample", hs_units_format_time(c->t0, a, sizeof a),
+             hs_units_format_time(c->per_sample, b, sizeof b));
+    break;
+  case HS_COMPUTE_ROOFLINE: {
+    char eff[32];
+    hs_fmt_real(eff, sizeof eff, c->efficiency);
+    snprintf(buf, n, "roofline: %.4g TFLOPS x %s, t0 %s", c->flops / 1e12, eff,
+             hs_units_format_time(c->t0, a, sizeof a));
+    break;
+  }
+  case HS_COMPUTE_CALIB: snprintf(buf, n, "calibrated: %s", c->calib); break;
+  case HS_COMPUTE_PROFILE: snprintf(buf, n, "profile: %s", c->profile); break;
+  default: snprintf(buf, n, "none for %s", model ? model : "the model"); break;
+  }
+}
+
+static void link_text(const hs_link_spec *l, const hs_link_calib *calib, char *buf, size_t n) {
+  char a[32], b[32];
+  if (calib && calib->name[0]) snprintf(buf, n, "measured: %s", calib->name);
+  else snprintf(buf, n, "%s, %s latency", hs_units_format_bandwidth(l->bandwidth, a, sizeof a),
+                hs_units_format_time(l->latency, b, sizeof b));
+}
+
+/* What makes two runs' cluster tables the same: the cluster's name and file, the model (for
+ * the compute numbers) and the workers. *key is malloc'ed. */
+static int cluster_key(report *r, const run_row *run, char **key) {
+  hs_cluster_spec spec;
+  int have = parse_cluster(run, &spec) == 0;
+  comp_row *c = NULL;
+  int nc = 0;
+  int rc = load_composition(r, run, have ? &spec : NULL, &c, &nc);
+  if (have) hs_cluster_spec_free(&spec);
+  size_t klen = strlen(run->cluster ? run->cluster : "") + strlen(run->cluster_text ? run->cluster_text : "") +
+                strlen(run->model ? run->model : "") + (size_t)nc * (2 * HS_NAME_MAX + 64) + 8;
+  *key = rc ? NULL : malloc(klen);
+  if (!rc && !*key) rc = oom(r);
+  if (!rc) {
+    size_t o = (size_t)snprintf(*key, klen, "%s\x1f%s\x1f%s", run->cluster ? run->cluster : "",
+                                run->cluster_text ? run->cluster_text : "", run->model ? run->model : "");
+    for (int k = 0; k < nc; k++)
+      o += (size_t)snprintf(*key + o, klen - o, "\x1f%s/%s/%lld/%lld", c[k].node, c[k].type,
+                            (long long)c[k].first, (long long)c[k].last);
+  }
+  free(c);
+  return rc;
+}
+
+/* The table of run's cluster, for the runs listed in who. */
+static int cluster_table(report *r, const run_row *run, const char *who, int count) {
+  hs_cluster_spec spec;
+  int have = parse_cluster(run, &spec) == 0;
+  comp_row *c = NULL;
+  int nc = 0;
+  int rc = load_composition(r, run, have ? &spec : NULL, &c, &nc);
+  if (rc) {
+    if (have) hs_cluster_spec_free(&spec);
+    return rc;
+  }
+  int64_t workers = 0;
+  int ntypes = 0, nnodes = 0;
+  for (int k = 0; k < nc; k++) {
+    workers += c[k].count;
+    int tseen = 0, nseen = 0;
+    for (int j = 0; j < k; j++) {
+      tseen |= !strcmp(c[j].type, c[k].type);
+      nseen |= !strcmp(c[j].node, c[k].node);
+    }
+    ntypes += !tseen;
+    nnodes += !nseen;
+  }
+  fprintf(r->f, "<h3>");
+  hs_html_escape(r->f, run->cluster ? run->cluster : "(unnamed cluster)");
+  fprintf(r->f, "</h3>\n");
+  char net[224] = "";
+  if (have && nnodes > 1) {
+    char l[192];
+    link_text(&spec.network, &spec.network_calib, l, sizeof l);
+    snprintf(net, sizeof net, "; network between nodes: %s", l);
+  }
+  hs_html_para(r->f, NULL, "Run%s %s (%s): %lld worker%s of %d device type%s on %d node%s%s.",
+               count > 1 ? "s" : "", who, run->model ? run->model : "?", (long long)workers,
+               workers == 1 ? "" : "s", ntypes, ntypes == 1 ? "" : "s", nnodes,
+               nnodes == 1 ? "" : "s", net);
+  if (nc) {
+    /* Consecutive nodes alike in everything but their name (a big cluster's racks of one kind)
+     * share one line: "n000-n047 (48 nodes)", their workers counted together. */
+    static const char *const head[] = {"node", "link inside the node", "device type", "workers",
+                                       "memory", "compute numbers"};
+    hs_html_table_begin(r->f, head, 6);
+    for (int k = 0; k < nc;) {
+      char link[192] = "not stored", mem[32] = "", comp[640] = "not stored", wk[96], nodes[160];
+      int ti = have ? hs_cluster_find_type(&spec, c[k].type) : -1;
+      int ni = have ? hs_cluster_find_node(&spec, c[k].node) : -1;
+      if (ni >= 0) link_text(&spec.nodes[ni].link, &spec.nodes[ni].link_calib, link, sizeof link);
+      if (ti >= 0) {
+        if (spec.types[ti].memory > 0) hs_units_format_bytes(spec.types[ti].memory, mem, sizeof mem);
+        else snprintf(mem, sizeof mem, "no limit");
+        compute_text(&spec.types[ti], run->model, comp, sizeof comp);
+      }
+      int e = k + 1;
+      for (; e < nc; e++) {
+        int nj = have ? hs_cluster_find_node(&spec, c[e].node) : -1;
+        char other[192] = "not stored";
+        if (nj >= 0) link_text(&spec.nodes[nj].link, &spec.nodes[nj].link_calib, other, sizeof other);
+        int one_node_each = 1;
+        for (int j = k; j < e; j++) one_node_each &= strcmp(c[j].node, c[e].node) != 0;
+        if (strcmp(c[e].type, c[k].type) || c[e].count != c[k].count || strcmp(other, link) ||
+            c[e].first != c[e - 1].last + 1 || !one_node_each)
+          break;
+      }
+      int64_t nwk = 0;
+      for (int j = k; j < e; j++) nwk += c[j].count;
+      if (e - k > 1) {
+        snprintf(nodes, sizeof nodes, "%s-%s (%d nodes)", c[k].node, c[e - 1].node, e - k);
+        snprintf(wk, sizeof wk, "%lld per node, %lld (w%lld-w%lld)", (long long)c[k].count,
+                 (long long)nwk, (long long)c[k].first, (long long)c[e - 1].last);
+      } else {
+        snprintf(nodes, sizeof nodes, "%s", c[k].node);
+        if (nwk > 1 && nwk == c[k].last - c[k].first + 1)
+          snprintf(wk, sizeof wk, "%lld (w%lld-w%lld)", (long long)nwk, (long long)c[k].first,
+                   (long long)c[k].last);
+        else if (nwk == 1)
+          snprintf(wk, sizeof wk, "1 (w%lld)", (long long)c[k].first);
+        else
+          snprintf(wk, sizeof wk, "%lld", (long long)nwk);
+      }
+      hs_html_row_begin(r->f, NULL);
+      hs_html_cell(r->f, nodes);
+      hs_html_cell(r->f, link);
+      hs_html_cell(r->f, c[k].type);
+      hs_html_cell(r->f, wk);
+      hs_html_cell(r->f, mem);
+      hs_html_cell(r->f, comp);
+      hs_html_row_end(r->f);
+      k = e;
+    }
+    hs_html_table_end(r->f);
+  }
+  if (!have)
+    hs_html_para(r->f, "note", "%s",
+                 run->cluster_text ? "The stored cluster file no longer parses; links and device numbers are not shown."
+                                   : "A real run stores no cluster file: its workers are as the run recorded them; "
+                                     "their links and device numbers are not described here.");
+  free(c);
+  if (have) hs_cluster_spec_free(&spec);
+  return 0;
+}
+
+/* One table per distinct cluster among the runs: its nodes, the link inside each, and the
+ * device types on them with their worker counts, memory and compute numbers. */
+static int section_clusters(report *r) {
+  hs_html_heading(r->f, "cluster", "Clusters");
+  char **keys = calloc((size_t)r->nruns, sizeof *keys);
+  if (!keys) return oom(r);
+  int rc = 0;
+  for (int i = 0; i < r->nruns && !rc; i++) rc = cluster_key(r, &r->runs[i], &keys[i]);
+  for (int i = 0; i < r->nruns && !rc; i++) {
+    int seen = 0;
+    for (int k = 0; k < i; k++) seen |= !strcmp(keys[k], keys[i]);
+    if (seen) continue;
+    char who[256];
+    size_t o = 0;
+    int count = 0;
+    for (int k = i; k < r->nruns && o < sizeof who - 24; k++)
+      if (!strcmp(keys[k], keys[i])) {
+        o += (size_t)snprintf(who + o, sizeof who - o, "%s%lld", count ? ", " : "", (long long)r->runs[k].id);
+        count++;
+      }
+    rc = cluster_table(r, &r->runs[i], who, count);
+  }
+  for (int i = 0; i < r->nruns; i++) free(keys[i]);
+  free(keys);
+  return rc;
+}
+
+/* ---- workers ------------------------------------------------------------------------------- */
+
+/* Names of a run's first nw workers for row labels and legends: "w2 m40 (server0)", the
+ * device type and node from the worker table, or "w2" when it has no row for the worker. */
+typedef char worker_name[160];
+
+static int load_worker_names(report *r, const run_row *run, int nw, worker_name *names, int *longest) {
+  for (int w = 0; w < nw; w++) snprintf(names[w], sizeof names[w], "w%d", w);
+  /* The cluster file first (a run without worker rows still has it), the worker table over
+   * it (it also knows workers that joined during the run). */
+  hs_cluster_spec spec;
+  if (parse_cluster(run, &spec) == 0) {
+    for (int w = 0; w < nw && w < spec.n_workers; w++)
+      snprintf(names[w], sizeof names[w], "w%d %s (%s)", w, spec.types[spec.workers[w].type].name,
+               spec.nodes[spec.workers[w].node].name);
+    hs_cluster_spec_free(&spec);
+  }
+  sqlite3_stmt *st = NULL;
+  int rc = prep(r, "SELECT idx, device_type, node FROM worker WHERE run_id = ?1 AND idx < ?2", &st);
+  if (rc) return rc;
+  sqlite3_bind_int64(st, 1, run->id);
+  sqlite3_bind_int(st, 2, nw);
+  int step;
+  while ((step = sqlite3_step(st)) == SQLITE_ROW) {
+    int w = sqlite3_column_int(st, 0);
+    const char *type = (const char *)sqlite3_column_text(st, 1), *node = (const char *)sqlite3_column_text(st, 2);
+    if (w < 0 || w >= nw) continue;
+    if (type && node) snprintf(names[w], sizeof names[w], "w%d %s (%s)", w, type, node);
+    else if (type) snprintf(names[w], sizeof names[w], "w%d %s", w, type);
+  }
+  if (step != SQLITE_DONE) rc = db_error(r, "reading worker rows");
+  sqlite3_finalize(st);
+  *longest = 0;
+  for (int w = 0; w < nw; w++)
+    if ((int)strlen(names[w]) > *longest) *longest = (int)strlen(names[w]);
+  return rc;
+}
+
+/* Room left of a plot for row labels of `chars` characters. */
+static int label_margin(int chars) {
+  int m = 12 + 6 * chars;
+  return m < 64 ? 64 : m > 240 ? 240 : m;
+}
+
+/* ---- batch sizes -------------------------------------------------------------------------- */
+
+/* Keeps every other point of a curve after its first (the thinning of load_batches). */
+static void halve(dvec *x, dvec *y) {
+  size_t k = 1;
+  for (size_t i = 2; i < x->n; i += 2, k++) {
+    x->v[k] = x->v[i];
+    y->v[k] = y->v[i];
+  }
+  x->n = y->n = k;
+}
+
+/* Each of a run's first nw workers' batch against time, as a step function: a point where the
+ * batch changed (at that step's start) and one at the worker's last end. A worker whose batch
+ * changed more than 2 * CURVE_MAX_POINTS times keeps every k-th change. *changes counts the
+ * changes over all workers. One pass in the table's key order (no sort). */
+static int load_batches(report *r, const run_row *run, int nw, dvec *x, dvec *y, int64_t *changes) {
+  sqlite3_stmt *st = NULL;
+  int rc = prep(r, "SELECT worker, start_s, COALESCE(comm_end_s, compute_end_s), batch FROM step"
+                   " WHERE run_id = ?1 AND worker < ?2 ORDER BY step, worker", &st);
+  if (rc) return rc;
+  sqlite3_bind_int64(st, 1, run->id);
+  sqlite3_bind_int(st, 2, nw);
+  *changes = 0;
+  double *last_b = malloc((size_t)nw * sizeof *last_b), *last_end = malloc((size_t)nw * sizeof *last_end);
+  int64_t *stride = malloc((size_t)nw * sizeof *stride), *seen = calloc((size_t)nw, sizeof *seen);
+  if (!last_b || !last_end || !stride || !seen) rc = oom(r);
+  for (int w = 0; !rc && w < nw; w++) last_b[w] = NAN, stride[w] = 1;
+  int step;
+  while (!rc && (step = sqlite3_step(st)) == SQLITE_ROW) {
+    int w = sqlite3_column_int(st, 0);
+    if (w < 0 || w >= nw) continue;
+    double t = sqlite3_column_double(st, 1), b = sqlite3_column_double(st, 3);
+    last_end[w] = sqlite3_column_double(st, 2);
+    if (b == last_b[w]) continue;
+    if (!isnan(last_b[w])) ++*changes;
+    last_b[w] = b;
+    if (seen[w]++ % stride[w] != 0) continue;
+    if (dvec_push(&x[w], t) || dvec_push(&y[w], b)) rc = oom(r);
+    if (x[w].n >= 2 * CURVE_MAX_POINTS) {
+      halve(&x[w], &y[w]);
+      stride[w] *= 2;
+    }
+  }
+  if (!rc && step != SQLITE_DONE) rc = db_error(r, "reading step rows");
+  for (int w = 0; !rc && w < nw; w++)
+    if (x[w].n && (dvec_push(&x[w], last_end[w]) || dvec_push(&y[w], last_b[w]))) rc = oom(r);
+  sqlite3_finalize(st);
+  free(last_b);
+  free(last_end);
+  free(stride);
+  free(seen);
+  return rc;
+}
+
+/* Per-worker batch sizes against time: what LBB, predbatch and dbs change. One plot per run
+ * whose batches changed, one line for runs whose workers kept their first batch. */
+static int section_batches(report *r) {
+  hs_html_heading(r->f, "batches", "Batch sizes over time");
+  hs_html_para(r->f, "note",
+               "Samples in each worker's step against the step's start, one line per worker (a "
+               "step function: a batch holds until the worker's next change).");
+  fputs("<div class=\"plots\">\n", r->f);
+  /* The runs without a plot get a line each, under the plots. */
+  char **fixed = calloc((size_t)r->nruns, sizeof *fixed);
+  int rc = fixed ? 0 : oom(r), plots = 0;
+  for (int i = 0; i < r->nruns && !rc; i++) {
+    const run_row *run = &r->runs[i];
+    if (run->nsteps == 0) continue;
+    int nw = (int)(run->nworkers < TIMELINE_MAX_WORKERS ? run->nworkers : TIMELINE_MAX_WORKERS);
+    if (nw < 1) nw = TIMELINE_MAX_WORKERS;
+    dvec *d = calloc((size_t)nw * 2, sizeof *d);
+    worker_name *names = malloc((size_t)nw * sizeof *names);
+    hs_svg_series *s = calloc((size_t)nw, sizeof *s);
+    int64_t changes = 0;
+    int longest;
+    rc = d && names && s ? load_batches(r, run, nw, d, d + nw, &changes) : oom(r);
+    if (!rc) rc = load_worker_names(r, run, nw, names, &longest);
+    int ns = 0;
+    /* Workers with equal batches would hide each other's lines: each is nudged a little. */
+    for (int w = 0; !rc && w < nw; w++)
+      if (d[w].n) s[ns++] = (hs_svg_series){.label = names[w], .x = d[w].v, .y = d[nw + w].v,
+                                            .n = d[w].n, .steps = 1, .color = w,
+                                            .nudge_px = 2.0 * (w % 4) - 3.0};
+    if (!rc && changes && ns) {
+      char title[160];
+      snprintf(title, sizeof title, "%s: batch per worker", run->label);
+      hs_svg_frame fr = {.kind = "batches", .title = title, .xlabel = "time (s)",
+                         .ylabel = "samples per step", .width = 490, .height = 280, .y_from_zero = 1};
+      hs_svg_lines(r->f, &fr, s, ns);
+      plots++;
+    } else if (!rc && ns && (fixed[i] = malloc(600)) != NULL) {
+      /* Workers in a row with the same batch as one item: "w0-w7 56, w8-w15 72". */
+      size_t o = 0;
+      for (int w = 0, from = -1; w <= nw; w++) {
+        int has = w < nw && d[w].n;
+        if (from >= 0 && (!has || d[nw + w].v[0] != d[nw + from].v[0])) {
+          if (o < 600 - 48)
+            o += (size_t)(w - 1 > from ? snprintf(fixed[i] + o, 600 - o, "%sw%d-w%d %.0f", o ? ", " : "", from, w - 1, d[nw + from].v[0])
+                                       : snprintf(fixed[i] + o, 600 - o, "%sw%d %.0f", o ? ", " : "", from, d[nw + from].v[0]));
+          from = -1;
+        }
+        if (has && from < 0) from = w;
+      }
+    } else if (!rc && ns) {
+      rc = oom(r);
+    }
+    for (int k = 0; d && k < nw * 2; k++) dvec_free(&d[k]);
+    free(d);
+    free(names);
+    free(s);
+  }
+  fputs("</div>\n", r->f);
+  if (plots)
+    hs_html_para(r->f, "note", "Lines are drawn up to 3 px apart so that workers with equal batches "
+                               "stay visible.");
+  for (int i = 0; i < r->nruns && !rc; i++) {
+    if (r->runs[i].nsteps == 0)
+      hs_html_para(r->f, "note", "Run %lld: no batch sizes (%s).", (long long)r->runs[i].id, why_no_steps(&r->runs[i]));
+    else if (fixed[i])
+      hs_html_para(r->f, "note", "Run %s: every worker kept its first batch (%s).", r->runs[i].label, fixed[i]);
+  }
+  for (int i = 0; fixed && i < r->nruns; i++) free(fixed[i]);
+  free(fixed);
+  if (!rc)
+    for (int i = 0; i < r->nruns; i++)
+      if (r->runs[i].nworkers > TIMELINE_MAX_WORKERS) {
+        hs_html_para(r->f, "note", "Runs with more than %d workers show their first %d.",
+                     TIMELINE_MAX_WORKERS, TIMELINE_MAX_WORKERS);
+        break;
+      }
+  return rc;
+}
+
 /* ---- timelines ------------------------------------------------------------------------------ */
+
+enum { SPAN_COMPUTE = 0, SPAN_COMM = 1, SPAN_WAIT = 2, SPAN_KINDS = 3 };
+
+/* A step row's spans: the wait before the step started (since the worker's previous record
+ * ended at prev), its compute, the rest of its wait right after the compute, then its
+ * communication. The row says how long the worker idled, not where inside the step; after the
+ * compute is where a synchronous policy idles (its barrier before the exchange). Returns the
+ * number of spans written (at most 4). */
+static int step_spans(int w, double prev, double start, double cend, double end, double wait,
+                      hs_svg_span *out) {
+  int n = 0;
+  if (!isfinite(wait) || wait < 0) wait = 0;
+  double pre = isfinite(prev) ? fmin(fmax(start - prev, 0.0), wait) : 0.0;
+  double in = wait - pre;
+  if (pre > 0) out[n++] = (hs_svg_span){.row = w, .kind = SPAN_WAIT, .t0 = start - pre, .t1 = start};
+  out[n++] = (hs_svg_span){.row = w, .kind = SPAN_COMPUTE, .t0 = start, .t1 = cend};
+  double cs = cend;
+  if (in > 0 && cend + in <= end + 1e-12) {
+    out[n++] = (hs_svg_span){.row = w, .kind = SPAN_WAIT, .t0 = cend, .t1 = cend + in};
+    cs = cend + in;
+  }
+  if (end > cs) out[n++] = (hs_svg_span){.row = w, .kind = SPAN_COMM, .t0 = cs, .t1 = end};
+  return n;
+}
+
+/* Reads a run's step rows of its first nw workers in the table's key order (step, then
+ * worker: no sort), keeping each worker's previous end for step_spans, as LAG would but without
+ * sorting the whole run. A worker's first row follows its join time. */
+typedef struct span_reader {
+  sqlite3_stmt *st;
+  int nw;
+  double *prev;               /* per worker: the end of its previous row, s */
+} span_reader;
+
+static int span_reader_open(report *r, const run_row *run, int nw, span_reader *sr) {
+  sr->nw = nw;
+  sr->st = NULL;
+  sr->prev = malloc((size_t)nw * sizeof *sr->prev);
+  if (!sr->prev) return oom(r);
+  for (int w = 0; w < nw; w++) sr->prev[w] = NAN;
+  sqlite3_stmt *st = NULL;
+  int rc = prep(r, "SELECT idx, joined_at_s FROM worker WHERE run_id = ?1 AND idx < ?2", &st);
+  if (rc) return rc;
+  sqlite3_bind_int64(st, 1, run->id);
+  sqlite3_bind_int(st, 2, nw);
+  int step;
+  while ((step = sqlite3_step(st)) == SQLITE_ROW) {
+    int w = sqlite3_column_int(st, 0);
+    if (w >= 0 && w < nw) sr->prev[w] = col_real(st, 1);
+  }
+  if (step != SQLITE_DONE) rc = db_error(r, "reading worker rows");
+  sqlite3_finalize(st);
+  if (!rc)
+    rc = prep(r, "SELECT worker, start_s, compute_end_s, COALESCE(comm_end_s, compute_end_s), wait_s"
+                 " FROM step WHERE run_id = ?1 AND worker < ?2 ORDER BY step, worker", &sr->st);
+  if (!rc) {
+    sqlite3_bind_int64(sr->st, 1, run->id);
+    sqlite3_bind_int(sr->st, 2, nw);
+  }
+  return rc;
+}
+
+/* The next row's spans (*n of them, at most 4) and its worker, start and end; 1 while there are
+ * rows, 0 at the end, < 0 on a database error. */
+static int span_reader_next(report *r, span_reader *sr, hs_svg_span *out, int *n, double *t0, double *t1) {
+  for (;;) {
+    int step = sqlite3_step(sr->st);
+    if (step == SQLITE_DONE) return 0;
+    if (step != SQLITE_ROW) return db_error(r, "reading step rows");
+    int w = sqlite3_column_int(sr->st, 0);
+    if (w < 0 || w >= sr->nw) continue;
+    double start = sqlite3_column_double(sr->st, 1), end = sqlite3_column_double(sr->st, 3);
+    *n = step_spans(w, sr->prev[w], start, sqlite3_column_double(sr->st, 2), end, col_real(sr->st, 4), out);
+    sr->prev[w] = end;
+    *t0 = start;
+    *t1 = end;
+    return 1;
+  }
+}
+
+static void span_reader_close(span_reader *sr) {
+  sqlite3_finalize(sr->st);
+  free(sr->prev);
+  memset(sr, 0, sizeof *sr);
+}
+
+static const char *const span_kinds[] = {"compute", "communication", "wait"};
+static const char *const span_colors[] = {"#1f77b4", "#ff7f0e", "#c8c8c8"};
+
+/* What one pass over a run's step rows gives the timelines: the spans of the steps inside
+ * [z0, z1] (at most TIMELINE_MAX_STEPS rows, for the zoomed or whole timeline) and, when share
+ * is not NULL, each worker's share of each of OVERVIEW_BINS bins of [t0, t1] spent in each kind
+ * (the overview). */
+typedef struct timeline_data {
+  double t0, t1, z0, z1;
+  double *share;              /* nw * OVERVIEW_BINS * SPAN_KINDS, or NULL */
+  hs_svg_span *spans;         /* up to TIMELINE_MAX_STEPS * 4 */
+  size_t nspans;
+  int64_t drawn;              /* step rows in spans */
+} timeline_data;
+
+static void add_shares(timeline_data *td, const hs_svg_span *sp, int n) {
+  double bw = (td->t1 - td->t0) / OVERVIEW_BINS;
+  for (int k = 0; k < n; k++) {
+    /* Clamped as doubles: a cast of a value out of int's range is undefined. */
+    int b0 = (int)fmin(fmax(floor((sp[k].t0 - td->t0) / bw), 0.0), (double)OVERVIEW_BINS);
+    int b1 = (int)fmax(fmin(floor((sp[k].t1 - td->t0) / bw), OVERVIEW_BINS - 1.0), -1.0);
+    for (int bin = b0; bin <= b1; bin++) {
+      double lo = fmax(sp[k].t0, td->t0 + bw * bin), hi = fmin(sp[k].t1, td->t0 + bw * (bin + 1));
+      if (hi > lo)
+        td->share[((size_t)sp[k].row * OVERVIEW_BINS + (size_t)bin) * SPAN_KINDS + (size_t)sp[k].kind] +=
+            (hi - lo) / bw;
+    }
+  }
+}
+
+static int timeline_scan(report *r, const run_row *run, int nw, timeline_data *td) {
+  span_reader sr;
+  int rc = span_reader_open(r, run, nw, &sr);
+  hs_svg_span sp[4];
+  int n = 0;
+  double a = 0.0, b = 0.0;
+  while (!rc && (rc = span_reader_next(r, &sr, sp, &n, &a, &b)) == 1) {
+    rc = 0;
+    if (td->share) add_shares(td, sp, n);
+    if (b <= td->z0 || a >= td->z1 || td->drawn == TIMELINE_MAX_STEPS) continue;
+    memcpy(td->spans + td->nspans, sp, (size_t)n * sizeof *sp);
+    td->nspans += (size_t)n;
+    td->drawn++;
+  }
+  span_reader_close(&sr);
+  return rc;
+}
+
+static int timeline_height(int nw) {
+  int height = 90 + (nw < 4 ? 4 : nw) * 16;
+  return height > 620 ? 620 : height;
+}
 
 static int section_timeline(report *r, const run_row *run) {
   char title[160];
@@ -503,9 +1099,13 @@ static int section_timeline(report *r, const run_row *run) {
     hs_html_para(r->f, "note", "No timeline: %s.", why_no_steps(run));
     return 0;
   }
+  /* The rows drawn, the run's time span, and its slowest worker's mean iteration (a worker's
+   * time from its first start to its last end over its steps), which sizes the zoom. */
   sqlite3_stmt *st = NULL;
-  int rc = prep(r, "SELECT count(*), max(worker) + 1, max(COALESCE(comm_end_s, compute_end_s))"
-                   " FROM step WHERE run_id = ?1 AND worker < ?2", &st);
+  int rc = prep(r, "SELECT sum(n), max(worker) + 1, min(t0), max(t1), max((t1 - t0) / n), max(n) FROM"
+                   " (SELECT worker, count(*) AS n, min(start_s) AS t0,"
+                   " max(COALESCE(comm_end_s, compute_end_s)) AS t1 FROM step"
+                   " WHERE run_id = ?1 AND worker < ?2 GROUP BY worker)", &st);
   if (rc) return rc;
   sqlite3_bind_int64(st, 1, run->id);
   sqlite3_bind_int(st, 2, TIMELINE_MAX_WORKERS);
@@ -515,83 +1115,72 @@ static int section_timeline(report *r, const run_row *run) {
   }
   int64_t rows = sqlite3_column_int64(st, 0);
   int nw = sqlite3_column_int(st, 1);
-  double t_max = sqlite3_column_double(st, 2);
+  double t_min = fmin(sqlite3_column_double(st, 2), 0.0), t_max = sqlite3_column_double(st, 3);
+  double cycle = sqlite3_column_double(st, 4);
+  int64_t most = sqlite3_column_int64(st, 5);
   sqlite3_finalize(st);
+  if (nw < 1 || rows < 1) {
+    hs_html_para(r->f, "note", "No timeline: no step rows of the first %d workers.", TIMELINE_MAX_WORKERS);
+    return 0;
+  }
   int64_t total_workers = run->nworkers > nw ? run->nworkers : nw;
-  /* Too many steps: keep those that started before the TIMELINE_MAX_STEPS-th start. */
-  double t_cut = INFINITY;
-  if (rows > TIMELINE_MAX_STEPS) {
-    rc = prep(r, "SELECT start_s FROM step WHERE run_id = ?1 AND worker < ?2"
-                 " ORDER BY start_s LIMIT 1 OFFSET ?3", &st);
-    if (rc) return rc;
-    sqlite3_bind_int64(st, 1, run->id);
-    sqlite3_bind_int(st, 2, TIMELINE_MAX_WORKERS);
-    sqlite3_bind_int(st, 3, TIMELINE_MAX_STEPS);
-    if (sqlite3_step(st) == SQLITE_ROW) t_cut = t_max = sqlite3_column_double(st, 0);
-    sqlite3_finalize(st);
+  worker_name *names = malloc((size_t)nw * sizeof *names);
+  const char **labels = malloc((size_t)nw * sizeof *labels);
+  int longest = 0;
+  rc = names && labels ? load_worker_names(r, run, nw, names, &longest) : oom(r);
+  for (int w = 0; !rc && w < nw; w++) labels[w] = names[w];
+  int margin = label_margin(longest);
+  /* Few steps: the whole run span by span. Else the whole run as shares of time bins, and a
+   * window of a few iterations in its middle (past the start-up) span by span. */
+  int whole = (most <= TIMELINE_WHOLE_STEPS && rows <= TIMELINE_MAX_STEPS) || !(t_max > t_min);
+  double len = fmin(ZOOM_ITERATIONS * cycle, t_max - t_min);
+  timeline_data td = {.t0 = t_min, .t1 = t_max, .z0 = whole ? t_min : (t_min + t_max) / 2 - len / 2};
+  td.z1 = whole ? t_max : td.z0 + len;
+  td.spans = rc ? NULL : malloc((size_t)TIMELINE_MAX_STEPS * 4 * sizeof *td.spans);
+  td.share = rc || whole ? NULL : calloc((size_t)nw * OVERVIEW_BINS * SPAN_KINDS, sizeof *td.share);
+  if (!rc && (!td.spans || (!whole && !td.share))) rc = oom(r);
+  if (!rc) rc = timeline_scan(r, run, nw, &td);
+  hs_svg_frame fr = {.kind = "timeline", .xlabel = "time (s)", .width = 1000,
+                     .height = timeline_height(nw), .margin_left = margin};
+  if (!rc && !whole) {
+    hs_svg_frame fo = fr;
+    fo.kind = "timeline-overview";
+    fo.title = "The whole run: share of each time bin";
+    fo.height += 16;
+    hs_svg_timeline_shares(r->f, &fo, labels, nw, td.share, OVERVIEW_BINS, span_kinds, span_colors,
+                           SPAN_KINDS, t_min, t_max, td.z0, td.z1);
+    hs_html_para(r->f, "note",
+                 "Above: the whole run, %.6g s to %.6g s, in %d bins of %.3g s; in each bin a "
+                 "worker's bar is split by the share of the bin it spent computing, communicating "
+                 "and waiting (blank: between records). Below: the outlined window, %.6g s to "
+                 "%.6g s (about %d iterations of the slowest worker, in the middle of the run), "
+                 "step by step.",
+                 t_min, t_max, OVERVIEW_BINS, (t_max - t_min) / OVERVIEW_BINS, td.z0, td.z1, ZOOM_ITERATIONS);
   }
-  rc = prep(r, "SELECT worker, start_s, compute_end_s, comm_end_s, wait_s FROM step"
-               " WHERE run_id = ?1 AND worker < ?2 AND start_s < ?3", &st);
-  if (rc) return rc;
-  sqlite3_bind_int64(st, 1, run->id);
-  sqlite3_bind_int(st, 2, TIMELINE_MAX_WORKERS);
-  sqlite3_bind_double(st, 3, isfinite(t_cut) ? t_cut : HUGE_VAL);
-  size_t cap = (size_t)(rows < TIMELINE_MAX_STEPS ? rows : TIMELINE_MAX_STEPS) * 3 + 3, n = 0;
-  hs_svg_span *sp = malloc(cap * sizeof *sp);
-  if (!sp) {
-    sqlite3_finalize(st);
-    return oom(r);
-  }
-  int step;
-  int64_t drawn = 0;
-  while ((step = sqlite3_step(st)) == SQLITE_ROW && n + 3 <= cap) {
-    int w = sqlite3_column_int(st, 0);
-    double t0 = sqlite3_column_double(st, 1), tc = sqlite3_column_double(st, 2);
-    double tm = col_real(st, 3), wait = col_real(st, 4);
-    if (isfinite(wait) && wait > 0.0) sp[n++] = (hs_svg_span){.row = w, .kind = 2, .t0 = t0 - wait, .t1 = t0};
-    sp[n++] = (hs_svg_span){.row = w, .kind = 0, .t0 = t0, .t1 = tc};
-    if (isfinite(tm) && tm > tc) sp[n++] = (hs_svg_span){.row = w, .kind = 1, .t0 = tc, .t1 = tm};
-    drawn++;
-  }
-  if (step != SQLITE_ROW && step != SQLITE_DONE) rc = db_error(r, "reading step rows");
-  sqlite3_finalize(st);
   if (!rc) {
-    char(*names)[16] = malloc((size_t)nw * sizeof *names);
-    const char **labels = malloc((size_t)nw * sizeof *labels);
-    if (!names || !labels) {
-      rc = oom(r);
-    } else {
-      for (int w = 0; w < nw; w++) {
-        snprintf(names[w], sizeof names[w], "w%d", w);
-        labels[w] = names[w];
-      }
-      static const char *const kinds[] = {"compute", "communication", "wait"};
-      static const char *const colors[] = {"#1f77b4", "#ff7f0e", "#c8c8c8"};
-      int height = 90 + (nw < 4 ? 4 : nw) * 16;
-      if (height > 620) height = 620;
-      hs_svg_frame fr = {.kind = "timeline", .xlabel = "time (s)", .width = 1000, .height = height};
-      hs_svg_timeline(r->f, &fr, labels, nw, sp, n, kinds, colors, 3, 0.0, t_max);
-      if (total_workers > nw || isfinite(t_cut)) {
-        char when[64] = "";
-        if (isfinite(t_cut)) snprintf(when, sizeof when, ", those that started before %.6g s", t_cut);
-        hs_html_para(r->f, "note",
-                     "Showing workers 0-%d of %lld and %lld of the run's %lld step rows%s; the "
-                     "others are left out to keep the page small.",
-                     nw - 1, (long long)total_workers, (long long)drawn, (long long)run->nsteps, when);
-      }
-    }
-    free(names);
-    free(labels);
+    hs_svg_timeline(r->f, &fr, labels, nw, td.spans, td.nspans, span_kinds, span_colors, SPAN_KINDS,
+                    td.z0, td.z1);
+    if (td.drawn == TIMELINE_MAX_STEPS)
+      hs_html_para(r->f, "note", "The window holds more than %d step rows; the first %d are drawn.",
+                   TIMELINE_MAX_STEPS, TIMELINE_MAX_STEPS);
   }
-  free(sp);
+  free(td.spans);
+  free(td.share);
+  if (!rc && total_workers > nw)
+    hs_html_para(r->f, "note", "Showing workers 0-%d of %lld; the others are left out to keep the page small.",
+                 nw - 1, (long long)total_workers);
+  free(names);
+  free(labels);
   return rc;
 }
 
 static int section_timelines(report *r) {
   hs_html_heading(r->f, "timelines", "Per-worker timelines");
   hs_html_para(r->f, "note",
-               "Each row is a worker; blue: computing, orange: communicating after its compute, "
-               "grey: waiting before a step could start (barrier, staleness bound).");
+               "Each row is a worker, labelled with its device type and node; blue: computing, "
+               "orange: communicating, grey: waiting. A step row stores how long the worker idled, "
+               "not where: idle time before the step's start (a staleness bound, a late update) is "
+               "drawn there, the rest right after its compute (a barrier before the exchange).");
   int rc = 0;
   for (int i = 0; i < r->nruns && !rc; i++) rc = section_timeline(r, &r->runs[i]);
   return rc;
@@ -787,6 +1376,7 @@ static int count_evals(report *r, int64_t id, int64_t *n) {
 }
 
 static int validation_plots(report *r, int64_t real, int64_t sim) {
+  size_t clipped = 0;
   dvec d[10];
   memset(d, 0, sizeof d);
   int rc = load_step_means(r, real, &d[0], &d[1]);
@@ -799,10 +1389,13 @@ static int validation_plots(report *r, int64_t real, int64_t sim) {
         {.label = lm, .x = d[0].v, .y = d[1].v, .n = d[0].n, .color = 3},
         {.label = ls, .x = d[2].v, .y = d[3].v, .n = d[2].n, .color = 0},
     };
+    /* Start-up iterations (allocation, autotuning, the first NCCL calls) can be many times the
+     * steady ones: the y axis ends above the 98th percentile then, and the page says so. */
     hs_svg_frame fr = {.kind = "validation", .title = "Iteration time: simulated against measured",
-                       .xlabel = "step", .ylabel = "mean iteration time (s)", .width = 490, .height = 300};
+                       .xlabel = "step", .ylabel = "mean iteration time (s)", .width = 490, .height = 300,
+                       .clip_quantile = VALID_CLIP_QUANTILE};
     fputs("<div class=\"plots\">\n", r->f);
-    hs_svg_lines(r->f, &fr, s, 2);
+    clipped = hs_svg_lines(r->f, &fr, s, 2);
     int64_t ne[2] = {0, 0};
     rc = count_evals(r, real, &ne[0]);
     if (!rc) rc = count_evals(r, sim, &ne[1]);
@@ -818,6 +1411,12 @@ static int validation_plots(report *r, int64_t real, int64_t sim) {
       hs_svg_lines(r->f, &fl, e, 2);
     }
     fputs("</div>\n", r->f);
+    if (clipped)
+      hs_html_para(r->f, "note",
+                   "Iteration time: the y axis ends a little above the %gth percentile of the values "
+                   "so that the steady state stays readable; %zu point%s far above it (start-up) %s "
+                   "not shown.",
+                   VALID_CLIP_QUANTILE * 100, clipped, clipped == 1 ? "" : "s", clipped == 1 ? "is" : "are");
   }
   for (int i = 0; i < 10; i++) dvec_free(&d[i]);
   return rc;
@@ -893,7 +1492,8 @@ static int write_page(report *r, const char *title) {
   hs_html_begin(r->f, title);
   hs_html_para(r->f, "note", "From %s; %d run%s. Made by hetsim report; `hetsim query run ID` shows every stored field.",
                r->db_path, r->nruns, r->nruns == 1 ? "" : "s");
-  fputs("<p class=\"note\"><a href=\"#target\">time to target</a> · <a href=\"#compare\">runs</a> · <a href=\"#progress\">progress</a> · "
+  fputs("<p class=\"note\"><a href=\"#target\">time to target</a> · <a href=\"#compare\">runs</a> · "
+        "<a href=\"#cluster\">clusters</a> · <a href=\"#progress\">progress</a> · <a href=\"#batches\">batch sizes</a> · "
         "<a href=\"#timelines\">timelines</a> · <a href=\"#iterations\">iteration times</a> · "
         "<a href=\"#convergence\">loss and accuracy</a> · <a href=\"#validation\">validation</a></p>\n",
         r->f);
@@ -903,7 +1503,9 @@ static int write_page(report *r, const char *title) {
     return rc;
   }
   section_compare(r);
-  rc = section_progress(r);
+  rc = section_clusters(r);
+  if (!rc) rc = section_progress(r);
+  if (!rc) rc = section_batches(r);
   if (!rc) rc = section_timelines(r);
   if (!rc) rc = section_histograms(r);
   if (!rc) rc = section_convergence(r);

@@ -26,9 +26,12 @@ void hs_html_begin(FILE *f, const char *title) {
         "body{font-family:sans-serif;margin:1.5em;color:#222;background:#fff;max-width:1100px}\n"
         "h1{font-size:1.5em}h2{font-size:1.2em;margin-top:1.6em;border-bottom:1px solid #ccc}\n"
         "h3{font-size:1em;margin-bottom:.3em}\n"
-        "table{border-collapse:collapse;font-size:.85em;margin:.5em 0}\n"
-        "th,td{border:1px solid #ccc;padding:.2em .5em;text-align:left;max-width:24em;"
+        "table{border-collapse:collapse;font-size:.85em;margin:.5em 0;max-width:100%}\n"
+        "th,td{border:1px solid #ccc;padding:.2em .4em;text-align:left;max-width:24em;"
         "overflow-wrap:break-word}\n"
+        /* anywhere: a long parameter list breaks inside a value if it must, so the table's
+         * narrowest layout fits the page instead of running past its edge. */
+        "td.params{max-width:18em;min-width:10em;overflow-wrap:anywhere}\n"
         "th{background:#f0f0f0}td.num{text-align:right;font-variant-numeric:tabular-nums}\n"
         "tr.warn td{background:#fff3cd}\n"
         "p.note{color:#555;font-size:.9em}p.warn{background:#fff3cd;padding:.3em .6em}\n"
@@ -91,6 +94,14 @@ static int looks_numeric(const char *s) {
 
 void hs_html_cell(FILE *f, const char *text) {
   fputs(looks_numeric(text) ? "<td class=\"num\">" : "<td>", f);
+  hs_html_escape(f, text);
+  fputs("</td>", f);
+}
+
+void hs_html_cell_class(FILE *f, const char *cls, const char *text) {
+  fputs("<td class=\"", f);
+  hs_html_escape(f, cls);
+  fputs("\">", f);
   hs_html_escape(f, text);
   fputs("</td>", f);
 }

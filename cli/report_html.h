@@ -26,6 +26,8 @@ void hs_html_para(FILE *f, const char *cls, const char *fmt, ...) __attribute__(
 void hs_html_table_begin(FILE *f, const char *const *headers, int n);
 void hs_html_row_begin(FILE *f, const char *cls);
 void hs_html_cell(FILE *f, const char *text); /* NULL shows an empty cell */
+/* A cell of class cls: "params" may break anywhere (a long unbroken list). */
+void hs_html_cell_class(FILE *f, const char *cls, const char *text);
 void hs_html_row_end(FILE *f);
 void hs_html_table_end(FILE *f);
 

@@ -2,12 +2,13 @@
 #include "cli/report_svg.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli/report_html.h"
 
 /* Margins around the plotting area, px. */
-enum { MARGIN_L = 64, MARGIN_R = 16, MARGIN_T = 28, MARGIN_B = 42, BAR_LABEL_W = 150 };
+enum { MARGIN_L = 64, MARGIN_R = 24, MARGIN_T = 28, MARGIN_B = 42, BAR_LABEL_W = 150 };
 
 const char *hs_svg_color(int i) {
   static const char *const palette[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
@@ -80,12 +81,13 @@ static void tick_label(char *buf, size_t n, double t, double step) {
   }
 }
 
-static void frame_begin(FILE *f, const hs_svg_frame *fr) {
+/* Opens the figure; height may exceed fr->height (a line plot's legend rows). */
+static void frame_begin_h(FILE *f, const hs_svg_frame *fr, int height) {
   fprintf(f,
           "<svg class=\"plot\" data-plot=\"%s\" xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" "
           "height=\"%d\" viewBox=\"0 0 %d %d\" font-family=\"sans-serif\" font-size=\"11\">\n",
-          fr->kind ? fr->kind : "plot", fr->width, fr->height, fr->width, fr->height);
-  fprintf(f, "<rect x=\"0\" y=\"0\" width=\"%d\" height=\"%d\" fill=\"#fff\"/>\n", fr->width, fr->height);
+          fr->kind ? fr->kind : "plot", fr->width, height, fr->width, height);
+  fprintf(f, "<rect x=\"0\" y=\"0\" width=\"%d\" height=\"%d\" fill=\"#fff\"/>\n", fr->width, height);
   if (fr->title) {
     fprintf(f, "<text x=\"%d\" y=\"16\" text-anchor=\"middle\" font-size=\"13\" font-weight=\"bold\">",
             fr->width / 2);
@@ -94,6 +96,8 @@ static void frame_begin(FILE *f, const hs_svg_frame *fr) {
   }
 }
 
+static void frame_begin(FILE *f, const hs_svg_frame *fr) { frame_begin_h(f, fr, fr->height); }
+
 static void no_data(FILE *f, const hs_svg_frame *fr) {
   fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\" fill=\"#888\">no data</text>\n",
           fr->width / 2, fr->height / 2);
@@ -101,6 +105,7 @@ static void no_data(FILE *f, const hs_svg_frame *fr) {
 }
 
 static void init_axes(axes *a, const hs_svg_frame *fr, double left) {
+  if (fr->margin_left > 0) left = fr->margin_left;
   a->left = left;
   a->top = MARGIN_T;
   a->w = fr->width - left - MARGIN_R;
@@ -109,7 +114,8 @@ static void init_axes(axes *a, const hs_svg_frame *fr, double left) {
 
 /* Frame, grid, ticks and axis labels. ticks_x = 0 leaves the x axis unlabelled (bars). */
 static void draw_axes(FILE *f, const hs_svg_frame *fr, const axes *a, int ticks_x, int ticks_y) {
-  fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"none\" stroke=\"#999\"/>\n",
+  fprintf(f, "<rect data-area=\"1\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"none\" "
+             "stroke=\"#999\"/>\n",
           a->left, a->top, a->w, a->h);
   char buf[64];
   if (ticks_x) {
@@ -145,57 +151,137 @@ static void draw_axes(FILE *f, const hs_svg_frame *fr, const axes *a, int ticks_
   }
 }
 
-/* Legend entries stacked in the top-right corner of the plotting area. */
-static void legend(FILE *f, const axes *a, const char *const *labels, const char *const *colors, int n) {
+/* A legend in rows under the x axis's label, as many entries per row as fit the figure's
+ * width: it never covers the plotted data. legend_rows gives its number of rows, legend draws
+ * it from y = top. Entries whose label is NULL are left out. */
+enum { LEGEND_ROW = 15, LEGEND_MAX_CHARS = 40 };
+
+static double legend_col_width(const char *const *labels, int n) {
+  size_t longest = 0;
+  for (int i = 0; i < n; i++)
+    if (labels[i] && strlen(labels[i]) > longest) longest = strlen(labels[i]);
+  if (longest > LEGEND_MAX_CHARS) longest = LEGEND_MAX_CHARS;
+  return 24.0 + 6.2 * (double)longest;
+}
+
+static int legend_rows(const hs_svg_frame *fr, const char *const *labels, int n, int *per_row) {
+  int shown = 0;
+  for (int i = 0; i < n; i++) shown += labels[i] != NULL;
+  int cols = (int)((fr->width - 16) / legend_col_width(labels, n));
+  if (cols < 1) cols = 1;
+  *per_row = cols;
+  return (shown + cols - 1) / cols;
+}
+
+static void legend(FILE *f, const hs_svg_frame *fr, double top, const char *const *labels,
+                   const char *const *colors, int n) {
+  int per_row;
+  if (legend_rows(fr, labels, n, &per_row) == 0) return;
+  double colw = legend_col_width(labels, n);
+  fputs("<g data-legend=\"1\">\n", f);
   int shown = 0;
   for (int i = 0; i < n; i++) {
     if (!labels[i]) continue;
-    double y = a->top + 6 + 14 * shown;
-    double x = a->left + a->w - 8;
+    double x = 16 + colw * (shown % per_row), y = top + LEGEND_ROW * (shown / per_row);
     fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"10\" height=\"10\" fill=\"%s\"/>"
-               "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\" paint-order=\"stroke\" "
-               "stroke=\"#fff\" stroke-width=\"3\">",
-            x - 10, y, colors[i], x - 14, y + 9);
-    fit_text(f, labels[i], 48);
+               "<text x=\"%.1f\" y=\"%.1f\">",
+            x, y, colors[i], x + 14, y + 9);
+    fit_text(f, labels[i], LEGEND_MAX_CHARS);
     fputs("</text>\n", f);
     shown++;
   }
+  fputs("</g>\n", f);
 }
 
-void hs_svg_lines(FILE *f, const hs_svg_frame *fr, const hs_svg_series *s, int ns) {
-  hs_svg_lines_marked(f, fr, s, ns, NULL, NULL, 0, NULL, 0);
+static int cmp_double(const void *pa, const void *pb) {
+  double a = *(const double *)pa, b = *(const double *)pb;
+  return a < b ? -1 : a > b;
 }
 
-void hs_svg_lines_marked(FILE *f, const hs_svg_frame *fr, const hs_svg_series *s, int ns,
-                         const double *ref_y, const char *const *ref_labels, int nref,
-                         const hs_svg_mark *marks, int nmarks) {
-  frame_begin(f, fr);
+/* The top of the y axis that leaves out start-up spikes: a little above the q-quantile of the
+ * finite y values when the largest lies far above it, else +INFINITY (keep every value). */
+static double robust_top(const hs_svg_series *s, int ns, double q, double lo, double hi) {
+  size_t n = 0;
+  for (int k = 0; k < ns; k++) n += s[k].n;
+  double *v = n ? malloc(n * sizeof *v) : NULL;
+  if (!v) return INFINITY;
+  size_t m = 0;
+  for (int k = 0; k < ns; k++)
+    for (size_t i = 0; i < s[k].n; i++)
+      if (isfinite(s[k].x[i]) && isfinite(s[k].y[i])) v[m++] = s[k].y[i];
+  double top = INFINITY;
+  if (m >= 20) {
+    qsort(v, m, sizeof *v, cmp_double);
+    double at = v[(size_t)(q * (double)(m - 1))];
+    /* "Far above": the spikes would take more than half of the axis's height away from the
+     * values below the quantile. */
+    if (hi - lo > 2.0 * (at - lo) && at > lo) top = at + 0.3 * (at - lo);
+  }
+  free(v);
+  return top;
+}
+
+size_t hs_svg_lines(FILE *f, const hs_svg_frame *fr, const hs_svg_series *s, int ns) {
+  return hs_svg_lines_marked(f, fr, s, ns, NULL, NULL, 0, NULL, 0);
+}
+
+size_t hs_svg_lines_marked(FILE *f, const hs_svg_frame *fr, const hs_svg_series *s, int ns,
+                           const double *ref_y, const char *const *ref_labels, int nref,
+                           const hs_svg_mark *marks, int nmarks) {
+  enum { MAX_LEGEND = 32 };
+  const char *labels[MAX_LEGEND] = {0}, *colors[MAX_LEGEND] = {0};
+  int nl = ns < MAX_LEGEND ? ns : MAX_LEGEND;
   double x0 = INFINITY, x1 = -INFINITY, y0 = INFINITY, y1 = -INFINITY;
   size_t points = 0;
-  for (int k = 0; k < ns; k++)
+  for (int k = 0; k < ns; k++) {
+    size_t mine = 0;
     for (size_t i = 0; i < s[k].n; i++) {
       if (!isfinite(s[k].x[i]) || !isfinite(s[k].y[i])) continue;
       x0 = fmin(x0, s[k].x[i]);
       x1 = fmax(x1, s[k].x[i]);
       y0 = fmin(y0, s[k].y[i]);
       y1 = fmax(y1, s[k].y[i]);
-      points++;
+      mine++;
     }
+    points += mine;
+    if (k < nl) {
+      labels[k] = mine ? s[k].label : NULL;
+      colors[k] = hs_svg_color(s[k].color);
+    }
+  }
+  int per_row, rows = legend_rows(fr, labels, nl, &per_row);
+  int legend_h = rows ? rows * LEGEND_ROW + 6 : 0;
+  frame_begin_h(f, fr, fr->height + legend_h);
   if (points == 0) {
     no_data(f, fr);
-    return;
+    return 0;
   }
+  double top = fr->clip_quantile > 0 && fr->clip_quantile < 1
+                   ? robust_top(s, ns, fr->clip_quantile, y0, y1)
+                   : INFINITY;
+  if (isfinite(top)) y1 = top;
   for (int r = 0; r < nref; r++)
     if (isfinite(ref_y[r])) {
       y0 = fmin(y0, ref_y[r]);
       y1 = fmax(y1, ref_y[r]);
     }
+  if (fr->y_from_zero) y0 = fmin(y0, 0.0);
   axes a;
   init_axes(&a, fr, MARGIN_L);
   nice_range(&x0, &x1);
   nice_range(&y0, &y1);
   a.x0 = x0, a.x1 = x1, a.y0 = y0, a.y1 = y1;
   draw_axes(f, fr, &a, 1, 1);
+  size_t clipped = 0;
+  if (isfinite(top)) {
+    for (int k = 0; k < ns; k++)
+      for (size_t i = 0; i < s[k].n; i++) clipped += isfinite(s[k].x[i]) && s[k].y[i] > a.y1;
+    /* The clip path's id must be unique in the page; the file offset is. */
+    long id = ftell(f);
+    fprintf(f, "<clipPath id=\"area%ld\"><rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\"/>"
+               "</clipPath>\n<g clip-path=\"url(#area%ld)\" data-clipped=\"%zu\">\n",
+            id, a.left, a.top - 1, a.w, a.h + 1, id, clipped);
+  }
   for (int r = 0; r < nref; r++) {
     if (!isfinite(ref_y[r])) continue;
     double y = py(&a, ref_y[r]);
@@ -212,6 +298,8 @@ void hs_svg_lines_marked(FILE *f, const hs_svg_frame *fr, const hs_svg_series *s
     const char *col = hs_svg_color(s[k].color);
     int open = 0;
     double prev_y = NAN;
+    if (s[k].nudge_px != 0.0) fprintf(f, "<g data-series=\"%d\" transform=\"translate(0 %.1f)\">\n", k, -s[k].nudge_px);
+    else fprintf(f, "<g data-series=\"%d\">\n", k);
     for (size_t i = 0; i < s[k].n; i++) {
       double x = s[k].x[i], y = s[k].y[i];
       if (!isfinite(x) || !isfinite(y)) {
@@ -235,21 +323,17 @@ void hs_svg_lines_marked(FILE *f, const hs_svg_frame *fr, const hs_svg_series *s
         if (isfinite(s[k].x[i]) && isfinite(s[k].y[i]))
           fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"2\" fill=\"%s\"/>\n", px(&a, s[k].x[i]),
                   py(&a, s[k].y[i]), col);
+    fputs("</g>\n", f);
   }
   for (int m = 0; m < nmarks; m++)
     if (isfinite(marks[m].x) && isfinite(marks[m].y))
       fprintf(f, "<circle data-mark=\"crossing\" cx=\"%.1f\" cy=\"%.1f\" r=\"5\" fill=\"none\" "
                  "stroke=\"%s\" stroke-width=\"2\"/>\n",
               px(&a, marks[m].x), py(&a, marks[m].y), hs_svg_color(marks[m].color));
-  enum { MAX_LEGEND = 16 };
-  const char *labels[MAX_LEGEND], *colors[MAX_LEGEND];
-  int nl = ns < MAX_LEGEND ? ns : MAX_LEGEND;
-  for (int k = 0; k < nl; k++) {
-    labels[k] = s[k].label;
-    colors[k] = hs_svg_color(s[k].color);
-  }
-  legend(f, &a, labels, colors, nl);
+  if (isfinite(top)) fputs("</g>\n", f);
+  legend(f, fr, fr->height + 2, labels, colors, nl);
   fputs("</svg>\n", f);
+  return clipped;
 }
 
 void hs_svg_histogram(FILE *f, const hs_svg_frame *fr, const double *v, size_t n, int bins,
@@ -394,33 +478,61 @@ void hs_svg_bars_range(FILE *f, const hs_svg_frame *fr, const char *const *label
   fputs("</svg>\n", f);
 }
 
+/* The parts every timeline shares: the frame (with the range shown as data-t0 and data-t1),
+ * axes below a line for the legend, and row labels where they do not collide. Returns 0, or -1
+ * after writing "no data". */
+static int timeline_begin(FILE *f, const hs_svg_frame *fr, axes *a, const char *const *row_labels,
+                          int nrows, int have_data, double t_min, double t_max) {
+  frame_begin(f, fr);
+  if (!have_data || nrows < 1 || !(t_max > t_min)) {
+    no_data(f, fr);
+    return -1;
+  }
+  fprintf(f, "<desc data-t0=\"%.9g\" data-t1=\"%.9g\">time from %.9g s to %.9g s</desc>\n", t_min,
+          t_max, t_min, t_max);
+  init_axes(a, fr, MARGIN_L);
+  a->x0 = t_min, a->x1 = t_max, a->y0 = 0.0, a->y1 = (double)nrows;
+  /* Leave room at the top for the legend so it never covers a worker's row. */
+  a->top += 14;
+  a->h -= 14;
+  draw_axes(f, fr, a, 1, 0);
+  double slot = a->h / nrows;
+  int every = slot >= 9.0 ? 1 : (int)ceil(9.0 / slot);
+  int chars = (int)((a->left - 8) / 6.0);
+  for (int r = 0; r < nrows; r += every) {
+    fprintf(f, "<text data-row=\"%d\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">", r, a->left - 4,
+            a->top + slot * r + slot / 2 + 4);
+    fit_text(f, row_labels[r], chars);
+    fputs("</text>\n", f);
+  }
+  return 0;
+}
+
+/* The kinds' legend in one line above the plotting area. */
+static void timeline_legend(FILE *f, const axes *a, const char *const *kind_names,
+                            const char *const *kind_colors, int nkinds) {
+  double x = a->left;
+  fputs("<g data-legend=\"1\">\n", f);
+  for (int k = 0; k < nkinds; k++) {
+    fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"10\" height=\"10\" fill=\"%s\"/>"
+               "<text x=\"%.1f\" y=\"%.1f\">",
+            x, a->top - 14, kind_colors[k], x + 13, a->top - 5);
+    hs_html_escape(f, kind_names[k]);
+    fputs("</text>\n", f);
+    x += 24 + 7 * (double)strlen(kind_names[k]);
+  }
+  fputs("</g>\n", f);
+}
+
 void hs_svg_timeline(FILE *f, const hs_svg_frame *fr, const char *const *row_labels, int nrows,
                      const hs_svg_span *spans, size_t n, const char *const *kind_names,
                      const char *const *kind_colors, int nkinds, double t_min, double t_max) {
-  frame_begin(f, fr);
-  if (n == 0 || nrows < 1 || !(t_max > t_min)) {
-    no_data(f, fr);
-    return;
-  }
   axes a;
-  init_axes(&a, fr, MARGIN_L);
-  a.x0 = t_min, a.x1 = t_max, a.y0 = 0.0, a.y1 = (double)nrows;
-  /* Leave room at the top for the legend so it never covers a worker's row. */
-  a.top += 14;
-  a.h -= 14;
-  draw_axes(f, fr, &a, 1, 0);
+  if (timeline_begin(f, fr, &a, row_labels, nrows, n > 0, t_min, t_max)) return;
   double slot = a.h / nrows;
-  /* Row labels only where they do not collide (at least 9 px per label). */
-  int every = slot >= 9.0 ? 1 : (int)ceil(9.0 / slot);
-  for (int r = 0; r < nrows; r += every) {
-    fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">", a.left - 4,
-            a.top + slot * r + slot / 2 + 4);
-    hs_html_escape(f, row_labels[r]);
-    fputs("</text>\n", f);
-  }
   /* One group per kind so each rectangle needs no fill attribute of its own. */
   for (int k = 0; k < nkinds; k++) {
-    fprintf(f, "<g fill=\"%s\">\n", kind_colors[k]);
+    fprintf(f, "<g data-kind=\"%d\" fill=\"%s\">\n", k, kind_colors[k]);
     for (size_t i = 0; i < n; i++) {
       const hs_svg_span *sp = &spans[i];
       if (sp->kind != k || sp->row < 0 || sp->row >= nrows) continue;
@@ -432,15 +544,43 @@ void hs_svg_timeline(FILE *f, const hs_svg_frame *fr, const char *const *row_lab
     }
     fputs("</g>\n", f);
   }
-  /* Legend in one line above the plotting area. */
-  double x = a.left;
+  timeline_legend(f, &a, kind_names, kind_colors, nkinds);
+  fputs("</svg>\n", f);
+}
+
+void hs_svg_timeline_shares(FILE *f, const hs_svg_frame *fr, const char *const *row_labels,
+                            int nrows, const double *share, int nbins,
+                            const char *const *kind_names, const char *const *kind_colors,
+                            int nkinds, double t_min, double t_max, double zoom_t0,
+                            double zoom_t1) {
+  axes a;
+  if (timeline_begin(f, fr, &a, row_labels, nrows, nbins > 0, t_min, t_max)) return;
+  double slot = a.h / nrows, bw = a.w / nbins, full = slot * 0.8;
   for (int k = 0; k < nkinds; k++) {
-    fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"10\" height=\"10\" fill=\"%s\"/>"
-               "<text x=\"%.1f\" y=\"%.1f\">",
-            x, a.top - 14, kind_colors[k], x + 13, a.top - 5);
-    hs_html_escape(f, kind_names[k]);
-    fputs("</text>\n", f);
-    x += 24 + 7 * (double)strlen(kind_names[k]);
+    /* Crisp edges: antialiased neighbouring bins would show hairlines between them. */
+    fprintf(f, "<g data-kind=\"%d\" fill=\"%s\" shape-rendering=\"crispEdges\">\n", k, kind_colors[k]);
+    for (int r = 0; r < nrows; r++) {
+      double bottom = a.top + slot * r + slot * 0.9;
+      for (int b = 0; b < nbins; b++) {
+        const double *sh = &share[((size_t)r * (size_t)nbins + (size_t)b) * (size_t)nkinds];
+        /* Kinds stack from the bottom of the row in their order. */
+        double below = 0.0;
+        for (int j = 0; j < k; j++) below += fmin(fmax(sh[j], 0.0), 1.0);
+        double h = fmin(fmax(sh[k], 0.0), fmax(1.0 - below, 0.0)) * full;
+        if (h < 0.05) continue;
+        fprintf(f, "<rect x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" height=\"%.2f\"/>\n", a.left + bw * b,
+                bottom - below * full - h, bw, h);
+      }
+    }
+    fputs("</g>\n", f);
   }
+  if (zoom_t1 > zoom_t0) {
+    double x0 = px(&a, fmax(zoom_t0, t_min)), x1 = px(&a, fmin(zoom_t1, t_max));
+    if (x1 - x0 < 3.0) x0 = (x0 + x1) / 2 - 1.5, x1 = x0 + 3.0;
+    fprintf(f, "<rect data-zoom=\"1\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"none\" "
+               "stroke=\"#000\" stroke-width=\"1.5\" stroke-dasharray=\"3 2\"/>\n",
+            x0, a.top - 2, x1 - x0, a.h + 4);
+  }
+  timeline_legend(f, &a, kind_names, kind_colors, nkinds);
   fputs("</svg>\n", f);
 }
