@@ -16,6 +16,7 @@
 #include "core/core_config.h"
 #include "core/core_json.h"
 #include "core/core_perfmodel.h"
+#include "core/core_runopts.h"
 #include "core/core_store.h"
 #include "core/core_units.h"
 #include "nn/nn_data.h"
@@ -478,27 +479,30 @@ int hs_cmd_real(int argc, char **argv) {
   hs_cli_join_argv(argc, argv, command, sizeof command);
   int workers = have_spec ? spec.n_workers : (int)a.workers;
   snprintf(cname, sizeof cname, "%s", have_spec ? spec.name : "cpu-threads");
-  char dev_name[300];
-  {
-    /* The device name goes into JSON: keep it to characters that need no escaping. */
-    size_t k = 0;
-    for (const char *p = dev.name; *p && k + 1 < sizeof dev_name; p++)
-      dev_name[k++] = (*p == '"' || *p == '\\' || (unsigned char)*p < 0x20) ? ' ' : *p;
-    dev_name[k] = 0;
-  }
   /* Whether the workers' threads will be pinned (hs_real_pins), as the run's options say. */
   hs_real_config pin_cfg = {.device = a.device, .pin = a.no_pin ? HS_PIN_NONE : HS_PIN_AUTO};
   hs_cpus cpus;
   int pinned = !multi && hs_real_pins(&pin_cfg, workers, &cpus);
-  snprintf(options, sizeof options,
-           "{\"backend\":\"%s\",\"device\":\"%s\",\"device_name\":\"%s\",\"workers\":%d,"
-           "\"iterations\":%lld,\"epochs\":%.17g,\"time_s\":%.17g,\"target_loss\":%.17g,"
-           "\"lr\":%.17g,\"eval_every\":%lld,\"eval_samples\":%lld,\"train_samples\":%lld,"
-           "\"timeout_s\":%.17g,\"launch\":\"%s\",\"pin\":\"%s\",\"pinned\":%s}",
-           comm->name, a.device, dev_name, workers, (long long)a.iterations, a.epochs, a.time,
-           a.target_loss, a.lr, (long long)a.eval_every, (long long)a.eval_samples,
-           (long long)a.train_samples, a.timeout, launch.source, a.no_pin ? "none" : "auto",
-           pinned ? "true" : "false");
+  hs_real_options ro = {
+      .workers = workers, .iterations = a.iterations, .epochs = a.epochs, .time_s = a.time,
+      .target_loss = a.target_loss, .lr = a.lr, .eval_every = a.eval_every,
+      .eval_samples = a.eval_samples, .train_samples = a.train_samples, .timeout_s = a.timeout,
+      .pinned = pinned,
+  };
+  snprintf(ro.backend, sizeof ro.backend, "%s", comm->name);
+  snprintf(ro.device, sizeof ro.device, "%s", a.device);
+  /* The device name as before this writer escaped strings: characters that would need an
+   * escape are blanked, so that a device's runs keep one name across versions. */
+  size_t k = 0;
+  for (const char *p = dev.name; *p && k + 1 < sizeof ro.device_name; p++)
+    ro.device_name[k++] = (*p == '"' || *p == '\\' || (unsigned char)*p < 0x20) ? ' ' : *p;
+  ro.device_name[k] = 0;
+  snprintf(ro.launch, sizeof ro.launch, "%s", launch.source);
+  snprintf(ro.pin, sizeof ro.pin, "%s", a.no_pin ? "none" : "auto");
+  if ((rc = hs_real_options_format(&ro, options, sizeof options, &d))) {
+    fprintf(stderr, "hetsim real: %s\n", d.msg);
+    goto out;
+  }
   hs_cli_versions_json(versions, sizeof versions);
   hs_run_info info = {
       .kind = "real", .policy = pol->name, .params = pstr, .cluster_name = cname,

@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/core_runopts.h"
 #include "core/core_store.h"
 #include "tests/hs_test.h"
 
@@ -672,6 +673,87 @@ static int write_fixture(const char *path) {
   return rc ? 1 : 0;
 }
 
+/* The options of a real run: the writer's text is the one `hetsim real` has always stored (a
+ * row of a database written before the writer existed), the reader reads it back, through the
+ * store's json_set too, and reads what older hetsims wrote (keys missing) as zeros. */
+static void test_real_options(void) {
+  static const char stored[] =
+      "{\"backend\":\"cpu\",\"device\":\"cpu\",\"device_name\":\"Intel(R) Xeon(R) Processor\",\"workers\":2,"
+      "\"iterations\":30,\"epochs\":0,\"time_s\":0,\"target_loss\":0,\"lr\":0.10000000000000001,"
+      "\"eval_every\":10,\"eval_samples\":300,\"train_samples\":1500,\"timeout_s\":60,\"launch\":\"none\","
+      "\"pin\":\"auto\",\"pinned\":true}";
+  hs_real_options o = {.workers = 2, .iterations = 30, .lr = 0.1, .eval_every = 10, .eval_samples = 300,
+                       .train_samples = 1500, .timeout_s = 60, .pinned = 1};
+  strcpy(o.backend, "cpu");
+  strcpy(o.device, "cpu");
+  strcpy(o.device_name, "Intel(R) Xeon(R) Processor");
+  strcpy(o.launch, "none");
+  strcpy(o.pin, "auto");
+  char buf[2048];
+  hs_diag d = {0};
+  ASSERT_EQ(hs_real_options_format(&o, buf, sizeof buf, &d), 0);
+  ASSERT_STR(buf, stored);
+  char small[64];
+  ASSERT_EQ(hs_real_options_format(&o, small, sizeof small, &d), HS_EINVAL);
+  ASSERT_STR(small, "");
+
+  /* Through the store (which adds pid, host, boot, pid_start) and back. */
+  char path[] = "/tmp/hs_test_runopts_XXXXXX";
+  int fd = mkstemp(path);
+  ASSERT(fd >= 0);
+  close(fd);
+  rm_db(path);
+  hs_store *s = NULL;
+  ASSERT_EQ(hs_store_open(&s, path, 0, &d), 0);
+  hs_run_info info = run_info;
+  info.kind = "real";
+  info.options_json = buf;
+  int64_t id = 0;
+  ASSERT_EQ(hs_store_run_begin(s, &info, &id, &d), 0);
+  sqlite3_stmt *st = NULL;
+  ASSERT_EQ(sqlite3_prepare_v2(hs_store_db(s), "SELECT options FROM run WHERE id = ?", -1, &st, NULL), SQLITE_OK);
+  sqlite3_bind_int64(st, 1, id);
+  ASSERT_EQ(sqlite3_step(st), SQLITE_ROW);
+  hs_real_options back;
+  ASSERT_EQ(hs_real_options_parse((const char *)sqlite3_column_text(st, 0), &back, &d), 0);
+  sqlite3_finalize(st);
+  ASSERT_STR(back.backend, "cpu");
+  ASSERT_STR(back.device_name, "Intel(R) Xeon(R) Processor");
+  ASSERT_EQ(back.workers, 2);
+  ASSERT_EQ(back.iterations, 30);
+  ASSERT(back.lr == 0.1);
+  ASSERT_EQ(back.eval_every, 10);
+  ASSERT_EQ(back.eval_samples, 300);
+  ASSERT_EQ(back.train_samples, 1500);
+  ASSERT(back.timeout_s == 60);
+  ASSERT_STR(back.launch, "none");
+  ASSERT_STR(back.pin, "auto");
+  ASSERT_EQ(back.pinned, 1);
+  hs_store_close(s);
+  rm_db(path);
+
+  /* An older run's options: keys missing, one of another type, one unknown. */
+  ASSERT_EQ(hs_real_options_parse("{\"backend\":\"cpu\",\"device_name\":\"x \\\"y\\\"\",\"workers\":3.0,"
+                                  "\"lr\":\"fast\",\"sweep_point\":\"00ff\"}", &back, &d), 0);
+  ASSERT_STR(back.device_name, "x \"y\"");
+  ASSERT_EQ(back.workers, 3);
+  ASSERT(back.lr == 0);
+  ASSERT_EQ(back.eval_every, 0);
+  ASSERT_STR(back.pin, "");
+  ASSERT_EQ(back.pinned, 0);
+  ASSERT_EQ(hs_real_options_parse(NULL, &back, &d), 0);
+  ASSERT_EQ(back.workers, 0);
+  ASSERT_EQ(hs_real_options_parse("[1]", &back, &d), HS_EINVAL);
+  ASSERT_EQ(hs_real_options_parse("{\"workers\":", &back, &d), HS_EINVAL);
+
+  /* A string that needs escapes is written escaped, and reads back the same. */
+  strcpy(o.device_name, "a\"b\\c");
+  ASSERT_EQ(hs_real_options_format(&o, buf, sizeof buf, &d), 0);
+  ASSERT_CONTAINS(buf, "\"device_name\":\"a\\\"b\\\\c\"");
+  ASSERT_EQ(hs_real_options_parse(buf, &back, &d), 0);
+  ASSERT_STR(back.device_name, "a\"b\\c");
+}
+
 static const hs_test_case cases[] = {
     {"open_migrate_reopen", test_open_migrate_reopen},
     {"migrate_from_v1", test_migrate_from_v1},
@@ -687,6 +769,7 @@ static const hs_test_case cases[] = {
     {"steps_need_run", test_steps_need_run},
     {"existing_page_size", test_existing_page_size},
     {"two_writers", test_two_writers},
+    {"real_options", test_real_options},
     {NULL, NULL},
 };
 
