@@ -754,6 +754,137 @@ static void test_real_options(void) {
   ASSERT_STR(back.device_name, "a\"b\\c");
 }
 
+/* The typed readers the commands use, on a run with known rows: each answer computed by hand. */
+static void test_readers(void) {
+  const char *p;
+  hs_diag d = {0};
+  int64_t run = 0;
+  hs_store *s = new_store("readers.db", &p, &d, &run);
+  if (!s) return;
+  hs_run_record rec;
+  ASSERT_EQ(hs_store_run_get(s, run + 99, &rec, &d), 0);
+  hs_run_record_free(&rec);
+  ASSERT_EQ(hs_store_run_get(s, run, &rec, &d), 1);
+  ASSERT_STR(rec.kind, "sim");
+  ASSERT_STR(rec.status, "running");
+  ASSERT_STR(rec.model, "resnet18");
+  ASSERT_STR(rec.cluster_text, "name: lbb-4gpu\n");
+  ASSERT_CONTAINS(rec.options_json, "\"iterations\":5");
+  ASSERT(rec.seed == UINT64_C(0xfedcba9876543210));
+  ASSERT_EQ(rec.iterations, 0);
+  ASSERT(isnan(rec.total_s) && isnan(rec.last_loss));
+  hs_run_record_free(&rec);
+
+  /* Two workers, versions 0 (both), 1 (both), 2 (worker 0): first starts 0, 1.0, 2.5. */
+  ASSERT_EQ(hs_store_steps_begin(s, run, &d), 0);
+  const hs_step_row rows[] = {
+      {.worker = 0, .step = 0, .batch = 8, .start_s = 0.0, .compute_end_s = 0.4, .comm_end_s = 0.5, .model_version = 0},
+      {.worker = 1, .step = 0, .batch = 8, .start_s = 0.1, .compute_end_s = 0.3, .comm_end_s = 0.9, .model_version = 0},
+      {.worker = 0, .step = 1, .batch = 16, .start_s = 1.0, .compute_end_s = 1.2, .comm_end_s = 1.4, .model_version = 1},
+      {.worker = 1, .step = 1, .batch = 16, .start_s = 1.1, .compute_end_s = 1.1, .comm_end_s = 1.6, .model_version = 1},
+      {.worker = 0, .step = 2, .batch = 8, .start_s = 2.5, .compute_end_s = 2.6, .comm_end_s = 2.7, .model_version = 2},
+  };
+  for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+    hs_step_row r = rows[i];
+    r.loss = NAN;
+    ASSERT_EQ(hs_store_step_add(s, &r, &d), 0);
+  }
+  int64_t *v = NULL;
+  double *t = NULL;
+  ASSERT_EQ(hs_store_version_starts(s, run, &v, &t, &d), HS_EINVAL); /* the batch is open */
+  free(v);
+  free(t);
+  ASSERT_EQ(hs_store_steps_end(s, &d), 0);
+  ASSERT_EQ(hs_store_version_starts(s, run, &v, &t, &d), 3);
+  ASSERT(v && t && v[0] == 0 && v[1] == 1 && v[2] == 2 && t[0] == 0.0 && t[1] == 1.0 && t[2] == 2.5);
+  free(v);
+  free(t);
+  hs_step_compute *c = NULL;
+  ASSERT_EQ(hs_store_step_computes(s, run, &c, &d), 4); /* worker 1's step 1 computed nothing */
+  double sum = 0;
+  for (int i = 0; c && i < 4; i++) sum += c[i].compute_s * c[i].batch;
+  ASSERT_NEAR(sum, 0.4 * 8 + 0.2 * 8 + 0.2 * 16 + 0.1 * 8, 1e-12);
+  free(c);
+  double part[3];
+  /* Steps with a next one: worker 0 steps 0, 1; worker 1 step 0. */
+  ASSERT_EQ(hs_store_step_parts(s, run, part, &d), 1);
+  ASSERT_NEAR(part[0], (0.4 + 0.2 + 0.2) / 3, 1e-12);
+  ASSERT_NEAR(part[1], (0.1 + 0.2 + 0.6) / 3, 1e-12);
+  ASSERT_NEAR(part[2], (0.5 + 1.1 + 0.2) / 3, 1e-12);
+  ASSERT_EQ(hs_store_step_parts(s, run + 99, part, &d), 0);
+  ASSERT(isnan(part[0]));
+  int64_t steps, versions;
+  ASSERT_EQ(hs_store_step_version_counts(s, run, &steps, &versions, &d), 0);
+  ASSERT_EQ(steps, 5);
+  ASSERT_EQ(versions, 3);
+
+  ASSERT_EQ(hs_store_eval_add(s, run, 1.0, 1, 2.0, NAN, &d), 0);
+  ASSERT_EQ(hs_store_eval_add(s, run, 2.0, 2, 1.5, NAN, &d), 0);
+  double tt = 0;
+  ASSERT_EQ(hs_store_eval_first_below(s, run, 1.9, &tt, &d), 1);
+  ASSERT(tt == 2.0);
+  ASSERT_EQ(hs_store_eval_first_below(s, run, 1.0, &tt, &d), 0);
+  hs_summary sum_row = {.workers = 2, .iterations = 3, .sim_time_s = 2.7, .final_loss = NAN,
+                        .final_accuracy = NAN, .time_to_target_s = NAN};
+  ASSERT_EQ(hs_store_run_finish(s, run, "complete", &sum_row, NULL, &d), 0);
+  ASSERT_EQ(hs_store_run_get(s, run, &rec, &d), 1);
+  ASSERT_EQ(rec.iterations, 3);
+  ASSERT(rec.total_s == 2.7 && rec.last_loss == 1.5);
+  hs_run_record_free(&rec);
+
+  /* The calibration: one device with a fit per world size and samples at two sizes. */
+  sqlite3 *db = hs_store_db(s);
+  ASSERT_EQ(sqlite3_exec(db,
+      "INSERT INTO device(id, name, kind) VALUES (7, 'box', 'cpu');"
+      "INSERT INTO comm_model(device_id, backend, op, world_size, alpha_s, beta_bytes_per_s) VALUES"
+      " (7, 'cpu', 'allreduce', 2, 1e-5, 1e9), (7, 'cpu', 'allreduce', 4, 2e-5, 5e8), (7, 'nccl', 'allreduce', 3, 9, 9);"
+      "INSERT INTO comm_sample(device_id, backend, op, world_size, bytes, median_s, count) VALUES"
+      " (7, 'cpu', 'p2p', 2, 1000, 1e-6, 1), (7, 'cpu', 'p2p', 2, 100000, 1e-4, 1),"
+      " (7, 'cpu', 'wake', 2, 0, 3e-6, 1), (7, 'cpu', 'wake', 2, 0, 4e-6, 1);"
+      "INSERT INTO model(name, params, grad_bytes) VALUES ('tiny', 10, 40);"
+      "INSERT INTO calib_sample(device_id, model, batch, phase, median_s, count) VALUES"
+      " (7, 'tiny', 16, 'update', 3e-3, 1), (7, 'tiny', 8, 'update', 1e-3, 1), (7, 'tiny', 8, 'step', 9, 1);",
+      NULL, NULL, NULL), SQLITE_OK);
+  double a = 0, b = 0;
+  ASSERT_EQ(hs_store_comm_fit(s, "box", "cpu", "allreduce", 3, &a, &b, &d), 1); /* a tie: the newest */
+  ASSERT(a == 2e-5 && b == 5e8);
+  ASSERT_EQ(hs_store_comm_fit(s, "box", "cpu", "allreduce", 2, &a, &b, &d), 1);
+  ASSERT(a == 1e-5 && b == 1e9);
+  ASSERT_EQ(hs_store_comm_fit(s, "box", "cpu", "p2p", 2, &a, &b, &d), 0);
+  ASSERT_EQ(hs_store_comm_time_at(s, "box", "cpu", "p2p", 2, 10000, &tt, &d), 1);
+  ASSERT_NEAR(tt, 1e-5, 1e-15); /* log-log between 1000 B -> 1 us and 100000 B -> 100 us */
+  ASSERT_EQ(hs_store_comm_time_at(s, "nobox", "cpu", "p2p", 2, 10000, &tt, &d), 0);
+  ASSERT_EQ(hs_store_comm_latest(s, "box", "cpu", "wake", 2, &tt, &d), 1);
+  ASSERT(tt == 4e-6);
+  double med[4];
+  ASSERT_EQ(hs_store_calib_medians(s, "box", "tiny", "update", med, 4, &d), 2);
+  ASSERT(med[0] == 1e-3 && med[1] == 3e-3);
+  ASSERT_EQ(hs_store_calib_medians(s, "box", "tiny", "update", med, 1, &d), 1);
+
+  /* A validation, found again by its simulated run's key once that run is complete. */
+  hs_run_info si = run_info;
+  si.options_json = "{\"validates\":1,\"validation_key\":\"00ab\"}";
+  int64_t sim = 0, vid = 0, fid = 0, fsim = 0;
+  ASSERT_EQ(hs_store_run_begin(s, &si, &sim, &d), 0);
+  hs_validation_row vr = {.run_id = run, .sim_run_id = sim, .median_iter_error = 0.25, .p95_iter_error = NAN,
+                          .time_to_loss_error = NAN, .mean_iter_error = -0.5, .total_time_error = 0.125,
+                          .iter_wasserstein = 0.0625};
+  ASSERT_EQ(hs_store_validation_add(s, &vr, &vid, &d), 0);
+  ASSERT(vid > 0);
+  double st_total = 0, st_ttl = 0;
+  ASSERT_EQ(hs_store_validation_find(s, run, "00ab", &fid, &fsim, &st_total, &st_ttl, &d), 0); /* running */
+  hs_summary ss = {.sim_time_s = 3.5, .final_loss = NAN, .final_accuracy = NAN, .time_to_target_s = NAN};
+  ASSERT_EQ(hs_store_run_finish(s, sim, "complete", &ss, NULL, &d), 0);
+  ASSERT_EQ(hs_store_validation_find(s, run, "00ab", &fid, &fsim, &st_total, &st_ttl, &d), 1);
+  ASSERT_EQ(fid, vid);
+  ASSERT_EQ(fsim, sim);
+  ASSERT(st_total == 3.5 && isnan(st_ttl));
+  ASSERT_EQ(hs_store_validation_find(s, run, "00ac", &fid, &fsim, &st_total, &st_ttl, &d), 0);
+  ASSERT_EQ(q_int(s, "SELECT count(*) FROM validation WHERE p95_iter_error IS NULL AND median_iter_error = 0.25"), 1);
+  hs_store_close(s);
+  rm_db(p);
+}
+
 static const hs_test_case cases[] = {
     {"open_migrate_reopen", test_open_migrate_reopen},
     {"migrate_from_v1", test_migrate_from_v1},
@@ -770,6 +901,7 @@ static const hs_test_case cases[] = {
     {"existing_page_size", test_existing_page_size},
     {"two_writers", test_two_writers},
     {"real_options", test_real_options},
+    {"readers", test_readers},
     {NULL, NULL},
 };
 
