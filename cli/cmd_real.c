@@ -216,19 +216,6 @@ static int parse_args(int argc, char **argv, real_args *a) {
   return 0;
 }
 
-/* Sinks: steps go straight into the store's bulk insert; evaluations are kept in memory (the
- * store takes only step rows while the bulk insert is open) and written at the end. */
-typedef struct real_ctx {
-  hs_store *store;
-  int64_t run_id;
-  hs_cli_evals evals;
-} real_ctx;
-
-static int step_sink(void *ctx, const hs_step_row *row, hs_diag *d) {
-  real_ctx *r = ctx;
-  return hs_store_step_add(r->store, row, d);
-}
-
 static void print_summary(const real_args *a, int64_t run_id, const char *status, const char *cluster,
                           const hs_summary *m) {
   if (a->json) {
@@ -329,7 +316,7 @@ int hs_cmd_real(int argc, char **argv) {
   hs_dataset *train = NULL, *test = NULL;
   hs_real_result res;
   memset(&res, 0, sizeof res);
-  real_ctx rctx = {0};
+  hs_cli_run rctx = {0}; /* the stored run (cli.h) */
   hs_perf_model perf;
   int have_perf = 0;
 
@@ -510,9 +497,9 @@ int hs_cmd_real(int argc, char **argv) {
       .global_batch = a.global_batch, .seed = a.seed, .options_json = options,
       .versions_json = versions, .command = command,
   };
-  rctx.store = store;
-  if ((rc = hs_store_run_begin(store, &info, &rctx.run_id, &d)) ||
-      (rc = hs_store_steps_begin(store, rctx.run_id, &d))) {
+  /* The run's row is written before the workers start (a run that fails mid-way is marked so). */
+  rctx = (hs_cli_run){.store = store, .info = &info, .store_steps = 1};
+  if ((rc = hs_cli_run_begin(&rctx, &d))) {
     fprintf(stderr, "hetsim real: storing run: %s\n", d.msg);
     goto out;
   }
@@ -523,7 +510,7 @@ int hs_cmd_real(int argc, char **argv) {
       .global_batch = a.global_batch, .policy = pol, .params = &params, .seed = a.seed,
       .lr = a.lr, .eval_every = a.eval_every, .max_iterations = a.iterations,
       .max_epochs = a.epochs, .max_time = a.time, .target_loss = a.target_loss,
-      .perf = have_perf ? &perf : NULL, .sink = step_sink, .sink_ctx = &rctx,
+      .perf = have_perf ? &perf : NULL, .sink = hs_cli_run_step_sink, .sink_ctx = &rctx,
       .eval_sink = hs_cli_eval_sink, .eval_ctx = &rctx.evals, .stop = &real_interrupted,
       .pin = pin_cfg.pin,
   };
@@ -538,16 +525,16 @@ int hs_cmd_real(int argc, char **argv) {
   sigaction(SIGTERM, &old_term, NULL);
 
   hs_diag sd = {0};
-  int src = hs_store_steps_end(store, &sd);
-  if (!src) src = hs_cli_evals_store(&rctx.evals, store, rctx.run_id, &sd);
+  int src = 0;
   const char *st = rc ? "failed"
                  : res.status == HS_REAL_COMPLETE ? "complete"
                  : res.status == HS_REAL_INTERRUPTED ? "interrupted" : "failed";
   const char *err = rc ? d.msg
                   : res.status == HS_REAL_STALLED ? "the policy left nothing to do before any stop condition (did every worker leave?)"
                   : res.status == HS_REAL_INTERRUPTED ? "interrupted by a signal" : NULL;
-  if (!src && res.workers) {
-    hs_worker_row *rows = calloc((size_t)res.n_workers, sizeof *rows);
+  hs_worker_row *rows = NULL;
+  if (res.workers) {
+    rows = calloc((size_t)res.n_workers, sizeof *rows);
     if (!rows) src = hs_diag_set(&sd, HS_ENOMEM, "out of memory");
     for (int i = 0; rows && i < res.n_workers; i++) {
       const hs_real_worker_stats *w = &res.workers[i];
@@ -558,27 +545,26 @@ int hs_cmd_real(int argc, char **argv) {
                                 .steps = w->steps, .samples = w->samples, .busy_s = w->busy_s,
                                 .wait_s = w->wait_s, .comm_s = w->comm_s};
     }
-    if (!src) src = hs_store_workers_add(store, rctx.run_id, rows, res.n_workers, &sd);
-    free(rows);
   }
-  if (!src) src = hs_store_run_finish(store, rctx.run_id, st, res.workers ? &res.summary : NULL, err, &sd);
+  if (!src) src = hs_cli_run_finish(&rctx, st, res.workers ? &res.summary : NULL, err, rows, res.n_workers, &sd);
+  free(rows);
   if (src) {
     fprintf(stderr, "hetsim real: storing run: %s\n", sd.msg);
     goto out;
   }
   if (rc) {
-    fprintf(stderr, "hetsim real: run %lld failed: %s\n", (long long)rctx.run_id, d.msg);
+    fprintf(stderr, "hetsim real: run %lld failed: %s\n", (long long)rctx.id, d.msg);
     /* What the multi-process runtime does not support yet is refused as bad input. */
     if (multi && (rc == HS_EUNSUPPORTED || rc == HS_EINVAL)) status = 2;
     goto out;
   }
-  print_summary(&a, rctx.run_id, st, cname, &res.summary);
-  if (err) fprintf(stderr, "hetsim real: run %lld %s: %s\n", (long long)rctx.run_id, st, err);
+  print_summary(&a, rctx.id, st, cname, &res.summary);
+  if (err) fprintf(stderr, "hetsim real: run %lld %s: %s\n", (long long)rctx.id, st, err);
   status = res.status == HS_REAL_COMPLETE ? 0 : 1;
 
 out:
   hs_real_result_free(&res);
-  hs_cli_evals_free(&rctx.evals);
+  hs_cli_run_free(&rctx);
   hs_store_close(store);
   hs_store_close(calib_store);
   hs_data_close(train);

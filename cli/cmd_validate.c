@@ -335,42 +335,6 @@ static int iter_compare(hs_store *store, int64_t ref_id, int64_t cmp_id, int64_t
 /* b / a - 1, NaN unless both are positive. */
 static double rel_diff(double b, double a) { return a > 0 && b > 0 ? b / a - 1 : NAN; }
 
-typedef struct vctx {
-  hs_store *store;
-  int64_t run_id;
-  int64_t n, cap;
-  double *t, *loss, *acc;
-  int64_t *step;
-} vctx;
-
-static int v_step(void *ctx, const hs_step_row *row, hs_diag *d) {
-  vctx *v = ctx;
-  return hs_store_step_add(v->store, row, d);
-}
-
-static int v_eval(void *ctx, double time_s, int64_t step, double loss, double accuracy, hs_diag *d) {
-  vctx *v = ctx;
-  if (v->n == v->cap) {
-    int64_t nc = v->cap ? 2 * v->cap : 64;
-    double *t = realloc(v->t, (size_t)nc * sizeof *t);
-    if (t) v->t = t;
-    double *l = realloc(v->loss, (size_t)nc * sizeof *l);
-    if (l) v->loss = l;
-    double *a = realloc(v->acc, (size_t)nc * sizeof *a);
-    if (a) v->acc = a;
-    int64_t *s = realloc(v->step, (size_t)nc * sizeof *s);
-    if (s) v->step = s;
-    if (!t || !l || !a || !s) return hs_diag_set(d, HS_ENOMEM, "out of memory for evaluations");
-    v->cap = nc;
-  }
-  v->t[v->n] = time_s;
-  v->loss[v->n] = loss;
-  v->acc[v->n] = accuracy;
-  v->step[v->n] = step;
-  v->n++;
-  return 0;
-}
-
 /* Adds the text of a printf format to an FNV-1a 64 hash. */
 static uint64_t key_add(uint64_t h, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static uint64_t key_add(uint64_t h, const char *fmt, ...) {
@@ -454,7 +418,7 @@ int hs_cmd_validate(int argc, char **argv) {
   hs_perf_model *perf = NULL;
   hs_sim_result res;
   memset(&res, 0, sizeof res);
-  vctx v = {0};
+  hs_cli_run sim = {0}; /* the simulated run as stored (cli.h) */
   if ((rc = hs_store_open(&store, dbp, 0, &d))) {
     fprintf(stderr, "hetsim validate: %s\n", d.msg);
     return hs_exit_code(rc) == 2 || rc == HS_ENOTFOUND ? 2 : 1;
@@ -634,7 +598,7 @@ int hs_cmd_validate(int argc, char **argv) {
            (unsigned long long)sim_key(id, cdev, perf, spec.n_types, &spec, text, pspec, &r, conv ? cspec : "none"));
   int64_t vid = 0;
   double sim_total = NAN, sim_ttl = NAN;
-  int reused = hs_store_validation_find(store, id, key, &vid, &v.run_id, &sim_total, &sim_ttl, &d);
+  int reused = hs_store_validation_find(store, id, key, &vid, &sim.id, &sim_total, &sim_ttl, &d);
   if (reused < 0) {
     fprintf(stderr, "hetsim validate: %s\n", d.msg);
     status = 1;
@@ -645,9 +609,9 @@ int hs_cmd_validate(int argc, char **argv) {
       .cluster = &spec, .model = r.model, .grad_bytes = (double)ms.grad_bytes,
       .param_bytes = 4.0 * (double)ms.params, .dataset_size = r.opt.train_samples > 0 ? r.opt.train_samples : mi->dataset_train_size,
       .global_batch = r.global_batch, .policy = pol, .params = &params, .seed = r.seed,
-      .max_iterations = r.iterations, .sink = v_step, .sink_ctx = &v, .perf = perf,
+      .max_iterations = r.iterations, .sink = hs_cli_run_step_sink, .sink_ctx = &sim, .perf = perf,
       .conv = conv, .conv_params = conv ? &cparams : NULL,
-      .eval_sink = conv ? v_eval : NULL, .eval_ctx = &v,
+      .eval_sink = conv ? hs_cli_eval_sink : NULL, .eval_ctx = &sim.evals,
   };
   if (!reused) {
     char command[256], options[1024];
@@ -661,8 +625,8 @@ int hs_cmd_validate(int argc, char **argv) {
     hs_run_info info = {.kind = "sim", .policy = pol->name, .params = r.params, .cluster_name = spec.name,
                         .cluster_text = text, .model = r.model, .global_batch = r.global_batch,
                         .seed = r.seed, .options_json = options, .command = command};
-    v.store = store;
-    if ((rc = hs_store_run_begin(store, &info, &v.run_id, &d)) || (rc = hs_store_steps_begin(store, v.run_id, &d))) {
+    sim = (hs_cli_run){.store = store, .info = &info, .store_steps = 1};
+    if ((rc = hs_cli_run_begin(&sim, &d))) {
       fprintf(stderr, "hetsim validate: storing the simulated run: %s\n", d.msg);
       status = 1;
       goto out;
@@ -671,8 +635,8 @@ int hs_cmd_validate(int argc, char **argv) {
     /* The time to the real run's final loss: the first evaluation that reaches it, else a
      * continuation of the same simulation up to 2N iterations with it as the target (the same
      * first N iterations: the simulation is deterministic), not stored. */
-    for (int64_t i = 0; conv && !rc && i < v.n && isnan(sim_ttl); i++)
-      if (v.loss[i] <= r.final_loss) sim_ttl = v.t[i];
+    for (int64_t i = 0; conv && !rc && i < sim.evals.n && isnan(sim_ttl); i++)
+      if (sim.evals.r[i].loss <= r.final_loss) sim_ttl = sim.evals.r[i].time_s;
     if (conv && !rc && isnan(sim_ttl)) {
       hs_sim_config more = cfg;
       more.max_iterations = 2 * r.iterations;
@@ -689,11 +653,9 @@ int hs_cmd_validate(int argc, char **argv) {
       sim_total = res.summary.sim_time_s;
     }
     hs_diag sd = {0};
-    int src = hs_store_steps_end(store, &sd);
-    for (int64_t i = 0; !src && i < v.n; i++)
-      src = hs_store_eval_add(store, v.run_id, v.t[i], v.step[i], v.loss[i], v.acc[i], &sd);
-    if (!src) src = hs_store_run_finish(store, v.run_id, rc ? "failed" : "complete", rc ? NULL : &res.summary,
-                                        rc ? d.msg : NULL, &sd);
+    /* No worker rows: a validation's simulated run has never stored them. */
+    int src = hs_cli_run_finish(&sim, rc ? "failed" : "complete", rc ? NULL : &res.summary, rc ? d.msg : NULL,
+                                NULL, 0, &sd);
     if (rc || src) {
       fprintf(stderr, "hetsim validate: simulating run %lld: %s\n", id, rc ? d.msg : sd.msg);
       status = 1;
@@ -705,8 +667,8 @@ int hs_cmd_validate(int argc, char **argv) {
   double cratio = compute_ratio(store, id, &perf[0], upd, &spec);
   int64_t per_round = round_versions(store, id, n);
   hs_iter_compare ic = {0}, wc = {0}, ac = {0};
-  int crc = iter_compare(store, id, v.run_id, per_round, &ic, &d);
-  if (!crc && window > 1) crc = iter_compare(store, id, v.run_id, per_round * window, &wc, &d);
+  int crc = iter_compare(store, id, sim.id, per_round, &ic, &d);
+  if (!crc && window > 1) crc = iter_compare(store, id, sim.id, per_round * window, &wc, &d);
   if (!crc && against) crc = iter_compare(store, id, against, per_round, &ac, &d);
   if (crc) {
     fprintf(stderr, "hetsim validate: reading the runs' steps: %s\n", d.msg);
@@ -728,7 +690,7 @@ int hs_cmd_validate(int argc, char **argv) {
     if (real_ttl > 0 && !isnan(sim_ttl)) ttl = fabs(sim_ttl - real_ttl) / real_ttl;
   }
   if (!reused) {
-    hs_validation_row vr = {.run_id = id, .sim_run_id = v.run_id, .median_iter_error = ic.median_error,
+    hs_validation_row vr = {.run_id = id, .sim_run_id = sim.id, .median_iter_error = ic.median_error,
                             .p95_iter_error = ic.p95_error, .time_to_loss_error = ttl,
                             .mean_iter_error = ic.mean_error, .total_time_error = total_err,
                             .iter_wasserstein = ic.wasserstein_rel};
@@ -741,13 +703,13 @@ int hs_cmd_validate(int argc, char **argv) {
   double rpart[3], spart[3];
   hs_diag pd2 = {0};
   hs_store_step_parts(store, id, rpart, &pd2);
-  hs_store_step_parts(store, v.run_id, spart, &pd2);
+  hs_store_step_parts(store, sim.id, spart, &pd2);
   if (json) {
     hs_json j;
     hs_json_init(&j, stdout, 1);
     hs_json_object_begin(&j);
     hs_json_key(&j, "run_id"); hs_json_int(&j, id);
-    hs_json_key(&j, "sim_run_id"); hs_json_int(&j, v.run_id);
+    hs_json_key(&j, "sim_run_id"); hs_json_int(&j, sim.id);
     hs_json_key(&j, "validation_id"); hs_json_int(&j, vid);
     hs_json_key(&j, "reused"); hs_json_bool(&j, reused);
     hs_json_key(&j, "policy"); hs_json_string(&j, pol->name);
@@ -795,7 +757,7 @@ int hs_cmd_validate(int argc, char **argv) {
     hs_json_object_end(&j);
   } else {
     printf("validation %lld of real run %lld (%s on %s), simulated as run %lld%s\n", (long long)vid, id,
-           pol->name, r.opt.device_name, (long long)v.run_id,
+           pol->name, r.opt.device_name, (long long)sim.id,
            reused ? " (reused: stored by an earlier validate with the same inputs)" : "");
     printf("  compute calibration        %s%s\n", cdev,
            cdev == r.opt.device_name && n > 1 ? " (steps timed alone; `hetsim calib --concurrent N` times them as N workers share the machine)" : "");
@@ -840,10 +802,7 @@ int hs_cmd_validate(int argc, char **argv) {
 
 out:
   hs_sim_result_free(&res);
-  free(v.t);
-  free(v.loss);
-  free(v.acc);
-  free(v.step);
+  hs_cli_run_free(&sim);
   free(perf);
   free(r.cluster_text);
   if (have_spec) hs_cluster_spec_free(&spec);

@@ -1385,6 +1385,18 @@ int hs_store_eval_add(hs_store *s, int64_t run, double time_s, int64_t step, dou
   return rc;
 }
 
+int hs_store_evals_add(hs_store *s, int64_t run, const hs_eval_row *rows, int64_t n, hs_diag *d) {
+  int rc;
+  if ((rc = writable(s, d)) || (rc = check_steps_closed(s, d))) return rc;
+  int tx = n > 1;
+  if (tx && (rc = exec(s, "BEGIN IMMEDIATE", "storing the evaluations", d))) return rc;
+  for (int64_t i = 0; !rc && i < n; i++)
+    rc = hs_store_eval_add(s, run, rows[i].time_s, rows[i].step, rows[i].loss, rows[i].accuracy, d);
+  if (tx && !rc) rc = exec(s, "COMMIT", "storing the evaluations", d);
+  if (tx && rc) sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+  return rc;
+}
+
 static int run_finish_once(hs_store *s, int64_t run, const char *status, const hs_summary *sum,
                            const char *error, hs_diag *d) {
   int rc;

@@ -99,6 +99,13 @@ int hs_store_steps_end(hs_store *s, hs_diag *d);
 /* loss and accuracy NaN = NULL; accuracy is a fraction in [0, 1]. */
 int hs_store_eval_add(hs_store *s, int64_t run, double time_s, int64_t step, double loss,
                       double accuracy, hs_diag *d);
+typedef struct hs_eval_row {
+  double time_s, loss, accuracy;          /* s; loss and accuracy NaN = NULL */
+  int64_t step;
+} hs_eval_row;
+/* Inserts n evaluations of run `run` in one transaction (a long run has 10^5 of them, each its
+ * own commit otherwise); all or none. */
+int hs_store_evals_add(hs_store *s, int64_t run, const hs_eval_row *rows, int64_t n, hs_diag *d);
 
 typedef struct hs_summary {
   int64_t workers, iterations, events, samples;
