@@ -14,7 +14,8 @@
  * calibrated steps (step_jitter below: jitter_cv in the JSON), and the links set from
  * the device's cpu communication calibration: a ring all-reduce over N workers taking
  * alpha + M/beta becomes links with latency alpha/(2(N-1)) and bandwidth beta*2(N-1)/N (so the
- * simulator's ring formula gives back alpha + M/beta), and the parameter server's link takes
+ * simulator's ring formula gives back alpha + M/beta: hs_netm_ring_link), and the parameter
+ * server's link takes
  * the point-to-point one; alpha is the fit's, and beta is set so that alpha + M/beta is the
  * time measured at the run's message size M (comm_at below: allreduce_s and p2p_s in the
  * JSON). The runtime applies every reduced vector and every push to its
@@ -22,10 +23,10 @@
  * the calibration's "update" phase (median over the batch sizes), added to the all-reduce's
  * alpha and taken as the parameter server's update time (update_s in the JSON). Each hand-off
  * between the runtime's threads (a thread woken from a condition variable) costs the
- * calibrated hand-off latency (comm_sample op "wake", wake_s in the JSON): three lie on an
- * all-reduce's critical path (HANDOFFS_PER_ALLREDUCE), added to its alpha, and one on each
- * parameter-server message (the server's lane woken for a push, the worker woken by the reply
- * to a pull), added to the link's latency; none with a calibration that lacks it. The simulation
+ * calibrated hand-off latency (comm_sample op "wake", wake_s in the JSON), as many as the cpu
+ * backend says a round has (real_comm.h: three on an all-reduce's critical path, added to its
+ * alpha; one on each parameter-server message, added to the link's latency); none with a
+ * calibration that lacks it. The simulation
  * uses the same policy, parameters, seed and global batch, and the proxy convergence model
  * with the run's learning rate and data sizes, with the run's final loss as its target. It is
  * stored as a run of kind sim.
@@ -77,7 +78,9 @@
 #include "nn/nn_zoo.h"
 #include "policies/pol_registry.h"
 #include "sim/sim_compare.h"
+#include "real/real_comm.h"
 #include "sim/sim_conv.h"
+#include "sim/sim_net.h"
 #include "sim/sim_run.h"
 
 static void usage(FILE *out) {
@@ -120,12 +123,6 @@ static void usage(FILE *out) {
 
 #define bad(...) hs_cli_usage("validate", 0, __VA_ARGS__)
 
-/* Hand-offs on an all-reduce's critical path in the threaded runtime (real/real_run.c with the
- * cpu backend), each a thread woken from a condition variable: the lane that finished its
- * compute first is woken to join the all-reduce, the participant that arrived first is woken
- * once the last has reduced for both (real_cpu.c), and the lane that did not deliver the result
- * is woken for its next step. */
-enum { HANDOFFS_PER_ALLREDUCE = 3 };
 
 typedef struct real_run_row {
   char kind[8], status[16], policy[64], params[1024], model[64];
@@ -529,13 +526,12 @@ int hs_cmd_validate(int argc, char **argv) {
    * calibration older than the "wake" op): three per all-reduce, one per server message. */
   double wake = 0;
   int have_wake = wake_time(perf_store, comm_dev, &wake) > 0 || wake_time(perf_store, r.opt.device_name, &wake) > 0;
+  const hs_real_comm_ops *cpu = &hs_real_comm_cpu; /* the backend of the runs validated */
   hs_link_spec ring = {.bandwidth = b_ar, .latency = 0};
-  if (n > 1)
-    ring = (hs_link_spec){.bandwidth = b_ar * 2.0 * (n - 1) / n,
-                          .latency = (a_ar + upd + HANDOFFS_PER_ALLREDUCE * wake) / (2.0 * (n - 1))};
+  if (n > 1) ring = hs_netm_ring_link(a_ar + upd + cpu->handoffs_per_allreduce * wake, b_ar, n);
   spec.network = ring;
   for (int i = 0; i < spec.n_nodes; i++) spec.nodes[i].link = ring;
-  spec.ps.link = (hs_link_spec){.bandwidth = b_p2p, .latency = a_p2p + wake};
+  spec.ps.link = (hs_link_spec){.bandwidth = b_p2p, .latency = a_p2p + cpu->handoffs_per_message * wake};
   spec.ps.update_time = upd;
   /* The steps' spread as the calibration saw it: with N workers waiting for each other, the
    * slowest of N steps sets a synchronous round, longer than the median step. */
@@ -766,8 +762,8 @@ int hs_cmd_validate(int argc, char **argv) {
       printf("  all-reduce of %.4g MB      %.4g ms (measured at the size, cpu backend)\n", msg / 1e6, (a_ar + msg / b_ar) * 1e3);
     printf("  send or receive of %.4g MB %.4g ms (measured at the size, cpu backend)\n", msg / 1e6, (a_p2p + msg / b_p2p) * 1e3);
     if (have_wake)
-      printf("  thread hand-off            %.4g ms each, %d per all-reduce, 1 per server message (calibrated)\n",
-             wake * 1e3, HANDOFFS_PER_ALLREDUCE);
+      printf("  thread hand-off            %.4g ms each, %d per all-reduce, %d per server message (calibrated)\n",
+             wake * 1e3, hs_real_comm_cpu.handoffs_per_allreduce, hs_real_comm_cpu.handoffs_per_message);
     else
       printf("  thread hand-off            not calibrated (a calibration older than it): none charged\n");
     printf("  step time jitter           cv %.3f (lognormal, from the calibrated steps' 10th-90th percentiles)\n", jitter);
