@@ -67,6 +67,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "calib/cal_device.h"
 #include "cli/cli.h"
 #include "cli/sweep_grid.h"
 #include "core/core_buildinfo.h"
@@ -489,8 +490,8 @@ int hs_cmd_validate(int argc, char **argv) {
   int n = spec.n_workers;
   /* The device as the run used it: N workers stepping at once (`hetsim calib --concurrent N`,
    * stored as "NAME (N workers)") when that calibration exists, else the device alone. */
-  char shared[400];
-  snprintf(shared, sizeof shared, "%s (%d workers)", r.opt.device_name, n);
+  char shared[256];
+  hs_cal_device_shared_name(shared, sizeof shared, r.opt.device_name, n);
   hs_perf_model probe_pm;
   hs_diag pd = {0};
   const char *cdev = n > 1 && !hs_perf_load(perf_store, shared, r.model, &probe_pm, NULL, &pd) ? shared : r.opt.device_name;
