@@ -1519,7 +1519,7 @@ int hs_store_run_get(hs_store *s, int64_t id, hs_run_record *out, hs_diag *d) {
       "SELECT run.kind, run.status, run.policy, run.params, run.model, run.cluster_text,"
       " run.global_batch, run.seed, run.options, summary.iterations,"
       " (SELECT loss FROM eval WHERE eval.run_id = run.id ORDER BY step DESC, time_s DESC LIMIT 1),"
-      " summary.sim_time_s"
+      " summary.sim_time_s, summary.samples"
       " FROM run LEFT JOIN summary ON summary.run_id = run.id WHERE run.id = ?1", &st, what, d);
   if (rc) return rc;
   sqlite3_bind_int64(st, 1, id);
@@ -1539,6 +1539,7 @@ int hs_store_run_get(hs_store *s, int64_t id, hs_run_record *out, hs_diag *d) {
   out->iterations = sqlite3_column_int64(st, 9);
   out->last_loss = column_real(st, 10);
   out->total_s = column_real(st, 11);
+  out->samples = sqlite3_column_int64(st, 12);
   sqlite3_finalize(st);
   return 1;
 }
@@ -1720,6 +1721,45 @@ int hs_store_step_version_counts(hs_store *s, int64_t run, int64_t *steps, int64
   }
   sqlite3_finalize(st);
   return 0;
+}
+
+int hs_store_step_mean_staleness(hs_store *s, int64_t run, double *mean, hs_diag *d) {
+  static const char what[] = "reading the steps' staleness";
+  *mean = NAN;
+  sqlite3_stmt *st;
+  int rc = prepare_read(s, "SELECT avg(staleness) FROM step WHERE run_id = ?1", &st, what, d);
+  if (rc) return rc;
+  sqlite3_bind_int64(st, 1, run);
+  if ((rc = step_row(s, st, what, d)) < 0) return rc;
+  if (rc) *mean = column_real(st, 0);
+  sqlite3_finalize(st);
+  return 0;
+}
+
+int64_t hs_store_evals_get(hs_store *s, int64_t run, hs_eval_row **out, hs_diag *d) {
+  static const char what[] = "reading the evaluations";
+  *out = NULL;
+  sqlite3_stmt *st;
+  int rc = prepare_read(s, "SELECT time_s, step, loss, accuracy FROM eval WHERE run_id = ?1 AND loss IS NOT NULL"
+                           " ORDER BY step", &st, what, d);
+  if (rc) return rc;
+  sqlite3_bind_int64(st, 1, run);
+  int64_t n = 0, cap = 0;
+  while ((rc = step_row(s, st, what, d)) == 1) {
+    if (n == cap) {
+      hs_eval_row *g = realloc(*out, (size_t)(cap = cap ? 2 * cap : 256) * sizeof *g);
+      if (!g) {
+        sqlite3_finalize(st);
+        return hs_diag_set(d, HS_ENOMEM, "out of memory for the evaluations");
+      }
+      *out = g;
+    }
+    (*out)[n++] = (hs_eval_row){.time_s = sqlite3_column_double(st, 0), .step = sqlite3_column_int64(st, 1),
+                                .loss = sqlite3_column_double(st, 2), .accuracy = column_real(st, 3)};
+  }
+  if (rc < 0) return rc;
+  sqlite3_finalize(st);
+  return n;
 }
 
 int hs_store_eval_first_below(hs_store *s, int64_t run, double max_loss, double *time_s,

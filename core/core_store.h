@@ -130,6 +130,7 @@ typedef struct hs_run_record {
   int64_t global_batch;
   uint64_t seed;
   int64_t iterations;        /* summary.iterations; 0 without a summary */
+  int64_t samples;           /* summary.samples; 0 without */
   double total_s;            /* summary.sim_time_s; NaN without */
   double last_loss;          /* the loss of the run's last evaluation (by step, then time); NaN */
 } hs_run_record;
@@ -176,6 +177,11 @@ int hs_store_step_parts(hs_store *s, int64_t run, double part[3], hs_diag *d);
 /* A run's step rows and distinct model versions among them. */
 int hs_store_step_version_counts(hs_store *s, int64_t run, int64_t *steps, int64_t *versions,
                                  hs_diag *d);
+/* The mean staleness of a run's steps; NaN when it has none. */
+int hs_store_step_mean_staleness(hs_store *s, int64_t run, double *mean, hs_diag *d);
+/* A run's evaluations that have a loss, by step, into a malloc'd *out (the caller frees it,
+ * also after a failure). Returns the count. */
+int64_t hs_store_evals_get(hs_store *s, int64_t run, hs_eval_row **out, hs_diag *d);
 /* The time of a run's first evaluation with loss <= max_loss. 1 found, 0 not. */
 int hs_store_eval_first_below(hs_store *s, int64_t run, double max_loss, double *time_s,
                               hs_diag *d);

@@ -824,12 +824,23 @@ static void test_readers(void) {
   ASSERT_EQ(hs_store_eval_first_below(s, run, 1.9, &tt, &d), 1);
   ASSERT(tt == 2.0);
   ASSERT_EQ(hs_store_eval_first_below(s, run, 1.0, &tt, &d), 0);
-  hs_summary sum_row = {.workers = 2, .iterations = 3, .sim_time_s = 2.7, .final_loss = NAN,
+  ASSERT_EQ(hs_store_eval_add(s, run, 3.0, 3, NAN, 0.5, &d), 0); /* no loss: not read */
+  hs_eval_row *ev = NULL;
+  ASSERT_EQ(hs_store_evals_get(s, run, &ev, &d), 2);
+  ASSERT(ev && ev[0].step == 1 && ev[0].loss == 2.0 && isnan(ev[0].accuracy) && ev[1].time_s == 2.0);
+  free(ev);
+  double stale = 0;
+  ASSERT_EQ(hs_store_step_mean_staleness(s, run, &stale, &d), 0);
+  ASSERT(stale == 0);
+  ASSERT_EQ(hs_store_step_mean_staleness(s, run + 99, &stale, &d), 0);
+  ASSERT(isnan(stale));
+  hs_summary sum_row = {.workers = 2, .iterations = 3, .samples = 56, .sim_time_s = 2.7, .final_loss = NAN,
                         .final_accuracy = NAN, .time_to_target_s = NAN};
   ASSERT_EQ(hs_store_run_finish(s, run, "complete", &sum_row, NULL, &d), 0);
   ASSERT_EQ(hs_store_run_get(s, run, &rec, &d), 1);
   ASSERT_EQ(rec.iterations, 3);
-  ASSERT(rec.total_s == 2.7 && rec.last_loss == 1.5);
+  ASSERT_EQ(rec.samples, 56);
+  ASSERT(rec.total_s == 2.7 && isnan(rec.last_loss)); /* the last evaluation has no loss */
   hs_run_record_free(&rec);
 
   /* The calibration: one device with a fit per world size and samples at two sizes. */
