@@ -14,6 +14,7 @@
 
 #include "core/core_runopts.h"
 #include "core/core_store.h"
+#include "core/core_sweep.h"
 #include "tests/hs_test.h"
 
 static void rm_db(const char *path) {
@@ -896,6 +897,44 @@ static void test_readers(void) {
   rm_db(p);
 }
 
+/* The runs a sweep tagged, read back with their summaries (core_sweep.h). */
+static int count_sweep_run(void *ctx, const hs_sweep_run *r) {
+  int *seen = ctx;
+  if (!strcmp(r->key, "00000000000000aa") && r->complete && !r->error && r->final_loss == 0.5 &&
+      isnan(r->time_to_target_s))
+    seen[0]++;
+  else if (!strcmp(r->key, "00000000000000bb") && !r->complete && r->error && isnan(r->final_loss))
+    seen[1]++;
+  else
+    seen[2]++;
+  return 0;
+}
+
+static void test_sweep_runs(void) {
+  const char *p;
+  hs_diag d = {0};
+  hs_store *s = new_store("sweep_runs.db", &p, &d, NULL);
+  if (!s) return;
+  hs_run_info a = run_info, b = run_info, c = run_info;
+  a.options_json = "{\"sweep_point\":\"00000000000000aa\"}";
+  b.options_json = "{\"sweep_point\":\"00000000000000bb\"}";
+  c.options_json = "{\"iterations\":5}";
+  int64_t ia, ib, ic;
+  ASSERT_EQ(hs_store_run_begin(s, &a, &ia, &d), 0);
+  ASSERT_EQ(hs_store_run_begin(s, &b, &ib, &d), 0);
+  ASSERT_EQ(hs_store_run_begin(s, &c, &ic, &d), 0);
+  hs_summary sum = {.final_loss = 0.5, .final_accuracy = NAN, .time_to_target_s = NAN};
+  ASSERT_EQ(hs_store_run_finish(s, ia, "complete", &sum, NULL, &d), 0);
+  ASSERT_EQ(hs_store_run_finish(s, ib, "failed", NULL, "boom", &d), 0);
+  int seen[3] = {0, 0, 0};
+  ASSERT_EQ(hs_sweep_runs_each(s, count_sweep_run, seen, &d), 0);
+  ASSERT_EQ(seen[0], 1);
+  ASSERT_EQ(seen[1], 1);
+  ASSERT_EQ(seen[2], 0);
+  hs_store_close(s);
+  rm_db(p);
+}
+
 static const hs_test_case cases[] = {
     {"open_migrate_reopen", test_open_migrate_reopen},
     {"migrate_from_v1", test_migrate_from_v1},
@@ -913,6 +952,7 @@ static const hs_test_case cases[] = {
     {"two_writers", test_two_writers},
     {"real_options", test_real_options},
     {"readers", test_readers},
+    {"sweep_runs", test_sweep_runs},
     {NULL, NULL},
 };
 
