@@ -1824,3 +1824,55 @@ int hs_store_validation_find(hs_store *s, int64_t run, const char *key, int64_t 
   sqlite3_finalize(st);
   return rc;
 }
+
+int hs_store_device_fits_each(hs_store *s, int (*fn)(void *ctx, const hs_device_fit_row *r),
+                              void *ctx, hs_diag *d) {
+  static const char what[] = "reading the devices";
+  sqlite3_stmt *st;
+  int rc = prepare_read(s,
+      "SELECT d.id, d.name, d.kind, d.host, p.model, p.form, p.heldout_rel_error, p.max_batch,"
+      " (SELECT count(DISTINCT batch) FROM calib_sample c WHERE c.device_id = d.id AND c.model ="
+      " p.model AND c.phase = 'step') AS batches, d.source"
+      " FROM device d LEFT JOIN perf_model p ON p.device_id = d.id AND p.phase = 'step' AND"
+      " p.chosen = 1 ORDER BY d.id, p.model", &st, what, d);
+  if (rc) return rc;
+  while ((rc = step_row(s, st, what, d)) == 1) {
+    hs_device_fit_row r = {
+        .device_id = sqlite3_column_int64(st, 0), .name = (const char *)sqlite3_column_text(st, 1),
+        .kind = (const char *)sqlite3_column_text(st, 2), .host = (const char *)sqlite3_column_text(st, 3),
+        .model = (const char *)sqlite3_column_text(st, 4), .form = (const char *)sqlite3_column_text(st, 5),
+        .heldout_rel_error = column_real(st, 6), .max_batch = sqlite3_column_int64(st, 7),
+        .has_max_batch = sqlite3_column_type(st, 7) != SQLITE_NULL, .batches = sqlite3_column_int64(st, 8),
+        .source = (const char *)sqlite3_column_text(st, 9)};
+    if ((rc = fn(ctx, &r))) {
+      sqlite3_finalize(st);
+      return rc;
+    }
+  }
+  if (rc < 0) return rc; /* step_row finalized it */
+  sqlite3_finalize(st);
+  return 0;
+}
+
+int hs_store_imported_models_each(hs_store *s, int (*fn)(void *ctx, const hs_model_row *r),
+                                  void *ctx, hs_diag *d) {
+  static const char what[] = "reading the models";
+  sqlite3_stmt *st;
+  int rc = prepare_read(s,
+      "SELECT name, params, grad_bytes, flops_per_sample, description, source FROM model WHERE source IS NOT"
+      " NULL ORDER BY name", &st, what, d);
+  if (rc) return rc;
+  while ((rc = step_row(s, st, what, d)) == 1) {
+    hs_model_row r = {.name = (const char *)sqlite3_column_text(st, 0), .params = sqlite3_column_int64(st, 1),
+                      .grad_bytes = sqlite3_column_int64(st, 2), .flops_per_sample = column_real(st, 3),
+                      .description = (const char *)sqlite3_column_text(st, 4),
+                      .source = (const char *)sqlite3_column_text(st, 5)};
+    if ((rc = fn(ctx, &r))) {
+      sqlite3_finalize(st);
+      return rc;
+    }
+  }
+  if (rc < 0) return rc;
+  sqlite3_finalize(st);
+  return 0;
+}

@@ -186,6 +186,33 @@ int64_t hs_store_evals_get(hs_store *s, int64_t run, hs_eval_row **out, hs_diag 
 int hs_store_eval_first_below(hs_store *s, int64_t run, double max_loss, double *time_s,
                               hs_diag *d);
 
+/* A calibrated device with one of its chosen step fits (one row per device and model; a
+ * device without a fit has one row with model and form NULL). */
+typedef struct hs_device_fit_row {
+  int64_t device_id;
+  const char *name, *kind, *host;
+  const char *model, *form;  /* NULL without a fit */
+  double heldout_rel_error;  /* NaN when NULL */
+  int64_t max_batch;         /* samples; valid when has_max_batch */
+  int has_max_batch;
+  int64_t batches;           /* distinct batch sizes timed for the model's step */
+  const char *source;        /* NULL: timed here by `hetsim calib` */
+} hs_device_fit_row;
+/* Calls fn for every row, by device id then model; the strings live until fn returns. A
+ * non-zero return of fn stops and is returned. */
+int hs_store_device_fits_each(hs_store *s, int (*fn)(void *ctx, const hs_device_fit_row *r),
+                              void *ctx, hs_diag *d);
+
+/* A model imported into the model table (`hetsim calib import`; the zoo's rows have no source). */
+typedef struct hs_model_row {
+  const char *name, *description, *source;
+  int64_t params, grad_bytes;
+  double flops_per_sample;   /* training FLOPs per sample; NaN when NULL */
+} hs_model_row;
+/* Calls fn for every imported model, by name; as hs_store_device_fits_each. */
+int hs_store_imported_models_each(hs_store *s, int (*fn)(void *ctx, const hs_model_row *r),
+                                  void *ctx, hs_diag *d);
+
 /* A row of `validation`; the errors NaN = NULL. */
 typedef struct hs_validation_row {
   int64_t run_id, sim_run_id;

@@ -755,6 +755,25 @@ static void test_real_options(void) {
   ASSERT_STR(back.device_name, "a\"b\\c");
 }
 
+static int list_device(void *ctx, const hs_device_fit_row *r) {
+  int *n = ctx;
+  n[0]++;
+  if (!r->model && !r->form && isnan(r->heldout_rel_error) && !r->has_max_batch && r->batches == 0) n[1]++;
+  return 0;
+}
+
+static int stop_listing(void *ctx, const hs_device_fit_row *r) {
+  (void)ctx;
+  (void)r;
+  return 7;
+}
+
+static int count_model(void *ctx, const hs_model_row *r) {
+  int *n = ctx;
+  if (!strcmp(r->name, "tiny") && r->params == 10 && r->grad_bytes == 40 && isnan(r->flops_per_sample)) (*n)++;
+  return 0;
+}
+
 /* The typed readers the commands use, on a run with known rows: each answer computed by hand. */
 static void test_readers(void) {
   const char *p;
@@ -872,6 +891,20 @@ static void test_readers(void) {
   ASSERT_EQ(hs_store_calib_medians(s, "box", "tiny", "update", med, 4, &d), 2);
   ASSERT(med[0] == 1e-3 && med[1] == 3e-3);
   ASSERT_EQ(hs_store_calib_medians(s, "box", "tiny", "update", med, 1, &d), 1);
+
+  /* The device listing: one row per device and chosen step fit, or one row without a fit. */
+  ASSERT_EQ(sqlite3_exec(db, "INSERT INTO device(id, name, kind) VALUES (8, 'bare', 'cpu');", NULL, NULL, NULL), SQLITE_OK);
+  int listed[2] = {0, 0};
+  ASSERT_EQ(hs_store_device_fits_each(s, list_device, listed, &d), 0);
+  ASSERT_EQ(listed[0], 2);
+  ASSERT_EQ(listed[1], 2); /* neither has a chosen step fit */
+  ASSERT_EQ(hs_store_device_fits_each(s, stop_listing, NULL, &d), 7); /* fn's answer stops it */
+  int models = 0;
+  ASSERT_EQ(hs_store_imported_models_each(s, count_model, &models, &d), 0);
+  ASSERT_EQ(models, 0); /* 'tiny' has no source */
+  ASSERT_EQ(sqlite3_exec(db, "UPDATE model SET source = 'profile x' WHERE name = 'tiny';", NULL, NULL, NULL), SQLITE_OK);
+  ASSERT_EQ(hs_store_imported_models_each(s, count_model, &models, &d), 0);
+  ASSERT_EQ(models, 1);
 
   /* A validation, found again by its simulated run's key once that run is complete. */
   hs_run_info si = run_info;
