@@ -471,7 +471,9 @@ int hs_cmd_validate(int argc, char **argv) {
   /* Where the calibration is read: --calib, else the run's own database. */
   hs_store *perf_store = cstore ? cstore : store;
 
-  /* The cluster: the run's own file, or N equal workers on one node. */
+  /* The cluster: the run's own file, or N equal workers on one node. The latter stays YAML
+   * text: it is stored as the simulated run's cluster_text (so that `hetsim sim` can replay it)
+   * and hashed into the validation key, which earlier validations' keys must keep matching. */
   char gen[1024];
   const char *text = r.cluster_text;
   if (!text) {
@@ -524,7 +526,8 @@ int hs_cmd_validate(int argc, char **argv) {
   double upd = 0;
   if (update_time(perf_store, cdev, r.model, &upd) <= 0 && update_time(perf_store, r.opt.device_name, r.model, &upd) <= 0) upd = 0;
   /* The runtime's hand-offs between threads, each the calibrated wake-up (0 for a
-   * calibration older than the "wake" op): three per all-reduce, one per server message. */
+   * calibration older than the "wake" op), as many as the cpu backend counts per all-reduce
+   * and per server message (real_comm.h). */
   double wake = 0;
   int have_wake = wake_time(perf_store, comm_dev, &wake) > 0 || wake_time(perf_store, r.opt.device_name, &wake) > 0;
   const hs_real_comm_ops *cpu = &hs_real_comm_cpu; /* the backend of the runs validated */
