@@ -24,6 +24,13 @@ static int parse_nonneg(const char **s, long *out) {
   return 0;
 }
 
+char *hs_cal_device_shared_name(char *buf, size_t len, const char *name, int n) {
+  char full[512];
+  snprintf(full, sizeof full, "%s (%d workers)", name, n);
+  snprintf(buf, len, "%.255s", full);
+  return buf;
+}
+
 int hs_cal_device_parse(const char *s, hs_cal_device *out, hs_diag *d) {
   memset(out, 0, sizeof *out);
   out->ordinal = -1;

@@ -12,6 +12,7 @@
 #ifndef HS_CAL_DEVICE_H
 #define HS_CAL_DEVICE_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "core/core_error.h"
@@ -38,5 +39,11 @@ typedef struct hs_cal_device {
 int hs_cal_device_parse(const char *s, hs_cal_device *out, hs_diag *d);
 /* Fills the rest of *dev (after hs_cal_device_parse) from the machine. */
 int hs_cal_device_discover(hs_cal_device *dev, hs_diag *d);
+
+/* The device name of a calibration taken while n workers stepped at once on device `name`
+ * ("NAME (N workers)", cut to a device name's 255 characters): how `hetsim calib --concurrent
+ * N` and `hetsim calib import` of a profile of N concurrent workers store it, and what
+ * `hetsim validate` looks up for a run of N workers. Returns buf. */
+char *hs_cal_device_shared_name(char *buf, size_t len, const char *name, int n);
 
 #endif

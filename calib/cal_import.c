@@ -698,9 +698,9 @@ static int prepare(const char *name, const char *json, size_t len, const hs_cal_
   } else if (pr->concurrent > 1) {
     /* As `hetsim calib --concurrent N` names its devices, so that `hetsim validate` finds the
      * calibration of N workers sharing the machine. */
-    char full[sizeof pr->dev.name + 32];
-    snprintf(full, sizeof full, "%s (%d workers)", pr->dev.name, pr->concurrent);
-    snprintf(pr->dev.name, sizeof pr->dev.name, "%.255s", full);
+    char full[sizeof pr->dev.name];
+    hs_cal_device_shared_name(full, sizeof full, pr->dev.name, pr->concurrent);
+    memcpy(pr->dev.name, full, sizeof full);
   }
   snprintf(pr->hash, sizeof pr->hash, "%016llx", (unsigned long long)fnv1a64(json, len));
   describe_sources(pr);

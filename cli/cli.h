@@ -111,10 +111,7 @@ void hs_cli_join_argv(int argc, char **argv, char *buf, size_t len);
 /* Evaluations of a run in progress, kept in memory because the store takes only step rows
  * while their bulk insert is open, and written when the run ends. */
 struct hs_diag;
-typedef struct hs_cli_eval {
-  double time_s, loss, accuracy;
-  int64_t step;
-} hs_cli_eval;
+typedef struct hs_eval_row hs_cli_eval;
 typedef struct hs_cli_evals {
   int64_t n, cap;
   hs_cli_eval *r;
@@ -122,9 +119,35 @@ typedef struct hs_cli_evals {
 /* An eval sink for hs_sim_config / hs_real_config; ctx is an hs_cli_evals. */
 int hs_cli_eval_sink(void *ctx, double time_s, int64_t step, double loss, double accuracy,
                      struct hs_diag *d);
-/* Adds every buffered evaluation to run `run`; stops at the first failure. */
-int hs_cli_evals_store(const hs_cli_evals *e, struct hs_store *s, int64_t run, struct hs_diag *d);
 void hs_cli_evals_free(hs_cli_evals *e);
+
+/* One stored run, the same for `sim`, `real` and `validate`: its row (begun before the run
+ * starts, or at its first step), its step rows through the store's bulk insert, its
+ * evaluations kept in memory (hs_cli_eval_sink on &evals), then at the end, in this order: the
+ * step batch closed, the evaluations, the worker rows, the status and summary. */
+struct hs_run_info;
+struct hs_step_row;
+struct hs_worker_row;
+typedef struct hs_cli_run {
+  struct hs_store *store;
+  const struct hs_run_info *info;
+  int store_steps;           /* 1: step rows are stored (else only the run's row, evals, workers) */
+  int64_t max_rows;          /* the most step rows to store, 0 = no limit (HS_ELIMIT past it) */
+  int64_t id;                /* the run's id once begun, else 0 */
+  int64_t rows;              /* step rows stored */
+  hs_cli_evals evals;
+} hs_cli_run;
+/* Writes the run's row (status running) and opens its step batch; nothing when already begun. */
+int hs_cli_run_begin(hs_cli_run *r, struct hs_diag *d);
+/* A step sink for hs_sim_config / hs_real_config; ctx is an hs_cli_run, begun here if not yet. */
+int hs_cli_run_step_sink(void *ctx, const struct hs_step_row *row, struct hs_diag *d);
+/* Ends the run (begun here if not yet): closes the step batch, stores the evaluations, the n
+ * worker rows (none when rows is NULL) and the status, summary (may be NULL) and error (may be
+ * NULL); stops at the first failure. */
+int hs_cli_run_finish(hs_cli_run *r, const char *status, const struct hs_summary *sum,
+                      const char *error, const struct hs_worker_row *rows, int n,
+                      struct hs_diag *d);
+void hs_cli_run_free(hs_cli_run *r);
 
 /* Writes every row of a prepared statement as RFC 4180 CSV (a header row, CRLF line ends,
  * NULL as an empty field, reals in their shortest exact form) and returns an exit status.

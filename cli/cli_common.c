@@ -273,22 +273,38 @@ int hs_cli_eval_sink(void *ctx, double time_s, int64_t step, double loss, double
   return 0;
 }
 
-int hs_cli_evals_store(const hs_cli_evals *e, hs_store *s, int64_t run, hs_diag *d) {
-  int rc = 0;
-  /* One transaction for them all: a long run has 10^5 evaluations, each its own commit
-   * otherwise (seconds of fsync). */
-  sqlite3 *db = hs_store_db(s);
-  int tx = e->n > 1 && sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL) == SQLITE_OK;
-  for (int64_t i = 0; !rc && i < e->n; i++)
-    rc = hs_store_eval_add(s, run, e->r[i].time_s, e->r[i].step, e->r[i].loss, e->r[i].accuracy, d);
-  if (tx && !rc && sqlite3_exec(db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK)
-    rc = hs_diag_set(d, HS_EDB, "storing the evaluations: %s", sqlite3_errmsg(db));
-  if (tx && rc) sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
-  return rc;
-}
-
 void hs_cli_evals_free(hs_cli_evals *e) {
   free(e->r);
   e->r = NULL;
   e->n = e->cap = 0;
 }
+
+int hs_cli_run_begin(hs_cli_run *r, hs_diag *d) {
+  if (r->id) return 0;
+  int rc = hs_store_run_begin(r->store, r->info, &r->id, d);
+  if (!rc && r->store_steps) rc = hs_store_steps_begin(r->store, r->id, d);
+  return rc;
+}
+
+int hs_cli_run_step_sink(void *ctx, const hs_step_row *row, hs_diag *d) {
+  hs_cli_run *r = ctx;
+  int rc = hs_cli_run_begin(r, d);
+  if (rc || !r->store_steps) return rc;
+  if (r->max_rows > 0 && r->rows >= r->max_rows)
+    return hs_diag_set(d, HS_ELIMIT, "the run reached the limit of %lld step rows (--max-step-rows): "
+                       "give --store summary, a shorter run, or a higher limit", (long long)r->max_rows);
+  r->rows++;
+  return hs_store_step_add(r->store, row, d);
+}
+
+int hs_cli_run_finish(hs_cli_run *r, const char *status, const hs_summary *sum, const char *error,
+                      const hs_worker_row *rows, int n, hs_diag *d) {
+  int rc = hs_cli_run_begin(r, d);
+  if (!rc && r->store_steps) rc = hs_store_steps_end(r->store, d);
+  if (!rc) rc = hs_store_evals_add(r->store, r->id, r->evals.r, r->evals.n, d);
+  if (!rc && rows) rc = hs_store_workers_add(r->store, r->id, rows, n, d);
+  if (!rc) rc = hs_store_run_finish(r->store, r->id, status, sum, error, d);
+  return rc;
+}
+
+void hs_cli_run_free(hs_cli_run *r) { hs_cli_evals_free(&r->evals); }

@@ -18,7 +18,6 @@
 #include <getopt.h>
 #include <limits.h>
 #include <math.h>
-#include <sqlite3.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,7 +28,7 @@
 #include "cli/cli.h"
 #include "cli/cli_format.h"
 #include "cli/sweep_grid.h"
-#include "cli/sweep_store.h"
+#include "core/core_sweep.h"
 #include "core/core_config.h"
 #include "core/core_json.h"
 #include "core/core_store.h"
@@ -732,6 +731,33 @@ static int key_run_cmp(const void *a, const void *b) {
   return strcmp(((const key_run *)a)->key, ((const key_run *)b)->key);
 }
 
+/* The runs of hs_sweep_runs_each, each kept as the run of its point: a complete run wins
+ * over a later failure. */
+typedef struct runs_ctx {
+  key_run *kr;
+  int n;
+} runs_ctx;
+
+static int keep_run(void *ctx, const hs_sweep_run *sr) {
+  runs_ctx *c = ctx;
+  const char *k = sr->key;
+  if (!k || strlen(k) != 16) return 0;
+  key_run *hit = bsearch(k, c->kr, (size_t)c->n, sizeof *c->kr, key_run_cmp);
+  if (!hit) return 0;
+  if (hit->r.complete && !sr->complete) return 0; /* a complete run wins over a later failure */
+  point_run *r = &hit->r;
+  r->id = sr->id;
+  r->complete = sr->complete;
+  snprintf(r->error, sizeof r->error, "%s", sr->error ? sr->error : (sr->complete ? "" : "the run did not finish"));
+  r->ttt = sr->time_to_target_s;
+  r->final_loss = sr->final_loss;
+  r->final_acc = sr->final_accuracy;
+  r->samples_per_s = sr->samples_per_s;
+  r->wait_fraction = sr->wait_fraction;
+  r->sim_time_s = sr->sim_time_s;
+  return 0;
+}
+
 /* For each point of g, its complete run in db (the newest), else its newest run. */
 static int read_runs(const char *db, const hs_sweep_grid *g, point_run *out, hs_diag *d) {
   key_run *kr = calloc((size_t)g->n_points + 1, sizeof *kr);
@@ -740,37 +766,8 @@ static int read_runs(const char *db, const hs_sweep_grid *g, point_run *out, hs_
   qsort(kr, (size_t)g->n_points, sizeof *kr, key_run_cmp);
   hs_store *s = NULL;
   int rc = hs_store_open(&s, db, HS_STORE_READONLY, d);
-  sqlite3_stmt *st = NULL;
-  if (!rc &&
-      sqlite3_prepare_v2(hs_store_db(s),
-                         "SELECT json_extract(r.options, '$.sweep_point'), r.id, r.status = 'complete',"
-                         " r.error, s.time_to_target_s, s.final_loss, s.final_accuracy,"
-                         " s.samples_per_s, s.wait_fraction, s.sim_time_s"
-                         " FROM run r LEFT JOIN summary s ON s.run_id = r.id"
-                         " WHERE r.options IS NOT NULL AND json_valid(r.options)"
-                         " AND json_extract(r.options, '$.sweep_point') IS NOT NULL ORDER BY r.id",
-                         -1, &st, NULL) != SQLITE_OK)
-    rc = hs_diag_set(d, HS_EDB, "%s: reading the runs: %s", db, sqlite3_errmsg(hs_store_db(s)));
-  int step = SQLITE_DONE;
-  while (!rc && (step = sqlite3_step(st)) == SQLITE_ROW) {
-    const char *k = (const char *)sqlite3_column_text(st, 0);
-    if (!k || strlen(k) != 16) continue;
-    key_run *hit = bsearch(k, kr, (size_t)g->n_points, sizeof *kr, key_run_cmp);
-    if (!hit) continue;
-    int complete = sqlite3_column_int(st, 2);
-    if (hit->r.complete && !complete) continue; /* a complete run wins over a later failure */
-    point_run *r = &hit->r;
-    r->id = sqlite3_column_int64(st, 1);
-    r->complete = complete;
-    const char *e = (const char *)sqlite3_column_text(st, 3);
-    snprintf(r->error, sizeof r->error, "%s", e ? e : (complete ? "" : "the run did not finish"));
-    double *v[6] = {&r->ttt, &r->final_loss, &r->final_acc, &r->samples_per_s, &r->wait_fraction, &r->sim_time_s};
-    for (int c = 0; c < 6; c++)
-      *v[c] = sqlite3_column_type(st, 4 + c) == SQLITE_NULL ? NAN : sqlite3_column_double(st, 4 + c);
-  }
-  if (!rc && step != SQLITE_DONE)
-    rc = hs_diag_set(d, HS_EDB, "%s: reading the runs: %s", db, sqlite3_errmsg(hs_store_db(s)));
-  sqlite3_finalize(st);
+  runs_ctx c = {.kr = kr, .n = g->n_points};
+  if (!rc) rc = hs_sweep_runs_each(s, keep_run, &c, d);
   hs_store_close(s);
   for (int i = 0; !rc && i < g->n_points; i++) {
     key_run *hit = bsearch(g->points[i].key, kr, (size_t)g->n_points, sizeof *kr, key_run_cmp);

@@ -382,9 +382,9 @@ int hs_cmd_calib(int argc, char **argv) {
     snprintf(dev.name, sizeof dev.name, "%.255s", full);
   }
   if (!a.name && a.o.concurrent > 1) {
-    char full[300];
-    snprintf(full, sizeof full, "%s (%d workers)", dev.name, a.o.concurrent);
-    snprintf(dev.name, sizeof dev.name, "%.255s", full);
+    char full[sizeof dev.name];
+    hs_cal_device_shared_name(full, sizeof full, dev.name, a.o.concurrent);
+    memcpy(dev.name, full, sizeof full);
   }
   /* Open the device once before the database: a device that cannot run says so now. */
   hs_net *probe = NULL;

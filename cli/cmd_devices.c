@@ -2,7 +2,7 @@
  * chosen form of the step fit, its held-out error, the batch limit and where the numbers come
  * from (timed here by `hetsim calib`, or an imported profile). Read-only. */
 #include <getopt.h>
-#include <sqlite3.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -30,13 +30,6 @@ static void usage(FILE *out) {
           HS_DEFAULT_DB);
 }
 
-static const char *const sql =
-    "SELECT d.id, d.name, d.kind, d.host, p.model, p.form, p.heldout_rel_error, p.max_batch,"
-    " (SELECT count(DISTINCT batch) FROM calib_sample c WHERE c.device_id = d.id AND c.model ="
-    " p.model AND c.phase = 'step') AS batches, d.source"
-    " FROM device d LEFT JOIN perf_model p ON p.device_id = d.id AND p.phase = 'step' AND"
-    " p.chosen = 1 ORDER BY d.id, p.model";
-
 static void csv_field(const char *s) {
   if (!s) return;
   if (!strpbrk(s, ",\"\n")) {
@@ -49,6 +42,57 @@ static void csv_field(const char *s) {
     putchar(*s);
   }
   putchar('"');
+}
+
+typedef struct list_ctx {
+  int json, csv, rows;
+  hs_json j;
+} list_ctx;
+
+/* Prints one row of hs_store_device_fits_each in the chosen form. */
+static int print_row(void *ctx, const hs_device_fit_row *r) {
+  list_ctx *lc = ctx;
+  lc->rows++;
+  long long id = r->device_id, maxb = r->max_batch, nb = r->batches;
+  const char *name = r->name, *kind = r->kind, *host = r->host, *model = r->model, *form = r->form;
+  const char *source = r->source; /* NULL: timed here */
+  int has_err = !isnan(r->heldout_rel_error), has_max = r->has_max_batch;
+  double err = r->heldout_rel_error;
+  if (lc->json) {
+    hs_json *j = &lc->j;
+    hs_json_object_begin(j);
+    hs_json_key(j, "device_id"); hs_json_int(j, id);
+    hs_json_key(j, "name"); hs_json_string(j, name);
+    hs_json_key(j, "kind"); hs_json_string(j, kind);
+    hs_json_key(j, "host"); hs_json_string(j, host);
+    hs_json_key(j, "model"); hs_json_string(j, model);
+    hs_json_key(j, "form"); hs_json_string(j, form);
+    hs_json_key(j, "heldout_rel_error"); if (has_err) hs_json_double(j, err); else hs_json_null(j);
+    hs_json_key(j, "max_batch"); if (has_max) hs_json_int(j, maxb); else hs_json_null(j);
+    hs_json_key(j, "batches"); hs_json_int(j, nb);
+    hs_json_key(j, "source"); hs_json_string(j, source);
+    hs_json_object_end(j);
+  } else if (lc->csv) {
+    printf("%lld,", id);
+    csv_field(name); putchar(',');
+    csv_field(kind); putchar(',');
+    csv_field(host); putchar(',');
+    csv_field(model); putchar(',');
+    csv_field(form); putchar(',');
+    if (has_err) printf("%.17g", err);
+    putchar(',');
+    if (has_max) printf("%lld", maxb);
+    printf(",%lld,", nb);
+    csv_field(source);
+    putchar('\n');
+  } else {
+    char e[32] = "", m[32] = "";
+    if (has_err) snprintf(e, sizeof e, "%.2f%%", err * 100);
+    if (has_max) snprintf(m, sizeof m, "%lld", maxb);
+    printf("%-4lld %-40s %-5s %-12s %-10s %-10s %-9s %-9s %-7lld %s\n", id, name ? name : "", kind ? kind : "",
+           host ? host : "", model ? model : "-", form ? form : "-", e, m, nb, source ? source : "hetsim calib");
+  }
+  return 0;
 }
 
 int hs_cmd_devices(int argc, char **argv) {
@@ -90,76 +134,22 @@ int hs_cmd_devices(int argc, char **argv) {
       return rc == HS_ENOTFOUND ? 2 : hs_exit_code(rc);
     }
   }
-  sqlite3_stmt *st = NULL;
-  if (sqlite3_prepare_v2(hs_store_db(s), sql, -1, &st, NULL) != SQLITE_OK) {
-    fprintf(stderr, "hetsim devices: database %s: %s\n", db, sqlite3_errmsg(hs_store_db(s)));
-    hs_store_close(s);
-    return 1;
-  }
-  hs_json j;
+  list_ctx lc = {.json = json, .csv = csv};
   if (json) {
-    hs_json_init(&j, stdout, 1);
-    hs_json_array_begin(&j);
+    hs_json_init(&lc.j, stdout, 1);
+    hs_json_array_begin(&lc.j);
   } else if (csv) {
     printf("device_id,name,kind,host,model,form,heldout_rel_error,max_batch,batches,source\n");
   } else {
     printf("%-4s %-40s %-5s %-12s %-10s %-10s %-9s %-9s %-7s %s\n", "id", "name", "kind", "host", "model",
            "form", "held-out", "max batch", "batches", "source");
   }
-  int rows = 0;
-  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-    rows++;
-    long long id = sqlite3_column_int64(st, 0);
-    const char *name = (const char *)sqlite3_column_text(st, 1);
-    const char *kind = (const char *)sqlite3_column_text(st, 2);
-    const char *host = (const char *)sqlite3_column_text(st, 3);
-    const char *model = (const char *)sqlite3_column_text(st, 4);
-    const char *form = (const char *)sqlite3_column_text(st, 5);
-    int has_err = sqlite3_column_type(st, 6) != SQLITE_NULL, has_max = sqlite3_column_type(st, 7) != SQLITE_NULL;
-    double err = sqlite3_column_double(st, 6);
-    long long maxb = sqlite3_column_int64(st, 7), nb = sqlite3_column_int64(st, 8);
-    const char *source = (const char *)sqlite3_column_text(st, 9); /* NULL: timed here */
-    if (json) {
-      hs_json_object_begin(&j);
-      hs_json_key(&j, "device_id"); hs_json_int(&j, id);
-      hs_json_key(&j, "name"); hs_json_string(&j, name);
-      hs_json_key(&j, "kind"); hs_json_string(&j, kind);
-      hs_json_key(&j, "host"); hs_json_string(&j, host);
-      hs_json_key(&j, "model"); hs_json_string(&j, model);
-      hs_json_key(&j, "form"); hs_json_string(&j, form);
-      hs_json_key(&j, "heldout_rel_error"); if (has_err) hs_json_double(&j, err); else hs_json_null(&j);
-      hs_json_key(&j, "max_batch"); if (has_max) hs_json_int(&j, maxb); else hs_json_null(&j);
-      hs_json_key(&j, "batches"); hs_json_int(&j, nb);
-      hs_json_key(&j, "source"); hs_json_string(&j, source);
-      hs_json_object_end(&j);
-    } else if (csv) {
-      printf("%lld,", id);
-      csv_field(name); putchar(',');
-      csv_field(kind); putchar(',');
-      csv_field(host); putchar(',');
-      csv_field(model); putchar(',');
-      csv_field(form); putchar(',');
-      if (has_err) printf("%.17g", err);
-      putchar(',');
-      if (has_max) printf("%lld", maxb);
-      printf(",%lld,", nb);
-      csv_field(source);
-      putchar('\n');
-    } else {
-      char e[32] = "", m[32] = "";
-      if (has_err) snprintf(e, sizeof e, "%.2f%%", err * 100);
-      if (has_max) snprintf(m, sizeof m, "%lld", maxb);
-      printf("%-4lld %-40s %-5s %-12s %-10s %-10s %-9s %-9s %-7lld %s\n", id, name ? name : "", kind ? kind : "",
-             host ? host : "", model ? model : "-", form ? form : "-", e, m, nb, source ? source : "hetsim calib");
-    }
-  }
-  int ok = rc == SQLITE_DONE;
-  if (!ok) fprintf(stderr, "hetsim devices: database %s: %s\n", db, sqlite3_errmsg(hs_store_db(s)));
-  sqlite3_finalize(st);
+  int ok = !hs_store_device_fits_each(s, print_row, &lc, &d);
+  if (!ok) fprintf(stderr, "hetsim devices: %s\n", d.msg);
   if (json) {
-    hs_json_array_end(&j);
+    hs_json_array_end(&lc.j);
     printf("\n");
-  } else if (!csv && !rows) {
+  } else if (!csv && !lc.rows) {
     printf("(no calibrated devices in %s; run `hetsim calib --device cpu` or `hetsim calib import PROFILE`)\n", db);
   }
   hs_store_close(s);

@@ -24,7 +24,6 @@
 #include <gsl/gsl_multifit_nlinear.h>
 #include <gsl/gsl_vector.h>
 #include <math.h>
-#include <sqlite3.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,7 +44,7 @@ typedef struct fit_point {
 
 typedef struct fit_run {
   int64_t id;
-  char model[32];
+  char model[64];
   double D, u, stale;
 } fit_run;
 
@@ -154,25 +153,22 @@ static double solve(gsl_multifit_nlinear_fdf *fdf, gsl_vector *x0, size_t n) {
   return rms;
 }
 
-static int load_run(sqlite3 *db, int64_t id, fit_data *f, hs_diag *d) {
-  sqlite3_stmt *st = NULL;
+static int load_run(hs_store *s, int64_t id, fit_data *f, hs_diag *d) {
   fit_run *r = &f->runs[f->n_runs];
   memset(r, 0, sizeof *r);
   r->id = id;
-  int rc = 0;
-  sqlite3_prepare_v2(db,
-                     "SELECT r.model, s.samples, s.iterations,"
-                     " (SELECT avg(staleness) FROM step WHERE run_id = r.id)"
-                     " FROM run r LEFT JOIN summary s ON s.run_id = r.id WHERE r.id = ?1",
-                     -1, &st, NULL);
-  if (!st) return hs_diag_set(d, HS_EDB, "reading run %lld: %s", (long long)id, sqlite3_errmsg(db));
-  sqlite3_bind_int64(st, 1, id);
-  if (sqlite3_step(st) != SQLITE_ROW) {
+  hs_run_record rec;
+  int rc = hs_store_run_get(s, id, &rec, d);
+  if (rc < 0) {
+    char msg[sizeof d->msg];
+    snprintf(msg, sizeof msg, "%s", d->msg);
+    rc = hs_diag_set(d, HS_EDB, "reading run %lld: %s", (long long)id, msg);
+  } else if (!rc) {
     rc = hs_diag_set(d, HS_ENOTFOUND, "run %lld: no such run", (long long)id);
   } else {
-    snprintf(r->model, sizeof r->model, "%s", (const char *)sqlite3_column_text(st, 0));
-    double samples = sqlite3_column_double(st, 1), iters = sqlite3_column_double(st, 2);
-    r->stale = sqlite3_column_double(st, 3); /* NULL reads as 0 */
+    rc = 0;
+    snprintf(r->model, sizeof r->model, "%s", rec.model);
+    double samples = (double)rec.samples, iters = (double)rec.iterations;
     const hs_model_info *mi = hs_zoo_find(r->model);
     if (!mi) rc = hs_diag_set(d, HS_EINVAL, "run %lld: unknown model %s", (long long)id, r->model);
     else if (!(samples > 0) || !(iters > 0))
@@ -181,33 +177,38 @@ static int load_run(sqlite3 *db, int64_t id, fit_data *f, hs_diag *d) {
       r->D = (double)mi->dataset_train_size;
       r->u = samples / iters;
     }
+    if (!rc && (rc = hs_store_step_mean_staleness(s, id, &r->stale, d))) {
+      char msg[sizeof d->msg];
+      snprintf(msg, sizeof msg, "%s", d->msg);
+      rc = hs_diag_set(d, HS_EDB, "reading run %lld: %s", (long long)id, msg);
+    }
+    if (isnan(r->stale)) r->stale = 0; /* a run without steps */
   }
-  sqlite3_finalize(st);
+  hs_run_record_free(&rec);
   if (rc) return rc;
-  st = NULL;
-  sqlite3_prepare_v2(db, "SELECT step, loss, accuracy FROM eval WHERE run_id = ?1 AND loss IS NOT NULL ORDER BY step",
-                     -1, &st, NULL);
-  if (!st) return hs_diag_set(d, HS_EDB, "reading run %lld's evaluations: %s", (long long)id, sqlite3_errmsg(db));
-  sqlite3_bind_int64(st, 1, id);
-  int got = 0;
-  while (sqlite3_step(st) == SQLITE_ROW) {
+  hs_eval_row *ev;
+  int64_t ne = hs_store_evals_get(s, id, &ev, d);
+  if (ne < 0) {
+    free(ev);
+    char msg[sizeof d->msg];
+    snprintf(msg, sizeof msg, "%s", d->msg);
+    return hs_diag_set(d, HS_EDB, "reading run %lld's evaluations: %s", (long long)id, msg);
+  }
+  for (int64_t i = 0; i < ne; i++) {
     if (f->n == f->cap) {
       int nc = f->cap ? 2 * f->cap : 256;
       fit_point *p = realloc(f->pts, (size_t)nc * sizeof *p);
       if (!p) {
-        sqlite3_finalize(st);
+        free(ev);
         return hs_diag_set(d, HS_ENOMEM, "out of memory");
       }
       f->pts = p;
       f->cap = nc;
     }
-    f->pts[f->n++] = (fit_point){
-        .run = f->n_runs, .step = sqlite3_column_double(st, 0), .loss = sqlite3_column_double(st, 1),
-        .acc = sqlite3_column_type(st, 2) == SQLITE_NULL ? NAN : sqlite3_column_double(st, 2)};
-    got++;
+    f->pts[f->n++] = (fit_point){.run = f->n_runs, .step = (double)ev[i].step, .loss = ev[i].loss, .acc = ev[i].accuracy};
   }
-  sqlite3_finalize(st);
-  if (!got) return hs_diag_set(d, HS_EINVAL, "run %lld has no evaluations with a loss (run it with --convergence proxy)", (long long)id);
+  free(ev);
+  if (!ne) return hs_diag_set(d, HS_EINVAL, "run %lld has no evaluations with a loss (run it with --convergence proxy)", (long long)id);
   f->n_runs++;
   return 0;
 }
@@ -735,7 +736,7 @@ int hs_cmd_fit(int argc, char **argv) {
       status = bad("expected a run id, got \"%s\"", argv[optind + i]);
       goto done;
     }
-    if ((rc = load_run(hs_store_db(s), id, &f, &d))) {
+    if ((rc = load_run(s, id, &f, &d))) {
       fprintf(stderr, "hetsim fit-convergence: %s\n", d.msg);
       status = hs_exit_code(rc) == 2 || rc == HS_ENOTFOUND ? 2 : 1;
       goto done;

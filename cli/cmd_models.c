@@ -3,7 +3,6 @@
  * numbers come from. Read-only. */
 #include <getopt.h>
 #include <math.h>
-#include <sqlite3.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -30,10 +29,40 @@ static void usage(FILE *out) {
 "  --json      one JSON array of objects\n");
 }
 
-/* The imported models: rows of the model table with a source (the zoo's rows have none). */
-static const char *const imported_sql =
-    "SELECT name, params, grad_bytes, flops_per_sample, description, source FROM model WHERE source IS NOT"
-    " NULL ORDER BY name";
+typedef struct list_ctx {
+  int json;
+  hs_json j;
+} list_ctx;
+
+/* Prints one imported model (hs_store_imported_models_each). */
+static int print_imported(void *ctx, const hs_model_row *r) {
+  list_ctx *lc = ctx;
+  long long params = r->params, grad = r->grad_bytes;
+  int has_flops = !isnan(r->flops_per_sample);
+  double flops = r->flops_per_sample;
+  if (lc->json) {
+    hs_json *j = &lc->j;
+    hs_json_object_begin(j);
+    hs_json_key(j, "name"); hs_json_string(j, r->name);
+    hs_json_key(j, "description"); hs_json_string(j, r->description);
+    hs_json_key(j, "dataset"); hs_json_null(j);
+    hs_json_key(j, "params"); hs_json_int(j, params);
+    hs_json_key(j, "grad_bytes"); hs_json_int(j, grad);
+    hs_json_key(j, "flops_per_sample"); hs_json_null(j);
+    hs_json_key(j, "train_flops_per_sample"); hs_json_double(j, has_flops ? flops : NAN);
+    hs_json_key(j, "act_bytes_per_sample"); hs_json_null(j);
+    hs_json_key(j, "layers"); hs_json_null(j);
+    hs_json_key(j, "source"); hs_json_string(j, r->source);
+    hs_json_object_end(j);
+  } else {
+    /* A profile gives training FLOPs (forward + backward) only. */
+    char gf[32] = "-";
+    if (has_flops) snprintf(gf, sizeof gf, "%.4f", flops / 1e9);
+    printf("%-12s %-14s %12lld %14lld %14s %14s %18s  %s\n", r->name ? r->name : "", "-", params, grad, "-", "-", gf,
+           r->source ? r->source : "");
+  }
+  return 0;
+}
 
 int hs_cmd_models(int argc, char **argv) {
   static const struct option opts[] = {
@@ -61,20 +90,15 @@ int hs_cmd_models(int argc, char **argv) {
     return 2;
   }
   hs_store *s = NULL;
-  sqlite3_stmt *st = NULL;
   if (db || bundled) {
     int rc = bundled ? hs_cli_open_bundled("models", &s, &db) : hs_cli_store_open("models", &s, db, HS_STORE_READONLY);
     if (rc) return rc;
-    if (sqlite3_prepare_v2(hs_store_db(s), imported_sql, -1, &st, NULL) != SQLITE_OK) {
-      fprintf(stderr, "hetsim models: database %s: %s\n", db, sqlite3_errmsg(hs_store_db(s)));
-      hs_store_close(s);
-      return 1;
-    }
   }
-  hs_json j;
+  list_ctx lc = {.json = json};
+  hs_json *jp = &lc.j;
   if (json) {
-    hs_json_init(&j, stdout, 1);
-    hs_json_array_begin(&j);
+    hs_json_init(jp, stdout, 1);
+    hs_json_array_begin(jp);
   } else {
     printf("%-12s %-14s %12s %14s %14s %14s%s\n", "model", "dataset", "params", "grad_bytes",
            "GFLOP/sample", "act_MiB/sample", db ? " train_GFLOP/sample  source" : "");
@@ -85,25 +109,24 @@ int hs_cmd_models(int argc, char **argv) {
     hs_diag d = {0};
     if (hs_zoo_stats(m->name, &ms, &d)) {
       fprintf(stderr, "hetsim models: %s\n", d.msg);
-      sqlite3_finalize(st);
       hs_store_close(s);
       return 1;
     }
     if (json) {
-      hs_json_object_begin(&j);
-      hs_json_key(&j, "name"); hs_json_string(&j, m->name);
-      hs_json_key(&j, "description"); hs_json_string(&j, m->description);
-      hs_json_key(&j, "dataset"); hs_json_string(&j, m->dataset);
-      hs_json_key(&j, "params"); hs_json_int(&j, ms.params);
-      hs_json_key(&j, "grad_bytes"); hs_json_int(&j, ms.grad_bytes);
-      hs_json_key(&j, "flops_per_sample"); hs_json_double(&j, ms.flops_per_sample);
-      hs_json_key(&j, "train_flops_per_sample"); hs_json_double(&j, ms.train_flops_per_sample);
-      hs_json_key(&j, "act_bytes_per_sample"); hs_json_double(&j, ms.act_bytes_per_sample);
-      hs_json_key(&j, "layers"); hs_json_int(&j, ms.layers);
+      hs_json_object_begin(jp);
+      hs_json_key(jp, "name"); hs_json_string(jp, m->name);
+      hs_json_key(jp, "description"); hs_json_string(jp, m->description);
+      hs_json_key(jp, "dataset"); hs_json_string(jp, m->dataset);
+      hs_json_key(jp, "params"); hs_json_int(jp, ms.params);
+      hs_json_key(jp, "grad_bytes"); hs_json_int(jp, ms.grad_bytes);
+      hs_json_key(jp, "flops_per_sample"); hs_json_double(jp, ms.flops_per_sample);
+      hs_json_key(jp, "train_flops_per_sample"); hs_json_double(jp, ms.train_flops_per_sample);
+      hs_json_key(jp, "act_bytes_per_sample"); hs_json_double(jp, ms.act_bytes_per_sample);
+      hs_json_key(jp, "layers"); hs_json_int(jp, ms.layers);
       if (db) {
-        hs_json_key(&j, "source"); hs_json_string(&j, "zoo");
+        hs_json_key(jp, "source"); hs_json_string(jp, "zoo");
       }
-      hs_json_object_end(&j);
+      hs_json_object_end(jp);
     } else {
       printf("%-12s %-14s %12lld %14lld %14.4f %14.3f", m->name, m->dataset, (long long)ms.params,
              (long long)ms.grad_bytes, ms.flops_per_sample / 1e9, ms.act_bytes_per_sample / 1048576.0);
@@ -111,38 +134,10 @@ int hs_cmd_models(int argc, char **argv) {
       printf("\n");
     }
   }
-  int rc = SQLITE_DONE;
-  while (st && (rc = sqlite3_step(st)) == SQLITE_ROW) {
-    const char *name = (const char *)sqlite3_column_text(st, 0);
-    long long params = sqlite3_column_int64(st, 1), grad = sqlite3_column_int64(st, 2);
-    int has_flops = sqlite3_column_type(st, 3) != SQLITE_NULL;
-    double flops = sqlite3_column_double(st, 3);
-    const char *desc = (const char *)sqlite3_column_text(st, 4), *src = (const char *)sqlite3_column_text(st, 5);
-    if (json) {
-      hs_json_object_begin(&j);
-      hs_json_key(&j, "name"); hs_json_string(&j, name);
-      hs_json_key(&j, "description"); hs_json_string(&j, desc);
-      hs_json_key(&j, "dataset"); hs_json_null(&j);
-      hs_json_key(&j, "params"); hs_json_int(&j, params);
-      hs_json_key(&j, "grad_bytes"); hs_json_int(&j, grad);
-      hs_json_key(&j, "flops_per_sample"); hs_json_null(&j);
-      hs_json_key(&j, "train_flops_per_sample"); hs_json_double(&j, has_flops ? flops : NAN);
-      hs_json_key(&j, "act_bytes_per_sample"); hs_json_null(&j);
-      hs_json_key(&j, "layers"); hs_json_null(&j);
-      hs_json_key(&j, "source"); hs_json_string(&j, src);
-      hs_json_object_end(&j);
-    } else {
-      /* A profile gives training FLOPs (forward + backward) only. */
-      char gf[32] = "-";
-      if (has_flops) snprintf(gf, sizeof gf, "%.4f", flops / 1e9);
-      printf("%-12s %-14s %12lld %14lld %14s %14s %18s  %s\n", name ? name : "", "-", params, grad, "-", "-", gf,
-             src ? src : "");
-    }
-  }
-  int ok = rc == SQLITE_DONE;
-  if (!ok) fprintf(stderr, "hetsim models: database %s: %s\n", db, sqlite3_errmsg(hs_store_db(s)));
-  sqlite3_finalize(st);
+  hs_diag ld = {0};
+  int ok = !s || !hs_store_imported_models_each(s, print_imported, &lc, &ld);
+  if (!ok) fprintf(stderr, "hetsim models: %s\n", ld.msg);
   hs_store_close(s);
-  if (json) hs_json_array_end(&j);
+  if (json) hs_json_array_end(jp);
   return ok ? 0 : 1;
 }

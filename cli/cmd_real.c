@@ -16,16 +16,13 @@
 #include "core/core_config.h"
 #include "core/core_json.h"
 #include "core/core_perfmodel.h"
+#include "core/core_runopts.h"
 #include "core/core_store.h"
 #include "core/core_units.h"
 #include "nn/nn_data.h"
 #include "nn/nn_zoo.h"
 #include "policies/pol_registry.h"
-#include "real/real_comm.h"
-#include "real/real_nccl.h"
-#include "real/real_rank.h"
-#include "real/real_rank_tcp.h"
-#include "real/real_run.h"
+#include "real/real_launch.h"
 
 /* The one piece of process-wide state: a signal handler can reach nothing else. */
 static volatile sig_atomic_t real_interrupted;
@@ -215,19 +212,6 @@ static int parse_args(int argc, char **argv, real_args *a) {
   return 0;
 }
 
-/* Sinks: steps go straight into the store's bulk insert; evaluations are kept in memory (the
- * store takes only step rows while the bulk insert is open) and written at the end. */
-typedef struct real_ctx {
-  hs_store *store;
-  int64_t run_id;
-  hs_cli_evals evals;
-} real_ctx;
-
-static int step_sink(void *ctx, const hs_step_row *row, hs_diag *d) {
-  real_ctx *r = ctx;
-  return hs_store_step_add(r->store, row, d);
-}
-
 static void print_summary(const real_args *a, int64_t run_id, const char *status, const char *cluster,
                           const hs_summary *m) {
   if (a->json) {
@@ -328,58 +312,18 @@ int hs_cmd_real(int argc, char **argv) {
   hs_dataset *train = NULL, *test = NULL;
   hs_real_result res;
   memset(&res, 0, sizeof res);
-  real_ctx rctx = {0};
+  hs_cli_run rctx = {0}; /* the stored run (cli.h) */
   hs_perf_model perf;
   int have_perf = 0;
 
-  const hs_real_comm_ops *comm = hs_real_comm_find(a.backend, &d);
-  if (!comm) {
+  /* The runtime (threads, or one process per worker under a launcher) and the comm table. */
+  hs_real_plan plan;
+  if ((rc = hs_real_plan_choose(&plan, a.backend, a.device, a.server_rank, &d))) {
     fprintf(stderr, "hetsim real: %s\n", d.msg);
     return 2;
   }
-  /* --device cuda:local: under a launcher, every rank takes the GPU of its local rank. */
-  char local_dev[32];
-  if (!strcmp(a.device, "cuda:local")) {
-    const char *lr = getenv("OMPI_COMM_WORLD_LOCAL_RANK");
-    if (!lr) lr = getenv("LOCAL_RANK");
-    int64_t v;
-    if (!lr || hs_cli_parse_int64(lr, 0, &v) || v > 1023) {
-      fprintf(stderr, "hetsim real: --device cuda:local needs a launcher that sets the local rank (LOCAL_RANK as "
-              "torchrun does, or OMPI_COMM_WORLD_LOCAL_RANK under mpirun)%s%s\n", lr ? "; got " : "", lr ? lr : "");
-      return 2;
-    }
-    snprintf(local_dev, sizeof local_dev, "cuda:%lld", (long long)v);
-    a.device = local_dev;
-  }
-  hs_cal_device dev;
-  if ((rc = hs_cal_device_parse(a.device, &dev, &d))) {
-    fprintf(stderr, "hetsim real: --device: %s\n", d.msg);
-    return 2;
-  }
-  if (!strcmp(comm->name, "cpu") && strcmp(dev.kind, "cpu")) {
-    fprintf(stderr, "hetsim real: --device %s: the cpu backend runs its workers on --device cpu; "
-            "GPUs need --backend local or nccl\n", a.device);
-    return 2;
-  }
-  if (strcmp(comm->name, "cpu") && strcmp(dev.kind, "cuda")) {
-    fprintf(stderr, "hetsim real: --device %s: the %s backend needs a GPU device such as cuda:0\n", a.device, comm->name);
-    return 2;
-  }
-  /* Under a launcher (mpirun, torchrun) the cpu and nccl backends run one process per worker
-   * (real_rank.h); the local backend runs every worker in one process, so a launcher that
-   * started several is a mistake worth stopping at once. */
-  hs_real_launch launch;
-  if ((rc = hs_real_launch_read(&launch, 0, &d)) ||
-      (!strcmp(comm->name, "local") && (rc = hs_real_launch_read(&launch, 1, &d)))) {
-    fprintf(stderr, "hetsim real: %s\n", d.msg);
-    return 2;
-  }
-  int multi = strcmp(launch.source, "none") && strcmp(comm->name, "local");
-  if (a.server_rank && !multi) {
-    fprintf(stderr, "hetsim real: --server-rank is for multi-process runs (cpu or nccl backend under mpirun or "
-            "torchrun); the threaded runtime has its own server thread\n");
-    return 2;
-  }
+  a.device = plan.device;
+  int multi = plan.multi;
   if (a.cluster) {
     if ((rc = hs_cluster_load(&spec, a.cluster, &d))) {
       fprintf(stderr, "hetsim real: %s\n", d.msg);
@@ -390,15 +334,9 @@ int hs_cmd_real(int argc, char **argv) {
     if (check_events(&spec, multi)) goto out;
   }
   int n_workers = have_spec ? spec.n_workers : (int)a.workers;
-  if (multi) {
-    /* One process per worker: the world size must match, and the backend's per-process table
-     * replaces the registry's. */
-    if ((rc = hs_real_launch_read(&launch, n_workers + a.server_rank, &d)) ||
-        (!strcmp(comm->name, "nccl") && (rc = hs_real_nccl_check(a.device, &d)))) {
-      fprintf(stderr, "hetsim real: %s\n", d.msg);
-      goto out;
-    }
-    comm = !strcmp(comm->name, "nccl") ? &hs_real_comm_nccl_rank : &hs_real_comm_tcp_rank;
+  if ((rc = hs_real_plan_workers(&plan, n_workers, a.timeout, &d))) {
+    fprintf(stderr, "hetsim real: %s\n", d.msg);
+    goto out;
   }
   if (a.global_batch < n_workers) {
     fprintf(stderr, "hetsim real: --global-batch %lld is smaller than the %d workers\n", (long long)a.global_batch, n_workers);
@@ -421,23 +359,13 @@ int hs_cmd_real(int argc, char **argv) {
   }
   char pstr[1024];
   hs_params_format(&params, pstr, sizeof pstr);
-  if (!multi && strcmp(comm->name, "cpu")) {
-    /* Say plainly what this build cannot do before anything is stored. */
-    hs_real_comm *probe = NULL;
-    hs_real_comm_config cc = {.world = 2, .n = 1, .timeout_s = a.timeout, .device = a.device};
-    if ((rc = comm->open(&probe, &cc, &d))) {
-      fprintf(stderr, "hetsim real: %s\n", d.msg);
-      goto out;
-    }
-    comm->close(probe);
-  }
-  if ((rc = hs_cal_device_discover(&dev, &d))) {
+  if ((rc = hs_cal_device_discover(&plan.dev, &d))) {
     fprintf(stderr, "hetsim real: --device %s: %s\n", a.device, d.msg);
     goto out;
   }
   if (a.calib) {
     if ((rc = hs_store_open(&calib_store, a.calib, HS_STORE_READONLY, &d)) ||
-        (rc = hs_perf_load(calib_store, dev.name, a.model, &perf, NULL, &d))) {
+        (rc = hs_perf_load(calib_store, plan.dev.name, a.model, &perf, NULL, &d))) {
       fprintf(stderr, "hetsim real: --calib %s: %s\n", a.calib, d.msg);
       goto out;
     }
@@ -448,11 +376,11 @@ int hs_cmd_real(int argc, char **argv) {
     status = hs_exit_code(rc) == 2 || rc == HS_ENOTFOUND ? 2 : 1;
     goto out;
   }
-  if (multi && launch.rank != 0) {
+  if (multi && plan.launch.rank != 0) {
     /* Another rank: it executes its worker's actions; rank 0 stores everything. */
     hs_real_config rcfg = {
         .cluster = have_spec ? &spec : NULL, .n_workers = n_workers, .model = a.model, .device = a.device,
-        .comm = comm, .timeout_s = a.timeout, .train = train, .global_batch = a.global_batch, .policy = pol,
+        .timeout_s = a.timeout, .train = train, .global_batch = a.global_batch, .policy = pol,
         .params = &params, .seed = a.seed, .lr = a.lr, .eval_every = a.eval_every,
         .max_iterations = a.iterations, .max_epochs = a.epochs, .max_time = a.time,
         .target_loss = a.target_loss, .perf = have_perf ? &perf : NULL,
@@ -462,8 +390,8 @@ int hs_cmd_real(int argc, char **argv) {
      * got one too, and as failed otherwise). */
     struct sigaction old_int;
     hs_cli_catch_signal(SIGINT, on_sigint, &old_int);
-    if ((rc = hs_real_rank_run(&rcfg, &launch, &res, &d)))
-      fprintf(stderr, "hetsim real: rank %d: %s\n", launch.rank, d.msg);
+    if ((rc = hs_real_plan_run(&plan, &rcfg, &res, &d)))
+      fprintf(stderr, "hetsim real: rank %d: %s\n", plan.launch.rank, d.msg);
     sigaction(SIGINT, &old_int, NULL);
     status = !rc ? 0 : rc == HS_EINVAL || rc == HS_EUNSUPPORTED ? 2 : 1;
     goto out;
@@ -478,27 +406,29 @@ int hs_cmd_real(int argc, char **argv) {
   hs_cli_join_argv(argc, argv, command, sizeof command);
   int workers = have_spec ? spec.n_workers : (int)a.workers;
   snprintf(cname, sizeof cname, "%s", have_spec ? spec.name : "cpu-threads");
-  char dev_name[300];
-  {
-    /* The device name goes into JSON: keep it to characters that need no escaping. */
-    size_t k = 0;
-    for (const char *p = dev.name; *p && k + 1 < sizeof dev_name; p++)
-      dev_name[k++] = (*p == '"' || *p == '\\' || (unsigned char)*p < 0x20) ? ' ' : *p;
-    dev_name[k] = 0;
-  }
   /* Whether the workers' threads will be pinned (hs_real_pins), as the run's options say. */
-  hs_real_config pin_cfg = {.device = a.device, .pin = a.no_pin ? HS_PIN_NONE : HS_PIN_AUTO};
-  hs_cpus cpus;
-  int pinned = !multi && hs_real_pins(&pin_cfg, workers, &cpus);
-  snprintf(options, sizeof options,
-           "{\"backend\":\"%s\",\"device\":\"%s\",\"device_name\":\"%s\",\"workers\":%d,"
-           "\"iterations\":%lld,\"epochs\":%.17g,\"time_s\":%.17g,\"target_loss\":%.17g,"
-           "\"lr\":%.17g,\"eval_every\":%lld,\"eval_samples\":%lld,\"train_samples\":%lld,"
-           "\"timeout_s\":%.17g,\"launch\":\"%s\",\"pin\":\"%s\",\"pinned\":%s}",
-           comm->name, a.device, dev_name, workers, (long long)a.iterations, a.epochs, a.time,
-           a.target_loss, a.lr, (long long)a.eval_every, (long long)a.eval_samples,
-           (long long)a.train_samples, a.timeout, launch.source, a.no_pin ? "none" : "auto",
-           pinned ? "true" : "false");
+  hs_real_pin pin = a.no_pin ? HS_PIN_NONE : HS_PIN_AUTO;
+  int pinned = hs_real_plan_pinned(&plan, pin, workers);
+  hs_real_options ro = {
+      .workers = workers, .iterations = a.iterations, .epochs = a.epochs, .time_s = a.time,
+      .target_loss = a.target_loss, .lr = a.lr, .eval_every = a.eval_every,
+      .eval_samples = a.eval_samples, .train_samples = a.train_samples, .timeout_s = a.timeout,
+      .pinned = pinned,
+  };
+  snprintf(ro.backend, sizeof ro.backend, "%s", plan.comm->name);
+  snprintf(ro.device, sizeof ro.device, "%s", a.device);
+  /* The device name as before this writer escaped strings: characters that would need an
+   * escape are blanked, so that a device's runs keep one name across versions. */
+  size_t k = 0;
+  for (const char *p = plan.dev.name; *p && k + 1 < sizeof ro.device_name; p++)
+    ro.device_name[k++] = (*p == '"' || *p == '\\' || (unsigned char)*p < 0x20) ? ' ' : *p;
+  ro.device_name[k] = 0;
+  snprintf(ro.launch, sizeof ro.launch, "%s", plan.launch.source);
+  snprintf(ro.pin, sizeof ro.pin, "%s", a.no_pin ? "none" : "auto");
+  if ((rc = hs_real_options_format(&ro, options, sizeof options, &d))) {
+    fprintf(stderr, "hetsim real: %s\n", d.msg);
+    goto out;
+  }
   hs_cli_versions_json(versions, sizeof versions);
   hs_run_info info = {
       .kind = "real", .policy = pol->name, .params = pstr, .cluster_name = cname,
@@ -506,75 +436,74 @@ int hs_cmd_real(int argc, char **argv) {
       .global_batch = a.global_batch, .seed = a.seed, .options_json = options,
       .versions_json = versions, .command = command,
   };
-  rctx.store = store;
-  if ((rc = hs_store_run_begin(store, &info, &rctx.run_id, &d)) ||
-      (rc = hs_store_steps_begin(store, rctx.run_id, &d))) {
+  /* The run's row is written before the workers start (a run that fails mid-way is marked so). */
+  rctx = (hs_cli_run){.store = store, .info = &info, .store_steps = 1};
+  if ((rc = hs_cli_run_begin(&rctx, &d))) {
     fprintf(stderr, "hetsim real: storing run: %s\n", d.msg);
     goto out;
   }
 
   hs_real_config cfg = {
       .cluster = have_spec ? &spec : NULL, .n_workers = workers, .model = a.model,
-      .device = a.device, .comm = comm, .timeout_s = a.timeout, .train = train, .test = test,
+      .device = a.device, .timeout_s = a.timeout, .train = train, .test = test,
       .global_batch = a.global_batch, .policy = pol, .params = &params, .seed = a.seed,
       .lr = a.lr, .eval_every = a.eval_every, .max_iterations = a.iterations,
       .max_epochs = a.epochs, .max_time = a.time, .target_loss = a.target_loss,
-      .perf = have_perf ? &perf : NULL, .sink = step_sink, .sink_ctx = &rctx,
+      .perf = have_perf ? &perf : NULL, .sink = hs_cli_run_step_sink, .sink_ctx = &rctx,
       .eval_sink = hs_cli_eval_sink, .eval_ctx = &rctx.evals, .stop = &real_interrupted,
-      .pin = pin_cfg.pin,
+      .pin = pin,
   };
   struct sigaction old_sa, old_term;
   real_interrupted = 0;
   hs_cli_catch_signal(SIGINT, on_sigint, &old_sa);
   hs_cli_catch_signal(SIGTERM, on_sigint, &old_term);
   double t0 = hs_cli_wall_now();
-  rc = multi ? hs_real_rank_run(&cfg, &launch, &res, &d) : hs_real_run(&cfg, &res, &d);
+  rc = hs_real_plan_run(&plan, &cfg, &res, &d);
   res.summary.wall_s = hs_cli_wall_now() - t0;
   sigaction(SIGINT, &old_sa, NULL);
   sigaction(SIGTERM, &old_term, NULL);
 
   hs_diag sd = {0};
-  int src = hs_store_steps_end(store, &sd);
-  if (!src) src = hs_cli_evals_store(&rctx.evals, store, rctx.run_id, &sd);
+  int src = 0;
   const char *st = rc ? "failed"
                  : res.status == HS_REAL_COMPLETE ? "complete"
                  : res.status == HS_REAL_INTERRUPTED ? "interrupted" : "failed";
   const char *err = rc ? d.msg
                   : res.status == HS_REAL_STALLED ? "the policy left nothing to do before any stop condition (did every worker leave?)"
                   : res.status == HS_REAL_INTERRUPTED ? "interrupted by a signal" : NULL;
-  if (!src && res.workers) {
-    hs_worker_row *rows = calloc((size_t)res.n_workers, sizeof *rows);
+  hs_worker_row *rows = NULL;
+  if (res.workers) {
+    rows = calloc((size_t)res.n_workers, sizeof *rows);
     if (!rows) src = hs_diag_set(&sd, HS_ENOMEM, "out of memory");
     for (int i = 0; rows && i < res.n_workers; i++) {
       const hs_real_worker_stats *w = &res.workers[i];
       const char *type = have_spec ? spec.types[spec.workers[i].type].name : "cpu";
-      const char *node = have_spec ? spec.nodes[spec.workers[i].node].name : dev.host;
+      const char *node = have_spec ? spec.nodes[spec.workers[i].node].name : plan.dev.host;
       rows[i] = (hs_worker_row){.index = i, .device_type = type, .node = node, .joined_at_s = w->joined_at,
                                 .left_at_s = w->left_at, .initial_batch = w->initial_batch,
                                 .steps = w->steps, .samples = w->samples, .busy_s = w->busy_s,
                                 .wait_s = w->wait_s, .comm_s = w->comm_s};
     }
-    if (!src) src = hs_store_workers_add(store, rctx.run_id, rows, res.n_workers, &sd);
-    free(rows);
   }
-  if (!src) src = hs_store_run_finish(store, rctx.run_id, st, res.workers ? &res.summary : NULL, err, &sd);
+  if (!src) src = hs_cli_run_finish(&rctx, st, res.workers ? &res.summary : NULL, err, rows, res.n_workers, &sd);
+  free(rows);
   if (src) {
     fprintf(stderr, "hetsim real: storing run: %s\n", sd.msg);
     goto out;
   }
   if (rc) {
-    fprintf(stderr, "hetsim real: run %lld failed: %s\n", (long long)rctx.run_id, d.msg);
+    fprintf(stderr, "hetsim real: run %lld failed: %s\n", (long long)rctx.id, d.msg);
     /* What the multi-process runtime does not support yet is refused as bad input. */
     if (multi && (rc == HS_EUNSUPPORTED || rc == HS_EINVAL)) status = 2;
     goto out;
   }
-  print_summary(&a, rctx.run_id, st, cname, &res.summary);
-  if (err) fprintf(stderr, "hetsim real: run %lld %s: %s\n", (long long)rctx.run_id, st, err);
+  print_summary(&a, rctx.id, st, cname, &res.summary);
+  if (err) fprintf(stderr, "hetsim real: run %lld %s: %s\n", (long long)rctx.id, st, err);
   status = res.status == HS_REAL_COMPLETE ? 0 : 1;
 
 out:
   hs_real_result_free(&res);
-  hs_cli_evals_free(&rctx.evals);
+  hs_cli_run_free(&rctx);
   hs_store_close(store);
   hs_store_close(calib_store);
   hs_data_close(train);

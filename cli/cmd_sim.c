@@ -285,33 +285,6 @@ static int resolve_model(const sim_args *a, hs_store *prof_store, const hs_model
   return 0;
 }
 
-/* The step sink: begins the run's row at the first finished step, then stores steps. */
-typedef struct run_ctx {
-  hs_store *store;
-  const hs_run_info *info;
-  int64_t run_id;
-  int store_steps;
-  int64_t rows, max_rows; /* step rows stored; max_rows 0 = no limit */
-} run_ctx;
-
-static int run_ensure(run_ctx *r, hs_diag *d) {
-  if (r->run_id) return 0;
-  int rc = hs_store_run_begin(r->store, r->info, &r->run_id, d);
-  if (!rc && r->store_steps) rc = hs_store_steps_begin(r->store, r->run_id, d);
-  return rc;
-}
-
-static int step_sink(void *ctx, const hs_step_row *row, hs_diag *d) {
-  run_ctx *r = ctx;
-  int rc = run_ensure(r, d);
-  if (rc || !r->store_steps) return rc;
-  if (r->max_rows > 0 && r->rows >= r->max_rows)
-    return hs_diag_set(d, HS_ELIMIT, "the run reached the limit of %lld step rows (--max-step-rows): "
-                       "give --store summary, a shorter run, or a higher limit", (long long)r->max_rows);
-  r->rows++;
-  return hs_store_step_add(r->store, row, d);
-}
-
 /* Why a run that ended without an error stopped: "target", "iterations", "epochs", "sim_time"
  * (the stop conditions given), "max_iterations" (the bound of a run without --iterations),
  * "interrupted" or "stalled". */
@@ -496,9 +469,9 @@ int hs_cmd_sim(int argc, char **argv) {
   hs_store *store = NULL;
   hs_trace *trace = NULL;
   hs_outfile trace_file = {0}; /* --trace-out goes to a temporary file, renamed at the end */
+  hs_cli_run rctx = {0};        /* the stored run (cli.h) */
   hs_sim_result res;
   memset(&res, 0, sizeof res);
-  hs_cli_evals evals = {0};
   hs_perf_model *perf = NULL;     /* per device type, when one is calibrated */
   hs_store *calib_store = NULL;
   hs_store *prof_store = NULL;    /* profiles the cluster file names, imported in memory */
@@ -658,8 +631,8 @@ int hs_cmd_sim(int argc, char **argv) {
       .global_batch = a.global_batch, .seed = a.seed, .options_json = options,
       .versions_json = versions, .command = command,
   };
-  run_ctx rctx = {.store = store, .info = &info, .store_steps = a.store_steps,
-                  .max_rows = a.max_step_rows};
+  /* The run's row is written at its first finished step (hs_cli_run_step_sink). */
+  rctx = (hs_cli_run){.store = store, .info = &info, .store_steps = a.store_steps, .max_rows = a.max_step_rows};
 
   hs_progress prog;
   char label[160];
@@ -672,10 +645,10 @@ int hs_cmd_sim(int argc, char **argv) {
       .dataset_size = mi ? mi->dataset_train_size : imported_epoch, .global_batch = a.global_batch, .policy = pol,
       .params = &params, .seed = a.seed, .max_epochs = a.epochs,
       .max_iterations = a.iterations ? a.iterations : a.max_iterations,
-      .max_sim_time = a.sim_time, .max_events = a.max_events, .sink = step_sink,
+      .max_sim_time = a.sim_time, .max_events = a.max_events, .sink = hs_cli_run_step_sink,
       .sink_ctx = &rctx, .trace = trace, .progress = &prog, .stop = &sim_interrupted,
       .conv = conv, .conv_params = conv ? &conv_params : NULL, .target_loss = a.target_loss,
-      .target_accuracy = a.target_acc, .eval_sink = conv ? hs_cli_eval_sink : NULL, .eval_ctx = &evals,
+      .target_accuracy = a.target_acc, .eval_sink = conv ? hs_cli_eval_sink : NULL, .eval_ctx = &rctx.evals,
       .perf = perf,
   };
 
@@ -687,15 +660,13 @@ int hs_cmd_sim(int argc, char **argv) {
   res.summary.wall_s = hs_cli_wall_now() - t0;
   sigaction(SIGINT, &old_sa, NULL);
 
-  if (rc && !rctx.run_id && hs_exit_code(rc) == 2) {
+  if (rc && !rctx.id && hs_exit_code(rc) == 2) {
     /* Rejected before the run began: bad input, nothing stored. */
     fprintf(stderr, "hetsim sim: %s\n", d.msg);
     goto out;
   }
   hs_diag sd = {0};
-  int src = run_ensure(&rctx, &sd);
-  if (!src && a.store_steps) src = hs_store_steps_end(store, &sd);
-  if (!src) src = hs_cli_evals_store(&evals, store, rctx.run_id, &sd);
+  int src = 0;
   const char *st = rc ? "failed"
                  : res.status == HS_SIM_COMPLETE ? "complete"
                  : res.status == HS_SIM_INTERRUPTED ? "interrupted" : "failed";
@@ -722,10 +693,11 @@ int hs_cmd_sim(int argc, char **argv) {
           .steps = w->steps, .samples = w->samples, .busy_s = w->busy_s, .wait_s = w->wait_s,
           .comm_s = w->comm_s};
     }
-    if (!src) src = hs_store_workers_add(store, rctx.run_id, rows, res.n_workers, &sd);
+    if (!src) src = hs_cli_run_finish(&rctx, st, rc ? NULL : &res.summary, err, rows, res.n_workers, &sd);
     free(rows);
+  } else if (!src) {
+    src = hs_cli_run_finish(&rctx, st, rc ? NULL : &res.summary, err, NULL, 0, &sd);
   }
-  if (!src) src = hs_store_run_finish(store, rctx.run_id, st, rc ? NULL : &res.summary, err, &sd);
   if (src) {
     fprintf(stderr, "hetsim sim: storing run: %s\n", sd.msg);
     status = 1;
@@ -742,12 +714,12 @@ int hs_cmd_sim(int argc, char **argv) {
     }
   }
   if (rc) {
-    fprintf(stderr, "hetsim sim: run %lld failed: %s\n", (long long)rctx.run_id, d.msg);
+    fprintf(stderr, "hetsim sim: run %lld failed: %s\n", (long long)rctx.id, d.msg);
     status = 1;
     goto out;
   }
-  print_summary(&a, rctx.run_id, st, stop, &spec, &res.summary);
-  if (err) fprintf(stderr, "hetsim sim: run %lld %s: %s\n", (long long)rctx.run_id, st, err);
+  print_summary(&a, rctx.id, st, stop, &spec, &res.summary);
+  if (err) fprintf(stderr, "hetsim sim: run %lld %s: %s\n", (long long)rctx.id, st, err);
   status = !strcmp(st, "complete") ? 0 : 1;
 
 out:
@@ -758,7 +730,7 @@ out:
   free(from_profile);
   free(perf);
   hs_sim_result_free(&res);
-  hs_cli_evals_free(&evals);
+  hs_cli_run_free(&rctx);
   hs_store_close(store);
   hs_cluster_spec_free(&spec);
   return status;

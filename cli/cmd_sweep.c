@@ -6,7 +6,7 @@
  * or in one of its leftover shards) and deals the rest round-robin to its --jobs worker
  * processes (fork; with one job, or under MPI with one job, the rank runs them itself). Each
  * worker runs a point exactly as `hetsim sim` would (the same entry point, stdout silenced)
- * into its own shard database, then tags the new run with the point's key (cli/sweep_store.h).
+ * into its own shard database, then tags the new run with the point's key (core/core_sweep.h).
  * Shards: DB.w<J> for local workers, DB.rank<R> (one job) or DB.rank<R>.w<J> under mpirun.
  * At the end each rank merges its own shards into DB (WAL and the busy timeout serialize the
  * ranks' merges), skipping runs whose point is already complete there, and removes them. A
@@ -32,7 +32,7 @@
 #include "cli/report_file.h"
 #include "cli/sweep_grid.h"
 #include "cli/sweep_rank.h"
-#include "cli/sweep_store.h"
+#include "core/core_sweep.h"
 #include "core/core_store.h"
 
 /* The one piece of process-wide state: a signal handler can reach nothing else. */

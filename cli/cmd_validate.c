@@ -14,7 +14,8 @@
  * calibrated steps (step_jitter below: jitter_cv in the JSON), and the links set from
  * the device's cpu communication calibration: a ring all-reduce over N workers taking
  * alpha + M/beta becomes links with latency alpha/(2(N-1)) and bandwidth beta*2(N-1)/N (so the
- * simulator's ring formula gives back alpha + M/beta), and the parameter server's link takes
+ * simulator's ring formula gives back alpha + M/beta: hs_netm_ring_link), and the parameter
+ * server's link takes
  * the point-to-point one; alpha is the fit's, and beta is set so that alpha + M/beta is the
  * time measured at the run's message size M (comm_at below: allreduce_s and p2p_s in the
  * JSON). The runtime applies every reduced vector and every push to its
@@ -22,10 +23,10 @@
  * the calibration's "update" phase (median over the batch sizes), added to the all-reduce's
  * alpha and taken as the parameter server's update time (update_s in the JSON). Each hand-off
  * between the runtime's threads (a thread woken from a condition variable) costs the
- * calibrated hand-off latency (comm_sample op "wake", wake_s in the JSON): three lie on an
- * all-reduce's critical path (HANDOFFS_PER_ALLREDUCE), added to its alpha, and one on each
- * parameter-server message (the server's lane woken for a push, the worker woken by the reply
- * to a pull), added to the link's latency; none with a calibration that lacks it. The simulation
+ * calibrated hand-off latency (comm_sample op "wake", wake_s in the JSON), as many as the cpu
+ * backend says a round has (real_comm.h: three on an all-reduce's critical path, added to its
+ * alpha; one on each parameter-server message, added to the link's latency); none with a
+ * calibration that lacks it. The simulation
  * uses the same policy, parameters, seed and global batch, and the proxy convergence model
  * with the run's learning rate and data sizes, with the run's final loss as its target. It is
  * stored as a run of kind sim.
@@ -61,23 +62,26 @@
  * stored rows and equal the stored ones. */
 #include <getopt.h>
 #include <math.h>
-#include <sqlite3.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "calib/cal_device.h"
 #include "cli/cli.h"
 #include "cli/sweep_grid.h"
 #include "core/core_buildinfo.h"
 #include "core/core_config.h"
 #include "core/core_json.h"
 #include "core/core_perfmodel.h"
+#include "core/core_runopts.h"
 #include "core/core_store.h"
 #include "nn/nn_zoo.h"
 #include "policies/pol_registry.h"
 #include "sim/sim_compare.h"
+#include "real/real_comm.h"
 #include "sim/sim_conv.h"
+#include "sim/sim_net.h"
 #include "sim/sim_run.h"
 
 static void usage(FILE *out) {
@@ -120,145 +124,65 @@ static void usage(FILE *out) {
 
 #define bad(...) hs_cli_usage("validate", 0, __VA_ARGS__)
 
-/* Hand-offs on an all-reduce's critical path in the threaded runtime (real/real_run.c with the
- * cpu backend), each a thread woken from a condition variable: the lane that finished its
- * compute first is woken to join the all-reduce, the participant that arrived first is woken
- * once the last has reduced for both (real_cpu.c), and the lane that did not deliver the result
- * is woken for its next step. */
-enum { HANDOFFS_PER_ALLREDUCE = 3 };
 
 typedef struct real_run_row {
-  char kind[8], status[16], policy[64], params[1024], model[32], device_name[300];
+  char kind[8], status[16], policy[64], params[1024], model[64];
   char *cluster_text;
-  int64_t global_batch, iterations, eval_every, eval_samples, train_samples;
+  hs_real_options opt;        /* the run's options (core_runopts.h) */
+  int64_t global_batch, iterations;
   uint64_t seed;
-  int workers;
-  double lr, final_loss;
+  double final_loss;
   double total_s;             /* summary.sim_time_s: the measured training time; NaN if none */
 } real_run_row;
 
-static void copy_col(sqlite3_stmt *st, int i, char *buf, size_t len) {
-  const unsigned char *t = sqlite3_column_text(st, i);
-  snprintf(buf, len, "%s", t ? (const char *)t : "");
-}
-
-static int load_run(sqlite3 *db, int64_t id, real_run_row *r) {
-  const char *sql =
-      "SELECT run.kind, run.status, run.policy, run.params, run.model, run.cluster_text,"
-      " run.global_batch, run.seed, json_extract(run.options, '$.device_name'),"
-      " json_extract(run.options, '$.workers'), json_extract(run.options, '$.lr'),"
-      " json_extract(run.options, '$.eval_every'), json_extract(run.options, '$.eval_samples'),"
-      " json_extract(run.options, '$.train_samples'), summary.iterations,"
-      " (SELECT loss FROM eval WHERE eval.run_id = run.id ORDER BY step DESC, time_s DESC LIMIT 1),"
-      " summary.sim_time_s"
-      " FROM run LEFT JOIN summary ON summary.run_id = run.id WHERE run.id = ?";
-  sqlite3_stmt *st;
-  if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) return -1;
-  sqlite3_bind_int64(st, 1, id);
-  int found = sqlite3_step(st) == SQLITE_ROW;
-  if (found) {
-    copy_col(st, 0, r->kind, sizeof r->kind);
-    copy_col(st, 1, r->status, sizeof r->status);
-    copy_col(st, 2, r->policy, sizeof r->policy);
-    copy_col(st, 3, r->params, sizeof r->params);
-    copy_col(st, 4, r->model, sizeof r->model);
-    const unsigned char *t = sqlite3_column_text(st, 5);
-    r->cluster_text = t ? strdup((const char *)t) : NULL;
-    r->global_batch = sqlite3_column_int64(st, 6);
-    r->seed = (uint64_t)sqlite3_column_int64(st, 7);
-    copy_col(st, 8, r->device_name, sizeof r->device_name);
-    r->workers = sqlite3_column_int(st, 9);
-    r->lr = sqlite3_column_double(st, 10);
-    r->eval_every = sqlite3_column_int64(st, 11);
-    r->eval_samples = sqlite3_column_int64(st, 12);
-    r->train_samples = sqlite3_column_int64(st, 13);
-    r->iterations = sqlite3_column_int64(st, 14);
-    r->final_loss = sqlite3_column_type(st, 15) == SQLITE_NULL ? NAN : sqlite3_column_double(st, 15);
-    r->total_s = sqlite3_column_type(st, 16) == SQLITE_NULL ? NAN : sqlite3_column_double(st, 16);
+/* Reads run id: 1 found, 0 not, < 0 on a database error (d says why). */
+static int load_run(hs_store *st, int64_t id, real_run_row *r, hs_diag *d) {
+  hs_run_record rec;
+  int found = hs_store_run_get(st, id, &rec, d);
+  if (found > 0) {
+    snprintf(r->kind, sizeof r->kind, "%s", rec.kind);
+    snprintf(r->status, sizeof r->status, "%s", rec.status);
+    snprintf(r->policy, sizeof r->policy, "%s", rec.policy);
+    snprintf(r->params, sizeof r->params, "%s", rec.params);
+    snprintf(r->model, sizeof r->model, "%s", rec.model);
+    r->cluster_text = rec.cluster_text;
+    rec.cluster_text = NULL;
+    r->global_batch = rec.global_batch;
+    r->seed = rec.seed;
+    /* The real run's options through their one reader; text that is not JSON reads as none
+     * (the checks below then say what is missing). */
+    hs_diag od = {0};
+    if (hs_real_options_parse(rec.options_json, &r->opt, &od)) memset(&r->opt, 0, sizeof r->opt);
+    r->iterations = rec.iterations;
+    r->final_loss = rec.last_loss;
+    r->total_s = rec.total_s;
   }
-  sqlite3_finalize(st);
+  hs_run_record_free(&rec);
   return found;
-}
-
-/* Prepares one of the communication queries below, whose parameters are ?1 the op, ?2 the
- * device name and ?3 the world size wanted; NULL on an SQL error. */
-static sqlite3_stmt *comm_query(sqlite3 *db, const char *sql, const char *op, const char *device, int world) {
-  sqlite3_stmt *st;
-  if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) return NULL;
-  sqlite3_bind_text(st, 1, op, -1, SQLITE_STATIC);
-  sqlite3_bind_text(st, 2, device, -1, SQLITE_STATIC);
-  sqlite3_bind_int(st, 3, world);
-  return st;
 }
 
 /* The device's fitted cpu communication model for `op`, nearest world size first. */
-static int comm_fit(sqlite3 *db, const char *device, const char *op, int world, double *alpha, double *beta) {
-  sqlite3_stmt *st = comm_query(db,
-      "SELECT alpha_s, beta_bytes_per_s FROM comm_model JOIN device ON device.id = comm_model.device_id"
-      " WHERE comm_model.backend = 'cpu' AND comm_model.op = ?1 AND device.name = ?2"
-      " ORDER BY abs(comm_model.world_size - ?3), comm_model.id DESC LIMIT 1", op, device, world);
-  if (!st) return -1;
-  int found = sqlite3_step(st) == SQLITE_ROW;
-  if (found) {
-    *alpha = sqlite3_column_double(st, 0);
-    *beta = sqlite3_column_double(st, 1);
-  }
-  sqlite3_finalize(st);
-  return found;
+static int comm_fit(hs_store *st, const char *device, const char *op, int world, double *alpha, double *beta) {
+  hs_diag d = {0};
+  return hs_store_comm_fit(st, device, "cpu", op, world, alpha, beta, &d);
 }
 
-/* The device's measured cpu time of `op` for a message of `bytes` (comm_sample medians, the
- * world size nearest `world`): log-log interpolation between the two measured sizes around it
- * (the nearest two at either end). Between threads the time per byte grows with the message
- * as it leaves the caches (here 40 GB/s at 4 KiB, 10 GB/s at 1 MiB, 1.4 GB/s at 64 MiB for
- * p2p), so the fitted alpha + n/beta line misses the run's one message size by up to 3x; the
- * measurement at that size does not. Returns 1 when found. */
-static int comm_at(sqlite3 *db, const char *device, const char *op, int world, double bytes, double *t) {
-  sqlite3_stmt *st = comm_query(db,
-      "SELECT bytes, median_s FROM comm_sample JOIN device ON device.id = comm_sample.device_id"
-      " WHERE comm_sample.backend = 'cpu' AND comm_sample.op = ?1 AND device.name = ?2 AND median_s > 0"
-      " AND comm_sample.world_size = (SELECT world_size FROM comm_sample JOIN device d2 ON d2.id ="
-      " comm_sample.device_id WHERE backend = 'cpu' AND op = ?1 AND d2.name = ?2"
-      " ORDER BY abs(world_size - ?3) LIMIT 1) ORDER BY bytes, comm_sample.id DESC", op, device, world);
-  if (!st) return -1;
-  int found = hs_comm_time_interp(st, bytes, 1, t);
-  sqlite3_finalize(st);
-  return found;
+/* The device's measured cpu time of `op` for a message of `bytes` (the world size nearest
+ * `world`), log-log interpolated between the two measured sizes around it (the nearest two at
+ * either end). Between threads the time per byte grows with the message as it leaves the
+ * caches (here 40 GB/s at 4 KiB, 10 GB/s at 1 MiB, 1.4 GB/s at 64 MiB for p2p), so the fitted
+ * alpha + n/beta line misses the run's one message size by up to 3x; the measurement at that
+ * size does not. Returns 1 when found. */
+static int comm_at(hs_store *st, const char *device, const char *op, int world, double bytes, double *t) {
+  hs_diag d = {0};
+  return hs_store_comm_time_at(st, device, "cpu", op, world, bytes, t, &d);
 }
 
 /* The device's newest measured hand-off latency (comm_sample op "wake", cal_comm.h). Returns
  * 1 when found. */
-static int wake_time(sqlite3 *db, const char *device, double *t) {
-  sqlite3_stmt *st = comm_query(db,
-      "SELECT median_s FROM comm_sample JOIN device ON device.id = comm_sample.device_id"
-      " WHERE comm_sample.backend = 'cpu' AND comm_sample.op = ?1 AND device.name = ?2 AND median_s >= 0"
-      " ORDER BY abs(comm_sample.world_size - ?3), comm_sample.id DESC LIMIT 1", "wake", device, 2);
-  if (!st) return -1;
-  int found = sqlite3_step(st) == SQLITE_ROW;
-  if (found) *t = sqlite3_column_double(st, 0);
-  sqlite3_finalize(st);
-  return found;
-}
-
-/* One value per timed batch size of the device's calibration of `model` in `phase`, ascending:
- * `what` is an SQL expression over calib_sample's columns (a constant of this file); rows where
- * it is NULL are left out. Returns the count (at most cap), or -1 on an SQL error. */
-static int calib_values(sqlite3 *db, const char *device, const char *model, const char *phase,
-                        const char *what, double *v, int cap) {
-  char sql[512];
-  snprintf(sql, sizeof sql,
-           "SELECT %s FROM calib_sample JOIN device ON device.id = calib_sample.device_id"
-           " WHERE device.name = ? AND calib_sample.model = ? AND calib_sample.phase = ?"
-           " AND (%s) IS NOT NULL ORDER BY 1", what, what);
-  sqlite3_stmt *st;
-  if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) return -1;
-  sqlite3_bind_text(st, 1, device, -1, SQLITE_STATIC);
-  sqlite3_bind_text(st, 2, model, -1, SQLITE_STATIC);
-  sqlite3_bind_text(st, 3, phase, -1, SQLITE_STATIC);
-  int n = 0;
-  while (n < cap && sqlite3_step(st) == SQLITE_ROW) v[n++] = sqlite3_column_double(st, 0);
-  sqlite3_finalize(st);
-  return n;
+static int wake_time(hs_store *st, const char *device, double *t) {
+  hs_diag d = {0};
+  return hs_store_comm_latest(st, device, "cpu", "wake", 2, t, &d);
 }
 
 /* The median of n > 0 ascending values. */
@@ -269,9 +193,10 @@ static double median_sorted(const double *v, int n) {
 /* The device's calibrated SGD update of the model (phase "update" of `hetsim calib`: one pass
  * over the parameters, the same at every batch): the median over its timed batch sizes of
  * their median update time, in seconds. Returns 1 when found. */
-static int update_time(sqlite3 *db, const char *device, const char *model, double *out) {
+static int update_time(hs_store *st, const char *device, const char *model, double *out) {
   double v[64];
-  int n = calib_values(db, device, model, "update", "median_s", v, 64);
+  hs_diag d = {0};
+  int n = hs_store_calib_medians(st, device, model, "update", v, 64, &d);
   if (n <= 0) return n;
   *out = median_sorted(v, n);
   return 1;
@@ -283,36 +208,6 @@ static int step_jitter(hs_store *st, const char *device, const char *model, doub
   hs_diag d = {0};
   int rc = hs_perf_jitter_load(st, device, model, cv, &d);
   return rc == 0 ? 1 : rc == HS_ENOTFOUND ? 0 : -1;
-}
-
-/* T_v per model version of a run: versions[i], times[i], ascending. Returns the count. */
-static int64_t version_times(sqlite3 *db, int64_t run, int64_t **versions, double **times) {
-  sqlite3_stmt *st;
-  *versions = NULL;
-  *times = NULL;
-  if (sqlite3_prepare_v2(db, "SELECT model_version, min(start_s) FROM step WHERE run_id = ?"
-                         " GROUP BY model_version ORDER BY model_version", -1, &st, NULL) != SQLITE_OK)
-    return -1;
-  sqlite3_bind_int64(st, 1, run);
-  int64_t n = 0, cap = 0;
-  while (sqlite3_step(st) == SQLITE_ROW) {
-    if (n == cap) {
-      cap = cap ? 2 * cap : 256;
-      int64_t *v = realloc(*versions, (size_t)cap * sizeof *v);
-      if (v) *versions = v;
-      double *t = realloc(*times, (size_t)cap * sizeof *t);
-      if (t) *times = t;
-      if (!v || !t) {
-        sqlite3_finalize(st);
-        return -1;
-      }
-    }
-    (*versions)[n] = sqlite3_column_int64(st, 0);
-    (*times)[n] = sqlite3_column_double(st, 1);
-    n++;
-  }
-  sqlite3_finalize(st);
-  return n;
 }
 
 static int cmp_double(const void *a, const void *b) {
@@ -337,33 +232,24 @@ static int unslowed(const hs_cluster_spec *spec, int w) {
  * the calibration's speed; the per-iteration errors cannot be smaller than its distance from
  * 1. Only the steps of workers that the cluster file never slows down count (an emulated
  * slowdown stretches a compute on purpose); NaN when every worker is slowed. */
-static double compute_ratio(sqlite3 *db, int64_t run, const hs_perf_model *pm, double upd,
+static double compute_ratio(hs_store *store, int64_t run, const hs_perf_model *pm, double upd,
                             const hs_cluster_spec *spec) {
   unsigned char *use = malloc(spec->n_workers > 0 ? (size_t)spec->n_workers : 1);
   if (!use) return NAN;
   for (int w = 0; w < spec->n_workers; w++) use[w] = (unsigned char)unslowed(spec, w);
-  sqlite3_stmt *st;
-  if (sqlite3_prepare_v2(db, "SELECT batch, compute_end_s - start_s, worker FROM step WHERE run_id = ?"
-                         " AND compute_end_s > start_s", -1, &st, NULL) != SQLITE_OK) {
-    free(use);
-    return NAN;
-  }
-  sqlite3_bind_int64(st, 1, run);
-  double *r = NULL;
-  size_t n = 0, cap = 0;
-  while (sqlite3_step(st) == SQLITE_ROW) {
-    int w = sqlite3_column_int(st, 2);
+  hs_step_compute *steps;
+  hs_diag d = {0};
+  int64_t ns = hs_store_step_computes(store, run, &steps, &d);
+  double *r = ns > 0 ? malloc((size_t)ns * sizeof *r) : NULL;
+  size_t n = 0;
+  for (int64_t i = 0; r && i < ns; i++) {
+    int w = steps[i].worker;
     if (w < 0 || w >= spec->n_workers || !use[w]) continue;
-    double want = hs_perf_eval(pm, sqlite3_column_double(st, 0)) - upd;
+    double want = hs_perf_eval(pm, steps[i].batch) - upd;
     if (!(want > 0)) continue;
-    if (n == cap) {
-      double *g = realloc(r, (cap = cap ? 2 * cap : 256) * sizeof *r);
-      if (!g) break;
-      r = g;
-    }
-    r[n++] = sqlite3_column_double(st, 1) / want;
+    r[n++] = steps[i].compute_s / want;
   }
-  sqlite3_finalize(st);
+  free(steps);
   free(use);
   double med = NAN;
   if (n) {
@@ -372,25 +258,6 @@ static double compute_ratio(sqlite3 *db, int64_t run, const hs_perf_model *pm, d
   }
   free(r);
   return med;
-}
-
-/* Where a run's steps spend their time, means over its steps in s: part[0] compute (start to
- * compute end), part[1] communication (compute end to communication end), part[2] idle (a
- * communication end to the same worker's next start; over the steps that have a next one).
- * Returns 1 when the run has such steps; otherwise the parts are NaN. */
-static int step_parts(sqlite3 *db, int64_t run, double part[3]) {
-  sqlite3_stmt *st;
-  for (int i = 0; i < 3; i++) part[i] = NAN;
-  if (sqlite3_prepare_v2(db,
-          "WITH x AS (SELECT compute_end_s - start_s c, comm_end_s - compute_end_s m,"
-          " lead(start_s) OVER (PARTITION BY worker ORDER BY step) - comm_end_s g FROM step WHERE run_id = ?)"
-          " SELECT avg(c), avg(m), avg(g), count(*) FROM x WHERE g IS NOT NULL", -1, &st, NULL) != SQLITE_OK)
-    return -1;
-  sqlite3_bind_int64(st, 1, run);
-  int found = sqlite3_step(st) == SQLITE_ROW && sqlite3_column_int64(st, 3) > 0;
-  for (int i = 0; found && i < 3; i++) part[i] = sqlite3_column_double(st, i);
-  sqlite3_finalize(st);
-  return found;
 }
 
 static void json_parts(hs_json *j, const char *key, const double part[3]) {
@@ -408,36 +275,32 @@ static void json_parts(hs_json *j, const char *key, const double part[3]) {
 /* Model versions per round of the real run (one step per worker): 1 when the run is
  * synchronous (at least N - 0.1 steps per version on average: every worker steps from each
  * version), N otherwise (an asynchronous policy: each push makes a version). */
-static int64_t round_versions(sqlite3 *db, int64_t run, int workers) {
-  sqlite3_stmt *st;
-  int64_t k = 1;
-  if (sqlite3_prepare_v2(db, "SELECT count(*), count(DISTINCT model_version) FROM step WHERE run_id = ?", -1, &st,
-                         NULL) != SQLITE_OK)
-    return 1;
-  sqlite3_bind_int64(st, 1, run);
-  if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_int64(st, 1) > 0) {
-    double per_version = (double)sqlite3_column_int64(st, 0) / (double)sqlite3_column_int64(st, 1);
-    k = per_version >= workers - 0.1 ? 1 : workers;
-  }
-  sqlite3_finalize(st);
-  return k;
+static int64_t round_versions(hs_store *store, int64_t run, int workers) {
+  int64_t steps, versions;
+  hs_diag d = {0};
+  if (hs_store_step_version_counts(store, run, &steps, &versions, &d) || versions <= 0) return 1;
+  double per_version = (double)steps / (double)versions;
+  return per_version >= workers - 0.1 ? 1 : workers;
 }
 
 /* Compares the per-iteration times of run cmp_id with those of run ref_id over intervals of
  * `stride` versions that both runs saw (versions that are multiples of stride), paired by
  * interval (sim_compare.h). With fewer than two common versions out->n is 0 and every figure
- * NaN. Returns 0, or -1 when the step rows could not be read. */
-static int iter_compare(sqlite3 *db, int64_t ref_id, int64_t cmp_id, int64_t stride, hs_iter_compare *out) {
+ * NaN. Returns 0, or -1 when the step rows could not be read (d says why). */
+static int iter_compare(hs_store *store, int64_t ref_id, int64_t cmp_id, int64_t stride, hs_iter_compare *out,
+                        hs_diag *d) {
   int64_t *rv, *sv;
   double *rt, *stt;
-  int64_t nr = version_times(db, ref_id, &rv, &rt), ns = version_times(db, cmp_id, &sv, &stt);
+  int64_t nr = hs_store_version_starts(store, ref_id, &rv, &rt, d);
+  int64_t ns = nr < 0 ? -1 : hs_store_version_starts(store, cmp_id, &sv, &stt, d);
+  if (ns < 0) sv = NULL, stt = NULL;
   int64_t m = 0;
   double *dr = NULL, *ds = NULL;
   int rc = nr < 0 || ns < 0 ? -1 : 0;
   if (!rc && nr > 1 && ns > 1) {
     dr = malloc((size_t)nr * sizeof *dr);
     ds = malloc((size_t)nr * sizeof *ds);
-    if (!dr || !ds) rc = -1;
+    if (!dr || !ds) rc = hs_diag_set(d, HS_ENOMEM, "out of memory for %lld versions", (long long)nr);
   }
   if (!rc && dr) {
     int64_t j = 0, pv = -1;
@@ -456,7 +319,7 @@ static int iter_compare(sqlite3 *db, int64_t ref_id, int64_t cmp_id, int64_t str
       pst = stt[j];
     }
   }
-  if (!rc && hs_iter_compare_times(dr, ds, (size_t)m, out, NULL)) rc = -1;
+  if (!rc && hs_iter_compare_times(dr, ds, (size_t)m, out, d)) rc = -1;
   if (rc) hs_iter_compare_times(NULL, NULL, 0, out, NULL); /* every figure NaN */
   free(dr);
   free(ds);
@@ -469,42 +332,6 @@ static int iter_compare(sqlite3 *db, int64_t ref_id, int64_t cmp_id, int64_t str
 
 /* b / a - 1, NaN unless both are positive. */
 static double rel_diff(double b, double a) { return a > 0 && b > 0 ? b / a - 1 : NAN; }
-
-typedef struct vctx {
-  hs_store *store;
-  int64_t run_id;
-  int64_t n, cap;
-  double *t, *loss, *acc;
-  int64_t *step;
-} vctx;
-
-static int v_step(void *ctx, const hs_step_row *row, hs_diag *d) {
-  vctx *v = ctx;
-  return hs_store_step_add(v->store, row, d);
-}
-
-static int v_eval(void *ctx, double time_s, int64_t step, double loss, double accuracy, hs_diag *d) {
-  vctx *v = ctx;
-  if (v->n == v->cap) {
-    int64_t nc = v->cap ? 2 * v->cap : 64;
-    double *t = realloc(v->t, (size_t)nc * sizeof *t);
-    if (t) v->t = t;
-    double *l = realloc(v->loss, (size_t)nc * sizeof *l);
-    if (l) v->loss = l;
-    double *a = realloc(v->acc, (size_t)nc * sizeof *a);
-    if (a) v->acc = a;
-    int64_t *s = realloc(v->step, (size_t)nc * sizeof *s);
-    if (s) v->step = s;
-    if (!t || !l || !a || !s) return hs_diag_set(d, HS_ENOMEM, "out of memory for evaluations");
-    v->cap = nc;
-  }
-  v->t[v->n] = time_s;
-  v->loss[v->n] = loss;
-  v->acc[v->n] = accuracy;
-  v->step[v->n] = step;
-  v->n++;
-  return 0;
-}
 
 /* Adds the text of a printf format to an FNV-1a 64 hash. */
 static uint64_t key_add(uint64_t h, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -540,33 +367,6 @@ static uint64_t sim_key(long long id, const char *cdev, const hs_perf_model *per
   for (int i = 0; i < spec->n_nodes; i++) h = key_add(h, "%a %a", spec->nodes[i].link.bandwidth, spec->nodes[i].link.latency);
   return key_add(h, "%s %llu %lld %lld %s", pspec, (unsigned long long)r->seed, (long long)r->global_batch,
                  (long long)r->iterations, cspec);
-}
-
-/* A stored validation of run `id` whose simulated run is complete and carries `key`: 1 with
- * its ids, the simulated run's total time and time to the loss, 0 when there is none, -1 on an
- * SQL error. */
-static int find_reusable(sqlite3 *db, long long id, const char *key, int64_t *vid, int64_t *sim_id,
-                         double *sim_total, double *sim_ttl) {
-  sqlite3_stmt *st;
-  if (sqlite3_prepare_v2(db,
-          "SELECT validation.id, validation.sim_run_id, summary.sim_time_s, summary.time_to_target_s"
-          " FROM validation JOIN run ON run.id = validation.sim_run_id JOIN summary ON summary.run_id = run.id"
-          " WHERE validation.run_id = ? AND run.status = 'complete'"
-          " AND json_extract(run.options, '$.validation_key') = ? ORDER BY validation.id DESC LIMIT 1",
-          -1, &st, NULL) != SQLITE_OK)
-    return -1;
-  sqlite3_bind_int64(st, 1, id);
-  sqlite3_bind_text(st, 2, key, -1, SQLITE_STATIC);
-  int rc = sqlite3_step(st);
-  int found = rc == SQLITE_ROW;
-  if (found) {
-    *vid = sqlite3_column_int64(st, 0);
-    *sim_id = sqlite3_column_int64(st, 1);
-    *sim_total = sqlite3_column_type(st, 2) == SQLITE_NULL ? NAN : sqlite3_column_double(st, 2);
-    *sim_ttl = sqlite3_column_type(st, 3) == SQLITE_NULL ? NAN : sqlite3_column_double(st, 3);
-  }
-  sqlite3_finalize(st);
-  return found ? 1 : rc == SQLITE_DONE ? 0 : -1;
 }
 
 int hs_cmd_validate(int argc, char **argv) {
@@ -616,15 +416,14 @@ int hs_cmd_validate(int argc, char **argv) {
   hs_perf_model *perf = NULL;
   hs_sim_result res;
   memset(&res, 0, sizeof res);
-  vctx v = {0};
+  hs_cli_run sim = {0}; /* the simulated run as stored (cli.h) */
   if ((rc = hs_store_open(&store, dbp, 0, &d))) {
     fprintf(stderr, "hetsim validate: %s\n", d.msg);
     return hs_exit_code(rc) == 2 || rc == HS_ENOTFOUND ? 2 : 1;
   }
-  sqlite3 *db = hs_store_db(store);
-  int found = load_run(db, id, &r);
+  int found = load_run(store, id, &r, &d);
   if (found <= 0) {
-    if (found < 0) fprintf(stderr, "hetsim validate: %s: %s\n", dbp, sqlite3_errmsg(db));
+    if (found < 0) fprintf(stderr, "hetsim validate: %s\n", d.msg);
     else fprintf(stderr, "hetsim validate: %s has no run %lld\n", dbp, id);
     status = found < 0 ? 1 : 2;
     goto out;
@@ -637,7 +436,7 @@ int hs_cmd_validate(int argc, char **argv) {
     fprintf(stderr, "hetsim validate: run %lld is %s, not complete; validate a complete run\n", id, r.status);
     goto out;
   }
-  if (!r.device_name[0] || r.workers < 1 || r.iterations < 1) {
+  if (!r.opt.device_name[0] || r.opt.workers < 1 || r.iterations < 1) {
     fprintf(stderr, "hetsim validate: run %lld lacks its device, workers or iterations in its options\n", id);
     goto out;
   }
@@ -645,13 +444,13 @@ int hs_cmd_validate(int argc, char **argv) {
     /* The second run must be the same experiment, checked before anything is simulated. */
     real_run_row a;
     memset(&a, 0, sizeof a);
-    int afound = against == id ? 0 : load_run(db, against, &a);
+    int afound = against == id ? 0 : load_run(store, against, &a, &d);
     const char *why = against == id ? "is RUN_ID itself"
-                      : afound < 0  ? sqlite3_errmsg(db)
+                      : afound < 0  ? d.msg
                       : !afound     ? "is not in the database"
                       : strcmp(a.kind, "real") || strcmp(a.status, "complete") ? "is not a complete real run"
                       : strcmp(a.policy, r.policy) || strcmp(a.params, r.params) ? "ran another policy or parameters"
-                      : strcmp(a.model, r.model) || a.global_batch != r.global_batch || a.workers != r.workers
+                      : strcmp(a.model, r.model) || a.global_batch != r.global_batch || a.opt.workers != r.opt.workers
                           ? "ran another model, global batch or number of workers"
                       : (!a.cluster_text != !r.cluster_text) || (a.cluster_text && strcmp(a.cluster_text, r.cluster_text))
                           ? "ran on another cluster file"
@@ -663,17 +462,18 @@ int hs_cmd_validate(int argc, char **argv) {
       goto out;
     }
   }
-  sqlite3 *cdb = db;
   if (calibp) {
     if ((rc = hs_store_open(&cstore, calibp, HS_STORE_READONLY, &d))) {
       fprintf(stderr, "hetsim validate: --calib %s: %s\n", calibp, d.msg);
       goto out;
     }
-    cdb = hs_store_db(cstore);
   }
+  /* Where the calibration is read: --calib, else the run's own database. */
   hs_store *perf_store = cstore ? cstore : store;
 
-  /* The cluster: the run's own file, or N equal workers on one node. */
+  /* The cluster: the run's own file, or N equal workers on one node. The latter stays YAML
+   * text: it is stored as the simulated run's cluster_text (so that `hetsim sim` can replay it)
+   * and hashed into the validation key, which earlier validations' keys must keep matching. */
   char gen[1024];
   const char *text = r.cluster_text;
   if (!text) {
@@ -681,7 +481,7 @@ int hs_cmd_validate(int argc, char **argv) {
              "name: cpu-threads\nnetwork: {bandwidth: 1GB/s, latency: 1us}\ndevice_types:\n"
              "  cpu: {compute: {t0: 1ms, per_sample: 1ms}}\nnodes:\n  - name: host\n"
              "    link: {bandwidth: 1GB/s, latency: 1us}\n    devices: [{type: cpu, count: %d}]\n",
-             r.workers);
+             r.opt.workers);
     text = gen;
   }
   if ((rc = hs_cluster_parse(&spec, "stored cluster", text, strlen(text), &d))) {
@@ -692,18 +492,18 @@ int hs_cmd_validate(int argc, char **argv) {
   int n = spec.n_workers;
   /* The device as the run used it: N workers stepping at once (`hetsim calib --concurrent N`,
    * stored as "NAME (N workers)") when that calibration exists, else the device alone. */
-  char shared[400];
-  snprintf(shared, sizeof shared, "%s (%d workers)", r.device_name, n);
+  char shared[256];
+  hs_cal_device_shared_name(shared, sizeof shared, r.opt.device_name, n);
   hs_perf_model probe_pm;
   hs_diag pd = {0};
-  const char *cdev = n > 1 && !hs_perf_load(perf_store, shared, r.model, &probe_pm, NULL, &pd) ? shared : r.device_name;
+  const char *cdev = n > 1 && !hs_perf_load(perf_store, shared, r.model, &probe_pm, NULL, &pd) ? shared : r.opt.device_name;
   double a_ar = 0, b_ar = 1, a_p2p = 0, b_p2p = 1;
   const char *comm_dev = cdev;
-  if (cdev != r.device_name && comm_fit(cdb, cdev, "p2p", 2, &a_p2p, &b_p2p) <= 0) comm_dev = r.device_name;
-  if ((n > 1 && comm_fit(cdb, comm_dev, "allreduce", n, &a_ar, &b_ar) <= 0) ||
-      comm_fit(cdb, comm_dev, "p2p", 2, &a_p2p, &b_p2p) <= 0) {
+  if (cdev != r.opt.device_name && comm_fit(perf_store, cdev, "p2p", 2, &a_p2p, &b_p2p) <= 0) comm_dev = r.opt.device_name;
+  if ((n > 1 && comm_fit(perf_store, comm_dev, "allreduce", n, &a_ar, &b_ar) <= 0) ||
+      comm_fit(perf_store, comm_dev, "p2p", 2, &a_p2p, &b_p2p) <= 0) {
     fprintf(stderr, "hetsim validate: no cpu communication model for device \"%s\" in %s; "
-            "run `hetsim calib --device cpu --model %s` first\n", r.device_name, calibp ? calibp : dbp, r.model);
+            "run `hetsim calib --device cpu --model %s` first\n", r.opt.device_name, calibp ? calibp : dbp, r.model);
     goto out;
   }
   /* At the run's message size (the model's gradient, or model, in fp32), the measured time
@@ -712,11 +512,11 @@ int hs_cmd_validate(int argc, char **argv) {
   hs_diag md = {0};
   int stats_rc = hs_zoo_stats(r.model, &ms, &md);
   double msg = stats_rc ? 0 : (double)ms.grad_bytes, t_at;
-  if (n > 1 && msg > 0 && comm_at(cdb, comm_dev, "allreduce", n, msg, &t_at) > 0) {
+  if (n > 1 && msg > 0 && comm_at(perf_store, comm_dev, "allreduce", n, msg, &t_at) > 0) {
     if (!(a_ar >= 0 && a_ar < t_at)) a_ar = 0;
     b_ar = msg / (t_at - a_ar);
   }
-  if (msg > 0 && comm_at(cdb, comm_dev, "p2p", 2, msg, &t_at) > 0) {
+  if (msg > 0 && comm_at(perf_store, comm_dev, "p2p", 2, msg, &t_at) > 0) {
     if (!(a_p2p >= 0 && a_p2p < t_at)) a_p2p = 0;
     b_p2p = msg / (t_at - a_p2p);
   }
@@ -724,18 +524,18 @@ int hs_cmd_validate(int argc, char **argv) {
    * the parameters, under its lock, before the participants go on): the calibrated update
    * phase, added to every all-reduce and taken as the parameter server's update time. */
   double upd = 0;
-  if (update_time(cdb, cdev, r.model, &upd) <= 0 && update_time(cdb, r.device_name, r.model, &upd) <= 0) upd = 0;
+  if (update_time(perf_store, cdev, r.model, &upd) <= 0 && update_time(perf_store, r.opt.device_name, r.model, &upd) <= 0) upd = 0;
   /* The runtime's hand-offs between threads, each the calibrated wake-up (0 for a
-   * calibration older than the "wake" op): three per all-reduce, one per server message. */
+   * calibration older than the "wake" op), as many as the cpu backend counts per all-reduce
+   * and per server message (real_comm.h). */
   double wake = 0;
-  int have_wake = wake_time(cdb, comm_dev, &wake) > 0 || wake_time(cdb, r.device_name, &wake) > 0;
+  int have_wake = wake_time(perf_store, comm_dev, &wake) > 0 || wake_time(perf_store, r.opt.device_name, &wake) > 0;
+  const hs_real_comm_ops *cpu = &hs_real_comm_cpu; /* the backend of the runs validated */
   hs_link_spec ring = {.bandwidth = b_ar, .latency = 0};
-  if (n > 1)
-    ring = (hs_link_spec){.bandwidth = b_ar * 2.0 * (n - 1) / n,
-                          .latency = (a_ar + upd + HANDOFFS_PER_ALLREDUCE * wake) / (2.0 * (n - 1))};
+  if (n > 1) ring = hs_netm_ring_link(a_ar + upd + cpu->handoffs_per_allreduce * wake, b_ar, n);
   spec.network = ring;
   for (int i = 0; i < spec.n_nodes; i++) spec.nodes[i].link = ring;
-  spec.ps.link = (hs_link_spec){.bandwidth = b_p2p, .latency = a_p2p + wake};
+  spec.ps.link = (hs_link_spec){.bandwidth = b_p2p, .latency = a_p2p + cpu->handoffs_per_message * wake};
   spec.ps.update_time = upd;
   /* The steps' spread as the calibration saw it: with N workers waiting for each other, the
    * slowest of N steps sets a synchronous round, longer than the median step. */
@@ -784,10 +584,10 @@ int hs_cmd_validate(int argc, char **argv) {
   const hs_conv_model *conv = NULL;
   hs_params cparams;
   char cspec[256];
-  int64_t every = r.eval_every > 0 ? r.eval_every : r.iterations;
+  int64_t every = r.opt.eval_every > 0 ? r.opt.eval_every : r.iterations;
   snprintf(cspec, sizeof cspec, "proxy:lr=%.17g,eval_every=%lld,eval_samples=%lld,train_samples=%lld",
-           r.lr, (long long)every, (long long)(r.eval_samples > 10000 ? 10000 : r.eval_samples),
-           (long long)r.train_samples);
+           r.opt.lr, (long long)every, (long long)(r.opt.eval_samples > 10000 ? 10000 : r.opt.eval_samples),
+           (long long)r.opt.train_samples);
   hs_diag cd = {0};
   if (isnan(r.final_loss) || hs_conv_parse(cspec, r.model, NULL, &conv, &cparams, &cd)) conv = NULL;
 
@@ -798,20 +598,20 @@ int hs_cmd_validate(int argc, char **argv) {
            (unsigned long long)sim_key(id, cdev, perf, spec.n_types, &spec, text, pspec, &r, conv ? cspec : "none"));
   int64_t vid = 0;
   double sim_total = NAN, sim_ttl = NAN;
-  int reused = find_reusable(db, id, key, &vid, &v.run_id, &sim_total, &sim_ttl);
+  int reused = hs_store_validation_find(store, id, key, &vid, &sim.id, &sim_total, &sim_ttl, &d);
   if (reused < 0) {
-    fprintf(stderr, "hetsim validate: %s: %s\n", dbp, sqlite3_errmsg(db));
+    fprintf(stderr, "hetsim validate: %s\n", d.msg);
     status = 1;
     goto out;
   }
 
   hs_sim_config cfg = {
       .cluster = &spec, .model = r.model, .grad_bytes = (double)ms.grad_bytes,
-      .param_bytes = 4.0 * (double)ms.params, .dataset_size = r.train_samples > 0 ? r.train_samples : mi->dataset_train_size,
+      .param_bytes = 4.0 * (double)ms.params, .dataset_size = r.opt.train_samples > 0 ? r.opt.train_samples : mi->dataset_train_size,
       .global_batch = r.global_batch, .policy = pol, .params = &params, .seed = r.seed,
-      .max_iterations = r.iterations, .sink = v_step, .sink_ctx = &v, .perf = perf,
+      .max_iterations = r.iterations, .sink = hs_cli_run_step_sink, .sink_ctx = &sim, .perf = perf,
       .conv = conv, .conv_params = conv ? &cparams : NULL,
-      .eval_sink = conv ? v_eval : NULL, .eval_ctx = &v,
+      .eval_sink = conv ? hs_cli_eval_sink : NULL, .eval_ctx = &sim.evals,
   };
   if (!reused) {
     char command[256], options[1024];
@@ -825,8 +625,8 @@ int hs_cmd_validate(int argc, char **argv) {
     hs_run_info info = {.kind = "sim", .policy = pol->name, .params = r.params, .cluster_name = spec.name,
                         .cluster_text = text, .model = r.model, .global_batch = r.global_batch,
                         .seed = r.seed, .options_json = options, .command = command};
-    v.store = store;
-    if ((rc = hs_store_run_begin(store, &info, &v.run_id, &d)) || (rc = hs_store_steps_begin(store, v.run_id, &d))) {
+    sim = (hs_cli_run){.store = store, .info = &info, .store_steps = 1};
+    if ((rc = hs_cli_run_begin(&sim, &d))) {
       fprintf(stderr, "hetsim validate: storing the simulated run: %s\n", d.msg);
       status = 1;
       goto out;
@@ -835,8 +635,8 @@ int hs_cmd_validate(int argc, char **argv) {
     /* The time to the real run's final loss: the first evaluation that reaches it, else a
      * continuation of the same simulation up to 2N iterations with it as the target (the same
      * first N iterations: the simulation is deterministic), not stored. */
-    for (int64_t i = 0; conv && !rc && i < v.n && isnan(sim_ttl); i++)
-      if (v.loss[i] <= r.final_loss) sim_ttl = v.t[i];
+    for (int64_t i = 0; conv && !rc && i < sim.evals.n && isnan(sim_ttl); i++)
+      if (sim.evals.r[i].loss <= r.final_loss) sim_ttl = sim.evals.r[i].time_s;
     if (conv && !rc && isnan(sim_ttl)) {
       hs_sim_config more = cfg;
       more.max_iterations = 2 * r.iterations;
@@ -853,11 +653,9 @@ int hs_cmd_validate(int argc, char **argv) {
       sim_total = res.summary.sim_time_s;
     }
     hs_diag sd = {0};
-    int src = hs_store_steps_end(store, &sd);
-    for (int64_t i = 0; !src && i < v.n; i++)
-      src = hs_store_eval_add(store, v.run_id, v.t[i], v.step[i], v.loss[i], v.acc[i], &sd);
-    if (!src) src = hs_store_run_finish(store, v.run_id, rc ? "failed" : "complete", rc ? NULL : &res.summary,
-                                        rc ? d.msg : NULL, &sd);
+    /* No worker rows: a validation's simulated run has never stored them. */
+    int src = hs_cli_run_finish(&sim, rc ? "failed" : "complete", rc ? NULL : &res.summary, rc ? d.msg : NULL,
+                                NULL, 0, &sd);
     if (rc || src) {
       fprintf(stderr, "hetsim validate: simulating run %lld: %s\n", id, rc ? d.msg : sd.msg);
       status = 1;
@@ -866,14 +664,14 @@ int hs_cmd_validate(int argc, char **argv) {
   }
 
   double ttl = NAN, real_ttl = NAN;
-  double cratio = compute_ratio(db, id, &perf[0], upd, &spec);
-  int64_t per_round = round_versions(db, id, n);
+  double cratio = compute_ratio(store, id, &perf[0], upd, &spec);
+  int64_t per_round = round_versions(store, id, n);
   hs_iter_compare ic = {0}, wc = {0}, ac = {0};
-  int crc = iter_compare(db, id, v.run_id, per_round, &ic);
-  if (!crc && window > 1) crc = iter_compare(db, id, v.run_id, per_round * window, &wc);
-  if (!crc && against) crc = iter_compare(db, id, against, per_round, &ac);
+  int crc = iter_compare(store, id, sim.id, per_round, &ic, &d);
+  if (!crc && window > 1) crc = iter_compare(store, id, sim.id, per_round * window, &wc, &d);
+  if (!crc && against) crc = iter_compare(store, id, against, per_round, &ac, &d);
   if (crc) {
-    fprintf(stderr, "hetsim validate: reading the runs' steps: %s\n", sqlite3_errmsg(db));
+    fprintf(stderr, "hetsim validate: reading the runs' steps: %s\n", d.msg);
     status = 1;
     goto out;
   }
@@ -883,57 +681,39 @@ int hs_cmd_validate(int argc, char **argv) {
     real_run_row a;
     memset(&a, 0, sizeof a);
     /* Totals compare only runs of the same number of iterations. */
-    if (load_run(db, against, &a) > 0 && a.iterations == r.iterations) against_total = rel_diff(a.total_s, r.total_s);
+    if (load_run(store, against, &a, &d) > 0 && a.iterations == r.iterations) against_total = rel_diff(a.total_s, r.total_s);
     free(a.cluster_text);
   }
   if (conv) {
-    sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(db, "SELECT min(time_s) FROM eval WHERE run_id = ? AND loss <= ?", -1, &st, NULL) == SQLITE_OK) {
-      sqlite3_bind_int64(st, 1, id);
-      sqlite3_bind_double(st, 2, r.final_loss * (1 + 1e-12));
-      if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_type(st, 0) != SQLITE_NULL) real_ttl = sqlite3_column_double(st, 0);
-      sqlite3_finalize(st);
-    }
+    hs_diag ed = {0};
+    if (hs_store_eval_first_below(store, id, r.final_loss * (1 + 1e-12), &real_ttl, &ed) <= 0) real_ttl = NAN;
     if (real_ttl > 0 && !isnan(sim_ttl)) ttl = fabs(sim_ttl - real_ttl) / real_ttl;
   }
   if (!reused) {
-    sqlite3_stmt *ins;
-    if (sqlite3_prepare_v2(db, "INSERT INTO validation(run_id, sim_run_id, median_iter_error, p95_iter_error,"
-                           " time_to_loss_error, mean_iter_error, total_time_error, iter_wasserstein)"
-                           " VALUES (?, ?, ?, ?, ?, ?, ?, ?)", -1, &ins, NULL) != SQLITE_OK) {
-      fprintf(stderr, "hetsim validate: %s: %s\n", dbp, sqlite3_errmsg(db));
+    hs_validation_row vr = {.run_id = id, .sim_run_id = sim.id, .median_iter_error = ic.median_error,
+                            .p95_iter_error = ic.p95_error, .time_to_loss_error = ttl,
+                            .mean_iter_error = ic.mean_error, .total_time_error = total_err,
+                            .iter_wasserstein = ic.wasserstein_rel};
+    if ((rc = hs_store_validation_add(store, &vr, &vid, &d))) {
+      fprintf(stderr, "hetsim validate: %s\n", d.msg);
       status = 1;
       goto out;
     }
-    sqlite3_bind_int64(ins, 1, id);
-    sqlite3_bind_int64(ins, 2, v.run_id);
-    double vals[6] = {ic.median_error, ic.p95_error, ttl, ic.mean_error, total_err, ic.wasserstein_rel};
-    for (int i = 0; i < 6; i++) {
-      if (isnan(vals[i])) sqlite3_bind_null(ins, 3 + i);
-      else sqlite3_bind_double(ins, 3 + i, vals[i]);
-    }
-    int ok = sqlite3_step(ins) == SQLITE_DONE;
-    sqlite3_finalize(ins);
-    if (!ok) {
-      fprintf(stderr, "hetsim validate: storing the validation: %s\n", sqlite3_errmsg(db));
-      status = 1;
-      goto out;
-    }
-    vid = sqlite3_last_insert_rowid(db);
   }
   double rpart[3], spart[3];
-  step_parts(db, id, rpart);
-  step_parts(db, v.run_id, spart);
+  hs_diag pd2 = {0};
+  hs_store_step_parts(store, id, rpart, &pd2);
+  hs_store_step_parts(store, sim.id, spart, &pd2);
   if (json) {
     hs_json j;
     hs_json_init(&j, stdout, 1);
     hs_json_object_begin(&j);
     hs_json_key(&j, "run_id"); hs_json_int(&j, id);
-    hs_json_key(&j, "sim_run_id"); hs_json_int(&j, v.run_id);
+    hs_json_key(&j, "sim_run_id"); hs_json_int(&j, sim.id);
     hs_json_key(&j, "validation_id"); hs_json_int(&j, vid);
     hs_json_key(&j, "reused"); hs_json_bool(&j, reused);
     hs_json_key(&j, "policy"); hs_json_string(&j, pol->name);
-    hs_json_key(&j, "device"); hs_json_string(&j, r.device_name);
+    hs_json_key(&j, "device"); hs_json_string(&j, r.opt.device_name);
     hs_json_key(&j, "compute_calibration"); hs_json_string(&j, cdev);
     hs_json_key(&j, "update_s"); hs_json_double(&j, upd);
     hs_json_key(&j, "message_bytes"); hs_json_double(&j, msg);
@@ -977,17 +757,17 @@ int hs_cmd_validate(int argc, char **argv) {
     hs_json_object_end(&j);
   } else {
     printf("validation %lld of real run %lld (%s on %s), simulated as run %lld%s\n", (long long)vid, id,
-           pol->name, r.device_name, (long long)v.run_id,
+           pol->name, r.opt.device_name, (long long)sim.id,
            reused ? " (reused: stored by an earlier validate with the same inputs)" : "");
     printf("  compute calibration        %s%s\n", cdev,
-           cdev == r.device_name && n > 1 ? " (steps timed alone; `hetsim calib --concurrent N` times them as N workers share the machine)" : "");
+           cdev == r.opt.device_name && n > 1 ? " (steps timed alone; `hetsim calib --concurrent N` times them as N workers share the machine)" : "");
     printf("  global model update        %.4g ms per all-reduce or push (calibrated update phase)\n", upd * 1e3);
     if (n > 1)
       printf("  all-reduce of %.4g MB      %.4g ms (measured at the size, cpu backend)\n", msg / 1e6, (a_ar + msg / b_ar) * 1e3);
     printf("  send or receive of %.4g MB %.4g ms (measured at the size, cpu backend)\n", msg / 1e6, (a_p2p + msg / b_p2p) * 1e3);
     if (have_wake)
-      printf("  thread hand-off            %.4g ms each, %d per all-reduce, 1 per server message (calibrated)\n",
-             wake * 1e3, HANDOFFS_PER_ALLREDUCE);
+      printf("  thread hand-off            %.4g ms each, %d per all-reduce, %d per server message (calibrated)\n",
+             wake * 1e3, hs_real_comm_cpu.handoffs_per_allreduce, hs_real_comm_cpu.handoffs_per_message);
     else
       printf("  thread hand-off            not calibrated (a calibration older than it): none charged\n");
     printf("  step time jitter           cv %.3f (lognormal, from the calibrated steps' 10th-90th percentiles)\n", jitter);
@@ -1022,10 +802,7 @@ int hs_cmd_validate(int argc, char **argv) {
 
 out:
   hs_sim_result_free(&res);
-  free(v.t);
-  free(v.loss);
-  free(v.acc);
-  free(v.step);
+  hs_cli_run_free(&sim);
   free(perf);
   free(r.cluster_text);
   if (have_spec) hs_cluster_spec_free(&spec);

@@ -1,5 +1,7 @@
 #include "core/core_store.h"
 
+#include "core/core_perfmodel.h"
+
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
@@ -1383,6 +1385,18 @@ int hs_store_eval_add(hs_store *s, int64_t run, double time_s, int64_t step, dou
   return rc;
 }
 
+int hs_store_evals_add(hs_store *s, int64_t run, const hs_eval_row *rows, int64_t n, hs_diag *d) {
+  int rc;
+  if ((rc = writable(s, d)) || (rc = check_steps_closed(s, d))) return rc;
+  int tx = n > 1;
+  if (tx && (rc = exec(s, "BEGIN IMMEDIATE", "storing the evaluations", d))) return rc;
+  for (int64_t i = 0; !rc && i < n; i++)
+    rc = hs_store_eval_add(s, run, rows[i].time_s, rows[i].step, rows[i].loss, rows[i].accuracy, d);
+  if (tx && !rc) rc = exec(s, "COMMIT", "storing the evaluations", d);
+  if (tx && rc) sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+  return rc;
+}
+
 static int run_finish_once(hs_store *s, int64_t run, const char *status, const hs_summary *sum,
                            const char *error, hs_diag *d) {
   int rc;
@@ -1459,4 +1473,406 @@ int hs_store_run_finish(hs_store *s, int64_t run, const char *status, const hs_s
   hs_diag d2 = {0};
   run_finish_once(s, run, "failed", NULL, why, &d2);
   return rc;
+}
+
+/* ---- reading ---- */
+
+/* Prepares a read; a step batch owns the connection while it is open. */
+static int prepare_read(hs_store *s, const char *sql, sqlite3_stmt **st, const char *what, hs_diag *d) {
+  int rc;
+  *st = NULL;
+  if ((rc = check_steps_closed(s, d))) return rc;
+  if (sqlite3_prepare_v2(s->db, sql, -1, st, NULL) != SQLITE_OK) return db_fail(s, d, what);
+  return 0;
+}
+
+/* Steps a read's first row: 1 a row, 0 none, HS_EDB after finalizing it. */
+static int step_row(hs_store *s, sqlite3_stmt *st, const char *what, hs_diag *d) {
+  int rc = sqlite3_step(st);
+  if (rc == SQLITE_ROW) return 1;
+  if (rc == SQLITE_DONE) return 0;
+  db_fail(s, d, what);
+  sqlite3_finalize(st);
+  return HS_EDB;
+}
+
+static void column_copy(sqlite3_stmt *st, int i, char *buf, size_t len) {
+  const unsigned char *t = sqlite3_column_text(st, i);
+  snprintf(buf, len, "%s", t ? (const char *)t : "");
+}
+
+static char *column_dup(sqlite3_stmt *st, int i) {
+  const unsigned char *t = sqlite3_column_text(st, i);
+  return t ? strdup((const char *)t) : NULL;
+}
+
+static double column_real(sqlite3_stmt *st, int i) {
+  return sqlite3_column_type(st, i) == SQLITE_NULL ? NAN : sqlite3_column_double(st, i);
+}
+
+int hs_store_run_get(hs_store *s, int64_t id, hs_run_record *out, hs_diag *d) {
+  static const char what[] = "reading a run";
+  memset(out, 0, sizeof *out);
+  out->total_s = out->last_loss = NAN;
+  sqlite3_stmt *st;
+  int rc = prepare_read(s,
+      "SELECT run.kind, run.status, run.policy, run.params, run.model, run.cluster_text,"
+      " run.global_batch, run.seed, run.options, summary.iterations,"
+      " (SELECT loss FROM eval WHERE eval.run_id = run.id ORDER BY step DESC, time_s DESC LIMIT 1),"
+      " summary.sim_time_s, summary.samples"
+      " FROM run LEFT JOIN summary ON summary.run_id = run.id WHERE run.id = ?1", &st, what, d);
+  if (rc) return rc;
+  sqlite3_bind_int64(st, 1, id);
+  if ((rc = step_row(s, st, what, d)) <= 0) {
+    if (!rc) sqlite3_finalize(st);
+    return rc;
+  }
+  column_copy(st, 0, out->kind, sizeof out->kind);
+  column_copy(st, 1, out->status, sizeof out->status);
+  column_copy(st, 2, out->policy, sizeof out->policy);
+  column_copy(st, 3, out->params, sizeof out->params);
+  column_copy(st, 4, out->model, sizeof out->model);
+  out->cluster_text = column_dup(st, 5);
+  out->global_batch = sqlite3_column_int64(st, 6);
+  out->seed = (uint64_t)sqlite3_column_int64(st, 7);
+  out->options_json = column_dup(st, 8);
+  out->iterations = sqlite3_column_int64(st, 9);
+  out->last_loss = column_real(st, 10);
+  out->total_s = column_real(st, 11);
+  out->samples = sqlite3_column_int64(st, 12);
+  sqlite3_finalize(st);
+  return 1;
+}
+
+void hs_run_record_free(hs_run_record *r) {
+  if (!r) return;
+  free(r->cluster_text);
+  free(r->options_json);
+  r->cluster_text = r->options_json = NULL;
+}
+
+/* Prepares a communication query whose parameters are ?1 the op, ?2 the device name, ?3 the
+ * world size wanted and ?4 the backend. */
+static int comm_query(hs_store *s, const char *sql, const char *device, const char *backend,
+                      const char *op, int world, sqlite3_stmt **st, hs_diag *d) {
+  int rc = prepare_read(s, sql, st, "reading the communication calibration", d);
+  if (rc) return rc;
+  sqlite3_bind_text(*st, 1, op, -1, SQLITE_STATIC);
+  sqlite3_bind_text(*st, 2, device, -1, SQLITE_STATIC);
+  sqlite3_bind_int(*st, 3, world);
+  sqlite3_bind_text(*st, 4, backend, -1, SQLITE_STATIC);
+  return 0;
+}
+
+int hs_store_comm_fit(hs_store *s, const char *device, const char *backend, const char *op,
+                      int world, double *alpha, double *beta, hs_diag *d) {
+  sqlite3_stmt *st;
+  int rc = comm_query(s,
+      "SELECT alpha_s, beta_bytes_per_s FROM comm_model JOIN device ON device.id = comm_model.device_id"
+      " WHERE comm_model.backend = ?4 AND comm_model.op = ?1 AND device.name = ?2"
+      " ORDER BY abs(comm_model.world_size - ?3), comm_model.id DESC LIMIT 1", device, backend, op, world, &st, d);
+  if (rc) return rc;
+  if ((rc = step_row(s, st, "reading a communication model", d)) < 0) return rc;
+  if (rc) {
+    *alpha = sqlite3_column_double(st, 0);
+    *beta = sqlite3_column_double(st, 1);
+  }
+  sqlite3_finalize(st);
+  return rc;
+}
+
+int hs_store_comm_time_at(hs_store *s, const char *device, const char *backend, const char *op,
+                          int world, double bytes, double *t, hs_diag *d) {
+  sqlite3_stmt *st;
+  int rc = comm_query(s,
+      "SELECT bytes, median_s FROM comm_sample JOIN device ON device.id = comm_sample.device_id"
+      " WHERE comm_sample.backend = ?4 AND comm_sample.op = ?1 AND device.name = ?2 AND median_s > 0"
+      " AND comm_sample.world_size = (SELECT world_size FROM comm_sample JOIN device d2 ON d2.id ="
+      " comm_sample.device_id WHERE backend = ?4 AND op = ?1 AND d2.name = ?2"
+      " ORDER BY abs(world_size - ?3) LIMIT 1) ORDER BY bytes, comm_sample.id DESC",
+      device, backend, op, world, &st, d);
+  if (rc) return rc;
+  int found = hs_comm_time_interp(st, bytes, 1, t);
+  sqlite3_finalize(st);
+  return found;
+}
+
+int hs_store_comm_latest(hs_store *s, const char *device, const char *backend, const char *op,
+                         int world, double *t, hs_diag *d) {
+  sqlite3_stmt *st;
+  int rc = comm_query(s,
+      "SELECT median_s FROM comm_sample JOIN device ON device.id = comm_sample.device_id"
+      " WHERE comm_sample.backend = ?4 AND comm_sample.op = ?1 AND device.name = ?2 AND median_s >= 0"
+      " ORDER BY abs(comm_sample.world_size - ?3), comm_sample.id DESC LIMIT 1",
+      device, backend, op, world, &st, d);
+  if (rc) return rc;
+  if ((rc = step_row(s, st, "reading a communication sample", d)) < 0) return rc;
+  if (rc) *t = sqlite3_column_double(st, 0);
+  sqlite3_finalize(st);
+  return rc;
+}
+
+int hs_store_calib_medians(hs_store *s, const char *device, const char *model, const char *phase,
+                           double *v, int cap, hs_diag *d) {
+  sqlite3_stmt *st;
+  int rc = prepare_read(s,
+      "SELECT median_s FROM calib_sample JOIN device ON device.id = calib_sample.device_id"
+      " WHERE device.name = ?1 AND calib_sample.model = ?2 AND calib_sample.phase = ?3"
+      " AND median_s IS NOT NULL ORDER BY 1", &st, "reading the calibration", d);
+  if (rc) return rc;
+  sqlite3_bind_text(st, 1, device, -1, SQLITE_STATIC);
+  sqlite3_bind_text(st, 2, model, -1, SQLITE_STATIC);
+  sqlite3_bind_text(st, 3, phase, -1, SQLITE_STATIC);
+  int n = 0;
+  while (n < cap && (rc = step_row(s, st, "reading the calibration", d)) == 1) v[n++] = sqlite3_column_double(st, 0);
+  if (rc < 0) return rc;
+  sqlite3_finalize(st);
+  return n;
+}
+
+int64_t hs_store_version_starts(hs_store *s, int64_t run, int64_t **versions, double **times,
+                                hs_diag *d) {
+  static const char what[] = "reading the steps' versions";
+  *versions = NULL;
+  *times = NULL;
+  sqlite3_stmt *st;
+  int rc = prepare_read(s, "SELECT model_version, min(start_s) FROM step WHERE run_id = ?1"
+                           " GROUP BY model_version ORDER BY model_version", &st, what, d);
+  if (rc) return rc;
+  sqlite3_bind_int64(st, 1, run);
+  int64_t n = 0, cap = 0;
+  while ((rc = step_row(s, st, what, d)) == 1) {
+    if (n == cap) {
+      cap = cap ? 2 * cap : 256;
+      int64_t *v = realloc(*versions, (size_t)cap * sizeof *v);
+      if (v) *versions = v;
+      double *t = realloc(*times, (size_t)cap * sizeof *t);
+      if (t) *times = t;
+      if (!v || !t) {
+        sqlite3_finalize(st);
+        return hs_diag_set(d, HS_ENOMEM, "out of memory for the steps' versions");
+      }
+    }
+    (*versions)[n] = sqlite3_column_int64(st, 0);
+    (*times)[n] = sqlite3_column_double(st, 1);
+    n++;
+  }
+  if (rc < 0) return rc;
+  sqlite3_finalize(st);
+  return n;
+}
+
+int64_t hs_store_step_computes(hs_store *s, int64_t run, hs_step_compute **out, hs_diag *d) {
+  static const char what[] = "reading the steps' computes";
+  *out = NULL;
+  sqlite3_stmt *st;
+  int rc = prepare_read(s, "SELECT batch, compute_end_s - start_s, worker FROM step WHERE run_id = ?1"
+                           " AND compute_end_s > start_s", &st, what, d);
+  if (rc) return rc;
+  sqlite3_bind_int64(st, 1, run);
+  int64_t n = 0, cap = 0;
+  while ((rc = step_row(s, st, what, d)) == 1) {
+    if (n == cap) {
+      hs_step_compute *g = realloc(*out, (size_t)(cap = cap ? 2 * cap : 256) * sizeof *g);
+      if (!g) {
+        sqlite3_finalize(st);
+        return hs_diag_set(d, HS_ENOMEM, "out of memory for the steps' computes");
+      }
+      *out = g;
+    }
+    (*out)[n++] = (hs_step_compute){.batch = sqlite3_column_int(st, 0), .compute_s = sqlite3_column_double(st, 1),
+                                    .worker = sqlite3_column_int(st, 2)};
+  }
+  if (rc < 0) return rc;
+  sqlite3_finalize(st);
+  return n;
+}
+
+int hs_store_step_parts(hs_store *s, int64_t run, double part[3], hs_diag *d) {
+  static const char what[] = "reading the steps' parts";
+  for (int i = 0; i < 3; i++) part[i] = NAN;
+  sqlite3_stmt *st;
+  int rc = prepare_read(s,
+      "WITH x AS (SELECT compute_end_s - start_s c, comm_end_s - compute_end_s m,"
+      " lead(start_s) OVER (PARTITION BY worker ORDER BY step) - comm_end_s g FROM step WHERE run_id = ?1)"
+      " SELECT avg(c), avg(m), avg(g), count(*) FROM x WHERE g IS NOT NULL", &st, what, d);
+  if (rc) return rc;
+  sqlite3_bind_int64(st, 1, run);
+  if ((rc = step_row(s, st, what, d)) < 0) return rc;
+  int found = rc && sqlite3_column_int64(st, 3) > 0;
+  for (int i = 0; found && i < 3; i++) part[i] = sqlite3_column_double(st, i);
+  sqlite3_finalize(st);
+  return found;
+}
+
+int hs_store_step_version_counts(hs_store *s, int64_t run, int64_t *steps, int64_t *versions,
+                                 hs_diag *d) {
+  static const char what[] = "counting the steps' versions";
+  *steps = *versions = 0;
+  sqlite3_stmt *st;
+  int rc = prepare_read(s, "SELECT count(*), count(DISTINCT model_version) FROM step WHERE run_id = ?1",
+                        &st, what, d);
+  if (rc) return rc;
+  sqlite3_bind_int64(st, 1, run);
+  if ((rc = step_row(s, st, what, d)) < 0) return rc;
+  if (rc) {
+    *steps = sqlite3_column_int64(st, 0);
+    *versions = sqlite3_column_int64(st, 1);
+  }
+  sqlite3_finalize(st);
+  return 0;
+}
+
+int hs_store_step_mean_staleness(hs_store *s, int64_t run, double *mean, hs_diag *d) {
+  static const char what[] = "reading the steps' staleness";
+  *mean = NAN;
+  sqlite3_stmt *st;
+  int rc = prepare_read(s, "SELECT avg(staleness) FROM step WHERE run_id = ?1", &st, what, d);
+  if (rc) return rc;
+  sqlite3_bind_int64(st, 1, run);
+  if ((rc = step_row(s, st, what, d)) < 0) return rc;
+  if (rc) *mean = column_real(st, 0);
+  sqlite3_finalize(st);
+  return 0;
+}
+
+int64_t hs_store_evals_get(hs_store *s, int64_t run, hs_eval_row **out, hs_diag *d) {
+  static const char what[] = "reading the evaluations";
+  *out = NULL;
+  sqlite3_stmt *st;
+  int rc = prepare_read(s, "SELECT time_s, step, loss, accuracy FROM eval WHERE run_id = ?1 AND loss IS NOT NULL"
+                           " ORDER BY step", &st, what, d);
+  if (rc) return rc;
+  sqlite3_bind_int64(st, 1, run);
+  int64_t n = 0, cap = 0;
+  while ((rc = step_row(s, st, what, d)) == 1) {
+    if (n == cap) {
+      hs_eval_row *g = realloc(*out, (size_t)(cap = cap ? 2 * cap : 256) * sizeof *g);
+      if (!g) {
+        sqlite3_finalize(st);
+        return hs_diag_set(d, HS_ENOMEM, "out of memory for the evaluations");
+      }
+      *out = g;
+    }
+    (*out)[n++] = (hs_eval_row){.time_s = sqlite3_column_double(st, 0), .step = sqlite3_column_int64(st, 1),
+                                .loss = sqlite3_column_double(st, 2), .accuracy = column_real(st, 3)};
+  }
+  if (rc < 0) return rc;
+  sqlite3_finalize(st);
+  return n;
+}
+
+int hs_store_eval_first_below(hs_store *s, int64_t run, double max_loss, double *time_s,
+                              hs_diag *d) {
+  static const char what[] = "reading the evaluations";
+  sqlite3_stmt *st;
+  int rc = prepare_read(s, "SELECT min(time_s) FROM eval WHERE run_id = ?1 AND loss <= ?2", &st, what, d);
+  if (rc) return rc;
+  sqlite3_bind_int64(st, 1, run);
+  sqlite3_bind_double(st, 2, max_loss);
+  if ((rc = step_row(s, st, what, d)) < 0) return rc;
+  int found = rc && sqlite3_column_type(st, 0) != SQLITE_NULL;
+  if (found) *time_s = sqlite3_column_double(st, 0);
+  sqlite3_finalize(st);
+  return found;
+}
+
+int hs_store_validation_add(hs_store *s, const hs_validation_row *row, int64_t *id, hs_diag *d) {
+  int rc;
+  if ((rc = writable(s, d)) || (rc = check_steps_closed(s, d))) return rc;
+  sqlite3_stmt *st;
+  if (sqlite3_prepare_v2(s->db,
+                         "INSERT INTO validation(run_id, sim_run_id, median_iter_error, p95_iter_error,"
+                         " time_to_loss_error, mean_iter_error, total_time_error, iter_wasserstein)"
+                         " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)", -1, &st, NULL) != SQLITE_OK)
+    return db_fail(s, d, "preparing the validation insert");
+  sqlite3_bind_int64(st, 1, row->run_id);
+  sqlite3_bind_int64(st, 2, row->sim_run_id);
+  bind_real(st, 3, row->median_iter_error);
+  bind_real(st, 4, row->p95_iter_error);
+  bind_real(st, 5, row->time_to_loss_error);
+  bind_real(st, 6, row->mean_iter_error);
+  bind_real(st, 7, row->total_time_error);
+  bind_real(st, 8, row->iter_wasserstein);
+  rc = step_once(s, st, "storing the validation", d);
+  sqlite3_finalize(st);
+  if (!rc) *id = sqlite3_last_insert_rowid(s->db);
+  return rc;
+}
+
+int hs_store_validation_find(hs_store *s, int64_t run, const char *key, int64_t *id,
+                             int64_t *sim_run_id, double *sim_total_s, double *sim_ttl_s,
+                             hs_diag *d) {
+  static const char what[] = "reading the validations";
+  sqlite3_stmt *st;
+  int rc = prepare_read(s,
+      "SELECT validation.id, validation.sim_run_id, summary.sim_time_s, summary.time_to_target_s"
+      " FROM validation JOIN run ON run.id = validation.sim_run_id JOIN summary ON summary.run_id = run.id"
+      " WHERE validation.run_id = ?1 AND run.status = 'complete'"
+      " AND json_extract(run.options, '$.validation_key') = ?2 ORDER BY validation.id DESC LIMIT 1",
+      &st, what, d);
+  if (rc) return rc;
+  sqlite3_bind_int64(st, 1, run);
+  sqlite3_bind_text(st, 2, key, -1, SQLITE_STATIC);
+  if ((rc = step_row(s, st, what, d)) < 0) return rc;
+  if (rc) {
+    *id = sqlite3_column_int64(st, 0);
+    *sim_run_id = sqlite3_column_int64(st, 1);
+    *sim_total_s = column_real(st, 2);
+    *sim_ttl_s = column_real(st, 3);
+  }
+  sqlite3_finalize(st);
+  return rc;
+}
+
+int hs_store_device_fits_each(hs_store *s, int (*fn)(void *ctx, const hs_device_fit_row *r),
+                              void *ctx, hs_diag *d) {
+  static const char what[] = "reading the devices";
+  sqlite3_stmt *st;
+  int rc = prepare_read(s,
+      "SELECT d.id, d.name, d.kind, d.host, p.model, p.form, p.heldout_rel_error, p.max_batch,"
+      " (SELECT count(DISTINCT batch) FROM calib_sample c WHERE c.device_id = d.id AND c.model ="
+      " p.model AND c.phase = 'step') AS batches, d.source"
+      " FROM device d LEFT JOIN perf_model p ON p.device_id = d.id AND p.phase = 'step' AND"
+      " p.chosen = 1 ORDER BY d.id, p.model", &st, what, d);
+  if (rc) return rc;
+  while ((rc = step_row(s, st, what, d)) == 1) {
+    hs_device_fit_row r = {
+        .device_id = sqlite3_column_int64(st, 0), .name = (const char *)sqlite3_column_text(st, 1),
+        .kind = (const char *)sqlite3_column_text(st, 2), .host = (const char *)sqlite3_column_text(st, 3),
+        .model = (const char *)sqlite3_column_text(st, 4), .form = (const char *)sqlite3_column_text(st, 5),
+        .heldout_rel_error = column_real(st, 6), .max_batch = sqlite3_column_int64(st, 7),
+        .has_max_batch = sqlite3_column_type(st, 7) != SQLITE_NULL, .batches = sqlite3_column_int64(st, 8),
+        .source = (const char *)sqlite3_column_text(st, 9)};
+    if ((rc = fn(ctx, &r))) {
+      sqlite3_finalize(st);
+      return rc;
+    }
+  }
+  if (rc < 0) return rc; /* step_row finalized it */
+  sqlite3_finalize(st);
+  return 0;
+}
+
+int hs_store_imported_models_each(hs_store *s, int (*fn)(void *ctx, const hs_model_row *r),
+                                  void *ctx, hs_diag *d) {
+  static const char what[] = "reading the models";
+  sqlite3_stmt *st;
+  int rc = prepare_read(s,
+      "SELECT name, params, grad_bytes, flops_per_sample, description, source FROM model WHERE source IS NOT"
+      " NULL ORDER BY name", &st, what, d);
+  if (rc) return rc;
+  while ((rc = step_row(s, st, what, d)) == 1) {
+    hs_model_row r = {.name = (const char *)sqlite3_column_text(st, 0), .params = sqlite3_column_int64(st, 1),
+                      .grad_bytes = sqlite3_column_int64(st, 2), .flops_per_sample = column_real(st, 3),
+                      .description = (const char *)sqlite3_column_text(st, 4),
+                      .source = (const char *)sqlite3_column_text(st, 5)};
+    if ((rc = fn(ctx, &r))) {
+      sqlite3_finalize(st);
+      return rc;
+    }
+  }
+  if (rc < 0) return rc;
+  sqlite3_finalize(st);
+  return 0;
 }

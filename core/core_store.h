@@ -99,6 +99,13 @@ int hs_store_steps_end(hs_store *s, hs_diag *d);
 /* loss and accuracy NaN = NULL; accuracy is a fraction in [0, 1]. */
 int hs_store_eval_add(hs_store *s, int64_t run, double time_s, int64_t step, double loss,
                       double accuracy, hs_diag *d);
+typedef struct hs_eval_row {
+  double time_s, loss, accuracy;          /* s; loss and accuracy NaN = NULL */
+  int64_t step;
+} hs_eval_row;
+/* Inserts n evaluations of run `run` in one transaction (a long run has 10^5 of them, each its
+ * own commit otherwise); all or none. */
+int hs_store_evals_add(hs_store *s, int64_t run, const hs_eval_row *rows, int64_t n, hs_diag *d);
 
 typedef struct hs_summary {
   int64_t workers, iterations, events, samples;
@@ -110,5 +117,114 @@ typedef struct hs_summary {
  * transaction. An unknown run is HS_ENOTFOUND. */
 int hs_store_run_finish(hs_store *s, int64_t run, const char *status, const hs_summary *sum,
                         const char *error, hs_diag *d);
+
+/* ---- reading (the queries the commands need, typed) ----
+ * Readers work on read-only stores too; none may run while a step batch is open. They return
+ * 0 (or a count, or 1 found / 0 not found where said) and HS_EDB (or HS_ENOMEM) on failure. */
+
+/* A stored run as `hetsim validate` needs it. */
+typedef struct hs_run_record {
+  char kind[8], status[16], policy[64], params[1024], model[64]; /* cut to fit */
+  char *cluster_text;        /* owned; NULL when the run had no cluster file */
+  char *options_json;        /* owned; NULL when none */
+  int64_t global_batch;
+  uint64_t seed;
+  int64_t iterations;        /* summary.iterations; 0 without a summary */
+  int64_t samples;           /* summary.samples; 0 without */
+  double total_s;            /* summary.sim_time_s; NaN without */
+  double last_loss;          /* the loss of the run's last evaluation (by step, then time); NaN */
+} hs_run_record;
+/* Reads run id into *out (hs_run_record_free frees it, also after a failure). 1 found, 0 not. */
+int hs_store_run_get(hs_store *s, int64_t id, hs_run_record *out, hs_diag *d);
+void hs_run_record_free(hs_run_record *r);
+
+/* The device's newest fitted communication model (comm_model) of backend and op, nearest
+ * world size first. 1 found (alpha in s, beta in bytes/s), 0 not. */
+int hs_store_comm_fit(hs_store *s, const char *device, const char *backend, const char *op,
+                      int world, double *alpha, double *beta, hs_diag *d);
+/* The device's measured time of backend's op for a message of `bytes` (comm_sample medians
+ * of the world size nearest `world`), log-log interpolated (hs_comm_time_interp, the nearest
+ * two sizes at either end). 1 found, 0 not. */
+int hs_store_comm_time_at(hs_store *s, const char *device, const char *backend, const char *op,
+                          int world, double bytes, double *t, hs_diag *d);
+/* The device's newest non-negative median of backend's op (comm_sample) at the world size
+ * nearest `world`: for ops measured at one size, such as "wake". 1 found, 0 not. */
+int hs_store_comm_latest(hs_store *s, const char *device, const char *backend, const char *op,
+                         int world, double *t, hs_diag *d);
+/* The median times of the device's calibration of `model` in `phase` (calib_sample), one per
+ * timed batch size, ascending, at most cap. Returns the count. */
+int hs_store_calib_medians(hs_store *s, const char *device, const char *model, const char *phase,
+                           double *v, int cap, hs_diag *d);
+
+/* Per model version of a run, the first start of a step computed on it: versions[i] and
+ * times[i] ascending, malloc'd (the caller frees both, also after a failure). Returns the
+ * count (>= 0). */
+int64_t hs_store_version_starts(hs_store *s, int64_t run, int64_t **versions, double **times,
+                                hs_diag *d);
+/* A run's steps with a compute (compute end after start): worker, batch and compute time. */
+typedef struct hs_step_compute {
+  int worker;
+  int batch;                 /* samples */
+  double compute_s;          /* s */
+} hs_step_compute;
+/* The rows into a malloc'd *out (the caller frees it, also after a failure). Returns the count. */
+int64_t hs_store_step_computes(hs_store *s, int64_t run, hs_step_compute **out, hs_diag *d);
+/* Means over a run's steps that have a next step on the same worker, in s: part[0] compute
+ * (start to compute end), part[1] communication (compute end to communication end), part[2]
+ * idle (communication end to the worker's next start). 1 with the parts, 0 when there is no
+ * such step (the parts NaN). */
+int hs_store_step_parts(hs_store *s, int64_t run, double part[3], hs_diag *d);
+/* A run's step rows and distinct model versions among them. */
+int hs_store_step_version_counts(hs_store *s, int64_t run, int64_t *steps, int64_t *versions,
+                                 hs_diag *d);
+/* The mean staleness of a run's steps; NaN when it has none. */
+int hs_store_step_mean_staleness(hs_store *s, int64_t run, double *mean, hs_diag *d);
+/* A run's evaluations that have a loss, by step, into a malloc'd *out (the caller frees it,
+ * also after a failure). Returns the count. */
+int64_t hs_store_evals_get(hs_store *s, int64_t run, hs_eval_row **out, hs_diag *d);
+/* The time of a run's first evaluation with loss <= max_loss. 1 found, 0 not. */
+int hs_store_eval_first_below(hs_store *s, int64_t run, double max_loss, double *time_s,
+                              hs_diag *d);
+
+/* A calibrated device with one of its chosen step fits (one row per device and model; a
+ * device without a fit has one row with model and form NULL). */
+typedef struct hs_device_fit_row {
+  int64_t device_id;
+  const char *name, *kind, *host;
+  const char *model, *form;  /* NULL without a fit */
+  double heldout_rel_error;  /* NaN when NULL */
+  int64_t max_batch;         /* samples; valid when has_max_batch */
+  int has_max_batch;
+  int64_t batches;           /* distinct batch sizes timed for the model's step */
+  const char *source;        /* NULL: timed here by `hetsim calib` */
+} hs_device_fit_row;
+/* Calls fn for every row, by device id then model; the strings live until fn returns. A
+ * non-zero return of fn stops and is returned. */
+int hs_store_device_fits_each(hs_store *s, int (*fn)(void *ctx, const hs_device_fit_row *r),
+                              void *ctx, hs_diag *d);
+
+/* A model imported into the model table (`hetsim calib import`; the zoo's rows have no source). */
+typedef struct hs_model_row {
+  const char *name, *description, *source;
+  int64_t params, grad_bytes;
+  double flops_per_sample;   /* training FLOPs per sample; NaN when NULL */
+} hs_model_row;
+/* Calls fn for every imported model, by name; as hs_store_device_fits_each. */
+int hs_store_imported_models_each(hs_store *s, int (*fn)(void *ctx, const hs_model_row *r),
+                                  void *ctx, hs_diag *d);
+
+/* A row of `validation`; the errors NaN = NULL. */
+typedef struct hs_validation_row {
+  int64_t run_id, sim_run_id;
+  double median_iter_error, p95_iter_error, time_to_loss_error, mean_iter_error,
+      total_time_error, iter_wasserstein;
+} hs_validation_row;
+int hs_store_validation_add(hs_store *s, const hs_validation_row *row, int64_t *id, hs_diag *d);
+/* The newest validation of run `run` whose simulated run is complete and carries `key` as its
+ * options' validation_key: 1 with its id, the simulated run's id, total time and time to the
+ * target (NaN when NULL), 0 when there is none. */
+int hs_store_validation_find(hs_store *s, int64_t run, const char *key, int64_t *id,
+                             int64_t *sim_run_id, double *sim_total_s, double *sim_ttl_s,
+                             hs_diag *d);
 
 #endif

@@ -63,6 +63,13 @@ typedef struct hs_real_comm_ops {
   int (*recv)(hs_real_comm *c, int rank, int peer, uint64_t tag, float *buf, int64_t n, hs_diag *d);
   int (*barrier)(hs_real_comm *c, int rank, hs_diag *d);
   void (*abort)(hs_real_comm *c);
+  /* What a round costs beyond moving bytes, for a model of the run (`hetsim validate`): the
+   * hand-offs between threads (a thread woken from a condition variable, which `hetsim calib`
+   * times as comm_sample op "wake") on the critical path of one all-reduce, and of one
+   * parameter-server message (a push or a pull's reply), in the threaded runtime over this
+   * backend. 0 = none counted (the backend's waits are not condition waits, or not measured). */
+  int handoffs_per_allreduce;
+  int handoffs_per_message;
 } hs_real_comm_ops;
 
 extern const hs_real_comm_ops hs_real_comm_cpu;

@@ -319,6 +319,13 @@ const hs_real_comm_ops hs_real_comm_cpu = {
     .recv = cpu_recv,
     .barrier = cpu_barrier,
     .abort = cpu_abort,
+    /* Three on an all-reduce's critical path: the worker thread that finished its compute
+     * first is woken to join the all-reduce, the participant that arrived first is woken once
+     * the last has reduced for both (cpu_allreduce above), and the thread that did not deliver
+     * the result is woken for its next step. One on a server message: the server's lane
+     * woken for a push, or the worker woken by the reply to its pull. */
+    .handoffs_per_allreduce = 3,
+    .handoffs_per_message = 1,
 };
 
 static const hs_real_comm_ops *const backends[] = {&hs_real_comm_cpu, &hs_real_comm_local,

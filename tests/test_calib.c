@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "calib/cal_comm.h"
+#include "calib/cal_device.h"
 #include "calib/cal_run.h"
 #include "calib/cal_store.h"
 #include "core/core_perfmodel.h"
@@ -480,10 +481,23 @@ static void test_wake_timing(void) {
   ASSERT_EQ(hs_cal_time_wake(&o, &st, &d), HS_EINVAL);
 }
 
+/* The name of a calibration of N concurrent workers, as calib stores it and validate finds it. */
+static void test_shared_name(void) {
+  char buf[256], longname[300];
+  ASSERT_STR(hs_cal_device_shared_name(buf, sizeof buf, "Intel(R) Xeon(R) Processor", 3),
+             "Intel(R) Xeon(R) Processor (3 workers)");
+  memset(longname, 'x', 299);
+  longname[299] = 0;
+  ASSERT_EQ((long)strlen(hs_cal_device_shared_name(buf, sizeof buf, longname, 2)), 255L);
+  char small[8];
+  ASSERT_STR(hs_cal_device_shared_name(small, sizeof small, "gpu", 12), "gpu (12");
+}
+
 int main(int argc, char **argv) {
   hs_gsl_init();
   static const hs_test_case cases[] = {
       {"stats", test_stats},
+      {"shared_name", test_shared_name},
       {"median_ci", test_median_ci},
       {"stability_rule", test_stability_rule},
       {"bimodal", test_bimodal},

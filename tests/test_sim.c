@@ -130,6 +130,35 @@ static const char *HIER =
     "  - {name: b, link: {bandwidth: 50GB/s, latency: 3us}, devices: [{type: g, count: 4}]}\n"
     "  - {name: c, link: {bandwidth: 20GB/s, latency: 4us}, devices: [{type: g, count: 2}]}\n";
 
+/* hs_netm_ring_link inverts the ring: a cluster whose links it set prices the ring all-reduce
+ * of its n workers at alpha + m/beta, for every message size. */
+static void test_ring_link_inverts_ring(void) {
+  static const char *Y = "name: r\nnetwork: {bandwidth: 1GB/s, latency: 1us}\ndevice_types:\n"
+                         "  g: {compute: {t0: 1ms, per_sample: 0.1ms}}\nnodes:\n"
+                         "  - {name: a, link: {bandwidth: 1GB/s, latency: 1us}, devices: [{type: g, count: 3}]}\n"
+                         "  - {name: b, link: {bandwidth: 1GB/s, latency: 1us}, devices: [{type: g, count: 2}]}\n";
+  hs_cluster_spec spec;
+  hs_diag d;
+  ASSERT_EQ(hs_cluster_parse(&spec, "r.yaml", Y, strlen(Y), &d), 0);
+  double alpha = 37e-6, beta = 2.5e9;
+  hs_link_spec l = hs_netm_ring_link(alpha, beta, 5);
+  ASSERT_REL(l.latency, alpha / 8, 1e-15);
+  ASSERT_REL(l.bandwidth, beta * 8 / 5, 1e-15);
+  spec.network = l;
+  for (int i = 0; i < spec.n_nodes; i++) spec.nodes[i].link = l;
+  hs_netm net;
+  ASSERT_EQ(hs_netm_open(&net, &spec), 0);
+  hs_netm_peer peers[5];
+  int ws[5];
+  for (int i = 0; i < 5; i++) {
+    peers[i] = (hs_netm_peer){.node = spec.workers[i].node, .comm_slowdown = 1.0};
+    ws[i] = i;
+  }
+  for (double m = 1; m < 1e10; m *= 97) ASSERT_REL(hs_netm_ring_time(&net, peers, ws, 5, m), alpha + m / beta, 1e-13);
+  hs_netm_close(&net);
+  hs_cluster_spec_free(&spec);
+}
+
 static void test_ring_and_hierarchical_closed_forms(void) {
   hs_cluster_spec spec;
   hs_diag d;
@@ -491,6 +520,7 @@ static const hs_test_case cases[] = {
     {"ssgd_homogeneous_one_node", test_ssgd_homogeneous_one_node},
     {"ssgd_heterogeneous_two_nodes", test_ssgd_heterogeneous_two_nodes},
     {"ring_and_hierarchical_closed_forms", test_ring_and_hierarchical_closed_forms},
+    {"ring_link_inverts_ring", test_ring_link_inverts_ring},
     {"overlap_single_bucket_equals_no_overlap", test_overlap_single_bucket_equals_no_overlap},
     {"asp_throughput_server_not_bottleneck", test_asp_throughput_server_not_bottleneck},
     {"ps_bsp_server_bottleneck", test_ps_bsp_server_bottleneck},

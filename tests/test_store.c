@@ -12,7 +12,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/core_runopts.h"
 #include "core/core_store.h"
+#include "core/core_sweep.h"
 #include "tests/hs_test.h"
 
 static void rm_db(const char *path) {
@@ -672,6 +674,300 @@ static int write_fixture(const char *path) {
   return rc ? 1 : 0;
 }
 
+/* The options of a real run: the writer's text is the one `hetsim real` has always stored (a
+ * row of a database written before the writer existed), the reader reads it back, through the
+ * store's json_set too, and reads what older hetsims wrote (keys missing) as zeros. */
+static void test_real_options(void) {
+  static const char stored[] =
+      "{\"backend\":\"cpu\",\"device\":\"cpu\",\"device_name\":\"Intel(R) Xeon(R) Processor\",\"workers\":2,"
+      "\"iterations\":30,\"epochs\":0,\"time_s\":0,\"target_loss\":0,\"lr\":0.10000000000000001,"
+      "\"eval_every\":10,\"eval_samples\":300,\"train_samples\":1500,\"timeout_s\":60,\"launch\":\"none\","
+      "\"pin\":\"auto\",\"pinned\":true}";
+  hs_real_options o = {.workers = 2, .iterations = 30, .lr = 0.1, .eval_every = 10, .eval_samples = 300,
+                       .train_samples = 1500, .timeout_s = 60, .pinned = 1};
+  strcpy(o.backend, "cpu");
+  strcpy(o.device, "cpu");
+  strcpy(o.device_name, "Intel(R) Xeon(R) Processor");
+  strcpy(o.launch, "none");
+  strcpy(o.pin, "auto");
+  char buf[2048];
+  hs_diag d = {0};
+  ASSERT_EQ(hs_real_options_format(&o, buf, sizeof buf, &d), 0);
+  ASSERT_STR(buf, stored);
+  char small[64];
+  ASSERT_EQ(hs_real_options_format(&o, small, sizeof small, &d), HS_EINVAL);
+  ASSERT_STR(small, "");
+
+  /* Through the store (which adds pid, host, boot, pid_start) and back. */
+  char path[] = "/tmp/hs_test_runopts_XXXXXX";
+  int fd = mkstemp(path);
+  ASSERT(fd >= 0);
+  close(fd);
+  rm_db(path);
+  hs_store *s = NULL;
+  ASSERT_EQ(hs_store_open(&s, path, 0, &d), 0);
+  hs_run_info info = run_info;
+  info.kind = "real";
+  info.options_json = buf;
+  int64_t id = 0;
+  ASSERT_EQ(hs_store_run_begin(s, &info, &id, &d), 0);
+  sqlite3_stmt *st = NULL;
+  ASSERT_EQ(sqlite3_prepare_v2(hs_store_db(s), "SELECT options FROM run WHERE id = ?", -1, &st, NULL), SQLITE_OK);
+  sqlite3_bind_int64(st, 1, id);
+  ASSERT_EQ(sqlite3_step(st), SQLITE_ROW);
+  hs_real_options back;
+  ASSERT_EQ(hs_real_options_parse((const char *)sqlite3_column_text(st, 0), &back, &d), 0);
+  sqlite3_finalize(st);
+  ASSERT_STR(back.backend, "cpu");
+  ASSERT_STR(back.device_name, "Intel(R) Xeon(R) Processor");
+  ASSERT_EQ(back.workers, 2);
+  ASSERT_EQ(back.iterations, 30);
+  ASSERT(back.lr == 0.1);
+  ASSERT_EQ(back.eval_every, 10);
+  ASSERT_EQ(back.eval_samples, 300);
+  ASSERT_EQ(back.train_samples, 1500);
+  ASSERT(back.timeout_s == 60);
+  ASSERT_STR(back.launch, "none");
+  ASSERT_STR(back.pin, "auto");
+  ASSERT_EQ(back.pinned, 1);
+  hs_store_close(s);
+  rm_db(path);
+
+  /* An older run's options: keys missing, one of another type, one unknown. */
+  ASSERT_EQ(hs_real_options_parse("{\"backend\":\"cpu\",\"device_name\":\"x \\\"y\\\"\",\"workers\":3.0,"
+                                  "\"lr\":\"fast\",\"sweep_point\":\"00ff\"}", &back, &d), 0);
+  ASSERT_STR(back.device_name, "x \"y\"");
+  ASSERT_EQ(back.workers, 3);
+  ASSERT(back.lr == 0);
+  ASSERT_EQ(back.eval_every, 0);
+  ASSERT_STR(back.pin, "");
+  ASSERT_EQ(back.pinned, 0);
+  ASSERT_EQ(hs_real_options_parse(NULL, &back, &d), 0);
+  ASSERT_EQ(back.workers, 0);
+  ASSERT_EQ(hs_real_options_parse("[1]", &back, &d), HS_EINVAL);
+  ASSERT_EQ(hs_real_options_parse("{\"workers\":", &back, &d), HS_EINVAL);
+
+  /* A string that needs escapes is written escaped, and reads back the same. */
+  strcpy(o.device_name, "a\"b\\c");
+  ASSERT_EQ(hs_real_options_format(&o, buf, sizeof buf, &d), 0);
+  ASSERT_CONTAINS(buf, "\"device_name\":\"a\\\"b\\\\c\"");
+  ASSERT_EQ(hs_real_options_parse(buf, &back, &d), 0);
+  ASSERT_STR(back.device_name, "a\"b\\c");
+}
+
+static int list_device(void *ctx, const hs_device_fit_row *r) {
+  int *n = ctx;
+  n[0]++;
+  if (!r->model && !r->form && isnan(r->heldout_rel_error) && !r->has_max_batch && r->batches == 0) n[1]++;
+  return 0;
+}
+
+static int stop_listing(void *ctx, const hs_device_fit_row *r) {
+  (void)ctx;
+  (void)r;
+  return 7;
+}
+
+static int count_model(void *ctx, const hs_model_row *r) {
+  int *n = ctx;
+  if (!strcmp(r->name, "tiny") && r->params == 10 && r->grad_bytes == 40 && isnan(r->flops_per_sample)) (*n)++;
+  return 0;
+}
+
+/* The typed readers the commands use, on a run with known rows: each answer computed by hand. */
+static void test_readers(void) {
+  const char *p;
+  hs_diag d = {0};
+  int64_t run = 0;
+  hs_store *s = new_store("readers.db", &p, &d, &run);
+  if (!s) return;
+  hs_run_record rec;
+  ASSERT_EQ(hs_store_run_get(s, run + 99, &rec, &d), 0);
+  hs_run_record_free(&rec);
+  ASSERT_EQ(hs_store_run_get(s, run, &rec, &d), 1);
+  ASSERT_STR(rec.kind, "sim");
+  ASSERT_STR(rec.status, "running");
+  ASSERT_STR(rec.model, "resnet18");
+  ASSERT_STR(rec.cluster_text, "name: lbb-4gpu\n");
+  ASSERT_CONTAINS(rec.options_json, "\"iterations\":5");
+  ASSERT(rec.seed == UINT64_C(0xfedcba9876543210));
+  ASSERT_EQ(rec.iterations, 0);
+  ASSERT(isnan(rec.total_s) && isnan(rec.last_loss));
+  hs_run_record_free(&rec);
+
+  /* Two workers, versions 0 (both), 1 (both), 2 (worker 0): first starts 0, 1.0, 2.5. */
+  ASSERT_EQ(hs_store_steps_begin(s, run, &d), 0);
+  const hs_step_row rows[] = {
+      {.worker = 0, .step = 0, .batch = 8, .start_s = 0.0, .compute_end_s = 0.4, .comm_end_s = 0.5, .model_version = 0},
+      {.worker = 1, .step = 0, .batch = 8, .start_s = 0.1, .compute_end_s = 0.3, .comm_end_s = 0.9, .model_version = 0},
+      {.worker = 0, .step = 1, .batch = 16, .start_s = 1.0, .compute_end_s = 1.2, .comm_end_s = 1.4, .model_version = 1},
+      {.worker = 1, .step = 1, .batch = 16, .start_s = 1.1, .compute_end_s = 1.1, .comm_end_s = 1.6, .model_version = 1},
+      {.worker = 0, .step = 2, .batch = 8, .start_s = 2.5, .compute_end_s = 2.6, .comm_end_s = 2.7, .model_version = 2},
+  };
+  for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+    hs_step_row r = rows[i];
+    r.loss = NAN;
+    ASSERT_EQ(hs_store_step_add(s, &r, &d), 0);
+  }
+  int64_t *v = NULL;
+  double *t = NULL;
+  ASSERT_EQ(hs_store_version_starts(s, run, &v, &t, &d), HS_EINVAL); /* the batch is open */
+  free(v);
+  free(t);
+  ASSERT_EQ(hs_store_steps_end(s, &d), 0);
+  ASSERT_EQ(hs_store_version_starts(s, run, &v, &t, &d), 3);
+  ASSERT(v && t && v[0] == 0 && v[1] == 1 && v[2] == 2 && t[0] == 0.0 && t[1] == 1.0 && t[2] == 2.5);
+  free(v);
+  free(t);
+  hs_step_compute *c = NULL;
+  ASSERT_EQ(hs_store_step_computes(s, run, &c, &d), 4); /* worker 1's step 1 computed nothing */
+  double sum = 0;
+  for (int i = 0; c && i < 4; i++) sum += c[i].compute_s * c[i].batch;
+  ASSERT_NEAR(sum, 0.4 * 8 + 0.2 * 8 + 0.2 * 16 + 0.1 * 8, 1e-12);
+  free(c);
+  double part[3];
+  /* Steps with a next one: worker 0 steps 0, 1; worker 1 step 0. */
+  ASSERT_EQ(hs_store_step_parts(s, run, part, &d), 1);
+  ASSERT_NEAR(part[0], (0.4 + 0.2 + 0.2) / 3, 1e-12);
+  ASSERT_NEAR(part[1], (0.1 + 0.2 + 0.6) / 3, 1e-12);
+  ASSERT_NEAR(part[2], (0.5 + 1.1 + 0.2) / 3, 1e-12);
+  ASSERT_EQ(hs_store_step_parts(s, run + 99, part, &d), 0);
+  ASSERT(isnan(part[0]));
+  int64_t steps, versions;
+  ASSERT_EQ(hs_store_step_version_counts(s, run, &steps, &versions, &d), 0);
+  ASSERT_EQ(steps, 5);
+  ASSERT_EQ(versions, 3);
+
+  ASSERT_EQ(hs_store_eval_add(s, run, 1.0, 1, 2.0, NAN, &d), 0);
+  ASSERT_EQ(hs_store_eval_add(s, run, 2.0, 2, 1.5, NAN, &d), 0);
+  double tt = 0;
+  ASSERT_EQ(hs_store_eval_first_below(s, run, 1.9, &tt, &d), 1);
+  ASSERT(tt == 2.0);
+  ASSERT_EQ(hs_store_eval_first_below(s, run, 1.0, &tt, &d), 0);
+  ASSERT_EQ(hs_store_eval_add(s, run, 3.0, 3, NAN, 0.5, &d), 0); /* no loss: not read */
+  hs_eval_row *ev = NULL;
+  ASSERT_EQ(hs_store_evals_get(s, run, &ev, &d), 2);
+  ASSERT(ev && ev[0].step == 1 && ev[0].loss == 2.0 && isnan(ev[0].accuracy) && ev[1].time_s == 2.0);
+  free(ev);
+  double stale = 0;
+  ASSERT_EQ(hs_store_step_mean_staleness(s, run, &stale, &d), 0);
+  ASSERT(stale == 0);
+  ASSERT_EQ(hs_store_step_mean_staleness(s, run + 99, &stale, &d), 0);
+  ASSERT(isnan(stale));
+  hs_summary sum_row = {.workers = 2, .iterations = 3, .samples = 56, .sim_time_s = 2.7, .final_loss = NAN,
+                        .final_accuracy = NAN, .time_to_target_s = NAN};
+  ASSERT_EQ(hs_store_run_finish(s, run, "complete", &sum_row, NULL, &d), 0);
+  ASSERT_EQ(hs_store_run_get(s, run, &rec, &d), 1);
+  ASSERT_EQ(rec.iterations, 3);
+  ASSERT_EQ(rec.samples, 56);
+  ASSERT(rec.total_s == 2.7 && isnan(rec.last_loss)); /* the last evaluation has no loss */
+  hs_run_record_free(&rec);
+
+  /* The calibration: one device with a fit per world size and samples at two sizes. */
+  sqlite3 *db = hs_store_db(s);
+  ASSERT_EQ(sqlite3_exec(db,
+      "INSERT INTO device(id, name, kind) VALUES (7, 'box', 'cpu');"
+      "INSERT INTO comm_model(device_id, backend, op, world_size, alpha_s, beta_bytes_per_s) VALUES"
+      " (7, 'cpu', 'allreduce', 2, 1e-5, 1e9), (7, 'cpu', 'allreduce', 4, 2e-5, 5e8), (7, 'nccl', 'allreduce', 3, 9, 9);"
+      "INSERT INTO comm_sample(device_id, backend, op, world_size, bytes, median_s, count) VALUES"
+      " (7, 'cpu', 'p2p', 2, 1000, 1e-6, 1), (7, 'cpu', 'p2p', 2, 100000, 1e-4, 1),"
+      " (7, 'cpu', 'wake', 2, 0, 3e-6, 1), (7, 'cpu', 'wake', 2, 0, 4e-6, 1);"
+      "INSERT INTO model(name, params, grad_bytes) VALUES ('tiny', 10, 40);"
+      "INSERT INTO calib_sample(device_id, model, batch, phase, median_s, count) VALUES"
+      " (7, 'tiny', 16, 'update', 3e-3, 1), (7, 'tiny', 8, 'update', 1e-3, 1), (7, 'tiny', 8, 'step', 9, 1);",
+      NULL, NULL, NULL), SQLITE_OK);
+  double a = 0, b = 0;
+  ASSERT_EQ(hs_store_comm_fit(s, "box", "cpu", "allreduce", 3, &a, &b, &d), 1); /* a tie: the newest */
+  ASSERT(a == 2e-5 && b == 5e8);
+  ASSERT_EQ(hs_store_comm_fit(s, "box", "cpu", "allreduce", 2, &a, &b, &d), 1);
+  ASSERT(a == 1e-5 && b == 1e9);
+  ASSERT_EQ(hs_store_comm_fit(s, "box", "cpu", "p2p", 2, &a, &b, &d), 0);
+  ASSERT_EQ(hs_store_comm_time_at(s, "box", "cpu", "p2p", 2, 10000, &tt, &d), 1);
+  ASSERT_NEAR(tt, 1e-5, 1e-15); /* log-log between 1000 B -> 1 us and 100000 B -> 100 us */
+  ASSERT_EQ(hs_store_comm_time_at(s, "nobox", "cpu", "p2p", 2, 10000, &tt, &d), 0);
+  ASSERT_EQ(hs_store_comm_latest(s, "box", "cpu", "wake", 2, &tt, &d), 1);
+  ASSERT(tt == 4e-6);
+  double med[4];
+  ASSERT_EQ(hs_store_calib_medians(s, "box", "tiny", "update", med, 4, &d), 2);
+  ASSERT(med[0] == 1e-3 && med[1] == 3e-3);
+  ASSERT_EQ(hs_store_calib_medians(s, "box", "tiny", "update", med, 1, &d), 1);
+
+  /* The device listing: one row per device and chosen step fit, or one row without a fit. */
+  ASSERT_EQ(sqlite3_exec(db, "INSERT INTO device(id, name, kind) VALUES (8, 'bare', 'cpu');", NULL, NULL, NULL), SQLITE_OK);
+  int listed[2] = {0, 0};
+  ASSERT_EQ(hs_store_device_fits_each(s, list_device, listed, &d), 0);
+  ASSERT_EQ(listed[0], 2);
+  ASSERT_EQ(listed[1], 2); /* neither has a chosen step fit */
+  ASSERT_EQ(hs_store_device_fits_each(s, stop_listing, NULL, &d), 7); /* fn's answer stops it */
+  int models = 0;
+  ASSERT_EQ(hs_store_imported_models_each(s, count_model, &models, &d), 0);
+  ASSERT_EQ(models, 0); /* 'tiny' has no source */
+  ASSERT_EQ(sqlite3_exec(db, "UPDATE model SET source = 'profile x' WHERE name = 'tiny';", NULL, NULL, NULL), SQLITE_OK);
+  ASSERT_EQ(hs_store_imported_models_each(s, count_model, &models, &d), 0);
+  ASSERT_EQ(models, 1);
+
+  /* A validation, found again by its simulated run's key once that run is complete. */
+  hs_run_info si = run_info;
+  si.options_json = "{\"validates\":1,\"validation_key\":\"00ab\"}";
+  int64_t sim = 0, vid = 0, fid = 0, fsim = 0;
+  ASSERT_EQ(hs_store_run_begin(s, &si, &sim, &d), 0);
+  hs_validation_row vr = {.run_id = run, .sim_run_id = sim, .median_iter_error = 0.25, .p95_iter_error = NAN,
+                          .time_to_loss_error = NAN, .mean_iter_error = -0.5, .total_time_error = 0.125,
+                          .iter_wasserstein = 0.0625};
+  ASSERT_EQ(hs_store_validation_add(s, &vr, &vid, &d), 0);
+  ASSERT(vid > 0);
+  double st_total = 0, st_ttl = 0;
+  ASSERT_EQ(hs_store_validation_find(s, run, "00ab", &fid, &fsim, &st_total, &st_ttl, &d), 0); /* running */
+  hs_summary ss = {.sim_time_s = 3.5, .final_loss = NAN, .final_accuracy = NAN, .time_to_target_s = NAN};
+  ASSERT_EQ(hs_store_run_finish(s, sim, "complete", &ss, NULL, &d), 0);
+  ASSERT_EQ(hs_store_validation_find(s, run, "00ab", &fid, &fsim, &st_total, &st_ttl, &d), 1);
+  ASSERT_EQ(fid, vid);
+  ASSERT_EQ(fsim, sim);
+  ASSERT(st_total == 3.5 && isnan(st_ttl));
+  ASSERT_EQ(hs_store_validation_find(s, run, "00ac", &fid, &fsim, &st_total, &st_ttl, &d), 0);
+  ASSERT_EQ(q_int(s, "SELECT count(*) FROM validation WHERE p95_iter_error IS NULL AND median_iter_error = 0.25"), 1);
+  hs_store_close(s);
+  rm_db(p);
+}
+
+/* The runs a sweep tagged, read back with their summaries (core_sweep.h). */
+static int count_sweep_run(void *ctx, const hs_sweep_run *r) {
+  int *seen = ctx;
+  if (!strcmp(r->key, "00000000000000aa") && r->complete && !r->error && r->final_loss == 0.5 &&
+      isnan(r->time_to_target_s))
+    seen[0]++;
+  else if (!strcmp(r->key, "00000000000000bb") && !r->complete && r->error && isnan(r->final_loss))
+    seen[1]++;
+  else
+    seen[2]++;
+  return 0;
+}
+
+static void test_sweep_runs(void) {
+  const char *p;
+  hs_diag d = {0};
+  hs_store *s = new_store("sweep_runs.db", &p, &d, NULL);
+  if (!s) return;
+  hs_run_info a = run_info, b = run_info, c = run_info;
+  a.options_json = "{\"sweep_point\":\"00000000000000aa\"}";
+  b.options_json = "{\"sweep_point\":\"00000000000000bb\"}";
+  c.options_json = "{\"iterations\":5}";
+  int64_t ia, ib, ic;
+  ASSERT_EQ(hs_store_run_begin(s, &a, &ia, &d), 0);
+  ASSERT_EQ(hs_store_run_begin(s, &b, &ib, &d), 0);
+  ASSERT_EQ(hs_store_run_begin(s, &c, &ic, &d), 0);
+  hs_summary sum = {.final_loss = 0.5, .final_accuracy = NAN, .time_to_target_s = NAN};
+  ASSERT_EQ(hs_store_run_finish(s, ia, "complete", &sum, NULL, &d), 0);
+  ASSERT_EQ(hs_store_run_finish(s, ib, "failed", NULL, "boom", &d), 0);
+  int seen[3] = {0, 0, 0};
+  ASSERT_EQ(hs_sweep_runs_each(s, count_sweep_run, seen, &d), 0);
+  ASSERT_EQ(seen[0], 1);
+  ASSERT_EQ(seen[1], 1);
+  ASSERT_EQ(seen[2], 0);
+  hs_store_close(s);
+  rm_db(p);
+}
+
 static const hs_test_case cases[] = {
     {"open_migrate_reopen", test_open_migrate_reopen},
     {"migrate_from_v1", test_migrate_from_v1},
@@ -687,6 +983,9 @@ static const hs_test_case cases[] = {
     {"steps_need_run", test_steps_need_run},
     {"existing_page_size", test_existing_page_size},
     {"two_writers", test_two_writers},
+    {"real_options", test_real_options},
+    {"readers", test_readers},
+    {"sweep_runs", test_sweep_runs},
     {NULL, NULL},
 };
 

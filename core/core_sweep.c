@@ -1,6 +1,7 @@
-#include "cli/sweep_store.h"
+#include "core/core_sweep.h"
 
 #include <errno.h>
+#include <math.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -262,4 +263,33 @@ int hs_sweep_shard_remove(const char *path, hs_diag *d) {
       return hs_diag_set(d, HS_EIO, "cannot remove %s: %s", p, strerror(errno));
   }
   return 0;
+}
+
+int hs_sweep_runs_each(hs_store *s, int (*fn)(void *ctx, const hs_sweep_run *r), void *ctx,
+                       hs_diag *d) {
+  sqlite3 *db = hs_store_db(s);
+  sqlite3_stmt *st = NULL;
+  if (sqlite3_prepare_v2(db,
+                         "SELECT json_extract(r.options, '$.sweep_point'), r.id, r.status = 'complete',"
+                         " r.error, s.time_to_target_s, s.final_loss, s.final_accuracy,"
+                         " s.samples_per_s, s.wait_fraction, s.sim_time_s"
+                         " FROM run r LEFT JOIN summary s ON s.run_id = r.id"
+                         " WHERE r.options IS NOT NULL AND json_valid(r.options)"
+                         " AND json_extract(r.options, '$.sweep_point') IS NOT NULL ORDER BY r.id",
+                         -1, &st, NULL) != SQLITE_OK)
+    return hs_diag_set(d, HS_EDB, "%s: reading the runs: %s", hs_store_path(s), sqlite3_errmsg(db));
+  int rc = 0, step;
+  while (!rc && (step = sqlite3_step(st)) == SQLITE_ROW) {
+    hs_sweep_run r = {.key = (const char *)sqlite3_column_text(st, 0), .id = sqlite3_column_int64(st, 1),
+                      .complete = sqlite3_column_int(st, 2), .error = (const char *)sqlite3_column_text(st, 3)};
+    double *v[6] = {&r.time_to_target_s, &r.final_loss, &r.final_accuracy, &r.samples_per_s, &r.wait_fraction,
+                    &r.sim_time_s};
+    for (int c = 0; c < 6; c++)
+      *v[c] = sqlite3_column_type(st, 4 + c) == SQLITE_NULL ? NAN : sqlite3_column_double(st, 4 + c);
+    rc = fn(ctx, &r);
+  }
+  if (!rc && step != SQLITE_DONE)
+    rc = hs_diag_set(d, HS_EDB, "%s: reading the runs: %s", hs_store_path(s), sqlite3_errmsg(db));
+  sqlite3_finalize(st);
+  return rc;
 }

@@ -1,4 +1,5 @@
-/* sweep_store: how `hetsim sweep` finds finished points, tags its runs and merges shards.
+/* core_sweep: the store of `hetsim sweep` and `hetsim advise`: how a sweep finds finished
+ * points, tags its runs and merges shards, and how its runs' results are read back.
  *
  * A sweep run is an ordinary run whose `options` JSON carries `sweep_point` (the point's key,
  * cli/sweep_grid.h) and `sweep` (the grid's name). A point is finished when the main database
@@ -12,8 +13,8 @@
  * migration that adds columns needs no change here.
  *
  * Threading: one call at a time per hs_store. Errors go into hs_diag. */
-#ifndef HS_SWEEP_STORE_H
-#define HS_SWEEP_STORE_H
+#ifndef HS_CORE_SWEEP_H
+#define HS_CORE_SWEEP_H
 
 #include <stdint.h>
 
@@ -43,5 +44,18 @@ int hs_sweep_tag_last(hs_store *s, const char *key, const char *grid, int64_t *r
 int hs_sweep_merge(hs_store *s, const char *shard_path, int *merged, int *skipped, hs_diag *d);
 /* Removes a shard file and its -wal and -shm files. */
 int hs_sweep_shard_remove(const char *path, hs_diag *d);
+
+/* A run tagged with a sweep point, with its summary's figures (NaN when NULL or no summary). */
+typedef struct hs_sweep_run {
+  const char *key;           /* the point's key as stored (check its length) */
+  int64_t id;
+  int complete;              /* status 'complete' */
+  const char *error;         /* the run's error; NULL when none */
+  double time_to_target_s, final_loss, final_accuracy, samples_per_s, wait_fraction, sim_time_s;
+} hs_sweep_run;
+/* Calls fn for every run of s tagged with a sweep point (valid options JSON), by id; the
+ * strings live until fn returns. A non-zero return of fn stops and is returned. */
+int hs_sweep_runs_each(hs_store *s, int (*fn)(void *ctx, const hs_sweep_run *r), void *ctx,
+                       hs_diag *d);
 
 #endif

@@ -1,0 +1,106 @@
+/* core_runopts: a real run's options JSON, written and read in one place (core_runopts.h). */
+#include "core/core_runopts.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/core_json.h"
+
+/* A double as `hetsim real` has always stored it: every bit (%.17g); JSON has no NaN or
+ * infinity, so those are null. */
+static void put_number(FILE *f, double v) {
+  if (isfinite(v)) fprintf(f, "%.17g", v);
+  else fputs("null", f);
+}
+
+int hs_real_options_format(const hs_real_options *o, char *buf, size_t len, hs_diag *d) {
+  if (len == 0) return hs_diag_set(d, HS_EINVAL, "run options: no room");
+  buf[0] = '\0';
+  FILE *f = fmemopen(buf, len, "w");
+  if (!f) return hs_diag_set(d, HS_ENOMEM, "run options: out of memory");
+  fputs("{\"backend\":", f);
+  hs_json_write_escaped(f, o->backend);
+  fputs(",\"device\":", f);
+  hs_json_write_escaped(f, o->device);
+  fputs(",\"device_name\":", f);
+  hs_json_write_escaped(f, o->device_name);
+  fprintf(f, ",\"workers\":%d,\"iterations\":%lld,\"epochs\":", o->workers, (long long)o->iterations);
+  put_number(f, o->epochs);
+  fputs(",\"time_s\":", f);
+  put_number(f, o->time_s);
+  fputs(",\"target_loss\":", f);
+  put_number(f, o->target_loss);
+  fputs(",\"lr\":", f);
+  put_number(f, o->lr);
+  fprintf(f, ",\"eval_every\":%lld,\"eval_samples\":%lld,\"train_samples\":%lld,\"timeout_s\":",
+          (long long)o->eval_every, (long long)o->eval_samples, (long long)o->train_samples);
+  put_number(f, o->timeout_s);
+  fputs(",\"launch\":", f);
+  hs_json_write_escaped(f, o->launch);
+  fputs(",\"pin\":", f);
+  hs_json_write_escaped(f, o->pin);
+  fprintf(f, ",\"pinned\":%s}", o->pinned ? "true" : "false");
+  /* fmemopen keeps one byte for the NUL: a text that filled the rest may have been cut. */
+  long used = ftell(f);
+  int bad = ferror(f) || used < 0 || (size_t)used + 1 >= len;
+  fclose(f);
+  if (bad) {
+    buf[0] = '\0';
+    return hs_diag_set(d, HS_EINVAL, "run options: longer than %zu bytes", len - 1);
+  }
+  return 0;
+}
+
+/* Member key of obj as a number, 0 when it is missing or not a number (json_extract's NULL,
+ * read as a number). */
+static double get_number(const hs_json_value *obj, const char *key) {
+  const hs_json_value *v = hs_json_get(obj, key);
+  return v && v->type == HS_JSON_NUMBER ? v->number : 0;
+}
+
+static int64_t get_int(const hs_json_value *obj, const char *key) {
+  const hs_json_value *v = hs_json_get(obj, key);
+  if (!v || v->type != HS_JSON_NUMBER) return 0;
+  if (v->is_integer) return v->integer;
+  /* As SQLite reads a real as an integer: toward zero, clamped to the range. */
+  if (!(v->number > -9.2e18)) return v->number < 0 ? INT64_MIN : 0;
+  return v->number < 9.2e18 ? (int64_t)v->number : INT64_MAX;
+}
+
+static void get_string(const hs_json_value *obj, const char *key, char *buf, size_t len) {
+  const hs_json_value *v = hs_json_get(obj, key);
+  snprintf(buf, len, "%s", v && v->type == HS_JSON_STRING ? v->string : "");
+}
+
+int hs_real_options_parse(const char *json, hs_real_options *o, hs_diag *d) {
+  memset(o, 0, sizeof *o);
+  if (!json) json = "{}";
+  hs_json_value *root = NULL;
+  int rc = hs_json_parse(json, strlen(json), &root, d);
+  if (rc) return rc;
+  if (root->type != HS_JSON_OBJECT) {
+    hs_json_value_free(root);
+    return hs_diag_set(d, HS_EINVAL, "run options: expected a JSON object, got %s", hs_json_type_name(root->type));
+  }
+  get_string(root, "backend", o->backend, sizeof o->backend);
+  get_string(root, "device", o->device, sizeof o->device);
+  get_string(root, "device_name", o->device_name, sizeof o->device_name);
+  int64_t w = get_int(root, "workers");
+  o->workers = w < 0 ? 0 : w > 1 << 30 ? 1 << 30 : (int)w;
+  o->iterations = get_int(root, "iterations");
+  o->epochs = get_number(root, "epochs");
+  o->time_s = get_number(root, "time_s");
+  o->target_loss = get_number(root, "target_loss");
+  o->lr = get_number(root, "lr");
+  o->eval_every = get_int(root, "eval_every");
+  o->eval_samples = get_int(root, "eval_samples");
+  o->train_samples = get_int(root, "train_samples");
+  o->timeout_s = get_number(root, "timeout_s");
+  get_string(root, "launch", o->launch, sizeof o->launch);
+  get_string(root, "pin", o->pin, sizeof o->pin);
+  const hs_json_value *p = hs_json_get(root, "pinned");
+  o->pinned = p && p->type == HS_JSON_BOOL && p->boolean;
+  hs_json_value_free(root);
+  return 0;
+}

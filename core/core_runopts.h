@@ -1,0 +1,43 @@
+/* core_runopts: the options of a real run as its `run.options` JSON holds them
+ * (docs/schema.md), with one writer (`hetsim real`) and one reader (`hetsim validate`).
+ *
+ * Contract:
+ * - The keys and their order are those `hetsim real` has always written, so that databases
+ *   written before and after hold the same text; numbers keep every bit (%.17g, integers as
+ *   integers), strings are escaped as JSON strings.
+ * - The reader takes what any hetsim wrote, older ones included: a key that is missing, null or
+ *   of another type reads as 0 (or the empty string), as SQLite's json_extract read it; keys it
+ *   does not know (pid, host, sweep_point, ...) are ignored. Text that is not a JSON object is
+ *   HS_EINVAL.
+ * - Strings longer than their field are cut (the fields are sized for what hetsim writes).
+ * - No allocation survives a call; thread-safe. */
+#ifndef HS_CORE_RUNOPTS_H
+#define HS_CORE_RUNOPTS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/core_error.h"
+
+typedef struct hs_real_options {
+  char backend[16];          /* the comm table: "cpu" | "local" | "nccl" */
+  char device[128];          /* as given: "cpu", "cuda:0", "cuda:0/sm=8" */
+  char device_name[300];     /* the device's discovered name; the calibration's key */
+  int workers;
+  int64_t iterations;        /* stop conditions; 0 = none */
+  double epochs, time_s, target_loss;
+  double lr;
+  int64_t eval_every, eval_samples, train_samples;
+  double timeout_s;          /* s */
+  char launch[16];           /* "none", or the launcher that started the ranks */
+  char pin[8];               /* "auto" | "none" */
+  int pinned;                /* whether the worker threads were pinned */
+} hs_real_options;
+
+/* Writes o as the JSON object text of a real run's options into buf. HS_EINVAL (buf left a
+ * valid empty string) when it does not fit. */
+int hs_real_options_format(const hs_real_options *o, char *buf, size_t len, hs_diag *d);
+/* Reads a real run's options JSON (NULL reads as "{}"): every field of *o is set. */
+int hs_real_options_parse(const char *json, hs_real_options *o, hs_diag *d);
+
+#endif

@@ -1,0 +1,47 @@
+/* real_launch: how a real run is carried out, chosen in one place: which runtime (the worker
+ * threads of one process, real_run.h, or one process per worker started by mpirun or torchrun,
+ * real_rank.h) and which communication table (cpu, local or nccl, real_comm.h; under a
+ * launcher the per-rank table of the cpu or nccl backend) — from the backend's name, the
+ * device and how the process was started. `hetsim real` chooses (hs_real_plan_choose), sizes
+ * once the workers are known (hs_real_plan_workers), and runs (hs_real_plan_run).
+ *
+ * Contract: every refusal happens before anything runs or is stored, as HS_EINVAL (or the
+ * backend's code) with the whole message in d; nothing is allocated between the calls. The
+ * local backend runs every worker in one process, so a launcher that started several
+ * processes for it is refused. */
+#ifndef HS_REAL_LAUNCH_H
+#define HS_REAL_LAUNCH_H
+
+#include "calib/cal_device.h"
+#include "core/core_error.h"
+#include "real/real_comm.h"
+#include "real/real_run.h"
+
+typedef struct hs_real_plan {
+  const hs_real_comm_ops *comm; /* the table the run uses (per rank under a launcher) */
+  hs_real_launch launch;        /* how this process was started */
+  int multi;                    /* 1: one process per worker (real_rank.h); 0: threads */
+  int server_rank;              /* multi only: rank 0 is the parameter server */
+  char device[64];              /* the device string, "cuda:local" resolved to this rank's GPU */
+  hs_cal_device dev;            /* the device parsed (hs_cal_device_discover fills the rest) */
+} hs_real_plan;
+
+/* Chooses the backend's table and the runtime from `backend` ("cpu", "local", "nccl"),
+ * `device` ("cpu", "cuda:I", "cuda:I/sm=N", or "cuda:local" under a launcher) and
+ * `server_rank` (1: one more process than workers, for the parameter server), checking that
+ * they go together and with the launcher's environment. */
+int hs_real_plan_choose(hs_real_plan *p, const char *backend, const char *device, int server_rank,
+                        hs_diag *d);
+/* Once the run's workers are known: under a launcher, checks the world size (the workers, plus
+ * one with a server rank) and takes the backend's per-rank table; on threads, opens a GPU
+ * backend once so that what this build or machine cannot do is said now. */
+int hs_real_plan_workers(hs_real_plan *p, int n_workers, double timeout_s, hs_diag *d);
+/* Whether the run's worker threads will be pinned (hs_real_pins; never for one process per
+ * worker). */
+int hs_real_plan_pinned(const hs_real_plan *p, hs_real_pin pin, int n_workers);
+/* Runs cfg (its comm set to p->comm) on the chosen runtime: this process's rank under a
+ * launcher, else the threads. */
+int hs_real_plan_run(const hs_real_plan *p, const hs_real_config *cfg, hs_real_result *res,
+                     hs_diag *d);
+
+#endif
