@@ -1347,11 +1347,20 @@ typedef struct fast {
   int oom;
 } fast;
 
-static int fast_plain_char(int ch) {
-  return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
-         ch == '_' || ch == '.' || ch == '/' || ch == '~' || ch == '+' || ch == '(' || ch == ')' ||
-         ch == '-';
-}
+/* The characters of a plain scalar in the subset: letters, digits and _./~+()-. */
+static const unsigned char fast_plain_tab[256] = {
+    ['a'] = 1, ['b'] = 1, ['c'] = 1, ['d'] = 1, ['e'] = 1, ['f'] = 1, ['g'] = 1, ['h'] = 1,
+    ['i'] = 1, ['j'] = 1, ['k'] = 1, ['l'] = 1, ['m'] = 1, ['n'] = 1, ['o'] = 1, ['p'] = 1,
+    ['q'] = 1, ['r'] = 1, ['s'] = 1, ['t'] = 1, ['u'] = 1, ['v'] = 1, ['w'] = 1, ['x'] = 1,
+    ['y'] = 1, ['z'] = 1, ['A'] = 1, ['B'] = 1, ['C'] = 1, ['D'] = 1, ['E'] = 1, ['F'] = 1,
+    ['G'] = 1, ['H'] = 1, ['I'] = 1, ['J'] = 1, ['K'] = 1, ['L'] = 1, ['M'] = 1, ['N'] = 1,
+    ['O'] = 1, ['P'] = 1, ['Q'] = 1, ['R'] = 1, ['S'] = 1, ['T'] = 1, ['U'] = 1, ['V'] = 1,
+    ['W'] = 1, ['X'] = 1, ['Y'] = 1, ['Z'] = 1, ['0'] = 1, ['1'] = 1, ['2'] = 1, ['3'] = 1,
+    ['4'] = 1, ['5'] = 1, ['6'] = 1, ['7'] = 1, ['8'] = 1, ['9'] = 1, ['_'] = 1, ['.'] = 1,
+    ['/'] = 1, ['~'] = 1, ['+'] = 1, ['('] = 1, [')'] = 1, ['-'] = 1,
+};
+
+static int fast_plain_char(int ch) { return fast_plain_tab[ch & 0xff]; }
 
 static int fast_at(const fast *p, size_t i) { return i < p->len ? (unsigned char)p->t[i] : 0; }
 
@@ -1481,7 +1490,7 @@ static int fast_scan_plain(const fast *p, size_t *end, size_t *after) {
   if (!fast_starts_plain(p, p->i)) return FAST_NO;
   size_t i = p->i;
   for (;;) {
-    while (fast_plain_char(fast_at(p, i))) i++;
+    while (i < p->len && fast_plain_tab[(unsigned char)p->t[i]]) i++;
     size_t j = i;
     while (fast_at(p, j) == ' ') j++;
     if (j == i || !fast_plain_char(fast_at(p, j))) {
@@ -1493,20 +1502,24 @@ static int fast_scan_plain(const fast *p, size_t *end, size_t *after) {
   }
 }
 
-/* A key can start at p->i: a plain scalar then, on its line, ':' and a blank. */
+/* A plain scalar from p->i that ends at `after` (fast_scan_plain) is a key: ':' and a blank
+ * follow it on its line, within libyaml's reach for a simple key. */
+static int fast_key_ends(const fast *p, size_t after) {
+  int next = fast_at(p, after + 1);
+  return fast_at(p, after) == ':' && (next == ' ' || next == '\n') && after - p->i <= FAST_MAX_KEY;
+}
+
+/* A key can start at p->i. */
 static int fast_is_key(const fast *p) {
   size_t end, j;
-  if (fast_scan_plain(p, &end, &j)) return 0;
-  int next = fast_at(p, j + 1);
-  return fast_at(p, j) == ':' && (next == ' ' || next == '\n') && j - p->i <= FAST_MAX_KEY;
+  return fast_scan_plain(p, &end, &j) == 0 && fast_key_ends(p, j);
 }
 
 /* A plain scalar at p->i; flow selects the flow context's ends, key a mapping key (which must
  * be followed, on its line, by ':' and a blank: p->i is left after the ':'). */
 static long fast_plain(fast *p, int flow, int key) {
   size_t start = p->i, end, j;
-  if (key && !fast_is_key(p)) return FAST_NO;
-  if (fast_scan_plain(p, &end, &j)) return FAST_NO;
+  if (fast_scan_plain(p, &end, &j) || (key && !fast_key_ends(p, j))) return FAST_NO;
   long n = fast_node(p, CN_SCALAR);
   if (n < 0) return n;
   p->tr->node[n].n = (uint32_t)(end - start);
