@@ -29,7 +29,8 @@
 #define CFG_MAX_WORKERS (1LL << 22)  /* initial workers over all nodes */
 #define CFG_MAX_FILE (64L << 20)     /* bytes in a CSV trace (about 8 times that in memory) */
 /* bytes in a YAML cluster file: libyaml's document takes about 33 times the text (16 MiB:
- * 0.55 GB), so the YAML limit is the lower one; long event lists belong in a CSV trace. */
+ * 0.55 GB; the plain subset's tree about 6 times), so the YAML limit is the lower one; long
+ * event lists belong in a CSV trace. */
 #define CFG_MAX_YAML (16L << 20)
 #define CFG_MAX_BATCH 1000000000LL   /* samples */
 
