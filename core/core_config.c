@@ -1242,9 +1242,12 @@ static int tree_from_doc(ctree *tr, yaml_document_t *doc) {
   tr->root = nn ? 0 : -1;
   for (size_t i = 0; i < nn; i++) {
     const yaml_node_t *y = &doc->nodes.start[i];
-    if (y->type == YAML_SCALAR_NODE) nc += y->data.scalar.length + 1;
-    else if (y->type == YAML_SEQUENCE_NODE) nk += (size_t)(y->data.sequence.items.top - y->data.sequence.items.start);
-    else nk += 2 * (size_t)(y->data.mapping.pairs.top - y->data.mapping.pairs.start);
+    if (y->type == YAML_SCALAR_NODE)
+      nc += y->data.scalar.length + 1;
+    else if (y->type == YAML_SEQUENCE_NODE)
+      nk += (size_t)(y->data.sequence.items.top - y->data.sequence.items.start);
+    else
+      nk += 2 * (size_t)(y->data.mapping.pairs.top - y->data.mapping.pairs.start);
   }
   tr->node = malloc((nn ? nn : 1) * sizeof *tr->node);
   tr->kid = malloc((nk ? nk : 1) * sizeof *tr->kid);
