@@ -118,6 +118,12 @@ typedef struct hs_cluster_spec {
   hs_event_spec *events;    /* sorted by `at`, stable */
 } hs_cluster_spec;
 
+/* For tests: reads text with the loader's own scanner of plain YAML and, when it accepts the
+ * text, with libyaml too, and compares the two documents node for node (kind, value, line and
+ * column). 1: accepted and the same; 0: declined (left to libyaml); -1: they differ, or out of
+ * memory; why says which. */
+int hs_cluster_fast_check(const char *text, size_t len, char *why, size_t cap);
+
 /* Parses the cluster file at path. */
 int hs_cluster_load(hs_cluster_spec *out, const char *path, hs_diag *d);
 /* Parses YAML held in memory; `name` is used in messages in place of a file name. */

@@ -822,59 +822,182 @@ int hs_store_run_begin(hs_store *s, const hs_run_info *info, int64_t *run_id, hs
   return 0;
 }
 
-/* Rows per worker INSERT: 64 rows of 12 values, 768 parameters (SQLite allows 32,766). */
-#define WORKERS_PER_INSERT 64
-
-/* The worker INSERT of k rows (1 <= k <= WORKERS_PER_INSERT). */
-static int prepare_workers_insert(hs_store *s, int k, sqlite3_stmt **st, hs_diag *d) {
-  static const char head[] =
-      "INSERT INTO worker(run_id, idx, device_type, node, joined_at_s, left_at_s, initial_batch,"
-      " steps, samples, busy_s, wait_s, comm_s) VALUES ";
-  static const char row[] = "(?,?,?,?,?,?,?,?,?,?,?,?),";
-  char sql[sizeof head + WORKERS_PER_INSERT * (sizeof row - 1)];
-  size_t len = sizeof head - 1;
-  memcpy(sql, head, len);
-  for (int i = 0; i < k; i++, len += sizeof row - 1) memcpy(sql + len, row, sizeof row - 1);
-  sql[len - 1] = '\0'; /* the last row's comma */
-  if (sqlite3_prepare_v2(s->db, sql, (int)len, st, NULL) != SQLITE_OK)
+/* The one-row worker INSERT, for finding the row of a chunk that fails. */
+static int prepare_worker_insert1(hs_store *s, sqlite3_stmt **st, hs_diag *d) {
+  if (sqlite3_prepare_v2(s->db,
+                         "INSERT INTO worker(run_id, idx, device_type, node, joined_at_s, left_at_s,"
+                         " initial_batch, steps, samples, busy_s, wait_s, comm_s)"
+                         " VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                         -1, st, NULL) != SQLITE_OK)
     return db_fail(s, d, "preparing the worker insert");
   return 0;
 }
 
-static void bind_worker(sqlite3_stmt *st, int base, int64_t run, const hs_worker_row *w) {
-  sqlite3_bind_int64(st, base, run);
-  sqlite3_bind_int(st, base + 1, w->index);
-  bind_text(st, base + 2, w->device_type);
-  bind_text(st, base + 3, w->node);
-  bind_real(st, base + 4, w->joined_at_s);
-  bind_real(st, base + 5, w->left_at_s);
-  sqlite3_bind_int(st, base + 6, w->initial_batch);
-  sqlite3_bind_int64(st, base + 7, w->steps);
-  sqlite3_bind_int64(st, base + 8, w->samples);
-  bind_real(st, base + 9, w->busy_s);
-  bind_real(st, base + 10, w->wait_s);
-  bind_real(st, base + 11, w->comm_s);
+static void bind_worker(sqlite3_stmt *st, int64_t run, const hs_worker_row *w) {
+  sqlite3_bind_int64(st, 1, run);
+  sqlite3_bind_int(st, 2, w->index);
+  bind_text(st, 3, w->device_type);
+  bind_text(st, 4, w->node);
+  bind_real(st, 5, w->joined_at_s);
+  bind_real(st, 6, w->left_at_s);
+  sqlite3_bind_int(st, 7, w->initial_batch);
+  sqlite3_bind_int64(st, 8, w->steps);
+  sqlite3_bind_int64(st, 9, w->samples);
+  bind_real(st, 10, w->busy_s);
+  bind_real(st, 11, w->wait_s);
+  bind_real(st, 12, w->comm_s);
 }
 
-/* Inserts rows[0..k) with st (a k-row insert); when it fails, finds the row that fails by
- * inserting them one at a time (the failed statement has left nothing), for the message. */
-static int insert_workers(hs_store *s, sqlite3_stmt *st, int64_t run, const hs_worker_row *rows,
-                          int k, hs_diag *d) {
-  for (int i = 0; i < k; i++) bind_worker(st, 1 + 12 * i, run, &rows[i]);
+/* hs_worker_feed: an eponymous, read-only virtual table whose rows are rows[lo .. hi) of the
+ * hs_store_workers_add call under way, as the 12 columns of worker. Registered on the store's
+ * connection for that call only (its aux is the call's worker_feed), so that
+ * "INSERT INTO worker SELECT * FROM hs_worker_feed" reads the rows from C memory: no parameter
+ * binding (1,400 instructions a row for 12 values), no multi-row VALUES program. */
+typedef struct worker_feed {
+  int64_t run;
+  const hs_worker_row *rows;
+  int lo, hi;
+} worker_feed;
+
+typedef struct worker_feed_vtab {
+  sqlite3_vtab base;
+  const worker_feed *f;
+} worker_feed_vtab;
+
+typedef struct worker_feed_cursor {
+  sqlite3_vtab_cursor base;
+  int i; /* row of f->rows */
+} worker_feed_cursor;
+
+/* Rows per INSERT ... SELECT: a failing chunk is retried row by row to name the worker. */
+#define WORKERS_PER_INSERT 4096
+
+static int wfeed_connect(sqlite3 *db, void *aux, int argc, const char *const *argv,
+                         sqlite3_vtab **out, char **err) {
+  (void)argc, (void)argv, (void)err;
+  int rc = sqlite3_declare_vtab(db,
+                                "CREATE TABLE x(run_id INTEGER, idx INTEGER, device_type TEXT,"
+                                " node TEXT, joined_at_s REAL, left_at_s REAL,"
+                                " initial_batch INTEGER, steps INTEGER, samples INTEGER,"
+                                " busy_s REAL, wait_s REAL, comm_s REAL)");
+  if (rc != SQLITE_OK) return rc;
+  worker_feed_vtab *v = sqlite3_malloc(sizeof *v);
+  if (!v) return SQLITE_NOMEM;
+  memset(v, 0, sizeof *v);
+  v->f = aux;
+  *out = &v->base;
+  return SQLITE_OK;
+}
+
+static int wfeed_disconnect(sqlite3_vtab *v) {
+  sqlite3_free(v);
+  return SQLITE_OK;
+}
+
+static int wfeed_best_index(sqlite3_vtab *v, sqlite3_index_info *info) {
+  (void)v;
+  info->estimatedCost = WORKERS_PER_INSERT;
+  info->estimatedRows = WORKERS_PER_INSERT;
+  return SQLITE_OK;
+}
+
+static int wfeed_open(sqlite3_vtab *v, sqlite3_vtab_cursor **out) {
+  (void)v;
+  worker_feed_cursor *c = sqlite3_malloc(sizeof *c);
+  if (!c) return SQLITE_NOMEM;
+  memset(c, 0, sizeof *c);
+  *out = &c->base;
+  return SQLITE_OK;
+}
+
+static int wfeed_close(sqlite3_vtab_cursor *c) {
+  sqlite3_free(c);
+  return SQLITE_OK;
+}
+
+static int wfeed_filter(sqlite3_vtab_cursor *c, int idx_num, const char *idx_str, int argc,
+                        sqlite3_value **argv) {
+  (void)idx_num, (void)idx_str, (void)argc, (void)argv;
+  ((worker_feed_cursor *)c)->i = ((worker_feed_vtab *)c->pVtab)->f->lo;
+  return SQLITE_OK;
+}
+
+static int wfeed_next(sqlite3_vtab_cursor *c) {
+  ((worker_feed_cursor *)c)->i++;
+  return SQLITE_OK;
+}
+
+static int wfeed_eof(sqlite3_vtab_cursor *c) {
+  return ((worker_feed_cursor *)c)->i >= ((worker_feed_vtab *)c->pVtab)->f->hi;
+}
+
+static void result_text(sqlite3_context *ctx, const char *v) {
+  if (v) sqlite3_result_text(ctx, v, -1, SQLITE_STATIC);
+  else sqlite3_result_null(ctx);
+}
+
+/* The values bind_worker would bind, column for column. */
+static int wfeed_column(sqlite3_vtab_cursor *c, sqlite3_context *ctx, int col) {
+  const worker_feed *f = ((worker_feed_vtab *)c->pVtab)->f;
+  const hs_worker_row *w = &f->rows[((worker_feed_cursor *)c)->i];
+  switch (col) {
+  case 0: sqlite3_result_int64(ctx, f->run); break;
+  case 1: sqlite3_result_int(ctx, w->index); break;
+  case 2: result_text(ctx, w->device_type); break;
+  case 3: result_text(ctx, w->node); break;
+  case 4: result_real(ctx, w->joined_at_s); break;
+  case 5: result_real(ctx, w->left_at_s); break;
+  case 6: sqlite3_result_int(ctx, w->initial_batch); break;
+  case 7: sqlite3_result_int64(ctx, w->steps); break;
+  case 8: sqlite3_result_int64(ctx, w->samples); break;
+  case 9: result_real(ctx, w->busy_s); break;
+  case 10: result_real(ctx, w->wait_s); break;
+  case 11: result_real(ctx, w->comm_s); break;
+  default: sqlite3_result_null(ctx); break;
+  }
+  return SQLITE_OK;
+}
+
+static int wfeed_rowid(sqlite3_vtab_cursor *c, sqlite3_int64 *rowid) {
+  *rowid = ((worker_feed_cursor *)c)->i;
+  return SQLITE_OK;
+}
+
+/* xCreate is NULL, so the table is eponymous only: CREATE VIRTUAL TABLE cannot make one. */
+static const sqlite3_module worker_feed_module = {
+    .iVersion = 0,
+    .xCreate = NULL,
+    .xConnect = wfeed_connect,
+    .xBestIndex = wfeed_best_index,
+    .xDisconnect = wfeed_disconnect,
+    .xDestroy = wfeed_disconnect,
+    .xOpen = wfeed_open,
+    .xClose = wfeed_close,
+    .xFilter = wfeed_filter,
+    .xNext = wfeed_next,
+    .xEof = wfeed_eof,
+    .xColumn = wfeed_column,
+    .xRowid = wfeed_rowid,
+};
+
+/* Inserts the feed's rows[lo .. hi) with st (the insert from hs_worker_feed); when it fails,
+ * finds the row that fails by inserting them one at a time (the failed statement has left
+ * nothing), for the message. */
+static int insert_workers(hs_store *s, sqlite3_stmt *st, const worker_feed *f, hs_diag *d) {
   int rc = sqlite3_step(st);
   sqlite3_reset(st);
   if (rc == SQLITE_DONE) return 0;
   sqlite3_stmt *one = NULL;
-  if (k == 1 || prepare_workers_insert(s, 1, &one, d)) {
+  if (prepare_worker_insert1(s, &one, d)) {
     db_fail(s, d, "inserting a worker");
-    hs_diag_prefix(d, "worker %d of run %lld", rows[0].index, (long long)run);
+    hs_diag_prefix(d, "worker %d of run %lld", f->rows[f->lo].index, (long long)f->run);
     return HS_EDB;
   }
   int bad = 0;
-  for (int i = 0; i < k && !bad; i++) {
-    bind_worker(one, 1, run, &rows[i]);
+  for (int i = f->lo; i < f->hi && !bad; i++) {
+    bind_worker(one, f->run, &f->rows[i]);
     if ((bad = step_once(s, one, "inserting a worker", d)))
-      hs_diag_prefix(d, "worker %d of run %lld", rows[i].index, (long long)run);
+      hs_diag_prefix(d, "worker %d of run %lld", f->rows[i].index, (long long)f->run);
   }
   sqlite3_finalize(one);
   if (!bad) db_fail(s, d, "inserting workers");
@@ -886,19 +1009,31 @@ int hs_store_workers_add(hs_store *s, int64_t run, const hs_worker_row *rows, in
   if ((rc = writable(s, d)) || (rc = check_steps_closed(s, d))) return rc;
   /* A million-worker run stores a million rows here. Per row, a single-row INSERT costs the
    * statement's own start and end, and its foreign key (run_id -> run) a parent lookup with a
-   * cursor opened and closed; so rows go WORKERS_PER_INSERT to a statement, and the run is
-   * checked once, inside the transaction (no other process can delete it before the commit),
-   * with foreign keys off meanwhile. The pragma changes only outside a transaction. */
+   * cursor opened and closed; so rows go WORKERS_PER_INSERT to a statement, read from C memory
+   * through hs_worker_feed, and the run is checked once, inside the transaction (no other
+   * process can delete it before the commit), with foreign keys off meanwhile. The pragma
+   * changes only outside a transaction. */
   int fk_off = 0;
   if (sqlite3_get_autocommit(s->db)) {
     if ((rc = exec(s, "PRAGMA foreign_keys = OFF", "turning foreign keys off", d))) return rc;
     fk_off = 1;
   }
-  sqlite3_stmt *full = NULL, *tail = NULL, *chk = NULL;
-  int tail_n = n % WORKERS_PER_INSERT;
-  if ((n >= WORKERS_PER_INSERT && (rc = prepare_workers_insert(s, WORKERS_PER_INSERT, &full, d))) ||
-      (tail_n && (rc = prepare_workers_insert(s, tail_n, &tail, d))))
+  worker_feed feed = {run, rows, 0, 0};
+  sqlite3_stmt *ins = NULL, *chk = NULL;
+  int module = 0;
+  if (sqlite3_create_module(s->db, "hs_worker_feed", &worker_feed_module, &feed) != SQLITE_OK) {
+    rc = db_fail(s, d, "registering the worker feed");
     goto out;
+  }
+  module = 1;
+  if (sqlite3_prepare_v2(s->db,
+                         "INSERT INTO worker(run_id, idx, device_type, node, joined_at_s, left_at_s,"
+                         " initial_batch, steps, samples, busy_s, wait_s, comm_s)"
+                         " SELECT * FROM hs_worker_feed",
+                         -1, &ins, NULL) != SQLITE_OK) {
+    rc = db_fail(s, d, "preparing the worker insert");
+    goto out;
+  }
   if ((rc = exec(s, "BEGIN IMMEDIATE", "starting the worker insert", d))) goto out;
   if (sqlite3_prepare_v2(s->db, "SELECT 1 FROM run WHERE id = ?1", -1, &chk, NULL) != SQLITE_OK) {
     rc = db_fail(s, d, "preparing the run check");
@@ -911,15 +1046,17 @@ int hs_store_workers_add(hs_store *s, int64_t run, const hs_worker_row *rows, in
     else if (r != SQLITE_ROW)
       rc = db_fail(s, d, "checking the run of the workers");
   }
-  for (int i = 0; i < n && !rc; i += WORKERS_PER_INSERT)
-    rc = n - i >= WORKERS_PER_INSERT ? insert_workers(s, full, run, rows + i, WORKERS_PER_INSERT, d)
-                                     : insert_workers(s, tail, run, rows + i, n - i, d);
+  for (int i = 0; i < n && !rc; i += WORKERS_PER_INSERT) {
+    feed.lo = i;
+    feed.hi = n - i > WORKERS_PER_INSERT ? i + WORKERS_PER_INSERT : n;
+    rc = insert_workers(s, ins, &feed, d);
+  }
   if (!rc) rc = exec(s, "COMMIT", "committing workers", d);
   if (rc && !sqlite3_get_autocommit(s->db)) sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
 out:
   sqlite3_finalize(chk);
-  sqlite3_finalize(full);
-  sqlite3_finalize(tail);
+  sqlite3_finalize(ins);
+  if (module) sqlite3_create_module(s->db, "hs_worker_feed", NULL, NULL);
   if (fk_off) {
     int r = exec(s, "PRAGMA foreign_keys = ON", "turning foreign keys back on", rc ? NULL : d);
     if (!rc) rc = r;

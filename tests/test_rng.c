@@ -1,5 +1,7 @@
 /* Tests of the per-worker random streams. */
 #include <math.h>
+#include <stdint.h>
+#include <string.h>
 
 #include "core/core_rng.h"
 #include "hs_test.h"
@@ -80,6 +82,52 @@ static void test_cv_zero_is_one_without_drawing(void) {
   gsl_rng_free(b);
 }
 
+/* The inline stream gives exactly the GSL stream's numbers: raw words, uniforms and lognormal
+ * factors (their rejection loop included), over many seeds and streams, each compared bit for
+ * bit, interleaved as a simulator would draw them. */
+static void test_inline_stream_is_gsl_stream(void) {
+  static const uint64_t seeds[] = {0, 1, 2, 42, 2024, 0xffffffffULL, 0x9E3779B97F4A7C15ULL,
+                                   UINT64_MAX};
+  static const double cvs[] = {0.0, 1e-6, 0.05, 0.2, 1.0, 3.0, 100.0};
+  long compared = 0, mismatched = 0;
+  for (size_t si = 0; si < sizeof seeds / sizeof seeds[0]; si++) {
+    for (uint64_t k = 0; k < 300; k += (k < 20 ? 1 : 37)) {
+      /* 28 streams, the last one UINT64_MAX. */
+      uint64_t stream = k == 279 ? UINT64_MAX : k * 1000003ULL;
+      gsl_rng *g = hs_rng_stream(seeds[si], stream);
+      hs_rng r;
+      hs_rng_init(&r, seeds[si], stream);
+      for (int i = 0; i < 2000; i++) {
+        switch (i % 3) {
+        case 0:
+          mismatched += gsl_rng_get(g) != (unsigned long)hs_rng_get(&r);
+          break;
+        case 1:
+          mismatched += gsl_rng_uniform(g) != hs_rng_uniform(&r);
+          break;
+        default: {
+          double cv = cvs[(size_t)i % (sizeof cvs / sizeof cvs[0])];
+          double a = hs_rng_lognormal_unit(g, cv), b = hs_rng_lognormal(&r, cv);
+          mismatched += memcmp(&a, &b, sizeof a) != 0;
+        }
+        }
+        compared++;
+      }
+      gsl_rng_free(g);
+    }
+  }
+  ASSERT_EQ(mismatched, 0);
+  ASSERT(compared > 300000);
+  /* And as hs_rng_lognormal_unit: cv 0 draws nothing, a negative cv is NaN. */
+  hs_rng a, b;
+  hs_rng_init(&a, 5, 5);
+  hs_rng_init(&b, 5, 5);
+  ASSERT(hs_rng_lognormal(&a, 0.0) == 1.0);
+  ASSERT(isnan(hs_rng_lognormal(&a, -1.0)));
+  ASSERT_EQ(hs_rng_get(&a), hs_rng_get(&b));
+  ASSERT_EQ(sizeof(hs_rng), 12);
+}
+
 static void test_gsl_init(void) {
   hs_gsl_init();
   ASSERT(1);
@@ -91,6 +139,7 @@ static const hs_test_case cases[] = {
     {"stream_independent_of_others", test_stream_independent_of_others},
     {"lognormal_moments", test_lognormal_moments},
     {"cv_zero_is_one_without_drawing", test_cv_zero_is_one_without_drawing},
+    {"inline_stream_is_gsl_stream", test_inline_stream_is_gsl_stream},
     {"gsl_init", test_gsl_init},
     {NULL, NULL},
 };

@@ -419,6 +419,58 @@ static void test_workers_and_eval(void) {
   rm_db(p);
 }
 
+/* Many workers go in chunks, read from C memory: every value comes back as stored one by one
+ * (NULLs for NaN and NULL names included), across chunk boundaries; a bad row in a later chunk
+ * is named and leaves nothing; the store works as before afterwards. */
+static void test_many_workers(void) {
+  const char *p;
+  hs_diag d = {0};
+  int64_t run = 0;
+  hs_store *s = new_store("many_workers.db", &p, &d, &run);
+  if (!s) return;
+  enum { N = 10000 };
+  hs_worker_row *w = calloc(N, sizeof *w);
+  static const char *const types[] = {"v100", "a100", NULL};
+  for (int i = 0; i < N; i++)
+    w[i] = (hs_worker_row){.index = i, .device_type = types[i % 3], .node = i % 7 ? "n0" : NULL,
+                           .joined_at_s = i % 11 ? 0.0 : 1.5 * i, .left_at_s = i % 5 ? NAN : 0.25 * i,
+                           .initial_batch = 32 + i % 9, .steps = 1000000000LL * (i % 4) + i,
+                           .samples = 7LL * i, .busy_s = i % 13 ? 0.001 * i : NAN,
+                           .wait_s = 1e-9 * i, .comm_s = i % 17 ? 3.25 : NAN};
+  ASSERT_EQ(hs_store_workers_add(s, run, w, N, &d), 0);
+  ASSERT_EQ(q_int(s, "SELECT count(*) FROM worker"), N);
+  /* Every value, against what the row says, with SQLite's own types. */
+  char sql[1200];
+  snprintf(sql, sizeof sql,
+           "SELECT count(*) FROM worker WHERE run_id = %lld AND"
+           " device_type IS (CASE idx %% 3 WHEN 0 THEN 'v100' WHEN 1 THEN 'a100' END) AND"
+           " node IS (CASE WHEN idx %% 7 THEN 'n0' END) AND"
+           " joined_at_s = (CASE WHEN idx %% 11 THEN 0.0 ELSE 1.5 * idx END) AND"
+           " left_at_s IS (CASE WHEN idx %% 5 THEN NULL ELSE 0.25 * idx END) AND"
+           " initial_batch = 32 + idx %% 9 AND steps = 1000000000 * (idx %% 4) + idx AND"
+           " samples = 7 * idx AND busy_s IS (CASE WHEN idx %% 13 THEN 0.001 * idx END) AND"
+           " wait_s = 1e-9 * idx AND comm_s IS (CASE WHEN idx %% 17 THEN 3.25 END) AND"
+           " typeof(joined_at_s) = 'real' AND typeof(steps) = 'integer'",
+           (long long)run);
+  ASSERT_EQ(q_int(s, sql), N);
+  /* A second run whose row 9000 repeats an index: named, and nothing of the run stored. */
+  int64_t run2 = 0;
+  ASSERT_EQ(hs_store_run_begin(s, &run_info, &run2, &d), 0);
+  w[9000].index = 8999;
+  ASSERT_EQ(hs_store_workers_add(s, run2, w, N, &d), HS_EDB);
+  ASSERT_CONTAINS(d.msg, "worker 8999 of run");
+  ASSERT_CONTAINS(d.msg, "UNIQUE");
+  snprintf(sql, sizeof sql, "SELECT count(*) FROM worker WHERE run_id = %lld", (long long)run2);
+  ASSERT_EQ(q_int(s, sql), 0);
+  w[9000].index = 9000;
+  ASSERT_EQ(hs_store_workers_add(s, run2, w, N, &d), 0);
+  ASSERT_EQ(q_int(s, sql), N);
+  ASSERT_EQ(q_int(s, "PRAGMA foreign_keys"), 1);
+  free(w);
+  hs_store_close(s);
+  rm_db(p);
+}
+
 enum { N_STEPS = 250000, N_WORKERS = 7 };
 
 static hs_step_row make_step(int64_t i) {
@@ -978,6 +1030,7 @@ static const hs_test_case cases[] = {
     {"foreign_sqlite_file", test_foreign_sqlite_file},
     {"run_lifecycle", test_run_lifecycle},
     {"workers_and_eval", test_workers_and_eval},
+    {"many_workers", test_many_workers},
     {"steps_roundtrip", test_steps_roundtrip},
     {"steps_interrupted", test_steps_interrupted},
     {"steps_need_run", test_steps_need_run},
