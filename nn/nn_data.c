@@ -1,4 +1,4 @@
-/* nn_data: IDX parsing, Fashion-MNIST, synthetic CIFAR-shaped data, shards. See nn_data.h.
+/* nn_data: IDX parsing, Fashion-MNIST, synthetic data, shards. See nn_data.h.
  *
  * One header check (idx_head_check) serves the in-memory parser (the fuzz target) and the
  * file reader, so that both reject the same inputs with the same messages. */
@@ -326,6 +326,8 @@ static int find_idx(char *path, size_t size, const char *dir, const char *base) 
   return access(path, R_OK) == 0 ? 0 : -1;
 }
 
+static int synth_fashion_mnist(hs_dataset **out, int train, int64_t max_samples, hs_diag *d);
+
 int hs_data_fashion_mnist_first(hs_dataset **out, const char *dir, const char *split,
                                 int64_t max_samples, hs_diag *d) {
   *out = NULL;
@@ -342,6 +344,8 @@ int hs_data_fashion_mnist_first(hs_dataset **out, const char *dir, const char *s
                        (long long)max_samples);
   if (!dir) dir = getenv("HETSIM_FASHION_MNIST_DIR");
   if (!dir || !*dir) dir = HS_FASHION_MNIST_DIR;
+  if (strcmp(dir, HS_FASHION_MNIST_SYNTHETIC) == 0)
+    return synth_fashion_mnist(out, strcmp(prefix, "train") == 0, max_samples, d);
   char img[4096], lbl[4096], base[64];
   snprintf(base, sizeof base, "%s-images-idx3-ubyte", prefix);
   int miss = find_idx(img, sizeof img, dir, base);
@@ -397,40 +401,41 @@ static double sm64_unit(uint64_t *x) { return (double)(sm64(x) >> 11) * 0x1.0p-5
 #define TAG_SYNTH_SAMPLE 0x73796e746873616dULL   /* "synthsam" */
 #define TAG_SHARDS 0x7368617264736565ULL         /* "shardsee" */
 
-#define SYN_C 3
-#define SYN_HW 32
 #define SYN_CLASSES 10
 #define SYN_TEMPLATE_AMP 48.0 /* pixel levels */
 #define SYN_NOISE_STD 40.0    /* pixel levels */
 
-int hs_data_synthetic_cifar(hs_dataset **out, int64_t n, uint64_t seed, hs_diag *d) {
+/* The recipe of docs/data.md for n samples of chans x hw x hw, samples first .. first+n-1 of
+ * seed's stream (sample i depends only on (seed, i)), named name. */
+static int synth_generate(hs_dataset **out, const char *name, int64_t first, int64_t n, int chans,
+                          int hw, uint64_t seed, hs_diag *d) {
   *out = NULL;
-  const int64_t per = SYN_C * SYN_HW * SYN_HW;
+  const int64_t per = (int64_t)chans * hw * hw;
   if (n < 1 || n > HS_IDX_MAX_BYTES / per)
-    return hs_diag_set(d, HS_EINVAL, "synthetic-cifar: samples must be 1 to %lld, got %lld",
+    return hs_diag_set(d, HS_EINVAL, "%s: samples must be 1 to %lld, got %lld", name,
                        (long long)(HS_IDX_MAX_BYTES / per), (long long)n);
   /* Class templates in [-1, 1]: half a colour per channel, half an oriented sine grating with
    * its own frequency, angle and phase (shifted per channel), all drawn from the seed. */
   float *tmpl = malloc((size_t)(SYN_CLASSES * per) * sizeof *tmpl);
-  if (!tmpl) return hs_diag_set(d, HS_ENOMEM, "synthetic-cifar: out of memory");
+  if (!tmpl) return hs_diag_set(d, HS_ENOMEM, "%s: out of memory", name);
   const double two_pi = 6.283185307179586;
   for (int k = 0; k < SYN_CLASSES; k++) {
     uint64_t st = hs_rng_mix(hs_rng_mix(seed, TAG_SYNTH_TEMPLATE), (uint64_t)k);
-    double colour[SYN_C];
-    for (int c = 0; c < SYN_C; c++) colour[c] = 2.0 * sm64_unit(&st) - 1.0;
+    double colour[3];
+    for (int c = 0; c < chans; c++) colour[c] = 2.0 * sm64_unit(&st) - 1.0;
     double freq = 1.0 + 3.0 * sm64_unit(&st); /* cycles per image */
     double angle = 0.5 * two_pi * sm64_unit(&st), phase = two_pi * sm64_unit(&st);
-    double fx = freq * cos(angle) / SYN_HW, fy = freq * sin(angle) / SYN_HW;
-    for (int c = 0; c < SYN_C; c++)
-      for (int y = 0; y < SYN_HW; y++)
-        for (int x = 0; x < SYN_HW; x++)
-          tmpl[(k * SYN_C + c) * SYN_HW * SYN_HW + y * SYN_HW + x] =
+    double fx = freq * cos(angle) / hw, fy = freq * sin(angle) / hw;
+    for (int c = 0; c < chans; c++)
+      for (int y = 0; y < hw; y++)
+        for (int x = 0; x < hw; x++)
+          tmpl[(k * chans + c) * hw * hw + y * hw + x] =
               (float)(0.5 * colour[c] +
-                      0.5 * sin(two_pi * (fx * x + fy * y) + phase + two_pi * c / SYN_C));
+                      0.5 * sin(two_pi * (fx * x + fy * y) + phase + two_pi * c / chans));
   }
   hs_dataset *ds;
-  int rc = data_alloc(&ds, "synthetic-cifar", n, SYN_C, SYN_HW, SYN_HW, SYN_CLASSES,
-                      HS_SYNTH_CIFAR_MEAN, HS_SYNTH_CIFAR_STD, d);
+  int rc = data_alloc(&ds, name, n, chans, hw, hw, SYN_CLASSES, HS_SYNTH_CIFAR_MEAN,
+                      HS_SYNTH_CIFAR_STD, d);
   if (rc) {
     free(tmpl);
     return rc;
@@ -446,7 +451,7 @@ int hs_data_synthetic_cifar(hs_dataset **out, int64_t n, uint64_t seed, hs_diag 
     tmpl[j] = (float)(128.0 + SYN_TEMPLATE_AMP * tmpl[j]);
   uint64_t sample_base = hs_rng_mix(seed, TAG_SYNTH_SAMPLE);
   for (int64_t i = 0; i < n; i++) {
-    uint64_t st = hs_rng_mix(sample_base, (uint64_t)i);
+    uint64_t st = hs_rng_mix(sample_base, (uint64_t)(first + i));
     int k = (int)((sm64(&st) >> 32) % SYN_CLASSES);
     ds->labels[i] = k;
     const float *t = tmpl + (size_t)k * (size_t)per;
@@ -463,6 +468,24 @@ int hs_data_synthetic_cifar(hs_dataset **out, int64_t n, uint64_t seed, hs_diag 
   free(tmpl);
   *out = ds;
   return 0;
+}
+
+int hs_data_synthetic_cifar(hs_dataset **out, int64_t n, uint64_t seed, hs_diag *d) {
+  return synth_generate(out, "synthetic-cifar", 0, n, 3, 32, seed, d);
+}
+
+/* The stand-in for Fashion-MNIST (HS_FASHION_MNIST_SYNTHETIC): the same recipe in one channel
+ * of 28 x 28 from a fixed seed; the training split is samples 0 .. 59999 of its stream, the
+ * test split samples 60000 .. 69999, so the two never share a sample. */
+#define SYN_FMNIST_SEED 0x666d6e6973747379ULL /* "fmnistsy" */
+#define SYN_FMNIST_TRAIN 60000
+#define SYN_FMNIST_TEST 10000
+
+static int synth_fashion_mnist(hs_dataset **out, int train, int64_t max_samples, hs_diag *d) {
+  int64_t n = train ? SYN_FMNIST_TRAIN : SYN_FMNIST_TEST;
+  if (max_samples > 0 && max_samples < n) n = max_samples;
+  return synth_generate(out, train ? "synthetic-fashion-mnist:train" : "synthetic-fashion-mnist:test",
+                        train ? 0 : SYN_FMNIST_TRAIN, n, 1, 28, SYN_FMNIST_SEED, d);
 }
 
 /* --- accessors and batch copies ----------------------------------------------------------- */

@@ -1,5 +1,6 @@
-/* nn_data: training data for the nn module: IDX files (Fashion-MNIST), synthetic CIFAR-shaped
- * data, and deterministic per-worker shards with a batch iterator.
+/* nn_data: training data for the nn module: IDX files (Fashion-MNIST), synthetic data
+ * (CIFAR-shaped, and a stand-in of Fashion-MNIST's shape), and deterministic per-worker shards
+ * with a batch iterator.
  *
  *   hs_dataset *ds;
  *   hs_data_fashion_mnist(&ds, NULL, "train", d);            60000 x 1x28x28, 10 classes
@@ -103,8 +104,14 @@ int hs_data_idx_open(hs_dataset **out, const char *images_path, const char *labe
  * said above. dir NULL means $HETSIM_FASHION_MNIST_DIR, or else HS_FASHION_MNIST_DIR (where
  * Debian's dataset-fashion-mnist installs it). In dir, "train-images-idx3-ubyte.gz" and the
  * uncompressed "train-images-idx3-ubyte" are both accepted (the .gz first); likewise t10k-*.
- * Missing files give HS_ENOTFOUND with the command that installs them. */
+ * Missing files give HS_ENOTFOUND with the command that installs them.
+ * dir (or the variable) HS_FASHION_MNIST_SYNTHETIC reads no files: it gives a synthetic stand-in
+ * of the same shape and sizes, named "synthetic-fashion-mnist:train" or ":test" (the recipe of
+ * hs_data_synthetic_cifar in one 28x28 channel from a fixed seed, normalised as that one; test
+ * samples are distinct from training samples), so that a machine without the files (a test run)
+ * still trains mlp and cnn. A folder named "synthetic" is then written "./synthetic". */
 #define HS_FASHION_MNIST_DIR "/usr/share/datasets/fashion-mnist"
+#define HS_FASHION_MNIST_SYNTHETIC "synthetic"
 #define HS_FASHION_MNIST_MEAN 0.2860
 #define HS_FASHION_MNIST_STD 0.3530
 int hs_data_fashion_mnist(hs_dataset **out, const char *dir, const char *split, hs_diag *d);

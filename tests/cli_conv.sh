@@ -55,24 +55,24 @@ check proxy_resnet_says grep -q "mlp or cnn" "$T/err"
 check bad_stored_nothing test "$(val "$T/h.db" "SELECT count(*) FROM run")" = "$n"
 
 # --- proxy, then fit-convergence on its evaluations ------------------------------------------
-FM=${HETSIM_FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}
-if [ -r "$FM/train-images-idx3-ubyte.gz" ] || [ -r "$FM/train-images-idx3-ubyte" ]; then
-  P=proxy:eval_every=5,train_samples=2000,eval_samples=500
-  expect_exit proxy_json 0 "$H" "${S[@]}" --iterations 40 --convergence "$P" --json --store summary
-  check proxy_accuracy python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert 0.5 < d["final_accuracy"] <= 1 and d["final_loss"] < 1.5, d' "$T/out"
-  id=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["run_id"])' "$T/out")
-  check proxy_eval_rows test "$(val "$T/h.db" "SELECT count(*) FROM eval WHERE run_id=$id AND accuracy IS NOT NULL")" = 8
-  expect_exit fit 0 "$H" fit-convergence "$id" --db "$T/h.db" --out "$T/fit.conf" --json
-  check fit_json python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["evaluations"] == 8 and d["loss_rms"] < 0.1 and "beta0" in d["fitted"], d' "$T/out"
-  expect_exit fit_roundtrip 0 "$H" "${S[@]}" --iterations 40 --convergence analytic:eval_every=5 --convergence-params "$T/fit.conf" --json
-  check fit_roundtrip_close python3 -c '
+fashion_mnist_or_synthetic
+P=proxy:eval_every=5,train_samples=2000,eval_samples=500
+expect_exit proxy_json 0 "$H" "${S[@]}" --iterations 40 --convergence "$P" --json --store summary
+check proxy_accuracy python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert 0.5 < d["final_accuracy"] <= 1 and d["final_loss"] < 1.5, d' "$T/out"
+id=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["run_id"])' "$T/out")
+check proxy_eval_rows test "$(val "$T/h.db" "SELECT count(*) FROM eval WHERE run_id=$id AND accuracy IS NOT NULL")" = 8
+expect_exit fit 0 "$H" fit-convergence "$id" --db "$T/h.db" --out "$T/fit.conf" --json
+check fit_json python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["evaluations"] == 8 and "beta0" in d["fitted"], d' "$T/out"
+# How well the analytic form fits is a property of Fashion-MNIST's loss curve: the synthetic
+# stand-in's falls much faster (to about 0.13 in 40 iterations) and is fitted more loosely.
+[ "$FMNIST" = real ] &&
+  check fit_json_close python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["loss_rms"] < 0.1, d' "$T/out"
+expect_exit fit_roundtrip 0 "$H" "${S[@]}" --iterations 40 --convergence analytic:eval_every=5 --convergence-params "$T/fit.conf" --json
+[ "$FMNIST" = real ] && check fit_roundtrip_close python3 -c '
 import json,sys,sqlite3
 d=json.load(open(sys.argv[1])); db=sqlite3.connect(sys.argv[2])
 (l,)=db.execute("SELECT loss FROM eval WHERE run_id=? AND step=40",(int(sys.argv[3]),)).fetchone()
 assert abs(d["final_loss"]-l) < 0.15, (d["final_loss"], l)' "$T/out" "$T/h.db" "$id"
-else
-  echo "skip proxy: Fashion-MNIST not found in $FM"
-fi
 expect_exit fit_no_runs 2 "$H" fit-convergence --db "$T/h.db"
 expect_exit fit_unknown_run 2 "$H" fit-convergence 999 --db "$T/h.db"
 expect_exit fit_not_analytic 2 "$H" fit-convergence 1 --db "$T/h.db" --convergence proxy

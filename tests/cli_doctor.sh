@@ -165,6 +165,13 @@ c = find("Fashion-MNIST")
 assert c["status"] == "missing" and "dataset-fashion-mnist" in c["detail"], c
 '
 fi
+# The synthetic stand-in (docs/data.md) is ok, and says it is not the data set's files.
+if doctor_json synthdata HETSIM_FASHION_MNIST_DIR=synthetic; then
+  check_json synthdata "$TMP/synthdata.json" '
+c = find("Fashion-MNIST")
+assert c["status"] == "ok" and "synthetic stand-in" in c["detail"], c
+'
+fi
 
 # 5. The text format: one line per check, the status first, padded to 7 columns.
 if HETSIM_CUDNN_PATH="$TMP/empty" "$HETSIM" doctor >"$TMP/text" 2>"$TMP/text.err"; then

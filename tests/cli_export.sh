@@ -4,7 +4,7 @@
 # serve the same users: runs --policy/--kind/--status, evals ID, steps ID --limit, and the
 # note on runs that are not complete.
 # Usage: bash tests/cli_export.sh /path/to/hetsim /path/to/source-dir
-# Exits 77 (skipped) when `hetsim sim` cannot make runs.
+# Fails at once when `hetsim sim` cannot make runs.
 set -u
 . "$(dirname "$0")/cli-lib.sh"
 cli_setup "$@"
@@ -12,8 +12,8 @@ DB="$TMP/e.db"
 
 sim() { "$HETSIM" sim --cluster "$SRC/traces/lbb-4gpu.yaml" --model resnet18 --global-batch 256 --db "$DB" "$@" >/dev/null 2>>"$TMP/simerr"; }
 if ! sim --policy ssgd --iterations 6; then
-  echo "skip: hetsim sim failed: $(head -c 300 "$TMP/simerr")"
-  exit 77
+  bad setup.ssgd "hetsim sim failed: $(head -c 300 "$TMP/simerr")"
+  cli_finish
 fi
 sim --policy ssp:s=2 --iterations 6 || bad setup.ssp "$(tail -c 300 "$TMP/simerr")"
 have_conv=0

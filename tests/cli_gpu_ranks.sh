@@ -4,8 +4,8 @@
 # the loss falls and rank 0 stores complete rows; a bad device index exits 2; a rank killed
 # mid-run ends the other within 60 s and the run is marked failed.
 # Two ranks take two GPUs (--device cuda:local), or share GPU 0 where NCCL allows it (2.30+ with
-# NCCL_MULTI_RANK_GPU_ENABLE=1). Needs a GPU, NCCL and Fashion-MNIST: exits 77 (skipped)
-# without them. Not run on a GPU yet.
+# NCCL_MULTI_RANK_GPU_ENABLE=1). Needs a GPU and NCCL: exits 77 (skipped) without them (mlp
+# trains on the synthetic stand-in where Fashion-MNIST is not installed). Not run on a GPU yet.
 # usage: cli_gpu_ranks.sh HETSIM_BINARY SOURCE_DIR
 set -u
 . "$(dirname "$0")/cli-lib.sh"
@@ -14,7 +14,7 @@ CHECK_TERSE=1
 H=$HETSIM T=$TMP # the short names this script uses
 DB="$T/r.db"
 cd "$T"
-need_fashion_mnist
+fashion_mnist_or_synthetic
 gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ' || true)
 if [ "${gpus:-0}" -lt 1 ]; then
   echo "no GPU (nvidia-smi lists none); skipping"

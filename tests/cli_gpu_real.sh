@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # hetsim real on the local backend (one GPU, workers on green-context SM partitions): ssgd with
 # three workers on partitions of 16 SMs trains mlp, the loss falls and the rows are complete.
-# Needs a GPU and Fashion-MNIST: exits 77 (skipped) without them. Not run on a GPU yet.
+# Needs a GPU: exits 77 (skipped) without one (mlp trains on the synthetic stand-in where
+# Fashion-MNIST is not installed). Not run on a GPU yet.
 # usage: cli_gpu_real.sh HETSIM_BINARY SOURCE_DIR
 set -u
 . "$(dirname "$0")/cli-lib.sh"
@@ -10,7 +11,7 @@ CHECK_TERSE=1
 H=$HETSIM T=$TMP # the short names this script uses
 DB="$T/r.db"
 cd "$T"
-need_fashion_mnist
+fashion_mnist_or_synthetic
 
 common=(--model mlp --global-batch 48 --iterations 30 --workers 3 --train-samples 1500
         --eval-samples 300 --eval-every 10 --db "$T/r.db" --backend local)

@@ -9,11 +9,7 @@ cli_setup "$@"
 CHECK_TERSE=1
 H=$HETSIM T=$TMP # the short names this script uses
 
-if [ ! -r "${HETSIM_FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}/train-images-idx3-ubyte.gz" ] &&
-   [ ! -r "${HETSIM_FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}/train-images-idx3-ubyte" ]; then
-  echo "skip: Fashion-MNIST is not installed (the proxy rows need it)"
-  exit 77
-fi
+fashion_mnist_or_synthetic # the proxy rows train mlp
 
 bash "$SRC/notebooks-data/papers/run.sh" "$H" "$T/out" --quick >"$T/log" 2>&1
 rc=$?

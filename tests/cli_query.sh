@@ -3,8 +3,8 @@
 # and that a write statement is refused and changes nothing.
 # Usage: bash tests/cli_query.sh /path/to/hetsim /path/to/source-dir
 # The fixture database comes from the test_store program beside hetsim (HETSIM_STORE_FIXTURE),
-# which writes known numbers; when `hetsim sim` works, runs it makes are queried too. Exits 77
-# (skipped) when neither is available.
+# which writes known numbers; when `hetsim sim` works, runs it makes are queried too. Fails at
+# once when neither is available.
 set -u
 . "$(dirname "$0")/cli-lib.sh"
 cli_setup "$@"
@@ -23,8 +23,8 @@ if "$HETSIM" sim --cluster "$SRC/traces/lbb-4gpu.yaml" --model resnet18 --policy
   have_sim=1
 fi
 if [ $have_fixture = 0 ] && [ $have_sim = 0 ]; then
-  echo "skip: no fixture program ($FIXTURE_BIN) and hetsim sim failed: $(head -c 200 "$TMP/simerr")"
-  exit 77
+  bad setup "no fixture program ($FIXTURE_BIN) and hetsim sim failed: $(head -c 200 "$TMP/simerr")"
+  cli_finish
 fi
 
 # --- help ----------------------------------------------------------------------------------

@@ -10,7 +10,7 @@ CHECK_TERSE=1
 H=$HETSIM T=$TMP # the short names this script uses
 DB="$T/r.db"
 cd "$T"
-need_fashion_mnist
+fashion_mnist_or_synthetic
 
 common=(--model mlp --global-batch 48 --iterations 20 --workers 3 --train-samples 1500
         --eval-samples 300 --eval-every 5 --db "$T/r.db")

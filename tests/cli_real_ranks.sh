@@ -16,7 +16,7 @@ CHECK_TERSE=1
 H=$HETSIM T=$TMP # the short names this script uses
 DB="$T/r.db"
 cd "$T"
-need_fashion_mnist
+fashion_mnist_or_synthetic
 
 # Every run gets two fresh ports (MASTER_PORT for the comm, +1 for the control channel) from a
 # block of 64 of this script's own, away from those of other tests running at the same time.

@@ -7,8 +7,8 @@
 # real rendering in headless Chromium at 1400 px whose screenshot must show the plots and
 # nothing past the page's width.
 # Usage: bash tests/cli_report.sh /path/to/hetsim /path/to/source-dir
-# Exits 77 (skipped) when `hetsim sim` cannot make runs, or when every check passed but
-# Chromium cannot run here (the rendering check then did not happen).
+# Fails at once when `hetsim sim` cannot make runs; exits 77 (skipped) when every check passed
+# but Chromium cannot run here (the rendering check then did not happen).
 set -u
 . "$(dirname "$0")/cli-lib.sh"
 cli_setup "$@"
@@ -19,8 +19,8 @@ count() { grep -o -- "$1" "$2" | wc -l; }
 C4="$SRC/traces/lbb-4gpu.yaml"
 sim() { "$HETSIM" sim --cluster "$C4" --model resnet18 --global-batch 256 --db "$DB" "$@" >/dev/null 2>>"$TMP/simerr"; }
 if ! sim --policy ssgd --iterations 20; then
-  echo "skip: hetsim sim failed: $(head -c 300 "$TMP/simerr")"
-  exit 77
+  bad setup.ssgd "hetsim sim failed: $(head -c 300 "$TMP/simerr")"
+  cli_finish
 fi
 sim --policy lbb --iterations 20 || bad setup.lbb "$(tail -c 300 "$TMP/simerr")"
 sim --policy ssp:s=2 --iterations 20 || bad setup.ssp "$(tail -c 300 "$TMP/simerr")"

@@ -12,7 +12,7 @@ CHECK_TERSE=1
 H=$HETSIM T=$TMP # the short names this script uses
 DB="$T/v.db"
 cd "$T"
-need_fashion_mnist
+fashion_mnist_or_synthetic
 
 expect_exit calib 0 "$H" calib --device cpu --model mlp --batches 8,16,32,48 --db "$T/v.db" \
   --max-reps 6 --min-reps 3 --warmup 1 --comm-max 256KiB

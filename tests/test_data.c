@@ -1,7 +1,7 @@
 /* Tests for nn_data: the IDX reader on committed fixtures (written by
  * tests/data/make_idx_fixtures.py, independently of hetsim) and on bad files written here,
- * Fashion-MNIST when it is installed, synthetic CIFAR-shaped data, shards and the batch
- * iterator. */
+ * Fashion-MNIST when it is installed and its synthetic stand-in, synthetic CIFAR-shaped data,
+ * shards and the batch iterator. */
 #include <stdint.h>
 #include <sys/stat.h>
 
@@ -522,6 +522,42 @@ out:
   ASSERT_CONTAINS(d.msg, "synthetic-cifar: samples must be 1 to");
 }
 
+/* How many of te's samples [first, first + n) the class means of tr's samples [0, ntr) classify
+ * right by nearest mean (squared distance over the pixel bytes). Each class must have over
+ * ntr / 13 of the training samples (about ntr / 10). */
+static int nearest_mean_hits(const hs_dataset *tr, int ntr, const hs_dataset *te, int first, int n) {
+  const int64_t P = hs_data_sample_size(tr);
+  double *mean = calloc((size_t)(10 * P), sizeof *mean);
+  int count[10] = {0};
+  const uint8_t *px = hs_data_pixels(tr);
+  const int32_t *y = hs_data_labels(tr);
+  for (int i = 0; i < ntr; i++) {
+    count[y[i]]++;
+    for (int64_t j = 0; j < P; j++) mean[y[i] * P + j] += px[i * P + j];
+  }
+  for (int k = 0; k < 10; k++) {
+    ASSERT(count[k] > ntr / 13);
+    for (int64_t j = 0; j < P; j++) mean[k * P + j] /= count[k] ? count[k] : 1;
+  }
+  const uint8_t *qx = hs_data_pixels(te);
+  int correct = 0;
+  for (int i = first; i < first + n; i++) {
+    int best = -1;
+    double bestd = INFINITY;
+    for (int k = 0; k < 10; k++) {
+      double s = 0;
+      for (int64_t j = 0; j < P; j++) {
+        double e = qx[i * P + j] - mean[k * P + j];
+        s += e * e;
+      }
+      if (s < bestd) bestd = s, best = k;
+    }
+    correct += best == hs_data_labels(te)[i];
+  }
+  free(mean);
+  return correct;
+}
+
 /* Learnable: class means taken from 2000 samples classify 500 others by nearest mean. */
 static void test_synthetic_learnable(void) {
   hs_dataset *ds;
@@ -530,34 +566,8 @@ static void test_synthetic_learnable(void) {
     HS_FAIL_AT("%s", d.msg);
     return;
   }
-  enum { P = 3072, TRAIN = 2000 };
-  double *mean = calloc(10 * P, sizeof *mean);
-  int count[10] = {0};
-  const uint8_t *px = hs_data_pixels(ds);
-  const int32_t *y = hs_data_labels(ds);
-  for (int i = 0; i < TRAIN; i++) {
-    count[y[i]]++;
-    for (int j = 0; j < P; j++) mean[y[i] * P + j] += px[(size_t)i * P + j];
-  }
-  for (int k = 0; k < 10; k++) {
-    ASSERT(count[k] > 150); /* about 200 each */
-    for (int j = 0; j < P; j++) mean[k * P + j] /= count[k] ? count[k] : 1;
-  }
-  int correct = 0;
-  for (int i = TRAIN; i < 2500; i++) {
-    int best = -1;
-    double bestd = INFINITY;
-    for (int k = 0; k < 10; k++) {
-      double s = 0;
-      for (int j = 0; j < P; j++) {
-        double e = px[(size_t)i * P + j] - mean[k * P + j];
-        s += e * e;
-      }
-      if (s < bestd) bestd = s, best = k;
-    }
-    correct += best == y[i];
-  }
-  ASSERT(correct >= 450);
+  enum { P = 3072 };
+  ASSERT(nearest_mean_hits(ds, 2000, ds, 2000, 500) >= 450);
   /* Normalised values are centred near 0 with spread near 1 (plausible network inputs). */
   float x[P];
   int64_t i0 = 0;
@@ -567,8 +577,46 @@ static void test_synthetic_learnable(void) {
   double m = s1 / P, sd = sqrt(s2 / P - m * m);
   ASSERT(fabs(m) < 0.5);
   ASSERT(sd > 0.4 && sd < 1.2);
-  free(mean);
   hs_data_close(ds);
+}
+
+/* The Fashion-MNIST stand-in (HETSIM_FASHION_MNIST_DIR=synthetic): Fashion-MNIST's shape and
+ * sizes, the same bytes whichever way it is asked for, a first-N prefix, test samples that are
+ * not training samples, and classes that training samples' means tell apart on test samples. */
+static void test_fmnist_synthetic(void) {
+  hs_dataset *tr = NULL, *te = NULL, *all = NULL, *env = NULL;
+  hs_diag d = {0};
+  ASSERT_EQ(hs_data_fashion_mnist_first(&tr, HS_FASHION_MNIST_SYNTHETIC, "train", 2000, &d), 0);
+  ASSERT_EQ(hs_data_fashion_mnist_first(&te, "synthetic", "test", 500, &d), 0);
+  ASSERT_EQ(hs_data_fashion_mnist(&all, "synthetic", "test", &d), 0);
+  char *old = getenv("HETSIM_FASHION_MNIST_DIR");
+  char saved[1024];
+  if (old) snprintf(saved, sizeof saved, "%s", old);
+  setenv("HETSIM_FASHION_MNIST_DIR", "synthetic", 1);
+  ASSERT_EQ(hs_data_fashion_mnist_first(&env, NULL, "train", 2000, &d), 0);
+  if (old)
+    setenv("HETSIM_FASHION_MNIST_DIR", saved, 1);
+  else
+    unsetenv("HETSIM_FASHION_MNIST_DIR");
+  if (!tr || !te || !all || !env) goto out;
+  ASSERT_STR(hs_data_name(tr), "synthetic-fashion-mnist:train");
+  ASSERT_STR(hs_data_name(te), "synthetic-fashion-mnist:test");
+  ASSERT_EQ(hs_data_count(tr), 2000);
+  ASSERT_EQ(hs_data_count(all), 10000);
+  int c, h, w;
+  hs_data_shape(tr, &c, &h, &w);
+  ASSERT_EQ(c * 10000 + h * 100 + w, 12828);
+  ASSERT_EQ(hs_data_classes(tr), 10);
+  ASSERT(memcmp(hs_data_pixels(tr), hs_data_pixels(env), 2000 * 784) == 0);
+  ASSERT(memcmp(hs_data_pixels(te), hs_data_pixels(all), 500 * 784) == 0);
+  ASSERT(memcmp(hs_data_labels(te), hs_data_labels(all), 500 * sizeof(int32_t)) == 0);
+  ASSERT(memcmp(hs_data_pixels(tr), hs_data_pixels(te), 500 * 784) != 0);
+  ASSERT(nearest_mean_hits(tr, 2000, te, 0, 500) >= 450);
+out:
+  hs_data_close(tr);
+  hs_data_close(te);
+  hs_data_close(all);
+  hs_data_close(env);
 }
 
 /* --- shards ---------------------------------------------------------------------------------- */
@@ -849,6 +897,7 @@ int main(int argc, char **argv) {
       {"fmnist_real", test_fmnist_real},
       {"synthetic_deterministic", test_synthetic_deterministic},
       {"synthetic_learnable", test_synthetic_learnable},
+      {"fmnist_synthetic", test_fmnist_synthetic},
       {"shards_disjoint_covering_proportional", test_shards_disjoint_covering_proportional},
       {"shards_largest_remainder", test_shards_largest_remainder},
       {"shards_deterministic_per_epoch", test_shards_deterministic_per_epoch},
