@@ -21,7 +21,8 @@
 
 #include "nn/nn_eval.h"
 #include "nn/nn_net.h"
-#include "policies/pol_runtime.h"
+#include "runtime/rt_model.h"
+#include "runtime/rt_runtime.h"
 #include "real/real_rank_tcp.h"
 
 enum {
@@ -88,7 +89,6 @@ typedef struct exec {
   int rank, worker, n, fd, probe; /* rank: in the comm; worker: whose shard (the server: 0's) */
   int server;                     /* the parameter-server rank: replica is the global model */
   float *base, *srv_buf;          /* worker: the model at its last sync; server: a transfer */
-  double *acc, acc_w;             /* server: accumulated pushes (GRAD: sum of batches; MODEL: count) */
   int world;
   double timeout;
   hs_shards *sh;
@@ -98,7 +98,9 @@ typedef struct exec {
   int32_t *y;
   int cap;
   int64_t P;
-  float *replica, *host;
+  hs_runtime_model gm;            /* the replica (gm.global; the server's: the global model) and the
+                                     server's accumulated pushes (rt_model.h) */
+  float *host;
   hs_real_comm *comm;
   pthread_t reader, th;
   int inited, reader_started, th_started;
@@ -276,19 +278,16 @@ static int exec_setup(exec *e, hs_diag *d) {
     return rc;
   e->P = hs_net_param_count(e->net);
   size_t bytes = (size_t)e->P * sizeof(float);
-  e->replica = malloc(bytes);
+  if ((rc = hs_runtime_model_open(&e->gm, e->P, d))) return rc;
   e->host = malloc(bytes);
   e->base = malloc(bytes);
-  if (e->server) {
-    e->srv_buf = malloc(bytes);
-    e->acc = calloc((size_t)e->P, sizeof *e->acc);
-  }
-  if (!e->replica || !e->host || !e->base || (e->server && (!e->srv_buf || !e->acc)))
+  if (e->server) e->srv_buf = malloc(bytes);
+  if (!e->host || !e->base || (e->server && !e->srv_buf))
     return hs_diag_set(d, HS_ENOMEM, "out of memory for the model replica");
-  if ((rc = hs_net_get_params(e->net, e->replica, d)) ||
+  if ((rc = hs_net_get_params(e->net, e->gm.global, d)) ||
       (rc = hs_data_iter_init(&e->it, cfg->train, e->sh, e->worker, 0, d)))
     return rc;
-  memcpy(e->base, e->replica, bytes);
+  memcpy(e->base, e->gm.global, bytes);
   hs_real_comm_config cc = {.world = e->world, .n = e->P, .timeout_s = e->timeout, .device = cfg->device};
   hs_real_comm *comm = NULL;
   if ((rc = cfg->comm->open(&comm, &cc, d))) return rc;
@@ -309,7 +308,7 @@ static int keep_snapshot(exec *e, uint64_t op, hs_diag *d) {
     free(s);
     return hs_diag_set(d, HS_ENOMEM, "out of memory for an evaluation's model");
   }
-  memcpy(s->model, e->replica, (size_t)e->P * sizeof *s->model);
+  memcpy(s->model, e->gm.global, (size_t)e->P * sizeof *s->model);
   s->op = op;
   pthread_mutex_lock(&e->mu);
   s->next = e->snaps;
@@ -337,13 +336,8 @@ static int do_allreduce(exec *e, const cmd *c, double *dur, hs_diag *d) {
     if ((rc = grad ? hs_net_get_grads(e->net, e->host, d) : hs_net_get_params(e->net, e->host, d))) return rc;
     red = e->host;
   }
-  if (grad) {
-    float lr = (float)c->m.lr;
-    for (int64_t i = 0; i < e->P; i++) e->replica[i] -= lr * red[i];
-  } else {
-    memcpy(e->replica, red, (size_t)e->P * sizeof *e->replica);
-  }
-  if ((rc = hs_net_set_params(e->net, e->replica, d))) return rc;
+  hs_runtime_model_allreduced(&e->gm, grad ? HS_COMM_GRAD : HS_COMM_MODEL, red, c->m.lr, NULL);
+  if ((rc = hs_net_set_params(e->net, e->gm.global, d))) return rc;
   if (c->m.snapshot && (rc = keep_snapshot(e, c->m.op, d))) return rc;
   *dur = hs_rank_mono() - t0;
   return 0;
@@ -357,11 +351,7 @@ static int do_push(exec *e, const cmd *c, double *dur, hs_diag *d) {
     rc = hs_net_get_grads(e->net, e->host, d);
   } else {
     rc = hs_net_get_params(e->net, e->host, d);
-    for (int64_t i = 0; !rc && i < e->P; i++) {
-      float p = e->host[i];
-      e->host[i] = p - e->base[i];
-      e->base[i] = p;
-    }
+    if (!rc) hs_runtime_model_delta(e->host, e->host, e->base, e->P);
   }
   if (rc) return rc;
   double t0 = hs_rank_mono();
@@ -383,32 +373,14 @@ static int do_pull(exec *e, const cmd *c, double *dur, hs_diag *d) {
 
 /* Server: the three operations of real_run.c's server lane, on its global model (replica). */
 static int do_server(exec *e, const cmd *c, hs_diag *d) {
-  int rc = 0, grad = c->m.what == HS_COMM_GRAD;
-  if (c->m.kind == S_PULL) return e->cfg->comm->send(e->comm, 0, c->m.peer, c->m.op, e->replica, e->P, d);
+  int rc = 0;
+  if (c->m.kind == S_PULL) return e->cfg->comm->send(e->comm, 0, c->m.peer, c->m.op, e->gm.global, e->P, d);
   if (c->m.kind == S_PUSH) {
     if ((rc = e->cfg->comm->recv(e->comm, 0, c->m.peer, c->m.op, e->srv_buf, e->P, d))) return rc;
-    if (c->m.ps_mode == HS_PS_APPLY) {
-      float wt = (float)c->m.weight;
-      if (grad) {
-        float lr = (float)c->m.lr * wt;
-        for (int64_t i = 0; i < e->P; i++) e->replica[i] -= lr * e->srv_buf[i];
-      } else {
-        for (int64_t i = 0; i < e->P; i++) e->replica[i] += wt * e->srv_buf[i];
-      }
-    } else {
-      double wt = grad ? (double)c->m.batch : 1.0;
-      for (int64_t i = 0; i < e->P; i++) e->acc[i] += c->m.weight * wt * (double)e->srv_buf[i];
-      e->acc_w += wt;
-    }
+    hs_runtime_model_push(&e->gm, (hs_comm_what)c->m.what, (hs_ps_mode)c->m.ps_mode, e->srv_buf,
+                          (double)c->m.batch, c->m.weight, c->m.lr);
   } else if (c->m.kind == S_APPLY) {
-    if (e->acc_w > 0) {
-      double scale = grad ? -c->m.lr / e->acc_w : 1.0 / e->acc_w;
-      for (int64_t i = 0; i < e->P; i++) {
-        e->replica[i] += (float)(scale * e->acc[i]);
-        e->acc[i] = 0;
-      }
-      e->acc_w = 0;
-    }
+    hs_runtime_model_apply(&e->gm, c->m.lr);
   } else {
     return hs_diag_set(d, HS_ERUNTIME, "parameter server: unknown command %d from the coordinator", c->m.kind);
   }
@@ -565,11 +537,10 @@ static void exec_fini(exec *e) {
   hs_shards_close(e->sh);
   free(e->x);
   free(e->y);
-  free(e->replica);
+  hs_runtime_model_close(&e->gm);
   free(e->host);
   free(e->base);
   free(e->srv_buf);
-  free(e->acc);
   if (e->wake[0] >= 0) close(e->wake[0]);
   if (e->wake[1] >= 0) close(e->wake[1]);
   pthread_cond_destroy(&e->cv);
@@ -787,7 +758,7 @@ static int rt_allreduce(hs_runtime *rt, const int *ws, int n, const double *weig
     free(pl);
     return cfail(s, HS_ENOMEM, "out of memory for an all-reduce");
   }
-  double *wts = (double *)pl, sum = 0;
+  double *wts = (double *)pl;
   int32_t rk[HS_RANK_MAX_WORLD];
   int rc = 0;
   for (int i = 0; i < n && !rc; i++) {
@@ -800,14 +771,13 @@ static int rt_allreduce(hs_runtime *rt, const int *ws, int n, const double *weig
     if (bad) rc = cfail_check(s, bad, &d);
     wts[i] = v;
     rk[i] = ws[i];
-    sum += v;
   }
   free(seen);
   if (rc) {
     free(pl);
     return rc;
   }
-  for (int i = 0; i < n; i++) wts[i] = sum > 0 ? wts[i] / sum : 1.0 / n;
+  hs_runtime_weights(wts, n);
   memcpy(pl + (size_t)n * sizeof(double), rk, (size_t)n * sizeof(int32_t));
   cop *op = op_new(s, HS_OP_ALLREDUCE, o, n);
   if (!op) {
@@ -1435,7 +1405,7 @@ int hs_real_rank_run(const hs_real_config *cfg, const hs_real_launch *l, hs_real
   if (x0->th_started && !rc && cfg->test && s->eval_net && s->last_eval != s->iterations && !s->interrupted) {
     /* The final model, unless the last update was just evaluated: rank 0's replica (the
      * server's global model, or worker 0's, as every all-reduce covers every worker). */
-    eval_model(s, x0->replica, s->end, s->iterations);
+    eval_model(s, x0->gm.global, s->end, s->iterations);
     if (s->failed) rc = s->diag.code ? s->diag.code : HS_ERUNTIME;
   }
   for (int i = 0; s->w && i < n; i++)

@@ -14,7 +14,8 @@
 #include "core/core_affinity.h"
 #include "nn/nn_eval.h"
 #include "nn/nn_net.h"
-#include "policies/pol_runtime.h"
+#include "runtime/rt_model.h"
+#include "runtime/rt_runtime.h"
 
 typedef enum item_kind {
   IT_COMPUTE = 0,
@@ -115,9 +116,7 @@ typedef struct real {
   rworker *w;
   lane srv;
   float *srv_buf;
-  double *acc;             /* server accumulator */
-  double acc_w;            /* GRAD: sum of batches; MODEL: count */
-  float *global;
+  hs_runtime_model gm;     /* the global model and the server's accumulator (rt_model.h) */
   int global_busy;         /* an all-reduce's first participant updates `global` outside mu */
   double global_lr;
   uint64_t version, next_op;
@@ -247,7 +246,7 @@ static void global_update(real *s) {
       finish_run(s);
       return;
     }
-    memcpy(e->model, s->global, (size_t)s->P * sizeof *e->model);
+    memcpy(e->model, s->gm.global, (size_t)s->P * sizeof *e->model);
     e->time_s = t;
     e->step = s->iterations;
     if (s->evals_tail) s->evals_tail->next = e;
@@ -327,7 +326,7 @@ static uint64_t rt_worker_version(hs_runtime *rt, int w) {
 static uint64_t rt_seed(hs_runtime *rt) { return R(rt)->cfg->seed; }
 static hs_diag *rt_diag(hs_runtime *rt) { return &R(rt)->diag; }
 
-/* The checks of pol_runtime.h write the runtime's diagnostic directly, as fail() does. */
+/* The checks of rt_runtime.h write the runtime's diagnostic directly, as fail() does. */
 static int check_worker(real *s, int w, const char *what) {
   return hs_runtime_check_worker(&s->diag, s->cfg->policy->name, what, w, s->n);
 }
@@ -355,12 +354,10 @@ static int rt_allreduce(hs_runtime *rt, const int *ws, int n, const double *weig
   const char *name = s->cfg->policy->name;
   int rc = hs_runtime_check_allreduce(&s->diag, name, n);
   if (rc) return rc;
-  double sum = 0;
   for (int i = 0; i < n; i++) {
     if ((rc = check_worker(s, ws[i], "all-reduce"))) return rc;
     double v = weights ? weights[i] : (double)s->w[ws[i]].last_batch;
     if ((rc = hs_runtime_check_weight(&s->diag, name, i, v))) return rc;
-    sum += v;
   }
   rop *op = op_new(s, HS_OP_ALLREDUCE, o);
   if (!op) return HS_ENOMEM;
@@ -370,10 +367,10 @@ static int rt_allreduce(hs_runtime *rt, const int *ws, int n, const double *weig
   op->wts = malloc((size_t)n * sizeof *op->wts);
   if (!op->ws || !op->wts) return fail(s, HS_ENOMEM, "out of memory for an all-reduce");
   for (int i = 0; i < n; i++) {
-    double v = weights ? weights[i] : (double)s->w[ws[i]].last_batch;
     op->ws[i] = ws[i];
-    op->wts[i] = sum > 0 ? v / sum : 1.0 / n;
+    op->wts[i] = weights ? weights[i] : (double)s->w[ws[i]].last_batch;
   }
+  hs_runtime_weights(op->wts, n);
   op->lr = s->w[ws[0]].lr;
   for (int i = 0; i < n; i++)
     if ((rc = enqueue(s, &s->w[ws[i]].ln, IT_ALLREDUCE, 0, 0, op))) return rc;
@@ -559,18 +556,6 @@ static int settle_base(rworker *x, hs_diag *d) {
   return hs_net_get_params(x->net, x->base, d);
 }
 
-/* p -= lr * g over n floats, the result also written to q when q is not NULL: the global
- * model's update from a reduced gradient and, applied to a net that holds the same global
- * model (or written to it in the same pass), the same update in place. One function and one
- * expression, so that every copy rounds alike and stays bit-identical. */
-__attribute__((noinline)) static void sgd_apply(float *p, float *q, const float *g, float lr, int64_t n) {
-  for (int64_t i = 0; i < n; i++) {
-    float v = p[i] - lr * g[i];
-    p[i] = v;
-    if (q) q[i] = v;
-  }
-}
-
 static int do_local(real *s, int w, hs_diag *d) {
   rworker *x = &s->w[w];
   int rc = settle_base(x, d);
@@ -595,7 +580,7 @@ static void comm_done(real *s, rworker *x, double start, double end) {
 /* The worker takes the global model (mu held); the net's parameters then stand for the base. */
 static int take_global(real *s, rworker *x, hs_diag *d) {
   global_wait(s);
-  int rc = hs_net_set_params(x->net, s->global, d);
+  int rc = hs_net_set_params(x->net, s->gm.global, d);
   if (rc) return rc;
   x->version = s->version;
   x->net_synced = 1;
@@ -637,8 +622,9 @@ static int do_allreduce(real *s, int w, rop *op, hs_diag *d) {
     int fuse = host_grad && x->net_synced && x->version == s->version;
     s->global_busy = 1;
     pthread_mutex_unlock(&s->mu);
-    if (op->what == HS_COMM_GRAD) sgd_apply(s->global, fuse ? own : NULL, red, (float)op->lr, s->P);
-    else memcpy(s->global, red, (size_t)s->P * sizeof *s->global);
+    /* rt_model's one expression, so that the global model and every net updated in place
+     * round alike and stay bit-identical. */
+    hs_runtime_model_allreduced(&s->gm, op->what, red, op->lr, fuse ? own : NULL);
     pthread_mutex_lock(&s->mu);
     s->global_busy = 0;
     op->global_applied = 1;
@@ -657,7 +643,7 @@ static int do_allreduce(real *s, int w, rop *op, hs_diag *d) {
   if (in_place) {
     x->base_stale = 1;
     pthread_mutex_unlock(&s->mu);
-    sgd_apply(own, NULL, red, (float)op->lr, s->P);
+    hs_runtime_vec_sgd(own, NULL, red, (float)op->lr, s->P);
     pthread_mutex_lock(&s->mu);
     /* The worker's version moves past the global one only once that one is there (a policy
      * may read both; staleness is their difference). global_done is set, so global_busy
@@ -693,11 +679,7 @@ static int do_push(real *s, int w, rop *op, hs_diag *d) {
     /* The progress since the last sync or push; the base moves to the model sent. */
     rc = settle_base(x, d);
     if (!rc) rc = hs_net_get_params(x->net, x->host, d);
-    for (int64_t i = 0; !rc && i < s->P; i++) {
-      float p = x->host[i];
-      x->host[i] = p - x->base[i];
-      x->base[i] = p;
-    }
+    if (!rc) hs_runtime_model_delta(x->host, x->host, x->base, s->P);
   }
   if (rc) return rc;
   double start = now_of(s);
@@ -718,30 +700,17 @@ static int do_srv_push(real *s, rop *op, hs_diag *d) {
   pthread_mutex_lock(&s->mu);
   global_wait(s);
   int stale = 0, apply = op->ps_mode == HS_PS_APPLY;
-  double acc_wt = op->what == HS_COMM_GRAD ? (double)op->batch : 1.0; /* an accumulated push's weight */
   if (apply) {
     stale = (int)(s->version - op->version);
     s->global_busy = 1;
   }
   pthread_mutex_unlock(&s->mu);
-  if (apply) {
-    float wt = (float)op->weight;
-    if (op->what == HS_COMM_GRAD) {
-      float lr = (float)op->lr * wt;
-      for (int64_t i = 0; i < s->P; i++) s->global[i] -= lr * s->srv_buf[i];
-    } else {
-      for (int64_t i = 0; i < s->P; i++) s->global[i] += wt * s->srv_buf[i];
-    }
-  } else {
-    for (int64_t i = 0; i < s->P; i++) s->acc[i] += op->weight * acc_wt * (double)s->srv_buf[i];
-  }
+  hs_runtime_model_push(&s->gm, op->what, op->ps_mode, s->srv_buf, (double)op->batch, op->weight, op->lr);
   pthread_mutex_lock(&s->mu);
   if (apply) {
     s->global_busy = 0;
     pthread_cond_broadcast(&s->cv);
     global_update(s);
-  } else {
-    s->acc_w += acc_wt;
   }
   rworker *x = &s->w[op->worker];
   double now = now_of(s);
@@ -767,7 +736,7 @@ static int do_srv_pull(real *s, rop *op, hs_diag *d) {
   op->version = s->version;
   s->global_busy = 1;
   pthread_mutex_unlock(&s->mu);
-  int rc = s->cfg->comm->send(s->comm, s->n, op->worker, op->id, s->global, s->P, d);
+  int rc = s->cfg->comm->send(s->comm, s->n, op->worker, op->id, s->gm.global, s->P, d);
   pthread_mutex_lock(&s->mu);
   s->global_busy = 0;
   pthread_cond_broadcast(&s->cv);
@@ -800,18 +769,10 @@ static int do_srv_apply(real *s, rop *op) {
   /* Outside the lock under global_busy, as do_srv_push's pass. */
   pthread_mutex_lock(&s->mu);
   global_wait(s);
-  double acc_w = s->acc_w;
   s->global_busy = 1;
   pthread_mutex_unlock(&s->mu);
-  if (acc_w > 0) {
-    double scale = op->what == HS_COMM_GRAD ? -op->lr / acc_w : 1.0 / acc_w;
-    for (int64_t i = 0; i < s->P; i++) {
-      s->global[i] += (float)(scale * s->acc[i]);
-      s->acc[i] = 0;
-    }
-  }
+  hs_runtime_model_apply(&s->gm, op->lr);
   pthread_mutex_lock(&s->mu);
-  s->acc_w = 0;
   s->global_busy = 0;
   pthread_cond_broadcast(&s->cv);
   global_update(s);
@@ -1060,12 +1021,11 @@ static int setup(real *s, const hs_real_config *cfg, hs_shards *sh) {
     if (!x->host || !x->base) return fail(s, HS_ENOMEM, "out of memory for worker %d's buffers", i);
     if ((rc = hs_data_iter_init(&x->it, cfg->train, sh, i, 0, &s->diag))) return rc;
   }
-  s->global = malloc((size_t)s->P * sizeof *s->global);
+  if ((rc = hs_runtime_model_open(&s->gm, s->P, &s->diag))) return rc;
   s->srv_buf = malloc((size_t)s->P * sizeof *s->srv_buf);
-  s->acc = calloc((size_t)s->P, sizeof *s->acc);
-  if (!s->global || !s->srv_buf || !s->acc) return fail(s, HS_ENOMEM, "out of memory for the global model");
-  if ((rc = hs_net_get_params(s->w[0].net, s->global, &s->diag))) return rc;
-  for (int i = 0; i < s->n; i++) memcpy(s->w[i].base, s->global, (size_t)s->P * sizeof *s->global);
+  if (!s->srv_buf) return fail(s, HS_ENOMEM, "out of memory for the parameter server's buffer");
+  if ((rc = hs_net_get_params(s->w[0].net, s->gm.global, &s->diag))) return rc;
+  for (int i = 0; i < s->n; i++) memcpy(s->w[i].base, s->gm.global, (size_t)s->P * sizeof *s->gm.global);
   if (cfg->test && (rc = hs_net_open(&s->eval_net, cfg->device, cfg->model, &no, &s->diag))) return rc;
   s->samples_target = cfg->max_epochs > 0 ? cfg->max_epochs * (double)hs_data_count(cfg->train) : 0;
   if (!cfg->perf) {
@@ -1115,9 +1075,8 @@ static void teardown(real *s) {
   if (s->comm) s->cfg->comm->close(s->comm);
   hs_net_close(s->eval_net);
   free(s->w);
-  free(s->global);
+  hs_runtime_model_close(&s->gm);
   free(s->srv_buf);
-  free(s->acc);
   hs_runtime_timers_free(&s->timers);
 }
 
@@ -1228,7 +1187,7 @@ int hs_real_run(const hs_real_config *cfg, hs_real_result *res, hs_diag *d) {
   if (!rc && cfg->test && s->eval_net && s->last_eval != s->iterations && res->status != HS_REAL_INTERRUPTED) {
     /* The final model is evaluated at the end unless the last update just was. */
     double loss, acc;
-    if (!(rc = hs_net_evaluate_params(s->eval_net, s->global, cfg->test, &loss, &acc, &s->diag)) &&
+    if (!(rc = hs_net_evaluate_params(s->eval_net, s->gm.global, cfg->test, &loss, &acc, &s->diag)) &&
         record_eval(s, s->end, s->iterations, loss, acc))
       rc = s->diag.code ? s->diag.code : HS_EDB;
   }

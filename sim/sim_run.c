@@ -11,7 +11,7 @@
 #include "core/core_rng.h"
 #include "nn/nn_zoo.h"
 #include "policies/pol_compress.h"
-#include "policies/pol_runtime.h"
+#include "runtime/rt_runtime.h"
 #include "sim/sim_conv.h"
 #include "sim/sim_event.h"
 #include "sim/sim_net.h"

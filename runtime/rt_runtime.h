@@ -1,4 +1,4 @@
-/* pol_runtime: what the runtimes of the policy interface do alike.
+/* rt_runtime: what the runtimes of the policy interface do alike.
  *
  * Three runtimes implement hs_runtime_ops: the simulator (sim/sim_run.c), the threaded real
  * runtime (real/real_run.c) and the multi-process real runtime's rank 0 (real/real_rank.c).
@@ -17,8 +17,8 @@
  * - A timer queue belongs to its runtime: zero-initialised, freed by hs_runtime_timers_free,
  *   and not thread-safe (the runtime serialises it as it serialises the policy's calls).
  * Units: seconds, samples. */
-#ifndef HS_POL_RUNTIME_H
-#define HS_POL_RUNTIME_H
+#ifndef HS_RT_RUNTIME_H
+#define HS_RT_RUNTIME_H
 
 #include <math.h>
 #include <stdint.h>
