@@ -14,6 +14,11 @@
  *   every callback; whatever init allocates beyond that, fini frees.
  * - Callbacks return 0, or a negative HS_E* code after hs_rt_fail() has said why; the runtime
  *   then ends the run as failed.
+ * - Every hs_comm_opts pointer may be NULL, in every runtime: it stands for the zeroed options
+ *   (gradients, ring, applied on arrival, fp32, tag 0, weight 1).
+ * - Iterations: one update of the global model is one iteration, counted once when the update
+ *   is made (an all-reduce's result becomes the global model, a push is applied, an apply is
+ *   made), whichever participant or rank makes it (runtime/rt_core.h).
  * - Both tables carry a version as their first field; new members are only ever appended
  *   (as SQLite's sqlite3_io_methods), so policies of the next issues fit without changing them.
  * Units: seconds, bytes, samples. */
@@ -122,8 +127,11 @@ typedef struct hs_runtime_ops {
   uint64_t (*seed)(hs_runtime *rt);
   int (*compute)(hs_runtime *rt, int w, int batch, uint64_t tag);
   int (*local_update)(hs_runtime *rt, int w);       /* apply w's own gradient to its local model */
+  /* weights NULL: b_i / sum b over the participants' last batches; given or not, every weight
+   * must be finite and not negative (else the run fails), and they are normalised to sum 1
+   * (1/n each when they sum to 0). */
   int (*allreduce)(hs_runtime *rt, const int *workers, int n, const double *weights,
-                   const hs_comm_opts *o);          /* weights NULL: b_i / sum b */
+                   const hs_comm_opts *o);
   int (*push)(hs_runtime *rt, int w, const hs_comm_opts *o);
   int (*apply)(hs_runtime *rt, const hs_comm_opts *o);
   int (*pull)(hs_runtime *rt, int w, const hs_comm_opts *o);

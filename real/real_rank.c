@@ -910,7 +910,7 @@ static int eval_model(crd *s, const float *model, double t, int64_t step) {
   const hs_real_config *c = s->cfg;
   if (c->eval_sink && (rc = c->eval_sink(c->eval_ctx, t, step, loss, acc, &d)))
     return cfail(s, rc, "%s", d.msg[0] ? d.msg : "could not store an evaluation");
-  if (c->target_loss > 0 && loss <= c->target_loss && isnan(s->target_time)) {
+  if (hs_runtime_target_met(c->target_loss, c->target_accuracy, loss, acc) && isnan(s->target_time)) {
     s->target_time = t;
     finish(s);
   }
@@ -961,7 +961,7 @@ static void on_iteration(crd *s, const cop *op) {
     else s->evals = got;
     s->evals_tail = got;
     s->eval_bytes += s->P * (int64_t)sizeof(float);
-    if (c->target_loss > 0 || s->eval_bytes > ((int64_t)256 << 20)) run_evals(s);
+    if (c->target_loss > 0 || c->target_accuracy > 0 || s->eval_bytes > ((int64_t)256 << 20)) run_evals(s);
   }
   if (hs_runtime_limit_reached(c->max_iterations, s->iterations, s->samples_target, s->samples, c->max_time, t))
     finish(s);
@@ -1289,10 +1289,11 @@ static int check_config(const hs_real_config *cfg, const hs_real_launch *l, int 
   if (!cfg->train) return hs_diag_set(d, HS_EINVAL, "a real run needs a training set");
   if (cfg->global_batch < n)
     return hs_diag_set(d, HS_EINVAL, "--global-batch %lld is smaller than the %d workers", (long long)cfg->global_batch, n);
-  if (cfg->max_iterations <= 0 && cfg->max_epochs <= 0 && cfg->max_time <= 0 && !(cfg->target_loss > 0))
-    return hs_diag_set(d, HS_EINVAL, "no stop condition: give --iterations, --epochs, --time or --target-loss");
-  if (l->rank == 0 && cfg->target_loss > 0 && !cfg->test)
-    return hs_diag_set(d, HS_EINVAL, "a target loss needs evaluations (a test set)");
+  if (cfg->max_iterations <= 0 && cfg->max_epochs <= 0 && cfg->max_time <= 0 && !(cfg->target_loss > 0) &&
+      !(cfg->target_accuracy > 0))
+    return hs_diag_set(d, HS_EINVAL, "no stop condition: give --iterations, --epochs, --time, --target-loss or --target-accuracy");
+  if (l->rank == 0 && (cfg->target_loss > 0 || cfg->target_accuracy > 0) && !cfg->test)
+    return hs_diag_set(d, HS_EINVAL, "a target loss or accuracy needs evaluations (a test set)");
   const hs_cluster_spec *spec = cfg->cluster;
   for (int i = 0; spec && i < spec->n_events; i++)
     if (spec->events[i].kind != HS_EVENT_SLOWDOWN)

@@ -23,8 +23,9 @@
  * Numerics: those of real_run.h. All-reduce GRAD: replica -= lr * sum_i w_i g_i; MODEL:
  * replica = sum_i w_i x_i; each participant then takes its replica. Because every all-reduce
  * covers every worker, the replicas are the global model of the threaded runtime. An iteration
- * is counted when the last participant reports the all-reduce (the threaded runtime counts the
- * first), or when the server reports an apply-mode push or an apply; evaluations read rank 0's
+ * is counted when the global model holds the update (the rule of runtime/rt_core.h): here,
+ * when the last participant reports the all-reduce (the last replica has it), or when the
+ * server reports an apply-mode push or an apply; evaluations read rank 0's
  * replica (worker 0's, or the server's global model) at that iteration.
  *
  * Refused (HS_EUNSUPPORTED): all-reduces over a subset of the workers and all-reduces with a

@@ -152,7 +152,7 @@ static const double EVAL_DEFER_BYTES = 256.0 * 1024 * 1024;
  * runs: it is deferred to the end of the run, where it does not take a core from the workers,
  * unless a target loss needs it now or the queued copies grow too large. */
 static int eval_online(const real *s) {
-  return s->cfg->target_loss > 0 || (double)s->n_evals * (double)s->P * sizeof(float) > EVAL_DEFER_BYTES;
+  return s->cfg->target_loss > 0 || s->cfg->target_accuracy > 0 || (double)s->n_evals * (double)s->P * sizeof(float) > EVAL_DEFER_BYTES;
 }
 
 static double mono(void) {
@@ -846,7 +846,7 @@ static int record_eval(real *s, double t, int64_t step, double loss, double acc)
       return rc;
     }
   }
-  if (c->target_loss > 0 && loss <= c->target_loss && isnan(s->target_time)) {
+  if (hs_runtime_target_met(c->target_loss, c->target_accuracy, loss, acc) && isnan(s->target_time)) {
     s->target_time = t;
     finish_run(s);
   }
@@ -994,9 +994,11 @@ static int setup(real *s, const hs_real_config *cfg, hs_shards *sh) {
   if (s->n < 1) return fail(s, HS_EINVAL, "a real run needs at least one worker");
   if (cfg->global_batch < s->n)
     return fail(s, HS_EINVAL, "--global-batch %lld is smaller than the %d workers", (long long)cfg->global_batch, s->n);
-  if (cfg->max_iterations <= 0 && cfg->max_epochs <= 0 && cfg->max_time <= 0 && !(cfg->target_loss > 0))
-    return fail(s, HS_EINVAL, "no stop condition: give --iterations, --epochs, --time or --target-loss");
-  if (cfg->target_loss > 0 && !cfg->test) return fail(s, HS_EINVAL, "a target loss needs evaluations (a test set)");
+  if (cfg->max_iterations <= 0 && cfg->max_epochs <= 0 && cfg->max_time <= 0 && !(cfg->target_loss > 0) &&
+      !(cfg->target_accuracy > 0))
+    return fail(s, HS_EINVAL, "no stop condition: give --iterations, --epochs, --time, --target-loss or --target-accuracy");
+  if ((cfg->target_loss > 0 || cfg->target_accuracy > 0) && !cfg->test)
+    return fail(s, HS_EINVAL, "a target loss or accuracy needs evaluations (a test set)");
   if (spec)
     for (int i = 0; i < spec->n_events; i++)
       if (spec->events[i].kind == HS_EVENT_JOIN)

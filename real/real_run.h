@@ -95,6 +95,8 @@ typedef struct hs_real_config {
   double max_epochs;              /* 0 = no limit */
   double max_time;                /* s; 0 = no limit */
   double target_loss;             /* end at the first evaluation with loss <= this; 0 = none */
+  double target_accuracy;         /* end at the first evaluation with accuracy >= this (a
+                                   * fraction); 0 = none. With target_loss too, both must be met. */
   /* The device's calibrated step model (hs_rt_predict); NULL: a linear fit of steps timed on
    * worker 0 before the run starts. */
   const hs_perf_model *perf;

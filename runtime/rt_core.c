@@ -304,9 +304,7 @@ int hs_rt_core_eval(hs_rt_core *c, double t, int64_t step, double loss, double a
       return rc;
     }
   }
-  int has = c->target_loss > 0 || c->target_accuracy > 0;
-  int met = (!(c->target_loss > 0) || loss <= c->target_loss) && (!(c->target_accuracy > 0) || acc >= c->target_accuracy);
-  if (has && met && isnan(c->target_time)) {
+  if (hs_runtime_target_met(c->target_loss, c->target_accuracy, loss, acc) && isnan(c->target_time)) {
     c->target_time = t;
     hs_rt_core_stop(c, t);
   }

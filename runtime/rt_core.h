@@ -13,9 +13,12 @@
  *   driver's own (time, sequence) order; slowdown and leave events are the core's, join events
  *   the driver's (it creates the worker where it can, then calls hs_rt_core_joined);
  * - the one rule for counting iterations (hs_rt_core_update): an iteration is one update of the
- *   global model, counted when that update is made (an all-reduce's result is the new global
- *   model, an applied push or an apply has been applied), once per operation, never per
- *   participant; evaluations become due at every eval_every-th update (the driver's snapshot
+ *   global model, counted once per operation when the global model holds it (an all-reduce's
+ *   result has been made the global model, a push has been applied, an apply made), never per
+ *   participant. Where one copy is the global model (the simulator, the threaded runtime's
+ *   server and first all-reduce participant) that is when it is written; where every rank
+ *   holds a replica (real/real_rank.c, not yet on this core) it is when the last replica has
+ *   it; evaluations become due at every eval_every-th update (the driver's snapshot
  *   then evaluates, or keeps a copy to evaluate later, and reports with hs_rt_core_eval);
  * - stop conditions: max_iterations, a number of samples (epochs), the runtime clock
  *   (max_time), a target loss and a target accuracy (both at an evaluation);

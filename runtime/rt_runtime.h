@@ -107,6 +107,13 @@ static inline int hs_runtime_limit_reached(int64_t max_iterations, int64_t itera
          (samples_target > 0 && (double)samples >= samples_target) || (max_time > 0 && t >= max_time);
 }
 
+/* Whether an evaluation (loss, accuracy) meets the targets given (a target <= 0 is none): 0
+ * when no target is given. */
+static inline int hs_runtime_target_met(double target_loss, double target_accuracy, double loss, double acc) {
+  if (!(target_loss > 0) && !(target_accuracy > 0)) return 0;
+  return (!(target_loss > 0) || loss <= target_loss) && (!(target_accuracy > 0) || acc >= target_accuracy);
+}
+
 /* --- the summary of a run ---------------------------------------------------------------- */
 
 /* Fills the counts of a run that ended at `end` (s, runtime clock) and the rates derived from
