@@ -21,6 +21,7 @@
 
 #include "nn/nn_eval.h"
 #include "nn/nn_net.h"
+#include "real/real_worker.h"
 #include "runtime/rt_model.h"
 #include "runtime/rt_runtime.h"
 #include "real/real_rank_tcp.h"
@@ -92,11 +93,7 @@ typedef struct exec {
   int world;
   double timeout;
   hs_shards *sh;
-  hs_net *net;
-  hs_data_iter it;
-  float *x;
-  int32_t *y;
-  int cap;
+  hs_real_worker tw;              /* its net, its shard, its batch buffers (real_worker.h) */
   int64_t P;
   hs_runtime_model gm;            /* the replica (gm.global; the server's: the global model) and the
                                      server's accumulated pushes (rt_model.h) */
@@ -199,74 +196,20 @@ static void *reader_main(void *p) {
   return NULL;
 }
 
-/* The emulated slowdown's sleep, as real_run.c's: in slices of at most 20 ms, cut short when
- * rank 0 says stop (or is lost), bounded by --timeout (HS_ERUNTIME past it). */
-static int sleep_for(exec *e, double slow, double sec, hs_diag *d) {
-  if (!(sec > 0)) return 0;
-  double end = hs_rank_mono() + fmin(sec, e->timeout);
-  for (;;) {
-    pthread_mutex_lock(&e->mu);
-    int stop = e->stop || e->lost;
-    pthread_mutex_unlock(&e->mu);
-    if (stop) return 0;
-    double left = end - hs_rank_mono();
-    if (left <= 0) break;
-    struct timespec ts = {.tv_sec = 0, .tv_nsec = (long)(fmin(left, 0.02) * 1e9)};
-    nanosleep(&ts, NULL);
-  }
-  if (sec > e->timeout)
-    return hs_diag_set(d, HS_ERUNTIME, "its emulated slowdown (%g) stretches a step by %g s, past --timeout %g s", slow,
-                       sec, e->timeout);
-  return 0;
+/* Whether the emulated slowdown's sleep ends early: rank 0 said stop, or is lost. */
+static int exec_stopped(void *ctx) {
+  exec *e = ctx;
+  pthread_mutex_lock(&e->mu);
+  int stop = e->stop || e->lost;
+  pthread_mutex_unlock(&e->mu);
+  return stop;
 }
 
-static int train_step(exec *e, int batch, double *loss, hs_diag *d) {
-  if (batch > e->cap) {
-    int c, h, wd;
-    hs_data_shape(e->cfg->train, &c, &h, &wd);
-    float *nx = realloc(e->x, (size_t)batch * (size_t)(c * h * wd) * sizeof *nx);
-    if (nx) e->x = nx;
-    int32_t *ny = realloc(e->y, (size_t)batch * sizeof *ny);
-    if (ny) e->y = ny;
-    if (!nx || !ny) return hs_diag_set(d, HS_ENOMEM, "out of memory for a batch of %d samples", batch);
-    e->cap = batch;
-  }
-  int rc, correct;
-  if ((rc = hs_data_iter_next(&e->it, batch, e->x, e->y, NULL, d)) || (rc = hs_net_load(e->net, e->x, e->y, batch, d)) ||
-      (rc = hs_net_forward(e->net, 1, d)) || (rc = hs_net_backward(e->net, d)) ||
-      (rc = hs_net_result(e->net, loss, &correct, d)))
-    return rc;
-  return 0;
-}
-
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
-/* As real_run.c's probe: a few timed steps at two batch sizes, t = t0 + k*b. */
+/* The pre-run fit of real_worker.h; the data iterator then restarts on this rank's shard. */
 static int probe(exec *e, hs_diag *d) {
-  int64_t share = e->cfg->global_batch / e->n;
-  int b2 = (int)(share > 1 ? share : 2), b1 = b2 / 2 > 0 ? b2 / 2 : 1;
-  double med[2];
-  int bs[2] = {b1, b2};
-  for (int k = 0; k < 2; k++) {
-    double t[3], loss;
-    int rc = train_step(e, bs[k], &loss, d);
-    for (int r = 0; !rc && r < 3; r++) {
-      double a = hs_rank_mono();
-      rc = train_step(e, bs[k], &loss, d);
-      t[r] = hs_rank_mono() - a;
-    }
-    if (rc) return rc;
-    qsort(t, 3, sizeof t[0], cmp_double);
-    med[k] = t[1];
-  }
-  e->probe_k = b2 > b1 ? (med[1] - med[0]) / (double)(b2 - b1) : 0;
-  if (e->probe_k < 0) e->probe_k = 0;
-  e->probe_t0 = med[0] - e->probe_k * (double)b1;
-  if (e->probe_t0 < 0) e->probe_t0 = 0;
-  return hs_data_iter_init(&e->it, e->cfg->train, e->sh, e->rank, 0, d);
+  int rc = hs_real_worker_probe(&e->tw, e->cfg->train, e->cfg->global_batch / e->n, &e->probe_t0, &e->probe_k, d);
+  if (rc) return rc;
+  return hs_data_iter_init(&e->tw.it, e->cfg->train, e->sh, e->rank, 0, d);
 }
 
 static int exec_setup(exec *e, hs_diag *d) {
@@ -274,9 +217,9 @@ static int exec_setup(exec *e, hs_diag *d) {
   hs_net_options no = {.seed = cfg->seed, .max_batch = 0, .threads = 1};
   int rc;
   if ((rc = hs_shards_open(&e->sh, hs_data_count(cfg->train), e->n, NULL, cfg->seed, d)) ||
-      (rc = hs_net_open(&e->net, cfg->device, cfg->model, &no, d)))
+      (rc = hs_net_open(&e->tw.net, cfg->device, cfg->model, &no, d)))
     return rc;
-  e->P = hs_net_param_count(e->net);
+  e->P = hs_net_param_count(e->tw.net);
   size_t bytes = (size_t)e->P * sizeof(float);
   if ((rc = hs_runtime_model_open(&e->gm, e->P, d))) return rc;
   e->host = malloc(bytes);
@@ -284,8 +227,8 @@ static int exec_setup(exec *e, hs_diag *d) {
   if (e->server) e->srv_buf = malloc(bytes);
   if (!e->host || !e->base || (e->server && !e->srv_buf))
     return hs_diag_set(d, HS_ENOMEM, "out of memory for the model replica");
-  if ((rc = hs_net_get_params(e->net, e->gm.global, d)) ||
-      (rc = hs_data_iter_init(&e->it, cfg->train, e->sh, e->worker, 0, d)))
+  if ((rc = hs_net_get_params(e->tw.net, e->gm.global, d)) ||
+      (rc = hs_data_iter_init(&e->tw.it, cfg->train, e->sh, e->worker, 0, d)))
     return rc;
   memcpy(e->base, e->gm.global, bytes);
   hs_real_comm_config cc = {.world = e->world, .n = e->P, .timeout_s = e->timeout, .device = cfg->device};
@@ -328,16 +271,16 @@ static int do_allreduce(exec *e, const cmd *c, double *dur, hs_diag *d) {
   const hs_real_comm_ops *cm = e->cfg->comm;
   int grad = c->m.what == HS_COMM_GRAD;
   double t0 = hs_rank_mono();
-  float *buf = grad ? hs_net_grads(e->net) : hs_net_params(e->net);
+  float *buf = grad ? hs_net_grads(e->tw.net) : hs_net_params(e->tw.net);
   int rc = cm->allreduce(e->comm, c->m.op, e->rank, buf, e->P, ranks, n, wts, d);
   if (rc) return rc;
   const float *red = buf;
   if (cm->device_buffers) {
-    if ((rc = grad ? hs_net_get_grads(e->net, e->host, d) : hs_net_get_params(e->net, e->host, d))) return rc;
+    if ((rc = grad ? hs_net_get_grads(e->tw.net, e->host, d) : hs_net_get_params(e->tw.net, e->host, d))) return rc;
     red = e->host;
   }
   hs_runtime_model_allreduced(&e->gm, grad ? HS_COMM_GRAD : HS_COMM_MODEL, red, c->m.lr, NULL);
-  if ((rc = hs_net_set_params(e->net, e->gm.global, d))) return rc;
+  if ((rc = hs_net_set_params(e->tw.net, e->gm.global, d))) return rc;
   if (c->m.snapshot && (rc = keep_snapshot(e, c->m.op, d))) return rc;
   *dur = hs_rank_mono() - t0;
   return 0;
@@ -348,9 +291,9 @@ static int do_allreduce(exec *e, const cmd *c, double *dur, hs_diag *d) {
 static int do_push(exec *e, const cmd *c, double *dur, hs_diag *d) {
   int rc;
   if (c->m.what == HS_COMM_GRAD) {
-    rc = hs_net_get_grads(e->net, e->host, d);
+    rc = hs_net_get_grads(e->tw.net, e->host, d);
   } else {
-    rc = hs_net_get_params(e->net, e->host, d);
+    rc = hs_net_get_params(e->tw.net, e->host, d);
     if (!rc) hs_runtime_model_delta(e->host, e->host, e->base, e->P);
   }
   if (rc) return rc;
@@ -364,7 +307,7 @@ static int do_push(exec *e, const cmd *c, double *dur, hs_diag *d) {
 static int do_pull(exec *e, const cmd *c, double *dur, hs_diag *d) {
   double t0 = hs_rank_mono();
   int rc = e->cfg->comm->recv(e->comm, e->rank, 0, c->m.op, e->host, e->P, d);
-  if (!rc) rc = hs_net_set_params(e->net, e->host, d);
+  if (!rc) rc = hs_net_set_params(e->tw.net, e->host, d);
   if (rc) return rc;
   memcpy(e->base, e->host, (size_t)e->P * sizeof *e->base);
   *dur = hs_rank_mono() - t0;
@@ -399,10 +342,11 @@ static int execute(exec *e, const cmd *c, cmsg *rep, hs_diag *d) {
   switch (c->m.kind) {
   case C_COMPUTE: {
     double loss = NAN, t0 = hs_rank_mono();
-    int rc = train_step(e, c->m.batch, &loss, d);
+    int rc = hs_real_worker_step(&e->tw, e->cfg->train, c->m.batch, &loss, d);
     if (rc) return rc;
     double slow = c->m.slowdown > 1 ? c->m.slowdown : 1.0;
-    if ((rc = sleep_for(e, slow, (slow - 1.0) * (hs_rank_mono() - t0), d))) return rc; /* as real_run.h */
+    if ((rc = hs_real_sleep(slow, (slow - 1.0) * (hs_rank_mono() - t0), e->timeout, exec_stopped, e, d)))
+      return rc; /* as real_run.h */
     rep->kind = R_COMPUTE;
     rep->dur = hs_rank_mono() - t0;
     rep->loss = loss;
@@ -411,7 +355,7 @@ static int execute(exec *e, const cmd *c, cmsg *rep, hs_diag *d) {
   case C_LOCAL: {
     hs_sgd opt = {.lr = c->m.lr, .momentum = 0, .weight_decay = 0};
     rep->kind = R_LOCAL;
-    return hs_net_update(e->net, &opt, d);
+    return hs_net_update(e->tw.net, &opt, d);
   }
   case C_ALLREDUCE:
     rep->kind = R_ALLREDUCE;
@@ -533,10 +477,9 @@ static void exec_fini(exec *e) {
     free(s->model);
     free(s);
   }
-  hs_net_close(e->net);
+  hs_net_close(e->tw.net);
   hs_shards_close(e->sh);
-  free(e->x);
-  free(e->y);
+  hs_real_worker_free(&e->tw);
   hs_runtime_model_close(&e->gm);
   free(e->host);
   free(e->base);

@@ -14,6 +14,7 @@
 #include "core/core_affinity.h"
 #include "nn/nn_eval.h"
 #include "nn/nn_net.h"
+#include "real/real_worker.h"
 #include "runtime/rt_model.h"
 #include "runtime/rt_runtime.h"
 
@@ -69,11 +70,7 @@ typedef struct lane {
 
 typedef struct rworker {
   lane ln;
-  hs_net *net;
-  hs_data_iter it;
-  float *x;                /* input batch buffer */
-  int32_t *y;
-  int cap;                 /* samples the buffers hold */
+  hs_real_worker tw;       /* its net, its shard, its batch buffers (real_worker.h) */
   float *host, *base;      /* P floats each: scratch, and the model at the last sync */
   double slowdown, lr;
   int active, computing, in_step, last_batch; /* computing: a step is queued or running */
@@ -155,11 +152,7 @@ static int eval_online(const real *s) {
   return s->cfg->target_loss > 0 || s->cfg->target_accuracy > 0 || (double)s->n_evals * (double)s->P * sizeof(float) > EVAL_DEFER_BYTES;
 }
 
-static double mono(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
+static double mono(void) { return hs_real_mono(); }
 
 static double now_of(const real *s) { return mono() - s->t0; }
 
@@ -462,50 +455,15 @@ static const hs_runtime_ops real_ops = {
 
 /* --- lane work ------------------------------------------------------------------------------ */
 
-/* The emulated slowdown's sleep of sec seconds, in slices of at most 20 ms so that the end of
- * the run (its --time, a failure elsewhere) and the stop flag (SIGINT) cut it short; bounded by
- * --timeout like every other wait of the run: 0, or HS_ERUNTIME when sec is longer (after
- * sleeping --timeout, the others having waited that long for this worker). */
-static int sleep_for(real *s, double slow, double sec, hs_diag *d) {
-  if (!(sec > 0)) return 0;
-  double timeout = s->cfg->timeout_s > 0 ? s->cfg->timeout_s : 60;
-  double end = mono() + fmin(sec, timeout);
-  for (;;) {
-    if (s->cfg->stop && *s->cfg->stop) return 0;
-    pthread_mutex_lock(&s->mu);
-    int done = s->done;
-    pthread_mutex_unlock(&s->mu);
-    if (done) return 0;
-    double left = end - mono();
-    if (left <= 0) break;
-    if (left > 0.02) left = 0.02;
-    struct timespec ts = {.tv_sec = 0, .tv_nsec = (long)(left * 1e9)};
-    nanosleep(&ts, NULL); /* a signal ends a slice early: the loop looks at the flags again */
-  }
-  if (sec > timeout)
-    return hs_diag_set(d, HS_ERUNTIME, "its emulated slowdown (%g) stretches a step by %g s, past "
-                       "--timeout %g s", slow, sec, timeout);
-  return 0;
-}
-
-/* Loads worker w's next batch into its net and runs a training forward and backward pass. */
-static int train_step(real *s, rworker *x, int batch, double *loss, hs_diag *d) {
-  if (batch > x->cap) {
-    int c, h, wd;
-    hs_data_shape(s->cfg->train, &c, &h, &wd);
-    float *nx = realloc(x->x, (size_t)batch * (size_t)(c * h * wd) * sizeof *nx);
-    if (nx) x->x = nx;
-    int32_t *ny = realloc(x->y, (size_t)batch * sizeof *ny);
-    if (ny) x->y = ny;
-    if (!nx || !ny) return hs_diag_set(d, HS_ENOMEM, "out of memory for a batch of %d samples", batch);
-    x->cap = batch;
-  }
-  int rc, correct;
-  if ((rc = hs_data_iter_next(&x->it, batch, x->x, x->y, NULL, d)) ||
-      (rc = hs_net_load(x->net, x->x, x->y, batch, d)) || (rc = hs_net_forward(x->net, 1, d)) ||
-      (rc = hs_net_backward(x->net, d)) || (rc = hs_net_result(x->net, loss, &correct, d)))
-    return rc;
-  return 0;
+/* Whether a worker's emulated-slowdown sleep should end early: the run ended (its --time, a
+ * failure elsewhere) or the stop flag (SIGINT) is up. */
+static int run_stopped(void *ctx) {
+  real *s = ctx;
+  if (s->cfg->stop && *s->cfg->stop) return 1;
+  pthread_mutex_lock(&s->mu);
+  int done = s->done;
+  pthread_mutex_unlock(&s->mu);
+  return done;
 }
 
 static int do_compute(real *s, int w, const item *it, hs_diag *d) {
@@ -524,10 +482,11 @@ static int do_compute(real *s, int w, const item *it, hs_diag *d) {
   if (rc) return hs_diag_set(d, rc, "%s", s->diag.msg);
   double loss = NAN;
   double t0 = mono();
-  if ((rc = train_step(s, x, it->batch, &loss, d))) return rc;
+  if ((rc = hs_real_worker_step(&x->tw, s->cfg->train, it->batch, &loss, d))) return rc;
   double tc = mono() - t0;
   /* The emulated slowdown: the step lasts slow * tc. */
-  if ((rc = sleep_for(s, slow, (slow - 1.0) * tc, d))) return rc;
+  double timeout = s->cfg->timeout_s > 0 ? s->cfg->timeout_s : 60;
+  if ((rc = hs_real_sleep(slow, (slow - 1.0) * tc, timeout, run_stopped, s, d))) return rc;
   pthread_mutex_lock(&s->mu);
   double end = now_of(s);
   x->computing = 0;
@@ -553,7 +512,7 @@ static int do_compute(real *s, int w, const item *it, hs_diag *d) {
 static int settle_base(rworker *x, hs_diag *d) {
   if (!x->base_stale) return 0;
   x->base_stale = 0;
-  return hs_net_get_params(x->net, x->base, d);
+  return hs_net_get_params(x->tw.net, x->base, d);
 }
 
 static int do_local(real *s, int w, hs_diag *d) {
@@ -564,7 +523,7 @@ static int do_local(real *s, int w, hs_diag *d) {
   hs_sgd opt = {.lr = x->lr, .momentum = 0, .weight_decay = 0};
   x->net_synced = 0;
   pthread_mutex_unlock(&s->mu);
-  return hs_net_update(x->net, &opt, d);
+  return hs_net_update(x->tw.net, &opt, d);
 }
 
 /* Marks the communication time of a worker's open record (mu held). */
@@ -580,7 +539,7 @@ static void comm_done(real *s, rworker *x, double start, double end) {
 /* The worker takes the global model (mu held); the net's parameters then stand for the base. */
 static int take_global(real *s, rworker *x, hs_diag *d) {
   global_wait(s);
-  int rc = hs_net_set_params(x->net, s->gm.global, d);
+  int rc = hs_net_set_params(x->tw.net, s->gm.global, d);
   if (rc) return rc;
   x->version = s->version;
   x->net_synced = 1;
@@ -594,21 +553,21 @@ static int do_allreduce(real *s, int w, rop *op, hs_diag *d) {
   while (op->ws[me] != w) me++;
   const hs_real_comm_ops *cm = s->cfg->comm;
   double start = now_of(s);
-  float *buf = op->what == HS_COMM_GRAD ? hs_net_grads(x->net) : hs_net_params(x->net);
+  float *buf = op->what == HS_COMM_GRAD ? hs_net_grads(x->tw.net) : hs_net_params(x->tw.net);
   int rc = cm->allreduce(s->comm, op->id, w, buf, s->P, op->ws, op->n, op->wts, d);
   if (rc) return rc;
   /* The reduced vector, in host memory: a host backend's buffer is the net's own (read in
    * place, no copy); a device backend's is copied out. */
   const float *red = buf;
   if (cm->device_buffers) {
-    rc = op->what == HS_COMM_GRAD ? hs_net_get_grads(x->net, x->host, d) : hs_net_get_params(x->net, x->host, d);
+    rc = op->what == HS_COMM_GRAD ? hs_net_get_grads(x->tw.net, x->host, d) : hs_net_get_params(x->tw.net, x->host, d);
     if (rc) return rc;
     red = x->host;
   }
   /* A host net that holds the model the update applies to updates its own parameters with it
    * instead of copying the global model in (`own`). */
   int host_grad = op->what == HS_COMM_GRAD && !cm->device_buffers;
-  float *own = hs_net_params(x->net);
+  float *own = hs_net_params(x->tw.net);
   pthread_mutex_lock(&s->mu);
   int updated = 0;
   if (!op->global_done) {
@@ -673,12 +632,12 @@ static int do_push(real *s, int w, rop *op, hs_diag *d) {
   const float *msg = x->host;
   if (op->what == HS_COMM_GRAD) {
     /* A host net's gradient is sent from where it is. */
-    if (s->cfg->comm->device_buffers) rc = hs_net_get_grads(x->net, x->host, d);
-    else msg = hs_net_grads(x->net);
+    if (s->cfg->comm->device_buffers) rc = hs_net_get_grads(x->tw.net, x->host, d);
+    else msg = hs_net_grads(x->tw.net);
   } else {
     /* The progress since the last sync or push; the base moves to the model sent. */
     rc = settle_base(x, d);
-    if (!rc) rc = hs_net_get_params(x->net, x->host, d);
+    if (!rc) rc = hs_net_get_params(x->tw.net, x->host, d);
     if (!rc) hs_runtime_model_delta(x->host, x->host, x->base, s->P);
   }
   if (rc) return rc;
@@ -749,8 +708,8 @@ static int do_pull(real *s, int w, rop *op, hs_diag *d) {
   double start = now_of(s);
   /* A host net receives the model straight into its parameters, which then stand for the base. */
   int host = !s->cfg->comm->device_buffers;
-  int rc = s->cfg->comm->recv(s->comm, w, s->n, op->id, host ? hs_net_params(x->net) : x->host, s->P, d);
-  if (!rc && !host) rc = hs_net_set_params(x->net, x->host, d);
+  int rc = s->cfg->comm->recv(s->comm, w, s->n, op->id, host ? hs_net_params(x->tw.net) : x->host, s->P, d);
+  if (!rc && !host) rc = hs_net_set_params(x->tw.net, x->host, d);
   if (rc) return rc;
   pthread_mutex_lock(&s->mu);
   x->version = op->version;
@@ -948,40 +907,6 @@ static void watch(real *s) {
 
 /* --- set-up and the run ---------------------------------------------------------------------- */
 
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
-/* Times a few steps on worker 0 at two batch sizes and fits t = t0 + k*b, so that
- * hs_rt_predict has real numbers when no calibration was given. The data iterator is
- * restarted afterwards (by the caller); the gradients are discarded. */
-static int probe(real *s, hs_diag *d) {
-  rworker *x = &s->w[0];
-  int64_t share = s->cfg->global_batch / s->n;
-  int b2 = (int)(share > 1 ? share : 2), b1 = b2 / 2 > 0 ? b2 / 2 : 1;
-  double med[2];
-  int bs[2] = {b1, b2};
-  for (int k = 0; k < 2; k++) {
-    double t[3];
-    double loss;
-    int rc = train_step(s, x, bs[k], &loss, d); /* warm-up */
-    for (int r = 0; !rc && r < 3; r++) {
-      double a = mono();
-      rc = train_step(s, x, bs[k], &loss, d);
-      t[r] = mono() - a;
-    }
-    if (rc) return rc;
-    qsort(t, 3, sizeof t[0], cmp_double);
-    med[k] = t[1];
-  }
-  s->probe_k = b2 > b1 ? (med[1] - med[0]) / (double)(b2 - b1) : 0;
-  if (s->probe_k < 0) s->probe_k = 0;
-  s->probe_t0 = med[0] - s->probe_k * (double)b1;
-  if (s->probe_t0 < 0) s->probe_t0 = 0;
-  return 0;
-}
-
 static int setup(real *s, const hs_real_config *cfg, hs_shards *sh) {
   const hs_cluster_spec *spec = cfg->cluster;
   s->rt.ops = &real_ops;
@@ -1016,24 +941,26 @@ static int setup(real *s, const hs_real_config *cfg, hs_shards *sh) {
     x->lr = cfg->lr;
     x->slowdown = spec ? spec->workers[i].slowdown : 1.0;
     const char *dev = cfg->worker_devices && cfg->worker_devices[i] ? cfg->worker_devices[i] : cfg->device;
-    if ((rc = hs_net_open(&x->net, dev, cfg->model, &no, &s->diag))) return rc;
-    if (i == 0) s->P = hs_net_param_count(x->net);
+    if ((rc = hs_net_open(&x->tw.net, dev, cfg->model, &no, &s->diag))) return rc;
+    if (i == 0) s->P = hs_net_param_count(x->tw.net);
     x->host = malloc((size_t)s->P * sizeof *x->host);
     x->base = malloc((size_t)s->P * sizeof *x->base);
     if (!x->host || !x->base) return fail(s, HS_ENOMEM, "out of memory for worker %d's buffers", i);
-    if ((rc = hs_data_iter_init(&x->it, cfg->train, sh, i, 0, &s->diag))) return rc;
+    if ((rc = hs_data_iter_init(&x->tw.it, cfg->train, sh, i, 0, &s->diag))) return rc;
   }
   if ((rc = hs_runtime_model_open(&s->gm, s->P, &s->diag))) return rc;
   s->srv_buf = malloc((size_t)s->P * sizeof *s->srv_buf);
   if (!s->srv_buf) return fail(s, HS_ENOMEM, "out of memory for the parameter server's buffer");
-  if ((rc = hs_net_get_params(s->w[0].net, s->gm.global, &s->diag))) return rc;
+  if ((rc = hs_net_get_params(s->w[0].tw.net, s->gm.global, &s->diag))) return rc;
   for (int i = 0; i < s->n; i++) memcpy(s->w[i].base, s->gm.global, (size_t)s->P * sizeof *s->gm.global);
   if (cfg->test && (rc = hs_net_open(&s->eval_net, cfg->device, cfg->model, &no, &s->diag))) return rc;
   s->samples_target = cfg->max_epochs > 0 ? cfg->max_epochs * (double)hs_data_count(cfg->train) : 0;
   if (!cfg->perf) {
     /* The probe restarts worker 0's iterator on the shards it was given. */
-    if ((rc = probe(s, &s->diag))) return rc;
-    if ((rc = hs_data_iter_init(&s->w[0].it, cfg->train, sh, 0, 0, &s->diag))) return rc;
+    if ((rc = hs_real_worker_probe(&s->w[0].tw, cfg->train, cfg->global_batch / s->n, &s->probe_t0, &s->probe_k,
+                                   &s->diag)))
+      return rc;
+    if ((rc = hs_data_iter_init(&s->w[0].tw.it, cfg->train, sh, 0, 0, &s->diag))) return rc;
   }
   hs_real_comm_config cc = {.world = s->n + 1, .n = s->P, .timeout_s = cfg->timeout_s, .device = cfg->device};
   if ((rc = cfg->comm->open(&s->comm, &cc, &s->diag))) return rc;
@@ -1056,9 +983,8 @@ static void teardown(real *s) {
       free(it);
     }
     pthread_cond_destroy(&x->ln.cv);
-    hs_net_close(x->net);
-    free(x->x);
-    free(x->y);
+    hs_net_close(x->tw.net);
+    hs_real_worker_free(&x->tw);
     free(x->host);
     free(x->base);
   }

@@ -15,8 +15,7 @@ int hs_rt_core_fail(hs_rt_core *c, int code, const char *fmt, ...) {
   return code;
 }
 
-int hs_rt_core_policy_rc(hs_rt_core *c, int rc) {
-  if (rc >= 0) return 0;
+int hs_rt_core_policy_failed(hs_rt_core *c, int rc) {
   hs_runtime_policy_failed(&c->diag, c->policy->name, rc);
   return rc;
 }
@@ -27,7 +26,8 @@ static const hs_comm_opts *opts_or_none(const hs_comm_opts *o) { return o ? o : 
 
 /* --- the ops table ---------------------------------------------------------------------------- */
 
-static double rt_now(hs_runtime *rt) { return C(rt)->drv->now(C(rt)); }
+static double now_of(hs_rt_core *c) { return c->drv->now ? c->drv->now(c) : c->clock; }
+static double rt_now(hs_runtime *rt) { return now_of(C(rt)); }
 static int rt_n_workers(hs_runtime *rt) { return C(rt)->n; }
 static int rt_active(hs_runtime *rt, int w) {
   hs_rt_core *c = C(rt);
@@ -74,11 +74,12 @@ static int rt_allreduce(hs_runtime *rt, const int *ws, int n, const double *weig
   const char *name = c->policy->name;
   int rc = hs_runtime_check_allreduce(&c->diag, name, n);
   if (rc) return rc;
-  for (int i = 0; i < n; i++) {
+  /* Without given weights, the last batches are the weights: whole numbers of samples, never
+   * negative, so only given weights need the weight check. */
+  for (int i = 0; i < n; i++)
     if ((rc = hs_runtime_check_worker(&c->diag, name, "all-reduce", ws[i], c->n))) return rc;
-    double v = weights ? weights[i] : (double)c->w[ws[i]].last_batch;
-    if ((rc = hs_runtime_check_weight(&c->diag, name, i, v))) return rc;
-  }
+  for (int i = 0; weights && i < n; i++)
+    if ((rc = hs_runtime_check_weight(&c->diag, name, i, weights[i]))) return rc;
   return c->drv->allreduce(c, ws, n, weights, opts_or_none(o));
 }
 
@@ -102,7 +103,7 @@ static int rt_apply(hs_runtime *rt, const hs_comm_opts *o) {
 static int rt_timer(hs_runtime *rt, double delay, uint64_t tag) {
   hs_rt_core *c = C(rt);
   int rc = hs_runtime_check_timer(&c->diag, c->policy->name, delay);
-  return rc ? rc : c->drv->wake_at(c, c->drv->now(c) + delay, HS_RT_WAKE_TIMER, (int64_t)tag);
+  return rc ? rc : c->drv->wake_at(c, now_of(c) + delay, HS_RT_WAKE_TIMER, (int64_t)tag);
 }
 
 static int rt_set_lr(hs_runtime *rt, int w, double lr) {
@@ -204,9 +205,8 @@ void hs_rt_core_close(hs_rt_core *c) {
 
 /* --- records ----------------------------------------------------------------------------------- */
 
-int hs_rt_core_flush(hs_rt_core *c, int w) {
+int hs_rt_core_flush_open(hs_rt_core *c, int w) {
   hs_rt_worker *x = &c->w[w];
-  if (!x->rec_open) return 0;
   x->rec_open = 0;
   hs_step_row row = x->rec;
   row.worker = w;
@@ -219,19 +219,6 @@ int hs_rt_core_flush(hs_rt_core *c, int w) {
 }
 
 /* --- reports from the driver ------------------------------------------------------------------ */
-
-int hs_rt_core_compute_done(hs_rt_core *c, int w, int batch, double start, double end, double loss) {
-  hs_rt_worker *x = &c->w[w];
-  x->computing = 0;
-  x->busy += end - start;
-  x->steps++;
-  x->samples += batch;
-  c->samples += batch;
-  if (c->done || !c->policy->on_compute) return 0;
-  hs_step_obs o = {.worker = w, .batch = batch, .start = start, .end = end, .duration = end - start,
-                   .loss = loss, .tag = x->cur_tag};
-  return hs_rt_core_policy_rc(c, c->policy->on_compute(c->pstate, &c->rt, &o));
-}
 
 int hs_rt_core_comm_done(hs_rt_core *c, hs_comm_kind kind, int w, double start, double end, int stale,
                          uint64_t tag) {
@@ -263,7 +250,7 @@ static int on_cluster_event(hs_rt_core *c, int idx) {
   int was_active = x->active;
   x->active = 0;
   x->joining = 0;
-  if (isnan(x->left_at)) x->left_at = c->drv->now(c);
+  if (isnan(x->left_at)) x->left_at = now_of(c);
   return was_active ? deliver_cluster(c, HS_CHANGE_LEAVE, e->worker) : 0;
 }
 

@@ -81,6 +81,7 @@ typedef struct hs_rt_driver {
   int (*snapshot)(hs_rt_core *c, double now);
   /* Call hs_rt_core_wake(c, kind, arg) at time t (s, runtime clock). */
   int (*wake_at)(hs_rt_core *c, double t, hs_rt_wake_kind kind, int64_t arg);
+  /* The runtime clock; NULL: c->clock, which the driver keeps (one load instead of a call). */
   double (*now)(hs_rt_core *c);
   /* The performance model's prediction of a step on w (no jitter, current slowdown). */
   double (*predict)(hs_rt_core *c, int w, int batch);
@@ -147,6 +148,8 @@ struct hs_rt_core {
   int64_t iterations, samples;
   int64_t last_eval;          /* iterations at the last evaluation, -1 before */
   double last_loss, last_acc, target_time; /* target_time: s, NaN until met */
+  double clock;               /* s: the runtime clock of a driver without `now`, which sets it
+                               * before every report (the simulator: each event's time) */
   int done;                   /* a stop condition was reached */
   double end;                 /* s, when */
 };
@@ -166,9 +169,6 @@ void hs_rt_core_close(hs_rt_core *c);
 
 /* --- reports from the driver ---------------------------------------------------------------- */
 
-/* Worker w's step of `batch` samples, started at start, finished at end with loss (NaN when
- * none): counts it and tells the policy. */
-int hs_rt_core_compute_done(hs_rt_core *c, int w, int batch, double start, double end, double loss);
 /* A communication finished (worker -1 for a collective or an apply): tells the policy, unless
  * the run is done. */
 int hs_rt_core_comm_done(hs_rt_core *c, hs_comm_kind kind, int w, double start, double end, int stale,
@@ -182,10 +182,10 @@ int hs_rt_core_joined(hs_rt_core *c, int w, double now);
 int hs_rt_core_update(hs_rt_core *c, double now);
 /* An evaluation of the model of update `step` at time t: stored, and the targets checked. */
 int hs_rt_core_eval(hs_rt_core *c, double t, int64_t step, double loss, double acc);
-/* Writes worker w's open record, if any (the sink's error is the run's). */
-int hs_rt_core_flush(hs_rt_core *c, int w);
-/* A policy callback's rc: 0, or rc < 0 with the message in diag. */
-int hs_rt_core_policy_rc(hs_rt_core *c, int rc);
+/* Writes worker w's open record (the sink's error is the run's); hs_rt_core_flush below. */
+int hs_rt_core_flush_open(hs_rt_core *c, int w);
+/* Says in diag that the policy failed with rc < 0, unless it said why; returns rc. */
+int hs_rt_core_policy_failed(hs_rt_core *c, int rc);
 /* Records why the run fails; returns code. */
 int hs_rt_core_fail(hs_rt_core *c, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
@@ -195,6 +195,33 @@ static inline void hs_rt_core_stop(hs_rt_core *c, double t) {
     c->done = 1;
     c->end = t;
   }
+}
+
+/* --- the hot path, inline ------------------------------------------------------------------- */
+
+/* A policy callback's rc: 0, or rc < 0 with the message in diag. */
+static inline int hs_rt_core_policy_rc(hs_rt_core *c, int rc) {
+  return HS_RUNTIME_LIKELY(rc >= 0) ? 0 : hs_rt_core_policy_failed(c, rc);
+}
+
+/* Writes worker w's open record, if any (the sink's error is the run's). */
+static inline int hs_rt_core_flush(hs_rt_core *c, int w) {
+  return c->w[w].rec_open ? hs_rt_core_flush_open(c, w) : 0;
+}
+
+/* Worker w's step of `batch` samples, started at start, finished at end with loss (NaN when
+ * none): counts it and tells the policy, unless the run is done. */
+static inline int hs_rt_core_compute_done(hs_rt_core *c, int w, int batch, double start, double end, double loss) {
+  hs_rt_worker *x = &c->w[w];
+  x->computing = 0;
+  x->busy += end - start;
+  x->steps++;
+  x->samples += batch;
+  c->samples += batch;
+  if (c->done || !c->policy->on_compute) return 0;
+  hs_step_obs o = {.worker = w, .batch = batch, .start = start, .end = end, .duration = end - start,
+                   .loss = loss, .tag = x->cur_tag};
+  return hs_rt_core_policy_rc(c, c->policy->on_compute(c->pstate, &c->rt, &o));
 }
 
 /* Worker w's part of the summary at `end`: its busy time (a step in progress counts up to

@@ -202,7 +202,6 @@ static int global_update(sim *s) { return hs_rt_core_update(&s->core, hs_engine_
 
 /* --- the driver table (rt_core.h): what the core asks of the simulator --------------------- */
 
-static double drv_now(hs_rt_core *c) { return hs_engine_now(S(c)->eng); }
 static double drv_predict(hs_rt_core *c, int w, int batch) { return predict(S(c), w, batch); }
 
 /* The core has checked the call and marked the worker computing. The step's record is opened
@@ -398,7 +397,7 @@ static const hs_rt_driver sim_driver = {
     .apply = drv_apply,
     .snapshot = drv_snapshot,
     .wake_at = drv_wake_at,
-    .now = drv_now,
+    .now = NULL, /* the event loop sets core.clock to each event's time */
     .predict = drv_predict,
     .set_lr = drv_set_lr,
     .slowdown = drv_slowdown,
@@ -773,7 +772,7 @@ int hs_sim_run(const hs_sim_config *cfg, hs_sim_result *res, hs_diag *d) {
       s->core.end = cfg->max_sim_time;
       break;
     }
-    s->core.end = ev.time;
+    s->core.end = s->core.clock = ev.time;
     rc = dispatch(s, &ev);
     if (s->core.done) break;
     if (cfg->progress && (++count & 4095) == 0) hs_progress_update(cfg->progress, progress_of(s));
