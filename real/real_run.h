@@ -1,15 +1,18 @@
-/* real_run: the real runtime. It implements the policy interface (pol_policy.h) by really
- * training a zoo model: one worker per thread, each with its own net (nn_net.h), its own shard
- * of the training data, and a communication backend (real_comm.h) for all-reduce and the
- * parameter server. The same policy objects that drive the simulator drive it.
+/* real_run: the threaded real runtime: the threads driver of the runtime core
+ * (runtime/rt_core.h), which implements the policy interface (pol_policy.h): checks, worker
+ * table, timers and cluster events, iteration counting, step records, stop conditions and
+ * evaluations are the core's, as in the simulator. This driver really trains a zoo model: one
+ * worker per thread, each with its own net (nn_net.h) and shard of the training data
+ * (real_worker.h), and a communication backend (real_comm.h) for all-reduce and the parameter
+ * server. The same policy objects that drive the simulator drive it.
  *
  * Threads: a lane per worker and one for the parameter server, each a thread that runs the
  * actions the policy queued on it in order (compute a step, apply a local update, take part in
  * an all-reduce, push, pull, apply). Compute and communication run concurrently on the lanes;
  * a worker whose net (in host memory) holds the global model that an all-reduce of gradients
  * updates applies the update to its own parameters instead of copying the global model in;
- * the policy's callbacks, the step sink and the evaluation sink are serialised under one mutex
- * (policies are not thread-safe). The calling thread fires timers and cluster events and watches
+ * the core, the policy's callbacks, the step sink and the evaluation sink are serialised under
+ * one mutex (policies are not thread-safe). The calling thread fires timers and cluster events and watches
  * for the end, an interrupt and a stall. Evaluations: the global model is copied at the update
  * that is due one and evaluated after the run (after an interruption too), where it does not
  * take a core from the workers; with a target loss, or once the waiting copies exceed 256 MiB,
