@@ -31,7 +31,7 @@
 #include "core/core_error.h"
 #include "policies/pol_params.h"
 
-#define HS_RUNTIME_VERSION 1
+#define HS_RUNTIME_VERSION 2 /* 2: hs_runtime_ops.caps */
 #define HS_POLICY_VERSION 1
 
 typedef struct hs_runtime hs_runtime;
@@ -112,6 +112,18 @@ typedef struct hs_cluster_obs {
   double slowdown, comm_slowdown; /* current multipliers */
 } hs_cluster_obs;
 
+/* What a runtime can do beyond the plain operations (hs_runtime_ops.caps). A runtime refuses
+ * what it lacks with a clear message (HS_EUNSUPPORTED): before the run where the policy's
+ * parameters or the cluster file show it (hs_runtime_check_caps, runtime/rt_core.h), else when
+ * the policy asks. */
+#define HS_CAP_COMPRESSION 0x01u /* hs_comm_opts.compressor applied to what is sent */
+#define HS_CAP_OVERLAP 0x02u     /* hs_comm_opts.overlap: bucketed all-reduce during backward */
+#define HS_CAP_ALGO 0x04u        /* hs_comm_opts.algo = HS_AR_HIER, hierarchical all-reduce */
+#define HS_CAP_SUBSET 0x08u      /* all-reduces over a subset of the workers */
+#define HS_CAP_JOIN 0x10u        /* join events of the cluster file */
+#define HS_CAP_LEAVE 0x20u       /* leave events of the cluster file */
+#define HS_CAP_ALL 0x3fu
+
 /* The runtime's operations. Implementations embed `hs_runtime` as their first member. */
 typedef struct hs_runtime_ops {
   int version; /* HS_RUNTIME_VERSION */
@@ -138,6 +150,7 @@ typedef struct hs_runtime_ops {
   int (*timer)(hs_runtime *rt, double delay, uint64_t tag);
   int (*set_lr)(hs_runtime *rt, int w, double lr);  /* w = -1: every worker */
   hs_diag *(*diag)(hs_runtime *rt);                 /* where a failing policy says why */
+  unsigned caps;                                    /* HS_CAP_* (version 2) */
 } hs_runtime_ops;
 
 struct hs_runtime {

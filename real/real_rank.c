@@ -22,6 +22,7 @@
 #include "nn/nn_eval.h"
 #include "nn/nn_net.h"
 #include "real/real_worker.h"
+#include "runtime/rt_core.h"
 #include "runtime/rt_model.h"
 #include "runtime/rt_runtime.h"
 #include "real/real_rank_tcp.h"
@@ -684,8 +685,22 @@ static int rt_local_update(hs_runtime *rt, int w) {
   return send_cmd(s, w, &m, NULL);
 }
 
+/* What this runtime cannot do (HS_REAL_RANKS_CAPS), asked of a communication: 0, or the run
+ * fails with HS_EUNSUPPORTED. */
+static int check_opts(crd *s, const hs_comm_opts *o, int allreduce) {
+  const char *what = NULL;
+  if (!o) return 0;
+  if (o->compressor && o->ratio > 0) what = "compression";
+  else if (allreduce && o->overlap && o->what == HS_COMM_GRAD) what = "overlapped all-reduce";
+  else if (allreduce && o->algo == HS_AR_HIER) what = "hierarchical all-reduce";
+  if (!what) return 0;
+  return cfail(s, HS_EUNSUPPORTED, "policy %s: %s is not supported by the multi-process real runtime",
+               s->cfg->policy->name, what);
+}
+
 static int rt_allreduce(hs_runtime *rt, const int *ws, int n, const double *weights, const hs_comm_opts *o) {
   crd *s = C(rt);
+  if (check_opts(s, o, 1)) return HS_EUNSUPPORTED;
   if (s->off)
     return cfail(s, HS_EUNSUPPORTED, "policy %s: all-reduce in a run with a parameter-server rank: not supported yet "
                  "in the multi-process runtime (start one process per worker, without --server-rank)",
@@ -749,6 +764,7 @@ static int no_server(crd *s, const char *what) {
 static int rt_push(hs_runtime *rt, int w, const hs_comm_opts *o) {
   crd *s = C(rt);
   if (!s->off) return no_server(s, "push");
+  if (check_opts(s, o, 0)) return HS_EUNSUPPORTED;
   int rc = check_worker(s, w, "push");
   if (rc) return rc;
   cop *op = op_new(s, HS_OP_PUSH, o, 2);
@@ -838,6 +854,7 @@ static const hs_runtime_ops rank_ops = {
     .timer = rt_timer,
     .set_lr = rt_set_lr,
     .diag = rt_diag,
+    .caps = HS_REAL_RANKS_CAPS,
 };
 
 /* --- evaluation ---------------------------------------------------------------------------- */
@@ -1243,7 +1260,7 @@ static int check_config(const hs_real_config *cfg, const hs_real_launch *l, int 
       return hs_diag_set(d, HS_EUNSUPPORTED, "%s:%d: a %s event: not supported yet in the multi-process runtime (slowdown "
                          "events are)", spec->path, spec->events[i].pos.line,
                          spec->events[i].kind == HS_EVENT_JOIN ? "join" : "leave");
-  return 0;
+  return hs_runtime_check_caps(cfg->policy, cfg->params, spec, HS_REAL_RANKS_CAPS, "multi-process real", d);
 }
 
 /* Ranks other than 0: connect, run this rank's executor until rank 0 says stop. */

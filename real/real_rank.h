@@ -28,7 +28,8 @@
  * server reports an apply-mode push or an apply; evaluations read rank 0's
  * replica (worker 0's, or the server's global model) at that iteration.
  *
- * Refused (HS_EUNSUPPORTED): all-reduces over a subset of the workers and all-reduces with a
+ * Refused (HS_EUNSUPPORTED): compression, overlapped and hierarchical all-reduces
+ * (HS_REAL_RANKS_CAPS), all-reduces over a subset of the workers and all-reduces with a
  * server rank ("not supported yet"), pushes, pulls and applies without one (start one process
  * more, with --server-rank), leave and join events ("not supported yet").
  *
@@ -45,6 +46,10 @@
 
 #include "real/real_comm.h"
 #include "real/real_run.h"
+
+/* What the multi-process runtime can do (pol_policy.h's HS_CAP_*): none of the extras; the CLI
+ * checks a run against it with hs_runtime_check_caps (runtime/rt_core.h) before storing. */
+#define HS_REAL_RANKS_CAPS 0u
 
 int hs_real_rank_run(const hs_real_config *cfg, const hs_real_launch *launch, hs_real_result *res, hs_diag *d);
 

@@ -45,6 +45,8 @@ typedef struct rop {
   int global_applied;      /* ... and finished it */
   double lr;
   double weight;           /* push: the server scales the update by it (hs_comm_opts.weight) */
+  const hs_compressor *compressor; /* what is sent goes through it (hs_comm_opts), or NULL */
+  double ratio;
   int batch;               /* push: the pushing worker's last batch */
   uint64_t version;        /* push: worker's version at issue; pull: global version sent;
                               all-reduce: the global version its update applied to */
@@ -235,6 +237,8 @@ static rop *op_new(real *s, hs_comm_kind kind, const hs_comm_opts *o) {
   op->ps_mode = o ? o->ps_mode : HS_PS_APPLY;
   op->tag = o ? o->tag : 0;
   op->weight = o && o->weight > 0 ? o->weight : 1.0;
+  op->compressor = o && o->ratio > 0 ? o->compressor : NULL;
+  op->ratio = o ? o->ratio : 0;
   op->start = now_of(s);
   op->next = s->ops;
   s->ops = op;
@@ -373,6 +377,7 @@ static const hs_rt_driver threads_driver = {
     .set_lr = drv_set_lr,
     .slowdown = drv_slowdown,
     .join = NULL, /* refused before the run (setup) */
+    .caps = HS_REAL_THREADS_CAPS,
 };
 
 /* --- lane work ------------------------------------------------------------------------------ */
@@ -470,7 +475,18 @@ static int do_allreduce(real *s, int w, rop *op, hs_diag *d) {
   const hs_real_comm_ops *cm = s->cfg->comm;
   double start = now_of(s);
   float *buf = op->what == HS_COMM_GRAD ? hs_net_grads(x->tw.net) : hs_net_params(x->tw.net);
-  int rc = cm->allreduce(s->comm, op->id, w, buf, s->P, op->ws, op->n, op->wts, d);
+  int rc = 0;
+  if (op->what == HS_COMM_GRAD && op->compressor) {
+    /* A compressed gradient: what the others receive is what the compressor lets through. */
+    if (!cm->device_buffers) {
+      rc = hs_real_worker_compress(&x->tw, op->compressor, op->ratio, buf, s->P, s->cfg->seed, w, d);
+    } else if (!(rc = hs_net_get_grads(x->tw.net, x->host, d)) &&
+               !(rc = hs_real_worker_compress(&x->tw, op->compressor, op->ratio, x->host, s->P, s->cfg->seed, w, d))) {
+      rc = hs_net_set_grads(x->tw.net, x->host, d);
+    }
+    if (rc) return rc;
+  }
+  rc = cm->allreduce(s->comm, op->id, w, buf, s->P, op->ws, op->n, op->wts, d);
   if (rc) return rc;
   /* The reduced vector, in host memory: a host backend's buffer is the net's own (read in
    * place, no copy); a device backend's is copied out. */
@@ -545,7 +561,7 @@ static int do_allreduce(real *s, int w, rop *op, hs_diag *d) {
 static int do_push(real *s, int w, rop *op, hs_diag *d) {
   rworker *x = &s->w[w];
   int rc = 0;
-  const float *msg = x->host;
+  float *msg = x->host;
   if (op->what == HS_COMM_GRAD) {
     /* A host net's gradient is sent from where it is. */
     if (s->cfg->comm->device_buffers) rc = hs_net_get_grads(x->tw.net, x->host, d);
@@ -556,6 +572,9 @@ static int do_push(real *s, int w, rop *op, hs_diag *d) {
     if (!rc) rc = hs_net_get_params(x->tw.net, x->host, d);
     if (!rc) hs_runtime_model_delta(x->host, x->host, x->base, s->P);
   }
+  /* A compressed update (gradient or model delta): the server receives what the compressor
+   * lets through, as in the simulator's proxy model. */
+  if (!rc) rc = hs_real_worker_compress(&x->tw, op->compressor, op->ratio, msg, s->P, s->cfg->seed, w, d);
   if (rc) return rc;
   double start = now_of(s);
   rc = s->cfg->comm->send(s->comm, w, s->core.n, op->id, msg, s->P, d);
@@ -816,6 +835,9 @@ static int setup(real *s, const hs_real_config *cfg, hs_shards *sh) {
     return fail(s, HS_EINVAL, "no stop condition: give --iterations, --epochs, --time, --target-loss or --target-accuracy");
   if ((cfg->target_loss > 0 || cfg->target_accuracy > 0) && !cfg->test)
     return fail(s, HS_EINVAL, "a target loss or accuracy needs evaluations (a test set)");
+  int rc;
+  if ((rc = hs_runtime_check_caps(cfg->policy, cfg->params, spec, HS_REAL_THREADS_CAPS, "threaded real", &s->core.diag)))
+    return rc;
   if (spec)
     for (int i = 0; i < spec->n_events; i++)
       if (spec->events[i].kind == HS_EVENT_JOIN)
@@ -830,7 +852,6 @@ static int setup(real *s, const hs_real_config *cfg, hs_shards *sh) {
     c->w[r].active = 1;
   }
   hs_net_options no = {.seed = cfg->seed, .max_batch = 0, .threads = 1};
-  int rc;
   for (int i = 0; i < s->core.n; i++) {
     rworker *x = &s->w[i];
     const char *dev = cfg->worker_devices && cfg->worker_devices[i] ? cfg->worker_devices[i] : cfg->device;

@@ -31,7 +31,11 @@
  * weights NULL = b_i / sum b over the participants' last steps; given weights are normalised to
  * sum 1. An operation's content is taken when its lane reaches it (after the lane's earlier
  * actions), so communication overlaps other workers' compute but not the same worker's.
- * Compression is not applied in real mode (a policy that sets a compressor sends fp32).
+ * A gradient or model delta sent with a compressor goes through the compressor's real round
+ * trip (pol_compress.h, one context per worker, as the simulator's proxy model), so what the
+ * others or the server receive is what the compressor lets through; the bytes on the wire stay
+ * fp32. Overlapped and hierarchical all-reduces and join events are refused
+ * (HS_REAL_THREADS_CAPS; hs_runtime_check_caps before the run).
  *
  * Time: CLOCK_MONOTONIC, 0 at the start of the run. Heterogeneity on one machine is emulated
  * from the cluster file: a worker whose compute slowdown is s (its initial `slowdown`, then the
@@ -57,6 +61,10 @@
 #include "nn/nn_data.h"
 #include "policies/pol_policy.h"
 #include "real/real_comm.h"
+
+/* What the threaded runtime can do (pol_policy.h's HS_CAP_*): the CLI checks a run against it
+ * with hs_runtime_check_caps (runtime/rt_core.h) before it stores anything. */
+#define HS_REAL_THREADS_CAPS (HS_CAP_COMPRESSION | HS_CAP_SUBSET | HS_CAP_LEAVE)
 
 typedef enum hs_real_status {
   HS_REAL_COMPLETE = 0,    /* a stop condition was reached */

@@ -4,6 +4,7 @@
 
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 double hs_real_mono(void) {
@@ -75,7 +76,37 @@ int hs_real_sleep(double slow, double sec, double timeout, hs_real_stopped_fn *s
   return 0;
 }
 
+int hs_real_worker_compress(hs_real_worker *w, const hs_compressor *c, double ratio, float *g, int64_t n,
+                            uint64_t seed, int worker, hs_diag *d) {
+  if (!c || !(ratio > 0)) return 0;
+  hs_block b = hs_compress_flat_block((double)n);
+  if (!w->cbuf) {
+    w->cn = (int64_t)(b.rows * b.cols);
+    if (!(w->cbuf = calloc((size_t)w->cn, sizeof *w->cbuf)))
+      return hs_diag_set(d, HS_ENOMEM, "out of memory for the compressor's buffer");
+  }
+  if (w->cx && (w->cx_c != c || w->cx_param != ratio)) {
+    hs_compress_close(w->cx);
+    w->cx = NULL;
+  }
+  if (!w->cx) {
+    int rc = hs_compressor_check(c, ratio, d);
+    if (rc || (rc = hs_compress_open(&w->cx, c, ratio, &b, 1, seed, (uint64_t)worker, d))) return rc;
+    w->cx_c = c;
+    w->cx_param = ratio;
+  }
+  memcpy(w->cbuf, g, (size_t)n * sizeof *g);
+  memset(w->cbuf + n, 0, (size_t)(w->cn - n) * sizeof *w->cbuf);
+  int rc = hs_compress_roundtrip(w->cx, w->cbuf, d);
+  if (!rc) memcpy(g, w->cbuf, (size_t)n * sizeof *g);
+  return rc;
+}
+
 void hs_real_worker_free(hs_real_worker *w) {
+  if (w->cx) hs_compress_close(w->cx);
+  free(w->cbuf);
+  w->cx = NULL;
+  w->cbuf = NULL;
   free(w->x);
   free(w->y);
   w->x = NULL;

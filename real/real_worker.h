@@ -15,6 +15,7 @@
 #include "core/core_error.h"
 #include "nn/nn_data.h"
 #include "nn/nn_net.h"
+#include "policies/pol_compress.h"
 
 typedef struct hs_real_worker {
   hs_net *net;        /* the owner's */
@@ -22,6 +23,13 @@ typedef struct hs_real_worker {
   float *x;           /* input batch buffer */
   int32_t *y;
   int cap;            /* samples the buffers hold */
+  /* The compressor state of what it sends (error feedback persists across sends), opened at
+   * the first compressed send and again when the compressor or its ratio changes. */
+  hs_compress_ctx *cx;
+  const hs_compressor *cx_c;
+  double cx_param;
+  float *cbuf;        /* a vector padded to the compressor's matrix view */
+  int64_t cn;         /* its floats */
 } hs_real_worker;
 
 /* CLOCK_MONOTONIC, s. */
@@ -45,6 +53,14 @@ typedef int hs_real_stopped_fn(void *ctx);
  * sec is longer (after sleeping timeout, the others having waited that long for this worker). */
 int hs_real_sleep(double slow, double sec, double timeout, hs_real_stopped_fn *stopped, void *ctx, hs_diag *d);
 
+/* Sends g (n floats, host memory) through the compressor c at ratio in place, as the
+ * simulator's proxy model does (pol_compress.h's real round trip on the vector viewed as one
+ * near-square matrix), with worker `worker`'s own context seeded from (seed, worker): what
+ * arrives is what the compressor lets through. Nothing when c is NULL or ratio <= 0. */
+int hs_real_worker_compress(hs_real_worker *w, const hs_compressor *c, double ratio, float *g, int64_t n,
+                            uint64_t seed, int worker, hs_diag *d);
+
+/* Frees the batch buffers and the compressor state (not the net). */
 void hs_real_worker_free(hs_real_worker *w);
 
 #endif

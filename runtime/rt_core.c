@@ -69,11 +69,26 @@ static int rt_local_update(hs_runtime *rt, int w) {
   return rc ? rc : c->drv->local_update(c, w);
 }
 
+/* What the policy asks of a communication that the driver cannot do (caps): 0, or the run
+ * fails with HS_EUNSUPPORTED. */
+static int check_opts_caps(hs_rt_core *c, const hs_comm_opts *o, int allreduce, int n) {
+  unsigned caps = c->drv->caps;
+  const char *what = NULL;
+  if (o->compressor && o->ratio > 0 && !(caps & HS_CAP_COMPRESSION)) what = "compression";
+  else if (allreduce && o->overlap && o->what == HS_COMM_GRAD && !(caps & HS_CAP_OVERLAP)) what = "overlapped all-reduce";
+  else if (allreduce && o->algo == HS_AR_HIER && !(caps & HS_CAP_ALGO)) what = "hierarchical all-reduce";
+  else if (allreduce && n < c->n && !(caps & HS_CAP_SUBSET)) what = "an all-reduce over a subset of the workers";
+  if (!what) return 0;
+  return hs_rt_core_fail(c, HS_EUNSUPPORTED, "policy %s: %s is not supported by the %s runtime", c->policy->name, what,
+                         c->drv->name);
+}
+
 static int rt_allreduce(hs_runtime *rt, const int *ws, int n, const double *weights, const hs_comm_opts *o) {
   hs_rt_core *c = C(rt);
   const char *name = c->policy->name;
   int rc = hs_runtime_check_allreduce(&c->diag, name, n);
   if (rc) return rc;
+  if (c->drv->caps != HS_CAP_ALL && (rc = check_opts_caps(c, opts_or_none(o), 1, n))) return rc;
   /* Without given weights, the last batches are the weights: whole numbers of samples, never
    * negative, so only given weights need the weight check. */
   for (int i = 0; i < n; i++)
@@ -86,6 +101,7 @@ static int rt_allreduce(hs_runtime *rt, const int *ws, int n, const double *weig
 static int rt_push(hs_runtime *rt, int w, const hs_comm_opts *o) {
   hs_rt_core *c = C(rt);
   int rc = hs_runtime_check_worker(&c->diag, c->policy->name, "push", w, c->n);
+  if (!rc && c->drv->caps != HS_CAP_ALL) rc = check_opts_caps(c, opts_or_none(o), 0, 1);
   return rc ? rc : c->drv->push(c, w, opts_or_none(o));
 }
 
@@ -142,7 +158,9 @@ static const hs_runtime_ops core_ops = {
 /* --- set-up ------------------------------------------------------------------------------------ */
 
 void hs_rt_core_init(hs_rt_core *c, const hs_rt_driver *drv) {
-  c->rt.ops = &core_ops;
+  c->ops = core_ops;
+  c->ops.caps = drv->caps;
+  c->rt.ops = &c->ops;
   c->drv = drv;
   c->last_eval = -1;
   c->last_loss = c->last_acc = c->target_time = NAN;
@@ -177,7 +195,7 @@ int hs_rt_core_open(hs_rt_core *c) {
   if (c->cluster)
     for (int i = 0; i < c->cluster->n_events; i++) {
       const hs_event_spec *e = &c->cluster->events[i];
-      if (e->kind == HS_EVENT_JOIN && !c->drv->join)
+      if (e->kind == HS_EVENT_JOIN && (!c->drv->join || !(c->drv->caps & HS_CAP_JOIN)))
         return hs_rt_core_fail(c, HS_EUNSUPPORTED, "%s:%d: a join event: workers joining mid-run are not "
                                "supported by the %s runtime", c->cluster->path, e->pos.line, c->drv->name);
     }
@@ -310,4 +328,26 @@ void hs_rt_core_worker_time(const hs_rt_core *c, int w, double end, double *busy
   *busy = b;
   *life = l;
   *wait = wt > 0 ? wt : 0;
+}
+
+/* --- capabilities ------------------------------------------------------------------------------ */
+
+int hs_runtime_check_caps(const hs_policy *policy, const hs_params *params, const hs_cluster_spec *cluster,
+                          unsigned caps, const char *runtime, hs_diag *d) {
+  /* Every policy with an `algo` parameter means the all-reduce algorithm by it (pol_ssgd.c and
+   * the policies built on it). `overlap` is not read: it means ssgd's bucketed all-reduce in one
+   * policy and lbcal's overlap of model averaging with local steps in another; an overlapped
+   * all-reduce is refused when the policy asks for one. */
+  double algo = params && params->spec ? hs_params_get(params, "algo") : NAN;
+  if (algo == (double)HS_AR_HIER && !(caps & HS_CAP_ALGO))
+    return hs_diag_set(d, HS_EUNSUPPORTED, "policy %s: algo=hier (hierarchical all-reduce) is not supported by the %s "
+                       "runtime", policy->name, runtime);
+  for (int i = 0; cluster && i < cluster->n_events; i++) {
+    const hs_event_spec *e = &cluster->events[i];
+    unsigned need = e->kind == HS_EVENT_JOIN ? HS_CAP_JOIN : e->kind == HS_EVENT_LEAVE ? HS_CAP_LEAVE : 0;
+    if (need && !(caps & need))
+      return hs_diag_set(d, HS_EUNSUPPORTED, "%s:%d: a %s event: not supported by the %s runtime", cluster->path,
+                         e->pos.line, e->kind == HS_EVENT_JOIN ? "join" : "leave", runtime);
+  }
+  return 0;
 }

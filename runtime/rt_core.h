@@ -94,6 +94,7 @@ typedef struct hs_rt_driver {
    * run). The driver creates the worker (hs_rt_core_add_worker) and, once it holds the model,
    * calls hs_rt_core_joined. */
   int (*join)(hs_rt_core *c, const hs_event_spec *e);
+  unsigned caps; /* HS_CAP_* (pol_policy.h): what it can do; the core refuses the rest */
 } hs_rt_driver;
 
 #define HS_RT_DRIVER_VERSION 1
@@ -119,6 +120,7 @@ typedef struct hs_rt_worker {
 
 struct hs_rt_core {
   hs_runtime rt;              /* first member: the policy sees only this */
+  hs_runtime_ops ops;         /* the core's table, with the driver's caps */
   const hs_rt_driver *drv;
   hs_diag diag;
   /* the policy */
@@ -227,6 +229,16 @@ static inline int hs_rt_core_compute_done(hs_rt_core *c, int w, int batch, doubl
 /* Worker w's part of the summary at `end`: its busy time (a step in progress counts up to
  * end), its life in the cluster and the rest of that life as its wait. */
 void hs_rt_core_worker_time(const hs_rt_core *c, int w, double end, double *busy, double *life, double *wait);
+
+/* Whether `runtime` (its name, for the message), which can do `caps`, can run `policy` with
+ * params on cluster (NULL: none) as far as they show before the run: a policy parameter named
+ * algo set to hier needs HS_CAP_ALGO, join and leave events HS_CAP_JOIN and HS_CAP_LEAVE. 0, or
+ * HS_EUNSUPPORTED with the message in d. The CLI calls it before it opens a run, so that nothing
+ * is stored; the runtimes call it too. What only the policy's calls show (a compressor, an
+ * overlapped all-reduce, an all-reduce over a subset) is refused when asked, by the core's
+ * checks (the run then fails with HS_EUNSUPPORTED). */
+int hs_runtime_check_caps(const hs_policy *policy, const hs_params *params, const hs_cluster_spec *cluster,
+                          unsigned caps, const char *runtime, hs_diag *d);
 
 /* Whether a stop condition other than the clock can be reached: a limit, or a target with
  * evaluations. */

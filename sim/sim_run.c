@@ -402,6 +402,7 @@ static const hs_rt_driver sim_driver = {
     .set_lr = drv_set_lr,
     .slowdown = drv_slowdown,
     .join = drv_join,
+    .caps = HS_SIM_CAPS,
 };
 
 /* --- event handlers --------------------------------------------------------------------- */

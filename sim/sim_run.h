@@ -37,6 +37,9 @@
 #include "policies/pol_policy.h"
 #include "sim/sim_trace.h"
 
+/* What the simulator can do (pol_policy.h's HS_CAP_*): everything. */
+#define HS_SIM_CAPS HS_CAP_ALL
+
 typedef enum hs_sim_status {
   HS_SIM_COMPLETE = 0,    /* a stop condition was reached */
   HS_SIM_INTERRUPTED = 1, /* *stop became non-zero */

@@ -19,7 +19,9 @@
 #include "nn/nn_zoo.h"
 #include "policies/pol_registry.h"
 #include "real/real_comm.h"
+#include "real/real_rank.h"
 #include "real/real_run.h"
+#include "runtime/rt_core.h"
 #include "sim/sim_run.h"
 #include "tests/hs_test.h"
 
@@ -295,7 +297,44 @@ static void test_every_policy_same_iterations(void) {
   }
 }
 
+/* Each runtime says what it cannot do before the run, in words naming the policy's parameter
+ * or the cluster file's line; what it can do passes. */
+static void test_caps_refused_before_the_run(void) {
+  const hs_policy *pol;
+  hs_params p;
+  hs_diag d = {0};
+  ASSERT_EQ(hs_policy_parse("ssgd:algo=hier", &pol, &p, &d), 0);
+  ASSERT_EQ(hs_runtime_check_caps(pol, &p, NULL, HS_SIM_CAPS, "simulated", &d), 0);
+  ASSERT_EQ(hs_runtime_check_caps(pol, &p, NULL, HS_REAL_THREADS_CAPS, "threaded real", &d), HS_EUNSUPPORTED);
+  ASSERT_STR(d.msg, "policy ssgd: algo=hier (hierarchical all-reduce) is not supported by the threaded real runtime");
+  /* lbcal's overlap (model averaging beside local steps) is not a bucketed all-reduce. */
+  ASSERT_EQ(hs_policy_parse("lbcal:overlap=1", &pol, &p, &d), 0);
+  ASSERT_EQ(hs_runtime_check_caps(pol, &p, NULL, HS_REAL_THREADS_CAPS, "threaded real", &d), 0);
+  ASSERT_EQ(hs_policy_parse("localsgd:algo=hier", &pol, &p, &d), 0);
+  ASSERT_EQ(hs_runtime_check_caps(pol, &p, NULL, HS_REAL_RANKS_CAPS, "multi-process real", &d), HS_EUNSUPPORTED);
+  ASSERT_CONTAINS(d.msg, "algo=hier");
+  ASSERT_EQ(hs_policy_parse("ashl", &pol, &p, &d), 0);
+  ASSERT_EQ(hs_runtime_check_caps(pol, &p, NULL, HS_REAL_THREADS_CAPS, "threaded real", &d), 0);
+  static const char *LEAVE = "name: leave\n"
+                             "network: {bandwidth: 10Gbps, latency: 20us}\n"
+                             "device_types:\n"
+                             "  g: {compute: {t0: 10ms, per_sample: 1ms}}\n"
+                             "nodes:\n"
+                             "  - {name: n0, devices: [{type: g, count: 2}]}\n"
+                             "events:\n"
+                             "  - {at: 1s, leave: 1}\n";
+  hs_cluster_spec spec;
+  memset(&spec, 0, sizeof spec);
+  ASSERT_EQ(hs_cluster_parse(&spec, "leave.yaml", LEAVE, strlen(LEAVE), &d), 0);
+  ASSERT_EQ(hs_policy_parse("ssgd", &pol, &p, &d), 0);
+  ASSERT_EQ(hs_runtime_check_caps(pol, &p, &spec, HS_REAL_THREADS_CAPS, "threaded real", &d), 0);
+  ASSERT_EQ(hs_runtime_check_caps(pol, &p, &spec, HS_REAL_RANKS_CAPS, "multi-process real", &d), HS_EUNSUPPORTED);
+  ASSERT_STR(d.msg, "leave.yaml:8: a leave event: not supported by the multi-process real runtime");
+  hs_cluster_spec_free(&spec);
+}
+
 static const hs_test_case cases[] = {
+    {"caps_refused_before_the_run", test_caps_refused_before_the_run},
     {"scripted_policy_same_in_both", test_scripted_policy_same_in_both},
     {"every_policy_same_iterations", test_every_policy_same_iterations},
     {NULL, NULL},
