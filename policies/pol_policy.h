@@ -14,6 +14,11 @@
  *   every callback; whatever init allocates beyond that, fini frees.
  * - Callbacks return 0, or a negative HS_E* code after hs_rt_fail() has said why; the runtime
  *   then ends the run as failed.
+ * - Every hs_comm_opts pointer may be NULL, in every runtime: it stands for the zeroed options
+ *   (gradients, ring, applied on arrival, fp32, tag 0, weight 1).
+ * - Iterations: one update of the global model is one iteration, counted once when the update
+ *   is made (an all-reduce's result becomes the global model, a push is applied, an apply is
+ *   made), whichever participant or rank makes it (runtime/rt_core.h).
  * - Both tables carry a version as their first field; new members are only ever appended
  *   (as SQLite's sqlite3_io_methods), so policies of the next issues fit without changing them.
  * Units: seconds, bytes, samples. */
@@ -26,7 +31,7 @@
 #include "core/core_error.h"
 #include "policies/pol_params.h"
 
-#define HS_RUNTIME_VERSION 1
+#define HS_RUNTIME_VERSION 2 /* 2: hs_runtime_ops.caps */
 #define HS_POLICY_VERSION 1
 
 typedef struct hs_runtime hs_runtime;
@@ -107,6 +112,18 @@ typedef struct hs_cluster_obs {
   double slowdown, comm_slowdown; /* current multipliers */
 } hs_cluster_obs;
 
+/* What a runtime can do beyond the plain operations (hs_runtime_ops.caps). A runtime refuses
+ * what it lacks with a clear message (HS_EUNSUPPORTED): before the run where the policy's
+ * parameters or the cluster file show it (hs_runtime_check_caps, runtime/rt_core.h), else when
+ * the policy asks. */
+#define HS_CAP_COMPRESSION 0x01u /* hs_comm_opts.compressor applied to what is sent */
+#define HS_CAP_OVERLAP 0x02u     /* hs_comm_opts.overlap: bucketed all-reduce during backward */
+#define HS_CAP_ALGO 0x04u        /* hs_comm_opts.algo = HS_AR_HIER, hierarchical all-reduce */
+#define HS_CAP_SUBSET 0x08u      /* all-reduces over a subset of the workers */
+#define HS_CAP_JOIN 0x10u        /* join events of the cluster file */
+#define HS_CAP_LEAVE 0x20u       /* leave events of the cluster file */
+#define HS_CAP_ALL 0x3fu
+
 /* The runtime's operations. Implementations embed `hs_runtime` as their first member. */
 typedef struct hs_runtime_ops {
   int version; /* HS_RUNTIME_VERSION */
@@ -122,14 +139,18 @@ typedef struct hs_runtime_ops {
   uint64_t (*seed)(hs_runtime *rt);
   int (*compute)(hs_runtime *rt, int w, int batch, uint64_t tag);
   int (*local_update)(hs_runtime *rt, int w);       /* apply w's own gradient to its local model */
+  /* weights NULL: b_i / sum b over the participants' last batches; given or not, every weight
+   * must be finite and not negative (else the run fails), and they are normalised to sum 1
+   * (1/n each when they sum to 0). */
   int (*allreduce)(hs_runtime *rt, const int *workers, int n, const double *weights,
-                   const hs_comm_opts *o);          /* weights NULL: b_i / sum b */
+                   const hs_comm_opts *o);
   int (*push)(hs_runtime *rt, int w, const hs_comm_opts *o);
   int (*apply)(hs_runtime *rt, const hs_comm_opts *o);
   int (*pull)(hs_runtime *rt, int w, const hs_comm_opts *o);
   int (*timer)(hs_runtime *rt, double delay, uint64_t tag);
   int (*set_lr)(hs_runtime *rt, int w, double lr);  /* w = -1: every worker */
   hs_diag *(*diag)(hs_runtime *rt);                 /* where a failing policy says why */
+  unsigned caps;                                    /* HS_CAP_* (version 2) */
 } hs_runtime_ops;
 
 struct hs_runtime {

@@ -21,7 +21,10 @@
 
 #include "nn/nn_eval.h"
 #include "nn/nn_net.h"
-#include "policies/pol_runtime.h"
+#include "real/real_worker.h"
+#include "runtime/rt_core.h"
+#include "runtime/rt_model.h"
+#include "runtime/rt_runtime.h"
 #include "real/real_rank_tcp.h"
 
 enum {
@@ -88,17 +91,14 @@ typedef struct exec {
   int rank, worker, n, fd, probe; /* rank: in the comm; worker: whose shard (the server: 0's) */
   int server;                     /* the parameter-server rank: replica is the global model */
   float *base, *srv_buf;          /* worker: the model at its last sync; server: a transfer */
-  double *acc, acc_w;             /* server: accumulated pushes (GRAD: sum of batches; MODEL: count) */
   int world;
   double timeout;
   hs_shards *sh;
-  hs_net *net;
-  hs_data_iter it;
-  float *x;
-  int32_t *y;
-  int cap;
+  hs_real_worker tw;              /* its net, its shard, its batch buffers (real_worker.h) */
   int64_t P;
-  float *replica, *host;
+  hs_runtime_model gm;            /* the replica (gm.global; the server's: the global model) and the
+                                     server's accumulated pushes (rt_model.h) */
+  float *host;
   hs_real_comm *comm;
   pthread_t reader, th;
   int inited, reader_started, th_started;
@@ -197,74 +197,20 @@ static void *reader_main(void *p) {
   return NULL;
 }
 
-/* The emulated slowdown's sleep, as real_run.c's: in slices of at most 20 ms, cut short when
- * rank 0 says stop (or is lost), bounded by --timeout (HS_ERUNTIME past it). */
-static int sleep_for(exec *e, double slow, double sec, hs_diag *d) {
-  if (!(sec > 0)) return 0;
-  double end = hs_rank_mono() + fmin(sec, e->timeout);
-  for (;;) {
-    pthread_mutex_lock(&e->mu);
-    int stop = e->stop || e->lost;
-    pthread_mutex_unlock(&e->mu);
-    if (stop) return 0;
-    double left = end - hs_rank_mono();
-    if (left <= 0) break;
-    struct timespec ts = {.tv_sec = 0, .tv_nsec = (long)(fmin(left, 0.02) * 1e9)};
-    nanosleep(&ts, NULL);
-  }
-  if (sec > e->timeout)
-    return hs_diag_set(d, HS_ERUNTIME, "its emulated slowdown (%g) stretches a step by %g s, past --timeout %g s", slow,
-                       sec, e->timeout);
-  return 0;
+/* Whether the emulated slowdown's sleep ends early: rank 0 said stop, or is lost. */
+static int exec_stopped(void *ctx) {
+  exec *e = ctx;
+  pthread_mutex_lock(&e->mu);
+  int stop = e->stop || e->lost;
+  pthread_mutex_unlock(&e->mu);
+  return stop;
 }
 
-static int train_step(exec *e, int batch, double *loss, hs_diag *d) {
-  if (batch > e->cap) {
-    int c, h, wd;
-    hs_data_shape(e->cfg->train, &c, &h, &wd);
-    float *nx = realloc(e->x, (size_t)batch * (size_t)(c * h * wd) * sizeof *nx);
-    if (nx) e->x = nx;
-    int32_t *ny = realloc(e->y, (size_t)batch * sizeof *ny);
-    if (ny) e->y = ny;
-    if (!nx || !ny) return hs_diag_set(d, HS_ENOMEM, "out of memory for a batch of %d samples", batch);
-    e->cap = batch;
-  }
-  int rc, correct;
-  if ((rc = hs_data_iter_next(&e->it, batch, e->x, e->y, NULL, d)) || (rc = hs_net_load(e->net, e->x, e->y, batch, d)) ||
-      (rc = hs_net_forward(e->net, 1, d)) || (rc = hs_net_backward(e->net, d)) ||
-      (rc = hs_net_result(e->net, loss, &correct, d)))
-    return rc;
-  return 0;
-}
-
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
-/* As real_run.c's probe: a few timed steps at two batch sizes, t = t0 + k*b. */
+/* The pre-run fit of real_worker.h; the data iterator then restarts on this rank's shard. */
 static int probe(exec *e, hs_diag *d) {
-  int64_t share = e->cfg->global_batch / e->n;
-  int b2 = (int)(share > 1 ? share : 2), b1 = b2 / 2 > 0 ? b2 / 2 : 1;
-  double med[2];
-  int bs[2] = {b1, b2};
-  for (int k = 0; k < 2; k++) {
-    double t[3], loss;
-    int rc = train_step(e, bs[k], &loss, d);
-    for (int r = 0; !rc && r < 3; r++) {
-      double a = hs_rank_mono();
-      rc = train_step(e, bs[k], &loss, d);
-      t[r] = hs_rank_mono() - a;
-    }
-    if (rc) return rc;
-    qsort(t, 3, sizeof t[0], cmp_double);
-    med[k] = t[1];
-  }
-  e->probe_k = b2 > b1 ? (med[1] - med[0]) / (double)(b2 - b1) : 0;
-  if (e->probe_k < 0) e->probe_k = 0;
-  e->probe_t0 = med[0] - e->probe_k * (double)b1;
-  if (e->probe_t0 < 0) e->probe_t0 = 0;
-  return hs_data_iter_init(&e->it, e->cfg->train, e->sh, e->rank, 0, d);
+  int rc = hs_real_worker_probe(&e->tw, e->cfg->train, e->cfg->global_batch / e->n, &e->probe_t0, &e->probe_k, d);
+  if (rc) return rc;
+  return hs_data_iter_init(&e->tw.it, e->cfg->train, e->sh, e->rank, 0, d);
 }
 
 static int exec_setup(exec *e, hs_diag *d) {
@@ -272,23 +218,20 @@ static int exec_setup(exec *e, hs_diag *d) {
   hs_net_options no = {.seed = cfg->seed, .max_batch = 0, .threads = 1};
   int rc;
   if ((rc = hs_shards_open(&e->sh, hs_data_count(cfg->train), e->n, NULL, cfg->seed, d)) ||
-      (rc = hs_net_open(&e->net, cfg->device, cfg->model, &no, d)))
+      (rc = hs_net_open(&e->tw.net, cfg->device, cfg->model, &no, d)))
     return rc;
-  e->P = hs_net_param_count(e->net);
+  e->P = hs_net_param_count(e->tw.net);
   size_t bytes = (size_t)e->P * sizeof(float);
-  e->replica = malloc(bytes);
+  if ((rc = hs_runtime_model_open(&e->gm, e->P, d))) return rc;
   e->host = malloc(bytes);
   e->base = malloc(bytes);
-  if (e->server) {
-    e->srv_buf = malloc(bytes);
-    e->acc = calloc((size_t)e->P, sizeof *e->acc);
-  }
-  if (!e->replica || !e->host || !e->base || (e->server && (!e->srv_buf || !e->acc)))
+  if (e->server) e->srv_buf = malloc(bytes);
+  if (!e->host || !e->base || (e->server && !e->srv_buf))
     return hs_diag_set(d, HS_ENOMEM, "out of memory for the model replica");
-  if ((rc = hs_net_get_params(e->net, e->replica, d)) ||
-      (rc = hs_data_iter_init(&e->it, cfg->train, e->sh, e->worker, 0, d)))
+  if ((rc = hs_net_get_params(e->tw.net, e->gm.global, d)) ||
+      (rc = hs_data_iter_init(&e->tw.it, cfg->train, e->sh, e->worker, 0, d)))
     return rc;
-  memcpy(e->base, e->replica, bytes);
+  memcpy(e->base, e->gm.global, bytes);
   hs_real_comm_config cc = {.world = e->world, .n = e->P, .timeout_s = e->timeout, .device = cfg->device};
   hs_real_comm *comm = NULL;
   if ((rc = cfg->comm->open(&comm, &cc, d))) return rc;
@@ -309,7 +252,7 @@ static int keep_snapshot(exec *e, uint64_t op, hs_diag *d) {
     free(s);
     return hs_diag_set(d, HS_ENOMEM, "out of memory for an evaluation's model");
   }
-  memcpy(s->model, e->replica, (size_t)e->P * sizeof *s->model);
+  memcpy(s->model, e->gm.global, (size_t)e->P * sizeof *s->model);
   s->op = op;
   pthread_mutex_lock(&e->mu);
   s->next = e->snaps;
@@ -329,21 +272,16 @@ static int do_allreduce(exec *e, const cmd *c, double *dur, hs_diag *d) {
   const hs_real_comm_ops *cm = e->cfg->comm;
   int grad = c->m.what == HS_COMM_GRAD;
   double t0 = hs_rank_mono();
-  float *buf = grad ? hs_net_grads(e->net) : hs_net_params(e->net);
+  float *buf = grad ? hs_net_grads(e->tw.net) : hs_net_params(e->tw.net);
   int rc = cm->allreduce(e->comm, c->m.op, e->rank, buf, e->P, ranks, n, wts, d);
   if (rc) return rc;
   const float *red = buf;
   if (cm->device_buffers) {
-    if ((rc = grad ? hs_net_get_grads(e->net, e->host, d) : hs_net_get_params(e->net, e->host, d))) return rc;
+    if ((rc = grad ? hs_net_get_grads(e->tw.net, e->host, d) : hs_net_get_params(e->tw.net, e->host, d))) return rc;
     red = e->host;
   }
-  if (grad) {
-    float lr = (float)c->m.lr;
-    for (int64_t i = 0; i < e->P; i++) e->replica[i] -= lr * red[i];
-  } else {
-    memcpy(e->replica, red, (size_t)e->P * sizeof *e->replica);
-  }
-  if ((rc = hs_net_set_params(e->net, e->replica, d))) return rc;
+  hs_runtime_model_allreduced(&e->gm, grad ? HS_COMM_GRAD : HS_COMM_MODEL, red, c->m.lr, NULL);
+  if ((rc = hs_net_set_params(e->tw.net, e->gm.global, d))) return rc;
   if (c->m.snapshot && (rc = keep_snapshot(e, c->m.op, d))) return rc;
   *dur = hs_rank_mono() - t0;
   return 0;
@@ -354,14 +292,10 @@ static int do_allreduce(exec *e, const cmd *c, double *dur, hs_diag *d) {
 static int do_push(exec *e, const cmd *c, double *dur, hs_diag *d) {
   int rc;
   if (c->m.what == HS_COMM_GRAD) {
-    rc = hs_net_get_grads(e->net, e->host, d);
+    rc = hs_net_get_grads(e->tw.net, e->host, d);
   } else {
-    rc = hs_net_get_params(e->net, e->host, d);
-    for (int64_t i = 0; !rc && i < e->P; i++) {
-      float p = e->host[i];
-      e->host[i] = p - e->base[i];
-      e->base[i] = p;
-    }
+    rc = hs_net_get_params(e->tw.net, e->host, d);
+    if (!rc) hs_runtime_model_delta(e->host, e->host, e->base, e->P);
   }
   if (rc) return rc;
   double t0 = hs_rank_mono();
@@ -374,7 +308,7 @@ static int do_push(exec *e, const cmd *c, double *dur, hs_diag *d) {
 static int do_pull(exec *e, const cmd *c, double *dur, hs_diag *d) {
   double t0 = hs_rank_mono();
   int rc = e->cfg->comm->recv(e->comm, e->rank, 0, c->m.op, e->host, e->P, d);
-  if (!rc) rc = hs_net_set_params(e->net, e->host, d);
+  if (!rc) rc = hs_net_set_params(e->tw.net, e->host, d);
   if (rc) return rc;
   memcpy(e->base, e->host, (size_t)e->P * sizeof *e->base);
   *dur = hs_rank_mono() - t0;
@@ -383,32 +317,14 @@ static int do_pull(exec *e, const cmd *c, double *dur, hs_diag *d) {
 
 /* Server: the three operations of real_run.c's server lane, on its global model (replica). */
 static int do_server(exec *e, const cmd *c, hs_diag *d) {
-  int rc = 0, grad = c->m.what == HS_COMM_GRAD;
-  if (c->m.kind == S_PULL) return e->cfg->comm->send(e->comm, 0, c->m.peer, c->m.op, e->replica, e->P, d);
+  int rc = 0;
+  if (c->m.kind == S_PULL) return e->cfg->comm->send(e->comm, 0, c->m.peer, c->m.op, e->gm.global, e->P, d);
   if (c->m.kind == S_PUSH) {
     if ((rc = e->cfg->comm->recv(e->comm, 0, c->m.peer, c->m.op, e->srv_buf, e->P, d))) return rc;
-    if (c->m.ps_mode == HS_PS_APPLY) {
-      float wt = (float)c->m.weight;
-      if (grad) {
-        float lr = (float)c->m.lr * wt;
-        for (int64_t i = 0; i < e->P; i++) e->replica[i] -= lr * e->srv_buf[i];
-      } else {
-        for (int64_t i = 0; i < e->P; i++) e->replica[i] += wt * e->srv_buf[i];
-      }
-    } else {
-      double wt = grad ? (double)c->m.batch : 1.0;
-      for (int64_t i = 0; i < e->P; i++) e->acc[i] += c->m.weight * wt * (double)e->srv_buf[i];
-      e->acc_w += wt;
-    }
+    hs_runtime_model_push(&e->gm, (hs_comm_what)c->m.what, (hs_ps_mode)c->m.ps_mode, e->srv_buf,
+                          (double)c->m.batch, c->m.weight, c->m.lr);
   } else if (c->m.kind == S_APPLY) {
-    if (e->acc_w > 0) {
-      double scale = grad ? -c->m.lr / e->acc_w : 1.0 / e->acc_w;
-      for (int64_t i = 0; i < e->P; i++) {
-        e->replica[i] += (float)(scale * e->acc[i]);
-        e->acc[i] = 0;
-      }
-      e->acc_w = 0;
-    }
+    hs_runtime_model_apply(&e->gm, c->m.lr);
   } else {
     return hs_diag_set(d, HS_ERUNTIME, "parameter server: unknown command %d from the coordinator", c->m.kind);
   }
@@ -427,10 +343,11 @@ static int execute(exec *e, const cmd *c, cmsg *rep, hs_diag *d) {
   switch (c->m.kind) {
   case C_COMPUTE: {
     double loss = NAN, t0 = hs_rank_mono();
-    int rc = train_step(e, c->m.batch, &loss, d);
+    int rc = hs_real_worker_step(&e->tw, e->cfg->train, c->m.batch, &loss, d);
     if (rc) return rc;
     double slow = c->m.slowdown > 1 ? c->m.slowdown : 1.0;
-    if ((rc = sleep_for(e, slow, (slow - 1.0) * (hs_rank_mono() - t0), d))) return rc; /* as real_run.h */
+    if ((rc = hs_real_sleep(slow, (slow - 1.0) * (hs_rank_mono() - t0), e->timeout, exec_stopped, e, d)))
+      return rc; /* as real_run.h */
     rep->kind = R_COMPUTE;
     rep->dur = hs_rank_mono() - t0;
     rep->loss = loss;
@@ -439,7 +356,7 @@ static int execute(exec *e, const cmd *c, cmsg *rep, hs_diag *d) {
   case C_LOCAL: {
     hs_sgd opt = {.lr = c->m.lr, .momentum = 0, .weight_decay = 0};
     rep->kind = R_LOCAL;
-    return hs_net_update(e->net, &opt, d);
+    return hs_net_update(e->tw.net, &opt, d);
   }
   case C_ALLREDUCE:
     rep->kind = R_ALLREDUCE;
@@ -561,15 +478,13 @@ static void exec_fini(exec *e) {
     free(s->model);
     free(s);
   }
-  hs_net_close(e->net);
+  hs_net_close(e->tw.net);
   hs_shards_close(e->sh);
-  free(e->x);
-  free(e->y);
-  free(e->replica);
+  hs_real_worker_free(&e->tw);
+  hs_runtime_model_close(&e->gm);
   free(e->host);
   free(e->base);
   free(e->srv_buf);
-  free(e->acc);
   if (e->wake[0] >= 0) close(e->wake[0]);
   if (e->wake[1] >= 0) close(e->wake[1]);
   pthread_cond_destroy(&e->cv);
@@ -770,8 +685,22 @@ static int rt_local_update(hs_runtime *rt, int w) {
   return send_cmd(s, w, &m, NULL);
 }
 
+/* What this runtime cannot do (HS_REAL_RANKS_CAPS), asked of a communication: 0, or the run
+ * fails with HS_EUNSUPPORTED. */
+static int check_opts(crd *s, const hs_comm_opts *o, int allreduce) {
+  const char *what = NULL;
+  if (!o) return 0;
+  if (o->compressor && o->ratio > 0) what = "compression";
+  else if (allreduce && o->overlap && o->what == HS_COMM_GRAD) what = "overlapped all-reduce";
+  else if (allreduce && o->algo == HS_AR_HIER) what = "hierarchical all-reduce";
+  if (!what) return 0;
+  return cfail(s, HS_EUNSUPPORTED, "policy %s: %s is not supported by the multi-process real runtime",
+               s->cfg->policy->name, what);
+}
+
 static int rt_allreduce(hs_runtime *rt, const int *ws, int n, const double *weights, const hs_comm_opts *o) {
   crd *s = C(rt);
+  if (check_opts(s, o, 1)) return HS_EUNSUPPORTED;
   if (s->off)
     return cfail(s, HS_EUNSUPPORTED, "policy %s: all-reduce in a run with a parameter-server rank: not supported yet "
                  "in the multi-process runtime (start one process per worker, without --server-rank)",
@@ -787,7 +716,7 @@ static int rt_allreduce(hs_runtime *rt, const int *ws, int n, const double *weig
     free(pl);
     return cfail(s, HS_ENOMEM, "out of memory for an all-reduce");
   }
-  double *wts = (double *)pl, sum = 0;
+  double *wts = (double *)pl;
   int32_t rk[HS_RANK_MAX_WORLD];
   int rc = 0;
   for (int i = 0; i < n && !rc; i++) {
@@ -800,14 +729,13 @@ static int rt_allreduce(hs_runtime *rt, const int *ws, int n, const double *weig
     if (bad) rc = cfail_check(s, bad, &d);
     wts[i] = v;
     rk[i] = ws[i];
-    sum += v;
   }
   free(seen);
   if (rc) {
     free(pl);
     return rc;
   }
-  for (int i = 0; i < n; i++) wts[i] = sum > 0 ? wts[i] / sum : 1.0 / n;
+  hs_runtime_weights(wts, n);
   memcpy(pl + (size_t)n * sizeof(double), rk, (size_t)n * sizeof(int32_t));
   cop *op = op_new(s, HS_OP_ALLREDUCE, o, n);
   if (!op) {
@@ -836,6 +764,7 @@ static int no_server(crd *s, const char *what) {
 static int rt_push(hs_runtime *rt, int w, const hs_comm_opts *o) {
   crd *s = C(rt);
   if (!s->off) return no_server(s, "push");
+  if (check_opts(s, o, 0)) return HS_EUNSUPPORTED;
   int rc = check_worker(s, w, "push");
   if (rc) return rc;
   cop *op = op_new(s, HS_OP_PUSH, o, 2);
@@ -925,6 +854,7 @@ static const hs_runtime_ops rank_ops = {
     .timer = rt_timer,
     .set_lr = rt_set_lr,
     .diag = rt_diag,
+    .caps = HS_REAL_RANKS_CAPS,
 };
 
 /* --- evaluation ---------------------------------------------------------------------------- */
@@ -940,7 +870,7 @@ static int eval_model(crd *s, const float *model, double t, int64_t step) {
   const hs_real_config *c = s->cfg;
   if (c->eval_sink && (rc = c->eval_sink(c->eval_ctx, t, step, loss, acc, &d)))
     return cfail(s, rc, "%s", d.msg[0] ? d.msg : "could not store an evaluation");
-  if (c->target_loss > 0 && loss <= c->target_loss && isnan(s->target_time)) {
+  if (hs_runtime_target_met(c->target_loss, c->target_accuracy, loss, acc) && isnan(s->target_time)) {
     s->target_time = t;
     finish(s);
   }
@@ -991,7 +921,7 @@ static void on_iteration(crd *s, const cop *op) {
     else s->evals = got;
     s->evals_tail = got;
     s->eval_bytes += s->P * (int64_t)sizeof(float);
-    if (c->target_loss > 0 || s->eval_bytes > ((int64_t)256 << 20)) run_evals(s);
+    if (c->target_loss > 0 || c->target_accuracy > 0 || s->eval_bytes > ((int64_t)256 << 20)) run_evals(s);
   }
   if (hs_runtime_limit_reached(c->max_iterations, s->iterations, s->samples_target, s->samples, c->max_time, t))
     finish(s);
@@ -1319,17 +1249,18 @@ static int check_config(const hs_real_config *cfg, const hs_real_launch *l, int 
   if (!cfg->train) return hs_diag_set(d, HS_EINVAL, "a real run needs a training set");
   if (cfg->global_batch < n)
     return hs_diag_set(d, HS_EINVAL, "--global-batch %lld is smaller than the %d workers", (long long)cfg->global_batch, n);
-  if (cfg->max_iterations <= 0 && cfg->max_epochs <= 0 && cfg->max_time <= 0 && !(cfg->target_loss > 0))
-    return hs_diag_set(d, HS_EINVAL, "no stop condition: give --iterations, --epochs, --time or --target-loss");
-  if (l->rank == 0 && cfg->target_loss > 0 && !cfg->test)
-    return hs_diag_set(d, HS_EINVAL, "a target loss needs evaluations (a test set)");
+  if (cfg->max_iterations <= 0 && cfg->max_epochs <= 0 && cfg->max_time <= 0 && !(cfg->target_loss > 0) &&
+      !(cfg->target_accuracy > 0))
+    return hs_diag_set(d, HS_EINVAL, "no stop condition: give --iterations, --epochs, --time, --target-loss or --target-accuracy");
+  if (l->rank == 0 && (cfg->target_loss > 0 || cfg->target_accuracy > 0) && !cfg->test)
+    return hs_diag_set(d, HS_EINVAL, "a target loss or accuracy needs evaluations (a test set)");
   const hs_cluster_spec *spec = cfg->cluster;
   for (int i = 0; spec && i < spec->n_events; i++)
     if (spec->events[i].kind != HS_EVENT_SLOWDOWN)
       return hs_diag_set(d, HS_EUNSUPPORTED, "%s:%d: a %s event: not supported yet in the multi-process runtime (slowdown "
                          "events are)", spec->path, spec->events[i].pos.line,
                          spec->events[i].kind == HS_EVENT_JOIN ? "join" : "leave");
-  return 0;
+  return hs_runtime_check_caps(cfg->policy, cfg->params, spec, HS_REAL_RANKS_CAPS, "multi-process real", d);
 }
 
 /* Ranks other than 0: connect, run this rank's executor until rank 0 says stop. */
@@ -1435,7 +1366,7 @@ int hs_real_rank_run(const hs_real_config *cfg, const hs_real_launch *l, hs_real
   if (x0->th_started && !rc && cfg->test && s->eval_net && s->last_eval != s->iterations && !s->interrupted) {
     /* The final model, unless the last update was just evaluated: rank 0's replica (the
      * server's global model, or worker 0's, as every all-reduce covers every worker). */
-    eval_model(s, x0->replica, s->end, s->iterations);
+    eval_model(s, x0->gm.global, s->end, s->iterations);
     if (s->failed) rc = s->diag.code ? s->diag.code : HS_ERUNTIME;
   }
   for (int i = 0; s->w && i < n; i++)

@@ -23,11 +23,13 @@
  * Numerics: those of real_run.h. All-reduce GRAD: replica -= lr * sum_i w_i g_i; MODEL:
  * replica = sum_i w_i x_i; each participant then takes its replica. Because every all-reduce
  * covers every worker, the replicas are the global model of the threaded runtime. An iteration
- * is counted when the last participant reports the all-reduce (the threaded runtime counts the
- * first), or when the server reports an apply-mode push or an apply; evaluations read rank 0's
+ * is counted when the global model holds the update (the rule of runtime/rt_core.h): here,
+ * when the last participant reports the all-reduce (the last replica has it), or when the
+ * server reports an apply-mode push or an apply; evaluations read rank 0's
  * replica (worker 0's, or the server's global model) at that iteration.
  *
- * Refused (HS_EUNSUPPORTED): all-reduces over a subset of the workers and all-reduces with a
+ * Refused (HS_EUNSUPPORTED): compression, overlapped and hierarchical all-reduces
+ * (HS_REAL_RANKS_CAPS), all-reduces over a subset of the workers and all-reduces with a
  * server rank ("not supported yet"), pushes, pulls and applies without one (start one process
  * more, with --server-rank), leave and join events ("not supported yet").
  *
@@ -44,6 +46,10 @@
 
 #include "real/real_comm.h"
 #include "real/real_run.h"
+
+/* What the multi-process runtime can do (pol_policy.h's HS_CAP_*): none of the extras; the CLI
+ * checks a run against it with hs_runtime_check_caps (runtime/rt_core.h) before storing. */
+#define HS_REAL_RANKS_CAPS 0u
 
 int hs_real_rank_run(const hs_real_config *cfg, const hs_real_launch *launch, hs_real_result *res, hs_diag *d);
 

@@ -1,4 +1,4 @@
-/* The real runtime: see real_run.h for the contract and the numerics. */
+/* The threads driver of the runtime core: see real_run.h for the contract and the numerics. */
 #define _GNU_SOURCE
 #include "real/real_run.h"
 
@@ -14,7 +14,10 @@
 #include "core/core_affinity.h"
 #include "nn/nn_eval.h"
 #include "nn/nn_net.h"
-#include "policies/pol_runtime.h"
+#include "real/real_worker.h"
+#include "runtime/rt_core.h"
+#include "runtime/rt_model.h"
+#include "runtime/rt_runtime.h"
 
 typedef enum item_kind {
   IT_COMPUTE = 0,
@@ -42,6 +45,8 @@ typedef struct rop {
   int global_applied;      /* ... and finished it */
   double lr;
   double weight;           /* push: the server scales the update by it (hs_comm_opts.weight) */
+  const hs_compressor *compressor; /* what is sent goes through it (hs_comm_opts), or NULL */
+  double ratio;
   int batch;               /* push: the pushing worker's last batch */
   uint64_t version;        /* push: worker's version at issue; pull: global version sent;
                               all-reduce: the global version its update applied to */
@@ -68,28 +73,15 @@ typedef struct lane {
 
 typedef struct rworker {
   lane ln;
-  hs_net *net;
-  hs_data_iter it;
-  float *x;                /* input batch buffer */
-  int32_t *y;
-  int cap;                 /* samples the buffers hold */
+  hs_real_worker tw;       /* its net, its shard, its batch buffers (real_worker.h) */
   float *host, *base;      /* P floats each: scratch, and the model at the last sync */
-  double slowdown, lr;
-  int active, computing, in_step, last_batch; /* computing: a step is queued or running */
-  uint64_t version;
-  /* net_synced: the net's parameters are the global model of `version` (taken, pulled or
-   * updated in place since, no local update), so a host-buffer all-reduce of gradients can
-   * apply the update to them in place instead of copying the global model in. base_stale:
-   * `base` (the model at the last sync) is the net's parameters, not yet copied out; it is
-   * copied before they change or are read as the base. */
+  int in_step;             /* its step is running (the core's `computing`: queued or running) */
+  /* net_synced: the net's parameters are the global model of the core's version of this
+   * worker (taken, pulled or updated in place since, no local update), so a host-buffer
+   * all-reduce of gradients can apply the update to them in place instead of copying the
+   * global model in. base_stale: `base` (the model at the last sync) is the net's parameters,
+   * not yet copied out; it is copied before they change or are read as the base. */
   int net_synced, base_stale;
-  /* the open step record */
-  int rec_open;
-  hs_step_row rec;
-  double rec_comm, prev_end;
-  int64_t steps, samples;
-  int initial_batch;
-  double busy, comm, joined_at, left_at;
 } rworker;
 
 typedef struct pending_eval {
@@ -100,43 +92,36 @@ typedef struct pending_eval {
 } pending_eval;
 
 typedef struct real {
-  hs_runtime rt;           /* first member: the policy sees only this */
+  hs_rt_core core;         /* first member: the runtime core (the policy sees its hs_runtime) */
   const hs_real_config *cfg;
-  hs_diag diag;
-  pthread_mutex_t mu;
+  pthread_mutex_t mu;      /* serialises the core, the policy and the sinks */
   pthread_cond_t cv;       /* waits for global_busy to clear */
   /* The calling thread's (watch): timers, online evaluations, a stall, the end. Its own, so
    * that the lanes' traffic does not wake it: woken at every item a lane finished, it was a
    * third thread on the workers' CPUs several times per round. */
   pthread_cond_t watch_cv;
   hs_real_comm *comm;
-  int n;
   int64_t P;               /* parameters */
-  rworker *w;
+  rworker *w;              /* beside the core's worker table */
   lane srv;
   float *srv_buf;
-  double *acc;             /* server accumulator */
-  double acc_w;            /* GRAD: sum of batches; MODEL: count */
-  float *global;
+  hs_runtime_model gm;     /* the global model and the server's accumulator (rt_model.h) */
   int global_busy;         /* an all-reduce's first participant updates `global` outside mu */
   double global_lr;
-  uint64_t version, next_op;
-  int64_t iterations, samples, last_eval;
-  double samples_target, t0, end;
-  int done, failed, stalled;
-  void *pstate;
+  uint64_t next_op;
+  double t0;
+  int ended, failed, stalled; /* ended: the lanes and waits were told (finish_run) */
   rop *ops;
   hs_runtime_timers timers;
   pending_eval *evals, *evals_tail;
   int64_t n_evals;         /* queued evaluations */
   hs_net *eval_net;
-  double last_loss, last_acc, target_time;
   double probe_t0, probe_k;
   hs_cpus cpus;            /* the CPUs the run may use; worker i's lane is pinned to the i-th */
   int pin;                 /* hs_real_pins */
 } real;
 
-static real *R(hs_runtime *rt) { return (real *)rt; }
+static real *R(hs_rt_core *c) { return (real *)c; }
 static int all_idle(const real *s);
 
 /* Waits while an all-reduce's first participant updates the global model outside the lock
@@ -153,14 +138,10 @@ static const double EVAL_DEFER_BYTES = 256.0 * 1024 * 1024;
  * runs: it is deferred to the end of the run, where it does not take a core from the workers,
  * unless a target loss needs it now or the queued copies grow too large. */
 static int eval_online(const real *s) {
-  return s->cfg->target_loss > 0 || (double)s->n_evals * (double)s->P * sizeof(float) > EVAL_DEFER_BYTES;
+  return s->cfg->target_loss > 0 || s->cfg->target_accuracy > 0 || (double)s->n_evals * (double)s->P * sizeof(float) > EVAL_DEFER_BYTES;
 }
 
-static double mono(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
+static double mono(void) { return hs_real_mono(); }
 
 static double now_of(const real *s) { return mono() - s->t0; }
 
@@ -168,97 +149,79 @@ static int fail(real *s, int code, const char *fmt, ...) __attribute__((format(p
 static int fail(real *s, int code, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  hs_diag_vset(&s->diag, code, fmt, ap);
+  hs_diag_vset(&s->core.diag, code, fmt, ap);
   va_end(ap);
   return code;
 }
 
 /* Ends the run (with mu held): wakes every lane and every communication wait. */
 static void finish_run(real *s) {
-  if (!s->done) {
-    s->done = 1;
-    s->end = now_of(s);
-  }
+  hs_rt_core_stop(&s->core, now_of(s));
+  s->ended = 1;
   pthread_cond_broadcast(&s->cv);
   pthread_cond_signal(&s->watch_cv);
-  for (int i = 0; s->w && i < s->n; i++) pthread_cond_signal(&s->w[i].ln.cv);
+  for (int i = 0; s->w && i < s->core.n; i++) pthread_cond_signal(&s->w[i].ln.cv);
   pthread_cond_signal(&s->srv.cv);
   if (s->comm) s->cfg->comm->abort(s->comm);
+}
+
+/* After a call into the core (mu held): a failure (rc < 0, the message in the core's diag)
+ * fails the run, and a stop condition the core reached ends it. Returns rc. */
+static int settle(real *s, int rc) {
+  if (rc < 0) {
+    s->failed = 1;
+    s->core.diag.code = rc;
+    finish_run(s);
+  } else if (s->core.done && !s->ended) {
+    finish_run(s);
+  }
+  return rc;
 }
 
 /* Records the first failure (with mu held) and ends the run. An error that only reports the
  * abort of an already finished run is not a failure. */
 static void lane_failed(real *s, int rc, const hs_diag *d) {
-  if (s->done && rc == HS_EINTR) return;
+  if (s->core.done && rc == HS_EINTR) return;
   if (!s->failed) {
     s->failed = 1;
-    s->diag = *d;
-    s->diag.code = rc;
+    s->core.diag = *d;
+    s->core.diag.code = rc;
   }
   finish_run(s);
 }
 
-/* --- records ------------------------------------------------------------------------------- */
+/* --- reports to the core (mu held) ------------------------------------------------------- */
 
-static int flush_record(real *s, int w) {
-  rworker *x = &s->w[w];
-  if (!x->rec_open) return 0;
-  x->rec_open = 0;
-  hs_step_row row = x->rec;
-  hs_runtime_close_row(&row, &x->prev_end, x->rec_comm);
-  if (!s->cfg->sink) return 0;
-  int rc = s->cfg->sink(s->cfg->sink_ctx, &row, &s->diag);
-  if (rc && !s->diag.msg[0]) fail(s, rc, "could not store step %lld of worker %d", (long long)row.step, w);
-  return rc;
-}
-
-/* --- policy delivery (mu held) ----------------------------------------------------------- */
-
-static int policy_rc(real *s, int rc) {
-  if (rc >= 0) return 0;
-  hs_runtime_policy_failed(&s->diag, s->cfg->policy->name, rc);
-  s->failed = 1;
-  s->diag.code = rc;
-  finish_run(s);
-  return rc;
-}
+static int flush_record(real *s, int w) { return hs_rt_core_flush(&s->core, w); }
 
 static void deliver_comm(real *s, hs_comm_kind kind, int w, double start, int stale, uint64_t tag) {
-  if (s->done || !s->cfg->policy->on_comm) return;
-  hs_comm_obs o = {.kind = kind, .worker = w, .start = start, .end = now_of(s),
-                   .version = s->version, .staleness = stale, .tag = tag};
-  policy_rc(s, s->cfg->policy->on_comm(s->pstate, &s->rt, &o));
+  settle(s, hs_rt_core_comm_done(&s->core, kind, w, start, now_of(s), stale, tag));
 }
 
-/* One update of the global model (mu held): counts it, queues an evaluation when one is due,
- * and checks the stop conditions. */
-static void global_update(real *s) {
-  s->version++;
-  s->iterations++;
-  const hs_real_config *c = s->cfg;
-  double t = now_of(s);
-  if (c->test && c->eval_every > 0 && s->iterations % c->eval_every == 0) {
-    pending_eval *e = calloc(1, sizeof *e);
-    if (e) e->model = malloc((size_t)s->P * sizeof *e->model);
-    if (!e || !e->model) {
-      if (e) free(e);
-      fail(s, HS_ENOMEM, "out of memory for an evaluation");
-      s->failed = 1;
-      finish_run(s);
-      return;
-    }
-    memcpy(e->model, s->global, (size_t)s->P * sizeof *e->model);
-    e->time_s = t;
-    e->step = s->iterations;
-    if (s->evals_tail) s->evals_tail->next = e;
-    else s->evals = e;
-    s->evals_tail = e;
-    s->n_evals++;
-    if (eval_online(s)) pthread_cond_signal(&s->watch_cv);
+/* The driver's snapshot: the global model of the update just counted is copied and queued for
+ * evaluation (after the run, or by the watcher during it: eval_online). */
+static int drv_snapshot(hs_rt_core *c, double t) {
+  real *s = R(c);
+  pending_eval *e = calloc(1, sizeof *e);
+  if (e) e->model = malloc((size_t)s->P * sizeof *e->model);
+  if (!e || !e->model) {
+    free(e);
+    return fail(s, HS_ENOMEM, "out of memory for an evaluation");
   }
-  if (hs_runtime_limit_reached(c->max_iterations, s->iterations, s->samples_target, s->samples, c->max_time, t))
-    finish_run(s);
+  memcpy(e->model, s->gm.global, (size_t)s->P * sizeof *e->model);
+  e->time_s = t;
+  e->step = s->core.iterations;
+  if (s->evals_tail) s->evals_tail->next = e;
+  else s->evals = e;
+  s->evals_tail = e;
+  s->n_evals++;
+  if (eval_online(s)) pthread_cond_signal(&s->watch_cv);
+  return 0;
 }
+
+/* One update of the global model (mu held): the core counts it, asks for the evaluation that
+ * is due and checks the stop conditions. */
+static void global_update(real *s) { settle(s, hs_rt_core_update(&s->core, now_of(s))); }
 
 /* --- rop list -------------------------------------------------------------------------------- */
 
@@ -274,6 +237,8 @@ static rop *op_new(real *s, hs_comm_kind kind, const hs_comm_opts *o) {
   op->ps_mode = o ? o->ps_mode : HS_PS_APPLY;
   op->tag = o ? o->tag : 0;
   op->weight = o && o->weight > 0 ? o->weight : 1.0;
+  op->compressor = o && o->ratio > 0 ? o->compressor : NULL;
+  op->ratio = o ? o->ratio : 0;
   op->start = now_of(s);
   op->next = s->ops;
   s->ops = op;
@@ -305,63 +270,27 @@ static int enqueue(real *s, lane *l, item_kind kind, int batch, uint64_t tag, ro
   return 0;
 }
 
-/* --- runtime operations (called by the policy, mu held) ----------------------------------- */
+/* --- the driver table (rt_core.h): what the core asks of the threads (mu held) ------------- */
 
-static double rt_now(hs_runtime *rt) { return now_of(R(rt)); }
-static int rt_n_workers(hs_runtime *rt) { return R(rt)->n; }
-static int rt_active(hs_runtime *rt, int w) {
-  real *s = R(rt);
-  return w >= 0 && w < s->n && s->w[w].active;
-}
-static int64_t rt_global_batch(hs_runtime *rt) { return R(rt)->cfg->global_batch; }
-static double rt_predict(hs_runtime *rt, int w, int batch) {
-  real *s = R(rt);
-  return w >= 0 && w < s->n ? hs_runtime_predict(s->cfg->perf, s->probe_t0, s->probe_k, s->w[w].slowdown, batch)
-                            : NAN;
-}
-static uint64_t rt_version(hs_runtime *rt) { return R(rt)->version; }
-static uint64_t rt_worker_version(hs_runtime *rt, int w) {
-  real *s = R(rt);
-  return w >= 0 && w < s->n ? s->w[w].version : 0;
-}
-static uint64_t rt_seed(hs_runtime *rt) { return R(rt)->cfg->seed; }
-static hs_diag *rt_diag(hs_runtime *rt) { return &R(rt)->diag; }
-
-/* The checks of pol_runtime.h write the runtime's diagnostic directly, as fail() does. */
-static int check_worker(real *s, int w, const char *what) {
-  return hs_runtime_check_worker(&s->diag, s->cfg->policy->name, what, w, s->n);
+static double drv_now(hs_rt_core *c) { return now_of(R(c)); }
+static double drv_predict(hs_rt_core *c, int w, int batch) {
+  real *s = R(c);
+  return hs_runtime_predict(s->cfg->perf, s->probe_t0, s->probe_k, c->w[w].slowdown, batch);
 }
 
-static int rt_compute(hs_runtime *rt, int w, int batch, uint64_t tag) {
-  real *s = R(rt);
-  int rc = check_worker(s, w, "compute");
-  if (rc) return rc;
-  rworker *x = &s->w[w];
-  if ((rc = hs_runtime_check_compute(&s->diag, s->cfg->policy->name, w, x->active, x->computing, batch)))
-    return rc;
-  x->computing = 1;
-  x->last_batch = batch;
-  return enqueue(s, &x->ln, IT_COMPUTE, batch, tag, NULL);
+static int drv_compute(hs_rt_core *c, int w, int batch) {
+  real *s = R(c);
+  return enqueue(s, &s->w[w].ln, IT_COMPUTE, batch, c->w[w].cur_tag, NULL);
 }
 
-static int rt_local_update(hs_runtime *rt, int w) {
-  real *s = R(rt);
-  int rc = check_worker(s, w, "local update");
-  return rc ? rc : enqueue(s, &s->w[w].ln, IT_LOCAL, 0, 0, NULL);
+static int drv_local_update(hs_rt_core *c, int w) {
+  real *s = R(c);
+  return enqueue(s, &s->w[w].ln, IT_LOCAL, 0, 0, NULL);
 }
 
-static int rt_allreduce(hs_runtime *rt, const int *ws, int n, const double *weights, const hs_comm_opts *o) {
-  real *s = R(rt);
-  const char *name = s->cfg->policy->name;
-  int rc = hs_runtime_check_allreduce(&s->diag, name, n);
-  if (rc) return rc;
-  double sum = 0;
-  for (int i = 0; i < n; i++) {
-    if ((rc = check_worker(s, ws[i], "all-reduce"))) return rc;
-    double v = weights ? weights[i] : (double)s->w[ws[i]].last_batch;
-    if ((rc = hs_runtime_check_weight(&s->diag, name, i, v))) return rc;
-    sum += v;
-  }
+static int drv_allreduce(hs_rt_core *c, const int *ws, int n, const double *weights, const hs_comm_opts *o) {
+  real *s = R(c);
+  int rc;
   rop *op = op_new(s, HS_OP_ALLREDUCE, o);
   if (!op) return HS_ENOMEM;
   op->worker = -1;
@@ -370,36 +299,34 @@ static int rt_allreduce(hs_runtime *rt, const int *ws, int n, const double *weig
   op->wts = malloc((size_t)n * sizeof *op->wts);
   if (!op->ws || !op->wts) return fail(s, HS_ENOMEM, "out of memory for an all-reduce");
   for (int i = 0; i < n; i++) {
-    double v = weights ? weights[i] : (double)s->w[ws[i]].last_batch;
     op->ws[i] = ws[i];
-    op->wts[i] = sum > 0 ? v / sum : 1.0 / n;
+    op->wts[i] = weights ? weights[i] : (double)c->w[ws[i]].last_batch;
   }
-  op->lr = s->w[ws[0]].lr;
+  hs_runtime_weights(op->wts, n);
+  op->lr = c->w[ws[0]].lr;
   for (int i = 0; i < n; i++)
     if ((rc = enqueue(s, &s->w[ws[i]].ln, IT_ALLREDUCE, 0, 0, op))) return rc;
   return 0;
 }
 
-static int rt_push(hs_runtime *rt, int w, const hs_comm_opts *o) {
-  real *s = R(rt);
-  int rc = check_worker(s, w, "push");
-  if (rc) return rc;
+static int drv_push(hs_rt_core *c, int w, const hs_comm_opts *o) {
+  real *s = R(c);
+  int rc;
   rop *op = op_new(s, HS_OP_PUSH, o);
   if (!op) return HS_ENOMEM;
-  rworker *x = &s->w[w];
+  hs_rt_worker *cw = &c->w[w];
   op->worker = w;
-  op->lr = x->lr;
-  op->batch = x->last_batch > 0 ? x->last_batch : 1;
-  op->version = x->version;
-  op->step = x->steps;
-  if ((rc = enqueue(s, &x->ln, IT_PUSH, 0, 0, op))) return rc;
+  op->lr = cw->lr;
+  op->batch = cw->last_batch > 0 ? cw->last_batch : 1;
+  op->version = cw->version;
+  op->step = cw->steps;
+  if ((rc = enqueue(s, &s->w[w].ln, IT_PUSH, 0, 0, op))) return rc;
   return enqueue(s, &s->srv, IT_SRV_PUSH, 0, 0, op);
 }
 
-static int rt_pull(hs_runtime *rt, int w, const hs_comm_opts *o) {
-  real *s = R(rt);
-  int rc = check_worker(s, w, "pull");
-  if (rc) return rc;
+static int drv_pull(hs_rt_core *c, int w, const hs_comm_opts *o) {
+  real *s = R(c);
+  int rc;
   rop *op = op_new(s, HS_OP_PULL, o);
   if (!op) return HS_ENOMEM;
   op->worker = w;
@@ -407,8 +334,8 @@ static int rt_pull(hs_runtime *rt, int w, const hs_comm_opts *o) {
   return enqueue(s, &s->w[w].ln, IT_PULL, 0, 0, op);
 }
 
-static int rt_apply(hs_runtime *rt, const hs_comm_opts *o) {
-  real *s = R(rt);
+static int drv_apply(hs_rt_core *c, const hs_comm_opts *o) {
+  real *s = R(c);
   rop *op = op_new(s, HS_OP_APPLY, o);
   if (!op) return HS_ENOMEM;
   op->worker = -1;
@@ -416,137 +343,84 @@ static int rt_apply(hs_runtime *rt, const hs_comm_opts *o) {
   return enqueue(s, &s->srv, IT_SRV_APPLY, 0, 0, op);
 }
 
-static int add_timer(real *s, double at, int cluster_event, uint64_t tag) {
-  int rc = hs_runtime_timers_add(&s->timers, at, cluster_event, tag, &s->diag);
+/* Timers and cluster events wait in the runtime's heap; the watcher fires them. */
+static int drv_wake_at(hs_rt_core *c, double t, hs_rt_wake_kind kind, int64_t arg) {
+  real *s = R(c);
+  int rc = hs_runtime_timers_add(&s->timers, t, kind == HS_RT_WAKE_CLUSTER ? (int)arg : -1,
+                                 kind == HS_RT_WAKE_TIMER ? (uint64_t)arg : 0, &s->core.diag);
   if (!rc) pthread_cond_signal(&s->watch_cv);
   return rc;
 }
 
-static int rt_timer(hs_runtime *rt, double delay, uint64_t tag) {
-  real *s = R(rt);
-  int rc = hs_runtime_check_timer(&s->diag, s->cfg->policy->name, delay);
-  return rc ? rc : add_timer(s, now_of(s) + delay, -1, tag);
-}
-
-static int rt_set_lr(hs_runtime *rt, int w, double lr) {
-  real *s = R(rt);
-  int rc = hs_runtime_check_lr(&s->diag, s->cfg->policy->name, w, s->n, lr);
-  if (rc) return rc;
-  if (w == -1) {
-    s->global_lr = lr;
-    for (int i = 0; i < s->n; i++) s->w[i].lr = lr;
-  } else {
-    s->w[w].lr = lr;
-  }
+/* The server's updates use the global learning rate: set_lr(-1, lr) sets it too. */
+static int drv_set_lr(hs_rt_core *c, int w, double lr) {
+  if (w == -1) R(c)->global_lr = lr;
   return 0;
 }
 
-static const hs_runtime_ops real_ops = {
-    .version = HS_RUNTIME_VERSION,
-    .now = rt_now,
-    .n_workers = rt_n_workers,
-    .active = rt_active,
-    .global_batch = rt_global_batch,
-    .max_batch = hs_runtime_no_max_batch,
-    .predict_compute = rt_predict,
-    .model_version = rt_version,
-    .worker_version = rt_worker_version,
-    .seed = rt_seed,
-    .compute = rt_compute,
-    .local_update = rt_local_update,
-    .allreduce = rt_allreduce,
-    .push = rt_push,
-    .apply = rt_apply,
-    .pull = rt_pull,
-    .timer = rt_timer,
-    .set_lr = rt_set_lr,
-    .diag = rt_diag,
+/* A communication slowdown is not emulated: the policy is told the links run at full speed. */
+static void drv_slowdown(hs_rt_core *c, int w) { c->w[w].comm_slowdown = 1.0; }
+
+static const hs_rt_driver threads_driver = {
+    .version = HS_RT_DRIVER_VERSION,
+    .name = "threaded real",
+    .compute = drv_compute,
+    .local_update = drv_local_update,
+    .allreduce = drv_allreduce,
+    .push = drv_push,
+    .pull = drv_pull,
+    .apply = drv_apply,
+    .snapshot = drv_snapshot,
+    .wake_at = drv_wake_at,
+    .now = drv_now,
+    .predict = drv_predict,
+    .set_lr = drv_set_lr,
+    .slowdown = drv_slowdown,
+    .join = NULL, /* refused before the run (setup) */
+    .caps = HS_REAL_THREADS_CAPS,
 };
 
 /* --- lane work ------------------------------------------------------------------------------ */
 
-/* The emulated slowdown's sleep of sec seconds, in slices of at most 20 ms so that the end of
- * the run (its --time, a failure elsewhere) and the stop flag (SIGINT) cut it short; bounded by
- * --timeout like every other wait of the run: 0, or HS_ERUNTIME when sec is longer (after
- * sleeping --timeout, the others having waited that long for this worker). */
-static int sleep_for(real *s, double slow, double sec, hs_diag *d) {
-  if (!(sec > 0)) return 0;
-  double timeout = s->cfg->timeout_s > 0 ? s->cfg->timeout_s : 60;
-  double end = mono() + fmin(sec, timeout);
-  for (;;) {
-    if (s->cfg->stop && *s->cfg->stop) return 0;
-    pthread_mutex_lock(&s->mu);
-    int done = s->done;
-    pthread_mutex_unlock(&s->mu);
-    if (done) return 0;
-    double left = end - mono();
-    if (left <= 0) break;
-    if (left > 0.02) left = 0.02;
-    struct timespec ts = {.tv_sec = 0, .tv_nsec = (long)(left * 1e9)};
-    nanosleep(&ts, NULL); /* a signal ends a slice early: the loop looks at the flags again */
-  }
-  if (sec > timeout)
-    return hs_diag_set(d, HS_ERUNTIME, "its emulated slowdown (%g) stretches a step by %g s, past "
-                       "--timeout %g s", slow, sec, timeout);
-  return 0;
-}
-
-/* Loads worker w's next batch into its net and runs a training forward and backward pass. */
-static int train_step(real *s, rworker *x, int batch, double *loss, hs_diag *d) {
-  if (batch > x->cap) {
-    int c, h, wd;
-    hs_data_shape(s->cfg->train, &c, &h, &wd);
-    float *nx = realloc(x->x, (size_t)batch * (size_t)(c * h * wd) * sizeof *nx);
-    if (nx) x->x = nx;
-    int32_t *ny = realloc(x->y, (size_t)batch * sizeof *ny);
-    if (ny) x->y = ny;
-    if (!nx || !ny) return hs_diag_set(d, HS_ENOMEM, "out of memory for a batch of %d samples", batch);
-    x->cap = batch;
-  }
-  int rc, correct;
-  if ((rc = hs_data_iter_next(&x->it, batch, x->x, x->y, NULL, d)) ||
-      (rc = hs_net_load(x->net, x->x, x->y, batch, d)) || (rc = hs_net_forward(x->net, 1, d)) ||
-      (rc = hs_net_backward(x->net, d)) || (rc = hs_net_result(x->net, loss, &correct, d)))
-    return rc;
-  return 0;
+/* Whether a worker's emulated-slowdown sleep should end early: the run ended (its --time, a
+ * failure elsewhere) or the stop flag (SIGINT) is up. */
+static int run_stopped(void *ctx) {
+  real *s = ctx;
+  if (s->cfg->stop && *s->cfg->stop) return 1;
+  pthread_mutex_lock(&s->mu);
+  int done = s->core.done;
+  pthread_mutex_unlock(&s->mu);
+  return done;
 }
 
 static int do_compute(real *s, int w, const item *it, hs_diag *d) {
   rworker *x = &s->w[w];
+  hs_rt_worker *cw = &s->core.w[w];
   pthread_mutex_lock(&s->mu);
   int rc = flush_record(s, w);
-  double slow = x->slowdown > 1 ? x->slowdown : 1.0;
+  double slow = cw->slowdown > 1 ? cw->slowdown : 1.0;
   double start = now_of(s);
-  x->rec_open = 1;
-  x->rec = (hs_step_row){.worker = w, .step = x->steps, .batch = it->batch, .start_s = start,
-                         .model_version = (int64_t)x->version, .loss = NAN};
-  x->rec_comm = 0;
+  cw->rec_open = 1;
+  cw->rec = (hs_step_row){.worker = w, .step = cw->steps, .batch = it->batch, .start_s = start,
+                         .model_version = (int64_t)cw->version, .loss = NAN};
+  cw->rec_comm = 0;
   x->in_step = 1;
-  if (!x->initial_batch) x->initial_batch = it->batch;
   pthread_mutex_unlock(&s->mu);
-  if (rc) return hs_diag_set(d, rc, "%s", s->diag.msg);
+  if (rc) return hs_diag_set(d, rc, "%s", s->core.diag.msg);
   double loss = NAN;
   double t0 = mono();
-  if ((rc = train_step(s, x, it->batch, &loss, d))) return rc;
+  if ((rc = hs_real_worker_step(&x->tw, s->cfg->train, it->batch, &loss, d))) return rc;
   double tc = mono() - t0;
   /* The emulated slowdown: the step lasts slow * tc. */
-  if ((rc = sleep_for(s, slow, (slow - 1.0) * tc, d))) return rc;
+  double timeout = s->cfg->timeout_s > 0 ? s->cfg->timeout_s : 60;
+  if ((rc = hs_real_sleep(slow, (slow - 1.0) * tc, timeout, run_stopped, s, d))) return rc;
   pthread_mutex_lock(&s->mu);
   double end = now_of(s);
-  x->computing = 0;
   x->in_step = 0;
-  x->rec.compute_end_s = end;
-  x->rec.comm_end_s = end;
-  x->rec.loss = loss;
-  x->busy += end - start;
-  x->steps++;
-  x->samples += it->batch;
-  s->samples += it->batch;
-  if (!s->done && s->cfg->policy->on_compute) {
-    hs_step_obs o = {.worker = w, .batch = it->batch, .start = start, .end = end,
-                     .duration = end - start, .loss = loss, .tag = it->tag};
-    policy_rc(s, s->cfg->policy->on_compute(s->pstate, &s->rt, &o));
-  }
+  cw->rec.compute_end_s = end;
+  cw->rec.comm_end_s = end;
+  cw->rec.loss = loss;
+  settle(s, hs_rt_core_compute_done(&s->core, w, it->batch, start, end, loss));
   pthread_mutex_unlock(&s->mu);
   return 0;
 }
@@ -556,48 +430,38 @@ static int do_compute(real *s, int w, const item *it, hs_diag *d) {
 static int settle_base(rworker *x, hs_diag *d) {
   if (!x->base_stale) return 0;
   x->base_stale = 0;
-  return hs_net_get_params(x->net, x->base, d);
-}
-
-/* p -= lr * g over n floats, the result also written to q when q is not NULL: the global
- * model's update from a reduced gradient and, applied to a net that holds the same global
- * model (or written to it in the same pass), the same update in place. One function and one
- * expression, so that every copy rounds alike and stays bit-identical. */
-__attribute__((noinline)) static void sgd_apply(float *p, float *q, const float *g, float lr, int64_t n) {
-  for (int64_t i = 0; i < n; i++) {
-    float v = p[i] - lr * g[i];
-    p[i] = v;
-    if (q) q[i] = v;
-  }
+  return hs_net_get_params(x->tw.net, x->base, d);
 }
 
 static int do_local(real *s, int w, hs_diag *d) {
   rworker *x = &s->w[w];
+  hs_rt_worker *cw = &s->core.w[w];
   int rc = settle_base(x, d);
   if (rc) return rc;
   pthread_mutex_lock(&s->mu);
-  hs_sgd opt = {.lr = x->lr, .momentum = 0, .weight_decay = 0};
+  hs_sgd opt = {.lr = cw->lr, .momentum = 0, .weight_decay = 0};
   x->net_synced = 0;
   pthread_mutex_unlock(&s->mu);
-  return hs_net_update(x->net, &opt, d);
+  return hs_net_update(x->tw.net, &opt, d);
 }
 
 /* Marks the communication time of a worker's open record (mu held). */
-static void comm_done(real *s, rworker *x, double start, double end) {
-  x->comm += end - start;
-  if (x->rec_open) {
-    x->rec_comm += end - start;
-    x->rec.comm_end_s = end;
+static void comm_done(real *s, int w, double start, double end) {
+  hs_rt_worker *cw = &s->core.w[w];
+  cw->comm += end - start;
+  if (cw->rec_open) {
+    cw->rec_comm += end - start;
+    cw->rec.comm_end_s = end;
   }
-  (void)s;
 }
 
 /* The worker takes the global model (mu held); the net's parameters then stand for the base. */
-static int take_global(real *s, rworker *x, hs_diag *d) {
+static int take_global(real *s, int w, hs_diag *d) {
+  rworker *x = &s->w[w];
   global_wait(s);
-  int rc = hs_net_set_params(x->net, s->global, d);
+  int rc = hs_net_set_params(x->tw.net, s->gm.global, d);
   if (rc) return rc;
-  x->version = s->version;
+  s->core.w[w].version = s->core.version;
   x->net_synced = 1;
   x->base_stale = 1;
   return 0;
@@ -605,25 +469,37 @@ static int take_global(real *s, rworker *x, hs_diag *d) {
 
 static int do_allreduce(real *s, int w, rop *op, hs_diag *d) {
   rworker *x = &s->w[w];
+  hs_rt_worker *cw = &s->core.w[w];
   int me = 0;
   while (op->ws[me] != w) me++;
   const hs_real_comm_ops *cm = s->cfg->comm;
   double start = now_of(s);
-  float *buf = op->what == HS_COMM_GRAD ? hs_net_grads(x->net) : hs_net_params(x->net);
-  int rc = cm->allreduce(s->comm, op->id, w, buf, s->P, op->ws, op->n, op->wts, d);
+  float *buf = op->what == HS_COMM_GRAD ? hs_net_grads(x->tw.net) : hs_net_params(x->tw.net);
+  int rc = 0;
+  if (op->what == HS_COMM_GRAD && op->compressor) {
+    /* A compressed gradient: what the others receive is what the compressor lets through. */
+    if (!cm->device_buffers) {
+      rc = hs_real_worker_compress(&x->tw, op->compressor, op->ratio, buf, s->P, s->cfg->seed, w, d);
+    } else if (!(rc = hs_net_get_grads(x->tw.net, x->host, d)) &&
+               !(rc = hs_real_worker_compress(&x->tw, op->compressor, op->ratio, x->host, s->P, s->cfg->seed, w, d))) {
+      rc = hs_net_set_grads(x->tw.net, x->host, d);
+    }
+    if (rc) return rc;
+  }
+  rc = cm->allreduce(s->comm, op->id, w, buf, s->P, op->ws, op->n, op->wts, d);
   if (rc) return rc;
   /* The reduced vector, in host memory: a host backend's buffer is the net's own (read in
    * place, no copy); a device backend's is copied out. */
   const float *red = buf;
   if (cm->device_buffers) {
-    rc = op->what == HS_COMM_GRAD ? hs_net_get_grads(x->net, x->host, d) : hs_net_get_params(x->net, x->host, d);
+    rc = op->what == HS_COMM_GRAD ? hs_net_get_grads(x->tw.net, x->host, d) : hs_net_get_params(x->tw.net, x->host, d);
     if (rc) return rc;
     red = x->host;
   }
   /* A host net that holds the model the update applies to updates its own parameters with it
    * instead of copying the global model in (`own`). */
   int host_grad = op->what == HS_COMM_GRAD && !cm->device_buffers;
-  float *own = hs_net_params(x->net);
+  float *own = hs_net_params(x->tw.net);
   pthread_mutex_lock(&s->mu);
   int updated = 0;
   if (!op->global_done) {
@@ -633,44 +509,45 @@ static int do_allreduce(real *s, int w, rop *op, hs_diag *d) {
      * instead of waiting for the lock. */
     global_wait(s); /* another operation's update */
     op->global_done = 1;
-    op->version = s->version; /* the version the update applies to */
-    int fuse = host_grad && x->net_synced && x->version == s->version;
+    op->version = s->core.version; /* the version the update applies to */
+    int fuse = host_grad && x->net_synced && cw->version == s->core.version;
     s->global_busy = 1;
     pthread_mutex_unlock(&s->mu);
-    if (op->what == HS_COMM_GRAD) sgd_apply(s->global, fuse ? own : NULL, red, (float)op->lr, s->P);
-    else memcpy(s->global, red, (size_t)s->P * sizeof *s->global);
+    /* rt_model's one expression, so that the global model and every net updated in place
+     * round alike and stay bit-identical. */
+    hs_runtime_model_allreduced(&s->gm, op->what, red, op->lr, fuse ? own : NULL);
     pthread_mutex_lock(&s->mu);
     s->global_busy = 0;
     op->global_applied = 1;
     pthread_cond_broadcast(&s->cv);
     global_update(s);
     if (fuse) {
-      x->version = s->version;
+      cw->version = s->core.version;
       x->base_stale = 1; /* as take_global: the updated parameters stand for the base */
       updated = 1;
     }
   }
   /* The update applies to version op->version; no other may have come since (the first
    * participant's own is counted once it is applied). */
-  int in_place = !updated && host_grad && x->net_synced && x->version == op->version &&
-                 s->version == op->version + (op->global_applied ? 1 : 0);
+  int in_place = !updated && host_grad && x->net_synced && cw->version == op->version &&
+                 s->core.version == op->version + (op->global_applied ? 1 : 0);
   if (in_place) {
     x->base_stale = 1;
     pthread_mutex_unlock(&s->mu);
-    sgd_apply(own, NULL, red, (float)op->lr, s->P);
+    hs_runtime_vec_sgd(own, NULL, red, (float)op->lr, s->P);
     pthread_mutex_lock(&s->mu);
     /* The worker's version moves past the global one only once that one is there (a policy
      * may read both; staleness is their difference). global_done is set, so global_busy
      * clear means the first participant's update is applied. */
     global_wait(s);
-    x->version = op->version + 1;
+    cw->version = op->version + 1;
   } else if (!updated) {
     /* hs_comm_opts.keep_local (x_i <- avg + (x_i - x_i at begin)) needs no arithmetic here:
      * the lane runs nothing else between taking this worker's model and this point, so its
      * progress since the operation began is zero and the average is the result. */
-    rc = take_global(s, x, d);
+    rc = take_global(s, w, d);
   }
-  comm_done(s, x, start, now_of(s));
+  comm_done(s, w, start, now_of(s));
   if (!rc && --op->left == 0) {
     double first = op->start;
     uint64_t tag = op->tag;
@@ -684,32 +561,31 @@ static int do_allreduce(real *s, int w, rop *op, hs_diag *d) {
 static int do_push(real *s, int w, rop *op, hs_diag *d) {
   rworker *x = &s->w[w];
   int rc = 0;
-  const float *msg = x->host;
+  float *msg = x->host;
   if (op->what == HS_COMM_GRAD) {
     /* A host net's gradient is sent from where it is. */
-    if (s->cfg->comm->device_buffers) rc = hs_net_get_grads(x->net, x->host, d);
-    else msg = hs_net_grads(x->net);
+    if (s->cfg->comm->device_buffers) rc = hs_net_get_grads(x->tw.net, x->host, d);
+    else msg = hs_net_grads(x->tw.net);
   } else {
     /* The progress since the last sync or push; the base moves to the model sent. */
     rc = settle_base(x, d);
-    if (!rc) rc = hs_net_get_params(x->net, x->host, d);
-    for (int64_t i = 0; !rc && i < s->P; i++) {
-      float p = x->host[i];
-      x->host[i] = p - x->base[i];
-      x->base[i] = p;
-    }
+    if (!rc) rc = hs_net_get_params(x->tw.net, x->host, d);
+    if (!rc) hs_runtime_model_delta(x->host, x->host, x->base, s->P);
   }
+  /* A compressed update (gradient or model delta): the server receives what the compressor
+   * lets through, as in the simulator's proxy model. */
+  if (!rc) rc = hs_real_worker_compress(&x->tw, op->compressor, op->ratio, msg, s->P, s->cfg->seed, w, d);
   if (rc) return rc;
   double start = now_of(s);
-  rc = s->cfg->comm->send(s->comm, w, s->n, op->id, msg, s->P, d);
+  rc = s->cfg->comm->send(s->comm, w, s->core.n, op->id, msg, s->P, d);
   pthread_mutex_lock(&s->mu);
-  comm_done(s, x, start, now_of(s));
+  comm_done(s, w, start, now_of(s));
   pthread_mutex_unlock(&s->mu);
   return rc;
 }
 
 static int do_srv_push(real *s, rop *op, hs_diag *d) {
-  int rc = s->cfg->comm->recv(s->comm, s->n, op->worker, op->id, s->srv_buf, s->P, d);
+  int rc = s->cfg->comm->recv(s->comm, s->core.n, op->worker, op->id, s->srv_buf, s->P, d);
   if (rc) return rc;
   /* The pass over the parameters runs outside the lock, so that the workers' lanes do not
    * wait for it to record a step or start one: global_busy keeps every other reader and
@@ -718,36 +594,23 @@ static int do_srv_push(real *s, rop *op, hs_diag *d) {
   pthread_mutex_lock(&s->mu);
   global_wait(s);
   int stale = 0, apply = op->ps_mode == HS_PS_APPLY;
-  double acc_wt = op->what == HS_COMM_GRAD ? (double)op->batch : 1.0; /* an accumulated push's weight */
   if (apply) {
-    stale = (int)(s->version - op->version);
+    stale = (int)(s->core.version - op->version);
     s->global_busy = 1;
   }
   pthread_mutex_unlock(&s->mu);
-  if (apply) {
-    float wt = (float)op->weight;
-    if (op->what == HS_COMM_GRAD) {
-      float lr = (float)op->lr * wt;
-      for (int64_t i = 0; i < s->P; i++) s->global[i] -= lr * s->srv_buf[i];
-    } else {
-      for (int64_t i = 0; i < s->P; i++) s->global[i] += wt * s->srv_buf[i];
-    }
-  } else {
-    for (int64_t i = 0; i < s->P; i++) s->acc[i] += op->weight * acc_wt * (double)s->srv_buf[i];
-  }
+  hs_runtime_model_push(&s->gm, op->what, op->ps_mode, s->srv_buf, (double)op->batch, op->weight, op->lr);
   pthread_mutex_lock(&s->mu);
   if (apply) {
     s->global_busy = 0;
     pthread_cond_broadcast(&s->cv);
     global_update(s);
-  } else {
-    s->acc_w += acc_wt;
   }
-  rworker *x = &s->w[op->worker];
+  hs_rt_worker *cw = &s->core.w[op->worker];
   double now = now_of(s);
-  if (x->rec_open && x->rec.step == op->step) {
-    x->rec.comm_end_s = now;
-    x->rec.staleness = stale;
+  if (cw->rec_open && cw->rec.step == op->step) {
+    cw->rec.comm_end_s = now;
+    cw->rec.staleness = stale;
   }
   int w = op->worker;
   double start = op->start;
@@ -764,10 +627,10 @@ static int do_srv_pull(real *s, rop *op, hs_diag *d) {
    * done with its buffer when it returns (real_comm.h), so the model may change after. */
   pthread_mutex_lock(&s->mu);
   global_wait(s);
-  op->version = s->version;
+  op->version = s->core.version;
   s->global_busy = 1;
   pthread_mutex_unlock(&s->mu);
-  int rc = s->cfg->comm->send(s->comm, s->n, op->worker, op->id, s->global, s->P, d);
+  int rc = s->cfg->comm->send(s->comm, s->core.n, op->worker, op->id, s->gm.global, s->P, d);
   pthread_mutex_lock(&s->mu);
   s->global_busy = 0;
   pthread_cond_broadcast(&s->cv);
@@ -777,17 +640,18 @@ static int do_srv_pull(real *s, rop *op, hs_diag *d) {
 
 static int do_pull(real *s, int w, rop *op, hs_diag *d) {
   rworker *x = &s->w[w];
+  hs_rt_worker *cw = &s->core.w[w];
   double start = now_of(s);
   /* A host net receives the model straight into its parameters, which then stand for the base. */
   int host = !s->cfg->comm->device_buffers;
-  int rc = s->cfg->comm->recv(s->comm, w, s->n, op->id, host ? hs_net_params(x->net) : x->host, s->P, d);
-  if (!rc && !host) rc = hs_net_set_params(x->net, x->host, d);
+  int rc = s->cfg->comm->recv(s->comm, w, s->core.n, op->id, host ? hs_net_params(x->tw.net) : x->host, s->P, d);
+  if (!rc && !host) rc = hs_net_set_params(x->tw.net, x->host, d);
   if (rc) return rc;
   pthread_mutex_lock(&s->mu);
-  x->version = op->version;
+  cw->version = op->version;
   x->net_synced = 1;
   x->base_stale = 1;
-  comm_done(s, x, start, now_of(s));
+  comm_done(s, w, start, now_of(s));
   double first = op->start;
   uint64_t tag = op->tag;
   op_free(s, op);
@@ -800,18 +664,10 @@ static int do_srv_apply(real *s, rop *op) {
   /* Outside the lock under global_busy, as do_srv_push's pass. */
   pthread_mutex_lock(&s->mu);
   global_wait(s);
-  double acc_w = s->acc_w;
   s->global_busy = 1;
   pthread_mutex_unlock(&s->mu);
-  if (acc_w > 0) {
-    double scale = op->what == HS_COMM_GRAD ? -op->lr / acc_w : 1.0 / acc_w;
-    for (int64_t i = 0; i < s->P; i++) {
-      s->global[i] += (float)(scale * s->acc[i]);
-      s->acc[i] = 0;
-    }
-  }
+  hs_runtime_model_apply(&s->gm, op->lr);
   pthread_mutex_lock(&s->mu);
-  s->acc_w = 0;
   s->global_busy = 0;
   pthread_cond_broadcast(&s->cv);
   global_update(s);
@@ -832,12 +688,12 @@ static void *lane_main(void *p) {
   lane_arg *a = p;
   real *s = a->s;
   int rank = a->rank;
-  lane *l = rank < s->n ? &s->w[rank].ln : &s->srv;
-  if (s->pin && rank < s->n) hs_pin_self(&s->cpus, rank); /* the server's lane floats */
+  lane *l = rank < s->core.n ? &s->w[rank].ln : &s->srv;
+  if (s->pin && rank < s->core.n) hs_pin_self(&s->cpus, rank); /* the server's lane floats */
   pthread_mutex_lock(&s->mu);
   for (;;) {
-    while (!l->head && !s->done) pthread_cond_wait(&l->cv, &s->mu);
-    if (s->done) break;
+    while (!l->head && !s->core.done) pthread_cond_wait(&l->cv, &s->mu);
+    if (s->core.done) break;
     item *it = l->head;
     l->head = it->next;
     if (!l->head) l->tail = NULL;
@@ -860,7 +716,7 @@ static void *lane_main(void *p) {
     l->busy = 0;
     if (rc) {
       /* hs_diag_prefix adds the ": " itself. */
-      if (rank < s->n) hs_diag_prefix(&d, "worker %d", rank);
+      if (rank < s->core.n) hs_diag_prefix(&d, "worker %d", rank);
       else hs_diag_prefix(&d, "parameter server");
       lane_failed(s, rc, &d);
     }
@@ -874,65 +730,28 @@ static void *lane_main(void *p) {
 
 /* Stores an evaluation and checks the target (mu held). */
 static int record_eval(real *s, double t, int64_t step, double loss, double acc) {
-  s->last_eval = step;
-  s->last_loss = loss;
-  s->last_acc = acc;
-  const hs_real_config *c = s->cfg;
-  if (c->eval_sink) {
-    int rc = c->eval_sink(c->eval_ctx, t, step, loss, acc, &s->diag);
-    if (rc) {
-      if (!s->diag.msg[0]) fail(s, rc, "could not store the evaluation at step %lld", (long long)step);
-      return rc;
-    }
-  }
-  if (c->target_loss > 0 && loss <= c->target_loss && isnan(s->target_time)) {
-    s->target_time = t;
-    finish_run(s);
-  }
-  return 0;
+  int rc = hs_rt_core_eval(&s->core, t, step, loss, acc);
+  if (!rc && s->core.done && !s->ended) finish_run(s); /* a target met */
+  return rc;
 }
 
-static int on_cluster_event(real *s, int idx) {
-  const hs_event_spec *e = &s->cfg->cluster->events[idx];
-  if (e->worker < 0 || e->worker >= s->n) return fail(s, HS_EINVAL, "event %d: no worker %d", idx, e->worker);
-  rworker *x = &s->w[e->worker];
-  hs_cluster_obs o = {.worker = e->worker, .comm_slowdown = 1.0};
-  if (e->kind == HS_EVENT_SLOWDOWN) {
-    if (e->slowdown >= 0) x->slowdown = e->slowdown;
-    o.kind = HS_CHANGE_SLOWDOWN;
-  } else {
-    if (!x->active) return 0;
-    x->active = 0;
-    x->left_at = now_of(s);
-    o.kind = HS_CHANGE_LEAVE;
-  }
-  o.slowdown = x->slowdown;
-  if (s->done || !s->cfg->policy->on_cluster) return 0;
-  return policy_rc(s, s->cfg->policy->on_cluster(s->pstate, &s->rt, &o));
-}
-
-/* Fires due timers in (time, sequence) order (mu held). Returns the next due time or INFINITY. */
+/* Fires due timers and cluster events in (time, sequence) order (mu held). Returns the next
+ * due time or INFINITY. */
 static double fire_timers(real *s) {
   for (;;) {
-    if (s->done) return INFINITY;
+    if (s->core.done) return INFINITY;
     hs_runtime_timer t;
     double next;
     if (!hs_runtime_timers_pop(&s->timers, now_of(s), &t, &next)) return next;
-    if (t.cluster_event >= 0) {
-      int rc = on_cluster_event(s, t.cluster_event);
-      if (rc) {
-        s->failed = 1;
-        finish_run(s);
-      }
-    } else if (s->cfg->policy->on_timer) {
-      policy_rc(s, s->cfg->policy->on_timer(s->pstate, &s->rt, t.tag));
-    }
+    int rc = t.cluster_event >= 0 ? hs_rt_core_wake(&s->core, HS_RT_WAKE_CLUSTER, t.cluster_event)
+                                  : hs_rt_core_wake(&s->core, HS_RT_WAKE_TIMER, (int64_t)t.tag);
+    settle(s, rc);
   }
 }
 
 static int all_idle(const real *s) {
   if (s->srv.busy || s->srv.head || s->timers.n || (s->evals && eval_online(s))) return 0;
-  for (int i = 0; i < s->n; i++)
+  for (int i = 0; i < s->core.n; i++)
     if (s->w[i].ln.busy || s->w[i].ln.head) return 0;
   return 1;
 }
@@ -940,9 +759,9 @@ static int all_idle(const real *s) {
 /* The calling thread's loop: timers, evaluations, the stop flag, stalls. */
 static void watch(real *s) {
   pthread_mutex_lock(&s->mu);
-  while (!s->done) {
+  while (!s->core.done) {
     double next = fire_timers(s);
-    if (s->done) break;
+    if (s->core.done) break;
     if (s->cfg->max_time > 0 && now_of(s) >= s->cfg->max_time) {
       finish_run(s);
       break;
@@ -981,112 +800,91 @@ static void watch(real *s) {
     ts.tv_nsec = (long)((abs_t - floor(abs_t)) * 1e9);
     pthread_cond_timedwait(&s->watch_cv, &s->mu, &ts);
   }
-  if (!s->done) finish_run(s); /* interrupted */
+  if (!s->core.done) finish_run(s); /* interrupted */
   pthread_mutex_unlock(&s->mu);
 }
 
 /* --- set-up and the run ---------------------------------------------------------------------- */
 
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
-/* Times a few steps on worker 0 at two batch sizes and fits t = t0 + k*b, so that
- * hs_rt_predict has real numbers when no calibration was given. The data iterator is
- * restarted afterwards (by the caller); the gradients are discarded. */
-static int probe(real *s, hs_diag *d) {
-  rworker *x = &s->w[0];
-  int64_t share = s->cfg->global_batch / s->n;
-  int b2 = (int)(share > 1 ? share : 2), b1 = b2 / 2 > 0 ? b2 / 2 : 1;
-  double med[2];
-  int bs[2] = {b1, b2};
-  for (int k = 0; k < 2; k++) {
-    double t[3];
-    double loss;
-    int rc = train_step(s, x, bs[k], &loss, d); /* warm-up */
-    for (int r = 0; !rc && r < 3; r++) {
-      double a = mono();
-      rc = train_step(s, x, bs[k], &loss, d);
-      t[r] = mono() - a;
-    }
-    if (rc) return rc;
-    qsort(t, 3, sizeof t[0], cmp_double);
-    med[k] = t[1];
-  }
-  s->probe_k = b2 > b1 ? (med[1] - med[0]) / (double)(b2 - b1) : 0;
-  if (s->probe_k < 0) s->probe_k = 0;
-  s->probe_t0 = med[0] - s->probe_k * (double)b1;
-  if (s->probe_t0 < 0) s->probe_t0 = 0;
-  return 0;
-}
-
 static int setup(real *s, const hs_real_config *cfg, hs_shards *sh) {
   const hs_cluster_spec *spec = cfg->cluster;
-  s->rt.ops = &real_ops;
+  hs_rt_core *c = &s->core; /* hs_rt_core_init: by hs_real_run */
+  c->policy = cfg->policy;
+  c->params = cfg->params;
+  c->cluster = spec;
+  c->global_batch = cfg->global_batch;
+  c->seed = cfg->seed;
+  c->max_iterations = cfg->max_iterations;
+  c->max_time = cfg->max_time;
+  c->target_loss = cfg->target_loss;
+  c->target_accuracy = cfg->target_accuracy;
+  c->eval_every = cfg->test ? cfg->eval_every : 0;
+  c->sink = cfg->sink;
+  c->sink_ctx = cfg->sink_ctx;
+  c->eval_sink = cfg->eval_sink;
+  c->eval_ctx = cfg->eval_ctx;
   s->cfg = cfg;
-  s->last_eval = -1;
-  s->last_loss = s->last_acc = s->target_time = NAN;
   s->probe_t0 = s->probe_k = NAN;
   s->global_lr = cfg->lr;
-  s->n = spec ? spec->n_workers : cfg->n_workers;
-  if (s->n < 1) return fail(s, HS_EINVAL, "a real run needs at least one worker");
-  if (cfg->global_batch < s->n)
-    return fail(s, HS_EINVAL, "--global-batch %lld is smaller than the %d workers", (long long)cfg->global_batch, s->n);
-  if (cfg->max_iterations <= 0 && cfg->max_epochs <= 0 && cfg->max_time <= 0 && !(cfg->target_loss > 0))
-    return fail(s, HS_EINVAL, "no stop condition: give --iterations, --epochs, --time or --target-loss");
-  if (cfg->target_loss > 0 && !cfg->test) return fail(s, HS_EINVAL, "a target loss needs evaluations (a test set)");
+  int n = spec ? spec->n_workers : cfg->n_workers;
+  if (n < 1) return fail(s, HS_EINVAL, "a real run needs at least one worker");
+  if (cfg->global_batch < n)
+    return fail(s, HS_EINVAL, "--global-batch %lld is smaller than the %d workers", (long long)cfg->global_batch, n);
+  if (cfg->max_iterations <= 0 && cfg->max_epochs <= 0 && cfg->max_time <= 0 && !(cfg->target_loss > 0) &&
+      !(cfg->target_accuracy > 0))
+    return fail(s, HS_EINVAL, "no stop condition: give --iterations, --epochs, --time, --target-loss or --target-accuracy");
+  if ((cfg->target_loss > 0 || cfg->target_accuracy > 0) && !cfg->test)
+    return fail(s, HS_EINVAL, "a target loss or accuracy needs evaluations (a test set)");
+  int rc;
+  if ((rc = hs_runtime_check_caps(cfg->policy, cfg->params, spec, HS_REAL_THREADS_CAPS, "threaded real", &s->core.diag)))
+    return rc;
   if (spec)
     for (int i = 0; i < spec->n_events; i++)
       if (spec->events[i].kind == HS_EVENT_JOIN)
         return fail(s, HS_EUNSUPPORTED, "%s:%d: a join event: workers joining mid-run are not supported in real mode yet",
                     spec->path, spec->events[i].pos.line);
-  s->w = calloc((size_t)s->n, sizeof *s->w);
-  if (!s->w) return fail(s, HS_ENOMEM, "out of memory for %d workers", s->n);
-  for (int i = 0; i < s->n; i++) pthread_cond_init(&s->w[i].ln.cv, NULL);
+  s->w = calloc((size_t)n, sizeof *s->w);
+  if (!s->w) return fail(s, HS_ENOMEM, "out of memory for %d workers", n);
+  for (int i = 0; i < n; i++) {
+    pthread_cond_init(&s->w[i].ln.cv, NULL);
+    int r = hs_rt_core_add_worker(c, spec ? spec->workers[i].slowdown : 1.0, 1.0, cfg->lr, 0.0);
+    if (r < 0) return r;
+    c->w[r].active = 1;
+  }
   hs_net_options no = {.seed = cfg->seed, .max_batch = 0, .threads = 1};
-  int rc;
-  for (int i = 0; i < s->n; i++) {
+  for (int i = 0; i < s->core.n; i++) {
     rworker *x = &s->w[i];
-    x->active = 1;
-    x->left_at = NAN;
-    x->lr = cfg->lr;
-    x->slowdown = spec ? spec->workers[i].slowdown : 1.0;
     const char *dev = cfg->worker_devices && cfg->worker_devices[i] ? cfg->worker_devices[i] : cfg->device;
-    if ((rc = hs_net_open(&x->net, dev, cfg->model, &no, &s->diag))) return rc;
-    if (i == 0) s->P = hs_net_param_count(x->net);
+    if ((rc = hs_net_open(&x->tw.net, dev, cfg->model, &no, &s->core.diag))) return rc;
+    if (i == 0) s->P = hs_net_param_count(x->tw.net);
     x->host = malloc((size_t)s->P * sizeof *x->host);
     x->base = malloc((size_t)s->P * sizeof *x->base);
     if (!x->host || !x->base) return fail(s, HS_ENOMEM, "out of memory for worker %d's buffers", i);
-    if ((rc = hs_data_iter_init(&x->it, cfg->train, sh, i, 0, &s->diag))) return rc;
+    if ((rc = hs_data_iter_init(&x->tw.it, cfg->train, sh, i, 0, &s->core.diag))) return rc;
   }
-  s->global = malloc((size_t)s->P * sizeof *s->global);
+  if ((rc = hs_runtime_model_open(&s->gm, s->P, &s->core.diag))) return rc;
   s->srv_buf = malloc((size_t)s->P * sizeof *s->srv_buf);
-  s->acc = calloc((size_t)s->P, sizeof *s->acc);
-  if (!s->global || !s->srv_buf || !s->acc) return fail(s, HS_ENOMEM, "out of memory for the global model");
-  if ((rc = hs_net_get_params(s->w[0].net, s->global, &s->diag))) return rc;
-  for (int i = 0; i < s->n; i++) memcpy(s->w[i].base, s->global, (size_t)s->P * sizeof *s->global);
-  if (cfg->test && (rc = hs_net_open(&s->eval_net, cfg->device, cfg->model, &no, &s->diag))) return rc;
-  s->samples_target = cfg->max_epochs > 0 ? cfg->max_epochs * (double)hs_data_count(cfg->train) : 0;
+  if (!s->srv_buf) return fail(s, HS_ENOMEM, "out of memory for the parameter server's buffer");
+  if ((rc = hs_net_get_params(s->w[0].tw.net, s->gm.global, &s->core.diag))) return rc;
+  for (int i = 0; i < s->core.n; i++) memcpy(s->w[i].base, s->gm.global, (size_t)s->P * sizeof *s->gm.global);
+  if (cfg->test && (rc = hs_net_open(&s->eval_net, cfg->device, cfg->model, &no, &s->core.diag))) return rc;
+  s->core.samples_target = cfg->max_epochs > 0 ? cfg->max_epochs * (double)hs_data_count(cfg->train) : 0;
   if (!cfg->perf) {
     /* The probe restarts worker 0's iterator on the shards it was given. */
-    if ((rc = probe(s, &s->diag))) return rc;
-    if ((rc = hs_data_iter_init(&s->w[0].it, cfg->train, sh, 0, 0, &s->diag))) return rc;
+    if ((rc = hs_real_worker_probe(&s->w[0].tw, cfg->train, cfg->global_batch / s->core.n, &s->probe_t0, &s->probe_k,
+                                   &s->core.diag)))
+      return rc;
+    if ((rc = hs_data_iter_init(&s->w[0].tw.it, cfg->train, sh, 0, 0, &s->core.diag))) return rc;
   }
-  hs_real_comm_config cc = {.world = s->n + 1, .n = s->P, .timeout_s = cfg->timeout_s, .device = cfg->device};
-  if ((rc = cfg->comm->open(&s->comm, &cc, &s->diag))) return rc;
-  if (spec)
-    for (int i = 0; i < spec->n_events; i++)
-      if ((rc = add_timer(s, spec->events[i].at, i, 0))) return rc;
-  s->pstate = calloc(1, cfg->policy->state_size ? cfg->policy->state_size : 1);
-  if (!s->pstate) return fail(s, HS_ENOMEM, "out of memory for the policy's state");
-  return 0;
+  hs_real_comm_config cc = {.world = s->core.n + 1, .n = s->P, .timeout_s = cfg->timeout_s, .device = cfg->device};
+  if ((rc = cfg->comm->open(&s->comm, &cc, &s->core.diag))) return rc;
+  return 0; /* the core schedules the cluster events and runs the policy's init (hs_rt_core_open) */
 }
 
 static void teardown(real *s) {
-  if (s->pstate && s->cfg->policy->fini) s->cfg->policy->fini(s->pstate, &s->rt);
-  free(s->pstate);
-  for (int i = 0; s->w && i < s->n; i++) {
+  int n = s->core.n;
+  hs_rt_core_close(&s->core); /* the policy's fini */
+  for (int i = 0; s->w && i < n; i++) {
     rworker *x = &s->w[i];
     while (x->ln.head) {
       item *it = x->ln.head;
@@ -1094,9 +892,8 @@ static void teardown(real *s) {
       free(it);
     }
     pthread_cond_destroy(&x->ln.cv);
-    hs_net_close(x->net);
-    free(x->x);
-    free(x->y);
+    hs_net_close(x->tw.net);
+    hs_real_worker_free(&x->tw);
     free(x->host);
     free(x->base);
   }
@@ -1115,44 +912,44 @@ static void teardown(real *s) {
   if (s->comm) s->cfg->comm->close(s->comm);
   hs_net_close(s->eval_net);
   free(s->w);
-  free(s->global);
+  hs_runtime_model_close(&s->gm);
   free(s->srv_buf);
-  free(s->acc);
   hs_runtime_timers_free(&s->timers);
 }
 
 static int fill_result(real *s, hs_real_result *res) {
-  double end = s->end;
-  res->n_workers = s->n;
+  double end = s->core.end;
+  res->n_workers = s->core.n;
   res->probe_t0 = s->probe_t0;
   res->probe_k = s->probe_k;
-  res->workers = calloc((size_t)s->n, sizeof *res->workers);
+  res->workers = calloc((size_t)s->core.n, sizeof *res->workers);
   if (!res->workers) return fail(s, HS_ENOMEM, "out of memory");
   double life_sum = 0, wait_sum = 0;
   int64_t steps = 0;
-  for (int i = 0; i < s->n; i++) {
+  for (int i = 0; i < s->core.n; i++) {
     rworker *x = &s->w[i];
-    if (x->rec_open && !x->in_step) {
+    hs_rt_worker *cw = &s->core.w[i];
+    if (cw->rec_open && !x->in_step) {
       int rc = flush_record(s, i);
       if (rc) return rc;
     }
-    double until = isnan(x->left_at) ? end : fmin(end, x->left_at);
-    double wait = until - x->busy - x->comm;
+    double until = isnan(cw->left_at) ? end : fmin(end, cw->left_at);
+    double wait = until - cw->busy - cw->comm;
     if (wait < 0) wait = 0;
     life_sum += until;
     wait_sum += wait;
-    steps += x->steps;
-    res->workers[i] = (hs_real_worker_stats){.joined_at = 0, .left_at = x->left_at,
-                                             .initial_batch = x->initial_batch, .steps = x->steps,
-                                             .samples = x->samples, .busy_s = x->busy,
-                                             .comm_s = x->comm, .wait_s = wait};
+    steps += cw->steps;
+    res->workers[i] = (hs_real_worker_stats){.joined_at = 0, .left_at = cw->left_at,
+                                             .initial_batch = cw->initial_batch, .steps = cw->steps,
+                                             .samples = cw->samples, .busy_s = cw->busy,
+                                             .comm_s = cw->comm, .wait_s = wait};
   }
   hs_summary *m = &res->summary;
-  hs_runtime_summary(m, s->n, s->iterations, steps, s->samples, end);
+  hs_runtime_summary(m, s->core.n, s->core.iterations, steps, s->core.samples, end);
   m->wait_fraction = life_sum > 0 ? fmin(1.0, wait_sum / life_sum) : NAN;
-  m->final_loss = s->last_loss;
-  m->final_accuracy = s->last_acc;
-  m->time_to_target_s = s->target_time;
+  m->final_loss = s->core.last_loss;
+  m->final_accuracy = s->core.last_acc;
+  m->time_to_target_s = s->core.target_time;
   return 0;
 }
 
@@ -1165,6 +962,7 @@ int hs_real_run(const hs_real_config *cfg, hs_real_result *res, hs_diag *d) {
   memset(res, 0, sizeof *res);
   real *s = calloc(1, sizeof *s);
   if (!s) return hs_diag_set(d, HS_ENOMEM, "out of memory");
+  hs_rt_core_init(&s->core, &threads_driver);
   pthread_mutex_init(&s->mu, NULL);
   pthread_condattr_t ca;
   pthread_condattr_init(&ca);
@@ -1177,25 +975,25 @@ int hs_real_run(const hs_real_config *cfg, hs_real_result *res, hs_diag *d) {
   int rc = 0;
   int n = cfg->cluster ? cfg->cluster->n_workers : cfg->n_workers;
   if (!cfg->train) rc = fail(s, HS_EINVAL, "a real run needs a training set");
-  else if (n >= 1) rc = hs_shards_open(&sh, hs_data_count(cfg->train), n, NULL, cfg->seed, &s->diag);
+  else if (n >= 1) rc = hs_shards_open(&sh, hs_data_count(cfg->train), n, NULL, cfg->seed, &s->core.diag);
   if (!rc) rc = setup(s, cfg, sh);
   lane_arg *args = NULL;
   int started = 0;
-  if (!rc && !(args = calloc((size_t)s->n + 1, sizeof *args))) rc = fail(s, HS_ENOMEM, "out of memory");
+  if (!rc && !(args = calloc((size_t)s->core.n + 1, sizeof *args))) rc = fail(s, HS_ENOMEM, "out of memory");
   if (!rc) {
-    s->pin = hs_real_pins(cfg, s->n, &s->cpus);
+    s->pin = hs_real_pins(cfg, s->core.n, &s->cpus);
     s->t0 = mono();
-    for (int i = 0; i <= s->n && !rc; i++) {
+    for (int i = 0; i <= s->core.n && !rc; i++) {
       args[i] = (lane_arg){.s = s, .rank = i};
-      lane *l = i < s->n ? &s->w[i].ln : &s->srv;
+      lane *l = i < s->core.n ? &s->w[i].ln : &s->srv;
       if (pthread_create(&l->th, NULL, lane_main, &args[i])) rc = fail(s, HS_ERUNTIME, "could not start thread %d", i);
       else l->started = 1, started++;
     }
   }
   if (!rc) {
     pthread_mutex_lock(&s->mu);
-    if (cfg->policy->init) rc = policy_rc(s, cfg->policy->init(s->pstate, &s->rt, cfg->params));
-    if (!rc && cfg->policy->start) rc = policy_rc(s, cfg->policy->start(s->pstate, &s->rt));
+    rc = settle(s, hs_rt_core_open(&s->core));
+    if (!rc) rc = settle(s, hs_rt_core_start(&s->core));
     pthread_mutex_unlock(&s->mu);
     if (!rc) watch(s);
   }
@@ -1203,13 +1001,13 @@ int hs_real_run(const hs_real_config *cfg, hs_real_result *res, hs_diag *d) {
     pthread_mutex_lock(&s->mu);
     finish_run(s);
     pthread_mutex_unlock(&s->mu);
-    for (int i = 0; i <= s->n; i++) {
-      lane *l = i < s->n ? &s->w[i].ln : &s->srv;
+    for (int i = 0; i <= s->core.n; i++) {
+      lane *l = i < s->core.n ? &s->w[i].ln : &s->srv;
       if (l->started) pthread_join(l->th, NULL);
     }
   }
   free(args);
-  if (!rc && s->failed) rc = s->diag.code ? s->diag.code : HS_ERUNTIME;
+  if (!rc && s->failed) rc = s->core.diag.code ? s->core.diag.code : HS_ERUNTIME;
   res->status = s->stalled ? HS_REAL_STALLED : (cfg->stop && *cfg->stop) ? HS_REAL_INTERRUPTED : HS_REAL_COMPLETE;
   /* Evaluations deferred to the end, or queued before it and not yet reached, also after an
    * interruption: they are of models the run reached (the lanes are joined: no lock needed). */
@@ -1219,25 +1017,25 @@ int hs_real_run(const hs_real_config *cfg, hs_real_result *res, hs_diag *d) {
     if (!s->evals) s->evals_tail = NULL;
     s->n_evals--;
     double loss, acc;
-    if (!(rc = hs_net_evaluate_params(s->eval_net, e->model, cfg->test, &loss, &acc, &s->diag)) &&
+    if (!(rc = hs_net_evaluate_params(s->eval_net, e->model, cfg->test, &loss, &acc, &s->core.diag)) &&
         record_eval(s, e->time_s, e->step, loss, acc))
-      rc = s->diag.code ? s->diag.code : HS_EDB;
+      rc = s->core.diag.code ? s->core.diag.code : HS_EDB;
     free(e->model);
     free(e);
   }
-  if (!rc && cfg->test && s->eval_net && s->last_eval != s->iterations && res->status != HS_REAL_INTERRUPTED) {
+  if (!rc && cfg->test && s->eval_net && s->core.last_eval != s->core.iterations && res->status != HS_REAL_INTERRUPTED) {
     /* The final model is evaluated at the end unless the last update just was. */
     double loss, acc;
-    if (!(rc = hs_net_evaluate_params(s->eval_net, s->global, cfg->test, &loss, &acc, &s->diag)) &&
-        record_eval(s, s->end, s->iterations, loss, acc))
-      rc = s->diag.code ? s->diag.code : HS_EDB;
+    if (!(rc = hs_net_evaluate_params(s->eval_net, s->gm.global, cfg->test, &loss, &acc, &s->core.diag)) &&
+        record_eval(s, s->core.end, s->core.iterations, loss, acc))
+      rc = s->core.diag.code ? s->core.diag.code : HS_EDB;
   }
-  if (!rc || s->iterations > 0) {
+  if (!rc || s->core.iterations > 0) {
     int frc = fill_result(s, res);
     if (!rc) rc = frc;
   }
   if (rc) {
-    if (d) *d = s->diag;
+    if (d) *d = s->core.diag;
     if (d && !d->msg[0]) hs_diag_set(d, rc, "real run failed (%s)", hs_strerror(rc));
     if (d) d->code = rc;
   }

@@ -1,15 +1,18 @@
-/* real_run: the real runtime. It implements the policy interface (pol_policy.h) by really
- * training a zoo model: one worker per thread, each with its own net (nn_net.h), its own shard
- * of the training data, and a communication backend (real_comm.h) for all-reduce and the
- * parameter server. The same policy objects that drive the simulator drive it.
+/* real_run: the threaded real runtime: the threads driver of the runtime core
+ * (runtime/rt_core.h), which implements the policy interface (pol_policy.h): checks, worker
+ * table, timers and cluster events, iteration counting, step records, stop conditions and
+ * evaluations are the core's, as in the simulator. This driver really trains a zoo model: one
+ * worker per thread, each with its own net (nn_net.h) and shard of the training data
+ * (real_worker.h), and a communication backend (real_comm.h) for all-reduce and the parameter
+ * server. The same policy objects that drive the simulator drive it.
  *
  * Threads: a lane per worker and one for the parameter server, each a thread that runs the
  * actions the policy queued on it in order (compute a step, apply a local update, take part in
  * an all-reduce, push, pull, apply). Compute and communication run concurrently on the lanes;
  * a worker whose net (in host memory) holds the global model that an all-reduce of gradients
  * updates applies the update to its own parameters instead of copying the global model in;
- * the policy's callbacks, the step sink and the evaluation sink are serialised under one mutex
- * (policies are not thread-safe). The calling thread fires timers and cluster events and watches
+ * the core, the policy's callbacks, the step sink and the evaluation sink are serialised under
+ * one mutex (policies are not thread-safe). The calling thread fires timers and cluster events and watches
  * for the end, an interrupt and a stall. Evaluations: the global model is copied at the update
  * that is due one and evaluated after the run (after an interruption too), where it does not
  * take a core from the workers; with a target loss, or once the waiting copies exceed 256 MiB,
@@ -28,7 +31,11 @@
  * weights NULL = b_i / sum b over the participants' last steps; given weights are normalised to
  * sum 1. An operation's content is taken when its lane reaches it (after the lane's earlier
  * actions), so communication overlaps other workers' compute but not the same worker's.
- * Compression is not applied in real mode (a policy that sets a compressor sends fp32).
+ * A gradient or model delta sent with a compressor goes through the compressor's real round
+ * trip (pol_compress.h, one context per worker, as the simulator's proxy model), so what the
+ * others or the server receive is what the compressor lets through; the bytes on the wire stay
+ * fp32. Overlapped and hierarchical all-reduces and join events are refused
+ * (HS_REAL_THREADS_CAPS; hs_runtime_check_caps before the run).
  *
  * Time: CLOCK_MONOTONIC, 0 at the start of the run. Heterogeneity on one machine is emulated
  * from the cluster file: a worker whose compute slowdown is s (its initial `slowdown`, then the
@@ -54,6 +61,10 @@
 #include "nn/nn_data.h"
 #include "policies/pol_policy.h"
 #include "real/real_comm.h"
+
+/* What the threaded runtime can do (pol_policy.h's HS_CAP_*): the CLI checks a run against it
+ * with hs_runtime_check_caps (runtime/rt_core.h) before it stores anything. */
+#define HS_REAL_THREADS_CAPS (HS_CAP_COMPRESSION | HS_CAP_SUBSET | HS_CAP_LEAVE)
 
 typedef enum hs_real_status {
   HS_REAL_COMPLETE = 0,    /* a stop condition was reached */
@@ -95,6 +106,8 @@ typedef struct hs_real_config {
   double max_epochs;              /* 0 = no limit */
   double max_time;                /* s; 0 = no limit */
   double target_loss;             /* end at the first evaluation with loss <= this; 0 = none */
+  double target_accuracy;         /* end at the first evaluation with accuracy >= this (a
+                                   * fraction); 0 = none. With target_loss too, both must be met. */
   /* The device's calibrated step model (hs_rt_predict); NULL: a linear fit of steps timed on
    * worker 0 before the run starts. */
   const hs_perf_model *perf;

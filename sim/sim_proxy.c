@@ -37,6 +37,7 @@
 #include "nn/nn_net.h"
 #include "nn/nn_zoo.h"
 #include "policies/pol_compress.h"
+#include "runtime/rt_model.h"
 #include "sim/sim_conv.h"
 
 /* One model vector, a gradient and a sync base per worker: mlp needs 2.4 MiB per worker, so
@@ -78,6 +79,8 @@ typedef struct p_op {
   float *buf;                 /* content taken at issue */
   uint64_t stamp;             /* pull: the global model's stamp at issue */
   double samples;             /* pushed gradient: its batch */
+  double weight;              /* push: hs_comm_opts.weight, applied by the server */
+  double *wts;                /* all-reduce: the participants' normalised weights */
   int *ws;
   int n;
   int keep_local;             /* all-reduce MODEL: participants keep their progress since begin */
@@ -89,11 +92,8 @@ typedef struct proxy {
   hs_dataset *train, *test;
   hs_shards *sh;
   int n_shards;
-  float *global;
+  hs_runtime_model gm;        /* the global model and the accumulated pushes (rt_model.h) */
   uint64_t global_stamp, next_stamp, net_stamp; /* net_stamp: what the net holds, 0 = unknown */
-  float *acc;                 /* accumulated pushes */
-  double acc_w;               /* GRAD: sum of batches; MODEL: count */
-  int acc_model;
   double lr;                  /* of global updates */
   double lr0;
   int n, cap;
@@ -111,30 +111,6 @@ typedef struct proxy {
   int eval_n;
   uint64_t seed;
 } proxy;
-
-/* --- vectors ------------------------------------------------------------------------------ */
-
-/* GCC's -O2 vectorises a loop only when its trip count is a known multiple of the vector width
- * (the very-cheap cost model), so these run in blocks of VBLOCK floats and finish one by one.
- * Each element's arithmetic is the same either way: the results do not depend on the blocks. */
-#define VBLOCK 16
-
-static void vec_scale(float *restrict y, const float *restrict x, float a, int64_t n) {
-  int64_t i = 0;
-  for (; i + VBLOCK <= n; i += VBLOCK)
-    for (int k = 0; k < VBLOCK; k++) y[i + k] = a * x[i + k];
-  for (; i < n; i++) y[i] = a * x[i];
-}
-
-static void vec_axpy(float *restrict y, const float *restrict x, float a, int64_t n) {
-  int64_t i = 0;
-  for (; i + VBLOCK <= n; i += VBLOCK)
-    for (int k = 0; k < VBLOCK; k++) y[i + k] += a * x[i + k];
-  for (; i < n; i++) y[i] += a * x[i];
-}
-
-/* x -= lr g, as x + (-lr) g: negation is exact, so the bits are those of x - lr * g. */
-static void sgd(float *x, const float *g, double lr, int64_t n) { vec_axpy(x, g, -(float)lr, n); }
 
 /* --- buffers ------------------------------------------------------------------------------ */
 
@@ -200,14 +176,14 @@ static int worker_slot(proxy *p, int w, hs_diag *d) {
 }
 
 static const float *model(const proxy *p, const p_worker *x) {
-  return x->on_global ? p->global : x->x;
+  return x->on_global ? p->gm.global : x->x;
 }
 
 /* The worker gets its own copy of the model it reads, to change it or to keep it while the
  * global model changes. */
 static void detach(proxy *p, p_worker *x) {
   if (!x->on_global) return;
-  memcpy(x->x, p->global, (size_t)p->P * sizeof(float));
+  memcpy(x->x, p->gm.global, (size_t)p->P * sizeof(float));
   x->on_global = 0;
 }
 
@@ -223,7 +199,7 @@ static void release_global(proxy *p, const int *ws, int n) {
  * global model is shared, not copied. */
 static void worker_sync(proxy *p, int w, const float *m, uint64_t stamp) {
   p_worker *x = &p->w[w];
-  if (m == p->global) {
+  if (m == p->gm.global) {
     x->on_global = 1;
   } else {
     memcpy(x->x, m, (size_t)p->P * sizeof(float));
@@ -295,11 +271,9 @@ static int p_init(void *st, const hs_conv_config *c, hs_diag *d) {
   p->sample_size = hs_data_sample_size(p->train);
   p->n_shards = c->n_workers > 0 ? c->n_workers : 1;
   if ((rc = hs_shards_open(&p->sh, hs_data_count(p->train), p->n_shards, NULL, c->seed, d))) return rc;
-  p->global = malloc((size_t)p->P * sizeof(float));
-  p->acc = calloc((size_t)p->P, sizeof(float));
-  if (!p->global || !p->acc) return hs_diag_set(d, HS_ENOMEM, "proxy convergence: out of memory");
+  if ((rc = hs_runtime_model_open(&p->gm, p->P, d))) return rc;
   global_changed(p);
-  return hs_net_get_params(p->net, p->global, d);
+  return hs_net_get_params(p->net, p->gm.global, d);
 }
 
 static void p_fini(void *st) {
@@ -314,6 +288,7 @@ static void p_fini(void *st) {
   for (int64_t i = 0; i < p->cap_ops; i++) {
     free(p->ops[i].buf);
     free(p->ops[i].ws);
+    free(p->ops[i].wts);
   }
   free(p->ops);
   for (int i = 0; i < p->n_pool; i++) free(p->pool[i]);
@@ -321,8 +296,7 @@ static void p_fini(void *st) {
   free(p->bx);
   free(p->by);
   free(p->cbuf);
-  free(p->global);
-  free(p->acc);
+  hs_runtime_model_close(&p->gm);
   hs_shards_close(p->sh);
   hs_data_close(p->train);
   hs_data_close(p->test);
@@ -332,7 +306,7 @@ static void p_fini(void *st) {
 static int p_add_worker(void *st, int w, hs_diag *d) {
   proxy *p = st;
   int rc = worker_slot(p, w, d);
-  if (!rc) worker_sync(p, w, p->global, p->global_stamp);
+  if (!rc) worker_sync(p, w, p->gm.global, p->global_stamp);
   return rc;
 }
 
@@ -366,7 +340,7 @@ static int p_local_update(void *st, int w, hs_diag *d) {
     memcpy(x->base, x->x, (size_t)p->P * sizeof(float));
     x->has_base = 1;
   }
-  sgd(x->x, x->g, x->lr, p->P);
+  hs_runtime_vec_sgd(x->x, NULL, x->g, (float)x->lr, p->P);
   x->stamp = ++p->next_stamp;
   return 0;
 }
@@ -405,7 +379,7 @@ static int keep_begin(proxy *p, const int *ws, int n, hs_diag *d) {
 }
 
 static int keep_end(proxy *p, const int *ws, int n, hs_diag *d) {
-  const float *g = p->global;
+  const float *g = p->gm.global;
   for (int i = 0; i < n; i++) {
     p_worker *x = &p->w[ws[i]];
     if (!x->keep_pending)
@@ -448,6 +422,7 @@ static int p_begin(void *st, int64_t id, const hs_conv_op *op, hs_diag *d) {
   o->worker = op->worker;
   o->n = 0;
   o->samples = 0;
+  o->weight = 0;
   o->keep_local = op->kind == HS_OP_ALLREDUCE && op->what == HS_COMM_MODEL && op->keep_local;
   if (op->kind == HS_OP_APPLY) return 0;
   if (!(o->buf = buf_get(p))) return hs_diag_set(d, HS_ENOMEM, "proxy convergence: out of memory");
@@ -460,23 +435,25 @@ static int p_begin(void *st, int64_t id, const hs_conv_op *op, hs_diag *d) {
     if (!ws) return hs_diag_set(d, HS_ENOMEM, "proxy convergence: out of memory");
     o->ws = ws;
     o->n = op->n;
-    double tot = 0;
+    double *wts = realloc(o->wts, (size_t)(op->n > 0 ? op->n : 1) * sizeof *wts);
+    if (!wts) return hs_diag_set(d, HS_ENOMEM, "proxy convergence: out of memory");
+    o->wts = wts;
     for (int i = 0; i < op->n; i++) {
       if ((rc = worker_slot(p, op->ws[i], d))) return rc;
       ws[i] = op->ws[i];
-      tot += op->weights ? op->weights[i] : p->w[ws[i]].last_batch;
+      wts[i] = op->weights ? op->weights[i] : p->w[ws[i]].last_batch;
     }
+    hs_runtime_weights(wts, op->n);
     if (op->n == 0) memset(b, 0, (size_t)P * sizeof *b);
     for (int i = 0; i < op->n; i++) {
       p_worker *x = &p->w[ws[i]];
-      float wt = (float)(tot != 0 ? (op->weights ? op->weights[i] : x->last_batch) / tot : 1.0 / op->n);
       const float *src = model(p, x);
       if (op->what == HS_COMM_GRAD) {
         if ((rc = compress(p, ws[i], op, x->g, d))) return rc;
         src = x->g;
       }
-      if (i == 0) vec_scale(b, src, wt, P);
-      else vec_axpy(b, src, wt, P);
+      if (i == 0) hs_runtime_vec_scale(b, src, (float)wts[i], P);
+      else hs_runtime_vec_axpy(b, src, (float)wts[i], P);
     }
     return o->keep_local ? keep_begin(p, ws, op->n, d) : 0;
   }
@@ -488,20 +465,15 @@ static int p_begin(void *st, int64_t id, const hs_conv_op *op, hs_diag *d) {
       o->samples = x->last_batch;
     } else {
       /* The worker's progress since it last synchronised; it goes on from where it is. */
-      const float *m = model(p, x);
-      for (int64_t j = 0; j < P; j++) b[j] = x->has_base ? m[j] - x->base[j] : 0.0f;
-      if (x->has_base) memcpy(x->base, m, (size_t)P * sizeof *b);
+      if (x->has_base) hs_runtime_model_delta(b, model(p, x), x->base, P);
+      else memset(b, 0, (size_t)P * sizeof *b);
     }
-    if ((rc = compress(p, op->worker, op, b, d))) return rc;
-    /* The server scales what arrives (after decompression) by the push's weight. */
-    if (op->weight > 0 && op->weight != 1) {
-      float wt = (float)op->weight;
-      for (int64_t j = 0; j < P; j++) b[j] *= wt;
-    }
-    return 0;
+    /* The server scales what arrives (after decompression) by the push's weight, at the end. */
+    o->weight = op->weight;
+    return compress(p, op->worker, op, b, d);
   }
   case HS_OP_PULL:
-    memcpy(b, p->global, (size_t)P * sizeof *b);
+    memcpy(b, p->gm.global, (size_t)P * sizeof *b);
     o->stamp = p->global_stamp;
     return 0;
   case HS_OP_APPLY:
@@ -515,53 +487,32 @@ static int p_end(void *st, int64_t id, int staleness, hs_diag *d) {
   if (id < 0 || id >= p->cap_ops)
     return hs_diag_set(d, HS_ERUNTIME, "proxy convergence: no operation %lld in flight", (long long)id);
   p_op *o = &p->ops[id];
-  int64_t P = p->P;
   switch (o->kind) {
   case HS_OP_ALLREDUCE:
     if (o->keep_local) release_global(p, NULL, 0);
     else release_global(p, o->ws, o->n);
-    if (o->what == HS_COMM_GRAD) sgd(p->global, o->buf, p->lr, P);
-    else memcpy(p->global, o->buf, (size_t)P * sizeof(float));
+    hs_runtime_model_allreduced(&p->gm, o->what, o->buf, p->lr, NULL);
     global_changed(p);
     if (o->keep_local) {
       int rc = keep_end(p, o->ws, o->n, d);
       if (rc) return rc;
     } else {
-      for (int i = 0; i < o->n; i++) worker_sync(p, o->ws[i], p->global, p->global_stamp);
+      for (int i = 0; i < o->n; i++) worker_sync(p, o->ws[i], p->gm.global, p->global_stamp);
     }
     break;
   case HS_OP_PUSH:
-    if (o->ps_mode == HS_PS_ACCUMULATE) {
-      float s = o->what == HS_COMM_GRAD ? (float)o->samples : 1.0f;
-      vec_axpy(p->acc, o->buf, s, P);
-      p->acc_w += s;
-      p->acc_model = o->what == HS_COMM_MODEL;
-    } else if (o->what == HS_COMM_GRAD) {
-      release_global(p, NULL, 0);
-      sgd(p->global, o->buf, p->lr, P);
-      global_changed(p);
-    } else {
-      release_global(p, NULL, 0);
-      vec_axpy(p->global, o->buf, 1.0f, P);
-      global_changed(p);
-    }
+    if (o->ps_mode != HS_PS_ACCUMULATE) release_global(p, NULL, 0);
+    hs_runtime_model_push(&p->gm, o->what, o->ps_mode, o->buf, o->samples, o->weight, p->lr);
+    if (o->ps_mode != HS_PS_ACCUMULATE) global_changed(p);
     break;
   case HS_OP_PULL:
     /* unchanged since the pull was issued: the worker shares the global model */
     if (o->worker >= 0 && o->worker < p->n && p->w[o->worker].x)
-      worker_sync(p, o->worker, o->stamp == p->global_stamp ? p->global : o->buf, o->stamp);
+      worker_sync(p, o->worker, o->stamp == p->global_stamp ? p->gm.global : o->buf, o->stamp);
     break;
   case HS_OP_APPLY:
     release_global(p, NULL, 0);
-    if (p->acc_w > 0) {
-      double f = 1.0 / p->acc_w;
-      if (p->acc_model)
-        vec_axpy(p->global, p->acc, (float)f, P);
-      else
-        sgd(p->global, p->acc, p->lr * f, P);
-    }
-    memset(p->acc, 0, (size_t)P * sizeof(float));
-    p->acc_w = 0;
+    hs_runtime_model_apply(&p->gm, p->lr);
     global_changed(p);
     break;
   }
@@ -572,7 +523,7 @@ static int p_end(void *st, int64_t id, int staleness, hs_diag *d) {
 
 static int p_evaluate(void *st, double *loss, double *accuracy, hs_diag *d) {
   proxy *p = st;
-  int rc = hs_net_set_params(p->net, p->global, d);
+  int rc = hs_net_set_params(p->net, p->gm.global, d);
   if (rc || (rc = batch_room(p, EVAL_CHUNK, d))) return rc;
   p->net_stamp = p->global_stamp;
   return hs_net_evaluate(p->net, p->test, p->eval_n, EVAL_CHUNK, p->bx, p->by, loss, accuracy, d);

@@ -1,4 +1,4 @@
-/* The simulated runtime: see sim_run.h for the contract. */
+/* The simulation driver of the runtime core: see sim_run.h for the contract. */
 #include "sim/sim_run.h"
 
 #include <gsl/gsl_rng.h>
@@ -11,7 +11,8 @@
 #include "core/core_rng.h"
 #include "nn/nn_zoo.h"
 #include "policies/pol_compress.h"
-#include "policies/pol_runtime.h"
+#include "runtime/rt_core.h"
+#include "runtime/rt_runtime.h"
 #include "sim/sim_conv.h"
 #include "sim/sim_event.h"
 #include "sim/sim_net.h"
@@ -29,27 +30,11 @@ enum ev_kind {
 
 #define NO_WORKER UINT32_MAX
 
+/* What the simulator keeps per worker beyond the core's worker table (rt_core.h). */
 typedef struct sim_worker {
   int type, node;
-  double slowdown;            /* compute multiplier */
-  char active, computing, joining;
   int pending_comm;           /* communications in flight */
-  double joined_at, left_at;  /* s */
   gsl_rng *rng;
-  int max_batch;              /* 0 = no limit */
-  uint64_t version;           /* model version this worker computes on */
-  /* The open step record: opened when a step starts, written when the next one starts. */
-  int rec_open;
-  int rec_batch, rec_stale;
-  int64_t rec_step;
-  double rec_start, rec_cend, rec_commend, rec_comm; /* s */
-  uint64_t rec_version;
-  double rec_loss;            /* the convergence model's loss of the step, NaN without one */
-  double prev_end;            /* s, end of the previous record */
-  uint64_t cur_tag;
-  int64_t steps, samples;
-  int initial_batch;
-  double busy, comm;          /* s */
   double trace_cursor;        /* s, end of the last slice written for this worker */
 } sim_worker;
 
@@ -78,13 +63,12 @@ typedef struct sim_compute {
 } sim_compute;
 
 typedef struct sim {
-  hs_runtime rt;              /* first member: the policy sees only this */
+  hs_rt_core core;            /* first member: the runtime core (the policy sees its hs_runtime) */
   const hs_sim_config *cfg;
   const hs_cluster_spec *spec;
   hs_engine *eng;
   hs_netm net;
-  hs_diag diag;
-  int n, cap;
+  int cap;                    /* slots of w and peers */
   sim_worker *w;
   hs_netm_peer *peers;
   sim_compute *compute;       /* per device type */
@@ -92,26 +76,18 @@ typedef struct sim {
   int n_ops, cap_ops, free_op;
   hs_shared_link link[2];     /* the server's inbound (pushes) and outbound (pulls) links */
   double server_free;         /* s, when the server has applied everything queued */
-  uint64_t version;
-  int64_t iterations, samples;
-  double samples_target;
-  int done;
-  double end;
-  void *pstate;
   /* convergence */
   void *conv;                 /* the model's state, NULL without one */
   int conv_ready;             /* init succeeded: fini is due */
-  int64_t eval_every, last_eval; /* iterations */
-  double last_loss, last_acc, target_time; /* target_time s, NaN until met */
 } sim;
 
-static sim *S(hs_runtime *rt) { return (sim *)rt; }
+static sim *S(hs_rt_core *c) { return (sim *)c; }
 
 static int fail(sim *s, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static int fail(sim *s, int code, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  hs_diag_vset(&s->diag, code, fmt, ap);
+  hs_diag_vset(&s->core.diag, code, fmt, ap);
   va_end(ap);
   return code;
 }
@@ -128,14 +104,14 @@ int hs_sim_max_batch(const hs_device_type *t, double param_bytes, double act_byt
 static double predict(const sim *s, int w, int batch) {
   int type = s->w[w].type;
   const sim_compute *c = &s->compute[type];
-  if (c->calib) return hs_perf_eval(&s->cfg->perf[type], (double)batch) * s->w[w].slowdown;
-  return (c->t0 + c->per_sample * (double)batch) * s->w[w].slowdown;
+  if (c->calib) return hs_perf_eval(&s->cfg->perf[type], (double)batch) * s->core.w[w].slowdown;
+  return (c->t0 + c->per_sample * (double)batch) * s->core.w[w].slowdown;
 }
 
 /* --- schedule helpers ------------------------------------------------------------------- */
 
 static int at(sim *s, double t, uint32_t kind, uint32_t worker, int64_t arg) {
-  return hs_engine_schedule(s->eng, t, kind, worker, arg, &s->diag);
+  return hs_engine_schedule(s->eng, t, kind, worker, arg, &s->core.diag);
 }
 
 static int op_new(sim *s) {
@@ -181,65 +157,25 @@ static void trace_slice(sim *s, int w, const char *name, const char *cat, double
   x->trace_cursor = t1;
 }
 
-/* Writes worker w's open record, which must be finished. */
-static int flush_record(sim *s, int w) {
-  sim_worker *x = &s->w[w];
-  if (!x->rec_open) return 0;
-  x->rec_open = 0;
-  hs_step_row row = {
-      .worker = w,
-      .step = x->rec_step,
-      .batch = x->rec_batch,
-      .start_s = x->rec_start,
-      .compute_end_s = x->rec_cend,
-      .comm_end_s = x->rec_commend,
-      .wait_s = 0, /* closed below */
-      .model_version = (int64_t)x->rec_version,
-      .staleness = x->rec_stale,
-      .loss = x->rec_loss,
-  };
-  hs_runtime_close_row(&row, &x->prev_end, x->rec_comm);
-  if (!s->cfg->sink) return 0;
-  int rc = s->cfg->sink(s->cfg->sink_ctx, &row, &s->diag);
-  if (rc && !s->diag.msg[0]) fail(s, rc, "could not store step %lld of worker %d", (long long)row.step, w);
-  return rc;
-}
-
 /* --- policy callbacks ------------------------------------------------------------------- */
 
-static int policy_rc(sim *s, int rc) {
-  if (rc >= 0) return 0;
-  hs_runtime_policy_failed(&s->diag, s->cfg->policy->name, rc);
-  return rc;
-}
-
 static int deliver_comm(sim *s, hs_comm_kind kind, int w, double start, int stale, uint64_t tag) {
-  if (s->done || !s->cfg->policy->on_comm) return 0;
-  hs_comm_obs o = {.kind = kind, .worker = w, .start = start, .end = hs_engine_now(s->eng),
-                   .version = s->version, .staleness = stale, .tag = tag};
-  return policy_rc(s, s->cfg->policy->on_comm(s->pstate, &s->rt, &o));
-}
-
-static int deliver_cluster(sim *s, hs_cluster_change kind, int w) {
-  if (s->done || !s->cfg->policy->on_cluster) return 0;
-  hs_cluster_obs o = {.kind = kind, .worker = w, .slowdown = s->w[w].slowdown,
-                      .comm_slowdown = s->peers[w].comm_slowdown};
-  return policy_rc(s, s->cfg->policy->on_cluster(s->pstate, &s->rt, &o));
+  return hs_rt_core_comm_done(&s->core, kind, w, start, hs_engine_now(s->eng), stale, tag);
 }
 
 /* --- convergence ------------------------------------------------------------------------- */
 
 static int conv_rc(sim *s, int rc) {
   if (rc >= 0) return 0;
-  if (!s->diag.msg[0]) fail(s, rc, "convergence model %s failed (%s)", s->cfg->conv->name, hs_strerror(rc));
-  if (!s->diag.code) s->diag.code = rc;
+  if (!s->core.diag.msg[0]) fail(s, rc, "convergence model %s failed (%s)", s->cfg->conv->name, hs_strerror(rc));
+  if (!s->core.diag.code) s->core.diag.code = rc;
   return rc;
 }
 
 /* Tells the convergence model that operation id was issued. */
 static int conv_begin(sim *s, int id, const hs_conv_op *op) {
   if (!s->conv) return 0;
-  int rc = conv_rc(s, s->cfg->conv->begin(s->conv, id, op, &s->diag));
+  int rc = conv_rc(s, s->cfg->conv->begin(s->conv, id, op, &s->core.diag));
   if (!rc) s->ops[id].conv_begun = 1;
   return rc;
 }
@@ -247,117 +183,59 @@ static int conv_begin(sim *s, int id, const hs_conv_op *op) {
 static int conv_end(sim *s, int id, int staleness) {
   if (!s->conv || !s->ops[id].conv_begun) return 0;
   s->ops[id].conv_begun = 0;
-  return conv_rc(s, s->cfg->conv->end(s->conv, id, staleness, &s->diag));
+  return conv_rc(s, s->cfg->conv->end(s->conv, id, staleness, &s->core.diag));
 }
 
-/* Evaluates the global model at time now, hands the evaluation to the sink and checks the
- * targets. */
+/* The driver's snapshot: the convergence model evaluates the global model at once, and the
+ * core stores the evaluation and checks the targets. */
 static int conv_eval(sim *s, double now) {
-  const hs_sim_config *c = s->cfg;
   double loss, acc;
-  int rc = conv_rc(s, c->conv->evaluate(s->conv, &loss, &acc, &s->diag));
-  if (rc) return rc;
-  s->last_eval = s->iterations;
-  s->last_loss = loss;
-  s->last_acc = acc;
-  if (c->eval_sink && (rc = c->eval_sink(c->eval_ctx, now, s->iterations, loss, acc, &s->diag))) {
-    if (!s->diag.msg[0]) fail(s, rc, "could not store the evaluation at step %lld", (long long)s->iterations);
-    return rc;
-  }
-  int has = c->target_loss > 0 || c->target_accuracy > 0;
-  int met = (!(c->target_loss > 0) || loss <= c->target_loss) &&
-            (!(c->target_accuracy > 0) || acc >= c->target_accuracy);
-  if (has && met && isnan(s->target_time)) {
-    s->target_time = now;
-    s->done = 1;
-    s->end = now;
-  }
-  return 0;
+  int rc = conv_rc(s, s->cfg->conv->evaluate(s->conv, &loss, &acc, &s->core.diag));
+  return rc ? rc : hs_rt_core_eval(&s->core, now, s->core.iterations, loss, acc);
 }
 
-/* One update of the global model: counts an iteration, evaluates when due and checks the stop
- * conditions. */
-static int global_update(sim *s) {
-  s->version++;
-  s->iterations++;
-  const hs_sim_config *c = s->cfg;
-  /* No time limit here: a run with --sim-time ends at that time, in the event loop. */
-  if (hs_runtime_limit_reached(c->max_iterations, s->iterations, s->samples_target, s->samples, 0, 0)) {
-    s->done = 1;
-    s->end = hs_engine_now(s->eng);
-  }
-  if (s->conv && s->iterations % s->eval_every == 0) return conv_eval(s, hs_engine_now(s->eng));
-  return 0;
-}
+static int drv_snapshot(hs_rt_core *c, double now) { return conv_eval(S(c), now); }
 
-/* --- runtime operations ----------------------------------------------------------------- */
+/* One update of the global model (the core counts it, asks for an evaluation when one is due
+ * and checks the stop conditions; the time limit is the event loop's). */
+static int global_update(sim *s) { return hs_rt_core_update(&s->core, hs_engine_now(s->eng)); }
 
-static double rt_now(hs_runtime *rt) { return hs_engine_now(S(rt)->eng); }
-static int rt_n_workers(hs_runtime *rt) { return S(rt)->n; }
-static int rt_active(hs_runtime *rt, int w) {
-  sim *s = S(rt);
-  return w >= 0 && w < s->n && s->w[w].active;
-}
-static int64_t rt_global_batch(hs_runtime *rt) { return S(rt)->cfg->global_batch; }
-static int rt_max_batch(hs_runtime *rt, int w) {
-  sim *s = S(rt);
-  return w >= 0 && w < s->n ? s->w[w].max_batch : 0;
-}
-static double rt_predict(hs_runtime *rt, int w, int batch) {
-  sim *s = S(rt);
-  return w >= 0 && w < s->n ? predict(s, w, batch) : NAN;
-}
-static uint64_t rt_version(hs_runtime *rt) { return S(rt)->version; }
-static uint64_t rt_worker_version(hs_runtime *rt, int w) {
-  sim *s = S(rt);
-  return w >= 0 && w < s->n ? s->w[w].version : 0;
-}
-static uint64_t rt_seed(hs_runtime *rt) { return S(rt)->cfg->seed; }
-static hs_diag *rt_diag(hs_runtime *rt) { return &S(rt)->diag; }
+/* --- the driver table (rt_core.h): what the core asks of the simulator --------------------- */
 
-/* The checks of pol_runtime.h write the runtime's diagnostic directly: a failed one is a
- * failed run, as fail() makes it. */
-static int check_worker(sim *s, int w, const char *what) {
-  return hs_runtime_check_worker(&s->diag, s->cfg->policy->name, what, w, s->n);
-}
+static double drv_predict(hs_rt_core *c, int w, int batch) { return predict(S(c), w, batch); }
 
-static int rt_compute(hs_runtime *rt, int w, int batch, uint64_t tag) {
-  sim *s = S(rt);
-  int rc = check_worker(s, w, "compute");
-  if (rc) return rc;
-  sim_worker *x = &s->w[w];
-  if ((rc = hs_runtime_check_compute(&s->diag, s->cfg->policy->name, w, x->active, x->computing, batch)))
-    return rc;
+/* The core has checked the call and marked the worker computing. The step's record is opened
+ * at once: its compute end is known. */
+static int drv_compute(hs_rt_core *c, int w, int batch) {
+  sim *s = S(c);
+  hs_rt_worker *x = &s->core.w[w];
+  int rc;
   if (x->max_batch > 0 && batch > x->max_batch)
     return fail(s, HS_EINVAL, "worker %d (%s) cannot hold a batch of %d samples of %s: its memory "
-                "limit is %d", w, s->spec->types[x->type].name, batch, s->cfg->model, x->max_batch);
-  if ((rc = flush_record(s, w))) return rc;
+                "limit is %d", w, s->spec->types[s->w[w].type].name, batch, s->cfg->model, x->max_batch);
+  if ((rc = hs_rt_core_flush(c, w))) return rc;
   double loss = NAN;
-  if (s->conv && (rc = conv_rc(s, s->cfg->conv->step(s->conv, w, batch, &loss, &s->diag)))) return rc;
+  if (s->conv && (rc = conv_rc(s, s->cfg->conv->step(s->conv, w, batch, &loss, &s->core.diag)))) return rc;
   double now = hs_engine_now(s->eng);
-  double dur = predict(s, w, batch) * hs_rng_lognormal_unit(x->rng, s->spec->jitter_cv);
-  x->computing = 1;
-  x->cur_tag = tag;
+  double dur = predict(s, w, batch) * hs_rng_lognormal_unit(s->w[w].rng, s->spec->jitter_cv);
   x->rec_open = 1;
-  x->rec_batch = batch;
-  x->rec_step = x->steps;
-  x->rec_start = now;
-  x->rec_cend = now + dur;
-  x->rec_commend = now + dur;
+  x->rec.batch = batch;
+  x->rec.step = x->steps;
+  x->rec.start_s = now;
+  x->rec.compute_end_s = now + dur;
+  x->rec.comm_end_s = now + dur;
   x->rec_comm = 0;
-  x->rec_version = x->version;
-  x->rec_stale = 0;
-  x->rec_loss = loss;
-  if (!x->initial_batch) x->initial_batch = batch;
+  x->rec.model_version = (int64_t)x->version;
+  x->rec.staleness = 0;
+  x->rec.loss = loss;
   return at(s, now + dur, EV_COMPUTE, (uint32_t)w, 0);
 }
 
-static int rt_local_update(hs_runtime *rt, int w) {
+static int drv_local_update(hs_rt_core *c, int w) {
   /* A local update's time is part of the step's compute model; nothing to schedule. */
-  sim *s = S(rt);
-  int rc = check_worker(s, w, "local update");
-  if (rc || !s->conv) return rc;
-  return conv_rc(s, s->cfg->conv->local_update(s->conv, w, &s->diag));
+  sim *s = S(c);
+  if (!s->conv) return 0;
+  return conv_rc(s, s->cfg->conv->local_update(s->conv, w, &s->core.diag));
 }
 
 /* A compressed gradient's bytes follow the compressor's wire format, its n = M/4 floats viewed
@@ -378,7 +256,7 @@ static double op_compress_time(const sim *s, const hs_comm_opts *o, const int *w
   hs_block b = hs_compress_flat_block(s->cfg->grad_bytes / 4.0);
   double slow = 0;
   for (int i = 0; i < n; i++)
-    if (s->w[ws[i]].slowdown > slow) slow = s->w[ws[i]].slowdown;
+    if (s->core.w[ws[i]].slowdown > slow) slow = s->core.w[ws[i]].slowdown;
   return hs_compress_seconds(o->compressor, &b, 1, o->ratio) * slow;
 }
 
@@ -387,18 +265,9 @@ static double coll_time(sim *s, const sim_op *op, double m, hs_ar_algo algo) {
                             : hs_netm_ring_time(&s->net, s->peers, op->ws, op->n, m);
 }
 
-static int rt_allreduce(hs_runtime *rt, const int *ws, int n, const double *weights,
-                        const hs_comm_opts *o) {
-  sim *s = S(rt);
-  const char *name = s->cfg->policy->name;
-  int rc = hs_runtime_check_allreduce(&s->diag, name, n);
-  if (rc) return rc;
-  for (int i = 0; i < n; i++) {
-    if ((rc = hs_runtime_check_worker(&s->diag, name, "all-reduce", ws[i], s->n))) return rc;
-    if (weights && !isfinite(weights[i]))
-      return fail(s, HS_ERUNTIME, "policy %s: all-reduce weight %d is not finite", name, i);
-  }
-  int id = op_new(s);
+static int drv_allreduce(hs_rt_core *c, const int *ws, int n, const double *weights, const hs_comm_opts *o) {
+  sim *s = S(c);
+  int rc, id = op_new(s);
   if (id < 0) return id;
   sim_op *op = &s->ops[id];
   op->kind = HS_OP_ALLREDUCE;
@@ -424,8 +293,8 @@ static int rt_allreduce(hs_runtime *rt, const int *ws, int n, const double *weig
     /* The ring starts when the last participant is ready. */
     double start = now;
     for (int i = 0; i < n; i++) {
-      const sim_worker *x = &s->w[ws[i]];
-      if (x->computing && x->rec_cend > start) start = x->rec_cend;
+      const hs_rt_worker *x = &s->core.w[ws[i]];
+      if (x->computing && x->rec.compute_end_s > start) start = x->rec.compute_end_s;
     }
     op->bstart[0] = start;
     op->bend[0] = start + ct + coll_time(s, op, op->bytes, o->algo);
@@ -440,9 +309,9 @@ static int rt_allreduce(hs_runtime *rt, const int *ws, int n, const double *weig
       done_bytes += mk;
       double g = f + (1.0 - f) * done_bytes / op->bytes, ready = now;
       for (int i = 0; i < n; i++) {
-        const sim_worker *x = &s->w[ws[i]];
+        const hs_rt_worker *x = &s->core.w[ws[i]];
         if (!x->computing) continue;
-        double r = x->rec_start + (x->rec_cend - x->rec_start) * g;
+        double r = x->rec.start_s + (x->rec.compute_end_s - x->rec.start_s) * g;
         if (r > ready) ready = r;
       }
       op->bstart[k] = ready > prev_end ? ready : prev_end;
@@ -459,21 +328,19 @@ static int rt_allreduce(hs_runtime *rt, const int *ws, int n, const double *weig
 }
 
 static int start_flow(sim *s, hs_comm_kind kind, int w, const hs_comm_opts *o) {
-  int rc = check_worker(s, w, kind == HS_OP_PUSH ? "push" : "pull");
-  if (rc) return rc;
-  int id = op_new(s);
+  int rc, id = op_new(s);
   if (id < 0) return id;
   sim_op *op = &s->ops[id];
   op->kind = kind;
   op->what = o->what;
   op->ps_mode = o->ps_mode;
   op->worker = w;
-  op->step = s->w[w].rec_step;
+  op->step = s->core.w[w].rec.step;
   op->tag = o->tag;
   op->start = hs_engine_now(s->eng);
   /* Models travel uncompressed; gradients may be compressed. */
   op->bytes = kind == HS_OP_PULL ? s->cfg->grad_bytes : op_bytes(s, o);
-  op->version = kind == HS_OP_PULL ? s->version : s->w[w].rec_version;
+  op->version = kind == HS_OP_PULL ? s->core.version : (uint64_t)s->core.w[w].rec.model_version;
   s->w[w].pending_comm++;
   hs_conv_op co = {.kind = kind, .what = o->what, .ps_mode = o->ps_mode, .worker = w,
                    .compressor = kind == HS_OP_PUSH ? o->compressor : NULL, .ratio = o->ratio,
@@ -483,11 +350,11 @@ static int start_flow(sim *s, hs_comm_kind kind, int w, const hs_comm_opts *o) {
   return at(s, op->start + s->spec->ps.link.latency + ct, EV_FLOW_START, (uint32_t)w, id);
 }
 
-static int rt_push(hs_runtime *rt, int w, const hs_comm_opts *o) { return start_flow(S(rt), HS_OP_PUSH, w, o); }
-static int rt_pull(hs_runtime *rt, int w, const hs_comm_opts *o) { return start_flow(S(rt), HS_OP_PULL, w, o); }
+static int drv_push(hs_rt_core *c, int w, const hs_comm_opts *o) { return start_flow(S(c), HS_OP_PUSH, w, o); }
+static int drv_pull(hs_rt_core *c, int w, const hs_comm_opts *o) { return start_flow(S(c), HS_OP_PULL, w, o); }
 
-static int rt_apply(hs_runtime *rt, const hs_comm_opts *o) {
-  sim *s = S(rt);
+static int drv_apply(hs_rt_core *c, const hs_comm_opts *o) {
+  sim *s = S(c);
   int id = op_new(s);
   if (id < 0) return id;
   sim_op *op = &s->ops[id];
@@ -503,58 +370,48 @@ static int rt_apply(hs_runtime *rt, const hs_comm_opts *o) {
   return at(s, t, EV_APPLY, NO_WORKER, id);
 }
 
-static int rt_timer(hs_runtime *rt, double delay, uint64_t tag) {
-  sim *s = S(rt);
-  int rc = hs_runtime_check_timer(&s->diag, s->cfg->policy->name, delay);
-  if (rc) return rc;
-  return at(s, hs_engine_now(s->eng) + delay, EV_TIMER, NO_WORKER, (int64_t)tag);
+/* Timers and cluster events go into the event queue, in its (time, sequence) order. */
+static int drv_wake_at(hs_rt_core *c, double t, hs_rt_wake_kind kind, int64_t arg) {
+  return at(S(c), t, kind == HS_RT_WAKE_TIMER ? EV_TIMER : EV_CLUSTER, NO_WORKER, arg);
 }
 
-static int rt_set_lr(hs_runtime *rt, int w, double lr) {
+static int drv_set_lr(hs_rt_core *c, int w, double lr) {
   /* The learning rate changes no time in the simulator; the convergence models read it. */
-  sim *s = S(rt);
-  int rc = hs_runtime_check_lr(&s->diag, s->cfg->policy->name, w, s->n, lr);
-  if (rc || !s->conv) return rc;
-  return conv_rc(s, s->cfg->conv->set_lr(s->conv, w, lr, &s->diag));
+  sim *s = S(c);
+  return s->conv ? conv_rc(s, s->cfg->conv->set_lr(s->conv, w, lr, &s->core.diag)) : 0;
 }
 
-static const hs_runtime_ops sim_ops = {
-    .version = HS_RUNTIME_VERSION,
-    .now = rt_now,
-    .n_workers = rt_n_workers,
-    .active = rt_active,
-    .global_batch = rt_global_batch,
-    .max_batch = rt_max_batch,
-    .predict_compute = rt_predict,
-    .model_version = rt_version,
-    .worker_version = rt_worker_version,
-    .seed = rt_seed,
-    .compute = rt_compute,
-    .local_update = rt_local_update,
-    .allreduce = rt_allreduce,
-    .push = rt_push,
-    .apply = rt_apply,
-    .pull = rt_pull,
-    .timer = rt_timer,
-    .set_lr = rt_set_lr,
-    .diag = rt_diag,
+/* The network model reads the communication slowdown from the peers. */
+static void drv_slowdown(hs_rt_core *c, int w) { S(c)->peers[w].comm_slowdown = c->w[w].comm_slowdown; }
+
+static int drv_join(hs_rt_core *c, const hs_event_spec *e);
+
+static const hs_rt_driver sim_driver = {
+    .version = HS_RT_DRIVER_VERSION,
+    .name = "simulated",
+    .compute = drv_compute,
+    .local_update = drv_local_update,
+    .allreduce = drv_allreduce,
+    .push = drv_push,
+    .pull = drv_pull,
+    .apply = drv_apply,
+    .snapshot = drv_snapshot,
+    .wake_at = drv_wake_at,
+    .now = NULL, /* the event loop sets core.clock to each event's time */
+    .predict = drv_predict,
+    .set_lr = drv_set_lr,
+    .slowdown = drv_slowdown,
+    .join = drv_join,
+    .caps = HS_SIM_CAPS,
 };
 
 /* --- event handlers --------------------------------------------------------------------- */
 
 static int on_compute_done(sim *s, int w) {
-  sim_worker *x = &s->w[w];
-  double now = hs_engine_now(s->eng);
-  x->computing = 0;
-  x->busy += x->rec_cend - x->rec_start;
-  x->steps++;
-  x->samples += x->rec_batch;
-  s->samples += x->rec_batch;
-  trace_slice(s, w, "compute", "compute", x->rec_start, now);
-  if (!s->cfg->policy->on_compute) return 0;
-  hs_step_obs o = {.worker = w, .batch = x->rec_batch, .start = x->rec_start, .end = now,
-                   .duration = now - x->rec_start, .loss = x->rec_loss, .tag = x->cur_tag};
-  return policy_rc(s, s->cfg->policy->on_compute(s->pstate, &s->rt, &o));
+  hs_rt_worker *x = &s->core.w[w];
+  double now = hs_engine_now(s->eng); /* the step's compute end: the event's time */
+  trace_slice(s, w, "compute", "compute", x->rec.start_s, now);
+  return hs_rt_core_compute_done(&s->core, w, x->rec.batch, x->rec.start_s, now, x->rec.loss);
 }
 
 /* The part of a communication that a worker spends after its own compute has ended: that is
@@ -575,13 +432,13 @@ static int on_coll_done(sim *s, int id) {
   int rc = conv_end(s, id, 0);
   if (rc || (rc = global_update(s))) return rc;
   for (int i = 0; i < op->n; i++) {
-    sim_worker *x = &s->w[op->ws[i]];
-    double e = exposed(op, x->rec_cend);
-    x->pending_comm--;
+    hs_rt_worker *x = &s->core.w[op->ws[i]];
+    double e = exposed(op, x->rec.compute_end_s);
+    s->w[op->ws[i]].pending_comm--;
     x->comm += e;
     x->rec_comm += e;
-    x->rec_commend = now;
-    x->version = s->version;
+    x->rec.comm_end_s = now;
+    x->version = s->core.version;
     if (s->cfg->trace) trace_slice(s, op->ws[i], "allreduce", "comm", now - e, now);
   }
   uint64_t tag = op->tag;
@@ -612,11 +469,11 @@ static int on_flow_start(sim *s, int id) {
 static int flow_done(sim *s, int id) {
   sim_op *op = &s->ops[id];
   int w = op->worker;
-  sim_worker *x = &s->w[w];
+  hs_rt_worker *x = &s->core.w[w];
   double now = hs_engine_now(s->eng);
   double t = now - op->start;
   x->comm += t;
-  if (x->rec_open && x->rec_step == op->step) x->rec_comm += t;
+  if (x->rec_open && x->rec.step == op->step) x->rec_comm += t;
   if (s->cfg->trace) trace_slice(s, w, op->kind == HS_OP_PUSH ? "push" : "pull", "comm", op->start, now);
   if (op->kind == HS_OP_PUSH && op->ps_mode == HS_PS_APPLY) {
     /* The server applies pushes one at a time, in arrival order. */
@@ -624,15 +481,15 @@ static int flow_done(sim *s, int id) {
     s->server_free = ta;
     return at(s, ta, EV_APPLY, (uint32_t)w, id);
   }
-  x->pending_comm--;
-  if (x->rec_open) x->rec_commend = now;
+  s->w[w].pending_comm--;
+  if (x->rec_open) x->rec.comm_end_s = now;
   int rc = conv_end(s, id, 0);
   if (rc) return rc;
   uint64_t tag = op->tag;
   hs_comm_kind kind = op->kind;
   int stale = 0;
   if (kind == HS_OP_PULL) x->version = op->version;
-  else stale = (int)(s->version - op->version);
+  else stale = (int)(s->core.version - op->version);
   op_free(s, id);
   return deliver_comm(s, kind, w, now - t, stale, tag);
 }
@@ -646,7 +503,7 @@ static int on_link(sim *s, int l, uint64_t epoch) {
   while ((got = hs_shared_link_reap(&s->link[l], done, 64)) > 0) {
     for (int i = 0; i < got; i++)
       if ((rc = flow_done(s, (int)done[i]))) return rc;
-    if (s->done) return 0;
+    if (s->core.done) return 0;
   }
   return link_reschedule(s, l);
 }
@@ -662,20 +519,20 @@ static int on_apply(sim *s, uint32_t worker, int id) {
     return deliver_comm(s, HS_OP_APPLY, -1, start, 0, tag);
   }
   int w = (int)worker;
-  sim_worker *x = &s->w[w];
-  int stale = (int)(s->version - op->version);
+  hs_rt_worker *x = &s->core.w[w];
+  int stale = (int)(s->core.version - op->version);
   if ((rc = conv_end(s, id, stale)) || (rc = global_update(s))) return rc;
-  x->pending_comm--;
-  if (x->rec_open && x->rec_step == op->step) {
-    x->rec_commend = hs_engine_now(s->eng);
-    x->rec_stale = stale;
+  s->w[w].pending_comm--;
+  if (x->rec_open && x->rec.step == op->step) {
+    x->rec.comm_end_s = hs_engine_now(s->eng);
+    x->rec.staleness = stale;
   }
   op_free(s, id);
   return deliver_comm(s, HS_OP_PUSH, w, start, stale, tag);
 }
 
 static int add_worker(sim *s, int type, int node, double slow, double comm_slow, double t) {
-  if (s->n == s->cap) {
+  if (s->core.n == s->cap) {
     int nc = s->cap ? 2 * s->cap : 16;
     sim_worker *w = realloc(s->w, (size_t)nc * sizeof *w);
     if (w) s->w = w;
@@ -684,34 +541,32 @@ static int add_worker(sim *s, int type, int node, double slow, double comm_slow,
     if (!w || !p) return fail(s, HS_ENOMEM, "out of memory for %d workers", nc);
     s->cap = nc;
   }
-  int i = s->n;
+  int i = s->core.n;
   sim_worker *x = &s->w[i];
   memset(x, 0, sizeof *x);
   x->type = type;
   x->node = node;
-  x->slowdown = slow;
-  x->joined_at = t;
-  x->left_at = NAN;
-  x->prev_end = t;
   x->trace_cursor = t;
   x->rng = hs_rng_stream(s->cfg->seed, (uint64_t)i);
   if (!x->rng) return fail(s, HS_ENOMEM, "out of memory for worker %d's random stream", i);
-  x->max_batch = hs_sim_max_batch(&s->spec->types[type], s->cfg->param_bytes, s->cfg->act_bytes_per_sample);
+  int max_batch = hs_sim_max_batch(&s->spec->types[type], s->cfg->param_bytes, s->cfg->act_bytes_per_sample);
   /* A calibrated limit (the first batch that ran out of memory) tightens a derived one; a
    * max_batch written in the cluster file wins. */
   int cal_max = s->compute[type].calib ? s->cfg->perf[type].max_batch : 0;
-  if (cal_max > 0 && !s->spec->types[type].max_batch && x->max_batch >= 0 && (!x->max_batch || cal_max < x->max_batch))
-    x->max_batch = cal_max;
-  if (x->max_batch < 0) {
-    /* Not counted in s->n yet, so teardown would not free its stream. */
+  if (cal_max > 0 && !s->spec->types[type].max_batch && max_batch >= 0 && (!max_batch || cal_max < max_batch))
+    max_batch = cal_max;
+  int rc = max_batch < 0 ? fail(s, HS_EINVAL, "device type %s (%.3g GiB) cannot hold %s: its weights, gradients "
+                                "and optimizer state alone need more memory", s->spec->types[type].name,
+                                s->spec->types[type].memory / 1073741824.0, s->cfg->model)
+                         : hs_rt_core_add_worker(&s->core, slow, comm_slow, 0.0, t);
+  if (rc < 0) {
+    /* Not counted in the core's workers, so teardown would not free its stream. */
     gsl_rng_free(x->rng);
     x->rng = NULL;
-    return fail(s, HS_EINVAL, "device type %s (%.3g GiB) cannot hold %s: its weights, gradients and "
-                "optimizer state alone need more memory", s->spec->types[type].name,
-                s->spec->types[type].memory / 1073741824.0, s->cfg->model);
+    return rc;
   }
+  s->core.w[i].max_batch = max_batch;
   s->peers[i] = (hs_netm_peer){.node = node, .comm_slowdown = comm_slow};
-  s->n++;
   if (s->cfg->trace) {
     char name[192];
     snprintf(name, sizeof name, "worker %d (%s, %s)", i, s->spec->types[type].name, s->spec->nodes[node].name);
@@ -720,47 +575,22 @@ static int add_worker(sim *s, int type, int node, double slow, double comm_slow,
   return i;
 }
 
-static int on_cluster_event(sim *s, int idx) {
-  const hs_event_spec *e = &s->spec->events[idx];
+/* A join event: the newcomer first fetches the current model over the network. */
+static int drv_join(hs_rt_core *c, const hs_event_spec *e) {
+  sim *s = S(c);
   double now = hs_engine_now(s->eng);
-  switch (e->kind) {
-  case HS_EVENT_SLOWDOWN:
-    if (e->worker < 0 || e->worker >= s->n) return fail(s, HS_EINVAL, "event %d: no worker %d", idx, e->worker);
-    if (e->slowdown >= 0) s->w[e->worker].slowdown = e->slowdown;
-    if (e->comm_slowdown >= 0) s->peers[e->worker].comm_slowdown = e->comm_slowdown;
-    return deliver_cluster(s, HS_CHANGE_SLOWDOWN, e->worker);
-  case HS_EVENT_JOIN: {
-    int w = add_worker(s, e->type, e->node, 1.0, 1.0, now);
-    if (w < 0) return w;
-    s->w[w].joining = 1;
-    /* A newcomer first fetches the current model over the network. */
-    double fetch = s->spec->network.latency + s->cfg->grad_bytes / s->spec->network.bandwidth;
-    return at(s, now + fetch, EV_JOIN_READY, (uint32_t)w, 0);
-  }
-  case HS_EVENT_LEAVE: {
-    if (e->worker < 0 || e->worker >= s->n) return fail(s, HS_EINVAL, "event %d: no worker %d", idx, e->worker);
-    sim_worker *x = &s->w[e->worker];
-    int was_active = x->active;
-    x->active = 0;
-    x->joining = 0;
-    if (isnan(x->left_at)) x->left_at = now;
-    return was_active ? deliver_cluster(s, HS_CHANGE_LEAVE, e->worker) : 0;
-  }
-  }
-  return 0;
+  int w = add_worker(s, e->type, e->node, 1.0, 1.0, now);
+  if (w < 0) return w;
+  s->core.w[w].joining = 1;
+  double fetch = s->spec->network.latency + s->cfg->grad_bytes / s->spec->network.bandwidth;
+  return at(s, now + fetch, EV_JOIN_READY, (uint32_t)w, 0);
 }
 
 static int on_join_ready(sim *s, int w) {
-  sim_worker *x = &s->w[w];
-  if (!x->joining) return 0; /* it left before it was ready */
-  x->joining = 0;
-  x->active = 1;
-  x->version = s->version;
-  double now = hs_engine_now(s->eng);
-  x->prev_end = now;
+  if (!s->core.w[w].joining) return 0; /* it left before it was ready */
   int rc;
-  if (s->conv && (rc = conv_rc(s, s->cfg->conv->add_worker(s->conv, w, &s->diag)))) return rc;
-  return deliver_cluster(s, HS_CHANGE_JOIN, w);
+  if (s->conv && (rc = conv_rc(s, s->cfg->conv->add_worker(s->conv, w, &s->core.diag)))) return rc;
+  return hs_rt_core_joined(&s->core, w, hs_engine_now(s->eng));
 }
 
 static int dispatch(sim *s, const hs_event *ev) {
@@ -770,10 +600,8 @@ static int dispatch(sim *s, const hs_event *ev) {
   case EV_FLOW_START: return on_flow_start(s, (int)ev->arg);
   case EV_LINK: return on_link(s, (int)ev->worker, (uint64_t)ev->arg);
   case EV_APPLY: return on_apply(s, ev->worker, (int)ev->arg);
-  case EV_TIMER:
-    if (s->done || !s->cfg->policy->on_timer) return 0;
-    return policy_rc(s, s->cfg->policy->on_timer(s->pstate, &s->rt, (uint64_t)ev->arg));
-  case EV_CLUSTER: return on_cluster_event(s, (int)ev->arg);
+  case EV_TIMER: return hs_rt_core_wake(&s->core, HS_RT_WAKE_TIMER, ev->arg);
+  case EV_CLUSTER: return hs_rt_core_wake(&s->core, HS_RT_WAKE_CLUSTER, ev->arg);
   case EV_JOIN_READY: return on_join_ready(s, (int)ev->worker);
   default: return fail(s, HS_ERUNTIME, "internal error: unknown event kind %u", ev->kind);
   }
@@ -783,7 +611,21 @@ static int dispatch(sim *s, const hs_event *ev) {
 
 static int setup(sim *s, const hs_sim_config *cfg) {
   const hs_cluster_spec *spec = cfg->cluster;
-  s->rt.ops = &sim_ops;
+  hs_rt_core *c = &s->core;
+  hs_rt_core_init(c, &sim_driver);
+  c->policy = cfg->policy;
+  c->params = cfg->params;
+  c->cluster = spec;
+  c->global_batch = cfg->global_batch;
+  c->seed = cfg->seed;
+  c->max_iterations = cfg->max_iterations;
+  c->max_time = 0; /* the event loop ends the run at max_sim_time itself */
+  c->target_loss = cfg->target_loss;
+  c->target_accuracy = cfg->target_accuracy;
+  c->sink = cfg->sink;
+  c->sink_ctx = cfg->sink_ctx;
+  c->eval_sink = cfg->eval_sink;
+  c->eval_ctx = cfg->eval_ctx;
   s->cfg = cfg;
   s->spec = spec;
   s->free_op = -1;
@@ -795,7 +637,7 @@ static int setup(sim *s, const hs_sim_config *cfg) {
     return fail(s, HS_ENOMEM, "out of memory");
   for (int t = 0; t < spec->n_types; t++) {
     hs_compute_spec cs;
-    int rc = hs_cluster_compute_for(spec, t, cfg->model ? cfg->model : "", flops, &cs, &s->diag);
+    int rc = hs_cluster_compute_for(spec, t, cfg->model ? cfg->model : "", flops, &cs, &s->core.diag);
     if (rc) return rc;
     if (cs.kind != HS_COMPUTE_INLINE && cs.kind != HS_COMPUTE_CALIB)
       return fail(s, HS_EINVAL, "%s: device_types.%s.compute: the profile (%s) was not imported; "
@@ -814,50 +656,44 @@ static int setup(sim *s, const hs_sim_config *cfg) {
     return fail(s, HS_EINVAL, "a target loss or accuracy needs a convergence model (--convergence analytic|proxy)");
   if (cfg->max_iterations <= 0 && cfg->max_epochs <= 0 && cfg->max_sim_time <= 0 && !targets)
     return fail(s, HS_EINVAL, "no stop condition: give --iterations, --epochs, --sim-time, --target-loss or --target-accuracy");
-  int rc = hs_engine_open(&s->eng, cfg->max_events, &s->diag);
+  int rc = hs_engine_open(&s->eng, cfg->max_events, &s->core.diag);
   if (rc) return rc;
   if (hs_netm_open(&s->net, spec)) return fail(s, HS_ENOMEM, "out of memory");
   double ps_bw = spec->ps.link.bandwidth > 0 ? spec->ps.link.bandwidth : spec->network.bandwidth;
   hs_shared_link_init(&s->link[0], ps_bw);
   hs_shared_link_init(&s->link[1], ps_bw);
-  s->samples_target = cfg->max_epochs > 0 ? cfg->max_epochs * (double)cfg->dataset_size : 0;
+  c->samples_target = cfg->max_epochs > 0 ? cfg->max_epochs * (double)cfg->dataset_size : 0;
   for (int i = 0; i < spec->n_workers; i++) {
     const hs_worker_spec *w = &spec->workers[i];
     int r = add_worker(s, w->type, w->node, w->slowdown, w->comm_slowdown, 0.0);
     if (r < 0) return r;
-    s->w[r].active = 1;
+    s->core.w[r].active = 1;
   }
-  for (int i = 0; i < spec->n_events; i++)
-    if ((rc = at(s, spec->events[i].at, EV_CLUSTER, NO_WORKER, i))) return rc;
-  s->target_time = s->last_loss = s->last_acc = NAN;
-  s->last_eval = -1;
   if (cfg->conv) {
     const hs_model_info *mi = hs_zoo_find(cfg->model);
     hs_conv_config cc = {.model = cfg->model, .dataset_size = cfg->dataset_size,
                          .classes = mi ? mi->classes : 10, .global_batch = cfg->global_batch,
-                         .n_workers = s->n, .seed = cfg->seed, .params = cfg->conv_params};
+                         .n_workers = s->core.n, .seed = cfg->seed, .params = cfg->conv_params};
     double every = hs_params_get(cfg->conv_params, "eval_every");
-    s->eval_every = every >= 1 ? (int64_t)every : 1;
+    s->core.eval_every = every >= 1 ? (int64_t)every : 1;
     s->conv = calloc(1, cfg->conv->state_size ? cfg->conv->state_size : 1);
     if (!s->conv) return fail(s, HS_ENOMEM, "out of memory for the convergence model");
     s->conv_ready = 1;
-    if ((rc = conv_rc(s, cfg->conv->init(s->conv, &cc, &s->diag)))) return rc;
-    for (int i = 0; i < s->n; i++)
-      if ((rc = conv_rc(s, cfg->conv->add_worker(s->conv, i, &s->diag)))) return rc;
+    if ((rc = conv_rc(s, cfg->conv->init(s->conv, &cc, &s->core.diag)))) return rc;
+    for (int i = 0; i < s->core.n; i++)
+      if ((rc = conv_rc(s, cfg->conv->add_worker(s->conv, i, &s->core.diag)))) return rc;
   }
-  s->pstate = calloc(1, cfg->policy->state_size ? cfg->policy->state_size : 1);
-  if (!s->pstate) return fail(s, HS_ENOMEM, "out of memory for the policy's state");
-  if (cfg->policy->init && (rc = policy_rc(s, cfg->policy->init(s->pstate, &s->rt, cfg->params))))
-    return rc;
-  return 0;
+  /* The core asks for the cluster events (nothing before has scheduled an event) and runs the
+   * policy's init. */
+  return hs_rt_core_open(c);
 }
 
 static void teardown(sim *s) {
-  if (s->pstate && s->cfg->policy->fini) s->cfg->policy->fini(s->pstate, &s->rt);
-  free(s->pstate);
+  int n = s->core.n;
+  hs_rt_core_close(&s->core);
   if (s->conv_ready) s->cfg->conv->fini(s->conv);
   free(s->conv);
-  for (int i = 0; i < s->n; i++) gsl_rng_free(s->w[i].rng);
+  for (int i = 0; i < n; i++) gsl_rng_free(s->w[i].rng);
   for (int i = 0; i < s->n_ops; i++)
     if (s->ops[i].in_use) op_free(s, i);
   free(s->ops);
@@ -873,50 +709,46 @@ static void teardown(sim *s) {
 static double progress_of(const sim *s) {
   const hs_sim_config *c = s->cfg;
   double p = 0, now = hs_engine_now(s->eng);
-  if (c->max_iterations > 0) p = fmax(p, (double)s->iterations / (double)c->max_iterations);
-  if (s->samples_target > 0) p = fmax(p, (double)s->samples / s->samples_target);
+  if (c->max_iterations > 0) p = fmax(p, (double)s->core.iterations / (double)c->max_iterations);
+  if (s->core.samples_target > 0) p = fmax(p, (double)s->core.samples / s->core.samples_target);
   if (c->max_sim_time > 0) p = fmax(p, now / c->max_sim_time);
   return p;
 }
 
 /* Closes the books at time `end`: writes finished records and fills the result. */
 static int finish(sim *s, hs_sim_result *res) {
-  double end = s->end;
+  double end = s->core.end;
   double life_sum = 0, wait_sum = 0;
-  res->n_workers = s->n;
-  res->workers = calloc((size_t)(s->n > 0 ? s->n : 1), sizeof *res->workers);
+  res->n_workers = s->core.n;
+  res->workers = calloc((size_t)(s->core.n > 0 ? s->core.n : 1), sizeof *res->workers);
   if (!res->workers) return fail(s, HS_ENOMEM, "out of memory");
-  for (int i = 0; i < s->n; i++) {
-    sim_worker *x = &s->w[i];
-    if (x->rec_open && !x->computing && x->pending_comm == 0) {
-      int rc = flush_record(s, i);
+  for (int i = 0; i < s->core.n; i++) {
+    hs_rt_worker *x = &s->core.w[i];
+    if (x->rec_open && !x->computing && s->w[i].pending_comm == 0) {
+      int rc = hs_rt_core_flush(&s->core, i);
       if (rc) return rc;
     }
-    double busy = x->busy;
-    if (x->computing && x->rec_start < end) busy += end - x->rec_start;
-    double until = isnan(x->left_at) ? end : fmin(end, x->left_at);
-    double life = until > x->joined_at ? until - x->joined_at : 0;
-    double wait = life - busy - x->comm;
-    if (wait < 0) wait = 0;
+    double busy, life, wait;
+    hs_rt_core_worker_time(&s->core, i, end, &busy, &life, &wait);
     life_sum += life;
     wait_sum += wait;
     res->workers[i] = (hs_sim_worker_stats){
-        .type = x->type, .node = x->node, .joined_at = x->joined_at, .left_at = x->left_at,
+        .type = s->w[i].type, .node = s->w[i].node, .joined_at = x->joined_at, .left_at = x->left_at,
         .initial_batch = x->initial_batch, .steps = x->steps, .samples = x->samples,
         .busy_s = busy, .comm_s = x->comm, .wait_s = wait};
   }
   hs_summary *m = &res->summary;
-  hs_runtime_summary(m, s->n, s->iterations, (int64_t)hs_engine_processed(s->eng), s->samples, end);
+  hs_runtime_summary(m, s->core.n, s->core.iterations, (int64_t)hs_engine_processed(s->eng), s->core.samples, end);
   m->wait_fraction = life_sum > 0 ? wait_sum / life_sum : NAN;
   if (s->conv) {
     /* The final model is evaluated at the end unless the last update just was. */
-    if (s->last_eval != s->iterations) {
+    if (s->core.last_eval != s->core.iterations) {
       int rc = conv_eval(s, end);
       if (rc) return rc;
     }
-    m->final_loss = s->last_loss;
-    m->final_accuracy = s->last_acc;
-    m->time_to_target_s = s->target_time;
+    m->final_loss = s->core.last_loss;
+    m->final_accuracy = s->core.last_acc;
+    m->time_to_target_s = s->core.target_time;
   }
   return 0;
 }
@@ -926,38 +758,38 @@ int hs_sim_run(const hs_sim_config *cfg, hs_sim_result *res, hs_diag *d) {
   sim *s = calloc(1, sizeof *s);
   if (!s) return hs_diag_set(d, HS_ENOMEM, "out of memory");
   int rc = setup(s, cfg);
-  if (!rc && cfg->policy->start) rc = policy_rc(s, cfg->policy->start(s->pstate, &s->rt));
+  if (!rc) rc = hs_rt_core_start(&s->core);
   res->status = HS_SIM_STALLED;
   hs_event ev;
   uint64_t count = 0;
   while (!rc && hs_engine_pop(s->eng, &ev)) {
     if (cfg->stop && *cfg->stop) {
       res->status = HS_SIM_INTERRUPTED;
-      s->end = s->end > 0 ? s->end : hs_engine_now(s->eng);
+      s->core.end = s->core.end > 0 ? s->core.end : hs_engine_now(s->eng);
       break;
     }
     if (cfg->max_sim_time > 0 && ev.time > cfg->max_sim_time) {
-      s->done = 1;
-      s->end = cfg->max_sim_time;
+      s->core.done = 1;
+      s->core.end = cfg->max_sim_time;
       break;
     }
-    s->end = ev.time;
+    s->core.end = s->core.clock = ev.time;
     rc = dispatch(s, &ev);
-    if (s->done) break;
+    if (s->core.done) break;
     if (cfg->progress && (++count & 4095) == 0) hs_progress_update(cfg->progress, progress_of(s));
   }
   if (!rc) {
-    if (s->done) res->status = HS_SIM_COMPLETE;
+    if (s->core.done) res->status = HS_SIM_COMPLETE;
     else if (res->status == HS_SIM_STALLED && cfg->max_sim_time > 0) {
       /* Nothing left to do before the time limit: the run simply idles until it. */
       res->status = HS_SIM_COMPLETE;
-      s->end = cfg->max_sim_time;
+      s->core.end = cfg->max_sim_time;
     }
     rc = finish(s, res);
   }
   if (cfg->progress) hs_progress_finish(cfg->progress);
   if (rc) {
-    if (d) *d = s->diag;
+    if (d) *d = s->core.diag;
     if (d && !d->msg[0]) hs_diag_set(d, rc, "simulation failed (%s)", hs_strerror(rc));
     if (d) d->code = rc;
   }

@@ -1,6 +1,9 @@
-/* sim_run: the simulated runtime. It implements the policy interface (pol_policy.h) on top of
- * the event engine, the cluster described by a cluster file, and the network model, and
- * reports every finished step to a sink (the database, a test).
+/* sim_run: the simulated runtime: the simulation driver of the runtime core (runtime/rt_core.h).
+ * The core implements the policy interface (pol_policy.h): checks, worker table, timers and
+ * cluster events, iteration counting, step records, stop conditions, evaluations. This driver
+ * moves simulated time on the event engine, over the cluster described by a cluster file and
+ * the network model, feeds the convergence model, and reports every finished step to a sink
+ * (the database, a test) through the core.
  *
  * Contract:
  * - hs_sim_run is deterministic for a given configuration and seed: the same inputs give the
@@ -33,6 +36,9 @@
 #include "core/core_store.h"
 #include "policies/pol_policy.h"
 #include "sim/sim_trace.h"
+
+/* What the simulator can do (pol_policy.h's HS_CAP_*): everything. */
+#define HS_SIM_CAPS HS_CAP_ALL
 
 typedef enum hs_sim_status {
   HS_SIM_COMPLETE = 0,    /* a stop condition was reached */

@@ -1,10 +1,10 @@
-/* Tests of pol_runtime: the checks every runtime makes on a policy's calls (their exact words),
+/* Tests of rt_runtime (runtime/): the checks every runtime makes on a policy's calls (their exact words),
  * the timer queue's order, the closing of a step record and real mode's prediction of a step. */
 #include <math.h>
 #include <stdint.h>
 
 #include "hs_test.h"
-#include "policies/pol_runtime.h"
+#include "runtime/rt_runtime.h"
 
 static void test_check_worker(void) {
   hs_diag d = {0};

@@ -1,4 +1,4 @@
-/* pol_runtime: what the runtimes of the policy interface do alike.
+/* rt_runtime: what the runtimes of the policy interface do alike.
  *
  * Three runtimes implement hs_runtime_ops: the simulator (sim/sim_run.c), the threaded real
  * runtime (real/real_run.c) and the multi-process real runtime's rank 0 (real/real_rank.c).
@@ -17,8 +17,8 @@
  * - A timer queue belongs to its runtime: zero-initialised, freed by hs_runtime_timers_free,
  *   and not thread-safe (the runtime serialises it as it serialises the policy's calls).
  * Units: seconds, samples. */
-#ifndef HS_POL_RUNTIME_H
-#define HS_POL_RUNTIME_H
+#ifndef HS_RT_RUNTIME_H
+#define HS_RT_RUNTIME_H
 
 #include <math.h>
 #include <stdint.h>
@@ -105,6 +105,13 @@ static inline int hs_runtime_limit_reached(int64_t max_iterations, int64_t itera
                                            int64_t samples, double max_time, double t) {
   return (max_iterations > 0 && iterations >= max_iterations) ||
          (samples_target > 0 && (double)samples >= samples_target) || (max_time > 0 && t >= max_time);
+}
+
+/* Whether an evaluation (loss, accuracy) meets the targets given (a target <= 0 is none): 0
+ * when no target is given. */
+static inline int hs_runtime_target_met(double target_loss, double target_accuracy, double loss, double acc) {
+  if (!(target_loss > 0) && !(target_accuracy > 0)) return 0;
+  return (!(target_loss > 0) || loss <= target_loss) && (!(target_accuracy > 0) || acc >= target_accuracy);
 }
 
 /* --- the summary of a run ---------------------------------------------------------------- */

@@ -1,5 +1,5 @@
-/* What the runtimes of the policy interface do alike: see pol_runtime.h for the contract. */
-#include "policies/pol_runtime.h"
+/* What the runtimes of the policy interface do alike: see rt_runtime.h for the contract. */
+#include "runtime/rt_runtime.h"
 
 #include <stdlib.h>
 

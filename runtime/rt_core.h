@@ -1,0 +1,247 @@
+/* rt_core: the one implementation of the runtime that policies drive (hs_runtime_ops), over a
+ * small driver table. A driver (the simulator, sim/sim_run.c) only moves time, compute and
+ * bytes; the core owns what every runtime must do for a policy alike:
+ *
+ * - the ops table the policy calls, with the argument checks of rt_runtime.h, in one place and
+ *   in the same words: a worker must exist, compute needs an idle worker in the cluster and a
+ *   batch of at least one sample, an all-reduce needs participants whose weights (given, or
+ *   their last batches) are finite and not negative, a timer's delay is finite and not
+ *   negative, a learning rate is not negative; a NULL hs_comm_opts is the zeroed one;
+ * - the worker table (membership, versions, batches, learning rates, slowdowns, the open step
+ *   record and the time each worker spent computing and communicating);
+ * - timers and cluster events: the driver wakes the core at their times (wake_at), in the
+ *   driver's own (time, sequence) order; slowdown and leave events are the core's, join events
+ *   the driver's (it creates the worker where it can, then calls hs_rt_core_joined);
+ * - the one rule for counting iterations (hs_rt_core_update): an iteration is one update of the
+ *   global model, counted once per operation when the global model holds it (an all-reduce's
+ *   result has been made the global model, a push has been applied, an apply made), never per
+ *   participant. Where one copy is the global model (the simulator, the threaded runtime's
+ *   server and first all-reduce participant) that is when it is written; where every rank
+ *   holds a replica (real/real_rank.c, not yet on this core) it is when the last replica has
+ *   it; evaluations become due at every eval_every-th update (the driver's snapshot
+ *   then evaluates, or keeps a copy to evaluate later, and reports with hs_rt_core_eval);
+ * - stop conditions: max_iterations, a number of samples (epochs), the runtime clock
+ *   (max_time), a target loss and a target accuracy (both at an evaluation);
+ * - the step records (flushed to the sink) and the summary's arithmetic.
+ *
+ * The driver reports back through two calls: hs_rt_core_compute_done (a step finished) and
+ * hs_rt_core_comm_done (a communication finished), plus hs_rt_core_wake for its wake-ups.
+ *
+ * Contract:
+ * - A driver embeds hs_rt_core as the first member of its state and sets drv, the policy and
+ *   the limits before hs_rt_core_start; it calls everything here from one thread at a time
+ *   (the simulator is single-threaded; a threaded driver holds its lock).
+ * - Functions returning int return 0, or a negative HS_E* code with the message in core->diag.
+ * - The hot path (checks, counting, record fields) is inline or a direct call; the only
+ *   indirect calls are the policy's (through hs_runtime_ops) and the core's one call into the
+ *   driver per action.
+ * Units: seconds, samples. */
+#ifndef HS_RT_CORE_H
+#define HS_RT_CORE_H
+
+#include <math.h>
+#include <stdint.h>
+
+#include "core/core_config.h"
+#include "core/core_error.h"
+#include "core/core_store.h"
+#include "policies/pol_policy.h"
+#include "runtime/rt_runtime.h"
+
+typedef struct hs_rt_core hs_rt_core;
+
+/* Receives each finished step record; a non-zero return ends the run with that code. */
+typedef int hs_rt_step_sink(void *ctx, const hs_step_row *row, hs_diag *d);
+/* Receives each evaluation (time in s, step = global updates so far, accuracy a fraction or
+ * NaN); a non-zero return ends the run with that code. */
+typedef int hs_rt_eval_sink(void *ctx, double time_s, int64_t step, double loss, double accuracy, hs_diag *d);
+
+/* What a wake-up is for. */
+typedef enum hs_rt_wake_kind {
+  HS_RT_WAKE_TIMER = 0,   /* a policy timer: arg is its tag */
+  HS_RT_WAKE_CLUSTER = 1  /* cluster event number arg of the cluster file */
+} hs_rt_wake_kind;
+
+/* The driver table: what differs between the simulator, threads and ranks. Every action has
+ * passed the core's checks when it is called; the core has already marked a computing worker
+ * (computing, last_batch, initial_batch, cur_tag). */
+typedef struct hs_rt_driver {
+  int version; /* HS_RT_DRIVER_VERSION */
+  const char *name;
+  int (*compute)(hs_rt_core *c, int w, int batch);
+  int (*local_update)(hs_rt_core *c, int w);
+  /* wts: the participants' weights as the policy gave them, NULL for their last batches. */
+  int (*allreduce)(hs_rt_core *c, const int *ws, int n, const double *wts, const hs_comm_opts *o);
+  int (*push)(hs_rt_core *c, int w, const hs_comm_opts *o);
+  int (*pull)(hs_rt_core *c, int w, const hs_comm_opts *o);
+  int (*apply)(hs_rt_core *c, const hs_comm_opts *o);
+  /* An evaluation of the global model is due at the update just counted (c->iterations, time
+   * now): evaluate it now, or keep a copy for later; either way report with hs_rt_core_eval.
+   * NULL: the driver evaluates nothing during the run. */
+  int (*snapshot)(hs_rt_core *c, double now);
+  /* Call hs_rt_core_wake(c, kind, arg) at time t (s, runtime clock). */
+  int (*wake_at)(hs_rt_core *c, double t, hs_rt_wake_kind kind, int64_t arg);
+  /* The runtime clock; NULL: c->clock, which the driver keeps (one load instead of a call). */
+  double (*now)(hs_rt_core *c);
+  /* The performance model's prediction of a step on w (no jitter, current slowdown). */
+  double (*predict)(hs_rt_core *c, int w, int batch);
+  /* Optional (NULL: nothing more to do): the learning rate of w (-1: all) has been set in the
+   * worker table. */
+  int (*set_lr)(hs_rt_core *c, int w, double lr);
+  /* Optional: worker w's slowdowns have been changed by a cluster event. */
+  void (*slowdown)(hs_rt_core *c, int w);
+  /* A join event of the cluster file (NULL: the driver cannot; the core refuses it before the
+   * run). The driver creates the worker (hs_rt_core_add_worker) and, once it holds the model,
+   * calls hs_rt_core_joined. */
+  int (*join)(hs_rt_core *c, const hs_event_spec *e);
+  unsigned caps; /* HS_CAP_* (pol_policy.h): what it can do; the core refuses the rest */
+} hs_rt_driver;
+
+#define HS_RT_DRIVER_VERSION 1
+
+typedef struct hs_rt_worker {
+  char active, computing, joining;
+  int last_batch;             /* samples of its last compute issued, 0 before */
+  int max_batch;              /* memory limit; 0 = none */
+  int initial_batch;          /* batch of its first step, 0 if none */
+  uint64_t version;           /* global model version it computes on */
+  uint64_t cur_tag;           /* the tag of the step it computes */
+  double slowdown, comm_slowdown, lr;
+  double joined_at, left_at;  /* s; left_at NaN while in the cluster */
+  int64_t steps, samples;
+  double busy, comm;          /* s computing, s communicating (as the driver counts it) */
+  /* The open step record: opened by the driver when a step starts, written when the next one
+   * starts or at the end. */
+  int rec_open;
+  hs_step_row rec;
+  double rec_comm;            /* s the worker spent communicating during this record */
+  double prev_end;            /* s, end of the previous record */
+} hs_rt_worker;
+
+struct hs_rt_core {
+  hs_runtime rt;              /* first member: the policy sees only this */
+  hs_runtime_ops ops;         /* the core's table, with the driver's caps */
+  const hs_rt_driver *drv;
+  hs_diag diag;
+  /* the policy */
+  const hs_policy *policy;
+  const hs_params *params;
+  void *pstate;
+  /* the job */
+  const hs_cluster_spec *cluster; /* may be NULL: no events */
+  int64_t global_batch;
+  uint64_t seed;
+  /* limits: 0 = none */
+  int64_t max_iterations;
+  double samples_target;      /* samples (epochs times the data set) */
+  double max_time;            /* s, checked at each update; a driver whose clock jumps from
+                               * event to event ends the run at max_time itself and leaves 0 */
+  double target_loss, target_accuracy; /* <= 0 = none; checked at evaluations */
+  int64_t eval_every;         /* updates between evaluations; 0 = none during the run */
+  hs_rt_step_sink *sink;      /* may be NULL */
+  void *sink_ctx;
+  hs_rt_eval_sink *eval_sink; /* may be NULL */
+  void *eval_ctx;
+  /* the workers */
+  int n, cap;
+  hs_rt_worker *w;
+  /* the run */
+  uint64_t version;
+  int64_t iterations, samples;
+  int64_t last_eval;          /* iterations at the last evaluation, -1 before */
+  double last_loss, last_acc, target_time; /* target_time: s, NaN until met */
+  double clock;               /* s: the runtime clock of a driver without `now`, which sets it
+                               * before every report (the simulator: each event's time) */
+  int done;                   /* a stop condition was reached */
+  double end;                 /* s, when */
+};
+
+/* Sets up the core's fields that the driver does not: ops table, counters, NaNs. Call first. */
+void hs_rt_core_init(hs_rt_core *c, const hs_rt_driver *drv);
+/* Appends a worker slot (inactive until the driver marks it or hs_rt_core_joined): its index,
+ * or HS_ENOMEM. */
+int hs_rt_core_add_worker(hs_rt_core *c, double slowdown, double comm_slowdown, double lr, double t);
+/* Allocates the policy's state, runs its init, and asks the driver to wake the core at every
+ * cluster event; refuses join events when the driver has no join. */
+int hs_rt_core_open(hs_rt_core *c);
+/* The policy's start. */
+int hs_rt_core_start(hs_rt_core *c);
+/* The policy's fini; frees what the core allocated. */
+void hs_rt_core_close(hs_rt_core *c);
+
+/* --- reports from the driver ---------------------------------------------------------------- */
+
+/* A communication finished (worker -1 for a collective or an apply): tells the policy, unless
+ * the run is done. */
+int hs_rt_core_comm_done(hs_rt_core *c, hs_comm_kind kind, int w, double start, double end, int stale,
+                         uint64_t tag);
+/* A wake-up asked for with wake_at is due. */
+int hs_rt_core_wake(hs_rt_core *c, hs_rt_wake_kind kind, int64_t arg);
+/* A joining worker holds the model and is idle: it enters the cluster at `now`. */
+int hs_rt_core_joined(hs_rt_core *c, int w, double now);
+/* One update of the global model at time now: counts the iteration, asks for an evaluation
+ * when one is due, and checks the stop conditions. */
+int hs_rt_core_update(hs_rt_core *c, double now);
+/* An evaluation of the model of update `step` at time t: stored, and the targets checked. */
+int hs_rt_core_eval(hs_rt_core *c, double t, int64_t step, double loss, double acc);
+/* Writes worker w's open record (the sink's error is the run's); hs_rt_core_flush below. */
+int hs_rt_core_flush_open(hs_rt_core *c, int w);
+/* Says in diag that the policy failed with rc < 0, unless it said why; returns rc. */
+int hs_rt_core_policy_failed(hs_rt_core *c, int rc);
+/* Records why the run fails; returns code. */
+int hs_rt_core_fail(hs_rt_core *c, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* Marks the run done at time t (the first time only). */
+static inline void hs_rt_core_stop(hs_rt_core *c, double t) {
+  if (!c->done) {
+    c->done = 1;
+    c->end = t;
+  }
+}
+
+/* --- the hot path, inline ------------------------------------------------------------------- */
+
+/* A policy callback's rc: 0, or rc < 0 with the message in diag. */
+static inline int hs_rt_core_policy_rc(hs_rt_core *c, int rc) {
+  return HS_RUNTIME_LIKELY(rc >= 0) ? 0 : hs_rt_core_policy_failed(c, rc);
+}
+
+/* Writes worker w's open record, if any (the sink's error is the run's). */
+static inline int hs_rt_core_flush(hs_rt_core *c, int w) {
+  return c->w[w].rec_open ? hs_rt_core_flush_open(c, w) : 0;
+}
+
+/* Worker w's step of `batch` samples, started at start, finished at end with loss (NaN when
+ * none): counts it and tells the policy, unless the run is done. */
+static inline int hs_rt_core_compute_done(hs_rt_core *c, int w, int batch, double start, double end, double loss) {
+  hs_rt_worker *x = &c->w[w];
+  x->computing = 0;
+  x->busy += end - start;
+  x->steps++;
+  x->samples += batch;
+  c->samples += batch;
+  if (c->done || !c->policy->on_compute) return 0;
+  hs_step_obs o = {.worker = w, .batch = batch, .start = start, .end = end, .duration = end - start,
+                   .loss = loss, .tag = x->cur_tag};
+  return hs_rt_core_policy_rc(c, c->policy->on_compute(c->pstate, &c->rt, &o));
+}
+
+/* Worker w's part of the summary at `end`: its busy time (a step in progress counts up to
+ * end), its life in the cluster and the rest of that life as its wait. */
+void hs_rt_core_worker_time(const hs_rt_core *c, int w, double end, double *busy, double *life, double *wait);
+
+/* Whether `runtime` (its name, for the message), which can do `caps`, can run `policy` with
+ * params on cluster (NULL: none) as far as they show before the run: a policy parameter named
+ * algo set to hier needs HS_CAP_ALGO, join and leave events HS_CAP_JOIN and HS_CAP_LEAVE. 0, or
+ * HS_EUNSUPPORTED with the message in d. The CLI calls it before it opens a run, so that nothing
+ * is stored; the runtimes call it too. What only the policy's calls show (a compressor, an
+ * overlapped all-reduce, an all-reduce over a subset) is refused when asked, by the core's
+ * checks (the run then fails with HS_EUNSUPPORTED). */
+int hs_runtime_check_caps(const hs_policy *policy, const hs_params *params, const hs_cluster_spec *cluster,
+                          unsigned caps, const char *runtime, hs_diag *d);
+
+/* Whether a stop condition other than the clock can be reached: a limit, or a target with
+ * evaluations. */
+int hs_rt_core_has_stop(const hs_rt_core *c);
+
+#endif

@@ -1,0 +1,343 @@
+/* Conformance of the runtimes under the policy interface: one scripted policy, and each registered
+ * policy on a small scenario, driven through the simulator (sim/sim_run.c, the driver of the
+ * runtime core) and the threaded real runtime (real/real_run.c, on the cpu backend with synthetic
+ * CIFAR-shaped data). They must agree on what a policy sees and what is stored, up to timing:
+ * the same number of iterations, the same sequence of callbacks per worker (kind, batch, tag)
+ * and of communication completions, and the same step rows up to their times (worker, step,
+ * batch, model version, staleness). The multi-process runtime (real/real_rank.c) needs one
+ * process per worker; tests/cli_real_ranks.sh drives it through the CLI.
+ * Runs in a few seconds: mobilenetv2 at batch 2 per worker on the cpu backend. */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/core_config.h"
+#include "nn/nn_data.h"
+#include "nn/nn_zoo.h"
+#include "policies/pol_registry.h"
+#include "real/real_comm.h"
+#include "real/real_rank.h"
+#include "real/real_run.h"
+#include "runtime/rt_core.h"
+#include "sim/sim_run.h"
+#include "tests/hs_test.h"
+
+#define MODEL "mobilenetv2"
+#define WORKERS 2
+#define PER_WORKER 2
+#define ROUNDS 4
+#define POLICY_ROUNDS 2
+
+static const char *CLUSTER =
+    "name: conformance\n"
+    "network: {bandwidth: 10Gbps, latency: 20us}\n"
+    "device_types:\n"
+    "  g: {compute: {t0: 10ms, per_sample: 1ms}}\n"
+    "nodes:\n"
+    "  - {name: n0, link: {bandwidth: 12GB/s, latency: 5us}, devices: [{type: g, count: 2}]}\n";
+
+/* --- what a runtime showed the policy, and what it stored --------------------------------- */
+
+#define MAX_EV 256
+
+typedef struct seen {
+  char ev[WORKERS + 1][MAX_EV][48]; /* per worker; [WORKERS]: collectives, applies, timers */
+  int n[WORKERS + 1];
+  hs_step_row rows[MAX_EV];
+  int n_rows;
+} seen;
+
+static void note(seen *s, int w, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void note(seen *s, int w, const char *fmt, ...) {
+  int i = w >= 0 && w < WORKERS ? w : WORKERS;
+  if (s->n[i] >= MAX_EV) return;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(s->ev[i][s->n[i]++], 48, fmt, ap);
+  va_end(ap);
+}
+
+static int sink(void *ctx, const hs_step_row *row, hs_diag *d) {
+  (void)d;
+  seen *s = ctx;
+  if (s->n_rows < MAX_EV) s->rows[s->n_rows++] = *row;
+  return 0;
+}
+
+/* --- the scripted policy: rounds of compute on every worker, a local update on worker 0, an
+ * all-reduce of gradients with explicit weights, a timer; the learning rate halves once ---- */
+
+typedef struct script {
+  seen *seen;
+  int done, round;
+} script;
+
+static seen *g_seen; /* the run's record: the policy's state is the runtime's to allocate */
+
+static int sc_round(script *s, hs_runtime *rt) {
+  s->done = 0;
+  for (int w = 0; w < WORKERS; w++) {
+    int rc = hs_rt_compute(rt, w, PER_WORKER + w, (uint64_t)(100 * s->round + w));
+    if (rc) return rc;
+  }
+  return 0;
+}
+
+static int sc_init(void *state, hs_runtime *rt, const hs_params *p) {
+  (void)rt, (void)p;
+  script *s = state;
+  s->seen = g_seen;
+  return 0;
+}
+
+static int sc_start(void *state, hs_runtime *rt) {
+  script *s = state;
+  int rc = hs_rt_timer(rt, 0.0, 7);
+  return rc ? rc : sc_round(s, rt);
+}
+
+static int sc_on_compute(void *state, hs_runtime *rt, const hs_step_obs *o) {
+  script *s = state;
+  note(s->seen, o->worker, "compute b=%d tag=%llu", o->batch, (unsigned long long)o->tag);
+  if (o->worker == 0) {
+    int rc = hs_rt_local_update(rt, 0);
+    if (rc) return rc;
+  }
+  if (++s->done < WORKERS) return 0;
+  static const int ws[WORKERS] = {0, 1};
+  static const double wts[WORKERS] = {1.0, 3.0};
+  hs_comm_opts co = {.what = HS_COMM_GRAD, .tag = (uint64_t)s->round};
+  return hs_rt_allreduce(rt, ws, WORKERS, wts, &co);
+}
+
+static int sc_on_comm(void *state, hs_runtime *rt, const hs_comm_obs *o) {
+  script *s = state;
+  note(s->seen, o->worker, "comm kind=%d tag=%llu", (int)o->kind, (unsigned long long)o->tag);
+  note(s->seen, -1, "version %llu of round %d", (unsigned long long)o->version, s->round);
+  for (int w = 0; w < WORKERS; w++)
+    if (hs_rt_worker_version(rt, w) != o->version)
+      note(s->seen, -1, "worker %d behind at %llu", w, (unsigned long long)o->version);
+  if (++s->round == 2) {
+    int rc = hs_rt_set_lr(rt, -1, 0.005);
+    if (rc) return rc;
+  }
+  return sc_round(s, rt);
+}
+
+static int sc_on_timer(void *state, hs_runtime *rt, uint64_t tag) {
+  (void)rt;
+  script *s = state;
+  note(s->seen, -1, "timer %llu", (unsigned long long)tag);
+  return 0;
+}
+
+static const hs_param_spec no_params[] = {{NULL, 0, NULL, 0, 0, NULL, NULL}};
+
+static const hs_policy scripted = {
+    .version = HS_POLICY_VERSION,
+    .name = "scripted",
+    .description = "conformance script",
+    .source = "tests/test_runtime_conformance.c",
+    .params = no_params,
+    .state_size = sizeof(script),
+    .init = sc_init,
+    .start = sc_start,
+    .on_compute = sc_on_compute,
+    .on_comm = sc_on_comm,
+    .on_timer = sc_on_timer,
+};
+
+/* --- the two drivers ----------------------------------------------------------------------- */
+
+typedef struct outcome {
+  int rc;
+  int64_t iterations;
+  hs_diag d;
+} outcome;
+
+static outcome run_sim(const hs_policy *pol, const hs_params *params, int64_t global_batch, int64_t iters, seen *s) {
+  outcome out = {0};
+  hs_cluster_spec spec;
+  memset(&spec, 0, sizeof spec);
+  if ((out.rc = hs_cluster_parse(&spec, "conformance.yaml", CLUSTER, strlen(CLUSTER), &out.d))) return out;
+  hs_model_stats zs;
+  hs_zoo_stats(MODEL, &zs, NULL);
+  double bytes = 4.0 * (double)zs.params;
+  hs_sim_config cfg = {.cluster = &spec, .model = MODEL, .grad_bytes = bytes, .param_bytes = bytes,
+                       .dataset_size = 256, .global_batch = global_batch, .policy = pol, .params = params,
+                       .seed = 5, .max_iterations = iters, .sink = sink, .sink_ctx = s};
+  hs_sim_result res;
+  g_seen = s;
+  out.rc = hs_sim_run(&cfg, &res, &out.d);
+  out.iterations = res.summary.iterations;
+  hs_sim_result_free(&res);
+  hs_cluster_spec_free(&spec);
+  return out;
+}
+
+static outcome run_threads(const hs_policy *pol, const hs_params *params, int64_t global_batch, int64_t iters,
+                           seen *s) {
+  outcome out = {0};
+  hs_cluster_spec spec;
+  memset(&spec, 0, sizeof spec);
+  hs_dataset *train = NULL;
+  if ((out.rc = hs_cluster_parse(&spec, "conformance.yaml", CLUSTER, strlen(CLUSTER), &out.d)) ||
+      (out.rc = hs_data_synthetic_cifar(&train, 256, 5, &out.d)))
+    goto done;
+  /* A calibrated step model, so that no probe runs before the run. */
+  hs_perf_model perf = {.form = HS_PERF_LINEAR, .p = {0.01, 0.001}};
+  hs_real_config cfg = {.cluster = &spec, .model = MODEL, .device = "cpu", .comm = &hs_real_comm_cpu,
+                        .timeout_s = 60, .train = train, .global_batch = global_batch, .policy = pol,
+                        .params = params, .seed = 5, .lr = 0.01, .max_iterations = iters, .perf = &perf,
+                        .sink = sink, .sink_ctx = s, .pin = HS_PIN_NONE};
+  hs_real_result res;
+  g_seen = s;
+  out.rc = hs_real_run(&cfg, &res, &out.d);
+  out.iterations = res.summary.iterations;
+  hs_real_result_free(&res);
+done:
+  hs_data_close(train);
+  hs_cluster_spec_free(&spec);
+  return out;
+}
+
+static double hs_test_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* --- the tests ---------------------------------------------------------------------------- */
+
+static int row_cmp(const void *a, const void *b) {
+  const hs_step_row *x = a, *y = b;
+  if (x->worker != y->worker) return x->worker - y->worker;
+  return (x->step > y->step) - (x->step < y->step);
+}
+
+static void test_scripted_policy_same_in_both(void) {
+  hs_params none;
+  memset(&none, 0, sizeof none);
+  seen *a = calloc(1, sizeof *a), *b = calloc(1, sizeof *b);
+  outcome sa = run_sim(&scripted, &none, WORKERS * PER_WORKER, ROUNDS, a);
+  outcome rb = run_threads(&scripted, &none, WORKERS * PER_WORKER, ROUNDS, b);
+  if (sa.rc) fprintf(stderr, "  sim: %s\n", sa.d.msg);
+  if (rb.rc) fprintf(stderr, "  threads: %s\n", rb.d.msg);
+  ASSERT_EQ(sa.rc, 0);
+  ASSERT_EQ(rb.rc, 0);
+  ASSERT_EQ(sa.iterations, ROUNDS);
+  ASSERT_EQ(rb.iterations, ROUNDS);
+  /* The same callbacks in the same order, per worker and for the collectives. */
+  for (int i = 0; i <= WORKERS; i++) {
+    ASSERT_EQ(a->n[i], b->n[i]);
+    for (int k = 0; k < a->n[i] && k < b->n[i]; k++)
+      if (strcmp(a->ev[i][k], b->ev[i][k])) {
+        fprintf(stderr, "  lane %d event %d: sim \"%s\", threads \"%s\"\n", i, k, a->ev[i][k], b->ev[i][k]);
+        ASSERT(0);
+      }
+  }
+  ASSERT(a->n[WORKERS] >= ROUNDS);
+  /* The same step rows up to their times. */
+  qsort(a->rows, (size_t)a->n_rows, sizeof a->rows[0], row_cmp);
+  qsort(b->rows, (size_t)b->n_rows, sizeof b->rows[0], row_cmp);
+  ASSERT_EQ(a->n_rows, b->n_rows);
+  ASSERT(a->n_rows >= WORKERS * ROUNDS);
+  for (int k = 0; k < a->n_rows && k < b->n_rows; k++) {
+    const hs_step_row *x = &a->rows[k], *y = &b->rows[k];
+    ASSERT_EQ(x->worker, y->worker);
+    ASSERT_EQ(x->step, y->step);
+    ASSERT_EQ(x->batch, y->batch);
+    ASSERT_EQ(x->model_version, y->model_version);
+    ASSERT_EQ(x->staleness, y->staleness);
+    ASSERT(x->compute_end_s >= x->start_s && y->compute_end_s >= y->start_s);
+  }
+  free(a);
+  free(b);
+}
+
+/* Every registered policy on the small scenario: both runtimes run it to the same number of
+ * iterations, and the synchronous ones store the same step rows up to timing. */
+static void test_every_policy_same_iterations(void) {
+  for (const hs_policy *const *pp = hs_policy_list(); *pp; pp++) {
+    const hs_policy *pol = *pp;
+    hs_params params;
+    hs_diag d = {0};
+    /* The small scenario: ADSP's periods shrink from a minute to a second, to fit its steps. */
+    const char *arg = !strcmp(pol->name, "adsp") ? "adsp:period=1s,min_interval=0.1s,research=10s" : pol->name;
+    int rc = hs_policy_parse(arg, &pol, &params, &d);
+    if (rc) fprintf(stderr, "  %s: %s\n", arg, d.msg);
+    ASSERT_EQ(rc, 0);
+    seen *a = calloc(1, sizeof *a), *b = calloc(1, sizeof *b);
+    double t0 = hs_test_now();
+    outcome sa = run_sim(pol, &params, WORKERS * PER_WORKER, POLICY_ROUNDS, a);
+    outcome rb = run_threads(pol, &params, WORKERS * PER_WORKER, POLICY_ROUNDS, b);
+    printf("     %-15s %lld iterations, %.2f s\n", pol->name, (long long)rb.iterations, hs_test_now() - t0);
+    if (sa.rc || rb.rc || sa.iterations != rb.iterations)
+      fprintf(stderr, "  %s: sim rc %d (%s) %lld iterations; threads rc %d (%s) %lld iterations\n", pol->name, sa.rc,
+              sa.d.msg, (long long)sa.iterations, rb.rc, rb.d.msg, (long long)rb.iterations);
+    ASSERT_EQ(sa.rc, 0);
+    ASSERT_EQ(rb.rc, 0);
+    ASSERT_EQ(sa.iterations, POLICY_ROUNDS);
+    ASSERT_EQ(rb.iterations, POLICY_ROUNDS);
+    if (!strcmp(pol->name, "ssgd") || !strcmp(pol->name, "localsgd")) {
+      qsort(a->rows, (size_t)a->n_rows, sizeof a->rows[0], row_cmp);
+      qsort(b->rows, (size_t)b->n_rows, sizeof b->rows[0], row_cmp);
+      ASSERT_EQ(a->n_rows, b->n_rows);
+      for (int k = 0; k < a->n_rows && k < b->n_rows; k++) {
+        ASSERT_EQ(a->rows[k].worker, b->rows[k].worker);
+        ASSERT_EQ(a->rows[k].batch, b->rows[k].batch);
+        ASSERT_EQ(a->rows[k].model_version, b->rows[k].model_version);
+      }
+    }
+    free(a);
+    free(b);
+  }
+}
+
+/* Each runtime says what it cannot do before the run, in words naming the policy's parameter
+ * or the cluster file's line; what it can do passes. */
+static void test_caps_refused_before_the_run(void) {
+  const hs_policy *pol;
+  hs_params p;
+  hs_diag d = {0};
+  ASSERT_EQ(hs_policy_parse("ssgd:algo=hier", &pol, &p, &d), 0);
+  ASSERT_EQ(hs_runtime_check_caps(pol, &p, NULL, HS_SIM_CAPS, "simulated", &d), 0);
+  ASSERT_EQ(hs_runtime_check_caps(pol, &p, NULL, HS_REAL_THREADS_CAPS, "threaded real", &d), HS_EUNSUPPORTED);
+  ASSERT_STR(d.msg, "policy ssgd: algo=hier (hierarchical all-reduce) is not supported by the threaded real runtime");
+  /* lbcal's overlap (model averaging beside local steps) is not a bucketed all-reduce. */
+  ASSERT_EQ(hs_policy_parse("lbcal:overlap=1", &pol, &p, &d), 0);
+  ASSERT_EQ(hs_runtime_check_caps(pol, &p, NULL, HS_REAL_THREADS_CAPS, "threaded real", &d), 0);
+  ASSERT_EQ(hs_policy_parse("localsgd:algo=hier", &pol, &p, &d), 0);
+  ASSERT_EQ(hs_runtime_check_caps(pol, &p, NULL, HS_REAL_RANKS_CAPS, "multi-process real", &d), HS_EUNSUPPORTED);
+  ASSERT_CONTAINS(d.msg, "algo=hier");
+  ASSERT_EQ(hs_policy_parse("ashl", &pol, &p, &d), 0);
+  ASSERT_EQ(hs_runtime_check_caps(pol, &p, NULL, HS_REAL_THREADS_CAPS, "threaded real", &d), 0);
+  static const char *LEAVE = "name: leave\n"
+                             "network: {bandwidth: 10Gbps, latency: 20us}\n"
+                             "device_types:\n"
+                             "  g: {compute: {t0: 10ms, per_sample: 1ms}}\n"
+                             "nodes:\n"
+                             "  - {name: n0, devices: [{type: g, count: 2}]}\n"
+                             "events:\n"
+                             "  - {at: 1s, leave: 1}\n";
+  hs_cluster_spec spec;
+  memset(&spec, 0, sizeof spec);
+  ASSERT_EQ(hs_cluster_parse(&spec, "leave.yaml", LEAVE, strlen(LEAVE), &d), 0);
+  ASSERT_EQ(hs_policy_parse("ssgd", &pol, &p, &d), 0);
+  ASSERT_EQ(hs_runtime_check_caps(pol, &p, &spec, HS_REAL_THREADS_CAPS, "threaded real", &d), 0);
+  ASSERT_EQ(hs_runtime_check_caps(pol, &p, &spec, HS_REAL_RANKS_CAPS, "multi-process real", &d), HS_EUNSUPPORTED);
+  ASSERT_STR(d.msg, "leave.yaml:8: a leave event: not supported by the multi-process real runtime");
+  hs_cluster_spec_free(&spec);
+}
+
+static const hs_test_case cases[] = {
+    {"caps_refused_before_the_run", test_caps_refused_before_the_run},
+    {"scripted_policy_same_in_both", test_scripted_policy_same_in_both},
+    {"every_policy_same_iterations", test_every_policy_same_iterations},
+    {NULL, NULL},
+};
+
+int main(int argc, char **argv) { return hs_test_main("runtime_conformance", cases, argc, argv); }
