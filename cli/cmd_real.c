@@ -34,7 +34,8 @@ static void on_sigint(int sig) {
 static void usage(FILE *out) {
   fprintf(out,
 "usage: hetsim real --model NAME --policy NAME[:key=value,...] --global-batch B\n"
-"                   (--iterations N | --epochs E | --time T | --target-loss L)\n"
+"                   (--iterations N | --epochs E | --time T | --target-loss L |\n"
+"                    --target-accuracy A)\n"
 "                   [--cluster FILE] [--workers N] [--backend cpu|local|nccl] [--device DEV]\n"
 "                   [--lr LR] [--eval-every N] [--eval-samples N] [--train-samples N]\n"
 "                   [--seed S] [--calib DB] [--timeout T] [--pin auto|none] [--server-rank]\n"
@@ -61,6 +62,8 @@ static void usage(FILE *out) {
 "  --epochs E            stop once E epochs of the training samples have been computed\n"
 "  --time T              stop after T of training (e.g. 30s)\n"
 "  --target-loss L       stop at the first evaluation with test loss <= L\n"
+"  --target-accuracy A   stop at the first evaluation with test accuracy >= A (a\n"
+"                        fraction in (0, 1] or a percentage like 85%%)\n"
 "  --lr LR               SGD learning rate (default 0.1; policies may change it)\n"
 "  --eval-every N        global updates between evaluations of the global model (default 20)\n"
 "  --eval-samples N      test samples per evaluation, the first ones (default 1000)\n"
@@ -94,7 +97,7 @@ static void usage(FILE *out) {
 typedef struct real_args {
   const char *model, *policy, *cluster, *backend, *device, *db, *calib;
   int64_t global_batch, iterations, workers, eval_every, eval_samples, train_samples;
-  double epochs, time, target_loss, lr, timeout;
+  double epochs, time, target_loss, target_acc, lr, timeout;
   uint64_t seed;
   int json, server_rank, no_pin;
 } real_args;
@@ -106,7 +109,7 @@ typedef struct real_args {
 #define bad(...) hs_cli_usage("real", 1, __VA_ARGS__)
 
 
-enum { O_MODEL = 256, O_POLICY, O_GB, O_ITERS, O_EPOCHS, O_TIME, O_TLOSS, O_CLUSTER, O_WORKERS,
+enum { O_MODEL = 256, O_POLICY, O_GB, O_ITERS, O_EPOCHS, O_TIME, O_TLOSS, O_TACC, O_CLUSTER, O_WORKERS,
        O_BACKEND, O_DEVICE, O_LR, O_EVERY, O_ESAMP, O_TSAMP, O_SEED, O_CALIB, O_TIMEOUT, O_DB,
        O_JSON, O_SERVER_RANK, O_PIN, O_HELP };
 
@@ -115,7 +118,8 @@ static int parse_args(int argc, char **argv, real_args *a) {
       {"model", required_argument, NULL, O_MODEL}, {"policy", required_argument, NULL, O_POLICY},
       {"global-batch", required_argument, NULL, O_GB}, {"iterations", required_argument, NULL, O_ITERS},
       {"epochs", required_argument, NULL, O_EPOCHS}, {"time", required_argument, NULL, O_TIME},
-      {"target-loss", required_argument, NULL, O_TLOSS}, {"cluster", required_argument, NULL, O_CLUSTER},
+      {"target-loss", required_argument, NULL, O_TLOSS},
+      {"target-accuracy", required_argument, NULL, O_TACC}, {"cluster", required_argument, NULL, O_CLUSTER},
       {"workers", required_argument, NULL, O_WORKERS}, {"backend", required_argument, NULL, O_BACKEND},
       {"device", required_argument, NULL, O_DEVICE}, {"lr", required_argument, NULL, O_LR},
       {"eval-every", required_argument, NULL, O_EVERY}, {"eval-samples", required_argument, NULL, O_ESAMP},
@@ -190,6 +194,10 @@ static int parse_args(int argc, char **argv, real_args *a) {
     case O_TLOSS:
       if (hs_units_parse_number(optarg, &a->target_loss) || !(a->target_loss > 0)) return bad("--target-loss: expected a positive number, got \"%s\"", optarg);
       break;
+    case O_TACC:
+      if (hs_cli_parse_accuracy(optarg, &a->target_acc))
+        return bad("--target-accuracy: expected a fraction in (0, 1] or a percentage like 85%%, got \"%s\"", optarg);
+      break;
     case O_LR:
       if (hs_units_parse_number(optarg, &a->lr) || !(a->lr > 0)) return bad("--lr: expected a positive number, got \"%s\"", optarg);
       break;
@@ -205,8 +213,9 @@ static int parse_args(int argc, char **argv, real_args *a) {
   if (!a->model) return bad("%s", "--model NAME is required (see `hetsim models`)");
   if (!a->policy) return bad("%s", "--policy NAME is required (see `hetsim policies`)");
   if (!a->global_batch) return bad("%s", "--global-batch B is required");
-  if (!a->iterations && !(a->epochs > 0) && !(a->time > 0) && !(a->target_loss > 0))
-    return bad("%s", "a stop condition is required: --iterations N, --epochs E, --time T or --target-loss L");
+  if (!a->iterations && !(a->epochs > 0) && !(a->time > 0) && !(a->target_loss > 0) && !(a->target_acc > 0))
+    return bad("%s", "a stop condition is required: --iterations N, --epochs E, --time T, --target-loss L or "
+               "--target-accuracy A");
   if (a->cluster && a->workers) return bad("%s", "--workers and --cluster exclude each other: the cluster file says how many workers");
   if (!a->workers) a->workers = 2;
   return 0;
@@ -239,7 +248,7 @@ static void print_summary(const real_args *a, int64_t run_id, const char *status
   printf("  training time    %.6g s (%.6g ms per iteration)\n", m->sim_time_s, m->mean_iteration_s * 1e3);
   printf("  throughput       %.6g samples/s\n", m->samples_per_s);
   printf("  wait fraction    %.4f\n", m->wait_fraction);
-  hs_cli_print_convergence(m, a->target_loss > 0);
+  hs_cli_print_convergence(m, a->target_loss > 0 || a->target_acc > 0);
   printf("  database         %s\n", a->db);
 }
 
@@ -357,6 +366,11 @@ int hs_cmd_real(int argc, char **argv) {
     fprintf(stderr, "hetsim real: %s\n", d.msg);
     goto out;
   }
+  /* What the chosen runtime cannot do is refused before anything is stored. */
+  if ((rc = hs_real_plan_check(&plan, pol, &params, have_spec ? &spec : NULL, &d))) {
+    fprintf(stderr, "hetsim real: %s\n", d.msg);
+    goto out;
+  }
   char pstr[1024];
   hs_params_format(&params, pstr, sizeof pstr);
   if ((rc = hs_cal_device_discover(&plan.dev, &d))) {
@@ -383,7 +397,7 @@ int hs_cmd_real(int argc, char **argv) {
         .timeout_s = a.timeout, .train = train, .global_batch = a.global_batch, .policy = pol,
         .params = &params, .seed = a.seed, .lr = a.lr, .eval_every = a.eval_every,
         .max_iterations = a.iterations, .max_epochs = a.epochs, .max_time = a.time,
-        .target_loss = a.target_loss, .perf = have_perf ? &perf : NULL,
+        .target_loss = a.target_loss, .target_accuracy = a.target_acc, .perf = have_perf ? &perf : NULL,
     };
     /* Ctrl-C reaches every rank of a terminal's process group: only rank 0 decides, and tells
      * the others (SIGTERM still ends a rank; rank 0 then counts the run as interrupted if it
@@ -411,7 +425,7 @@ int hs_cmd_real(int argc, char **argv) {
   int pinned = hs_real_plan_pinned(&plan, pin, workers);
   hs_real_options ro = {
       .workers = workers, .iterations = a.iterations, .epochs = a.epochs, .time_s = a.time,
-      .target_loss = a.target_loss, .lr = a.lr, .eval_every = a.eval_every,
+      .target_loss = a.target_loss, .target_accuracy = a.target_acc, .lr = a.lr, .eval_every = a.eval_every,
       .eval_samples = a.eval_samples, .train_samples = a.train_samples, .timeout_s = a.timeout,
       .pinned = pinned,
   };
@@ -449,7 +463,7 @@ int hs_cmd_real(int argc, char **argv) {
       .global_batch = a.global_batch, .policy = pol, .params = &params, .seed = a.seed,
       .lr = a.lr, .eval_every = a.eval_every, .max_iterations = a.iterations,
       .max_epochs = a.epochs, .max_time = a.time, .target_loss = a.target_loss,
-      .perf = have_perf ? &perf : NULL, .sink = hs_cli_run_step_sink, .sink_ctx = &rctx,
+      .target_accuracy = a.target_acc, .perf = have_perf ? &perf : NULL, .sink = hs_cli_run_step_sink, .sink_ctx = &rctx,
       .eval_sink = hs_cli_eval_sink, .eval_ctx = &rctx.evals, .stop = &real_interrupted,
       .pin = pin,
   };

@@ -40,7 +40,12 @@ int hs_real_options_format(const hs_real_options *o, char *buf, size_t len, hs_d
   hs_json_write_escaped(f, o->launch);
   fputs(",\"pin\":", f);
   hs_json_write_escaped(f, o->pin);
-  fprintf(f, ",\"pinned\":%s}", o->pinned ? "true" : "false");
+  fprintf(f, ",\"pinned\":%s", o->pinned ? "true" : "false");
+  if (o->target_accuracy > 0) {
+    fputs(",\"target_accuracy\":", f);
+    put_number(f, o->target_accuracy);
+  }
+  fputc('}', f);
   /* fmemopen keeps one byte for the NUL: a text that filled the rest may have been cut. */
   long used = ftell(f);
   int bad = ferror(f) || used < 0 || (size_t)used + 1 >= len;
@@ -101,6 +106,7 @@ int hs_real_options_parse(const char *json, hs_real_options *o, hs_diag *d) {
   get_string(root, "pin", o->pin, sizeof o->pin);
   const hs_json_value *p = hs_json_get(root, "pinned");
   o->pinned = p && p->type == HS_JSON_BOOL && p->boolean;
+  o->target_accuracy = get_number(root, "target_accuracy");
   hs_json_value_free(root);
   return 0;
 }

@@ -32,6 +32,8 @@ typedef struct hs_real_options {
   char launch[16];           /* "none", or the launcher that started the ranks */
   char pin[8];               /* "auto" | "none" */
   int pinned;                /* whether the worker threads were pinned */
+  double target_accuracy;    /* stop condition; 0 = none (the key is written only when set, so
+                                that runs without it keep the text they always had) */
 } hs_real_options;
 
 /* Writes o as the JSON object text of a real run's options into buf. HS_EINVAL (buf left a

@@ -9,6 +9,7 @@
 #include "real/real_nccl.h"
 #include "real/real_rank.h"
 #include "real/real_rank_tcp.h"
+#include "runtime/rt_core.h"
 
 /* The local rank a launcher gives this process (mpirun's or torchrun's variable), for
  * --device cuda:local: 0 with *rank set, or -1 with the message. */
@@ -95,4 +96,10 @@ int hs_real_plan_run(const hs_real_plan *p, const hs_real_config *cfg, hs_real_r
   hs_real_config c = *cfg;
   c.comm = p->comm;
   return p->multi ? hs_real_rank_run(&c, &p->launch, res, d) : hs_real_run(&c, res, d);
+}
+
+int hs_real_plan_check(const hs_real_plan *p, const hs_policy *policy, const hs_params *params,
+                       const hs_cluster_spec *cluster, hs_diag *d) {
+  return p->multi ? hs_runtime_check_caps(policy, params, cluster, HS_REAL_RANKS_CAPS, "multi-process real", d)
+                  : hs_runtime_check_caps(policy, params, cluster, HS_REAL_THREADS_CAPS, "threaded real", d);
 }

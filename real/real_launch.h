@@ -39,6 +39,12 @@ int hs_real_plan_workers(hs_real_plan *p, int n_workers, double timeout_s, hs_di
 /* Whether the run's worker threads will be pinned (hs_real_pins; never for one process per
  * worker). */
 int hs_real_plan_pinned(const hs_real_plan *p, hs_real_pin pin, int n_workers);
+/* Whether the chosen runtime (threads or ranks) can run policy with params on cluster (NULL:
+ * none), as far as that shows before the run (hs_runtime_check_caps, runtime/rt_core.h): 0, or
+ * HS_EUNSUPPORTED with the message in d. What only the policy's calls show (a compressor on
+ * the ranks, an overlapped all-reduce) is refused when asked, and the run then fails. */
+int hs_real_plan_check(const hs_real_plan *p, const hs_policy *policy, const hs_params *params,
+                       const hs_cluster_spec *cluster, hs_diag *d);
 /* Runs cfg (its comm set to p->comm) on the chosen runtime: this process's rank under a
  * launcher, else the threads. */
 int hs_real_plan_run(const hs_real_plan *p, const hs_real_config *cfg, hs_real_result *res,

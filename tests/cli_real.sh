@@ -173,4 +173,24 @@ ends_within_60s huge_slowdown_sigint_ends_within_60s $pid
 check huge_slowdown_sigint_exit test $? = 1
 check huge_slowdown_sigint_marked test "$(sqlite3 "$T/h.db" "SELECT status FROM run")" = interrupted
 
+# --target-accuracy (as sim has it): the run ends at the first evaluation at or above the
+# target, within the iteration bound; the stored options and the summary say so. An accuracy
+# that cannot be reached in the bound ends at the bound with no time to target.
+tacc=(--policy ssgd --model mlp --global-batch 48 --workers 2 --train-samples 1500 --eval-samples 300
+      --eval-every 5 --iterations 400 --db "$T/t.db")
+expect_exit target_acc_run 0 "$H" real "${tacc[@]}" --target-accuracy 60% --json
+check target_acc_reached grep -q '"time_to_target_s": [0-9]' "$T/out"
+check target_acc_last_eval test "$(sqlite3 "$T/t.db" "SELECT accuracy >= 0.6 FROM eval ORDER BY step DESC LIMIT 1")" = 1
+check target_acc_before_bound test "$(sqlite3 "$T/t.db" "SELECT iterations < 400 FROM summary")" = 1
+check target_acc_stored test "$(sqlite3 "$T/t.db" "SELECT json_extract(options, '$.target_accuracy') FROM run")" = 0.6
+expect_exit target_acc_unreached 0 "$H" real "${tacc[@]}" --iterations 3 --target-accuracy 1 --json
+check target_acc_unreached_null grep -q '"time_to_target_s": null' "$T/out"
+expect_exit target_acc_bad 2 "$H" real "${tacc[@]}" --target-accuracy 1.5
+check target_acc_bad_says grep -q -- "--target-accuracy: expected a fraction in (0, 1]" "$T/err"
+# What the threads cannot do is refused before anything is stored (hs_runtime_check_caps).
+expect_exit caps_hier_refused 2 "$H" real --policy ssgd:algo=hier --model mlp --global-batch 48 --iterations 2 \
+  --db "$T/caps.db"
+check caps_hier_says grep -q "algo=hier (hierarchical all-reduce) is not supported by the threaded real runtime" "$T/err"
+check caps_hier_nothing_stored test ! -e "$T/caps.db"
+
 cli_finish
