@@ -96,22 +96,19 @@ fi
 
 # The cpu backend takes `real_device: cpu`: the run records each type's device and its
 # discovered name in its options (type_devices), where `hetsim validate` can read them.
-if [ -e /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ] || [ -n "${HETSIM_FASHION_MNIST_DIR:-}" ]; then
-  sed -e 's|real_device: "cuda:0/sm=64"|real_device: cpu|' -e 's|real_device: cuda:0/sm=32|real_device: cpu|' \
-    -e '/^    real_device/d' parts.yaml >cpu-types.yaml
-  expect_exit cpu_types_run 0 "$H" "${real[@]}" --cluster cpu-types.yaml --db "$T/cpu.db" --json
-  id=$(sed -n 's/.*"run_id": \([0-9]*\).*/\1/p' "$T/out")
-  cpu_name=$(val "$T/cpu.db" "SELECT json_extract(options, '\$.device_name') FROM run WHERE id = $id")
-  check cpu_types.recorded test "$(val "$T/cpu.db" "SELECT json_extract(options, '\$.type_devices.big.device') || '|' ||
-    json_extract(options, '\$.type_devices.mid.device') || '|' || (json_extract(options, '\$.type_devices.big.device_name') = '$cpu_name') || '|' ||
-    coalesce(json_extract(options, '\$.type_devices.small'), 'none') FROM run WHERE id = $id")" = "cpu|cpu|1|none"
-  check cpu_types.worker_rows test "$(val "$T/cpu.db" "SELECT group_concat(device_type, '|') FROM (SELECT device_type FROM worker WHERE run_id = $id ORDER BY idx)")" = "big|mid|small"
-  # Without the key, the options are as before: no type_devices.
-  expect_exit cpu_plain_run 0 "$H" "${real[@]}" --cluster plain.yaml --db "$T/cpu.db" --json
-  id=$(sed -n 's/.*"run_id": \([0-9]*\).*/\1/p' "$T/out")
-  check cpu_plain.no_type_devices test "$(val "$T/cpu.db" "SELECT json_type(options, '\$.type_devices') IS NULL FROM run WHERE id = $id")" = 1
-else
-  echo "note: Fashion-MNIST is not installed; the cpu run that records type_devices is skipped"
-fi
+fashion_mnist_or_synthetic
+sed -e 's|real_device: "cuda:0/sm=64"|real_device: cpu|' -e 's|real_device: cuda:0/sm=32|real_device: cpu|' \
+  -e '/^    real_device/d' parts.yaml >cpu-types.yaml
+expect_exit cpu_types_run 0 "$H" "${real[@]}" --cluster cpu-types.yaml --db "$T/cpu.db" --json
+id=$(sed -n 's/.*"run_id": \([0-9]*\).*/\1/p' "$T/out")
+cpu_name=$(val "$T/cpu.db" "SELECT json_extract(options, '\$.device_name') FROM run WHERE id = $id")
+check cpu_types.recorded test "$(val "$T/cpu.db" "SELECT json_extract(options, '\$.type_devices.big.device') || '|' ||
+  json_extract(options, '\$.type_devices.mid.device') || '|' || (json_extract(options, '\$.type_devices.big.device_name') = '$cpu_name') || '|' ||
+  coalesce(json_extract(options, '\$.type_devices.small'), 'none') FROM run WHERE id = $id")" = "cpu|cpu|1|none"
+check cpu_types.worker_rows test "$(val "$T/cpu.db" "SELECT group_concat(device_type, '|') FROM (SELECT device_type FROM worker WHERE run_id = $id ORDER BY idx)")" = "big|mid|small"
+# Without the key, the options are as before: no type_devices.
+expect_exit cpu_plain_run 0 "$H" "${real[@]}" --cluster plain.yaml --db "$T/cpu.db" --json
+id=$(sed -n 's/.*"run_id": \([0-9]*\).*/\1/p' "$T/out")
+check cpu_plain.no_type_devices test "$(val "$T/cpu.db" "SELECT json_type(options, '\$.type_devices') IS NULL FROM run WHERE id = $id")" = 1
 
 cli_finish
