@@ -46,17 +46,23 @@ static void usage(FILE *out) {
 "\n"
 "  --backend NAME        cpu (default): workers are threads on the nn cpu backend, or one\n"
 "                        process per worker when started by mpirun or torchrun (below);\n"
-"                        local: workers are threads on SM partitions of one GPU\n"
-"                        (--device cuda:I/sm=N; not yet run on a GPU);\n"
+"                        local: workers are threads on one GPU, on SM partitions of it\n"
+"                        (--device cuda:I/sm=N, or per device type from the cluster\n"
+"                        file's real_device; not yet run on a GPU);\n"
 "                        nccl: one process per GPU, started by mpirun or torchrun (not yet\n"
 "                        run on a GPU)\n"
 "  --device DEV          the workers' device; the cpu backend runs on cpu (default);\n"
+"                        local: cuda:I or cuda:I/sm=N, for the workers whose device type has\n"
+"                        no real_device and for evaluations (default with a cluster file\n"
+"                        whose types name partitions: cuda:I, their GPU);\n"
 "                        nccl ranks: cuda:I (the same GPU for every rank) or cuda:local\n"
 "                        (each rank the GPU of its local rank)\n"
 "  --cluster FILE        cluster file: its workers, their initial slowdowns and its slowdown\n"
 "                        and leave events are emulated (a worker slowed s times sleeps\n"
-"                        (s-1) times its measured compute after each step); default: --workers\n"
-"                        equal workers\n"
+"                        (s-1) times its measured compute after each step); a device type's\n"
+"                        real_device (e.g. \"cuda:0/sm=16\") puts its workers on that device\n"
+"                        (--backend local: partitions of one GPU emulate a heterogeneous\n"
+"                        cluster); default: --workers equal workers\n"
 "  --workers N           workers when no cluster file is given (default 2)\n"
 "  --iterations N        stop after N updates of the global model\n"
 "  --epochs E            stop once E epochs of the training samples have been computed\n"
@@ -100,6 +106,7 @@ typedef struct real_args {
   double epochs, time, target_loss, target_acc, lr, timeout;
   uint64_t seed;
   int json, server_rank, no_pin;
+  int device_given; /* --device was given (else a local run takes the cluster file's GPU) */
 } real_args;
 
 /* The longest --time and --timeout: the runtimes turn them into time_t deadlines, which a
@@ -150,7 +157,7 @@ static int parse_args(int argc, char **argv, real_args *a) {
       break;
     case O_CLUSTER: a->cluster = optarg; break;
     case O_BACKEND: a->backend = optarg; break;
-    case O_DEVICE: a->device = optarg; break;
+    case O_DEVICE: a->device = optarg; a->device_given = 1; break;
     case O_CALIB: a->calib = optarg; break;
     case O_DB:
       if (!*optarg) return bad("%s", "--db: expected a file name, got an empty one");
@@ -325,14 +332,10 @@ int hs_cmd_real(int argc, char **argv) {
   hs_perf_model perf;
   int have_perf = 0;
 
-  /* The runtime (threads, or one process per worker under a launcher) and the comm table. */
-  hs_real_plan plan;
-  if ((rc = hs_real_plan_choose(&plan, a.backend, a.device, a.server_rank, &d))) {
-    fprintf(stderr, "hetsim real: %s\n", d.msg);
-    return 2;
-  }
-  a.device = plan.device;
-  int multi = plan.multi;
+  const char **worker_devices = NULL; /* per worker, from the cluster file's real_device */
+  int n_own = 0;                      /* workers with a device of their own */
+  hs_real_options ro;                 /* the run's options as stored (core_runopts.h) */
+  memset(&ro, 0, sizeof ro);
   if (a.cluster) {
     if ((rc = hs_cluster_load(&spec, a.cluster, &d))) {
       fprintf(stderr, "hetsim real: %s\n", d.msg);
@@ -340,7 +343,30 @@ int hs_cmd_real(int argc, char **argv) {
       return 2;
     }
     have_spec = 1;
+  }
+  /* A local run without --device: the GPU of the cluster file's partitions. */
+  char gpu[32];
+  if (have_spec && !a.device_given && !strcmp(a.backend, "local") && hs_real_devices_gpu(&spec, gpu, sizeof gpu))
+    a.device = gpu;
+  /* The runtime (threads, or one process per worker under a launcher) and the comm table. */
+  hs_real_plan plan;
+  if ((rc = hs_real_plan_choose(&plan, a.backend, a.device, a.server_rank, &d))) {
+    fprintf(stderr, "hetsim real: %s\n", d.msg);
+    goto out;
+  }
+  a.device = plan.device;
+  int multi = plan.multi;
+  if (have_spec) {
     if (check_events(&spec, multi)) goto out;
+    if (!(worker_devices = calloc((size_t)(spec.n_workers > 0 ? spec.n_workers : 1), sizeof *worker_devices))) {
+      fprintf(stderr, "hetsim real: out of memory\n");
+      status = 1;
+      goto out;
+    }
+    if ((rc = hs_real_plan_devices(&plan, &spec, worker_devices, &n_own, &d))) {
+      fprintf(stderr, "hetsim real: %s\n", d.msg);
+      goto out;
+    }
   }
   int n_workers = have_spec ? spec.n_workers : (int)a.workers;
   if ((rc = hs_real_plan_workers(&plan, n_workers, a.timeout, &d))) {
@@ -375,6 +401,12 @@ int hs_cmd_real(int argc, char **argv) {
   hs_params_format(&params, pstr, sizeof pstr);
   if ((rc = hs_cal_device_discover(&plan.dev, &d))) {
     fprintf(stderr, "hetsim real: --device %s: %s\n", a.device, d.msg);
+    goto out;
+  }
+  /* The workers' own devices: found on this machine, fitting its GPU, named as their
+   * calibrations are (recorded in the run's options). */
+  if (n_own && (rc = hs_real_plan_type_devices(&plan, &spec, &ro, &d))) {
+    fprintf(stderr, "hetsim real: %s\n", d.msg);
     goto out;
   }
   if (a.calib) {
@@ -416,19 +448,26 @@ int hs_cmd_real(int argc, char **argv) {
   }
   status = 1;
 
-  char command[4096], options[2048], versions[512], cname[96];
+  /* The options hold up to HS_REAL_MAX_TYPE_DEVICES per-type devices of about 400 bytes. */
+  char command[4096], options[2048 + HS_REAL_MAX_TYPE_DEVICES * 512], versions[512], cname[96];
   hs_cli_join_argv(argc, argv, command, sizeof command);
   int workers = have_spec ? spec.n_workers : (int)a.workers;
   snprintf(cname, sizeof cname, "%s", have_spec ? spec.name : "cpu-threads");
   /* Whether the workers' threads will be pinned (hs_real_pins), as the run's options say. */
   hs_real_pin pin = a.no_pin ? HS_PIN_NONE : HS_PIN_AUTO;
   int pinned = hs_real_plan_pinned(&plan, pin, workers);
-  hs_real_options ro = {
-      .workers = workers, .iterations = a.iterations, .epochs = a.epochs, .time_s = a.time,
-      .target_loss = a.target_loss, .target_accuracy = a.target_acc, .lr = a.lr, .eval_every = a.eval_every,
-      .eval_samples = a.eval_samples, .train_samples = a.train_samples, .timeout_s = a.timeout,
-      .pinned = pinned,
-  };
+  ro.workers = workers;
+  ro.iterations = a.iterations;
+  ro.epochs = a.epochs;
+  ro.time_s = a.time;
+  ro.target_loss = a.target_loss;
+  ro.target_accuracy = a.target_acc;
+  ro.lr = a.lr;
+  ro.eval_every = a.eval_every;
+  ro.eval_samples = a.eval_samples;
+  ro.train_samples = a.train_samples;
+  ro.timeout_s = a.timeout;
+  ro.pinned = pinned;
   snprintf(ro.backend, sizeof ro.backend, "%s", plan.comm->name);
   snprintf(ro.device, sizeof ro.device, "%s", a.device);
   /* The device name as before this writer escaped strings: characters that would need an
@@ -465,7 +504,7 @@ int hs_cmd_real(int argc, char **argv) {
       .max_epochs = a.epochs, .max_time = a.time, .target_loss = a.target_loss,
       .target_accuracy = a.target_acc, .perf = have_perf ? &perf : NULL, .sink = hs_cli_run_step_sink, .sink_ctx = &rctx,
       .eval_sink = hs_cli_eval_sink, .eval_ctx = &rctx.evals, .stop = &real_interrupted,
-      .pin = pin,
+      .pin = pin, .worker_devices = n_own ? worker_devices : NULL,
   };
   struct sigaction old_sa, old_term;
   real_interrupted = 0;
@@ -516,6 +555,7 @@ int hs_cmd_real(int argc, char **argv) {
   status = res.status == HS_REAL_COMPLETE ? 0 : 1;
 
 out:
+  free(worker_devices);
   hs_real_result_free(&res);
   hs_cli_run_free(&rctx);
   hs_store_close(store);

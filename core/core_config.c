@@ -672,11 +672,30 @@ static int parse_per_model(const cfg *c, const cnode *n, const char *field, hs_d
   return 0;
 }
 
+/* A device string as `hetsim real --device` takes one for a worker's net: cpu, cuda:I or
+ * cuda:I/sm=N (I a GPU index, N >= 1 SMs), the grammar of calib/cal_device.h (which core may
+ * not include). */
+static int device_string_ok(const char *s) {
+  if (!strcmp(s, "cpu")) return 1;
+  if (strncmp(s, "cuda:", 5)) return 0;
+  s += 5;
+  const char *d = s;
+  while (*s >= '0' && *s <= '9') s++;
+  if (s == d || s - d > 7) return 0;
+  if (!*s) return 1;
+  if (strncmp(s, "/sm=", 4)) return 0;
+  s += 4;
+  d = s;
+  while (*s >= '0' && *s <= '9') s++;
+  if (s == d || s - d > 7 || *s) return 0;
+  return strtol(d, NULL, 10) >= 1;
+}
+
 static int parse_types(const cfg *c, const cnode *n, name_ix **index_out) {
-  static const char *const keys[] = {"memory", "max_batch", "compute", NULL};
+  static const char *const keys[] = {"memory", "max_batch", "compute", "real_device", NULL};
   hs_cluster_spec *s = c->s;
   int rc = expect_kind(c, n, "device_types", CN_MAP,
-                       "a mapping from device type names to {memory, max_batch, compute}");
+                       "a mapping from device type names to {memory, max_batch, compute, real_device}");
   if (rc) return rc;
   ptrdiff_t count = n->n;
   if (count == 0) return cfg_fail(c, n, "device_types", NULL, "at least one device type");
@@ -692,7 +711,7 @@ static int parse_types(const cfg *c, const cnode *n, name_ix **index_out) {
     if ((rc = get_name(c, k, "device_types (a type name)", t->name, sizeof t->name))) return rc;
     t->pos = node_pos(k);
     snprintf(f, sizeof f, "device_types.%s", t->name);
-    if ((rc = expect_kind(c, v, f, CN_MAP, "a mapping with keys memory, max_batch, compute")))
+    if ((rc = expect_kind(c, v, f, CN_MAP, "a mapping with keys memory, max_batch, compute, real_device")))
       return rc;
     if ((rc = check_keys(c, v, f, keys))) return rc;
     const cnode *x;
@@ -710,6 +729,15 @@ static int parse_types(const cfg *c, const cnode *n, name_ix **index_out) {
     if (!(x = map_get(c, v, "compute")))
       return cfg_fail(c, v, g, NULL, "%s (required)", EXP_COMPUTE);
     if ((rc = parse_compute(c, x, g, t))) return rc;
+    if ((x = map_get(c, v, "real_device"))) {
+      join_field(g, sizeof g, f, "real_device");
+      const char *dev = cn_scalar(c, x);
+      if (!dev || strlen(dev) != x->n || x->n >= sizeof t->real_device || !device_string_ok(dev))
+        return cfg_fail(c, x, g, x, "a device for `hetsim real`: cpu, cuda:I or cuda:I/sm=N (N SMs of GPU I), "
+                        "like \"cuda:0/sm=16\"");
+      memcpy(t->real_device, dev, x->n + 1);
+      t->real_device_pos = node_pos(x);
+    }
     ix[s->n_types].name = t->name;
     ix[s->n_types].ix = s->n_types;
     s->n_types++;
@@ -1153,7 +1181,7 @@ static int parse_root(const cfg *c, const cnode *root) {
 
   if (!(v = map_get(c, root, "device_types")))
     return cfg_fail(c, root, "device_types", NULL,
-                    "a mapping from device type names to {memory, max_batch, compute} (required)");
+                    "a mapping from device type names to {memory, max_batch, compute, real_device} (required)");
   if ((rc = parse_types(c, v, &tix))) goto out;
 
   if (!(v = map_get(c, root, "nodes"))) {

@@ -59,6 +59,11 @@ typedef struct hs_device_type {
   hs_compute_spec compute;  /* the form for every model, or per-model mapping's `default` */
   int n_per_model;
   hs_compute_spec *per_model; /* forms for named models (their .model), owned by the spec */
+  /* `real_device`: the device `hetsim real` puts this type's workers on ("cpu", "cuda:I" or
+   * "cuda:I/sm=N", checked for that form here; docs/cli.md); "" = the run's --device. The
+   * simulator ignores it. */
+  char real_device[64];
+  hs_srcpos real_device_pos;  /* where its value was written; 0:0 when absent */
   hs_srcpos pos;
 } hs_device_type;
 

@@ -45,6 +45,22 @@ int hs_real_options_format(const hs_real_options *o, char *buf, size_t len, hs_d
     fputs(",\"target_accuracy\":", f);
     put_number(f, o->target_accuracy);
   }
+  if (o->n_type_devices > 0) {
+    /* {"TYPE": {"device": ..., "device_name": ...}, ...}: what `hetsim validate` needs to find
+     * each worker's calibration. */
+    fputs(",\"type_devices\":{", f);
+    for (int i = 0; i < o->n_type_devices && i < HS_REAL_MAX_TYPE_DEVICES; i++) {
+      const hs_real_type_device *t = &o->type_devices[i];
+      if (i) fputc(',', f);
+      hs_json_write_escaped(f, t->type);
+      fputs(":{\"device\":", f);
+      hs_json_write_escaped(f, t->device);
+      fputs(",\"device_name\":", f);
+      hs_json_write_escaped(f, t->device_name);
+      fputc('}', f);
+    }
+    fputc('}', f);
+  }
   fputc('}', f);
   /* fmemopen keeps one byte for the NUL: a text that filled the rest may have been cut. */
   long used = ftell(f);
@@ -107,6 +123,14 @@ int hs_real_options_parse(const char *json, hs_real_options *o, hs_diag *d) {
   const hs_json_value *p = hs_json_get(root, "pinned");
   o->pinned = p && p->type == HS_JSON_BOOL && p->boolean;
   o->target_accuracy = get_number(root, "target_accuracy");
+  const hs_json_value *td = hs_json_get(root, "type_devices");
+  for (int i = 0; td && td->type == HS_JSON_OBJECT && i < td->n && o->n_type_devices < HS_REAL_MAX_TYPE_DEVICES; i++) {
+    if (td->items[i].type != HS_JSON_OBJECT) continue;
+    hs_real_type_device *t = &o->type_devices[o->n_type_devices++];
+    snprintf(t->type, sizeof t->type, "%s", td->keys[i]);
+    get_string(&td->items[i], "device", t->device, sizeof t->device);
+    get_string(&td->items[i], "device_name", t->device_name, sizeof t->device_name);
+  }
   hs_json_value_free(root);
   return 0;
 }

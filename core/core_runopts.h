@@ -3,7 +3,8 @@
  *
  * Contract:
  * - The keys and their order are those `hetsim real` has always written, so that databases
- *   written before and after hold the same text; numbers keep every bit (%.17g, integers as
+ *   written before and after hold the same text (`type_devices`, added later, comes last and
+ *   only in runs that have per-worker devices); numbers keep every bit (%.17g, integers as
  *   integers), strings are escaped as JSON strings.
  * - The reader takes what any hetsim wrote, older ones included: a key that is missing, null or
  *   of another type reads as 0 (or the empty string), as SQLite's json_extract read it; keys it
@@ -18,6 +19,16 @@
 #include <stdint.h>
 
 #include "core/core_error.h"
+
+/* The most device types with their own device (`real_device`) a real run records. */
+#define HS_REAL_MAX_TYPE_DEVICES 64
+
+/* A device type whose workers ran on their own device (the cluster file's `real_device`). */
+typedef struct hs_real_type_device {
+  char type[64];             /* the device type's name in the cluster file */
+  char device[64];           /* as written: "cuda:0/sm=16" */
+  char device_name[256];     /* its discovered name ("NAME (16 SMs)"), the calibration's key */
+} hs_real_type_device;
 
 typedef struct hs_real_options {
   char backend[16];          /* the comm table: "cpu" | "local" | "nccl" */
@@ -34,6 +45,10 @@ typedef struct hs_real_options {
   int pinned;                /* whether the worker threads were pinned */
   double target_accuracy;    /* stop condition; 0 = none (the key is written only when set, so
                                 that runs without it keep the text they always had) */
+  /* Per-worker devices (`type_devices`, written last and only when there are some): the
+   * device types whose workers ran on a device of their own, in the cluster file's order. */
+  int n_type_devices;
+  hs_real_type_device type_devices[HS_REAL_MAX_TYPE_DEVICES];
 } hs_real_options;
 
 /* Writes o as the JSON object text of a real run's options into buf. HS_EINVAL (buf left a

@@ -2,6 +2,7 @@
 #include "real/real_launch.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -82,6 +83,112 @@ int hs_real_plan_workers(hs_real_plan *p, int n_workers, double timeout_s, hs_di
     if ((rc = p->comm->open(&probe, &cc, d))) return rc;
     p->comm->close(probe);
   }
+  return 0;
+}
+
+const char *hs_real_devices_gpu(const hs_cluster_spec *spec, char *buf, size_t len) {
+  for (int t = 0; spec && t < spec->n_types; t++) {
+    hs_cal_device dev;
+    hs_diag ignore = {0};
+    if (spec->types[t].real_device[0] && !hs_cal_device_parse(spec->types[t].real_device, &dev, &ignore) &&
+        !strcmp(dev.kind, "cuda")) {
+      snprintf(buf, len, "cuda:%d", dev.ordinal);
+      return buf;
+    }
+  }
+  return NULL;
+}
+
+/* FILE:LINE:COL: device_types.TYPE.real_device "DEV": WHY, as HS_EINVAL. */
+static int type_device_fail(const hs_cluster_spec *spec, const hs_device_type *t, hs_diag *d, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static int type_device_fail(const hs_cluster_spec *spec, const hs_device_type *t, hs_diag *d, const char *fmt, ...) {
+  char why[400];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(why, sizeof why, fmt, ap);
+  va_end(ap);
+  return hs_diag_set(d, HS_EINVAL, "%s:%d:%d: device_types.%s.real_device \"%s\": %s", spec->path,
+                     t->real_device_pos.line, t->real_device_pos.col, t->name, t->real_device, why);
+}
+
+int hs_real_plan_devices(const hs_real_plan *p, const hs_cluster_spec *spec, const char **devs,
+                         int *n_own, hs_diag *d) {
+  *n_own = 0;
+  const char *backend = p->comm->name;
+  for (int i = 0; i < spec->n_types; i++) {
+    const hs_device_type *t = &spec->types[i];
+    if (!t->real_device[0]) continue;
+    hs_cal_device dev;
+    int rc = hs_cal_device_parse(t->real_device, &dev, d);
+    if (rc) return type_device_fail(spec, t, d, "expected cpu, cuda:I or cuda:I/sm=N");
+    int gpu = !strcmp(dev.kind, "cuda");
+    if (!strcmp(backend, "cpu") && gpu)
+      return type_device_fail(spec, t, d, "the cpu backend runs every worker on the cpu; workers on a GPU "
+                              "need --backend local");
+    if (!strcmp(backend, "nccl"))
+      return type_device_fail(spec, t, d, "the nccl backend puts each rank on --device (cuda:I or "
+                              "cuda:local); per-worker devices are for --backend local");
+    if (!strcmp(backend, "local") && !gpu)
+      return type_device_fail(spec, t, d, "the local backend runs every worker on a GPU (cuda:I or "
+                              "cuda:I/sm=N)");
+    if (!strcmp(backend, "local") && dev.ordinal != p->dev.ordinal)
+      return type_device_fail(spec, t, d, "the local backend runs every worker on one GPU, here cuda:%d (--device, "
+                              "else the first GPU the file names), whose all-reduce and evaluation "
+                              "cannot reach another GPU: workers on several GPUs are not supported",
+                              p->dev.ordinal);
+  }
+  for (int w = 0; w < spec->n_workers; w++) {
+    const hs_device_type *t = &spec->types[spec->workers[w].type];
+    devs[w] = t->real_device[0] ? t->real_device : NULL;
+    if (devs[w]) (*n_own)++;
+  }
+  return 0;
+}
+
+int hs_real_plan_type_devices(const hs_real_plan *p, const hs_cluster_spec *spec,
+                              hs_real_options *ro, hs_diag *d) {
+  int rc;
+  /* The SMs the partitions need together: the workers', and the evaluation net's on --device. */
+  long long sms = p->dev.sm_partition;
+  ro->n_type_devices = 0;
+  for (int i = 0; i < spec->n_types; i++) {
+    const hs_device_type *t = &spec->types[i];
+    int workers = 0;
+    for (int w = 0; w < spec->n_workers; w++) workers += spec->workers[w].type == i;
+    if (!workers) continue;
+    hs_cal_device dev;
+    if (!t->real_device[0]) {
+      /* On --device: its partition, or the whole GPU. */
+      sms += (long long)workers * p->dev.sm_partition;
+      continue;
+    }
+    if ((rc = hs_cal_device_parse(t->real_device, &dev, d)) || (rc = hs_cal_device_discover(&dev, d))) {
+      char why[sizeof d->msg];
+      snprintf(why, sizeof why, "%s", d->msg);
+      if (rc != HS_EINVAL) {
+        /* No GPU, no driver: what the machine cannot do, not what the file says. */
+        return hs_diag_set(d, rc, "%s:%d:%d: device_types.%s.real_device: %s", spec->path,
+                           t->real_device_pos.line, t->real_device_pos.col, t->name, why);
+      }
+      return type_device_fail(spec, t, d, "%s", why);
+    }
+    sms += (long long)workers * dev.sm_partition;
+    if (ro->n_type_devices >= HS_REAL_MAX_TYPE_DEVICES)
+      return type_device_fail(spec, t, d, "more than %d device types with a real_device in one run",
+                              HS_REAL_MAX_TYPE_DEVICES);
+    hs_real_type_device *r = &ro->type_devices[ro->n_type_devices++];
+    snprintf(r->type, sizeof r->type, "%s", t->name);
+    snprintf(r->device, sizeof r->device, "%s", t->real_device);
+    snprintf(r->device_name, sizeof r->device_name, "%s", dev.name);
+  }
+  /* Green contexts never share an SM (nn_cuda.h): partitions that need more SMs together than the
+   * GPU has cannot all be granted. */
+  if (p->dev.sm_count > 0 && sms > p->dev.sm_count)
+    return hs_diag_set(d, HS_EINVAL, "%s: the partitions of the workers%s need %lld SMs together (before "
+                       "rounding up to the driver's groups), more than the %d of %s (%s)", spec->path,
+                       p->dev.sm_partition ? " and of the evaluation net (--device)" : "", sms,
+                       p->dev.sm_count, p->device, p->dev.name);
   return 0;
 }
 

@@ -13,7 +13,9 @@
 #define HS_REAL_LAUNCH_H
 
 #include "calib/cal_device.h"
+#include "core/core_config.h"
 #include "core/core_error.h"
+#include "core/core_runopts.h"
 #include "real/real_comm.h"
 #include "real/real_run.h"
 
@@ -36,6 +38,28 @@ int hs_real_plan_choose(hs_real_plan *p, const char *backend, const char *device
  * one with a server rank) and takes the backend's per-rank table; on threads, opens a GPU
  * backend once so that what this build or machine cannot do is said now. */
 int hs_real_plan_workers(hs_real_plan *p, int n_workers, double timeout_s, hs_diag *d);
+/* The device a local run's --device defaults to when the cluster file gives its workers GPU
+ * devices (`real_device`): "cuda:I", the GPU of the first device type that names one, written
+ * into buf; NULL when no type names a GPU. */
+const char *hs_real_devices_gpu(const hs_cluster_spec *spec, char *buf, size_t len);
+/* Per-worker devices from the cluster file's `real_device` keys (core_config.h), checked against
+ * the chosen backend and device: the cpu backend takes only `cpu`; the nccl backend none (each
+ * rank is on --device); the local backend only partitions or the whole of its own GPU (the one
+ * --device names: its all-reduce runs on one GPU). Fills devs[i] (spec->n_workers entries,
+ * allocated by the caller) with worker i's device, NULL for a worker on p->device, and sets
+ * *n_own to the workers with a device of their own. HS_EINVAL with FILE:LINE:COL where a key is
+ * refused. Needs no GPU. */
+int hs_real_plan_devices(const hs_real_plan *p, const hs_cluster_spec *spec, const char **devs,
+                         int *n_own, hs_diag *d);
+/* On the machine (after hs_cal_device_discover of p->dev): discovers the device of every type
+ * that has a `real_device` and at least one worker, recording each (type, device, discovered
+ * name: the name its `hetsim calib --device` calibration has) in ro->type_devices, and checks
+ * that the partitions fit the GPU: a partition larger than the GPU, or workers' partitions that
+ * need more SMs together than it has, are HS_EINVAL naming the file (granted partitions are
+ * rounded up to the driver's groups, so a run that passes may still run out; the runtime says
+ * so). */
+int hs_real_plan_type_devices(const hs_real_plan *p, const hs_cluster_spec *spec,
+                              hs_real_options *ro, hs_diag *d);
 /* Whether the run's worker threads will be pinned (hs_real_pins; never for one process per
  * worker). */
 int hs_real_plan_pinned(const hs_real_plan *p, hs_real_pin pin, int n_workers);

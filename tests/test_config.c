@@ -253,7 +253,22 @@ static const bad_case bad_cases[] = {
      {"c.yaml:4:3: device_types.g: expected each device type name once, got \"g\" again (first at line 3)"}},
     {"name: c\ndevice_types:\n  g: 5\n" N, {"c.yaml:3:6: device_types.g: expected a mapping", "got \"5\""}},
     {"name: c\ndevice_types:\n  g: {memroy: 8GiB, compute: {t0: 1ms, per_sample: 1ms}}\n" N,
-     {"c.yaml:3:7: device_types.g.memroy: expected one of: memory, max_batch, compute, got \"memroy\""}},
+     {"c.yaml:3:7: device_types.g.memroy: expected one of: memory, max_batch, compute, real_device, got \"memroy\""}},
+    /* real_device: a device string of `hetsim real` */
+    {"name: c\ndevice_types:\n  g: {compute: {t0: 1ms, per_sample: 1ms}, real_device: gpu0}\n" N,
+     {"c.yaml:3:57: device_types.g.real_device: expected a device for `hetsim real`: cpu, cuda:I or cuda:I/sm=N", "got \"gpu0\""}},
+    {"name: c\ndevice_types:\n  g: {compute: {t0: 1ms, per_sample: 1ms}, real_device: \"cuda:0/sm=0\"}\n" N,
+     {"c.yaml:3:57: device_types.g.real_device: expected a device", "got \"cuda:0/sm=0\""}},
+    {"name: c\ndevice_types:\n  g: {compute: {t0: 1ms, per_sample: 1ms}, real_device: \"cuda:0/sm=16x\"}\n" N,
+     {"c.yaml:3:57: device_types.g.real_device: expected a device", "got \"cuda:0/sm=16x\""}},
+    {"name: c\ndevice_types:\n  g: {compute: {t0: 1ms, per_sample: 1ms}, real_device: \"cuda:/sm=8\"}\n" N,
+     {"c.yaml:3:57: device_types.g.real_device: expected a device", "got \"cuda:/sm=8\""}},
+    {"name: c\ndevice_types:\n  g: {compute: {t0: 1ms, per_sample: 1ms}, real_device: \"cuda:local\"}\n" N,
+     {"c.yaml:3:57: device_types.g.real_device: expected a device", "got \"cuda:local\""}},
+    {"name: c\ndevice_types:\n  g: {compute: {t0: 1ms, per_sample: 1ms}, real_device: \"\"}\n" N,
+     {"c.yaml:3:57: device_types.g.real_device: expected a device", "got an empty value"}},
+    {"name: c\ndevice_types:\n  g: {compute: {t0: 1ms, per_sample: 1ms}, real_device: [cuda:0]}\n" N,
+     {"c.yaml:3:57: device_types.g.real_device: expected a device", "got a sequence"}},
     {"name: c\ndevice_types:\n  g: {memory: 8 gigs, compute: {t0: 1ms, per_sample: 1ms}}\n" N,
      {"c.yaml:3:15: device_types.g.memory: expected a size like \"8GiB\" or \"512MB\", got \"8 gigs\""}},
     {"name: c\ndevice_types:\n  g: {max_batch: -4, compute: {t0: 1ms, per_sample: 1ms}}\n" N,
@@ -764,6 +779,45 @@ static void test_fast_reader(void) {
   for (size_t i = 0; i < N_BASE; i++) free(base[i]);
 }
 
+/* `real_device` (the device `hetsim real` puts a type's workers on): read in every YAML form,
+ * with its position; absent, empty. The fast reader declines its values (':' and '=' are outside
+ * its plain scalars), so libyaml reads such files, and the two never disagree. */
+static void test_real_device(void) {
+  static const char text[] =
+      "name: parts\n"
+      "device_types:\n"
+      "  big: {compute: {t0: 1ms, per_sample: 1ms}, real_device: \"cuda:0/sm=64\"}\n"
+      "  mid: {compute: {t0: 1ms, per_sample: 2ms}, real_device: cuda:0/sm=32}\n"
+      "  small:\n"
+      "    compute: {t0: 1ms, per_sample: 4ms}\n"
+      "    real_device: cuda:0/sm=16\n"
+      "  whole: {compute: {t0: 1ms, per_sample: 1ms}, real_device: 'cuda:12'}\n"
+      "  host: {compute: {t0: 1ms, per_sample: 1ms}, real_device: cpu}\n"
+      "  plain: {compute: {t0: 1ms, per_sample: 1ms}}\n"
+      "nodes: [{name: n, devices: [{type: big}, {type: mid}, {type: small, count: 2}, {type: plain}]}]\n";
+  hs_cluster_spec s;
+  hs_diag d;
+  ASSERT_EQ(parse(&s, text, &d), 0);
+  if (s.n_types != 6) return;
+  ASSERT_STR(s.types[0].real_device, "cuda:0/sm=64");
+  ASSERT_EQ(s.types[0].real_device_pos.line, 3);
+  ASSERT_EQ(s.types[0].real_device_pos.col, 59);
+  ASSERT_STR(s.types[1].real_device, "cuda:0/sm=32");
+  ASSERT_EQ(s.types[1].real_device_pos.line, 4);
+  ASSERT_STR(s.types[2].real_device, "cuda:0/sm=16");
+  ASSERT_EQ(s.types[2].real_device_pos.line, 7);
+  ASSERT_EQ(s.types[2].real_device_pos.col, 18);
+  ASSERT_STR(s.types[3].real_device, "cuda:12");
+  ASSERT_STR(s.types[4].real_device, "cpu");
+  ASSERT_STR(s.types[5].real_device, "");
+  ASSERT_EQ(s.types[5].real_device_pos.line, 0);
+  ASSERT_EQ(s.n_workers, 5);
+  /* The simulator's view is unchanged: the same compute as without the key. */
+  ASSERT_REL(s.types[2].compute.per_sample, 4e-3, 1e-12);
+  hs_cluster_spec_free(&s);
+  ASSERT(fast_agrees(text, strlen(text), "real_device text") >= 0);
+}
+
 /* ---------- CSV traces ---------- */
 
 static const char csv_base[] =
@@ -913,6 +967,7 @@ static const hs_test_case cases[] = {
     {"load_missing_file", test_load_missing_file},
     {"bundled_files", test_bundled_files},
     {"fast_reader", test_fast_reader},
+    {"real_device", test_real_device},
     {"csv_valid", test_csv_valid},
     {"csv_bad", test_csv_bad},
     {"csv_missing_file", test_csv_missing_file},

@@ -805,6 +805,26 @@ static void test_real_options(void) {
   ASSERT_CONTAINS(buf, "\"device_name\":\"a\\\"b\\\\c\"");
   ASSERT_EQ(hs_real_options_parse(buf, &back, &d), 0);
   ASSERT_STR(back.device_name, "a\"b\\c");
+
+  /* Per-worker devices (the cluster file's real_device): written last, only when there are
+   * some, and read back per type. */
+  ASSERT_EQ(back.n_type_devices, 0);
+  o.n_type_devices = 2;
+  strcpy(o.type_devices[0].type, "big");
+  strcpy(o.type_devices[0].device, "cuda:0/sm=64");
+  strcpy(o.type_devices[0].device_name, "NVIDIA H100 80GB HBM3 (64 SMs)");
+  strcpy(o.type_devices[1].type, "small");
+  strcpy(o.type_devices[1].device, "cuda:0/sm=16");
+  strcpy(o.type_devices[1].device_name, "NVIDIA H100 80GB HBM3 (16 SMs)");
+  ASSERT_EQ(hs_real_options_format(&o, buf, sizeof buf, &d), 0);
+  ASSERT_CONTAINS(buf, "\"pinned\":true,\"type_devices\":{\"big\":{\"device\":\"cuda:0/sm=64\",\"device_name\":"
+                       "\"NVIDIA H100 80GB HBM3 (64 SMs)\"},\"small\":{");
+  ASSERT_EQ(hs_real_options_parse(buf, &back, &d), 0);
+  ASSERT_EQ(back.n_type_devices, 2);
+  ASSERT_STR(back.type_devices[1].type, "small");
+  ASSERT_STR(back.type_devices[1].device, "cuda:0/sm=16");
+  ASSERT_STR(back.type_devices[1].device_name, "NVIDIA H100 80GB HBM3 (16 SMs)");
+  ASSERT_EQ(back.pinned, 1);
 }
 
 static int list_device(void *ctx, const hs_device_fit_row *r) {

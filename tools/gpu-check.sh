@@ -28,7 +28,10 @@
 #                     1/2 of the GPU's SMs, multiples of 8)
 #   profile           tools/hetsim_profile.py: PyTorch's step times of the same models on the
 #                     same GPU, to set against hetsim's calibration
-#   local             hetsim real --backend local on partitions, then hetsim validate
+#   local             hetsim real --backend local: a cluster file of three partitions of different
+#                     sizes (real_device: 1/8, 1/4, 1/2 of the SMs), ssgd and localsgd, and every
+#                     worker on equal partitions; hetsim validate of each run, and hetsim sim of
+#                     the three-partition cluster on the partitions' calibrations
 #   nccl              hetsim real --backend nccl, two ranks on GPU 0 (where NCCL allows it)
 #
 # Results (one folder to commit): summary.tsv (step, status, exit code, seconds, note: the
@@ -89,7 +92,7 @@ what() {
     calib-whole) echo "hetsim calib --device cuda:0 --model $MODELS --db calib.db --json > calib-whole.json; CSV exports" ;;
     calib-partitions) echo "hetsim calib --device cuda:0/sm=S --model $MODELS --batches 8,16,32,64,128 --db calib.db, S = 1/8, 1/4, 1/2 of the SMs; CSV exports" ;;
     profile) echo "python3 tools/hetsim_profile.py --model M --device cuda:0 --out profile-M.json for M in cnn, resnet18, mobilenetv2" ;;
-    local) echo "hetsim real --backend local --device cuda:0/sm=S ... --db local.db; hetsim validate RUN --calib calib.db --json" ;;
+    local) echo "hetsim real --backend local --cluster local-parts.yaml (real_device cuda:0/sm=S, S = 1/8, 1/4, 1/2 of the SMs; ssgd, localsgd) and --device cuda:0/sm=S --workers 3 ... --db local.db; hetsim validate RUN --calib calib.db --json; hetsim sim --cluster local-parts.yaml --calib calib.db --json" ;;
     nccl) echo "two ranks RANK=0,1 WORLD_SIZE=2 hetsim real --backend nccl --device cuda:0 ... (NCCL 2.30+), --db nccl.db" ;;
   esac
 }
@@ -302,25 +305,54 @@ step_body() {
       return $rc
       ;;
     local)
-      local sms s1 s2 id rc=0
+      local sms name s1 s2 s3 id rc=0
       sms=$(gpu_field sms)
+      name=$(gpu_field name)
       [ -n "$sms" ] || { echo "no GPU in doctor.json (the doctor step writes it)"; return 1; }
       s1=$(part "$sms" 8)
       s2=$(part "$sms" 4)
+      s3=$(part "$sms" 2)
       # The calibration (calib-whole, calib-partitions) serves the policy's predictions and
       # validate's simulation; without it the run times a few steps itself.
       local calib=()
       [ -f calib.db ] && calib=(--calib calib.db)
-      "$H" real --backend local --device "cuda:0/sm=$s1" --workers 3 --policy ssgd --model resnet18 --global-batch 96 \
-        --iterations 40 --eval-every 20 --eval-samples 256 --train-samples 2048 ${calib[@]+"${calib[@]}"} --db local.db --json \
-        >local-ssgd.json || rc=1
-      "$H" real --backend local --device "cuda:0/sm=$s2" --workers 2 --policy localsgd --model resnet18 --global-batch 64 \
-        --iterations 40 --eval-every 20 --eval-samples 256 --train-samples 2048 ${calib[@]+"${calib[@]}"} --db local.db --json \
-        >local-localsgd.json || rc=1
+      # One GPU as a heterogeneous cluster: three workers on partitions of three sizes (7/8 of
+      # the SMs together; evaluations on the whole GPU, --device's default cuda:0). Their
+      # compute names the partitions' calibrations (calib-partitions), for `hetsim sim` below.
+      cat >local-parts.yaml <<EOF
+name: local-parts-$s1-$s2-$s3
+network: {bandwidth: 100GB/s, latency: 5us}
+device_types:
+  small: {compute: {calib: "$name ($s1 SMs)"}, real_device: "cuda:0/sm=$s1"}
+  medium: {compute: {calib: "$name ($s2 SMs)"}, real_device: "cuda:0/sm=$s2"}
+  large: {compute: {calib: "$name ($s3 SMs)"}, real_device: "cuda:0/sm=$s3"}
+nodes:
+  - name: gpu0
+    devices: [{type: small}, {type: medium}, {type: large}]
+EOF
+      local common=(--model resnet18 --iterations 40 --eval-every 20 --eval-samples 256 --train-samples 2048
+                    ${calib[@]+"${calib[@]}"} --db local.db --json)
+      "$H" real --backend local --cluster local-parts.yaml --policy ssgd --global-batch 96 "${common[@]}" \
+        >local-parts-ssgd.json || rc=1
+      "$H" real --backend local --cluster local-parts.yaml --policy localsgd --global-batch 96 "${common[@]}" \
+        >local-parts-localsgd.json || rc=1
+      "$H" real --backend local --device "cuda:0/sm=$s1" --workers 3 --policy ssgd --global-batch 96 "${common[@]}" \
+        >local-equal-ssgd.json || rc=1
+      # Each run's partitions and the names their calibrations have, as the runs recorded them.
+      "$H" query --db local.db sql "SELECT id, json_extract(options, '\$.type_devices') FROM run WHERE kind = 'real'" \
+        --csv >local-type-devices.csv || rc=1
+      # validate simulates every worker on the calibration of the run's --device (it does not
+      # read per-worker calibrations yet: docs/gpu.md); its answers are recorded as they are.
       for id in $("$H" query --db local.db sql "SELECT id FROM run WHERE kind = 'real'" --csv | tail -n +2); do
         "$H" validate "$(echo "$id" | tr -d '\r')" --db local.db ${calib[@]+"${calib[@]}"} --json >>local-validate.jsonl || rc=1
       done
-      cat local-*.json local-validate.jsonl 2>/dev/null
+      # The simulator on the same cluster, each type on its partition's calibration, to set
+      # against the real runs by hand until validate does so.
+      if [ -f calib.db ]; then
+        "$H" sim --cluster local-parts.yaml --policy ssgd --model resnet18 --global-batch 96 --iterations 40 \
+          --calib calib.db --db local.db --json >local-parts-sim-ssgd.json || rc=1
+      fi
+      cat local-*.json local-type-devices.csv local-validate.jsonl 2>/dev/null
       return $rc
       ;;
     nccl)

@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# hetsim real with per-worker devices from the cluster file (device_types.T.real_device), the
+# checks that need no GPU: the key is parsed and leaves `hetsim sim` unchanged; every refusal
+# (the cpu backend with GPU devices, the nccl backend, workers on several GPUs under the local
+# backend, cpu workers under it, a malformed device) exits 2 with FILE:LINE:COL and stores
+# nothing; a cpu-backend run whose types say `real_device: cpu` records them in its options;
+# and, where there is no GPU, a local run on three partitions fails cleanly (exit 2, the
+# backend's no-GPU message) and stores nothing. The runs on a GPU are tools/gpu-check.sh's
+# `local` step.
+# usage: cli_real_devices.sh HETSIM_BINARY SOURCE_DIR
+set -u
+. "$(dirname "$0")/cli-lib.sh"
+cli_setup "$@"
+H=$HETSIM T=$TMP
+cd "$T"
+
+# Three partitions of GPU 0, of three sizes, written three ways (quoted in a flow mapping, plain
+# in a flow mapping, plain in a block mapping).
+cat >parts.yaml <<'EOF'
+name: one-gpu-parts
+network: {bandwidth: 10Gbps, latency: 20us}
+device_types:
+  big: {compute: {t0: 1ms, per_sample: 0.1ms}, real_device: "cuda:0/sm=64"}
+  mid: {compute: {t0: 1ms, per_sample: 0.2ms}, real_device: cuda:0/sm=32}
+  small:
+    compute: {t0: 1ms, per_sample: 0.4ms}
+    real_device: cuda:0/sm=16
+nodes:
+  - name: gpu0
+    devices: [{type: big}, {type: mid}, {type: small}]
+EOF
+# The same cluster without the key.
+grep -v '^    real_device' parts.yaml | sed 's/, real_device: [^}]*}/}/' >plain.yaml
+check plain_has_no_key bash -c "! grep -q real_device plain.yaml"
+
+# `hetsim sim`: the key changes nothing (the same summary, bit for bit, but the run id).
+sim=(sim --policy ssgd --model mlp --global-batch 48 --iterations 20 --seed 3 --json)
+expect_exit sim_parts 0 "$H" "${sim[@]}" --cluster parts.yaml --db "$T/sim.db"
+sed -e 's/"run_id": [0-9]*//' -e 's/"wall_s": [^,}]*//' -e 's/"cluster_path": [^,}]*//' "$T/out" >sim-parts.json
+expect_exit sim_plain 0 "$H" "${sim[@]}" --cluster plain.yaml --db "$T/sim.db"
+sed -e 's/"run_id": [0-9]*//' -e 's/"wall_s": [^,}]*//' -e 's/"cluster_path": [^,}]*//' "$T/out" >sim-plain.json
+check sim_unchanged_by_real_device cmp -s sim-parts.json sim-plain.json
+
+real=(real --policy ssgd --model mlp --global-batch 48 --iterations 4 --train-samples 96 --eval-samples 32)
+runs_before=$(val "$T/sim.db" "SELECT count(*) FROM run")
+check sim_db_has_runs test "$runs_before" = 2
+
+# refuse NAME PATTERN ARGS...: exit 2, the message matches PATTERN, and nothing was stored in
+# the existing database sim.db nor a new one created.
+refuse() {
+  local name=$1 pattern=$2
+  shift 2
+  rm -f "$T/new.db"
+  expect_exit "$name" 2 "$H" "${real[@]}" "$@"
+  check "$name.message" grep -qE -- "$pattern" "$T/err" || cat "$T/err"
+  check "$name.nothing_stored" test "$(val "$T/sim.db" "SELECT count(*) FROM run")" = "$runs_before" -a ! -e "$T/new.db"
+}
+
+# The cpu backend (the default) runs every worker on the cpu.
+refuse cpu_backend_gpu_devices '^hetsim real: parts\.yaml:4:61: device_types\.big\.real_device "cuda:0/sm=64": the cpu backend runs every worker on the cpu; workers on a GPU need --backend local$' \
+  --cluster parts.yaml --db "$T/sim.db"
+refuse cpu_backend_explicit 'parts\.yaml:4:61: .*the cpu backend' --cluster parts.yaml --backend cpu --db "$T/new.db"
+# nccl: each rank is on --device.
+refuse nccl_backend 'parts\.yaml:4:61: device_types\.big\.real_device "cuda:0/sm=64": the nccl backend puts each rank on --device' \
+  --cluster parts.yaml --backend nccl --device cuda:0 --db "$T/sim.db"
+# The local backend runs on one GPU: partitions of GPU 1 beside GPU 0's, or a --device of
+# another GPU, are refused before any GPU is touched.
+sed 's|real_device: cuda:0/sm=32|real_device: cuda:1/sm=32|' parts.yaml >two-gpus.yaml
+refuse local_two_gpus 'two-gpus\.yaml:5:61: device_types\.mid\.real_device "cuda:1/sm=32": the local backend runs every worker on one GPU, here cuda:0 .*workers on several GPUs are not supported' \
+  --cluster two-gpus.yaml --backend local --db "$T/sim.db"
+refuse local_other_device 'parts\.yaml:4:61: .*here cuda:1 ' --cluster parts.yaml --backend local --device cuda:1 --db "$T/new.db"
+sed 's|real_device: cuda:0/sm=32|real_device: cpu|' parts.yaml >cpu-worker.yaml
+refuse local_cpu_worker 'cpu-worker\.yaml:5:61: device_types\.mid\.real_device "cpu": the local backend runs every worker on a GPU' \
+  --cluster cpu-worker.yaml --backend local --db "$T/new.db"
+# A malformed device: the loader's message, for real and sim alike.
+sed 's|real_device: cuda:0/sm=32|real_device: gpu1|' parts.yaml >bad.yaml
+refuse malformed 'bad\.yaml:5:61: device_types\.mid\.real_device: expected a device for `hetsim real`: cpu, cuda:I or cuda:I/sm=N .*got "gpu1"' \
+  --cluster bad.yaml --backend local --db "$T/new.db"
+expect_exit sim_malformed 2 "$H" "${sim[@]}" --cluster bad.yaml --db "$T/new.db"
+check sim_malformed.message grep -q 'bad.yaml:5:61: device_types.mid.real_device: expected a device' "$T/err"
+sed 's|real_device: "cuda:0/sm=64"|real_device: "cuda:0/sm=0"|' parts.yaml >zero.yaml
+refuse zero_sms 'zero\.yaml:4:61: .*got "cuda:0/sm=0"' --cluster zero.yaml --backend local --db "$T/new.db"
+
+# Without a GPU, the local run on the three partitions fails as any local run does there: exit
+# 2 with the backend's message, nothing stored. (--device defaults to the file's GPU, cuda:0.)
+"$H" doctor --json >doctor.json 2>/dev/null
+check doctor_json grep -q '"gpus": *\[' doctor.json
+if grep -q '"gpus": *\[\]' doctor.json; then
+  refuse local_no_gpu '^hetsim real: --backend local: ' --cluster parts.yaml --backend local --db "$T/sim.db"
+  check local_no_gpu.says_why grep -qiE 'GPU|CUDA' "$T/err"
+  refuse local_no_gpu_new_db '^hetsim real: --backend local: ' --cluster parts.yaml --backend local \
+    --device cuda:0/sm=8 --db "$T/new.db"
+else
+  echo "note: a GPU is present; the no-GPU checks are left to this machine's cli_gpu_* tests and tools/gpu-check.sh"
+fi
+
+# The cpu backend takes `real_device: cpu`: the run records each type's device and its
+# discovered name in its options (type_devices), where `hetsim validate` can read them.
+fashion_mnist_or_synthetic
+sed -e 's|real_device: "cuda:0/sm=64"|real_device: cpu|' -e 's|real_device: cuda:0/sm=32|real_device: cpu|' \
+  -e '/^    real_device/d' parts.yaml >cpu-types.yaml
+expect_exit cpu_types_run 0 "$H" "${real[@]}" --cluster cpu-types.yaml --db "$T/cpu.db" --json
+id=$(sed -n 's/.*"run_id": \([0-9]*\).*/\1/p' "$T/out")
+cpu_name=$(val "$T/cpu.db" "SELECT json_extract(options, '\$.device_name') FROM run WHERE id = $id")
+check cpu_types.recorded test "$(val "$T/cpu.db" "SELECT json_extract(options, '\$.type_devices.big.device') || '|' ||
+  json_extract(options, '\$.type_devices.mid.device') || '|' || (json_extract(options, '\$.type_devices.big.device_name') = '$cpu_name') || '|' ||
+  coalesce(json_extract(options, '\$.type_devices.small'), 'none') FROM run WHERE id = $id")" = "cpu|cpu|1|none"
+check cpu_types.worker_rows test "$(val "$T/cpu.db" "SELECT group_concat(device_type, '|') FROM (SELECT device_type FROM worker WHERE run_id = $id ORDER BY idx)")" = "big|mid|small"
+# Without the key, the options are as before: no type_devices.
+expect_exit cpu_plain_run 0 "$H" "${real[@]}" --cluster plain.yaml --db "$T/cpu.db" --json
+id=$(sed -n 's/.*"run_id": \([0-9]*\).*/\1/p' "$T/out")
+check cpu_plain.no_type_devices test "$(val "$T/cpu.db" "SELECT json_type(options, '\$.type_devices') IS NULL FROM run WHERE id = $id")" = 1
+
+cli_finish
