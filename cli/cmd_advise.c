@@ -1023,17 +1023,11 @@ int hs_cmd_advise(int argc, char **argv) {
     sargv[sc++] = jobs;
   }
   sargv[sc] = NULL;
-  /* Count the points done before, to say how many ran now. */
-  hs_sweep_keys before = {0};
-  hs_diag kd = {0};
-  if (hs_sweep_keys_load(&before, a.db, &kd)) hs_sweep_keys_free(&before);
-  int done_before = 0;
-  for (int i = 0; i < g.n_points; i++) done_before += hs_sweep_keys_has(&before, g.points[i].key);
-  hs_sweep_keys_free(&before);
   fflush(stdout);
   int saved = dup(STDOUT_FILENO);
   if (saved >= 0) dup2(STDERR_FILENO, STDOUT_FILENO);
-  int src = hs_cmd_sweep(sc, sargv);
+  long ran = 0;
+  int src = hs_cmd_sweep_counted(sc, sargv, &ran);
   fflush(stdout);
   if (saved >= 0) {
     dup2(saved, STDOUT_FILENO);
@@ -1044,8 +1038,8 @@ int hs_cmd_advise(int argc, char **argv) {
    * rank is still running or merging its points. */
   if (rk.launched && rk.size > 1 && !rk.mpi) {
     hs_diag bd = {0};
-    int brc = rk.rank == 0 ? hs_sweep_rank_files_wait(&rk, a.db, &bd)
-                           : hs_sweep_rank_files_arrive(&rk, a.db, &bd);
+    int brc = rk.rank == 0 ? hs_sweep_rank_files_wait(&rk, a.db, &ran, &bd)
+                           : hs_sweep_rank_files_arrive(&rk, a.db, ran, &bd);
     if (brc && rk.rank == 0)
       fprintf(stderr, "hetsim advise: warning: %s; the answer may lack the points of ranks still "
               "running\n", bd.msg);
@@ -1072,7 +1066,7 @@ int hs_cmd_advise(int argc, char **argv) {
   }
   an.points = g.n_points;
   for (int i = 0; i < g.n_points; i++) an.complete += pr[i].complete;
-  an.ran = an.complete - done_before > 0 ? an.complete - done_before : 0;
+  an.ran = (int)ran;
 
   /* Candidates: the points of one policy spec, in grid order (seeds innermost). */
   /* Each parameter set has one point per seed. */

@@ -121,7 +121,7 @@ static int no_job_id(hs_diag *d) {
                      "hetsim-mpi instead");
 }
 
-int hs_sweep_rank_files_arrive(const hs_sweep_rank *r, const char *prefix, hs_diag *d) {
+int hs_sweep_rank_files_arrive(const hs_sweep_rank *r, const char *prefix, long count, hs_diag *d) {
   char id[256], path[4200], tmp[4300];
   if (job_id(id, sizeof id)) return no_job_id(d);
   snprintf(path, sizeof path, "%s.rank%d.done", prefix, r->rank);
@@ -129,7 +129,7 @@ int hs_sweep_rank_files_arrive(const hs_sweep_rank *r, const char *prefix, hs_di
   /* Written whole, then renamed: rank 0 never reads half an id. */
   FILE *f = fopen(tmp, "w");
   if (!f) return hs_diag_set(d, HS_EIO, "cannot write %s: %s", tmp, strerror(errno));
-  int bad = fprintf(f, "%s\n", id) < 0;
+  int bad = fprintf(f, "%s\n%ld\n", id, count) < 0;
   bad |= fclose(f) != 0;
   if (bad || rename(tmp, path) != 0) {
     int e = errno;
@@ -139,27 +139,31 @@ int hs_sweep_rank_files_arrive(const hs_sweep_rank *r, const char *prefix, hs_di
   return 0;
 }
 
-/* 1 when path holds the line id. */
-static int holds(const char *path, const char *id) {
+/* 1 when path's first line is id; *count gets the number on its second line. */
+static int holds(const char *path, const char *id, long *count) {
   FILE *f = fopen(path, "r");
   if (!f) return 0;
-  char line[300] = "";
-  int ok = fgets(line, sizeof line, f) != NULL;
+  char line[300] = "", num[64] = "";
+  int ok = fgets(line, sizeof line, f) != NULL && fgets(num, sizeof num, f) != NULL;
   fclose(f);
   line[strcspn(line, "\n")] = '\0';
-  return ok && !strcmp(line, id);
+  char *end = NULL;
+  *count = ok ? strtol(num, &end, 10) : 0;
+  return ok && !strcmp(line, id) && end != num;
 }
 
-int hs_sweep_rank_files_wait(const hs_sweep_rank *r, const char *prefix, hs_diag *d) {
+int hs_sweep_rank_files_wait(const hs_sweep_rank *r, const char *prefix, long *sum, hs_diag *d) {
   char id[256], path[4200];
   if (job_id(id, sizeof id)) return no_job_id(d);
   for (int k = 0; k < r->size; k++) {
     if (k == r->rank) continue;
     snprintf(path, sizeof path, "%s.rank%d.done", prefix, k);
-    while (!holds(path, id)) {
+    long count = 0;
+    while (!holds(path, id, &count)) {
       struct timespec ts = {0, 50 * 1000 * 1000};
       nanosleep(&ts, NULL);
     }
+    *sum += count;
   }
   for (int k = 0; k < r->size; k++) {
     if (k == r->rank) continue;

@@ -33,14 +33,15 @@ void hs_sweep_rank_finalize(hs_sweep_rank *r);
 int hs_sweep_rank_peek(hs_sweep_rank *r, hs_diag *d);
 
 /* A barrier over files, for `hetsim` (no MPI) under a launcher, where hs_sweep_rank_barrier
- * does nothing: every rank but 0 calls arrive when its work is done, which writes
+ * does nothing: every rank but 0 calls arrive with a count when its work is done, which writes
  * PREFIX.rank<R>.done holding the launcher's job id (PMIX_NAMESPACE, OMPI_MCA_ess_base_jobid or
- * Slurm's job and step ids), so that a file left by an earlier job never counts; rank 0 calls
- * wait, which returns once every other rank's file holds this job's id, and removes them. Like
- * MPI_Barrier it has no time limit: a rank killed before it arrives is the launcher's to end
- * (Open MPI's mpirun ends the whole job then). Both return HS_EINVAL without waiting or writing
- * when the launcher gives no job id; the ranks must share PREFIX's folder. */
-int hs_sweep_rank_files_arrive(const hs_sweep_rank *r, const char *prefix, hs_diag *d);
-int hs_sweep_rank_files_wait(const hs_sweep_rank *r, const char *prefix, hs_diag *d);
+ * Slurm's job and step ids), so that a file left by an earlier job never counts, and the count;
+ * rank 0 calls wait, which returns once every other rank's file holds this job's id, adds their
+ * counts to *sum, and removes the files. Like MPI_Barrier it has no time limit: a rank killed
+ * before it arrives is the launcher's to end (Open MPI's mpirun ends the whole job then). Both
+ * return HS_EINVAL without waiting or writing when the launcher gives no job id; the ranks must
+ * share PREFIX's folder. */
+int hs_sweep_rank_files_arrive(const hs_sweep_rank *r, const char *prefix, long count, hs_diag *d);
+int hs_sweep_rank_files_wait(const hs_sweep_rank *r, const char *prefix, long *sum, hs_diag *d);
 
 #endif
