@@ -1040,10 +1040,14 @@ int hs_cmd_advise(int argc, char **argv) {
     hs_diag bd = {0};
     int brc = rk.rank == 0 ? hs_sweep_rank_files_wait(&rk, a.db, &ran, &bd)
                            : hs_sweep_rank_files_arrive(&rk, a.db, ran, &bd);
-    if (brc && rk.rank == 0)
+    if (brc == HS_EINVAL && rk.rank == 0) {
       fprintf(stderr, "hetsim advise: warning: %s; the answer may lack the points of ranks still "
               "running\n", bd.msg);
-    else if (brc && !src) {
+    } else if (brc && rk.rank == 0) {
+      fprintf(stderr, "hetsim advise: %s\n", bd.msg);
+      status = 1;
+      goto out;
+    } else if (brc && !src) {
       fprintf(stderr, "hetsim advise: rank %d: %s\n", rk.rank, bd.msg);
       src = 1;
     }

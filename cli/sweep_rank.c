@@ -41,6 +41,7 @@ int hs_sweep_rank_peek(hs_sweep_rank *r, hs_diag *d) {
 #ifdef HS_SWEEP_MPI
   r->mpi = r->launched;
 #endif
+  r->parent = (long)getppid();
   return rc;
 }
 
@@ -160,6 +161,8 @@ int hs_sweep_rank_files_wait(const hs_sweep_rank *r, const char *prefix, long *s
     snprintf(path, sizeof path, "%s.rank%d.done", prefix, k);
     long count = 0;
     while (!holds(path, id, &count)) {
+      if (r->parent && (long)getppid() != r->parent)
+        return hs_diag_set(d, HS_ERUNTIME, "the MPI launcher ended before rank %d was done", k);
       struct timespec ts = {0, 50 * 1000 * 1000};
       nanosleep(&ts, NULL);
     }

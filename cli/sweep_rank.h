@@ -16,6 +16,7 @@ typedef struct hs_sweep_rank {
   int rank, size;
   int mpi;      /* 1 when MPI_Init was called (hetsim-mpi under mpirun) */
   int launched; /* 1 when started by an MPI launcher */
+  long parent;  /* the parent process (the launcher's) when peeked; 0 before */
 } hs_sweep_rank;
 
 int hs_sweep_rank_init(hs_sweep_rank *r, int *argc, char ***argv, hs_diag *d);
@@ -38,7 +39,9 @@ int hs_sweep_rank_peek(hs_sweep_rank *r, hs_diag *d);
  * Slurm's job and step ids), so that a file left by an earlier job never counts, and the count;
  * rank 0 calls wait, which returns once every other rank's file holds this job's id, adds their
  * counts to *sum, and removes the files. Like MPI_Barrier it has no time limit: a rank killed
- * before it arrives is the launcher's to end (Open MPI's mpirun ends the whole job then). Both
+ * before it arrives is the launcher's to end (Open MPI's mpirun ends the whole job then); but
+ * wait gives up with HS_ERUNTIME when this process's parent changes from r->parent (the
+ * launcher is gone, and a later job may have overwritten the files with its own id). Both
  * return HS_EINVAL without waiting or writing when the launcher gives no job id; the ranks must
  * share PREFIX's folder. */
 int hs_sweep_rank_files_arrive(const hs_sweep_rank *r, const char *prefix, long count, hs_diag *d);
