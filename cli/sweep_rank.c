@@ -161,7 +161,8 @@ int hs_sweep_rank_files_wait(const hs_sweep_rank *r, const char *prefix, long *s
     snprintf(path, sizeof path, "%s.rank%d.done", prefix, k);
     long count = 0;
     while (!holds(path, id, &count)) {
-      if (r->parent && (long)getppid() != r->parent)
+      long parent = (long)getppid();
+      if (r->parent && (parent != r->parent || parent == 1))
         return hs_diag_set(d, HS_ERUNTIME, "the MPI launcher ended before rank %d was done", k);
       struct timespec ts = {0, 50 * 1000 * 1000};
       nanosleep(&ts, NULL);

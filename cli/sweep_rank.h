@@ -40,8 +40,8 @@ int hs_sweep_rank_peek(hs_sweep_rank *r, hs_diag *d);
  * rank 0 calls wait, which returns once every other rank's file holds this job's id, adds their
  * counts to *sum, and removes the files. Like MPI_Barrier it has no time limit: a rank killed
  * before it arrives is the launcher's to end (Open MPI's mpirun ends the whole job then); but
- * wait gives up with HS_ERUNTIME when this process's parent changes from r->parent (the
- * launcher is gone, and a later job may have overwritten the files with its own id). Both
+ * wait gives up with HS_ERUNTIME when this process's parent changes from r->parent or is
+ * init (the launcher is gone, and a later job may have overwritten the files with its own id). Both
  * return HS_EINVAL without waiting or writing when the launcher gives no job id; the ranks must
  * share PREFIX's folder. */
 int hs_sweep_rank_files_arrive(const hs_sweep_rank *r, const char *prefix, long count, hs_diag *d);

@@ -159,8 +159,9 @@ def count():
             pass  # a shard being created or removed
     keys.discard(None)
     return len(keys)
-# with a count: wait (at most 60 s) until that many points are stored, then say how many
-for _ in range(6000 if want else 1):
+# with a count: wait (at most 60 s times the third argument) until that many points are
+# stored, then say how many
+for _ in range(6000 * (int(sys.argv[3]) if len(sys.argv) > 3 else 1) if want else 1):
     n = count()
     if n >= want: break
     time.sleep(0.01)
@@ -169,6 +170,8 @@ PY
 # The ranks' meeting in files (`hetsim`, no MPI) with a launcher's environment set by hand, so
 # that it is checked where mpirun is not: rank 1 starts late and rank 0 waits for it; without a
 # job id rank 0 cannot wait and says so; when its launcher (here, the parent) is gone it stops.
+# HETSIM_TEST_SLOW stretches the waits and time limits under valgrind (tests/valgrind.sh).
+SLOW=${HETSIM_TEST_SLOW:-1}
 F="$TMP/files.db"
 ( sleep 1; PMIX_NAMESPACE=job-a OMPI_COMM_WORLD_RANK=1 OMPI_COMM_WORLD_SIZE=2 \
   "$HETSIM" "${A[@]}" --db "$F" --json >"$TMP/f1.out" 2>"$TMP/f1.err" ) &
@@ -184,9 +187,9 @@ check files.no_job_id test $? -eq 1
 check files.no_job_id.said grep -q 'gives no job id .* run hetsim-mpi instead; the answer may lack' "$TMP/err"
 check files.no_job_id.partial has out "runs: 5 of 10 points complete"
 PMIX_NAMESPACE=job-b OMPI_COMM_WORLD_RANK=0 OMPI_COMM_WORLD_SIZE=2 \
-  bash -c '"$0" "$@" >"'"$TMP"'/out" 2>"'"$TMP"'/err" & echo $! >"'"$TMP"'/pid"; sleep 0.5' "$HETSIM" "${A[@]}" --db "$TMP/gone.db"
+  bash -c '"$0" "$@" >"'"$TMP"'/out" 2>"'"$TMP"'/err" & echo $! >"'"$TMP"'/pid"; sleep '"$(awk -v f="$SLOW" 'BEGIN { print 0.5 * f }')" "$HETSIM" "${A[@]}" --db "$TMP/gone.db"
 gone=$(cat "$TMP/pid")
-for _ in $(seq 100); do kill -0 "$gone" 2>/dev/null || break; sleep 0.1; done
+for _ in $(seq $((100 * SLOW))); do kill -0 "$gone" 2>/dev/null || break; sleep 0.1; done
 check files.launcher_gone bash -c "! kill -0 $gone 2>/dev/null && grep -q 'the MPI launcher ended before rank 1 was done' '$TMP/err'"
 kill -9 "$gone" 2>/dev/null
 
@@ -205,7 +208,7 @@ if command -v mpirun >/dev/null; then
     [ "$bin" != "$HETSIM" ] && export ASAN_OPTIONS="${asan:+$asan:}detect_leaks=0"
     for np in 2 3; do
       M="$TMP/m$np.$(basename "$bin").db"
-      timeout 60 mpirun -np $np "$bin" "${A[@]}" --db "$M" --json >"$TMP/out" 2>"$TMP/err"
+      timeout $((60 * SLOW)) mpirun -np $np "$bin" "${A[@]}" --db "$M" --json >"$TMP/out" 2>"$TMP/err"
       rc=$?
       check "$name.np$np.exit" test $rc -eq 0 || head -c 1500 "$TMP/err"
       check "$name.np$np.same_answer" "$PY" "$TMP/same.py" "$TMP/j.json" "$TMP/out"
@@ -218,9 +221,9 @@ if command -v mpirun >/dev/null; then
     # own, and outlive an mpirun killed alone for a while) once a few points are stored in the
     # ranks' shards, then run again.
     I="$TMP/i.$(basename "$bin").db"
-    "$PY" "$TMP/stored.py" "$I" 2 >/dev/null &
+    "$PY" "$TMP/stored.py" "$I" 2 "$SLOW" >/dev/null &
     poller=$!
-    setsid timeout 60 mpirun -np 3 "$bin" "${R[@]}" --db "$I" --json >"$TMP/i1.out" 2>"$TMP/i1.err" &
+    setsid timeout $((60 * SLOW)) mpirun -np 3 "$bin" "${R[@]}" --db "$I" --json >"$TMP/i1.out" 2>"$TMP/i1.err" &
     pid=$!
     wait "$poller"
     exec 3>&2 2>/dev/null # (the shell's "Killed" notice of the job goes nowhere)
@@ -235,7 +238,7 @@ if command -v mpirun >/dev/null; then
     before=$("$PY" "$TMP/stored.py" "$I")
     echo "$name: killed with $before of 21 points stored"
     check "$name.interrupted" test "$before" -ge 1 -a "$before" -lt 21
-    timeout 60 mpirun -np 3 "$bin" "${R[@]}" --db "$I" --json >"$TMP/out" 2>"$TMP/err"
+    timeout $((60 * SLOW)) mpirun -np 3 "$bin" "${R[@]}" --db "$I" --json >"$TMP/out" 2>"$TMP/err"
     rc=$?
     check "$name.resume.exit" test $rc -eq 0 || head -c 1500 "$TMP/err"
     check "$name.resume.only_missing" test "$(field "$TMP/out" ran)" = $((21 - before))
@@ -246,7 +249,7 @@ if command -v mpirun >/dev/null; then
   done
   # `hetsim`'s rank 0 waits for a rank that starts a second late before it answers.
   L="$TMP/late.db"
-  timeout 60 mpirun -np 1 "$HETSIM" "${A[@]}" --db "$L" --json : \
+  timeout $((60 * SLOW)) mpirun -np 1 "$HETSIM" "${A[@]}" --db "$L" --json : \
     -np 1 bash -c 'sleep 1; exec "$0" "$@"' "$HETSIM" "${A[@]}" --db "$L" --json >"$TMP/out" 2>"$TMP/err"
   rc=$?
   check mpi.late_rank.exit test $rc -eq 0 || head -c 1500 "$TMP/err"
