@@ -31,6 +31,10 @@ hs_cmd_fn hs_cmd_validate;
 hs_cmd_fn hs_cmd_fit;
 hs_cmd_fn hs_cmd_sweep;
 hs_cmd_fn hs_cmd_advise;
+/* `hetsim sweep ARGV`, for advise: *ran gets how many of the grid's points got a complete run
+ * in this call (over all ranks in hetsim-mpi; this rank's alone otherwise), not counting those
+ * complete before, in --db or in leftover shards. */
+int hs_cmd_sweep_counted(int argc, char **argv, long *ran);
 
 /* Prints "hetsim CMD: MESSAGE" on stderr, then, when help is set, a line pointing to
  * `hetsim CMD --help`; returns 2, the exit status for bad usage or bad input. */

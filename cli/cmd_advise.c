@@ -28,6 +28,7 @@
 #include "cli/cli.h"
 #include "cli/cli_format.h"
 #include "cli/sweep_grid.h"
+#include "cli/sweep_rank.h"
 #include "core/core_sweep.h"
 #include "core/core_config.h"
 #include "core/core_json.h"
@@ -781,18 +782,6 @@ static int read_runs(const char *db, const hs_sweep_grid *g, point_run *out, hs_
 
 /* ---- entry point ------------------------------------------------------------------------ */
 
-/* This process's rank under an MPI launcher (0 outside one), from the environment as
- * cli/sweep_rank.c reads it; MPI itself is initialised and finalised inside the sweep. */
-static int launcher_rank(void) {
-  static const char *const vars[] = {"OMPI_COMM_WORLD_RANK", "PMI_RANK", NULL};
-  for (int i = 0; vars[i]; i++) {
-    const char *s = getenv(vars[i]);
-    int64_t v;
-    if (s && !hs_cli_parse_int64(s, 0, &v) && v < INT_MAX) return (int)v;
-  }
-  return 0;
-}
-
 /* Removes the scratch folder and what advise put in it. */
 static void scratch_remove(const char *dir) {
   static const char *const files[] = {"probe.db", "probe.db-wal", "probe.db-shm", "probe.err",
@@ -1012,8 +1001,14 @@ int hs_cmd_advise(int argc, char **argv) {
     goto out;
   }
 
-  /* The sweep: its lines go to stderr, so that stdout holds the answer alone. */
-  int rank = launcher_rank();
+  /* The sweep: its lines go to stderr, so that stdout holds the answer alone. Under a launcher
+   * every rank runs its share; rank 0 answers once all have merged. */
+  hs_sweep_rank rk;
+  if ((rc = hs_sweep_rank_peek(&rk, &d))) {
+    fprintf(stderr, "hetsim advise: %s\n", d.msg);
+    status = 1;
+    goto out;
+  }
   char jobs[16];
   char *sargv[12];
   int sc = 0;
@@ -1028,29 +1023,41 @@ int hs_cmd_advise(int argc, char **argv) {
     sargv[sc++] = jobs;
   }
   sargv[sc] = NULL;
-  /* Count the points done before, to say how many ran now. */
-  hs_sweep_keys before = {0};
-  hs_diag kd = {0};
-  if (hs_sweep_keys_load(&before, a.db, &kd)) hs_sweep_keys_free(&before);
-  int done_before = 0;
-  for (int i = 0; i < g.n_points; i++) done_before += hs_sweep_keys_has(&before, g.points[i].key);
-  hs_sweep_keys_free(&before);
   fflush(stdout);
   int saved = dup(STDOUT_FILENO);
   if (saved >= 0) dup2(STDERR_FILENO, STDOUT_FILENO);
-  int src = hs_cmd_sweep(sc, sargv);
+  long ran = 0;
+  int src = hs_cmd_sweep_counted(sc, sargv, &ran);
   fflush(stdout);
   if (saved >= 0) {
     dup2(saved, STDOUT_FILENO);
     close(saved);
   }
+  /* hetsim-mpi's sweep ends in a barrier after every rank's merge. `hetsim` has no MPI: its
+   * ranks meet in files next to --db instead, so that rank 0 does not read --db while another
+   * rank is still running or merging its points. */
+  if (rk.launched && rk.size > 1 && !rk.mpi) {
+    hs_diag bd = {0};
+    int brc = rk.rank == 0 ? hs_sweep_rank_files_wait(&rk, a.db, &ran, &bd)
+                           : hs_sweep_rank_files_arrive(&rk, a.db, ran, &bd);
+    if (brc == HS_EINVAL && rk.rank == 0) {
+      fprintf(stderr, "hetsim advise: warning: %s; the answer may lack the points of ranks still "
+              "running\n", bd.msg);
+    } else if (brc && rk.rank == 0) {
+      fprintf(stderr, "hetsim advise: %s\n", bd.msg);
+      status = 1;
+      goto out;
+    } else if (brc && !src) {
+      fprintf(stderr, "hetsim advise: rank %d: %s\n", rk.rank, bd.msg);
+      src = 1;
+    }
+  }
   if (src == 2 || (src && access(a.db, F_OK) != 0)) {
     status = src;
     goto out;
   }
-  /* Under mpirun only rank 0 answers; with `hetsim` (not hetsim-mpi) the other ranks may still
-   * be merging, which the answer then says as points without a complete run. */
-  if (rank != 0) {
+  /* Under mpirun only rank 0 answers. */
+  if (rk.rank != 0) {
     status = src;
     goto out;
   }
@@ -1063,7 +1070,7 @@ int hs_cmd_advise(int argc, char **argv) {
   }
   an.points = g.n_points;
   for (int i = 0; i < g.n_points; i++) an.complete += pr[i].complete;
-  an.ran = an.complete - done_before > 0 ? an.complete - done_before : 0;
+  an.ran = (int)ran;
 
   /* Candidates: the points of one policy spec, in grid order (seeds innermost). */
   /* Each parameter set has one point per seed. */

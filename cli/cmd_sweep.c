@@ -270,6 +270,12 @@ static int cmd_merge(const sweep_args *a) {
 }
 
 int hs_cmd_sweep(int argc, char **argv) {
+  long ran;
+  return hs_cmd_sweep_counted(argc, argv, &ran);
+}
+
+int hs_cmd_sweep_counted(int argc, char **argv, long *ran) {
+  *ran = 0;
   sweep_args a;
   int rc = parse_args(argc, argv, &a);
   if (rc) return rc < 0 ? 0 : rc;
@@ -423,6 +429,10 @@ int hs_cmd_sweep(int argc, char **argv) {
   hs_sweep_rank_barrier(&rk);
   reached_end = 1;
   long all_done = hs_sweep_rank_sum(&rk, ndone);
+  /* The points of this rank complete now that were not before (none when --db could not be
+   * read back). */
+  long ran_here = ndone - (mine - ntodo);
+  *ran = hs_sweep_rank_sum(&rk, ran_here > 0 ? ran_here : 0);
   if (rk.rank == 0 || !rk.mpi)
     printf("sweep %s: %ld of %d points complete%s%s\n", g.name, all_done,
            rk.mpi ? g.n_points : mine, rk.mpi || !rk.launched ? "" : " on this rank",

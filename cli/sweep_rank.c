@@ -1,7 +1,11 @@
 #include "cli/sweep_rank.h"
 
+#include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #ifdef HS_SWEEP_MPI
 #include <mpi.h>
@@ -28,6 +32,17 @@ static int from_env(hs_sweep_rank *r, hs_diag *d) {
     r->launched = 1;
   }
   return 0;
+}
+
+int hs_sweep_rank_peek(hs_sweep_rank *r, hs_diag *d) {
+  memset(r, 0, sizeof *r);
+  r->size = 1;
+  int rc = from_env(r, d);
+#ifdef HS_SWEEP_MPI
+  r->mpi = r->launched;
+#endif
+  r->parent = (long)getppid();
+  return rc;
 }
 
 int hs_sweep_rank_init(hs_sweep_rank *r, int *argc, char ***argv, hs_diag *d) {
@@ -82,4 +97,82 @@ void hs_sweep_rank_finalize(hs_sweep_rank *r) {
   if (r->mpi) MPI_Finalize();
 #endif
   r->mpi = 0;
+}
+
+/* The launcher's id of this job, the same in every rank and different in the next job. */
+static int job_id(char *buf, size_t len) {
+  static const char *const vars[] = {"PMIX_NAMESPACE", "OMPI_MCA_ess_base_jobid", NULL};
+  for (int i = 0; vars[i]; i++) {
+    const char *s = getenv(vars[i]);
+    if (s && *s && strlen(s) < len) {
+      snprintf(buf, len, "%s", s);
+      return 0;
+    }
+  }
+  const char *job = getenv("SLURM_JOB_ID"), *step = getenv("SLURM_STEP_ID");
+  if (!job || !*job || !step || !*step) return -1;
+  int n = snprintf(buf, len, "slurm %s.%s", job, step);
+  return n > 0 && (size_t)n < len ? 0 : -1;
+}
+
+static int no_job_id(hs_diag *d) {
+  return hs_diag_set(d, HS_EINVAL,
+                     "the MPI launcher gives no job id (PMIX_NAMESPACE, OMPI_MCA_ess_base_jobid, "
+                     "SLURM_JOB_ID), so rank 0 cannot tell when the other ranks are done; run "
+                     "hetsim-mpi instead");
+}
+
+int hs_sweep_rank_files_arrive(const hs_sweep_rank *r, const char *prefix, long count, hs_diag *d) {
+  char id[256], path[4200], tmp[4300];
+  if (job_id(id, sizeof id)) return no_job_id(d);
+  snprintf(path, sizeof path, "%s.rank%d.done", prefix, r->rank);
+  snprintf(tmp, sizeof tmp, "%s.tmp", path);
+  /* Written whole, then renamed: rank 0 never reads half an id. */
+  FILE *f = fopen(tmp, "w");
+  if (!f) return hs_diag_set(d, HS_EIO, "cannot write %s: %s", tmp, strerror(errno));
+  int bad = fprintf(f, "%s\n%ld\n", id, count) < 0;
+  bad |= fclose(f) != 0;
+  if (bad || rename(tmp, path) != 0) {
+    int e = errno;
+    unlink(tmp);
+    return hs_diag_set(d, HS_EIO, "cannot write %s: %s", path, strerror(e));
+  }
+  return 0;
+}
+
+/* 1 when path's first line is id; *count gets the number on its second line. */
+static int holds(const char *path, const char *id, long *count) {
+  FILE *f = fopen(path, "r");
+  if (!f) return 0;
+  char line[300] = "", num[64] = "";
+  int ok = fgets(line, sizeof line, f) != NULL && fgets(num, sizeof num, f) != NULL;
+  fclose(f);
+  line[strcspn(line, "\n")] = '\0';
+  char *end = NULL;
+  *count = ok ? strtol(num, &end, 10) : 0;
+  return ok && !strcmp(line, id) && end != num;
+}
+
+int hs_sweep_rank_files_wait(const hs_sweep_rank *r, const char *prefix, long *sum, hs_diag *d) {
+  char id[256], path[4200];
+  if (job_id(id, sizeof id)) return no_job_id(d);
+  for (int k = 0; k < r->size; k++) {
+    if (k == r->rank) continue;
+    snprintf(path, sizeof path, "%s.rank%d.done", prefix, k);
+    long count = 0;
+    while (!holds(path, id, &count)) {
+      long parent = (long)getppid();
+      if (r->parent && (parent != r->parent || parent == 1))
+        return hs_diag_set(d, HS_ERUNTIME, "the MPI launcher ended before rank %d was done", k);
+      struct timespec ts = {0, 50 * 1000 * 1000};
+      nanosleep(&ts, NULL);
+    }
+    *sum += count;
+  }
+  for (int k = 0; k < r->size; k++) {
+    if (k == r->rank) continue;
+    snprintf(path, sizeof path, "%s.rank%d.done", prefix, k);
+    unlink(path);
+  }
+  return 0;
 }

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # CLI tests for `hetsim advise`: the refusals before anything runs (exit 2, nothing stored), the
 # ranked table and its numbers against the runs in the database, the JSON object's fields,
-# resuming (a complete advise runs nothing again; one interrupted run is all that reruns), and
-# the report page (time-to-target bars with the seeds' spread, the target on the loss plot).
+# resuming (a complete advise runs nothing again; one interrupted run is all that reruns), the
+# report page (time-to-target bars with the seeds' spread, the target on the loss plot), and,
+# when Open MPI's mpirun is installed, the same answer from 2 and 3 ranks and an MPI advise
+# killed and resumed.
 # Small: three policies, two seeds, mlp's analytic model, runs of about a second of simulated
 # time.
 # Usage: bash tests/cli_advise.sh /path/to/hetsim /path/to/source-dir
@@ -119,5 +121,142 @@ check report.target_line grep -q 'data-ref="target"' "$TMP/r.html"
 check report.crossings test "$(grep -c 'data-mark="crossing"' "$TMP/r.html")" -eq 12
 check scratch_removed test -z "$(ls "$TMP/scratch")"
 check report.no_float_noise bash -c "! grep -q '0.33333333333333331' '$TMP/r.html'"
+
+# --- under mpirun ------------------------------------------------------------------------------
+# The same advise by MPI ranks: `hetsim` (ranks from the launcher's environment, meeting in files
+# next to --db) and `hetsim-mpi` (MPI_COMM_WORLD) when it was built, with 2 and 3 ranks, gives
+# the answer of the local processes above (the runs are deterministic per seed): every field but
+# the run ids, the database and how many ran now. Then a rank that starts late (rank 0 must not
+# answer before it has merged), and an MPI advise killed half-way and run again: only the
+# missing points run, and the answer is the uninterrupted one.
+cat > "$TMP/same.py" <<'PY'
+import json, sys
+def norm(p):
+    j = json.load(open(p))
+    for k in ["db", "ran", "report"]: j.pop(k, None)
+    for x in j["ranking"] + j["candidates"]: x.pop("run_ids", None)
+    return j
+a, b = norm(sys.argv[1]), norm(sys.argv[2])
+for k in a:
+    if a[k] != b.get(k): print("differs in %s: %s | %s" % (k, json.dumps(a[k])[:400], json.dumps(b.get(k))[:400])); sys.exit(1)
+if set(a) != set(b): print("fields differ"); sys.exit(1)
+PY
+# field FILE KEY: a top-level field of a JSON answer.
+field() { "$PY" -c "import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])" "$1" "$2"; }
+# stored DB: the points with a complete run in DB or its ranks' shards.
+cat > "$TMP/stored.py" <<'PY'
+import glob, sqlite3, sys, time
+db, want = sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else 0
+files = lambda: [db] + glob.glob(db + ".rank[0-9]") + glob.glob(db + ".rank[0-9].w[0-9]")
+def count():
+    keys = set()
+    for f in files():
+        try:
+            c = sqlite3.connect("file:%s?mode=ro" % f, uri=True, timeout=0.2)
+            keys |= {r[0] for r in c.execute("SELECT json_extract(options, '$.sweep_point') FROM run WHERE status = 'complete'")}
+            c.close()
+        except sqlite3.Error:
+            pass  # a shard being created or removed
+    keys.discard(None)
+    return len(keys)
+# with a count: wait (at most 60 s times the third argument) until that many points are
+# stored, then say how many
+for _ in range(6000 * (int(sys.argv[3]) if len(sys.argv) > 3 else 1) if want else 1):
+    n = count()
+    if n >= want: break
+    time.sleep(0.01)
+print(n)
+PY
+# The ranks' meeting in files (`hetsim`, no MPI) with a launcher's environment set by hand, so
+# that it is checked where mpirun is not: rank 1 starts late and rank 0 waits for it; without a
+# job id rank 0 cannot wait and says so; when its launcher (here, the parent) is gone it stops.
+# HETSIM_TEST_SLOW stretches the waits and time limits under valgrind (tests/valgrind.sh).
+SLOW=${HETSIM_TEST_SLOW:-1}
+F="$TMP/files.db"
+( sleep 1; PMIX_NAMESPACE=job-a OMPI_COMM_WORLD_RANK=1 OMPI_COMM_WORLD_SIZE=2 \
+  "$HETSIM" "${A[@]}" --db "$F" --json >"$TMP/f1.out" 2>"$TMP/f1.err" ) &
+late=$!
+PMIX_NAMESPACE=job-a OMPI_COMM_WORLD_RANK=0 OMPI_COMM_WORLD_SIZE=2 run files.rank0 0 "${A[@]}" --db "$F" --json &&
+  check files.same_answer "$PY" "$TMP/same.py" "$TMP/j.json" "$TMP/out"
+wait $late
+check files.rank1 test $? -eq 0 -a ! -s "$TMP/f1.out"
+check files.removed test -z "$(ls "$TMP" | grep -F 'files.db.rank')"
+env -u PMIX_NAMESPACE -u OMPI_MCA_ess_base_jobid -u SLURM_JOB_ID OMPI_COMM_WORLD_RANK=0 OMPI_COMM_WORLD_SIZE=2 \
+  "$HETSIM" "${A[@]}" --db "$TMP/nojob.db" >"$TMP/out" 2>"$TMP/err"
+check files.no_job_id test $? -eq 1
+check files.no_job_id.said grep -q 'gives no job id .* run hetsim-mpi instead; the answer may lack' "$TMP/err"
+check files.no_job_id.partial has out "runs: 5 of 10 points complete"
+PMIX_NAMESPACE=job-b OMPI_COMM_WORLD_RANK=0 OMPI_COMM_WORLD_SIZE=2 \
+  bash -c '"$0" "$@" >"'"$TMP"'/out" 2>"'"$TMP"'/err" & echo $! >"'"$TMP"'/pid"; sleep '"$(awk -v f="$SLOW" 'BEGIN { print 0.5 * f }')" "$HETSIM" "${A[@]}" --db "$TMP/gone.db"
+gone=$(cat "$TMP/pid")
+for _ in $(seq $((100 * SLOW))); do kill -0 "$gone" 2>/dev/null || break; sleep 0.1; done
+check files.launcher_gone bash -c "! kill -0 $gone 2>/dev/null && grep -q 'the MPI launcher ended before rank 1 was done' '$TMP/err'"
+kill -9 "$gone" 2>/dev/null
+
+if command -v mpirun >/dev/null; then
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+  # A slower advise for the interruption (resnet18 to 60% accuracy, three seeds, step rows): 21
+  # points of about 0.1 s; its answer from local processes first.
+  R=(advise --cluster "$TMP/c.yaml" --model resnet18 --global-batch 256 --target-accuracy 0.6
+     --convergence analytic:acc_max=0.9,acc_alpha=1 --policies ssp,lbb --seeds 3 --store steps)
+  run slow_local 0 "${R[@]}" --jobs 2 --db "$TMP/slow.db" --json && cp "$TMP/out" "$TMP/slow.json"
+  for bin in "$HETSIM" "$(dirname "$HETSIM")/hetsim-mpi"; do
+    [ -x "$bin" ] || continue
+    name=mpi.$(basename "$bin")
+    # hetsim-mpi: Open MPI's own allocations outlive MPI_Finalize (see tests/cli_sweep.sh).
+    asan=${ASAN_OPTIONS:-}
+    [ "$bin" != "$HETSIM" ] && export ASAN_OPTIONS="${asan:+$asan:}detect_leaks=0"
+    for np in 2 3; do
+      M="$TMP/m$np.$(basename "$bin").db"
+      timeout $((60 * SLOW)) mpirun -np $np "$bin" "${A[@]}" --db "$M" --json >"$TMP/out" 2>"$TMP/err"
+      rc=$?
+      check "$name.np$np.exit" test $rc -eq 0 || head -c 1500 "$TMP/err"
+      check "$name.np$np.same_answer" "$PY" "$TMP/same.py" "$TMP/j.json" "$TMP/out"
+      check "$name.np$np.all_ran" test "$(field "$TMP/out" ran) $(field "$TMP/out" complete)" = "10 10"
+      check "$name.np$np.every_rank" test "$(grep -c "rank $((np - 1)))" "$TMP/err")" -ge 3
+      check "$name.np$np.runs" test "$(rows "$M" "SELECT count(*) FROM run")" -eq 10
+      check "$name.np$np.nothing_left" test -z "$(ls "$TMP" | grep -F "$(basename "$M")." | grep -v -- '-wal$\|-shm$')"
+    done
+    # Killed (every process of the job, kill -9: mpirun's ranks live in process groups of their
+    # own, and outlive an mpirun killed alone for a while) once a few points are stored in the
+    # ranks' shards, then run again.
+    I="$TMP/i.$(basename "$bin").db"
+    "$PY" "$TMP/stored.py" "$I" 2 "$SLOW" >/dev/null &
+    poller=$!
+    setsid timeout $((60 * SLOW)) mpirun -np 3 "$bin" "${R[@]}" --db "$I" --json >"$TMP/i1.out" 2>"$TMP/i1.err" &
+    pid=$!
+    wait "$poller"
+    exec 3>&2 2>/dev/null # (the shell's "Killed" notice of the job goes nowhere)
+    for _ in $(seq 100); do
+      job=$(ps -o pid= -s "$pid")
+      [ -n "$job" ] || break
+      kill -9 $job 2>/dev/null
+      sleep 0.05
+    done
+    wait "$pid"
+    exec 2>&3 3>&-
+    before=$("$PY" "$TMP/stored.py" "$I")
+    echo "$name: killed with $before of 21 points stored"
+    check "$name.interrupted" test "$before" -ge 1 -a "$before" -lt 21
+    timeout $((60 * SLOW)) mpirun -np 3 "$bin" "${R[@]}" --db "$I" --json >"$TMP/out" 2>"$TMP/err"
+    rc=$?
+    check "$name.resume.exit" test $rc -eq 0 || head -c 1500 "$TMP/err"
+    check "$name.resume.only_missing" test "$(field "$TMP/out" ran)" = $((21 - before))
+    check "$name.resume.said" test "$(grep -o '[0-9]* already done' "$TMP/err" | awk '{s += $1} END {print s}')" = "$before"
+    check "$name.resume.same_answer" "$PY" "$TMP/same.py" "$TMP/slow.json" "$TMP/out"
+    check "$name.resume.one_run_each" test "$(rows "$I" "SELECT count(DISTINCT json_extract(options, '\$.sweep_point')) || ' ' || count(*) FROM run WHERE status = 'complete'")" = "21 21"
+    export ASAN_OPTIONS="$asan"
+  done
+  # `hetsim`'s rank 0 waits for a rank that starts a second late before it answers.
+  L="$TMP/late.db"
+  timeout $((60 * SLOW)) mpirun -np 1 "$HETSIM" "${A[@]}" --db "$L" --json : \
+    -np 1 bash -c 'sleep 1; exec "$0" "$@"' "$HETSIM" "${A[@]}" --db "$L" --json >"$TMP/out" 2>"$TMP/err"
+  rc=$?
+  check mpi.late_rank.exit test $rc -eq 0 || head -c 1500 "$TMP/err"
+  check mpi.late_rank.same_answer "$PY" "$TMP/same.py" "$TMP/j.json" "$TMP/out"
+  check mpi.late_rank.no_done_files test -z "$(ls "$TMP" | grep -F 'late.db.rank')"
+else
+  echo "skip advise.mpi: no mpirun (apt-get install openmpi-bin)"
+fi
 
 cli_finish
