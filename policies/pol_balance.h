@@ -86,6 +86,21 @@ int hs_bal_sync_round(hs_bal_sync *s, hs_runtime *rt);
 int hs_bal_sync_step(hs_bal_sync *s, hs_runtime *rt, const hs_step_obs *o);
 void hs_bal_sync_free(hs_bal_sync *s);
 
+/* The callbacks of the policies that drive an hs_bal_sync and differ only in how they place
+ * the batches (dbs, predbatch). The policy supplies one place function that rebuilds the
+ * membership (hs_bal_sync_members) and fills the batches; state is the policy's state. It
+ * returns 0 or a negative HS_E* code (with the message set on rt). */
+typedef int hs_pol_place_fn(void *state, hs_runtime *rt);
+
+/* The start callback's work: places, then starts the first round. */
+int hs_pol_sync_start(hs_bal_sync *s, hs_runtime *rt, hs_pol_place_fn *place, void *state);
+/* The on_comm callback's work: counts the finished iteration, places again when the membership
+ * changed since the last round, then starts the next round. */
+int hs_pol_sync_on_comm(hs_bal_sync *s, hs_runtime *rt, hs_pol_place_fn *place, void *state);
+/* The on_cluster callback's work: a join or a leave (not a slowdown) marks the membership as
+ * changed, to be rebuilt at the end of the current iteration. */
+void hs_pol_sync_on_cluster(hs_bal_sync *s, const hs_cluster_obs *o);
+
 /* Grows a zero-filled array of elem-sized records (indexed by worker) to at least need. */
 int hs_bal_grow(void **arr, int *cap, int need, size_t elem);
 
