@@ -91,7 +91,9 @@ static int ks_reserve(ksync_state *s, hs_runtime *rt) {
   if (st) s->st = st;
   char *listed = realloc(s->listed, (size_t)n);
   if (listed) s->listed = listed;
-  int *wait = realloc(s->wait, (size_t)n * sizeof *wait);
+  /* Room for 2n: an update's pulls could, in a runtime that called back at once, list
+   * workers again before the n entries being pulled are dropped. */
+  int *wait = realloc(s->wait, 2 * (size_t)n * sizeof *wait);
   if (wait) s->wait = wait;
   if (!st || !listed || !wait) return hs_rt_fail(rt, HS_ENOMEM, "out of memory");
   for (int i = s->cap; i < n; i++) {
