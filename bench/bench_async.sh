@@ -14,7 +14,7 @@
 #   e.g. bench/bench_async.sh build/hetsim "1024 10000"
 #        bench/bench_async.sh build/hetsim 1024 "ssp:s=1 ksync:k=1"
 # Needs valgrind. Each run is a `hetsim sim ... --store summary` under callgrind; the 10,000-
-# worker runs take about a minute each under it.
+# worker runs take one to a few minutes each under it.
 set -eu
 H=${1:-build/hetsim}
 SIZES=${2:-1024 10000}

@@ -11,7 +11,7 @@
  * 2. Least-squares lines t(b) = t0 + k b fitted from (batch, time) pairs.
  * 3. The synchronous loop (hs_bal_sync): every active worker computes its own batch, then the
  *    gradients are all-reduced with weights b_i / B; policies choose the batches between
- *    iterations.
+ *    iterations. hs_pol_sync_* are the callbacks of the policies that only place batches.
  * 4. LBB's tuner (hs_lbb): profile, static solve, fine-tune and rapid-tune, shared by lbb and
  *    lbcal.
  *
