@@ -28,10 +28,17 @@
  * samples of a round and, as in ASHL, its data shard's share of the data set. ASHL weights
  * each update by p_i at the server: every push carries weight p_i (hs_comm_opts.weight), so
  * the server adds p_i times the worker's model change and one round of all workers' pushes
- * moves the global model by the p-weighted average of their changes. Workers that join later run K local steps uncompressed (no profile). */
+ * moves the global model by the p-weighted average of their changes. Workers that join later run K local steps uncompressed (no profile).
+ *
+ * Cost: O(log N) per event. The sums over the active workers that a push or a step needs
+ * (the shares' denominators, the mean loss of the switch, whether every worker has profiled)
+ * are kept as counters, refreshed in O(N) only when the membership or the plan changes; SHL's
+ * clocks are in heaps (pol_clock.h). */
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 
+#include "policies/pol_clock.h"
 #include "policies/pol_compress.h"
 #include "policies/pol_registry.h"
 #include "policies/pol_semiasync.h"
@@ -66,8 +73,7 @@ typedef struct ashl_worker {
   int h_ahl, h_shl;     /* the plan */
   double density;       /* SHL top-k density; 1 = uncompressed */
   double loss;          /* latest training loss, NaN if none */
-  int64_t clock;        /* SHL rounds pushed */
-  char blocked, profiled;
+  char profiled;
 } ashl_worker;
 
 typedef struct ashl_state {
@@ -78,8 +84,16 @@ typedef struct ashl_state {
   int cap;
   ashl_worker *w;
   int switched, planned;
-  int64_t min_clock;
+  hs_pol_clocks ck;     /* SHL rounds pushed by worker, who is blocked, the slowest (ck.min) */
   hs_comm_opts push, pull;
+  /* Over the active workers (s->g), refreshed by ashl_refresh when membership or the plan
+   * changes and kept up to date between: */
+  int64_t sum_ahl, sum_shl; /* sum of H of the AHL and of the SHL stage (exact integers) */
+  int n_profiled;       /* workers with a profile */
+  int n_noloss;         /* workers that have reported no loss yet */
+  double loss_sum;      /* their latest losses, summed as they change (not in worker order) */
+  double loss_abs;      /* the same sum of |loss| */
+  double loss_err;      /* a bound on |loss_sum - exact sum| */
 } ashl_state;
 
 /* --- the plan ----------------------------------------------------------------------------- */
@@ -162,6 +176,7 @@ static int ashl_plan(ashl_state *s, hs_runtime *rt) {
 static int ashl_reserve(ashl_state *s, hs_runtime *rt) {
   int n = hs_rt_n_workers(rt);
   if (n <= s->cap) return 0;
+  if (hs_pol_clocks_reserve(&s->ck, n)) return hs_rt_fail(rt, HS_ENOMEM, "out of memory");
   ashl_worker *w = realloc(s->w, (size_t)n * sizeof *w);
   if (!w) return hs_rt_fail(rt, HS_ENOMEM, "out of memory");
   for (int i = s->cap; i < n; i++) w[i] = (ashl_worker){.loss = NAN, .density = 1.0};
@@ -175,19 +190,76 @@ static int ashl_batch(const ashl_state *s, int w) {
   return i >= 0 ? s->g.batch[i] : 0;
 }
 
-/* Worker w's data share p_w = H_w / sum of H over the active workers, with every worker's H
- * taken from the plan of w's current stage (1 each while profiling, so p = 1/n). */
-static double ashl_share(const ashl_state *s, int w) {
-  int st = s->w[w].stage;
-  double sum = 0, mine = 0;
+/* Whether w is one of the active workers of s->g (whose slots are set only when it has some). */
+static int ashl_member(const ashl_state *s, int w) {
+  return s->g.n > 0 && w >= 0 && w < s->g.cap && s->g.slot[w] >= 0;
+}
+
+/* The exact sum of the active workers' latest losses in worker order (the order the switch's
+ * rule sums them in), resynchronising the running sums from it. */
+static double ashl_loss_exact(ashl_state *s) {
+  double sum = 0, abs_sum = 0;
   for (int i = 0; i < s->g.n; i++) {
-    int v = s->g.ws[i];
-    const ashl_worker *x = &s->w[v];
-    double h = st == ST_PROFILE ? 1.0
-               : st == ST_AHL   ? (s->planned ? x->h_ahl : s->k_ahl)
-                                   : (s->planned ? x->h_shl : s->k_shl);
-    sum += h;
-    if (v == w) mine = h;
+    double l = s->w[s->g.ws[i]].loss;
+    sum += l;
+    abs_sum += fabs(l);
+  }
+  s->loss_sum = sum;
+  s->loss_abs = abs_sum;
+  /* Recursive summation of n terms errs by at most n eps sum|l| (with eps = 2u, a margin). */
+  s->loss_err = (s->g.n + 1) * DBL_EPSILON * abs_sum;
+  return sum;
+}
+
+/* Recounts the sums over the active workers; O(N), after a change of membership or plan. */
+static void ashl_refresh(ashl_state *s) {
+  s->sum_ahl = s->sum_shl = 0;
+  s->n_profiled = s->n_noloss = 0;
+  for (int i = 0; i < s->g.n; i++) {
+    const ashl_worker *x = &s->w[s->g.ws[i]];
+    s->sum_ahl += x->h_ahl;
+    s->sum_shl += x->h_shl;
+    s->n_profiled += x->profiled;
+    s->n_noloss += isnan(x->loss) ? 1 : 0;
+  }
+  if (s->n_noloss == 0) ashl_loss_exact(s);
+  else s->loss_sum = s->loss_abs = s->loss_err = 0;
+}
+
+/* Worker w's latest loss, kept in the running sums when w is active. */
+static void ashl_set_loss(ashl_state *s, int w, double loss) {
+  ashl_worker *x = &s->w[w];
+  double old = x->loss;
+  x->loss = loss;
+  if (!ashl_member(s, w)) return;
+  if (isnan(old)) {
+    if (--s->n_noloss == 0) ashl_loss_exact(s);
+    return;
+  }
+  if (s->n_noloss > 0) return; /* summed once everybody has a loss */
+  double d = loss - old, da = fabs(loss) - fabs(old);
+  s->loss_sum += d;
+  s->loss_abs += da;
+  /* Each of the four roundings errs by at most u times its result; 2u each, a margin. */
+  s->loss_err += DBL_EPSILON * (fabs(d) + fabs(s->loss_sum) + fabs(da) + s->loss_abs);
+}
+
+/* Worker w's data share p_w = H_w / sum of H over the active workers, with every worker's H
+ * taken from the plan of w's current stage (1 each while profiling, so p = 1/n). The sums are
+ * of integers, exact in a double as they were when summed worker by worker. */
+static double ashl_share(const ashl_state *s, int w) {
+  if (!ashl_member(s, w)) return 1.0;
+  const ashl_worker *x = &s->w[w];
+  double sum, mine;
+  if (x->stage == ST_PROFILE) {
+    sum = s->g.n;
+    mine = 1.0;
+  } else if (x->stage == ST_AHL) {
+    sum = s->planned ? (double)s->sum_ahl : (double)s->k_ahl * s->g.n;
+    mine = s->planned ? x->h_ahl : s->k_ahl;
+  } else {
+    sum = s->planned ? (double)s->sum_shl : (double)s->k_shl * s->g.n;
+    mine = s->planned ? x->h_shl : s->k_shl;
   }
   return sum > 0 && mine > 0 ? mine / sum : 1.0;
 }
@@ -201,10 +273,19 @@ static int ashl_round(ashl_state *s, hs_runtime *rt, int w) {
   return hs_rt_compute(rt, w, ashl_batch(s, w), (uint64_t)x->stage);
 }
 
+/* After the group changed: the counters and the clocks' heaps follow it. */
+static int ashl_members(ashl_state *s, hs_runtime *rt) {
+  ashl_refresh(s);
+  if (hs_pol_clocks_members(&s->ck, s->g.ws, s->g.n))
+    return hs_rt_fail(rt, HS_ERUNTIME, "internal error: a worker beyond the clocks' table");
+  return 0;
+}
+
 static int ashl_start(void *state, hs_runtime *rt) {
   ashl_state *s = state;
   int rc = hs_pol_group_even(&s->g, rt);
   if (!rc) rc = ashl_reserve(s, rt);
+  if (!rc) rc = ashl_members(s, rt);
   for (int i = 0; !rc && i < s->g.n; i++) rc = ashl_round(s, rt, s->g.ws[i]);
   return rc;
 }
@@ -217,13 +298,15 @@ static void ashl_check_switch(ashl_state *s, hs_runtime *rt) {
     return;
   }
   if (!(s->switch_loss > 0) || s->g.n == 0) return;
-  double sum = 0;
-  for (int i = 0; i < s->g.n; i++) {
-    double l = s->w[s->g.ws[i]].loss;
-    if (isnan(l)) return; /* not every worker has reported a loss yet */
-    sum += l;
-  }
-  if (sum / s->g.n < s->switch_loss) s->switched = 1;
+  if (s->n_noloss > 0) return; /* not every worker has reported a loss yet */
+  /* The rule is fl(sum in worker order / n) < switch_loss. The running sum is within E of
+   * that ordered sum; only when the threshold lies within (a generous) E of it is the ordered
+   * sum taken, so that the decision is the ordered sum's, bit for bit, at O(1) per event. */
+  double tn = s->switch_loss * s->g.n, S = s->loss_sum;
+  double E = 2 * (s->loss_err + (s->g.n + 2) * DBL_EPSILON * (s->loss_abs + s->loss_err)) +
+             16 * DBL_EPSILON * (fabs(S) + tn);
+  if (S + E < tn) s->switched = 1;
+  else if (!(S - E > tn) && ashl_loss_exact(s) / s->g.n < s->switch_loss) s->switched = 1;
 }
 
 static int ashl_on_compute(void *state, hs_runtime *rt, const hs_step_obs *o) {
@@ -235,7 +318,7 @@ static int ashl_on_compute(void *state, hs_runtime *rt, const hs_step_obs *o) {
     x->c_sum += o->duration;
     x->c_n++;
   }
-  if (!isnan(o->loss)) x->loss = o->loss;
+  if (!isnan(o->loss)) ashl_set_loss(s, w, o->loss);
   ashl_check_switch(s, rt);
   if (++x->steps < x->H && hs_rt_active(rt, w)) return hs_rt_compute(rt, w, o->batch, o->tag);
   hs_comm_opts push = s->push;
@@ -249,20 +332,13 @@ static int ashl_on_compute(void *state, hs_runtime *rt, const hs_step_obs *o) {
   return hs_rt_push(rt, w, &push);
 }
 
-/* SHL: the smallest clock of the active workers, and unblocking whoever is now within bound. */
+/* SHL: the smallest clock of the active workers, and unblocking whoever is now within bound
+ * (in ascending worker order). */
 static int shl_release(ashl_state *s, hs_runtime *rt) {
-  int64_t m = INT64_MAX;
-  for (int i = 0; i < s->g.n; i++)
-    if (s->w[s->g.ws[i]].clock < m) m = s->w[s->g.ws[i]].clock;
-  if (m == INT64_MAX) return 0;
-  s->min_clock = m;
-  for (int i = 0; i < s->g.n; i++) {
-    ashl_worker *x = &s->w[s->g.ws[i]];
-    if (x->blocked && x->clock - s->min_clock <= s->staleness) {
-      x->blocked = 0;
-      int rc = hs_rt_pull(rt, s->g.ws[i], &s->pull);
-      if (rc) return rc;
-    }
+  int r = hs_pol_clocks_release(&s->ck, s->staleness);
+  for (int i = 0; i < r; i++) {
+    int rc = hs_rt_pull(rt, s->ck.out[i], &s->pull);
+    if (rc) return rc;
   }
   return 0;
 }
@@ -279,21 +355,21 @@ static int ashl_on_push(ashl_state *s, hs_runtime *rt, const hs_comm_obs *o) {
     }
   }
   if (x->stage != ST_SHL) return hs_rt_active(rt, w) ? hs_rt_pull(rt, w, &s->pull) : 0;
-  int64_t before = x->clock++;
+  int64_t before = s->ck.clock[w];
+  hs_pol_clocks_set(&s->ck, w, before + 1);
   int rc = 0;
   if (!hs_rt_active(rt, w)) return shl_release(s, rt);
-  if (x->clock - s->min_clock <= s->staleness) rc = hs_rt_pull(rt, w, &s->pull);
-  else x->blocked = 1;
+  if (before + 1 - s->ck.min <= s->staleness) rc = hs_rt_pull(rt, w, &s->pull);
+  else hs_pol_clocks_block(&s->ck, w);
   if (rc) return rc;
-  return before == s->min_clock ? shl_release(s, rt) : 0;
+  return before == s->ck.min ? shl_release(s, rt) : 0;
 }
 
 /* Profiling is over for everybody: plan, then every profiled worker starts its first round. */
 static int ashl_maybe_plan(ashl_state *s, hs_runtime *rt) {
-  if (s->planned) return 0;
-  for (int i = 0; i < s->g.n; i++)
-    if (!s->w[s->g.ws[i]].profiled) return 0;
+  if (s->planned || s->n_profiled < s->g.n) return 0;
   int rc = ashl_plan(s, rt);
+  if (!rc) ashl_refresh(s);
   for (int i = 0; !rc && i < s->g.n; i++) {
     ashl_worker *x = &s->w[s->g.ws[i]];
     x->stage = s->switched ? ST_SHL : ST_AHL;
@@ -309,13 +385,14 @@ static int ashl_on_pull(ashl_state *s, hs_runtime *rt, const hs_comm_obs *o) {
     x->down_sum += o->end - o->start;
     x->down_n++;
     if (++x->prof <= s->profile) return hs_rt_active(rt, w) ? ashl_round(s, rt, w) : 0;
+    if (!x->profiled && ashl_member(s, w)) s->n_profiled++;
     x->profiled = 1;
     return ashl_maybe_plan(s, rt);
   }
   if (!hs_rt_active(rt, w)) return 0;
   if (x->stage == ST_AHL && s->switched) {
     x->stage = ST_SHL;
-    x->clock = s->min_clock; /* it enters SHL level with the slowest */
+    hs_pol_clocks_set(&s->ck, w, s->ck.min); /* it enters SHL level with the slowest */
   }
   return ashl_round(s, rt, w);
 }
@@ -335,12 +412,16 @@ static int ashl_on_cluster(void *state, hs_runtime *rt, const hs_cluster_obs *o)
   if (rc) return rc;
   if (o->kind == HS_CHANGE_JOIN) {
     ashl_worker *x = &s->w[o->worker];
-    *x = (ashl_worker){.loss = NAN, .density = 1.0, .clock = s->min_clock};
+    *x = (ashl_worker){.loss = NAN, .density = 1.0};
+    s->ck.clock[o->worker] = s->ck.min;
+    s->ck.blocked[o->worker] = 0;
     x->stage = !s->planned ? ST_PROFILE : s->switched ? ST_SHL : ST_AHL;
     x->h_ahl = s->k_ahl;
     x->h_shl = s->k_shl;
+    if ((rc = ashl_members(s, rt))) return rc;
     return ashl_round(s, rt, o->worker);
   }
+  if ((rc = ashl_members(s, rt))) return rc;
   /* A worker left: the plan may now be complete, and SHL's slowest clock may move. */
   if ((rc = ashl_maybe_plan(s, rt))) return rc;
   return shl_release(s, rt);
@@ -365,6 +446,7 @@ static int ashl_init(void *state, hs_runtime *rt, const hs_params *p) {
 static void ashl_fini(void *state, hs_runtime *rt) {
   ashl_state *s = state;
   hs_pol_group_free(&s->g);
+  hs_pol_clocks_free(&s->ck);
   free(s->w);
 }
 

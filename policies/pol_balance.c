@@ -208,6 +208,25 @@ void hs_bal_sync_free(hs_bal_sync *s) {
   s->cap = NULL;
 }
 
+int hs_pol_sync_start(hs_bal_sync *s, hs_runtime *rt, hs_pol_place_fn *place, void *state) {
+  int rc = place(state, rt);
+  return rc ? rc : hs_bal_sync_round(s, rt);
+}
+
+int hs_pol_sync_on_comm(hs_bal_sync *s, hs_runtime *rt, hs_pol_place_fn *place, void *state) {
+  s->iter++;
+  if (s->changed) {
+    s->changed = 0;
+    int rc = place(state, rt);
+    if (rc) return rc;
+  }
+  return hs_bal_sync_round(s, rt);
+}
+
+void hs_pol_sync_on_cluster(hs_bal_sync *s, const hs_cluster_obs *o) {
+  if (o->kind != HS_CHANGE_SLOWDOWN) s->changed = 1;
+}
+
 /* --- 4. LBB's tuner --------------------------------------------------------------------- */
 
 static int lbb_reserve(hs_lbb *l, hs_runtime *rt) {

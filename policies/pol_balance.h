@@ -11,7 +11,7 @@
  * 2. Least-squares lines t(b) = t0 + k b fitted from (batch, time) pairs.
  * 3. The synchronous loop (hs_bal_sync): every active worker computes its own batch, then the
  *    gradients are all-reduced with weights b_i / B; policies choose the batches between
- *    iterations.
+ *    iterations. hs_pol_sync_* are the callbacks of the policies that only place batches.
  * 4. LBB's tuner (hs_lbb): profile, static solve, fine-tune and rapid-tune, shared by lbb and
  *    lbcal.
  *
@@ -85,6 +85,21 @@ int hs_bal_sync_round(hs_bal_sync *s, hs_runtime *rt);
  * all-reduce and returns 1; otherwise returns 0; negative on failure. */
 int hs_bal_sync_step(hs_bal_sync *s, hs_runtime *rt, const hs_step_obs *o);
 void hs_bal_sync_free(hs_bal_sync *s);
+
+/* The callbacks of the policies that drive an hs_bal_sync and differ only in how they place
+ * the batches (dbs, predbatch). The policy supplies one place function that rebuilds the
+ * membership (hs_bal_sync_members) and fills the batches; state is the policy's state. It
+ * returns 0 or a negative HS_E* code (with the message set on rt). */
+typedef int hs_pol_place_fn(void *state, hs_runtime *rt);
+
+/* The start callback's work: places, then starts the first round. */
+int hs_pol_sync_start(hs_bal_sync *s, hs_runtime *rt, hs_pol_place_fn *place, void *state);
+/* The on_comm callback's work: counts the finished iteration, places again when the membership
+ * changed since the last round, then starts the next round. */
+int hs_pol_sync_on_comm(hs_bal_sync *s, hs_runtime *rt, hs_pol_place_fn *place, void *state);
+/* The on_cluster callback's work: a join or a leave (not a slowdown) marks the membership as
+ * changed, to be rebuilt at the end of the current iteration. */
+void hs_pol_sync_on_cluster(hs_bal_sync *s, const hs_cluster_obs *o);
 
 /* Grows a zero-filled array of elem-sized records (indexed by worker) to at least need. */
 int hs_bal_grow(void **arr, int *cap, int need, size_t elem);

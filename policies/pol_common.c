@@ -1,10 +1,10 @@
-/* Helpers shared by every policy: failure reporting and the even split of the global batch;
- * and the callbacks shared by the policies of the synchronous balanced loop (pol_common.h). */
+/* Helpers shared by every policy, declared in pol_policy.h: failure reporting, the active
+ * workers and the even split of the global batch. Nothing here depends on another policy file
+ * (the synchronous balanced loop's callbacks are pol_balance.c's). */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "policies/pol_common.h"
 #include "policies/pol_policy.h"
 
 int hs_rt_fail(hs_runtime *rt, int code, const char *fmt, ...) {
@@ -72,23 +72,4 @@ void hs_pol_group_free(hs_pol_group *g) {
   free(g->slot);
   g->ws = g->batch = g->slot = NULL;
   g->n = g->cap = 0;
-}
-
-int hs_pol_sync_start(hs_bal_sync *s, hs_runtime *rt, hs_pol_place_fn *place, void *state) {
-  int rc = place(state, rt);
-  return rc ? rc : hs_bal_sync_round(s, rt);
-}
-
-int hs_pol_sync_on_comm(hs_bal_sync *s, hs_runtime *rt, hs_pol_place_fn *place, void *state) {
-  s->iter++;
-  if (s->changed) {
-    s->changed = 0;
-    int rc = place(state, rt);
-    if (rc) return rc;
-  }
-  return hs_bal_sync_round(s, rt);
-}
-
-void hs_pol_sync_on_cluster(hs_bal_sync *s, const hs_cluster_obs *o) {
-  if (o->kind != HS_CHANGE_SLOWDOWN) s->changed = 1;
 }

@@ -14,7 +14,6 @@
 #include <stdlib.h>
 
 #include "policies/pol_balance.h"
-#include "policies/pol_common.h"
 #include "policies/pol_registry.h"
 
 enum { P_EVERY, P_ALGO };

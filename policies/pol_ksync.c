@@ -30,9 +30,16 @@
  *   `max_stale`: above it k grows by one (fewer, larger updates, hence fresher gradients),
  *   below half of it k shrinks by one.
  * Batches: the global batch is split evenly over the active workers; an update of k gradients
- * therefore carries k/N of the global batch. */
+ * therefore carries k/N of the global batch.
+ *
+ * Cost: O(1) per event, plus at ksync's update the pulls of the workers waiting for it, in
+ * worker order: they are kept in a list as they start waiting, so an update with few of them
+ * (small k, slow steps) does not scan every worker; with many (at least N/16) the group is
+ * scanned in order, O(N) for Θ(N) pulls. The adaptive rules cost O(N) every `every` updates
+ * (adapt=state, ksync: one prediction per worker). */
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "policies/pol_registry.h"
 
@@ -63,6 +70,10 @@ typedef struct ksync_state {
   hs_comm_opts push, pull;
   int cap;
   char *st;                 /* wstate by worker */
+  char *listed;             /* ksync: by worker, in wait[] */
+  int *wait;                /* ksync: workers that became idle or waiting since the last
+                               update (a superset of those still so; no repeats) */
+  int n_wait;
   uint64_t round;           /* ksync: the update the workers' steps are for */
   int committed;            /* ksync: gradients of this round sent (at most k) */
   int arrived;              /* gradients at the server since the last update */
@@ -77,11 +88,40 @@ static int ks_reserve(ksync_state *s, hs_runtime *rt) {
   int n = hs_rt_n_workers(rt);
   if (n <= s->cap) return 0;
   char *st = realloc(s->st, (size_t)n);
-  if (!st) return hs_rt_fail(rt, HS_ENOMEM, "out of memory");
-  for (int i = s->cap; i < n; i++) st[i] = W_IDLE;
-  s->st = st;
+  if (st) s->st = st;
+  char *listed = realloc(s->listed, (size_t)n);
+  if (listed) s->listed = listed;
+  /* Room for 2n: an update's pulls could, in a runtime that called back at once, list
+   * workers again before the n entries being pulled are dropped. */
+  int *wait = realloc(s->wait, 2 * (size_t)n * sizeof *wait);
+  if (wait) s->wait = wait;
+  if (!st || !listed || !wait) return hs_rt_fail(rt, HS_ENOMEM, "out of memory");
+  for (int i = s->cap; i < n; i++) {
+    st[i] = W_IDLE;
+    listed[i] = 0;
+  }
   s->cap = n;
   return 0;
+}
+
+/* Sets worker w's state; one that becomes idle or waiting joins the list of ksync's update. */
+static void ks_set(ksync_state *s, int w, wstate st) {
+  s->st[w] = (char)st;
+  if ((st == W_WAIT || st == W_IDLE) && !s->listed[w]) {
+    s->listed[w] = 1;
+    s->wait[s->n_wait++] = w;
+  }
+}
+
+/* The list from scratch after the membership changed: every idle or waiting worker of the
+ * group. O(N). */
+static void ks_relist(ksync_state *s) {
+  for (int i = 0; i < s->n_wait; i++) s->listed[s->wait[i]] = 0;
+  s->n_wait = 0;
+  for (int i = 0; i < s->g.n; i++) {
+    int w = s->g.ws[i];
+    if (s->st[w] == W_WAIT || s->st[w] == W_IDLE) ks_set(s, w, (wstate)s->st[w]);
+  }
 }
 
 static int ks_clamp(const ksync_state *s, int k) {
@@ -93,6 +133,7 @@ static int ks_rebuild(ksync_state *s, hs_runtime *rt) {
   int rc = hs_pol_group_even(&s->g, rt);
   if (!rc) rc = ks_reserve(s, rt);
   if (rc) return rc;
+  ks_relist(s);
   s->k0 = ks_clamp(s, s->k_param > 0 ? s->k_param : (s->g.n + 1) / 2);
   s->k = ks_clamp(s, s->k);
   return 0;
@@ -121,7 +162,7 @@ static int ks_batch(const ksync_state *s, int w) {
 }
 
 static int ks_compute(ksync_state *s, hs_runtime *rt, int w) {
-  s->st[w] = W_COMPUTE;
+  ks_set(s, w, W_COMPUTE);
   return hs_rt_compute(rt, w, ks_batch(s, w), s->round);
 }
 
@@ -176,21 +217,21 @@ static int ks_on_compute(void *state, hs_runtime *rt, const hs_step_obs *o) {
     s->loss_n++;
   }
   if (s->async) {
-    s->st[w] = W_PUSH;
+    ks_set(s, w, W_PUSH);
     return hs_rt_push(rt, w, &s->push);
   }
   /* ksync: a gradient of the current round, among the first k, is sent; any other is
    * discarded. A discarded worker waits for the update (or pulls at once if it came). */
   if (o->tag == s->round && s->committed < s->k) {
     s->committed++;
-    s->st[w] = W_PUSH;
+    ks_set(s, w, W_PUSH);
     return hs_rt_push(rt, w, &s->push);
   }
   if (o->tag != s->round && hs_rt_active(rt, w)) {
-    s->st[w] = W_PULL;
+    ks_set(s, w, W_PULL);
     return hs_rt_pull(rt, w, &s->pull);
   }
-  s->st[w] = W_WAIT;
+  ks_set(s, w, W_WAIT);
   return 0;
 }
 
@@ -202,6 +243,43 @@ static int ksync_maybe_apply(ksync_state *s, hs_runtime *rt) {
   return hs_rt_apply(rt, &s->push);
 }
 
+static int by_worker(const void *a, const void *b) {
+  int x = *(const int *)a, y = *(const int *)b;
+  return (x > y) - (x < y);
+}
+
+/* ksync's update is made: everybody idle or waiting in the group pulls the new model, in
+ * worker order; stragglers pull when their step ends. */
+static int ksync_pull_waiting(ksync_state *s, hs_runtime *rt) {
+  int n = s->n_wait, rc = 0;
+  for (int i = 0; i < n; i++) s->listed[s->wait[i]] = 0;
+  if (n >= s->g.n / 16) {
+    s->n_wait = 0;
+    for (int i = 0; !rc && i < s->g.n; i++) {
+      int w = s->g.ws[i];
+      if (s->st[w] == W_WAIT || s->st[w] == W_IDLE) {
+        ks_set(s, w, W_PULL);
+        rc = hs_rt_pull(rt, w, &s->pull);
+      }
+    }
+    return rc;
+  }
+  /* Few: sort the list and pull the members still idle or waiting. */
+  qsort(s->wait, (size_t)n, sizeof *s->wait, by_worker);
+  for (int i = 0; !rc && i < n; i++) {
+    int w = s->wait[i];
+    int member = s->g.n > 0 && w < s->g.cap && s->g.slot[w] >= 0;
+    if (member && (s->st[w] == W_WAIT || s->st[w] == W_IDLE)) {
+      ks_set(s, w, W_PULL);
+      rc = hs_rt_pull(rt, w, &s->pull);
+    }
+  }
+  /* Whatever was listed while the pulls were issued stays listed. */
+  memmove(s->wait, s->wait + n, (size_t)(s->n_wait - n) * sizeof *s->wait);
+  s->n_wait -= n;
+  return rc;
+}
+
 static int ks_on_comm(void *state, hs_runtime *rt, const hs_comm_obs *o) {
   ksync_state *s = state;
   int rc;
@@ -211,7 +289,7 @@ static int ks_on_comm(void *state, hs_runtime *rt, const hs_comm_obs *o) {
     s->stale_n++;
     s->arrived++;
     if (!s->async) {
-      s->st[o->worker] = W_WAIT;
+      ks_set(s, o->worker, W_WAIT);
       return ksync_maybe_apply(s, rt);
     }
     if (s->arrived >= s->k) {
@@ -219,10 +297,10 @@ static int ks_on_comm(void *state, hs_runtime *rt, const hs_comm_obs *o) {
       if ((rc = hs_rt_apply(rt, &s->push))) return rc;
     }
     if (!hs_rt_active(rt, o->worker)) {
-      s->st[o->worker] = W_IDLE;
+      ks_set(s, o->worker, W_IDLE);
       return 0;
     }
-    s->st[o->worker] = W_PULL;
+    ks_set(s, o->worker, W_PULL);
     return hs_rt_pull(rt, o->worker, &s->pull);
   case HS_OP_APPLY:
     s->updates++;
@@ -230,18 +308,10 @@ static int ks_on_comm(void *state, hs_runtime *rt, const hs_comm_obs *o) {
     if (s->async) return 0;
     s->round++;
     s->committed = 0;
-    /* Everybody idle pulls the new model; stragglers pull when their step ends. */
-    for (int i = 0; i < s->g.n; i++) {
-      int w = s->g.ws[i];
-      if (s->st[w] == W_WAIT || s->st[w] == W_IDLE) {
-        s->st[w] = W_PULL;
-        if ((rc = hs_rt_pull(rt, w, &s->pull))) return rc;
-      }
-    }
-    return 0;
+    return ksync_pull_waiting(s, rt);
   case HS_OP_PULL:
     if (!hs_rt_active(rt, o->worker)) {
-      s->st[o->worker] = W_IDLE;
+      ks_set(s, o->worker, W_IDLE);
       return 0;
     }
     return ks_compute(s, rt, o->worker);
@@ -266,6 +336,8 @@ static void ks_fini(void *state, hs_runtime *rt) {
   ksync_state *s = state;
   hs_pol_group_free(&s->g);
   free(s->st);
+  free(s->listed);
+  free(s->wait);
 }
 
 const hs_policy hs_policy_ksync = {

@@ -11,7 +11,6 @@
 
 #include "core/core_rng.h"
 #include "policies/pol_balance.h"
-#include "policies/pol_common.h"
 #include "policies/pol_predict.h"
 #include "policies/pol_registry.h"
 

@@ -8,9 +8,11 @@
  * - ssp(s): each push is applied on arrival; a worker whose clock (pushes applied) is more than
  *   s ahead of the slowest active worker blocks until the slowest catches up (Ho et al.,
  *   "More effective distributed ML via a stale synchronous parallel parameter server",
- *   NIPS 2013). s = 0 is BSP. */
+ *   NIPS 2013). s = 0 is BSP. The clocks and the slowest of them are kept in heaps
+ *   (pol_clock.h): a push costs O(log N), not a scan of the workers. */
 #include <stdlib.h>
 
+#include "policies/pol_clock.h"
 #include "policies/pol_registry.h"
 
 typedef enum ps_mode { PS_BSP, PS_ASP, PS_SSP } ps_mode;
@@ -23,9 +25,8 @@ typedef struct ps_state {
   int pushed;         /* bsp: pushes accumulated this round */
   int expected;       /* bsp: pushes the round waits for (workers that left before their
                          step began are taken off) */
-  int64_t *clock;     /* ssp: pushes applied, by worker */
-  char *blocked;      /* ssp: waiting for the slowest worker, by worker */
-  int64_t min_clock;  /* ssp: smallest clock among active workers */
+  hs_pol_clocks ck;   /* ssp: pushes applied by worker, who waits for the slowest, and
+                         the smallest clock among active workers (ck.min) */
   int changed;
 } ps_state;
 
@@ -33,13 +34,15 @@ static int ps_rebuild(ps_state *s, hs_runtime *rt) {
   int rc = hs_pol_group_even(&s->g, rt);
   if (rc) return rc;
   size_t cap = (size_t)(s->g.cap > 0 ? s->g.cap : 1);
-  if (s->mode == PS_SSP) {
-    int64_t *c = realloc(s->clock, cap * sizeof *c);
-    if (c) s->clock = c;
-    char *b = realloc(s->blocked, cap);
-    if (b) s->blocked = b;
-    if (!c || !b) return hs_rt_fail(rt, HS_ENOMEM, "out of memory");
-  }
+  if (s->mode == PS_SSP && hs_pol_clocks_reserve(&s->ck, (int)cap))
+    return hs_rt_fail(rt, HS_ENOMEM, "out of memory");
+  return 0;
+}
+
+/* ssp: the active workers of the clocks are the group's, after a rebuild and any clock set. */
+static int ssp_members(ps_state *s, hs_runtime *rt) {
+  if (hs_pol_clocks_members(&s->ck, s->g.ws, s->g.n))
+    return hs_rt_fail(rt, HS_ERUNTIME, "internal error: a worker beyond the clocks' table");
   return 0;
 }
 
@@ -55,12 +58,15 @@ static int ps_start(void *state, hs_runtime *rt) {
   ps_state *s = state;
   int rc = ps_rebuild(s, rt);
   if (rc) return rc;
-  int total = hs_rt_n_workers(rt);
-  for (int w = 0; s->mode == PS_SSP && w < total; w++) {
-    s->clock[w] = 0;
-    s->blocked[w] = 0;
+  if (s->mode == PS_SSP) {
+    int total = hs_rt_n_workers(rt);
+    for (int w = 0; w < total; w++) {
+      s->ck.clock[w] = 0;
+      s->ck.blocked[w] = 0;
+    }
+    s->ck.min = 0;
+    if ((rc = ssp_members(s, rt))) return rc;
   }
-  s->min_clock = 0;
   s->expected = s->g.n;
   for (int i = 0; i < s->g.n; i++)
     if ((rc = hs_rt_compute(rt, s->g.ws[i], s->g.batch[i], 0))) return rc;
@@ -77,20 +83,13 @@ static int ps_on_compute(void *state, hs_runtime *rt, const hs_step_obs *o) {
   return hs_rt_push(rt, o->worker, &s->push);
 }
 
-/* ssp: the smallest clock among active workers, and unblocking whoever is now within s. */
+/* ssp: the smallest clock among active workers, and unblocking whoever is now within s (in
+ * ascending worker order). */
 static int ssp_release(ps_state *s, hs_runtime *rt) {
-  int64_t m = INT64_MAX;
-  for (int i = 0; i < s->g.n; i++)
-    if (s->clock[s->g.ws[i]] < m) m = s->clock[s->g.ws[i]];
-  if (m == INT64_MAX) return 0;
-  s->min_clock = m;
-  for (int i = 0; i < s->g.n; i++) {
-    int w = s->g.ws[i];
-    if (s->blocked[w] && s->clock[w] - s->min_clock <= s->staleness) {
-      s->blocked[w] = 0;
-      int rc = hs_rt_pull(rt, w, &s->pull);
-      if (rc) return rc;
-    }
+  int r = hs_pol_clocks_release(&s->ck, s->staleness);
+  for (int i = 0; i < r; i++) {
+    int rc = hs_rt_pull(rt, s->ck.out[i], &s->pull);
+    if (rc) return rc;
   }
   return 0;
 }
@@ -117,15 +116,15 @@ static int ps_on_comm(void *state, hs_runtime *rt, const hs_comm_obs *o) {
     }
     if (s->mode == PS_ASP) return hs_rt_active(rt, o->worker) ? hs_rt_pull(rt, o->worker, &s->pull) : 0;
     /* ssp */
-    s->clock[o->worker]++;
+    hs_pol_clocks_set(&s->ck, o->worker, s->ck.clock[o->worker] + 1);
     if (!hs_rt_active(rt, o->worker)) return ssp_release(s, rt);
-    if (s->clock[o->worker] - s->min_clock <= s->staleness)
+    if (s->ck.clock[o->worker] - s->ck.min <= s->staleness)
       rc = hs_rt_pull(rt, o->worker, &s->pull);
     else
-      s->blocked[o->worker] = 1;
+      hs_pol_clocks_block(&s->ck, o->worker);
     if (rc) return rc;
     /* Only a push by a worker at the old minimum can raise the minimum. */
-    return s->clock[o->worker] - 1 == s->min_clock ? ssp_release(s, rt) : 0;
+    return s->ck.clock[o->worker] - 1 == s->ck.min ? ssp_release(s, rt) : 0;
   case HS_OP_APPLY:
     if (s->changed) {
       s->changed = 0;
@@ -158,21 +157,21 @@ static int ps_on_cluster(void *state, hs_runtime *rt, const hs_cluster_obs *o) {
   }
   int rc = ps_rebuild(s, rt);
   if (rc) return rc;
-  if (o->kind == HS_CHANGE_JOIN) {
-    if (s->mode == PS_SSP) {
-      s->clock[o->worker] = s->min_clock;
-      s->blocked[o->worker] = 0;
+  if (s->mode == PS_SSP) {
+    if (o->kind == HS_CHANGE_JOIN) {
+      s->ck.clock[o->worker] = s->ck.min;
+      s->ck.blocked[o->worker] = 0;
     }
-    return hs_rt_compute(rt, o->worker, ps_batch(s, o->worker), 0);
+    if ((rc = ssp_members(s, rt))) return rc;
   }
+  if (o->kind == HS_CHANGE_JOIN) return hs_rt_compute(rt, o->worker, ps_batch(s, o->worker), 0);
   return s->mode == PS_SSP ? ssp_release(s, rt) : 0;
 }
 
 static void ps_fini(void *state, hs_runtime *rt) {
   ps_state *s = state;
   hs_pol_group_free(&s->g);
-  free(s->clock);
-  free(s->blocked);
+  hs_pol_clocks_free(&s->ck);
 }
 
 static int bsp_init(void *state, hs_runtime *rt, const hs_params *p) {

@@ -121,6 +121,37 @@ static void test_switch_to_shl_at_loss(void) {
   fake_close(&f);
 }
 
+/* The switch's rule is fl(sum of the latest losses in worker order / n) < switch_loss, which
+ * the policy evaluates from a running sum and, near the threshold, from the ordered sum. Losses
+ * 1.0 until update 40, then 0.1, 0.2, 0.05: a threshold equal to the ordered mean never
+ * switches, the next double up does. (The running sum 3 + (l_i - 1) + ... differs from the
+ * ordered sum in its last bits whatever order the workers report in, so a rule read off the
+ * running sum alone would get one of the two wrong.) */
+static const double late_loss[3] = {0.1, 0.2, 0.05};
+static double loss_drop_40(fake_rt *f, int w) { return f->version < 40 ? 1.0 : late_loss[w]; }
+
+static int shl_pushes_at(double threshold) {
+  fake_rt f;
+  char spec[128];
+  snprintf(spec, sizeof spec, "ashl:profile=1,switch_loss=%.17g", threshold);
+  if (fake_open(&f, 3, spec)) return -1;
+  setup(&f);
+  f.loss_fn = loss_drop_40;
+  int n = 0;
+  if (fake_run(&f, 60, 1000000)) n = -1;
+  for (int i = 0; n >= 0 && i < f.n_log; i++) n += f.log[i].kind == FK_PUSH && f.log[i].tag == 2;
+  fake_close(&f);
+  return n;
+}
+
+static void test_switch_threshold_exact(void) {
+  double mean = (late_loss[0] + late_loss[1] + late_loss[2]) / 3;
+  ASSERT_EQ(shl_pushes_at(mean), 0);
+  ASSERT(shl_pushes_at(nextafter(mean, 1.0)) > 0);
+  ASSERT(shl_pushes_at(0.5) > 0);
+  ASSERT_EQ(shl_pushes_at(0.05), 0);
+}
+
 /* SHL clocks: SHL pushes per worker, checked at every push arrival. */
 static void test_shl_staleness_bound(void) {
   fake_rt f;
@@ -164,6 +195,7 @@ int main(int argc, char **argv) {
       {"plan_closed_forms", test_plan_closed_forms},
       {"profile_then_ahl", test_profile_then_ahl},
       {"switch_to_shl_at_loss", test_switch_to_shl_at_loss},
+      {"switch_threshold_exact", test_switch_threshold_exact},
       {"shl_staleness_bound", test_shl_staleness_bound},
       {"sim_ashl_3worker", test_sim_ashl_3worker},
       {NULL, NULL},
