@@ -1446,7 +1446,9 @@ static long fast_close(fast *p, long node, size_t first) {
     p->oom = 1;
     return FAST_NO;
   }
-  memcpy(tr->kid + tr->n_kid, p->stk + first, k * sizeof *p->stk);
+  /* An empty collection moves nothing (and tr->kid may still be NULL, which memcpy may not
+   * be given even for 0 bytes). */
+  if (k) memcpy(tr->kid + tr->n_kid, p->stk + first, k * sizeof *p->stk);
   cnode *n = &tr->node[node];
   n->off = tr->n_kid;
   n->n = (uint32_t)(n->type == CN_MAP ? k / 2 : k);

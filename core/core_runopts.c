@@ -101,8 +101,9 @@ int hs_real_options_parse(const char *json, hs_real_options *o, hs_diag *d) {
   int rc = hs_json_parse(json, strlen(json), &root, d);
   if (rc) return rc;
   if (root->type != HS_JSON_OBJECT) {
+    const char *type = hs_json_type_name(root->type);
     hs_json_value_free(root);
-    return hs_diag_set(d, HS_EINVAL, "run options: expected a JSON object, got %s", hs_json_type_name(root->type));
+    return hs_diag_set(d, HS_EINVAL, "run options: expected a JSON object, got %s", type);
   }
   get_string(root, "backend", o->backend, sizeof o->backend);
   get_string(root, "device", o->device, sizeof o->device);
