@@ -1,7 +1,6 @@
 /* The simulation driver of the runtime core: see sim_run.h for the contract. */
 #include "sim/sim_run.h"
 
-#include <gsl/gsl_rng.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -34,7 +33,7 @@ enum ev_kind {
 typedef struct sim_worker {
   int type, node;
   int pending_comm;           /* communications in flight */
-  gsl_rng *rng;
+  hs_rng rng;                 /* its compute jitter stream (core_rng.h), inline */
   double trace_cursor;        /* s, end of the last slice written for this worker */
 } sim_worker;
 
@@ -217,7 +216,7 @@ static int drv_compute(hs_rt_core *c, int w, int batch) {
   double loss = NAN;
   if (s->conv && (rc = conv_rc(s, s->cfg->conv->step(s->conv, w, batch, &loss, &s->core.diag)))) return rc;
   double now = hs_engine_now(s->eng);
-  double dur = predict(s, w, batch) * hs_rng_lognormal_unit(s->w[w].rng, s->spec->jitter_cv);
+  double dur = predict(s, w, batch) * hs_rng_lognormal(&s->w[w].rng, s->spec->jitter_cv);
   x->rec_open = 1;
   x->rec.batch = batch;
   x->rec.step = x->steps;
@@ -547,8 +546,7 @@ static int add_worker(sim *s, int type, int node, double slow, double comm_slow,
   x->type = type;
   x->node = node;
   x->trace_cursor = t;
-  x->rng = hs_rng_stream(s->cfg->seed, (uint64_t)i);
-  if (!x->rng) return fail(s, HS_ENOMEM, "out of memory for worker %d's random stream", i);
+  hs_rng_init(&x->rng, s->cfg->seed, (uint64_t)i);
   int max_batch = hs_sim_max_batch(&s->spec->types[type], s->cfg->param_bytes, s->cfg->act_bytes_per_sample);
   /* A calibrated limit (the first batch that ran out of memory) tightens a derived one; a
    * max_batch written in the cluster file wins. */
@@ -559,12 +557,7 @@ static int add_worker(sim *s, int type, int node, double slow, double comm_slow,
                                 "and optimizer state alone need more memory", s->spec->types[type].name,
                                 s->spec->types[type].memory / 1073741824.0, s->cfg->model)
                          : hs_rt_core_add_worker(&s->core, slow, comm_slow, 0.0, t);
-  if (rc < 0) {
-    /* Not counted in the core's workers, so teardown would not free its stream. */
-    gsl_rng_free(x->rng);
-    x->rng = NULL;
-    return rc;
-  }
+  if (rc < 0) return rc;
   s->core.w[i].max_batch = max_batch;
   s->peers[i] = (hs_netm_peer){.node = node, .comm_slowdown = comm_slow};
   if (s->cfg->trace) {
@@ -689,11 +682,9 @@ static int setup(sim *s, const hs_sim_config *cfg) {
 }
 
 static void teardown(sim *s) {
-  int n = s->core.n;
   hs_rt_core_close(&s->core);
   if (s->conv_ready) s->cfg->conv->fini(s->conv);
   free(s->conv);
-  for (int i = 0; i < n; i++) gsl_rng_free(s->w[i].rng);
   for (int i = 0; i < s->n_ops; i++)
     if (s->ops[i].in_use) op_free(s, i);
   free(s->ops);
