@@ -5,13 +5,15 @@
 # (old, new, old, new, ...), and prints per run the CPU seconds (user + sys, /usr/bin/time), the
 # wall clock, the peak RSS and a hash of the JSON summary without its timing fields (the two
 # builds must print the same one); then the medians. With CALLGRIND=1, also each binary's
-# instruction count (valgrind --tool=callgrind, repeatable where times are not).
+# instruction count (valgrind --tool=callgrind, repeatable where times are not). ITERATIONS=K
+# runs K iterations instead of 1 (issue 21's 1M workers x 100 iterations: ITERATIONS=100).
 # Usage: bench/bench_startup.sh NEW_HETSIM [OLD_HETSIM] [WORKERS=1000000] [REPS=3]
 set -eu
 new=${1:?usage: bench_startup.sh NEW_HETSIM [OLD_HETSIM] [WORKERS] [REPS]}
 old=${2:-}
 n=${3:-1000000}
 reps=${4:-3}
+iters=${ITERATIONS:-1}
 HERE=$(cd "$(dirname "$0")" && pwd)
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
@@ -21,7 +23,7 @@ bins=("$new")
 run() { # binary tag
   rm -f "$T/b.db"*
   /usr/bin/time -f "%U %S %e %M" -o "$T/time" "$1" sim --cluster "$T/c.yaml" --model resnet18 \
-    --policy ssgd --global-batch $((n * 32)) --iterations 1 --store summary --db "$T/b.db" \
+    --policy ssgd --global-batch $((n * 32)) --iterations "$iters" --store summary --db "$T/b.db" \
     --json >"$T/out.json"
   read -r us ss el rss <"$T/time"
   local h
@@ -29,7 +31,7 @@ run() { # binary tag
   echo "$2 cpu_s $(awk -v a="$us" -v b="$ss" 'BEGIN {printf "%.2f", a + b}') user_s $us sys_s $ss wall_s $el peak_rss_mib $((rss / 1024)) json $h" \
     | tee -a "$T/log"
 }
-echo "== $n workers x 1 iteration, $reps alternated runs (load average $(cut -d' ' -f1-3 /proc/loadavg))"
+echo "== $n workers x $iters iteration(s), $reps alternated runs (load average $(cut -d' ' -f1-3 /proc/loadavg))"
 for ((r = 1; r <= reps; r++)); do
   [ -n "$old" ] && run "$old" old
   run "$new" new
@@ -45,7 +47,7 @@ if [ "${CALLGRIND:-0}" = 1 ]; then
   for b in "${bins[@]}"; do
     rm -f "$T/b.db"*
     valgrind --tool=callgrind --callgrind-out-file="$T/cg.out" "$b" sim --cluster "$T/c.yaml" \
-      --model resnet18 --policy ssgd --global-batch $((n * 32)) --iterations 1 --store summary \
+      --model resnet18 --policy ssgd --global-batch $((n * 32)) --iterations "$iters" --store summary \
       --db "$T/b.db" >/dev/null 2>"$T/cg.err"
     echo "$b: $(grep -o 'Collected : [0-9]*' "$T/cg.err" | cut -d' ' -f3) instructions"
     callgrind_annotate --inclusive=yes "$T/cg.out" 2>/dev/null |

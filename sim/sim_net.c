@@ -37,7 +37,8 @@ double hs_netm_ring_time(hs_netm *net, const hs_netm_peer *peers, const int *ws,
   if (n <= 1) return 0.0;
   double worst = 0.0;
   for (int k = 0; k < n; k++) {
-    hs_link_spec l = hs_netm_link(net, &peers[ws[k]], &peers[ws[(k + 1) % n]]);
+    /* The next peer on the ring, without a division per participant. */
+    hs_link_spec l = hs_netm_link(net, &peers[ws[k]], &peers[ws[k + 1 < n ? k + 1 : 0]]);
     double step = l.latency + m / ((double)n * l.bandwidth);
     if (step > worst) worst = step;
   }

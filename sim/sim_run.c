@@ -1,7 +1,6 @@
 /* The simulation driver of the runtime core: see sim_run.h for the contract. */
 #include "sim/sim_run.h"
 
-#include <gsl/gsl_rng.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -34,7 +33,7 @@ enum ev_kind {
 typedef struct sim_worker {
   int type, node;
   int pending_comm;           /* communications in flight */
-  gsl_rng *rng;
+  hs_rng rng;                 /* its compute jitter stream (core_rng.h), inline */
   double trace_cursor;        /* s, end of the last slice written for this worker */
 } sim_worker;
 
@@ -110,6 +109,11 @@ static double predict(const sim *s, int w, int batch) {
 
 /* --- schedule helpers ------------------------------------------------------------------- */
 
+/* The simulated now: the time of the event being handled, which the event loop writes into
+ * core.clock before it dispatches the event (and 0 before the first, as the engine's clock);
+ * one load where hs_engine_now is a call. */
+static inline double now_of(const sim *s) { return s->core.clock; }
+
 static int at(sim *s, double t, uint32_t kind, uint32_t worker, int64_t arg) {
   return hs_engine_schedule(s->eng, t, kind, worker, arg, &s->core.diag);
 }
@@ -160,7 +164,7 @@ static void trace_slice(sim *s, int w, const char *name, const char *cat, double
 /* --- policy callbacks ------------------------------------------------------------------- */
 
 static int deliver_comm(sim *s, hs_comm_kind kind, int w, double start, int stale, uint64_t tag) {
-  return hs_rt_core_comm_done(&s->core, kind, w, start, hs_engine_now(s->eng), stale, tag);
+  return hs_rt_core_comm_done(&s->core, kind, w, start, now_of(s), stale, tag);
 }
 
 /* --- convergence ------------------------------------------------------------------------- */
@@ -198,7 +202,7 @@ static int drv_snapshot(hs_rt_core *c, double now) { return conv_eval(S(c), now)
 
 /* One update of the global model (the core counts it, asks for an evaluation when one is due
  * and checks the stop conditions; the time limit is the event loop's). */
-static int global_update(sim *s) { return hs_rt_core_update(&s->core, hs_engine_now(s->eng)); }
+static int global_update(sim *s) { return hs_rt_core_update(&s->core, now_of(s)); }
 
 /* --- the driver table (rt_core.h): what the core asks of the simulator --------------------- */
 
@@ -216,8 +220,10 @@ static int drv_compute(hs_rt_core *c, int w, int batch) {
   if ((rc = hs_rt_core_flush(c, w))) return rc;
   double loss = NAN;
   if (s->conv && (rc = conv_rc(s, s->cfg->conv->step(s->conv, w, batch, &loss, &s->core.diag)))) return rc;
-  double now = hs_engine_now(s->eng);
-  double dur = predict(s, w, batch) * hs_rng_lognormal_unit(s->w[w].rng, s->spec->jitter_cv);
+  double now = now_of(s);
+  /* Without jitter (cv 0) the factor is exactly 1 and draws nothing: skip the call. */
+  double dur = predict(s, w, batch);
+  if (s->spec->jitter_cv != 0) dur *= hs_rng_lognormal(&s->w[w].rng, s->spec->jitter_cv);
   x->rec_open = 1;
   x->rec.batch = batch;
   x->rec.step = x->steps;
@@ -276,7 +282,7 @@ static int drv_allreduce(hs_rt_core *c, const int *ws, int n, const double *weig
   op->tag = o->tag;
   op->n = n;
   op->bytes = op_bytes(s, o);
-  op->start = hs_engine_now(s->eng);
+  op->start = now_of(s);
   op->ws = malloc((size_t)n * sizeof *op->ws);
   int overlap = o->overlap && o->what == HS_COMM_GRAD;
   double bucket = o->bucket_bytes > 0 ? o->bucket_bytes : 25.0 * 1024 * 1024;
@@ -337,7 +343,7 @@ static int start_flow(sim *s, hs_comm_kind kind, int w, const hs_comm_opts *o) {
   op->worker = w;
   op->step = s->core.w[w].rec.step;
   op->tag = o->tag;
-  op->start = hs_engine_now(s->eng);
+  op->start = now_of(s);
   /* Models travel uncompressed; gradients may be compressed. */
   op->bytes = kind == HS_OP_PULL ? s->cfg->grad_bytes : op_bytes(s, o);
   op->version = kind == HS_OP_PULL ? s->core.version : (uint64_t)s->core.w[w].rec.model_version;
@@ -361,7 +367,7 @@ static int drv_apply(hs_rt_core *c, const hs_comm_opts *o) {
   op->kind = HS_OP_APPLY;
   op->worker = -1;
   op->tag = o->tag;
-  op->start = hs_engine_now(s->eng);
+  op->start = now_of(s);
   double t = (s->server_free > op->start ? s->server_free : op->start) + s->spec->ps.update_time;
   s->server_free = t;
   hs_conv_op co = {.kind = HS_OP_APPLY, .what = o->what, .worker = -1};
@@ -409,8 +415,8 @@ static const hs_rt_driver sim_driver = {
 
 static int on_compute_done(sim *s, int w) {
   hs_rt_worker *x = &s->core.w[w];
-  double now = hs_engine_now(s->eng); /* the step's compute end: the event's time */
-  trace_slice(s, w, "compute", "compute", x->rec.start_s, now);
+  double now = now_of(s); /* the step's compute end: the event's time */
+  if (s->cfg->trace) trace_slice(s, w, "compute", "compute", x->rec.start_s, now);
   return hs_rt_core_compute_done(&s->core, w, x->rec.batch, x->rec.start_s, now, x->rec.loss);
 }
 
@@ -427,7 +433,7 @@ static double exposed(const sim_op *op, double cend) {
 
 static int on_coll_done(sim *s, int id) {
   sim_op *op = &s->ops[id];
-  double now = hs_engine_now(s->eng);
+  double now = now_of(s);
   double first = op->bstart[0];
   int rc = conv_end(s, id, 0);
   if (rc || (rc = global_update(s))) return rc;
@@ -447,7 +453,7 @@ static int on_coll_done(sim *s, int id) {
 }
 
 static int link_reschedule(sim *s, int l) {
-  double now = hs_engine_now(s->eng);
+  double now = now_of(s);
   double t = hs_shared_link_rates(&s->link[l], now);
   if (!isfinite(t)) return 0;
   return at(s, t, EV_LINK, (uint32_t)l, (int64_t)s->link[l].epoch);
@@ -456,7 +462,7 @@ static int link_reschedule(sim *s, int l) {
 static int on_flow_start(sim *s, int id) {
   sim_op *op = &s->ops[id];
   int l = op->kind == HS_OP_PUSH ? 0 : 1;
-  double now = hs_engine_now(s->eng);
+  double now = now_of(s);
   /* The worker's side of the transfer: the network, slowed by its comm_slowdown. */
   double cap = s->spec->network.bandwidth / s->peers[op->worker].comm_slowdown;
   hs_shared_link_advance(&s->link[l], now);
@@ -470,7 +476,7 @@ static int flow_done(sim *s, int id) {
   sim_op *op = &s->ops[id];
   int w = op->worker;
   hs_rt_worker *x = &s->core.w[w];
-  double now = hs_engine_now(s->eng);
+  double now = now_of(s);
   double t = now - op->start;
   x->comm += t;
   if (x->rec_open && x->rec.step == op->step) x->rec_comm += t;
@@ -496,7 +502,7 @@ static int flow_done(sim *s, int id) {
 
 static int on_link(sim *s, int l, uint64_t epoch) {
   if (epoch != s->link[l].epoch) return 0; /* the rates changed since; a newer event stands */
-  double now = hs_engine_now(s->eng);
+  double now = now_of(s);
   hs_shared_link_advance(&s->link[l], now);
   int64_t done[64];
   int got, rc;
@@ -524,7 +530,7 @@ static int on_apply(sim *s, uint32_t worker, int id) {
   if ((rc = conv_end(s, id, stale)) || (rc = global_update(s))) return rc;
   s->w[w].pending_comm--;
   if (x->rec_open && x->rec.step == op->step) {
-    x->rec.comm_end_s = hs_engine_now(s->eng);
+    x->rec.comm_end_s = now_of(s);
     x->rec.staleness = stale;
   }
   op_free(s, id);
@@ -547,8 +553,7 @@ static int add_worker(sim *s, int type, int node, double slow, double comm_slow,
   x->type = type;
   x->node = node;
   x->trace_cursor = t;
-  x->rng = hs_rng_stream(s->cfg->seed, (uint64_t)i);
-  if (!x->rng) return fail(s, HS_ENOMEM, "out of memory for worker %d's random stream", i);
+  hs_rng_init(&x->rng, s->cfg->seed, (uint64_t)i);
   int max_batch = hs_sim_max_batch(&s->spec->types[type], s->cfg->param_bytes, s->cfg->act_bytes_per_sample);
   /* A calibrated limit (the first batch that ran out of memory) tightens a derived one; a
    * max_batch written in the cluster file wins. */
@@ -559,12 +564,7 @@ static int add_worker(sim *s, int type, int node, double slow, double comm_slow,
                                 "and optimizer state alone need more memory", s->spec->types[type].name,
                                 s->spec->types[type].memory / 1073741824.0, s->cfg->model)
                          : hs_rt_core_add_worker(&s->core, slow, comm_slow, 0.0, t);
-  if (rc < 0) {
-    /* Not counted in the core's workers, so teardown would not free its stream. */
-    gsl_rng_free(x->rng);
-    x->rng = NULL;
-    return rc;
-  }
+  if (rc < 0) return rc;
   s->core.w[i].max_batch = max_batch;
   s->peers[i] = (hs_netm_peer){.node = node, .comm_slowdown = comm_slow};
   if (s->cfg->trace) {
@@ -578,7 +578,7 @@ static int add_worker(sim *s, int type, int node, double slow, double comm_slow,
 /* A join event: the newcomer first fetches the current model over the network. */
 static int drv_join(hs_rt_core *c, const hs_event_spec *e) {
   sim *s = S(c);
-  double now = hs_engine_now(s->eng);
+  double now = now_of(s);
   int w = add_worker(s, e->type, e->node, 1.0, 1.0, now);
   if (w < 0) return w;
   s->core.w[w].joining = 1;
@@ -590,7 +590,7 @@ static int on_join_ready(sim *s, int w) {
   if (!s->core.w[w].joining) return 0; /* it left before it was ready */
   int rc;
   if (s->conv && (rc = conv_rc(s, s->cfg->conv->add_worker(s->conv, w, &s->core.diag)))) return rc;
-  return hs_rt_core_joined(&s->core, w, hs_engine_now(s->eng));
+  return hs_rt_core_joined(&s->core, w, now_of(s));
 }
 
 static int dispatch(sim *s, const hs_event *ev) {
@@ -689,11 +689,9 @@ static int setup(sim *s, const hs_sim_config *cfg) {
 }
 
 static void teardown(sim *s) {
-  int n = s->core.n;
   hs_rt_core_close(&s->core);
   if (s->conv_ready) s->cfg->conv->fini(s->conv);
   free(s->conv);
-  for (int i = 0; i < n; i++) gsl_rng_free(s->w[i].rng);
   for (int i = 0; i < s->n_ops; i++)
     if (s->ops[i].in_use) op_free(s, i);
   free(s->ops);

@@ -364,6 +364,43 @@ static void test_determinism(void) {
   }
 }
 
+/* Each worker's compute jitter comes from its own stream of the run's seed (core_rng.h): the
+ * step times of worker w are the model's times scaled by the draws of hs_rng_stream(seed, w)
+ * with hs_rng_lognormal_unit, in step order, whatever the other workers draw. */
+static void test_jitter_streams(void) {
+  static const char *jit =
+      "name: jit\n"
+      "network: {bandwidth: 10Gbps, latency: 20us}\n"
+      "device_types:\n"
+      "  g: {compute: {t0: 10ms, per_sample: 1ms}}\n"
+      "nodes:\n"
+      "  - {name: n0, devices: [{type: g, count: 6}]}\n"
+      "jitter: {cv: 0.3}\n";
+  const char *pols[] = {"ssgd", "asp"};
+  for (int p = 0; p < 2; p++) {
+    run r;
+    simulate(&r, jit, pols[p], 60, 30, 0, 42);
+    ASSERT_EQ(r.rc, 0);
+    int checked = 0;
+    for (int w = 0; w < 6; w++) {
+      const hs_step_row *mine[64];
+      int n = worker_rows(&r, w, mine, 64);
+      ASSERT(n >= 1);
+      gsl_rng *g = hs_rng_stream(42, (uint64_t)w);
+      ASSERT(g != NULL);
+      for (int i = 0; i < n; i++) {
+        ASSERT_EQ(mine[i]->step, (int64_t)i);
+        double want = (0.010 + 0.001 * mine[i]->batch) * hs_rng_lognormal_unit(g, 0.3);
+        ASSERT_NEAR(mine[i]->compute_end_s - mine[i]->start_s, want, 1e-12);
+        checked++;
+      }
+      gsl_rng_free(g);
+    }
+    ASSERT(checked >= 30);
+    run_free(&r);
+  }
+}
+
 static void test_join_and_leave(void) {
   static const char *dyn =
       "name: dyn\n"
@@ -527,6 +564,7 @@ static const hs_test_case cases[] = {
     {"ssp_s0_equals_bsp", test_ssp_s0_equals_bsp},
     {"localsgd_rounds", test_localsgd_rounds},
     {"determinism", test_determinism},
+    {"jitter_streams", test_jitter_streams},
     {"join_and_leave", test_join_and_leave},
     {"memory_limit", test_memory_limit},
     {"collective_costs_linear_events", test_collective_costs_linear_events},
