@@ -853,6 +853,14 @@ static void op_release(crd *s, cop *op) {
   free(op);
 }
 
+/* A pull is done when both its ends have reported, in either order: the worker holds the model
+ * and the server said which version it sent. Only then is the policy told, so that the worker's
+ * version it reads, and the next step's record, are the version pulled. */
+static void pull_done(crd *s, const cop *op) {
+  s->core.w[op->worker].version = op->version;
+  deliver(s, HS_OP_PULL, op->worker, op->start, 0, op->tag);
+}
+
 /* A report of the parameter server (rank 0's server thread). */
 static void handle_server(crd *s, const cmsg *m) {
   if (s->srv_outstanding < 1) {
@@ -881,7 +889,7 @@ static void handle_server(crd *s, const cmsg *m) {
   } else if (op->kind == HS_OP_PULL) {
     op->version = s->core.version; /* the server sent the model after every update reported before */
     op->got_server = 1;
-    if (op->got_worker) s->core.w[op->worker].version = op->version;
+    if (op->got_worker) pull_done(s, op);
   } else if (op->kind == HS_OP_APPLY) {
     on_iteration(s, op);
     deliver(s, HS_OP_APPLY, -1, op->start, 0, op->tag);
@@ -938,8 +946,7 @@ static void handle(crd *s, int chan, const cmsg *m, const char *payload) {
     }
   } else if (m->kind == R_PULL) {
     op->got_worker = 1;
-    if (op->got_server) x->version = op->version;
-    deliver(s, HS_OP_PULL, w, op->start, 0, op->tag);
+    if (op->got_server) pull_done(s, op);
   }
   op_release(s, op);
 }
