@@ -46,7 +46,7 @@ typedef struct cmsg {
 #define MAX_PAYLOAD (1 << 20)
 
 static int send_msg(int fd, const cmsg *m, const void *payload, double timeout) {
-  double dl = hs_rank_mono() + timeout;
+  double dl = hs_real_mono() + timeout;
   if (hs_rank_write(fd, m, sizeof *m, dl, -1)) return -1;
   if (m->len > 0 && hs_rank_write(fd, payload, (size_t)m->len, dl, -1)) return -1;
   return 0;
@@ -61,7 +61,7 @@ static int recv_msg(int fd, cmsg *m, void **payload, double deadline, int abort_
   if (m->len == 0) return 0;
   char *p = malloc((size_t)m->len + 1);
   if (!p) return -1;
-  if ((r = hs_rank_read(fd, p, (size_t)m->len, hs_rank_mono() + 60, abort_fd))) {
+  if ((r = hs_rank_read(fd, p, (size_t)m->len, hs_real_mono() + 60, abort_fd))) {
     free(p);
     return r;
   }
@@ -130,18 +130,18 @@ static void *reader_main(void *p) {
   exec *e = p;
   /* Until rank 0's first word, rank 0 may still be waiting for the other ranks' start-up, which
    * it bounds by 2 * timeout + 60 s (await_ready); after it, rank 0 beats every beat_interval. */
-  double heard = hs_rank_mono(), sent = heard, bound = 2 * e->timeout + 60, hb = beat_interval(e->timeout);
+  double heard = hs_real_mono(), sent = heard, bound = 2 * e->timeout + 60, hb = beat_interval(e->timeout);
   for (;;) {
     cmsg m;
     void *pl = NULL;
     int r;
     /* Beat by the clock, not by a quiet poll: rank 0's own beats must not keep a rank in a long
      * step from beating. */
-    double now = hs_rank_mono();
+    double now = hs_real_mono();
     if (e->rank != 0 && now - sent >= hb) {
       cmsg beat = {.kind = R_BEAT, .worker = e->worker};
       (void)exec_send(e, &beat, NULL); /* a failure shows as silence or a closed connection */
-      sent = now = hs_rank_mono();
+      sent = now = hs_real_mono();
     }
     if (e->rank != 0 && now - heard > bound) {
       r = -2;
@@ -156,9 +156,9 @@ static void *reader_main(void *p) {
       if (pr < 0 || (pf[1].revents & POLLIN)) {
         r = -3;
       } else {
-        r = recv_msg(e->fd, &m, &pl, hs_rank_mono() + e->timeout, e->wake[0]);
+        r = recv_msg(e->fd, &m, &pl, hs_real_mono() + e->timeout, e->wake[0]);
         if (!r) {
-          heard = hs_rank_mono();
+          heard = hs_real_mono();
           bound = e->timeout;
           if (m.kind == C_BEAT) continue;
         }
@@ -271,7 +271,7 @@ static int do_allreduce(exec *e, const cmd *c, double *dur, hs_diag *d) {
   memcpy(ranks, (const char *)c->payload + (size_t)n * sizeof(double), (size_t)n * sizeof(int32_t));
   const hs_real_comm_ops *cm = e->cfg->comm;
   int grad = c->m.what == HS_COMM_GRAD;
-  double t0 = hs_rank_mono();
+  double t0 = hs_real_mono();
   float *buf = grad ? hs_net_grads(e->tw.net) : hs_net_params(e->tw.net);
   int rc = cm->allreduce(e->comm, c->m.op, e->rank, buf, e->P, ranks, n, wts, d);
   if (rc) return rc;
@@ -283,7 +283,7 @@ static int do_allreduce(exec *e, const cmd *c, double *dur, hs_diag *d) {
   hs_runtime_model_allreduced(&e->gm, grad ? HS_COMM_GRAD : HS_COMM_MODEL, red, c->m.lr, NULL);
   if ((rc = hs_net_set_params(e->tw.net, e->gm.global, d))) return rc;
   if (c->m.snapshot && (rc = keep_snapshot(e, c->m.op, d))) return rc;
-  *dur = hs_rank_mono() - t0;
+  *dur = hs_real_mono() - t0;
   return 0;
 }
 
@@ -298,20 +298,20 @@ static int do_push(exec *e, const cmd *c, double *dur, hs_diag *d) {
     if (!rc) hs_runtime_model_delta(e->host, e->host, e->base, e->P);
   }
   if (rc) return rc;
-  double t0 = hs_rank_mono();
+  double t0 = hs_real_mono();
   rc = e->cfg->comm->send(e->comm, e->rank, 0, c->m.op, e->host, e->P, d);
-  *dur = hs_rank_mono() - t0;
+  *dur = hs_real_mono() - t0;
   return rc;
 }
 
 /* Worker: takes the global model from the server. */
 static int do_pull(exec *e, const cmd *c, double *dur, hs_diag *d) {
-  double t0 = hs_rank_mono();
+  double t0 = hs_real_mono();
   int rc = e->cfg->comm->recv(e->comm, e->rank, 0, c->m.op, e->host, e->P, d);
   if (!rc) rc = hs_net_set_params(e->tw.net, e->host, d);
   if (rc) return rc;
   memcpy(e->base, e->host, (size_t)e->P * sizeof *e->base);
-  *dur = hs_rank_mono() - t0;
+  *dur = hs_real_mono() - t0;
   return 0;
 }
 
@@ -342,14 +342,14 @@ static int execute(exec *e, const cmd *c, cmsg *rep, hs_diag *d) {
   }
   switch (c->m.kind) {
   case C_COMPUTE: {
-    double loss = NAN, t0 = hs_rank_mono();
+    double loss = NAN, t0 = hs_real_mono();
     int rc = hs_real_worker_step(&e->tw, e->cfg->train, c->m.batch, &loss, d);
     if (rc) return rc;
     double slow = c->m.slowdown > 1 ? c->m.slowdown : 1.0;
-    if ((rc = hs_real_sleep(slow, (slow - 1.0) * (hs_rank_mono() - t0), e->timeout, exec_stopped, e, d)))
+    if ((rc = hs_real_sleep(slow, (slow - 1.0) * (hs_real_mono() - t0), e->timeout, exec_stopped, e, d)))
       return rc; /* as real_run.h */
     rep->kind = R_COMPUTE;
-    rep->dur = hs_rank_mono() - t0;
+    rep->dur = hs_real_mono() - t0;
     rep->loss = loss;
     return 0;
   }
@@ -497,17 +497,11 @@ static void *exec_thread(void *p) {
   return NULL;
 }
 
-/* --- the coordinator (rank 0) ----------------------------------------------------------------- */
+/* --- the coordinator (rank 0): the ranks' driver of the runtime core (rt_core.h) ------------ */
 
+/* What the coordinator keeps of a worker beside the core's worker table. */
 typedef struct cworker {
-  double slowdown, lr;
-  int active, computing, last_batch, initial_batch, outstanding;
-  uint64_t version;
-  int rec_open;
-  hs_step_row rec;
-  double rec_comm, prev_end;
-  int64_t steps, samples;
-  double busy, comm;
+  int outstanding; /* commands the worker has not reported yet */
 } cworker;
 
 typedef struct cop {
@@ -522,67 +516,56 @@ typedef struct cop {
 } cop;
 
 typedef struct crd {
-  hs_runtime rt; /* first member: the policy sees only this */
+  hs_rt_core core;         /* first member: the runtime core (the policy sees its hs_runtime) */
   const hs_real_config *cfg;
-  hs_diag diag;
   int n, off, world;       /* off: 1 when rank 0 is the parameter server; world = n + off */
   int *fds;                /* fds[r]: the control socket of rank r (rank 0: the socket pair) */
   int srv_outstanding;     /* commands the server has not reported yet */
   double timeout;
-  cworker *w;
+  cworker *w;              /* beside the core's worker table */
   exec *x0;
   int64_t P;
-  uint64_t version, next_op, seq;
-  int64_t iterations, samples, last_eval;
-  double samples_target, t0, end, global_lr;
-  int done, failed, stalled, interrupted;
-  void *pstate;
+  uint64_t next_op, seq;
+  uint64_t cur_op;         /* the operation whose update the core is counting (drv_snapshot) */
+  double t0, global_lr;
+  int failed, stalled, interrupted;
   cop *ops;
   hs_runtime_timers timers;
   hs_net *eval_net;
   snap *evals, *evals_tail; /* models waiting for their evaluation, in order */
   int64_t eval_bytes;
-  double last_loss, last_acc, target_time, probe_t0, probe_k;
+  double probe_t0, probe_k;
 } crd;
 
-static crd *C(hs_runtime *rt) { return (crd *)rt; }
-static double now_of(const crd *s) { return hs_rank_mono() - s->t0; }
+static crd *R(hs_rt_core *c) { return (crd *)c; }
+static double now_of(const crd *s) { return hs_real_mono() - s->t0; }
 
+/* Records the first failure and ends the run; returns code. */
 static int cfail(crd *s, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static int cfail(crd *s, int code, const char *fmt, ...) {
   if (!s->failed) {
     va_list ap;
     va_start(ap, fmt);
-    hs_diag_vset(&s->diag, code, fmt, ap);
+    hs_diag_vset(&s->core.diag, code, fmt, ap);
     va_end(ap);
     s->failed = 1;
   }
-  if (!s->done) {
-    s->done = 1;
-    s->end = now_of(s);
-  }
+  hs_rt_core_stop(&s->core, now_of(s));
   return code;
 }
 
-/* Fails the run with the message that a check of pol_runtime.h left in d (rc != 0); returns 0
- * for rc == 0. */
-static int cfail_check(crd *s, int rc, const hs_diag *d) { return rc ? cfail(s, rc, "%s", d->msg) : 0; }
+static void finish(crd *s) { hs_rt_core_stop(&s->core, now_of(s)); }
 
-static void finish(crd *s) {
-  if (!s->done) {
-    s->done = 1;
-    s->end = now_of(s);
+/* After a call into the core: a failure (rc != 0, the message in the core's diag) fails the
+ * run; a stop condition the core reached has marked it done. Returns rc. */
+static int settle(crd *s, int rc) {
+  if (rc) {
+    if (!s->failed) {
+      s->failed = 1;
+      s->core.diag.code = rc;
+    }
+    finish(s);
   }
-}
-
-static int policy_rc(crd *s, int rc) {
-  if (rc >= 0) return 0;
-  if (!s->failed) {
-    hs_runtime_policy_failed(&s->diag, s->cfg->policy->name, rc);
-    s->diag.code = rc;
-    s->failed = 1;
-  }
-  finish(s);
   return rc;
 }
 
@@ -610,8 +593,8 @@ static cop *op_new(crd *s, hs_comm_kind kind, const hs_comm_opts *o, int left) {
   }
   op->id = ++s->next_op;
   op->kind = kind;
-  op->tag = o ? o->tag : 0;
-  op->ps_mode = o ? (int)o->ps_mode : HS_PS_APPLY;
+  op->tag = o->tag;
+  op->ps_mode = (int)o->ps_mode;
   op->left = left;
   op->worker = -1;
   op->start = now_of(s);
@@ -620,94 +603,41 @@ static cop *op_new(crd *s, hs_comm_kind kind, const hs_comm_opts *o, int left) {
   return op;
 }
 
-/* Whether the global update that operation seq makes is evaluated. */
+/* Whether the global update that operation seq makes is evaluated: rank 0's replica is then
+ * kept at it (the executor's snapshot), for drv_snapshot to find when the core counts it. */
 static int snapshot_due(const crd *s, uint64_t seq) {
-  const hs_real_config *c = s->cfg;
-  return c->test && c->eval_every > 0 && (int64_t)seq % c->eval_every == 0;
+  return s->core.eval_every > 0 && (int64_t)seq % s->core.eval_every == 0;
 }
 
-static int flush_record(crd *s, int w) {
-  cworker *x = &s->w[w];
-  if (!x->rec_open) return 0;
-  x->rec_open = 0;
-  hs_step_row row = x->rec;
-  hs_runtime_close_row(&row, &x->prev_end, x->rec_comm);
-  if (!s->cfg->sink) return 0;
-  hs_diag d = {0};
-  int rc = s->cfg->sink(s->cfg->sink_ctx, &row, &d);
-  if (rc) cfail(s, rc, "%s", d.msg[0] ? d.msg : "could not store a step");
-  return rc;
+static int flush_record(crd *s, int w) { return settle(s, hs_rt_core_flush(&s->core, w)); }
+
+/* --- the driver table (rt_core.h): what the core asks of the ranks (coordinator thread) ---- */
+
+static double drv_now(hs_rt_core *c) { return now_of(R(c)); }
+static double drv_predict(hs_rt_core *c, int w, int batch) {
+  crd *s = R(c);
+  return hs_runtime_predict(s->cfg->perf, s->probe_t0, s->probe_k, c->w[w].slowdown, batch);
 }
 
-/* runtime operations (coordinator thread) */
-static double rt_now(hs_runtime *rt) { return now_of(C(rt)); }
-static int rt_n_workers(hs_runtime *rt) { return C(rt)->n; }
-static int rt_active(hs_runtime *rt, int w) { return w >= 0 && w < C(rt)->n && C(rt)->w[w].active; }
-static int64_t rt_global_batch(hs_runtime *rt) { return C(rt)->cfg->global_batch; }
-static double rt_predict(hs_runtime *rt, int w, int batch) {
-  crd *s = C(rt);
-  return w >= 0 && w < s->n ? hs_runtime_predict(s->cfg->perf, s->probe_t0, s->probe_k, s->w[w].slowdown, batch)
-                            : NAN;
-}
-static uint64_t rt_version(hs_runtime *rt) { return C(rt)->version; }
-static uint64_t rt_worker_version(hs_runtime *rt, int w) {
-  crd *s = C(rt);
-  return w >= 0 && w < s->n ? s->w[w].version : 0;
-}
-static uint64_t rt_seed(hs_runtime *rt) { return C(rt)->cfg->seed; }
-static hs_diag *rt_diag(hs_runtime *rt) { return &C(rt)->diag; }
-
-static int check_worker(crd *s, int w, const char *what) {
-  hs_diag d;
-  return cfail_check(s, hs_runtime_check_worker(&d, s->cfg->policy->name, what, w, s->n), &d);
+static int drv_compute(hs_rt_core *c, int w, int batch) {
+  hs_rt_worker *x = &c->w[w];
+  cmsg m = {.kind = C_COMPUTE, .batch = batch, .tag = x->cur_tag, .slowdown = x->slowdown};
+  return send_cmd(R(c), w, &m, NULL);
 }
 
-static int rt_compute(hs_runtime *rt, int w, int batch, uint64_t tag) {
-  crd *s = C(rt);
-  int rc = check_worker(s, w, "compute");
-  if (rc) return rc;
-  cworker *x = &s->w[w];
-  hs_diag d; /* every worker stays active here: join and leave events are refused at the start */
-  if ((rc = hs_runtime_check_compute(&d, s->cfg->policy->name, w, x->active, x->computing, batch)))
-    return cfail_check(s, rc, &d);
-  x->computing = 1;
-  x->last_batch = batch;
-  if (!x->initial_batch) x->initial_batch = batch;
-  cmsg m = {.kind = C_COMPUTE, .batch = batch, .tag = tag, .slowdown = x->slowdown};
-  return send_cmd(s, w, &m, NULL);
+static int drv_local_update(hs_rt_core *c, int w) {
+  cmsg m = {.kind = C_LOCAL, .lr = c->w[w].lr};
+  return send_cmd(R(c), w, &m, NULL);
 }
 
-static int rt_local_update(hs_runtime *rt, int w) {
-  crd *s = C(rt);
-  int rc = check_worker(s, w, "local update");
-  if (rc) return rc;
-  cmsg m = {.kind = C_LOCAL, .lr = s->w[w].lr};
-  return send_cmd(s, w, &m, NULL);
-}
-
-/* What this runtime cannot do (HS_REAL_RANKS_CAPS), asked of a communication: 0, or the run
- * fails with HS_EUNSUPPORTED. */
-static int check_opts(crd *s, const hs_comm_opts *o, int allreduce) {
-  const char *what = NULL;
-  if (!o) return 0;
-  if (o->compressor && o->ratio > 0) what = "compression";
-  else if (allreduce && o->overlap && o->what == HS_COMM_GRAD) what = "overlapped all-reduce";
-  else if (allreduce && o->algo == HS_AR_HIER) what = "hierarchical all-reduce";
-  if (!what) return 0;
-  return cfail(s, HS_EUNSUPPORTED, "policy %s: %s is not supported by the multi-process real runtime",
-               s->cfg->policy->name, what);
-}
-
-static int rt_allreduce(hs_runtime *rt, const int *ws, int n, const double *weights, const hs_comm_opts *o) {
-  crd *s = C(rt);
-  if (check_opts(s, o, 1)) return HS_EUNSUPPORTED;
+/* Every all-reduce covers every worker (a subset is refused by the core: no HS_CAP_SUBSET), so
+ * they complete in issue order and the replicas are the global model. */
+static int drv_allreduce(hs_rt_core *c, const int *ws, int n, const double *weights, const hs_comm_opts *o) {
+  crd *s = R(c);
+  const char *name = s->cfg->policy->name;
   if (s->off)
     return cfail(s, HS_EUNSUPPORTED, "policy %s: all-reduce in a run with a parameter-server rank: not supported yet "
-                 "in the multi-process runtime (start one process per worker, without --server-rank)",
-                 s->cfg->policy->name);
-  if (n != s->n)
-    return cfail(s, HS_EUNSUPPORTED, "policy %s: an all-reduce over %d of the %d workers: all-reduces over a subset "
-                 "of the workers are not supported yet in the multi-process runtime", s->cfg->policy->name, n, s->n);
+                 "in the multi-process runtime (start one process per worker, without --server-rank)", name);
   char *seen = calloc((size_t)s->n, 1);
   size_t bytes = (size_t)n * (sizeof(double) + sizeof(int32_t));
   char *pl = malloc(bytes);
@@ -720,14 +650,8 @@ static int rt_allreduce(hs_runtime *rt, const int *ws, int n, const double *weig
   int32_t rk[HS_RANK_MAX_WORLD];
   int rc = 0;
   for (int i = 0; i < n && !rc; i++) {
-    if ((rc = check_worker(s, ws[i], "all-reduce"))) break;
-    if (seen[ws[i]]++)
-      rc = cfail(s, HS_ERUNTIME, "policy %s: worker %d twice in one all-reduce", s->cfg->policy->name, ws[i]);
-    double v = weights ? weights[i] : (double)s->w[ws[i]].last_batch;
-    hs_diag d;
-    int bad = hs_runtime_check_weight(&d, s->cfg->policy->name, i, v);
-    if (bad) rc = cfail_check(s, bad, &d);
-    wts[i] = v;
+    if (seen[ws[i]]++) rc = cfail(s, HS_ERUNTIME, "policy %s: worker %d twice in one all-reduce", name, ws[i]);
+    wts[i] = weights ? weights[i] : (double)c->w[ws[i]].last_batch;
     rk[i] = ws[i];
   }
   free(seen);
@@ -742,10 +666,10 @@ static int rt_allreduce(hs_runtime *rt, const int *ws, int n, const double *weig
     free(pl);
     return HS_ENOMEM;
   }
-  op->seq = ++s->seq; /* every all-reduce covers every worker: they complete in issue order */
+  op->seq = ++s->seq;
   int snapshot = snapshot_due(s, op->seq);
-  cmsg m = {.kind = C_ALLREDUCE, .what = o ? (int32_t)o->what : HS_COMM_GRAD, .n = n, .op = op->id,
-            .lr = s->w[ws[0]].lr, .len = (int32_t)bytes};
+  cmsg m = {.kind = C_ALLREDUCE, .what = (int32_t)o->what, .n = n, .op = op->id, .lr = c->w[ws[0]].lr,
+            .len = (int32_t)bytes};
   for (int i = 0; i < n && !rc; i++) {
     m.snapshot = ws[i] == 0 && snapshot;
     rc = send_cmd(s, ws[i], &m, pl);
@@ -761,99 +685,106 @@ static int no_server(crd *s, const char *what) {
 
 /* The server lane of real_run.c, on rank 0's server thread: the worker sends, the server takes
  * it in the order the policy issued its operations. */
-static int rt_push(hs_runtime *rt, int w, const hs_comm_opts *o) {
-  crd *s = C(rt);
+static int drv_push(hs_rt_core *c, int w, const hs_comm_opts *o) {
+  crd *s = R(c);
   if (!s->off) return no_server(s, "push");
-  if (check_opts(s, o, 0)) return HS_EUNSUPPORTED;
-  int rc = check_worker(s, w, "push");
-  if (rc) return rc;
   cop *op = op_new(s, HS_OP_PUSH, o, 2);
   if (!op) return HS_ENOMEM;
-  cworker *x = &s->w[w];
+  hs_rt_worker *x = &c->w[w];
   op->worker = w;
   op->version = x->version;
   op->step = x->steps;
   if (op->ps_mode == HS_PS_APPLY) op->seq = ++s->seq;
-  hs_comm_what what = o ? o->what : HS_COMM_GRAD;
-  cmsg m = {.kind = C_PUSH, .what = (int32_t)what, .op = op->id};
-  cmsg sm = {.kind = S_PUSH, .what = (int32_t)what, .op = op->id, .peer = w + s->off, .ps_mode = op->ps_mode,
-             .lr = x->lr, .weight = o && o->weight > 0 ? o->weight : 1.0,
-             .batch = x->last_batch > 0 ? x->last_batch : 1, .snapshot = op->seq && snapshot_due(s, op->seq)};
-  if ((rc = send_cmd(s, w, &m, NULL))) return rc;
-  return send_srv(s, &sm);
+  cmsg m = {.kind = C_PUSH, .what = (int32_t)o->what, .op = op->id};
+  cmsg sm = {.kind = S_PUSH, .what = (int32_t)o->what, .op = op->id, .peer = w + s->off, .ps_mode = op->ps_mode,
+             .lr = x->lr, .weight = o->weight > 0 ? o->weight : 1.0, .batch = x->last_batch > 0 ? x->last_batch : 1,
+             .snapshot = op->seq && snapshot_due(s, op->seq)};
+  int rc = send_cmd(s, w, &m, NULL);
+  return rc ? rc : send_srv(s, &sm);
 }
 
-static int rt_pull(hs_runtime *rt, int w, const hs_comm_opts *o) {
-  crd *s = C(rt);
+static int drv_pull(hs_rt_core *c, int w, const hs_comm_opts *o) {
+  crd *s = R(c);
   if (!s->off) return no_server(s, "pull");
-  int rc = check_worker(s, w, "pull");
-  if (rc) return rc;
   cop *op = op_new(s, HS_OP_PULL, o, 2);
   if (!op) return HS_ENOMEM;
   op->worker = w;
   cmsg sm = {.kind = S_PULL, .op = op->id, .peer = w + s->off};
   cmsg m = {.kind = C_PULL, .op = op->id};
-  if ((rc = send_srv(s, &sm))) return rc;
-  return send_cmd(s, w, &m, NULL);
+  int rc = send_srv(s, &sm);
+  return rc ? rc : send_cmd(s, w, &m, NULL);
 }
 
-static int rt_apply(hs_runtime *rt, const hs_comm_opts *o) {
-  crd *s = C(rt);
+static int drv_apply(hs_rt_core *c, const hs_comm_opts *o) {
+  crd *s = R(c);
   if (!s->off) return no_server(s, "apply");
   cop *op = op_new(s, HS_OP_APPLY, o, 1);
   if (!op) return HS_ENOMEM;
   op->seq = ++s->seq;
-  cmsg sm = {.kind = S_APPLY, .what = o ? (int32_t)o->what : HS_COMM_GRAD, .op = op->id, .lr = s->global_lr,
+  cmsg sm = {.kind = S_APPLY, .what = (int32_t)o->what, .op = op->id, .lr = s->global_lr,
              .snapshot = snapshot_due(s, op->seq)};
   return send_srv(s, &sm);
 }
 
-static int add_timer(crd *s, double at, int cluster_event, uint64_t tag) {
-  hs_diag d;
-  return cfail_check(s, hs_runtime_timers_add(&s->timers, at, cluster_event, tag, &d), &d);
-}
-
-static int rt_timer(hs_runtime *rt, double delay, uint64_t tag) {
-  crd *s = C(rt);
-  hs_diag d;
-  int rc = cfail_check(s, hs_runtime_check_timer(&d, s->cfg->policy->name, delay), &d);
-  return rc ? rc : add_timer(s, now_of(s) + delay, -1, tag);
-}
-
-static int rt_set_lr(hs_runtime *rt, int w, double lr) {
-  crd *s = C(rt);
-  hs_diag d;
-  int rc = cfail_check(s, hs_runtime_check_lr(&d, s->cfg->policy->name, w, s->n, lr), &d);
-  if (rc) return rc;
-  if (w == -1) {
-    s->global_lr = lr;
-    for (int i = 0; i < s->n; i++) s->w[i].lr = lr;
-  } else {
-    s->w[w].lr = lr;
-  }
+/* The update of operation cur_op is due for an evaluation: rank 0's executor kept its replica
+ * at that operation (the command's snapshot flag); it is queued and, as in the threaded
+ * runtime, evaluated after the run, where it delays no decision, unless a target needs the
+ * answer now or the waiting models grow past 256 MiB (coordinate). */
+static int drv_snapshot(hs_rt_core *c, double t) {
+  crd *s = R(c);
+  snap *got = NULL;
+  pthread_mutex_lock(&s->x0->mu);
+  for (snap **p = &s->x0->snaps; *p; p = &(*p)->next)
+    if ((*p)->op == s->cur_op) {
+      got = *p;
+      *p = got->next;
+      break;
+    }
+  pthread_mutex_unlock(&s->x0->mu);
+  if (!got)
+    return cfail(s, HS_ERUNTIME, "internal: rank 0 kept no model for the evaluation at iteration %lld",
+                 (long long)c->iterations);
+  got->time_s = t;
+  got->step = c->iterations;
+  got->next = NULL;
+  if (s->evals_tail) s->evals_tail->next = got;
+  else s->evals = got;
+  s->evals_tail = got;
+  s->eval_bytes += s->P * (int64_t)sizeof(float);
   return 0;
 }
 
-static const hs_runtime_ops rank_ops = {
-    .version = HS_RUNTIME_VERSION,
-    .now = rt_now,
-    .n_workers = rt_n_workers,
-    .active = rt_active,
-    .global_batch = rt_global_batch,
-    .max_batch = hs_runtime_no_max_batch,
-    .predict_compute = rt_predict,
-    .model_version = rt_version,
-    .worker_version = rt_worker_version,
-    .seed = rt_seed,
-    .compute = rt_compute,
-    .local_update = rt_local_update,
-    .allreduce = rt_allreduce,
-    .push = rt_push,
-    .apply = rt_apply,
-    .pull = rt_pull,
-    .timer = rt_timer,
-    .set_lr = rt_set_lr,
-    .diag = rt_diag,
+/* Timers and cluster events wait in the coordinator's heap; coordinate fires them. */
+static int drv_wake_at(hs_rt_core *c, double t, hs_rt_wake_kind kind, int64_t arg) {
+  return hs_runtime_timers_add(&R(c)->timers, t, kind == HS_RT_WAKE_CLUSTER ? (int)arg : -1,
+                               kind == HS_RT_WAKE_TIMER ? (uint64_t)arg : 0, &c->diag);
+}
+
+/* The server's updates use the global learning rate: set_lr(-1, lr) sets it too. */
+static int drv_set_lr(hs_rt_core *c, int w, double lr) {
+  if (w == -1) R(c)->global_lr = lr;
+  return 0;
+}
+
+/* A communication slowdown is not emulated: the policy is told the links run at full speed. */
+static void drv_slowdown(hs_rt_core *c, int w) { c->w[w].comm_slowdown = 1.0; }
+
+static const hs_rt_driver ranks_driver = {
+    .version = HS_RT_DRIVER_VERSION,
+    .name = "multi-process real",
+    .compute = drv_compute,
+    .local_update = drv_local_update,
+    .allreduce = drv_allreduce,
+    .push = drv_push,
+    .pull = drv_pull,
+    .apply = drv_apply,
+    .snapshot = drv_snapshot,
+    .wake_at = drv_wake_at,
+    .now = drv_now,
+    .predict = drv_predict,
+    .set_lr = drv_set_lr,
+    .slowdown = drv_slowdown,
+    .join = NULL, /* refused before the run (check_config) */
     .caps = HS_REAL_RANKS_CAPS,
 };
 
@@ -864,20 +795,8 @@ static int eval_model(crd *s, const float *model, double t, int64_t step) {
   hs_diag d = {0};
   int rc = hs_net_evaluate_params(s->eval_net, model, s->cfg->test, &loss, &acc, &d);
   if (rc) return cfail(s, rc, "evaluation at step %lld: %s", (long long)step, d.msg);
-  s->last_eval = step;
-  s->last_loss = loss;
-  s->last_acc = acc;
-  const hs_real_config *c = s->cfg;
-  if (c->eval_sink && (rc = c->eval_sink(c->eval_ctx, t, step, loss, acc, &d)))
-    return cfail(s, rc, "%s", d.msg[0] ? d.msg : "could not store an evaluation");
-  if (hs_runtime_target_met(c->target_loss, c->target_accuracy, loss, acc) && isnan(s->target_time)) {
-    s->target_time = t;
-    finish(s);
-  }
-  return 0;
+  return settle(s, hs_rt_core_eval(&s->core, t, step, loss, acc));
 }
-
-/* --- handling reports ----------------------------------------------------------------------- */
 
 /* Evaluates the waiting models in order. */
 static void run_evals(crd *s) {
@@ -892,39 +811,20 @@ static void run_evals(crd *s) {
   }
 }
 
-static void on_iteration(crd *s, const cop *op) {
-  s->version++;
-  s->iterations++;
+/* Whether the waiting models are evaluated during the run (see drv_snapshot). */
+static int eval_online(const crd *s) {
   const hs_real_config *c = s->cfg;
-  double t = now_of(s);
-  if (c->test && c->eval_every > 0 && s->iterations % c->eval_every == 0) {
-    snap *got = NULL;
-    pthread_mutex_lock(&s->x0->mu);
-    for (snap **p = &s->x0->snaps; *p; p = &(*p)->next)
-      if ((*p)->op == op->id) {
-        got = *p;
-        *p = got->next;
-        break;
-      }
-    pthread_mutex_unlock(&s->x0->mu);
-    if (!got) {
-      cfail(s, HS_ERUNTIME, "internal: rank 0 kept no model for the evaluation at iteration %lld",
-            (long long)s->iterations);
-      return;
-    }
-    /* As the threaded runtime: evaluated after the run, where it delays no decision, unless a
-     * target loss needs the answer now or the waiting models grow past 256 MiB. */
-    got->time_s = t;
-    got->step = s->iterations;
-    got->next = NULL;
-    if (s->evals_tail) s->evals_tail->next = got;
-    else s->evals = got;
-    s->evals_tail = got;
-    s->eval_bytes += s->P * (int64_t)sizeof(float);
-    if (c->target_loss > 0 || c->target_accuracy > 0 || s->eval_bytes > ((int64_t)256 << 20)) run_evals(s);
-  }
-  if (hs_runtime_limit_reached(c->max_iterations, s->iterations, s->samples_target, s->samples, c->max_time, t))
-    finish(s);
+  return c->target_loss > 0 || c->target_accuracy > 0 || s->eval_bytes > ((int64_t)256 << 20);
+}
+
+/* --- handling reports ----------------------------------------------------------------------- */
+
+/* The global model holds the update of op: the core counts the iteration (the replicas all
+ * hold it: the last participant of an all-reduce reported, or the server applied). */
+static void on_iteration(crd *s, const cop *op) {
+  s->cur_op = op->id;
+  if (settle(s, hs_rt_core_update(&s->core, now_of(s)))) return;
+  if (s->evals && eval_online(s)) run_evals(s);
 }
 
 static cop **find_op(crd *s, uint64_t id) {
@@ -933,7 +833,7 @@ static cop **find_op(crd *s, uint64_t id) {
   return pp;
 }
 
-static void comm_done(crd *s, cworker *x, double dur) {
+static void comm_done(crd *s, hs_rt_worker *x, double dur) {
   x->comm += dur;
   if (x->rec_open) {
     x->rec_comm += dur;
@@ -942,10 +842,7 @@ static void comm_done(crd *s, cworker *x, double dur) {
 }
 
 static void deliver(crd *s, hs_comm_kind kind, int w, double start, int stale, uint64_t tag) {
-  if (s->done || !s->cfg->policy->on_comm) return;
-  hs_comm_obs o = {.kind = kind, .worker = w, .start = start, .end = now_of(s), .version = s->version,
-                   .staleness = stale, .tag = tag};
-  policy_rc(s, s->cfg->policy->on_comm(s->pstate, &s->rt, &o));
+  settle(s, hs_rt_core_comm_done(&s->core, kind, w, start, now_of(s), stale, tag));
 }
 
 /* One reference of op is done; the last frees it. */
@@ -954,6 +851,14 @@ static void op_release(crd *s, cop *op) {
   cop **pp = find_op(s, op->id);
   if (*pp) *pp = op->next;
   free(op);
+}
+
+/* A pull is done when both its ends have reported, in either order: the worker holds the model
+ * and the server said which version it sent. Only then is the policy told, so that the worker's
+ * version it reads, and the next step's record, are the version pulled. */
+static void pull_done(crd *s, const cop *op) {
+  s->core.w[op->worker].version = op->version;
+  deliver(s, HS_OP_PULL, op->worker, op->start, 0, op->tag);
 }
 
 /* A report of the parameter server (rank 0's server thread). */
@@ -972,19 +877,19 @@ static void handle_server(crd *s, const cmsg *m) {
   if (op->kind == HS_OP_PUSH) {
     int stale = 0;
     if (op->ps_mode == HS_PS_APPLY) {
-      stale = (int)(s->version - op->version);
+      stale = (int)(s->core.version - op->version);
       on_iteration(s, op);
     }
-    cworker *x = &s->w[op->worker];
+    hs_rt_worker *x = &s->core.w[op->worker];
     if (x->rec_open && x->rec.step == op->step) {
       x->rec.comm_end_s = now_of(s);
       x->rec.staleness = stale;
     }
     deliver(s, HS_OP_PUSH, op->worker, op->start, stale, op->tag);
   } else if (op->kind == HS_OP_PULL) {
-    op->version = s->version; /* the server sent the model after every update reported before */
+    op->version = s->core.version; /* the server sent the model after every update reported before */
     op->got_server = 1;
-    if (op->got_worker) s->w[op->worker].version = op->version;
+    if (op->got_worker) pull_done(s, op);
   } else if (op->kind == HS_OP_APPLY) {
     on_iteration(s, op);
     deliver(s, HS_OP_APPLY, -1, op->start, 0, op->tag);
@@ -1009,12 +914,12 @@ static void handle(crd *s, int chan, const cmsg *m, const char *payload) {
     return;
   }
   int w = chan - s->off;
-  cworker *x = &s->w[w];
-  if (m->worker != w || x->outstanding < 1) {
+  hs_rt_worker *x = &s->core.w[w];
+  if (m->worker != w || s->w[w].outstanding < 1) {
     cfail(s, HS_ERUNTIME, "worker %d (rank %d) sent an unexpected report (%d)", w, chan, m->kind);
     return;
   }
-  x->outstanding--;
+  s->w[w].outstanding--;
   double now = now_of(s);
   if (m->kind == R_COMPUTE) {
     if (flush_record(s, w)) return;
@@ -1023,16 +928,7 @@ static void handle(crd *s, int chan, const cmsg *m, const char *payload) {
     x->rec = (hs_step_row){.worker = w, .step = x->steps, .batch = m->batch, .start_s = start, .compute_end_s = now,
                            .comm_end_s = now, .model_version = (int64_t)x->version, .loss = m->loss};
     x->rec_comm = 0;
-    x->computing = 0;
-    x->busy += m->dur;
-    x->steps++;
-    x->samples += m->batch;
-    s->samples += m->batch;
-    if (!s->done && s->cfg->policy->on_compute) {
-      hs_step_obs o = {.worker = w, .batch = m->batch, .start = start, .end = now, .duration = m->dur, .loss = m->loss,
-                       .tag = m->tag};
-      policy_rc(s, s->cfg->policy->on_compute(s->pstate, &s->rt, &o));
-    }
+    settle(s, hs_rt_core_compute_done(&s->core, w, m->batch, start, now, m->loss));
     return;
   }
   if (m->kind == R_LOCAL) return;
@@ -1050,34 +946,23 @@ static void handle(crd *s, int chan, const cmsg *m, const char *payload) {
     }
   } else if (m->kind == R_PULL) {
     op->got_worker = 1;
-    if (op->got_server) x->version = op->version;
-    deliver(s, HS_OP_PULL, w, op->start, 0, op->tag);
+    if (op->got_server) pull_done(s, op);
   }
   op_release(s, op);
 }
 
+/* Fires due timers and cluster events in (time, sequence) order. Returns the next due time or
+ * INFINITY. */
 static double fire_timers(crd *s) {
   for (;;) {
-    if (s->done) return INFINITY;
+    if (s->core.done) return INFINITY;
     hs_runtime_timer t;
     double next;
     if (!hs_runtime_timers_pop(&s->timers, now_of(s), &t, &next)) return next;
-    if (t.cluster_event >= 0) {
-      const hs_event_spec *e = &s->cfg->cluster->events[t.cluster_event];
-      if (e->worker < 0 || e->worker >= s->n) {
-        cfail(s, HS_EINVAL, "event %d: no worker %d", t.cluster_event, e->worker);
-        continue;
-      }
-      if (e->slowdown >= 0) s->w[e->worker].slowdown = e->slowdown;
-      hs_cluster_obs o = {.kind = HS_CHANGE_SLOWDOWN, .worker = e->worker, .slowdown = s->w[e->worker].slowdown,
-                          .comm_slowdown = 1.0};
-      if (s->cfg->policy->on_cluster) policy_rc(s, s->cfg->policy->on_cluster(s->pstate, &s->rt, &o));
-    } else if (s->cfg->policy->on_timer) {
-      policy_rc(s, s->cfg->policy->on_timer(s->pstate, &s->rt, t.tag));
-    }
+    settle(s, t.cluster_event >= 0 ? hs_rt_core_wake(&s->core, HS_RT_WAKE_CLUSTER, t.cluster_event)
+                                   : hs_rt_core_wake(&s->core, HS_RT_WAKE_TIMER, (int64_t)t.tag));
   }
 }
-
 static int all_idle(const crd *s) {
   if (s->timers.n || s->srv_outstanding) return 0;
   for (int i = 0; i < s->n; i++)
@@ -1088,8 +973,8 @@ static int all_idle(const crd *s) {
 /* Rank 0's side of the heartbeats (beat_interval): beats every other rank when due, and fails
  * the run naming the first rank that has said nothing for --timeout. */
 static void beats(crd *s, double *heard, double *sent) {
-  double now = hs_rank_mono();
-  for (int i = 1; i < s->world && !s->done; i++)
+  double now = hs_real_mono();
+  for (int i = 1; i < s->world && !s->core.done; i++)
     if (now - heard[i] > s->timeout) {
       cfail(s, HS_ERUNTIME, "worker %d (rank %d) did not answer on the control channel within %g s (--timeout; its "
             "process stopped or hangs?)", i - s->off, i, s->timeout);
@@ -1098,7 +983,7 @@ static void beats(crd *s, double *heard, double *sent) {
   if (now - *sent < beat_interval(s->timeout)) return;
   *sent = now;
   cmsg beat = {.kind = C_BEAT};
-  for (int i = 1; i < s->world && !s->done; i++)
+  for (int i = 1; i < s->world && !s->core.done; i++)
     if (send_msg(s->fds[i], &beat, NULL, s->timeout))
       cfail(s, HS_ERUNTIME, "cannot reach worker %d (rank %d) over the control channel (its process died?)", i - s->off,
             i);
@@ -1107,12 +992,12 @@ static void beats(crd *s, double *heard, double *sent) {
 static void coordinate(crd *s) {
   struct pollfd pf[HS_RANK_MAX_WORLD];
   double heard[HS_RANK_MAX_WORLD], sent = 0;
-  for (int i = 0; i < s->world; i++) heard[i] = hs_rank_mono();
-  while (!s->done) {
+  for (int i = 0; i < s->world; i++) heard[i] = hs_real_mono();
+  while (!s->core.done) {
     beats(s, heard, &sent);
-    if (s->done) break;
+    if (s->core.done) break;
     double next = fire_timers(s);
-    if (s->done) break;
+    if (s->core.done) break;
     double t = now_of(s);
     if (s->cfg->max_time > 0 && t >= s->cfg->max_time) {
       finish(s);
@@ -1135,11 +1020,11 @@ static void coordinate(crd *s) {
       cfail(s, HS_ERUNTIME, "poll on the control channel: %s", strerror(errno));
       break;
     }
-    for (int i = 0; r > 0 && i < s->world && !s->done; i++) {
+    for (int i = 0; r > 0 && i < s->world && !s->core.done; i++) {
       if (!(pf[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
       cmsg m;
       void *pl;
-      int rr = recv_msg(s->fds[i], &m, &pl, hs_rank_mono() + s->timeout, -1);
+      int rr = recv_msg(s->fds[i], &m, &pl, hs_real_mono() + s->timeout, -1);
       if (rr && s->cfg->stop && *s->cfg->stop) {
         /* A signal for the whole job: the rank went with it; this is an interruption. */
         s->interrupted = 1;
@@ -1152,7 +1037,7 @@ static void coordinate(crd *s) {
                        : "its process died: its control connection to rank 0 closed");
         break;
       }
-      heard[i] = hs_rank_mono();
+      heard[i] = hs_real_mono();
       if (m.kind != R_BEAT) handle(s, i, &m, pl);
       free(pl);
     }
@@ -1164,12 +1049,12 @@ static int await_ready(crd *s) {
   int got = 0;
   char *ready = calloc((size_t)s->world, 1);
   if (!ready) return cfail(s, HS_ENOMEM, "out of memory");
-  double dl = hs_rank_mono() + 2 * s->timeout + 60; /* the data, the nets, the comm's own bounded start-up */
+  double dl = hs_real_mono() + 2 * s->timeout + 60; /* the data, the nets, the comm's own bounded start-up */
   struct pollfd pf[HS_RANK_MAX_WORLD];
   int rc = 0;
   while (got < s->world && !rc) {
     for (int i = 0; i < s->world; i++) pf[i] = (struct pollfd){.fd = s->fds[i], .events = ready[i] ? 0 : POLLIN};
-    int ms = (int)((dl - hs_rank_mono()) * 1000);
+    int ms = (int)((dl - hs_real_mono()) * 1000);
     int r = ms > 0 ? poll(pf, (nfds_t)s->world, ms) : 0;
     if (r < 0 && errno == EINTR) continue;
     if (r <= 0) {
@@ -1183,7 +1068,7 @@ static int await_ready(crd *s) {
       if (ready[i] || !(pf[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
       cmsg m;
       void *pl;
-      if (recv_msg(s->fds[i], &m, &pl, hs_rank_mono() + s->timeout, -1)) {
+      if (recv_msg(s->fds[i], &m, &pl, hs_real_mono() + s->timeout, -1)) {
         rc = cfail(s, HS_ERUNTIME, "rank %d: its process died during start-up", i);
         break;
       }
@@ -1212,7 +1097,7 @@ static int await_ready(crd *s) {
 }
 
 static int fill_result(crd *s, hs_real_result *res) {
-  double end = s->end;
+  double end = s->core.end;
   res->n_workers = s->n;
   res->probe_t0 = s->probe_t0;
   res->probe_k = s->probe_k;
@@ -1221,7 +1106,7 @@ static int fill_result(crd *s, hs_real_result *res) {
   double life = 0, waits = 0;
   int64_t steps = 0;
   for (int i = 0; i < s->n; i++) {
-    cworker *x = &s->w[i];
+    const hs_rt_worker *x = &s->core.w[i];
     double wait = end - x->busy - x->comm;
     if (wait < 0) wait = 0;
     life += end;
@@ -1232,11 +1117,11 @@ static int fill_result(crd *s, hs_real_result *res) {
                                              .comm_s = x->comm, .wait_s = wait};
   }
   hs_summary *m = &res->summary;
-  hs_runtime_summary(m, s->n, s->iterations, steps, s->samples, end);
+  hs_runtime_summary(m, s->n, s->core.iterations, steps, s->core.samples, end);
   m->wait_fraction = life > 0 ? fmin(1.0, waits / life) : NAN;
-  m->final_loss = s->last_loss;
-  m->final_accuracy = s->last_acc;
-  m->time_to_target_s = s->target_time;
+  m->final_loss = s->core.last_loss;
+  m->final_accuracy = s->core.last_acc;
+  m->time_to_target_s = s->core.target_time;
   return 0;
 }
 
@@ -1286,41 +1171,53 @@ static int run_leaf(const hs_real_config *cfg, const hs_real_launch *l, int n, h
 
 static int run_root(crd *s, const hs_real_launch *l, int *fds, int pair[2]) {
   const hs_real_config *cfg = s->cfg;
+  hs_rt_core *c = &s->core; /* hs_rt_core_init: by hs_real_rank_run */
+  c->policy = cfg->policy;
+  c->params = cfg->params;
+  c->cluster = cfg->cluster;
+  c->global_batch = cfg->global_batch;
+  c->seed = cfg->seed;
+  c->max_iterations = cfg->max_iterations;
+  c->max_time = cfg->max_time;
+  c->target_loss = cfg->target_loss;
+  c->target_accuracy = cfg->target_accuracy;
+  c->eval_every = cfg->test ? cfg->eval_every : 0;
+  c->sink = cfg->sink;
+  c->sink_ctx = cfg->sink_ctx;
+  c->eval_sink = cfg->eval_sink;
+  c->eval_ctx = cfg->eval_ctx;
   int rc = hs_rank_star_open("control channel", l->master_addr, l->master_port + 1, 0, s->world, s->timeout, fds,
-                             &s->diag);
+                             &c->diag);
   if (rc) return rc;
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair))
-    return hs_diag_set(&s->diag, HS_ERUNTIME, "socketpair: %s", strerror(errno));
+    return hs_diag_set(&c->diag, HS_ERUNTIME, "socketpair: %s", strerror(errno));
   fds[0] = pair[0];
   s->fds = fds;
   s->w = calloc((size_t)s->n, sizeof *s->w);
-  if (!s->w) return hs_diag_set(&s->diag, HS_ENOMEM, "out of memory for %d workers", s->n);
+  if (!s->w) return hs_diag_set(&c->diag, HS_ENOMEM, "out of memory for %d workers", s->n);
   for (int i = 0; i < s->n; i++) {
-    s->w[i].lr = cfg->lr;
-    s->w[i].active = 1;
-    s->w[i].slowdown = cfg->cluster ? cfg->cluster->workers[i].slowdown : 1.0;
+    int r = hs_rt_core_add_worker(c, cfg->cluster ? cfg->cluster->workers[i].slowdown : 1.0, 1.0, cfg->lr, 0.0);
+    if (r < 0) return r;
+    c->w[r].active = 1; /* every worker stays active: join and leave events are refused (check_config) */
   }
   hs_net_options no = {.seed = cfg->seed, .max_batch = 0, .threads = 1};
   hs_net *probe_net = NULL;
-  if ((rc = hs_net_open(&probe_net, cfg->device, cfg->model, &no, &s->diag))) return rc;
+  if ((rc = hs_net_open(&probe_net, cfg->device, cfg->model, &no, &c->diag))) return rc;
   s->P = hs_net_param_count(probe_net);
   if (cfg->test) s->eval_net = probe_net;
   else hs_net_close(probe_net);
   if (exec_init(s->x0, cfg, 0, s->n, s->off, pair[1]) || pthread_create(&s->x0->th, NULL, exec_thread, s->x0))
-    return hs_diag_set(&s->diag, HS_ERUNTIME, "cannot start rank 0's executor threads");
+    return hs_diag_set(&c->diag, HS_ERUNTIME, "cannot start rank 0's executor threads");
   s->x0->th_started = 1;
-  s->t0 = hs_rank_mono();
+  s->t0 = hs_real_mono();
   if ((rc = await_ready(s))) return rc;
-  s->samples_target = cfg->max_epochs > 0 ? cfg->max_epochs * (double)hs_data_count(cfg->train) : 0;
-  for (int i = 0; cfg->cluster && i < cfg->cluster->n_events; i++)
-    if ((rc = add_timer(s, cfg->cluster->events[i].at, i, 0))) return rc;
-  s->pstate = calloc(1, cfg->policy->state_size ? cfg->policy->state_size : 1);
-  if (!s->pstate) return hs_diag_set(&s->diag, HS_ENOMEM, "out of memory for the policy's state");
-  s->t0 = hs_rank_mono();
-  if (cfg->policy->init) rc = policy_rc(s, cfg->policy->init(s->pstate, &s->rt, cfg->params));
-  if (!rc && cfg->policy->start) rc = policy_rc(s, cfg->policy->start(s->pstate, &s->rt));
+  c->samples_target = cfg->max_epochs > 0 ? cfg->max_epochs * (double)hs_data_count(cfg->train) : 0;
+  s->t0 = hs_real_mono();
+  /* The core schedules the cluster events (drv_wake_at) and runs the policy's init and start. */
+  rc = settle(s, hs_rt_core_open(c));
+  if (!rc) rc = settle(s, hs_rt_core_start(c));
   if (!rc && !s->failed) coordinate(s);
-  return s->failed ? (s->diag.code ? s->diag.code : HS_ERUNTIME) : rc;
+  return s->failed ? (c->diag.code ? c->diag.code : HS_ERUNTIME) : rc;
 }
 
 int hs_real_rank_run(const hs_real_config *cfg, const hs_real_launch *l, hs_real_result *res, hs_diag *d) {
@@ -1341,7 +1238,7 @@ int hs_real_rank_run(const hs_real_config *cfg, const hs_real_launch *l, hs_real
   }
   for (int i = 0; i < HS_RANK_MAX_WORLD; i++) fds[i] = -1;
   int pair[2] = {-1, -1};
-  s->rt.ops = &rank_ops;
+  hs_rt_core_init(&s->core, &ranks_driver);
   s->cfg = cfg;
   s->n = n;
   s->world = l->world;
@@ -1349,10 +1246,9 @@ int hs_real_rank_run(const hs_real_config *cfg, const hs_real_launch *l, hs_real
   s->x0 = x0;
   s->timeout = cfg->timeout_s > 0 ? cfg->timeout_s : 60;
   s->global_lr = cfg->lr;
-  s->last_eval = -1;
-  s->last_loss = s->last_acc = s->target_time = s->probe_t0 = s->probe_k = NAN;
+  s->probe_t0 = s->probe_k = NAN;
   rc = run_root(s, l, fds, pair);
-  if (!s->done) finish(s);
+  if (!s->core.done) finish(s);
   /* Tell every rank to stop (with the outcome), then let worker 0's executor end. */
   cmsg stop = {.kind = C_STOP, .code = rc < 0 ? rc : rc ? HS_ERUNTIME : 0};
   for (int i = 0; i < s->world; i++)
@@ -1360,29 +1256,30 @@ int hs_real_rank_run(const hs_real_config *cfg, const hs_real_launch *l, hs_real
   if (x0->th_started) pthread_join(x0->th, NULL);
   if (!rc) {
     run_evals(s);
-    if (s->failed) rc = s->diag.code ? s->diag.code : HS_ERUNTIME;
+    if (s->failed) rc = s->core.diag.code ? s->core.diag.code : HS_ERUNTIME;
   }
   run_evals(s); /* after a failure: what was due before it */
-  if (x0->th_started && !rc && cfg->test && s->eval_net && s->last_eval != s->iterations && !s->interrupted) {
+  if (x0->th_started && !rc && cfg->test && s->eval_net && s->core.last_eval != s->core.iterations &&
+      !s->interrupted) {
     /* The final model, unless the last update was just evaluated: rank 0's replica (the
      * server's global model, or worker 0's, as every all-reduce covers every worker). */
-    eval_model(s, x0->gm.global, s->end, s->iterations);
-    if (s->failed) rc = s->diag.code ? s->diag.code : HS_ERUNTIME;
+    eval_model(s, x0->gm.global, s->core.end, s->core.iterations);
+    if (s->failed) rc = s->core.diag.code ? s->core.diag.code : HS_ERUNTIME;
   }
-  for (int i = 0; s->w && i < n; i++)
-    if (!rc && s->w[i].rec_open) rc = flush_record(s, i);
+  int have_workers = s->w && s->core.n == n;
+  for (int i = 0; have_workers && i < n; i++)
+    if (!rc) rc = flush_record(s, i);
   res->status = s->stalled ? HS_REAL_STALLED : s->interrupted ? HS_REAL_INTERRUPTED : HS_REAL_COMPLETE;
-  if ((!rc || s->iterations > 0) && s->w) {
+  if ((!rc || s->core.iterations > 0) && have_workers) {
     int frc = fill_result(s, res);
     if (!rc) rc = frc;
   }
   if (rc && d) {
-    *d = s->diag;
+    *d = s->core.diag;
     if (!d->msg[0]) hs_diag_set(d, rc, "multi-process real run failed (%s)", hs_strerror(rc));
     d->code = rc;
   }
-  if (s->pstate && cfg->policy->fini) cfg->policy->fini(s->pstate, &s->rt);
-  free(s->pstate);
+  hs_rt_core_close(&s->core); /* the policy's fini */
   exec_fini(x0);
   while (s->ops) {
     cop *op = s->ops;

@@ -1,9 +1,12 @@
 /* real_rank: the multi-process real runtime: one process per worker, started by mpirun or with
  * RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT as torchrun sets them (hs_real_launch_read).
  *
- * Rank 0 is the coordinator: it runs the policy against hs_runtime exactly as the threaded
- * runtime (real_run.h) does, keeps the records and calls the sinks (so rows are written by
- * rank 0 only), fires timers and cluster events, and runs the evaluations. Two layouts, told
+ * Rank 0 is the coordinator, a driver of the runtime core (runtime/rt_core.h) as the threaded
+ * runtime (real_run.h) is: the core runs the policy, checks its calls, keeps the worker table
+ * and the records, counts iterations, checks the stop conditions and calls the sinks (so rows
+ * are written by rank 0 only); the coordinator turns the core's actions into commands to the
+ * ranks and their reports into the core's, fires timers and cluster events from its heap, and
+ * runs the evaluations. Two layouts, told
  * apart by the launcher's world size:
  * - world = workers: rank w executes worker w, rank 0 in a thread of its own: it holds the
  *   worker's net, its data shard and a replica of the global model, executes the actions the
@@ -28,10 +31,10 @@
  * server reports an apply-mode push or an apply; evaluations read rank 0's
  * replica (worker 0's, or the server's global model) at that iteration.
  *
- * Refused (HS_EUNSUPPORTED): compression, overlapped and hierarchical all-reduces
- * (HS_REAL_RANKS_CAPS), all-reduces over a subset of the workers and all-reduces with a
- * server rank ("not supported yet"), pushes, pulls and applies without one (start one process
- * more, with --server-rank), leave and join events ("not supported yet").
+ * Refused (HS_EUNSUPPORTED): compression, overlapped and hierarchical all-reduces and
+ * all-reduces over a subset of the workers (HS_REAL_RANKS_CAPS, by the core's checks),
+ * all-reduces with a server rank ("not supported yet"), pushes, pulls and applies without one
+ * (start one process more, with --server-rank), leave and join events ("not supported yet").
  *
  * Faults and bounds: a rank whose control connection closes (its process died) ends the run on
  * rank 0 with HS_ERUNTIME naming the rank; so does a worker with actions outstanding that

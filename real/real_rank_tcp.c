@@ -18,14 +18,10 @@
 #include <time.h>
 #include <unistd.h>
 
-double hs_rank_mono(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
+#include "real/real_worker.h"
 
 static int ms_until(double deadline) {
-  double s = deadline - hs_rank_mono();
+  double s = deadline - hs_real_mono();
   return s <= 0 ? 0 : s > 1e6 ? 1000000000 : (int)(s * 1000) + 1;
 }
 
@@ -168,7 +164,7 @@ static int star_leaf(const char *what, const struct addrinfo *ai, const char *ad
       return 0;
     }
     close(fd);
-    if (hs_rank_mono() >= deadline)
+    if (hs_real_mono() >= deadline)
       return hs_diag_set(d, HS_ERUNTIME, "%s: rank %d could not reach rank 0 at %s:%d in time", what, rank, addr, port);
     struct timespec ts = {.tv_sec = 0, .tv_nsec = 50000000};
     nanosleep(&ts, NULL);
@@ -185,7 +181,7 @@ int hs_rank_star_open(const char *what, const char *addr, int port, int rank, in
   struct addrinfo *ai = NULL;
   int rc = resolve(addr, port, &ai, d, what);
   if (rc) return rc;
-  double deadline = hs_rank_mono() + (timeout_s > 0 ? timeout_s : 60);
+  double deadline = hs_real_mono() + (timeout_s > 0 ? timeout_s : 60);
   rc = rank == 0 ? star_root(what, ai, port, world, deadline, fds, d)
                  : star_leaf(what, ai, addr, port, rank, world, deadline, fds, d);
   freeaddrinfo(ai);
@@ -299,7 +295,7 @@ static int tcp_allreduce(hs_real_comm *c, uint64_t op, int rank, float *buf, int
   if (root < 0)
     return hs_diag_set(d, HS_EUNSUPPORTED, "cpu all-reduce %llu: an all-reduce without rank 0 is not supported yet by "
                        "the multi-process cpu backend", (unsigned long long)op);
-  double dl = hs_rank_mono() + c->timeout_s;
+  double dl = hs_real_mono() + c->timeout_s;
   if (rank != 0) {
     tframe f = {.id = op, .n = n, .kind = TF_REDUCE, .src = rank};
     if ((rc = xfer(c, 1, 0, &f, buf, n, dl, "all-reduce", d))) return rc;
@@ -349,13 +345,13 @@ static int tcp_send(hs_real_comm *c, int rank, int peer, uint64_t tag, const flo
   int rc = p2p_check(c, rank, peer, n, "send", d);
   if (rc) return rc;
   tframe f = {.id = tag, .n = n, .kind = TF_P2P, .src = rank};
-  return xfer(c, 1, peer, &f, (float *)buf, n, hs_rank_mono() + c->timeout_s, "send", d);
+  return xfer(c, 1, peer, &f, (float *)buf, n, hs_real_mono() + c->timeout_s, "send", d);
 }
 
 static int tcp_recv(hs_real_comm *c, int rank, int peer, uint64_t tag, float *buf, int64_t n, hs_diag *d) {
   int rc = p2p_check(c, rank, peer, n, "recv", d);
   if (rc) return rc;
-  double dl = hs_rank_mono() + c->timeout_s;
+  double dl = hs_real_mono() + c->timeout_s;
   tframe f;
   if ((rc = xfer(c, 0, peer, &f, NULL, 0, dl, "recv", d))) return rc;
   if (f.kind != TF_P2P || f.id != tag || f.n != n)
@@ -367,7 +363,7 @@ static int tcp_recv(hs_real_comm *c, int rank, int peer, uint64_t tag, float *bu
 static int tcp_barrier(hs_real_comm *c, int rank, hs_diag *d) {
   int rc = check_rank(c, rank, "barrier", d);
   if (rc) return rc;
-  double dl = hs_rank_mono() + c->timeout_s;
+  double dl = hs_real_mono() + c->timeout_s;
   tframe f = {.kind = TF_BARRIER, .src = rank};
   if (rank != 0) {
     if ((rc = xfer(c, 1, 0, &f, NULL, 0, dl, "barrier", d))) return rc;

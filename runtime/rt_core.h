@@ -1,6 +1,7 @@
 /* rt_core: the one implementation of the runtime that policies drive (hs_runtime_ops), over a
- * small driver table. A driver (the simulator, sim/sim_run.c) only moves time, compute and
- * bytes; the core owns what every runtime must do for a policy alike:
+ * small driver table. A driver (the simulator, sim/sim_run.c; the threads, real/real_run.c;
+ * the ranks' coordinator, real/real_rank.c) only moves time, compute and bytes; the core owns
+ * what every runtime must do for a policy alike:
  *
  * - the ops table the policy calls, with the argument checks of rt_runtime.h, in one place and
  *   in the same words: a worker must exist, compute needs an idle worker in the cluster and a
@@ -17,8 +18,8 @@
  *   result has been made the global model, a push has been applied, an apply made), never per
  *   participant. Where one copy is the global model (the simulator, the threaded runtime's
  *   server and first all-reduce participant) that is when it is written; where every rank
- *   holds a replica (real/real_rank.c, not yet on this core) it is when the last replica has
- *   it; evaluations become due at every eval_every-th update (the driver's snapshot
+ *   holds a replica (real/real_rank.c) it is when the last replica has it (the last
+ *   participant's report); evaluations become due at every eval_every-th update (the driver's snapshot
  *   then evaluates, or keeps a copy to evaluate later, and reports with hs_rt_core_eval);
  * - stop conditions: max_iterations, a number of samples (epochs), the runtime clock
  *   (max_time), a target loss and a target accuracy (both at an evaluation);

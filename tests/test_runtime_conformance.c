@@ -1,18 +1,25 @@
 /* Conformance of the runtimes under the policy interface: one scripted policy, and each registered
  * policy on a small scenario, driven through the simulator (sim/sim_run.c, the driver of the
- * runtime core) and the threaded real runtime (real/real_run.c, on the cpu backend with synthetic
- * CIFAR-shaped data). They must agree on what a policy sees and what is stored, up to timing:
- * the same number of iterations, the same sequence of callbacks per worker (kind, batch, tag)
- * and of communication completions, and the same step rows up to their times (worker, step,
- * batch, model version, staleness). The multi-process runtime (real/real_rank.c) needs one
- * process per worker; tests/cli_real_ranks.sh drives it through the CLI.
+ * runtime core), the threaded real runtime (real/real_run.c) and the multi-process one
+ * (real/real_rank.c: rank 0 in this process, the other ranks forked, torchrun-style on
+ * 127.0.0.1 with two free ports), both on the cpu backend with synthetic CIFAR-shaped data.
+ * They must agree on what a policy sees and what is stored, up to timing: the same number of
+ * iterations, the same sequence of callbacks per worker (kind, batch, tag) and of
+ * communication completions, and the same step rows up to their times (worker, step, batch,
+ * model version, staleness). tests/cli_real_ranks.sh drives the ranks through the CLI.
  * Runs in a few seconds: mobilenetv2 at batch 2 per worker on the cpu backend. */
+#include <arpa/inet.h>
+#include <errno.h>
 #include <math.h>
+#include <netinet/in.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "core/core_config.h"
 #include "nn/nn_data.h"
@@ -20,6 +27,7 @@
 #include "policies/pol_registry.h"
 #include "real/real_comm.h"
 #include "real/real_rank.h"
+#include "real/real_rank_tcp.h"
 #include "real/real_run.h"
 #include "runtime/rt_core.h"
 #include "sim/sim_run.h"
@@ -204,6 +212,104 @@ done:
   return out;
 }
 
+/* Two free consecutive loopback ports: MASTER_PORT (the comm's star) and MASTER_PORT + 1 (the
+ * control channel), as the multi-process runtime takes them. -1 when none was found. */
+static int free_port_pair(void) {
+  for (int tries = 0; tries < 100; tries++) {
+    int a = socket(AF_INET, SOCK_STREAM, 0), b = socket(AF_INET, SOCK_STREAM, 0), port = -1;
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof sa;
+    if (a >= 0 && b >= 0 && !bind(a, (struct sockaddr *)&sa, sizeof sa) &&
+        !getsockname(a, (struct sockaddr *)&sa, &len) && ntohs(sa.sin_port) < 65535) {
+      sa.sin_port = htons((uint16_t)(ntohs(sa.sin_port) + 1));
+      if (!bind(b, (struct sockaddr *)&sa, sizeof sa)) port = ntohs(sa.sin_port) - 1;
+    }
+    if (a >= 0) close(a);
+    if (b >= 0) close(b);
+    if (port > 0) return port;
+  }
+  return -1;
+}
+
+/* The multi-process runtime on loopback, as torchrun starts it (RANK, WORLD_SIZE, MASTER_ADDR,
+ * MASTER_PORT): rank 0 (the coordinator, which runs the policy and stores the rows) in this
+ * process, ranks 1.. forked, one per worker; with `server`, one rank more: rank 0 is then the
+ * parameter server and worker w is rank w + 1. Every rank must end with 0. */
+static outcome run_ranks(const hs_policy *pol, const hs_params *params, int64_t global_batch, int64_t iters,
+                         int server, seen *s) {
+  outcome out = {0};
+  hs_cluster_spec spec;
+  memset(&spec, 0, sizeof spec);
+  hs_dataset *train = NULL;
+  int world = WORKERS + (server ? 1 : 0), port = free_port_pair();
+  pid_t kids[WORKERS + 1];
+  int n_kids = 0;
+  if ((out.rc = hs_cluster_parse(&spec, "conformance.yaml", CLUSTER, strlen(CLUSTER), &out.d)) ||
+      (out.rc = hs_data_synthetic_cifar(&train, 256, 5, &out.d)))
+    goto done;
+  if (port < 0) {
+    out.rc = hs_diag_set(&out.d, HS_ERUNTIME, "no two free loopback ports");
+    goto done;
+  }
+  hs_perf_model perf = {.form = HS_PERF_LINEAR, .p = {0.01, 0.001}};
+  hs_real_config cfg = {.cluster = &spec, .model = MODEL, .device = "cpu", .comm = &hs_real_comm_tcp_rank,
+                        .timeout_s = 60, .train = train, .global_batch = global_batch, .policy = pol,
+                        .params = params, .seed = 5, .lr = 0.01, .max_iterations = iters, .perf = &perf,
+                        .sink = sink, .sink_ctx = s, .pin = HS_PIN_NONE};
+  char ws[16], ps[16], rs[16];
+  snprintf(ws, sizeof ws, "%d", world);
+  snprintf(ps, sizeof ps, "%d", port);
+  setenv("WORLD_SIZE", ws, 1);
+  setenv("MASTER_ADDR", "127.0.0.1", 1);
+  setenv("MASTER_PORT", ps, 1);
+  fflush(stdout);
+  fflush(stderr);
+  for (int r = 1; r < world; r++) {
+    pid_t pid = fork();
+    if (pid == 0) {
+      snprintf(rs, sizeof rs, "%d", r);
+      setenv("RANK", rs, 1);
+      hs_real_launch l;
+      hs_real_result res;
+      hs_diag d = {0};
+      int rc = hs_real_launch_read(&l, world, &d);
+      if (!rc) rc = hs_real_rank_run(&cfg, &l, &res, &d);
+      if (rc) fprintf(stderr, "  rank %d: %s\n", r, d.msg);
+      _exit(rc ? 1 : 0);
+    }
+    if (pid < 0) {
+      out.rc = hs_diag_set(&out.d, HS_ERUNTIME, "fork: %s", strerror(errno));
+      break;
+    }
+    kids[n_kids++] = pid;
+  }
+  if (!out.rc) {
+    setenv("RANK", "0", 1);
+    hs_real_launch l;
+    hs_real_result res;
+    g_seen = s;
+    if (!(out.rc = hs_real_launch_read(&l, world, &out.d))) {
+      out.rc = hs_real_rank_run(&cfg, &l, &res, &out.d);
+      out.iterations = res.summary.iterations;
+      hs_real_result_free(&res);
+    }
+  }
+  for (int i = 0; i < n_kids; i++) {
+    int st = 0;
+    if (waitpid(kids[i], &st, 0) < 0 || !WIFEXITED(st) || WEXITSTATUS(st)) {
+      if (!out.rc) out.rc = hs_diag_set(&out.d, HS_ERUNTIME, "rank %d did not end with 0 (status %d)", i + 1, st);
+    }
+  }
+  unsetenv("RANK");
+  unsetenv("WORLD_SIZE");
+  unsetenv("MASTER_ADDR");
+  unsetenv("MASTER_PORT");
+done:
+  hs_data_close(train);
+  hs_cluster_spec_free(&spec);
+  return out;
+}
+
 static double hs_test_now(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -218,30 +324,19 @@ static int row_cmp(const void *a, const void *b) {
   return (x->step > y->step) - (x->step < y->step);
 }
 
-static void test_scripted_policy_same_in_both(void) {
-  hs_params none;
-  memset(&none, 0, sizeof none);
-  seen *a = calloc(1, sizeof *a), *b = calloc(1, sizeof *b);
-  outcome sa = run_sim(&scripted, &none, WORKERS * PER_WORKER, ROUNDS, a);
-  outcome rb = run_threads(&scripted, &none, WORKERS * PER_WORKER, ROUNDS, b);
-  if (sa.rc) fprintf(stderr, "  sim: %s\n", sa.d.msg);
-  if (rb.rc) fprintf(stderr, "  threads: %s\n", rb.d.msg);
-  ASSERT_EQ(sa.rc, 0);
-  ASSERT_EQ(rb.rc, 0);
-  ASSERT_EQ(sa.iterations, ROUNDS);
-  ASSERT_EQ(rb.iterations, ROUNDS);
-  /* The same callbacks in the same order, per worker and for the collectives. */
+/* What a runtime (`name`) showed the scripted policy and stored, against the simulator's (a,
+ * rows sorted): the same callbacks in the same order, per worker and for the collectives, and
+ * the same step rows up to their times. */
+static void same_as_sim(const seen *a, seen *b, const char *name) {
   for (int i = 0; i <= WORKERS; i++) {
     ASSERT_EQ(a->n[i], b->n[i]);
     for (int k = 0; k < a->n[i] && k < b->n[i]; k++)
       if (strcmp(a->ev[i][k], b->ev[i][k])) {
-        fprintf(stderr, "  lane %d event %d: sim \"%s\", threads \"%s\"\n", i, k, a->ev[i][k], b->ev[i][k]);
+        fprintf(stderr, "  lane %d event %d: sim \"%s\", %s \"%s\"\n", i, k, a->ev[i][k], name, b->ev[i][k]);
         ASSERT(0);
       }
   }
   ASSERT(a->n[WORKERS] >= ROUNDS);
-  /* The same step rows up to their times. */
-  qsort(a->rows, (size_t)a->n_rows, sizeof a->rows[0], row_cmp);
   qsort(b->rows, (size_t)b->n_rows, sizeof b->rows[0], row_cmp);
   ASSERT_EQ(a->n_rows, b->n_rows);
   ASSERT(a->n_rows >= WORKERS * ROUNDS);
@@ -254,12 +349,38 @@ static void test_scripted_policy_same_in_both(void) {
     ASSERT_EQ(x->staleness, y->staleness);
     ASSERT(x->compute_end_s >= x->start_s && y->compute_end_s >= y->start_s);
   }
-  free(a);
-  free(b);
 }
 
-/* Every registered policy on the small scenario: both runtimes run it to the same number of
- * iterations, and the synchronous ones store the same step rows up to timing. */
+/* The scripted policy through the three drivers: the simulator, the threads and the ranks (one
+ * process per worker on loopback). */
+static void test_scripted_policy_same_in_all(void) {
+  hs_params none;
+  memset(&none, 0, sizeof none);
+  seen *a = calloc(1, sizeof *a), *b = calloc(1, sizeof *b), *c = calloc(1, sizeof *c);
+  outcome sa = run_sim(&scripted, &none, WORKERS * PER_WORKER, ROUNDS, a);
+  outcome rb = run_threads(&scripted, &none, WORKERS * PER_WORKER, ROUNDS, b);
+  outcome rc = run_ranks(&scripted, &none, WORKERS * PER_WORKER, ROUNDS, 0, c);
+  if (sa.rc) fprintf(stderr, "  sim: %s\n", sa.d.msg);
+  if (rb.rc) fprintf(stderr, "  threads: %s\n", rb.d.msg);
+  if (rc.rc) fprintf(stderr, "  ranks: %s\n", rc.d.msg);
+  ASSERT_EQ(sa.rc, 0);
+  ASSERT_EQ(rb.rc, 0);
+  ASSERT_EQ(rc.rc, 0);
+  ASSERT_EQ(sa.iterations, ROUNDS);
+  ASSERT_EQ(rb.iterations, ROUNDS);
+  ASSERT_EQ(rc.iterations, ROUNDS);
+  qsort(a->rows, (size_t)a->n_rows, sizeof a->rows[0], row_cmp);
+  same_as_sim(a, b, "threads");
+  same_as_sim(a, c, "ranks");
+  free(a);
+  free(b);
+  free(c);
+}
+
+/* Every registered policy on the small scenario: the three runtimes run it to the same number
+ * of iterations, and the synchronous ones store the same step rows up to timing. A
+ * parameter-server policy runs on the ranks with a server rank (one process more), as the
+ * ranks' refusal without one asks. */
 static void test_every_policy_same_iterations(void) {
   for (const hs_policy *const *pp = hs_policy_list(); *pp; pp++) {
     const hs_policy *pol = *pp;
@@ -270,31 +391,77 @@ static void test_every_policy_same_iterations(void) {
     int rc = hs_policy_parse(arg, &pol, &params, &d);
     if (rc) fprintf(stderr, "  %s: %s\n", arg, d.msg);
     ASSERT_EQ(rc, 0);
-    seen *a = calloc(1, sizeof *a), *b = calloc(1, sizeof *b);
+    seen *a = calloc(1, sizeof *a), *b = calloc(1, sizeof *b), *c = calloc(1, sizeof *c);
     double t0 = hs_test_now();
     outcome sa = run_sim(pol, &params, WORKERS * PER_WORKER, POLICY_ROUNDS, a);
     outcome rb = run_threads(pol, &params, WORKERS * PER_WORKER, POLICY_ROUNDS, b);
-    printf("     %-15s %lld iterations, %.2f s\n", pol->name, (long long)rb.iterations, hs_test_now() - t0);
-    if (sa.rc || rb.rc || sa.iterations != rb.iterations)
-      fprintf(stderr, "  %s: sim rc %d (%s) %lld iterations; threads rc %d (%s) %lld iterations\n", pol->name, sa.rc,
-              sa.d.msg, (long long)sa.iterations, rb.rc, rb.d.msg, (long long)rb.iterations);
+    outcome rr = run_ranks(pol, &params, WORKERS * PER_WORKER, POLICY_ROUNDS, 0, c);
+    int server = rr.rc == HS_EUNSUPPORTED && strstr(rr.d.msg, "needs a server rank");
+    if (server) {
+      memset(c, 0, sizeof *c);
+      rr = run_ranks(pol, &params, WORKERS * PER_WORKER, POLICY_ROUNDS, 1, c);
+    }
+    printf("     %-15s %lld iterations, %.2f s (ranks%s)\n", pol->name, (long long)rb.iterations,
+           hs_test_now() - t0, server ? " with a server rank" : "");
+    if (sa.rc || rb.rc || rr.rc || sa.iterations != rb.iterations || sa.iterations != rr.iterations)
+      fprintf(stderr, "  %s: sim rc %d (%s) %lld iterations; threads rc %d (%s) %lld iterations; ranks rc %d (%s) %lld "
+              "iterations\n", pol->name, sa.rc, sa.d.msg, (long long)sa.iterations, rb.rc, rb.d.msg,
+              (long long)rb.iterations, rr.rc, rr.d.msg, (long long)rr.iterations);
     ASSERT_EQ(sa.rc, 0);
     ASSERT_EQ(rb.rc, 0);
+    ASSERT_EQ(rr.rc, 0);
     ASSERT_EQ(sa.iterations, POLICY_ROUNDS);
     ASSERT_EQ(rb.iterations, POLICY_ROUNDS);
-    if (!strcmp(pol->name, "ssgd") || !strcmp(pol->name, "localsgd")) {
+    ASSERT_EQ(rr.iterations, POLICY_ROUNDS);
+    if (!strcmp(pol->name, "ssgd") || !strcmp(pol->name, "localsgd") || !strcmp(pol->name, "ps-bsp")) {
       qsort(a->rows, (size_t)a->n_rows, sizeof a->rows[0], row_cmp);
-      qsort(b->rows, (size_t)b->n_rows, sizeof b->rows[0], row_cmp);
-      ASSERT_EQ(a->n_rows, b->n_rows);
-      for (int k = 0; k < a->n_rows && k < b->n_rows; k++) {
-        ASSERT_EQ(a->rows[k].worker, b->rows[k].worker);
-        ASSERT_EQ(a->rows[k].batch, b->rows[k].batch);
-        ASSERT_EQ(a->rows[k].model_version, b->rows[k].model_version);
+      for (seen *x = b; x; x = x == b ? c : NULL) {
+        qsort(x->rows, (size_t)x->n_rows, sizeof x->rows[0], row_cmp);
+        ASSERT_EQ(a->n_rows, x->n_rows);
+        for (int k = 0; k < a->n_rows && k < x->n_rows; k++) {
+          ASSERT_EQ(a->rows[k].worker, x->rows[k].worker);
+          ASSERT_EQ(a->rows[k].batch, x->rows[k].batch);
+          ASSERT_EQ(a->rows[k].model_version, x->rows[k].model_version);
+        }
       }
     }
     free(a);
     free(b);
+    free(c);
   }
+}
+
+/* A policy that all-reduces over worker 0 alone: the core refuses it, in its words, on a
+ * runtime without HS_CAP_SUBSET (the ranks), and the run fails with every rank ending. */
+static int sub_start(void *state, hs_runtime *rt) {
+  (void)state;
+  return hs_rt_compute(rt, 0, PER_WORKER, 1);
+}
+static int sub_on_compute(void *state, hs_runtime *rt, const hs_step_obs *o) {
+  (void)state, (void)o;
+  static const int ws[1] = {0};
+  return hs_rt_allreduce(rt, ws, 1, NULL, NULL);
+}
+static const hs_policy subset = {
+    .version = HS_POLICY_VERSION,
+    .name = "subset",
+    .description = "an all-reduce over one of two workers",
+    .source = "tests/test_runtime_conformance.c",
+    .params = no_params,
+    .state_size = 1,
+    .start = sub_start,
+    .on_compute = sub_on_compute,
+};
+
+static void test_ranks_refuse_what_they_cannot(void) {
+  hs_params none;
+  memset(&none, 0, sizeof none);
+  seen *c = calloc(1, sizeof *c);
+  outcome rr = run_ranks(&subset, &none, WORKERS * PER_WORKER, ROUNDS, 0, c);
+  ASSERT_EQ(rr.rc, HS_EUNSUPPORTED);
+  ASSERT_STR(rr.d.msg, "policy subset: an all-reduce over a subset of the workers is not supported by the "
+                       "multi-process real runtime");
+  free(c);
 }
 
 /* Each runtime says what it cannot do before the run, in words naming the policy's parameter
@@ -335,8 +502,9 @@ static void test_caps_refused_before_the_run(void) {
 
 static const hs_test_case cases[] = {
     {"caps_refused_before_the_run", test_caps_refused_before_the_run},
-    {"scripted_policy_same_in_both", test_scripted_policy_same_in_both},
+    {"scripted_policy_same_in_all", test_scripted_policy_same_in_all},
     {"every_policy_same_iterations", test_every_policy_same_iterations},
+    {"ranks_refuse_what_they_cannot", test_ranks_refuse_what_they_cannot},
     {NULL, NULL},
 };
 
