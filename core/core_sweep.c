@@ -10,8 +10,23 @@
 
 static int key_cmp(const void *a, const void *b) { return strcmp(a, b); }
 
+/* Whether the SQLite file at path holds no table at all: a shard whose sweep was killed while
+ * it created the file (before the schema's first transaction), which holds no point. */
+static int no_tables(const char *path) {
+  sqlite3 *db = NULL;
+  sqlite3_stmt *st = NULL;
+  int empty = 0;
+  if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK &&
+      sqlite3_prepare_v2(db, "SELECT count(*) FROM sqlite_master", -1, &st, NULL) == SQLITE_OK &&
+      sqlite3_step(st) == SQLITE_ROW)
+    empty = sqlite3_column_int(st, 0) == 0;
+  sqlite3_finalize(st);
+  sqlite3_close(db);
+  return empty;
+}
+
 int hs_sweep_keys_load(hs_sweep_keys *ks, const char *path, hs_diag *d) {
-  if (access(path, F_OK) != 0) return 0;
+  if (access(path, F_OK) != 0 || no_tables(path)) return 0;
   hs_store *s = NULL;
   int rc = hs_store_open(&s, path, HS_STORE_READONLY, d);
   if (rc) return rc;
@@ -155,6 +170,7 @@ int hs_sweep_merge(hs_store *s, const char *shard_path, int *merged, int *skippe
   int rc = 0, vm = 0, vs = 0;
   sqlite3_stmt *list = NULL, *dup = NULL, *ins_run = NULL, *ins[N_CHILD] = {NULL};
   char cols[2048], sql[5120];
+  if (no_tables(shard_path)) goto detach; /* killed while it was created: nothing to merge */
   if (schema_version_of(db, "sh", &vs)) {
     rc = hs_diag_set(d, HS_ESCHEMA, "shard %s is not a hetsim database", shard_path);
     goto detach;

@@ -28,7 +28,8 @@ typedef struct hs_sweep_keys {
 } hs_sweep_keys;
 
 /* Adds the keys of the complete tagged runs of the database at path (opened read-only; a
- * missing file adds nothing). */
+ * missing file, and a file without a table — a shard whose sweep was killed while creating
+ * it — add nothing). */
 int hs_sweep_keys_load(hs_sweep_keys *ks, const char *path, hs_diag *d);
 int hs_sweep_keys_has(const hs_sweep_keys *ks, const char *key);
 void hs_sweep_keys_free(hs_sweep_keys *ks);
@@ -40,7 +41,8 @@ int hs_sweep_tag_last(hs_store *s, const char *key, const char *grid, int64_t *r
                       char *status, hs_diag *d);
 
 /* Merges the tagged runs of the shard at shard_path into s; counts go to merged and skipped.
- * The shard is not removed (see hs_sweep_shard_remove). */
+ * A shard without a table merges nothing. The shard is not removed (see
+ * hs_sweep_shard_remove). */
 int hs_sweep_merge(hs_store *s, const char *shard_path, int *merged, int *skipped, hs_diag *d);
 /* Removes a shard file and its -wal and -shm files. */
 int hs_sweep_shard_remove(const char *path, hs_diag *d);

@@ -1040,6 +1040,45 @@ static void test_sweep_runs(void) {
   rm_db(p);
 }
 
+/* A shard its sweep was killed while creating (an empty file, or SQLite's header without a
+ * table) holds no point: loading its keys and merging it do nothing, without an error; a file
+ * that is not SQLite is still refused. */
+static void test_sweep_shard_killed_at_creation(void) {
+  const char *p;
+  hs_diag d = {0};
+  hs_store *s = new_store("sweep_into.db", &p, &d, NULL);
+  if (!s) return;
+  const char *empty = hs_test_tmp("sweep_empty.db.rank1");
+  const char *header = hs_test_tmp("sweep_header.db.rank2");
+  const char *junk = hs_test_tmp("sweep_junk.db.rank3");
+  rm_db(empty), rm_db(header), rm_db(junk);
+  FILE *f = fopen(empty, "w");
+  if (f) fclose(f);
+  sqlite3 *db = NULL;
+  ASSERT_EQ(sqlite3_open(header, &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db, "PRAGMA page_size = 16384; PRAGMA journal_mode = WAL", NULL, NULL, NULL), SQLITE_OK);
+  sqlite3_close(db);
+  f = fopen(junk, "w");
+  if (f) {
+    fputs("not a database, and long enough to be read as one's header by SQLite ...........", f);
+    fclose(f);
+  }
+  hs_sweep_keys ks = {0};
+  ASSERT_EQ(hs_sweep_keys_load(&ks, empty, &d), 0);
+  ASSERT_EQ(hs_sweep_keys_load(&ks, header, &d), 0);
+  ASSERT_EQ(ks.n, 0);
+  ASSERT(hs_sweep_keys_load(&ks, junk, &d) != 0);
+  hs_sweep_keys_free(&ks);
+  int merged = -1, skipped = -1;
+  ASSERT_EQ(hs_sweep_merge(s, empty, &merged, &skipped, &d), 0);
+  ASSERT_EQ(merged + skipped, 0);
+  ASSERT_EQ(hs_sweep_merge(s, header, &merged, &skipped, &d), 0);
+  ASSERT_EQ(merged + skipped, 0);
+  ASSERT(hs_sweep_merge(s, junk, &merged, &skipped, &d) != 0);
+  hs_store_close(s);
+  rm_db(p), rm_db(empty), rm_db(header), rm_db(junk);
+}
+
 static const hs_test_case cases[] = {
     {"open_migrate_reopen", test_open_migrate_reopen},
     {"migrate_from_v1", test_migrate_from_v1},
@@ -1058,6 +1097,7 @@ static const hs_test_case cases[] = {
     {"two_writers", test_two_writers},
     {"real_options", test_real_options},
     {"readers", test_readers},
+    {"sweep_shard_killed_at_creation", test_sweep_shard_killed_at_creation},
     {"sweep_runs", test_sweep_runs},
     {NULL, NULL},
 };
