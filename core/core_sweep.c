@@ -27,8 +27,13 @@ static int no_tables(const char *path) {
 
 int hs_sweep_keys_load(hs_sweep_keys *ks, const char *path, hs_diag *d) {
   if (access(path, F_OK) != 0 || no_tables(path)) return 0;
+  /* A read-only store reads the file as immutable, without its write-ahead log; a shard whose
+   * sweep was killed keeps its last commits there (its schema too), so it is opened to write,
+   * which takes the log in. */
+  char wal[4200];
+  snprintf(wal, sizeof wal, "%s-wal", path);
   hs_store *s = NULL;
-  int rc = hs_store_open(&s, path, HS_STORE_READONLY, d);
+  int rc = hs_store_open(&s, path, access(wal, F_OK) == 0 ? 0 : HS_STORE_READONLY, d);
   if (rc) return rc;
   sqlite3_stmt *st = NULL;
   if (sqlite3_prepare_v2(hs_store_db(s),

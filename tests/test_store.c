@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "core/core_runopts.h"
@@ -1079,6 +1080,38 @@ static void test_sweep_shard_killed_at_creation(void) {
   rm_db(p), rm_db(empty), rm_db(header), rm_db(junk);
 }
 
+/* A shard whose sweep was killed after it committed a run: the commit is still in the shard's
+ * write-ahead log (nothing checkpointed it), and its key is read from there. */
+static void test_sweep_shard_killed_after_commit(void) {
+  const char *p = hs_test_tmp("sweep_killed.db.rank1");
+  rm_db(p);
+  pid_t pid = fork();
+  if (pid == 0) {
+    hs_diag cd = {0};
+    hs_store *s = NULL;
+    hs_run_info r = run_info;
+    r.options_json = "{\"sweep_point\":\"00000000000000cc\"}";
+    int64_t id;
+    hs_summary sum = {.final_loss = NAN, .final_accuracy = NAN, .time_to_target_s = NAN};
+    int ok = !hs_store_open(&s, p, 0, &cd) && !hs_store_run_begin(s, &r, &id, &cd) &&
+             !hs_store_run_finish(s, id, "complete", &sum, NULL, &cd);
+    _exit(ok ? 0 : 1); /* killed, as it were: no close, no checkpoint */
+  }
+  int st = 0;
+  ASSERT_EQ(waitpid(pid, &st, 0), pid);
+  ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  char wal[4200];
+  snprintf(wal, sizeof wal, "%s-wal", p);
+  ASSERT_EQ(access(wal, F_OK), 0);
+  hs_diag d = {0};
+  hs_sweep_keys ks = {0};
+  ASSERT_EQ(hs_sweep_keys_load(&ks, p, &d), 0);
+  ASSERT_EQ(ks.n, 1);
+  ASSERT(hs_sweep_keys_has(&ks, "00000000000000cc"));
+  hs_sweep_keys_free(&ks);
+  rm_db(p);
+}
+
 static const hs_test_case cases[] = {
     {"open_migrate_reopen", test_open_migrate_reopen},
     {"migrate_from_v1", test_migrate_from_v1},
@@ -1098,6 +1131,7 @@ static const hs_test_case cases[] = {
     {"real_options", test_real_options},
     {"readers", test_readers},
     {"sweep_shard_killed_at_creation", test_sweep_shard_killed_at_creation},
+    {"sweep_shard_killed_after_commit", test_sweep_shard_killed_after_commit},
     {"sweep_runs", test_sweep_runs},
     {NULL, NULL},
 };
