@@ -27,9 +27,10 @@ typedef struct hs_sweep_keys {
   char (*k)[17];
 } hs_sweep_keys;
 
-/* Adds the keys of the complete tagged runs of the database at path (opened read-only; a
- * missing file, and a file without a table — a shard whose sweep was killed while creating
- * it — add nothing). */
+/* Adds the keys of the complete tagged runs of the database at path (opened read-only, or to
+ * write when it has a write-ahead log, which a killed writer leaves its commits in; a missing
+ * file, and a file without a table — a shard whose sweep was killed while creating it — add
+ * nothing). */
 int hs_sweep_keys_load(hs_sweep_keys *ks, const char *path, hs_diag *d);
 int hs_sweep_keys_has(const hs_sweep_keys *ks, const char *key);
 void hs_sweep_keys_free(hs_sweep_keys *ks);
