@@ -339,15 +339,18 @@ static int rows_equal(const rows *a, const rows *b) {
   return 1;
 }
 
+/* Six equal workers with lognormal compute jitter (cv 0.3): the determinism and jitter-stream
+ * tests' cluster. */
+static const char *const jit =
+    "name: jit\n"
+    "network: {bandwidth: 10Gbps, latency: 20us}\n"
+    "device_types:\n"
+    "  g: {compute: {t0: 10ms, per_sample: 1ms}}\n"
+    "nodes:\n"
+    "  - {name: n0, devices: [{type: g, count: 6}]}\n"
+    "jitter: {cv: 0.3}\n";
+
 static void test_determinism(void) {
-  static const char *jit =
-      "name: jit\n"
-      "network: {bandwidth: 10Gbps, latency: 20us}\n"
-      "device_types:\n"
-      "  g: {compute: {t0: 10ms, per_sample: 1ms}}\n"
-      "nodes:\n"
-      "  - {name: n0, devices: [{type: g, count: 6}]}\n"
-      "jitter: {cv: 0.3}\n";
   const char *pols[] = {"ssgd", "asp", "ssp:s=2", "ps-bsp", "localsgd:tau=3"};
   for (int p = 0; p < 5; p++) {
     run a, b, c;
@@ -368,14 +371,6 @@ static void test_determinism(void) {
  * step times of worker w are the model's times scaled by the draws of hs_rng_stream(seed, w)
  * with hs_rng_lognormal_unit, in step order, whatever the other workers draw. */
 static void test_jitter_streams(void) {
-  static const char *jit =
-      "name: jit\n"
-      "network: {bandwidth: 10Gbps, latency: 20us}\n"
-      "device_types:\n"
-      "  g: {compute: {t0: 10ms, per_sample: 1ms}}\n"
-      "nodes:\n"
-      "  - {name: n0, devices: [{type: g, count: 6}]}\n"
-      "jitter: {cv: 0.3}\n";
   const char *pols[] = {"ssgd", "asp"};
   for (int p = 0; p < 2; p++) {
     run r;
