@@ -406,7 +406,8 @@ static void im2col(const hs_layer *l, const float *x, int nb, int c0, int cg, fl
             int shift = kj - p; /* input column of output column ow: ow * s + shift */
             for (int ow = 0; ow < lo; ow++) r[ow] = 0.0f;
             if (s == 1) {
-              /* rows are short (tens of pixels): a loop the compiler vectorises beats memcpy */
+              /* rows are short (tens of pixels): a loop the compiler vectorises beats memcpy
+               * (this file is built with -fvect-cost-model=dynamic: see CMakeLists.txt) */
               for (int ow = lo; ow < hi; ow++) r[ow] = xr[ow + shift];
             } else {
               for (int ow = lo; ow < hi; ow++) r[ow] = xr[ow * s + shift];
