@@ -57,7 +57,7 @@ int hs_cal_device_parse(const char *s, hs_cal_device *out, hs_diag *d) {
   out->sm_partition = (int)sm;
   return 0;
 bad:
-  return hs_diag_set(d, HS_EINVAL, "--device: expected cpu, cuda:I or cuda:I/sm=N, got \"%s\"", s ? s : "");
+  return hs_diag_set(d, HS_EINVAL, "expected cpu, cuda:I or cuda:I/sm=N, got \"%s\"", s ? s : "");
 }
 
 static void cpu_model_name(char *buf, size_t size) {

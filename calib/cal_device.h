@@ -35,7 +35,8 @@ typedef struct hs_cal_device {
 } hs_cal_device;
 
 /* Parses a device string into spec, kind, ordinal and sm_partition; HS_EINVAL with a message
- * like `--device: expected cpu, cuda:I or cuda:I/sm=N, got "gpu0"`. */
+ * like `expected cpu, cuda:I or cuda:I/sm=N, got "gpu0"`; the caller says where the string came
+ * from (`--device: `, a cluster file's position). */
 int hs_cal_device_parse(const char *s, hs_cal_device *out, hs_diag *d);
 /* Fills the rest of *dev (after hs_cal_device_parse) from the machine. */
 int hs_cal_device_discover(hs_cal_device *dev, hs_diag *d);

@@ -369,7 +369,7 @@ int hs_cmd_calib(int argc, char **argv) {
   if (rc) return rc < 0 ? 0 : rc;
   hs_diag d = {0};
   hs_cal_device dev;
-  if ((rc = hs_cal_device_parse(a.device, &dev, &d))) return bad("%s", d.msg);
+  if ((rc = hs_cal_device_parse(a.device, &dev, &d))) return bad("--device: %s", d.msg);
   dev.threads = a.threads;
   if (a.name) snprintf(dev.name, sizeof dev.name, "%s", a.name);
   if ((rc = hs_cal_device_discover(&dev, &d))) {

@@ -95,7 +95,7 @@ before=$(q "SELECT count(*) FROM run")
 expect_exit bad_backend 2 "$H" real --policy ssgd "${common[@]}" --backend mpi
 check bad_backend_says grep -q 'unknown backend "mpi"; valid: cpu, local, nccl' "$T/err"
 expect_exit bad_device 2 "$H" real --policy ssgd "${common[@]}" --device gpu0
-check bad_device_says grep -q -- "--device" "$T/err"
+check bad_device_says grep -q -- 'hetsim real: --device: expected cpu, cuda:I or cuda:I/sm=N, got "gpu0"' "$T/err"
 expect_exit cpu_backend_gpu_device 2 "$H" real --policy ssgd "${common[@]}" --device cuda:0
 check cpu_backend_gpu_device_says grep -q "the cpu backend runs its workers on --device cpu" "$T/err"
 expect_exit world_size_mismatch 2 env RANK=0 WORLD_SIZE=4 MASTER_ADDR=127.0.0.1 MASTER_PORT=29500 \
