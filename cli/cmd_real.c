@@ -331,6 +331,8 @@ int hs_cmd_real(int argc, char **argv) {
   hs_cli_run rctx = {0}; /* the stored run (cli.h) */
   hs_perf_model perf;
   int have_perf = 0;
+  hs_perf_model *type_perf = NULL;          /* the calibrations of the workers' own devices */
+  const hs_perf_model **worker_perf = NULL; /* per worker: into type_perf, or NULL */
 
   const char **worker_devices = NULL; /* per worker, from the cluster file's real_device */
   int n_own = 0;                      /* workers with a device of their own */
@@ -416,6 +418,21 @@ int hs_cmd_real(int argc, char **argv) {
       goto out;
     }
     have_perf = 1;
+    /* Workers on devices of their own (partitions of one GPU) are predicted by those devices'
+     * calibrations, so that a policy sees unequal partitions as unequal. */
+    if (n_own) {
+      type_perf = calloc(HS_REAL_MAX_TYPE_DEVICES, sizeof *type_perf);
+      worker_perf = calloc((size_t)spec.n_workers, sizeof *worker_perf);
+      if (!type_perf || !worker_perf) {
+        fprintf(stderr, "hetsim real: out of memory\n");
+        status = 1;
+        goto out;
+      }
+      if ((rc = hs_real_plan_worker_perf(&spec, &ro, calib_store, a.model, type_perf, worker_perf, &d))) {
+        fprintf(stderr, "hetsim real: --calib %s: %s\n", a.calib, d.msg);
+        goto out;
+      }
+    }
   }
   if ((rc = open_data(&a, mi, &train, &test, &d))) {
     fprintf(stderr, "hetsim real: %s\n", d.msg);
@@ -504,7 +521,7 @@ int hs_cmd_real(int argc, char **argv) {
       .max_epochs = a.epochs, .max_time = a.time, .target_loss = a.target_loss,
       .target_accuracy = a.target_acc, .perf = have_perf ? &perf : NULL, .sink = hs_cli_run_step_sink, .sink_ctx = &rctx,
       .eval_sink = hs_cli_eval_sink, .eval_ctx = &rctx.evals, .stop = &real_interrupted,
-      .pin = pin, .worker_devices = n_own ? worker_devices : NULL,
+      .pin = pin, .worker_devices = n_own ? worker_devices : NULL, .worker_perf = worker_perf,
   };
   struct sigaction old_sa, old_term;
   real_interrupted = 0;
@@ -556,6 +573,8 @@ int hs_cmd_real(int argc, char **argv) {
 
 out:
   free(worker_devices);
+  free(worker_perf);
+  free(type_perf);
   hs_real_result_free(&res);
   hs_cli_run_free(&rctx);
   hs_store_close(store);

@@ -192,6 +192,27 @@ int hs_real_plan_type_devices(const hs_real_plan *p, const hs_cluster_spec *spec
   return 0;
 }
 
+int hs_real_plan_worker_perf(const hs_cluster_spec *spec, const hs_real_options *ro, hs_store *store,
+                             const char *model, hs_perf_model *models, const hs_perf_model **out,
+                             hs_diag *d) {
+  for (int k = 0; k < ro->n_type_devices; k++) {
+    const hs_real_type_device *t = &ro->type_devices[k];
+    int rc = hs_perf_load(store, t->device_name, model, &models[k], NULL, d);
+    if (rc) {
+      char why[sizeof d->msg];
+      snprintf(why, sizeof why, "%s", d->msg);
+      return hs_diag_set(d, rc, "device type %s runs on %s (%s): %s", t->type, t->device, t->device_name, why);
+    }
+  }
+  for (int w = 0; w < spec->n_workers; w++) {
+    const char *type = spec->types[spec->workers[w].type].name;
+    out[w] = NULL;
+    for (int k = 0; k < ro->n_type_devices; k++)
+      if (!strcmp(ro->type_devices[k].type, type)) out[w] = &models[k];
+  }
+  return 0;
+}
+
 int hs_real_plan_pinned(const hs_real_plan *p, hs_real_pin pin, int n_workers) {
   hs_real_config cfg = {.device = p->device, .pin = pin};
   hs_cpus cpus;

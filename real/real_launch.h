@@ -60,6 +60,15 @@ int hs_real_plan_devices(const hs_real_plan *p, const hs_cluster_spec *spec, con
  * so). */
 int hs_real_plan_type_devices(const hs_real_plan *p, const hs_cluster_spec *spec,
                               hs_real_options *ro, hs_diag *d);
+/* The step model of each worker for `hetsim real --calib`: a worker whose device type runs on a
+ * device of its own (ro->type_devices, from hs_real_plan_type_devices) gets that device's
+ * calibration of `model` from store, the others NULL (the calibration of --device). models has
+ * room for HS_REAL_MAX_TYPE_DEVICES; out (spec->n_workers entries) points into it. A device
+ * with no calibration of the model is HS_ENOTFOUND naming the type, its device and what the
+ * store has. */
+int hs_real_plan_worker_perf(const hs_cluster_spec *spec, const hs_real_options *ro, hs_store *store,
+                             const char *model, hs_perf_model *models, const hs_perf_model **out,
+                             hs_diag *d);
 /* Whether the run's worker threads will be pinned (hs_real_pins; never for one process per
  * worker). */
 int hs_real_plan_pinned(const hs_real_plan *p, hs_real_pin pin, int n_workers);

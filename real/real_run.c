@@ -275,7 +275,8 @@ static int enqueue(real *s, lane *l, item_kind kind, int batch, uint64_t tag, ro
 static double drv_now(hs_rt_core *c) { return now_of(R(c)); }
 static double drv_predict(hs_rt_core *c, int w, int batch) {
   real *s = R(c);
-  return hs_runtime_predict(s->cfg->perf, s->probe_t0, s->probe_k, c->w[w].slowdown, batch);
+  const hs_perf_model *own = s->cfg->worker_perf && w >= 0 ? s->cfg->worker_perf[w] : NULL;
+  return hs_runtime_predict(own ? own : s->cfg->perf, s->probe_t0, s->probe_k, c->w[w].slowdown, batch);
 }
 
 static int drv_compute(hs_rt_core *c, int w, int batch) {

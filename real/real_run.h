@@ -117,6 +117,10 @@ typedef struct hs_real_config {
   void *eval_ctx;
   volatile sig_atomic_t *stop;    /* may be NULL */
   hs_real_pin pin;                /* HS_PIN_AUTO (0): see hs_real_pins */
+  /* Per worker (n workers entries; NULL, or a NULL entry: `perf`): the step model of a worker
+   * on a device of its own (worker_devices), so that a policy sees partitions of different
+   * sizes as unequal (hs_real_plan_worker_perf). */
+  const hs_perf_model *const *worker_perf;
 } hs_real_config;
 
 typedef struct hs_real_worker_stats {

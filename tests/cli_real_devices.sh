@@ -106,6 +106,12 @@ check cpu_types.recorded test "$(val "$T/cpu.db" "SELECT json_extract(options, '
   json_extract(options, '\$.type_devices.mid.device') || '|' || (json_extract(options, '\$.type_devices.big.device_name') = '$cpu_name') || '|' ||
   coalesce(json_extract(options, '\$.type_devices.small'), 'none') FROM run WHERE id = $id")" = "cpu|cpu|1|none"
 check cpu_types.worker_rows test "$(val "$T/cpu.db" "SELECT group_concat(device_type, '|') FROM (SELECT device_type FROM worker WHERE run_id = $id ORDER BY idx)")" = "big|mid|small"
+# With --calib, each type with a device of its own is predicted by that device's calibration
+# (here all are this cpu's: lbb runs; test_calib's worker_perf checks the mapping by type).
+expect_exit cpu_types_calib 0 "$H" calib --device cpu --model mlp --batches 8,16,24 --min-reps 3 --max-reps 5 \
+  --warmup 1 --db "$T/calib.db"
+expect_exit cpu_types_calib_run 0 "$H" "${real[@]/ssgd/lbb}" --cluster cpu-types.yaml --calib "$T/calib.db" --db "$T/cpu.db" --json
+check cpu_types_calib_run.complete grep -q '"status": "complete"' "$T/out"
 # Without the key, the options are as before: no type_devices.
 expect_exit cpu_plain_run 0 "$H" "${real[@]}" --cluster plain.yaml --db "$T/cpu.db" --json
 id=$(sed -n 's/.*"run_id": \([0-9]*\).*/\1/p' "$T/out")

@@ -13,6 +13,7 @@
 #include "calib/cal_store.h"
 #include "core/core_perfmodel.h"
 #include "core/core_rng.h"
+#include "real/real_launch.h"
 #include "hs_test.h"
 
 static void test_stats(void) {
@@ -493,6 +494,97 @@ static void test_shared_name(void) {
   ASSERT_STR(hs_cal_device_shared_name(small, sizeof small, "gpu", 12), "gpu (12");
 }
 
+/* hetsim real --calib with workers on devices of their own: each type with a device of its own
+ * is predicted by that device's calibration, the others by --device's (NULL); a device the
+ * store has not calibrated for the model is refused naming the type and the device. */
+static void test_worker_perf(void) {
+  char path[512];
+  hs_store *s = fresh_store(path, sizeof path);
+  ASSERT(s != NULL);
+  if (!s) return;
+  hs_diag d = {0};
+  const char *names[2] = {"gpu (16 SMs)", "gpu (64 SMs)"};
+  const double per[2] = {4e-4, 1e-4}; /* s per sample: the small partition 4x slower */
+  ASSERT_EQ(hs_cal_store_model(s, "mlp", &d), 0);
+  for (int k = 0; k < 2; k++) {
+    hs_cal_device dev;
+    hs_cal_device_parse("cpu", &dev, &d);
+    snprintf(dev.name, sizeof dev.name, "%s", names[k]);
+    snprintf(dev.host, sizeof dev.host, "h");
+    int64_t id = 0;
+    ASSERT_EQ(hs_cal_store_device(s, &dev, &id, &d), 0);
+    const int batches[] = {8, 16, 32, 64};
+    double b[4], t[4];
+    for (int i = 0; i < 4; i++) {
+      hs_cal_stats st[HS_CAL_PHASES];
+      for (int p = 0; p < HS_CAL_PHASES; p++) {
+        double v = 1e-3 + per[k] * batches[i];
+        st[p] = (hs_cal_stats){.median_s = v, .p10_s = v * 0.9, .p90_s = v * 1.1, .count = 5};
+      }
+      ASSERT_EQ(hs_cal_store_point(s, id, "mlp", batches[i], st, &d), 0);
+      b[i] = batches[i];
+      t[i] = 1e-3 + per[k] * batches[i];
+    }
+    hs_fit_set fs;
+    ASSERT_EQ(hs_fit_select(b, t, 4, &fs, &d), 0);
+    ASSERT_EQ(hs_cal_store_fits(s, id, "mlp", HS_CAL_STEP, &fs, 64, &d), 0);
+  }
+  static const char yaml[] =
+      "name: parts\n"
+      "device_types:\n"
+      "  small: {compute: {t0: 1ms, per_sample: 0.4ms}, real_device: cuda:0/sm=16}\n"
+      "  big: {compute: {t0: 1ms, per_sample: 0.1ms}, real_device: cuda:0/sm=64}\n"
+      "  plain: {compute: {t0: 1ms, per_sample: 0.2ms}}\n"
+      "network: {bandwidth: 10Gbps, latency: 20us}\n"
+      "nodes:\n"
+      "  - name: n0\n"
+      "    devices: [{type: small}, {type: big, count: 2}, {type: plain}]\n";
+  hs_cluster_spec spec;
+  memset(&spec, 0, sizeof spec);
+  ASSERT_EQ(hs_cluster_parse(&spec, "parts.yaml", yaml, sizeof yaml - 1, &d), 0);
+  hs_real_options ro;
+  memset(&ro, 0, sizeof ro);
+  ro.n_type_devices = 2;
+  snprintf(ro.type_devices[0].type, sizeof ro.type_devices[0].type, "small");
+  snprintf(ro.type_devices[0].device, sizeof ro.type_devices[0].device, "cuda:0/sm=16");
+  snprintf(ro.type_devices[0].device_name, sizeof ro.type_devices[0].device_name, "%s", names[0]);
+  snprintf(ro.type_devices[1].type, sizeof ro.type_devices[1].type, "big");
+  snprintf(ro.type_devices[1].device, sizeof ro.type_devices[1].device, "cuda:0/sm=64");
+  snprintf(ro.type_devices[1].device_name, sizeof ro.type_devices[1].device_name, "%s", names[1]);
+  hs_perf_model *models = calloc(HS_REAL_MAX_TYPE_DEVICES, sizeof *models);
+  const hs_perf_model *out[4] = {0};
+  ASSERT_EQ(spec.n_workers, 4);
+  if (models && spec.n_workers == 4) {
+    ASSERT_EQ(hs_real_plan_worker_perf(&spec, &ro, s, "mlp", models, out, &d), 0);
+    int small = 0, big = 0, plain = 0;
+    for (int w = 0; w < 4; w++) {
+      const char *type = spec.types[spec.workers[w].type].name;
+      if (!strcmp(type, "plain")) {
+        ASSERT(out[w] == NULL);
+        plain++;
+      } else {
+        ASSERT(out[w] != NULL);
+        if (!out[w]) continue;
+        double want = 1e-3 + (strcmp(type, "small") ? 1e-4 : 4e-4) * 48;
+        ASSERT_REL(hs_perf_eval(out[w], 48), want, 1e-9);
+        small += !strcmp(type, "small");
+        big += !strcmp(type, "big");
+      }
+    }
+    ASSERT_EQ(small, 1);
+    ASSERT_EQ(big, 2);
+    ASSERT_EQ(plain, 1);
+    /* A partition the store has not calibrated for the model. */
+    snprintf(ro.type_devices[1].device_name, sizeof ro.type_devices[1].device_name, "gpu (32 SMs)");
+    ASSERT_EQ(hs_real_plan_worker_perf(&spec, &ro, s, "mlp", models, out, &d), HS_ENOTFOUND);
+    ASSERT_CONTAINS(d.msg, "device type big runs on cuda:0/sm=64 (gpu (32 SMs)): ");
+  }
+  free(models);
+  hs_cluster_spec_free(&spec);
+  hs_store_close(s);
+  unlink(path);
+}
+
 int main(int argc, char **argv) {
   hs_gsl_init();
   static const hs_test_case cases[] = {
@@ -506,6 +598,7 @@ int main(int argc, char **argv) {
       {"sweep_slow_period", test_sweep_slow_period},
       {"device_parse", test_device_parse},
       {"store_roundtrip", test_store_roundtrip},
+      {"worker_perf", test_worker_perf},
       {"resume_skips_stored_points", test_resume_skips_stored_points},
       {"comm_timing", test_comm_timing},
       {"wake_timing", test_wake_timing},
