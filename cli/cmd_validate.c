@@ -616,12 +616,16 @@ int hs_cmd_validate(int argc, char **argv) {
   if (!reused) {
     char command[256], options[1024];
     snprintf(command, sizeof command, "hetsim validate %lld", id);
-    char tl[32] = "null";
-    if (conv) snprintf(tl, sizeof tl, "%.17g", r.final_loss);
-    snprintf(options, sizeof options,
-             "{\"validates\":%lld,\"iterations\":%lld,\"convergence\":\"%s\",\"target_loss\":%s,"
-             "\"grad_bytes\":%lld,\"validation_key\":\"%s\"}",
-             id, (long long)r.iterations, conv ? "proxy" : "none", tl, (long long)ms.grad_bytes, key);
+    /* The simulated run's options through their one writer (core_runopts.h). */
+    hs_validate_options vo = {.validates = id, .iterations = r.iterations,
+                              .target_loss = conv ? r.final_loss : NAN, .grad_bytes = (int64_t)ms.grad_bytes};
+    snprintf(vo.convergence, sizeof vo.convergence, "%s", conv ? "proxy" : "none");
+    memcpy(vo.validation_key, key, sizeof vo.validation_key);
+    if ((rc = hs_validate_options_format(&vo, options, sizeof options, &d))) {
+      fprintf(stderr, "hetsim validate: %s\n", d.msg);
+      status = 1;
+      goto out;
+    }
     hs_run_info info = {.kind = "sim", .policy = pol->name, .params = r.params, .cluster_name = spec.name,
                         .cluster_text = text, .model = r.model, .global_batch = r.global_batch,
                         .seed = r.seed, .options_json = options, .command = command};

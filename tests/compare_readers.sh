@@ -159,6 +159,7 @@ store() { # NAME ARGS...: `hetsim sim ARGS` into a fresh database per binary
     rm -f "$W/s-$side.db"*
     "$bin" sim --db "$W/s-$side.db" "$@" >/dev/null 2>"$W/s-$side.err"
     echo "rc=$?" >"$W/s-$side.rows"
+    [ $side = old ] && [ "$(cat "$W/s-old.rows")" != rc=0 ] && echo "note: $name exits $(cat "$W/s-old.rows"): $(head -c 200 "$W/s-old.err")"
     rows "$W/s-$side.db" >>"$W/s-$side.rows" 2>&1
   done
   if ! cmp -s "$W/s-old.rows" "$W/s-new.rows"; then
@@ -173,13 +174,17 @@ for p in $("$OLD" policies 2>/dev/null | awk 'NF && $1 !~ /:$/ {print $1}' | gre
 done
 store flags.epochs --cluster "$C4" "${base[@]}" --policy ssgd --epochs 0.01 --convergence analytic
 store flags.target --cluster "$C4" "${base[@]}" --policy asp --target-loss 2.0 --convergence analytic --iterations 50
-store flags.acc --cluster "$C4" "${base[@]}" --policy ssgd --target-accuracy 0.2 --convergence analytic --iterations 50
+store flags.acc --cluster "$C4" --model mlp --global-batch 256 --policy ssgd --target-accuracy 0.5 --convergence analytic --iterations 50
+store flags.proxy --cluster "$C4" --model mlp --global-batch 64 --policy ssgd --convergence proxy:eval_every=5,train_samples=512,eval_samples=128 --iterations 10
+store flags.events --cluster "$C4" "${base[@]}" --policy ssgd --iterations 5 --events "$SRC/traces/lbb-4gpu-events.csv"
 store flags.simtime --cluster "$C4" "${base[@]}" --policy ssgd --sim-time 1s
 store flags.summary --cluster "$C4" "${base[@]}" --policy ssgd --iterations 3 --store summary --seed 42
-store flags.params --cluster "$C4" "${base[@]}" --policy ssgd:algo=hier,bucket_bytes=1MiB --iterations 3
+store flags.params --cluster "$C4" "${base[@]}" --policy ssgd:algo=hier,bucket=1MiB,overlap=1 --iterations 3
 store flags.lbcal --cluster "$C4" "${base[@]}" --policy lbcal:tau=2,overlap=1 --iterations 3
 for t in "$SRC"/traces/*.yaml; do
-  store "cluster.$(basename "$t")" --cluster "$t" "${base[@]}" --policy ssgd --iterations 2
+  m=resnet18 b=256
+  case $t in *sailor*) m=opt-350m b=8 ;; *1024gpu*) b=4096 ;; esac
+  store "cluster.$(basename "$t")" --cluster "$t" --model $m --global-batch $b --policy ssgd --iterations 2
 done
 
 # validate: the same real run validated by both binaries (copies of one database).
@@ -189,7 +194,7 @@ for side in old new; do
   [ $side = new ] && bin=$NEW
   cp "$VDB" "$W/val-$side.db"
   rm -f "$W/val-$side.db-wal" "$W/val-$side.db-shm"
-  python3 -c "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); c.execute('DELETE FROM validation'); c.execute('DELETE FROM run WHERE id > 1'); c.commit()" "$W/val-$side.db"
+  python3 -c "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); [c.execute('DELETE FROM %s WHERE run_id > 1' % t) for t in ('step', 'eval', 'worker', 'summary')]; c.execute('DELETE FROM validation'); c.execute('DELETE FROM run WHERE id > 1'); c.commit()" "$W/val-$side.db"
   "$bin" validate 1 --db "$W/val-$side.db" >/dev/null 2>&1
   "$bin" validate 1 --db "$W/val-$side.db" --json >"$W/val-$side.json" 2>&1 # reused
   { rows "$W/val-$side.db"; grep -o '"reused": [a-z]*' "$W/val-$side.json"; } >"$W/val-$side.rows"
