@@ -9,7 +9,8 @@
  * - The columns of each cursor are part of the documented contract below (and, for the tables'
  *   own rows, docs/schema.md): `hetsim query` and `export` print them as they come.
  * - `hs_store_sql_open` runs one statement a user wrote: it must parse, be one statement and
- *   only read (attaching other files is refused too); the limits below bound its run.
+ *   only read; attaching another file fails when the statement runs (no file may be attached);
+ *   the limits below bound its run.
  * - Errors: the functions return 0 (or what is said) and a negative HS_E* code on failure,
  *   with SQLite's message alone in d (no path or context: the commands have always put it in
  *   their own words). Readers may run on read-only stores; none while a step batch is open.
