@@ -153,10 +153,10 @@ int hs_cli_run_finish(hs_cli_run *r, const char *status, const struct hs_summary
                       struct hs_diag *d);
 void hs_cli_run_free(hs_cli_run *r);
 
-/* Writes every row of a prepared statement as RFC 4180 CSV (a header row, CRLF line ends,
- * NULL as an empty field, reals in their shortest exact form) and returns an exit status.
- * Shared by `query --csv` and `export`, so the two cannot drift apart. */
-struct sqlite3_stmt;
-int hs_query_write_csv(struct sqlite3_stmt *st, FILE *out);
+/* Writes every row of a store's cursor (core_store_query.h) as RFC 4180 CSV (a header row,
+ * CRLF line ends, NULL as an empty field, reals in their shortest exact form) and returns an
+ * exit status. Shared by `query --csv` and `export`, so the two cannot drift apart. */
+struct hs_rows;
+int hs_query_write_csv(struct hs_rows *st, FILE *out);
 
 #endif

@@ -5,7 +5,6 @@
  * (RFC 4180). The database is opened read-only. Each file is written to a temporary name and
  * renamed when complete (cli/report_file.h), so no file is ever seen half written. */
 #include <errno.h>
-#include <sqlite3.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +14,7 @@
 #include "cli/cli.h"
 #include "cli/report_file.h"
 #include "core/core_store.h"
+#include "core/core_store_query.h"
 
 static const char usage_text[] =
     "usage: hetsim export RUN --csv DIR [--db FILE]\n"
@@ -40,20 +40,18 @@ static const char usage_text[] =
 
 #define usage_error(...) hs_cli_usage_error("export", __VA_ARGS__)
 
+/* The files and the store's rows they hold (core_store_query.h says their order). */
 static const struct table {
   const char *file;
-  const char *sql; /* ?1 = the run id */
+  hs_run_table table;
 } tables[] = {
-    {"run.csv", "SELECT * FROM run WHERE id = ?1"},
-    {"summary.csv", "SELECT * FROM summary WHERE run_id = ?1"},
-    {"worker.csv", "SELECT * FROM worker WHERE run_id = ?1 ORDER BY idx"},
-    {"step.csv", "SELECT * FROM step WHERE run_id = ?1 ORDER BY step, worker"},
-    {"eval.csv", "SELECT * FROM eval WHERE run_id = ?1 ORDER BY time_s, id"},
-    {"validation.csv", "SELECT * FROM validation WHERE run_id = ?1 OR sim_run_id = ?1 ORDER BY id"},
-    {NULL, NULL},
+    {"run.csv", HS_TABLE_RUN},       {"summary.csv", HS_TABLE_SUMMARY},
+    {"worker.csv", HS_TABLE_WORKER}, {"step.csv", HS_TABLE_STEP},
+    {"eval.csv", HS_TABLE_EVAL},     {"validation.csv", HS_TABLE_VALIDATION},
+    {NULL, HS_TABLE_RUN},
 };
 
-static int export_table(sqlite3 *db, const struct table *t, int64_t id, const char *dir) {
+static int export_table(hs_store *s, const struct table *t, int64_t id, const char *dir) {
   size_t n = strlen(dir) + strlen(t->file) + 2;
   char *path = malloc(n);
   if (!path) {
@@ -61,14 +59,13 @@ static int export_table(sqlite3 *db, const struct table *t, int64_t id, const ch
     return 1;
   }
   snprintf(path, n, "%s/%s", dir, t->file);
-  sqlite3_stmt *st = NULL;
-  if (sqlite3_prepare_v2(db, t->sql, -1, &st, NULL) != SQLITE_OK) {
-    fprintf(stderr, "hetsim export: %s: %s\n", t->file, sqlite3_errmsg(db));
+  hs_diag d = {0};
+  hs_rows *st = NULL;
+  if (hs_store_run_table_open(s, t->table, id, &st, &d)) {
+    fprintf(stderr, "hetsim export: %s: %s\n", t->file, d.msg);
     free(path);
     return 1;
   }
-  sqlite3_bind_int64(st, 1, id);
-  hs_diag d = {0};
   hs_outfile of;
   int rc = hs_outfile_open(&of, path, &d);
   if (rc) {
@@ -82,7 +79,7 @@ static int export_table(sqlite3 *db, const struct table *t, int64_t id, const ch
   } else {
     printf("%s\n", path);
   }
-  sqlite3_finalize(st);
+  hs_rows_close(st);
   free(path);
   return rc;
 }
@@ -117,19 +114,10 @@ int hs_cmd_export(int argc, char **argv) {
   hs_store *s = NULL;
   int rc = hs_cli_store_open("export", &s, db_path, HS_STORE_READONLY);
   if (rc) return rc;
-  sqlite3 *db = hs_store_db(s);
-  sqlite3_stmt *st = NULL;
-  int found = 0;
-  if (sqlite3_prepare_v2(db, "SELECT 1 FROM run WHERE id = ?1", -1, &st, NULL) == SQLITE_OK) {
-    sqlite3_bind_int64(st, 1, id);
-    int step = sqlite3_step(st);
-    found = step == SQLITE_ROW ? 1 : step == SQLITE_DONE ? 0 : -1;
-  } else {
-    found = -1;
-  }
-  sqlite3_finalize(st);
+  hs_diag d = {0};
+  int found = hs_store_run_exists(s, id, &d);
   if (found <= 0) {
-    if (found < 0) fprintf(stderr, "hetsim export: %s: %s\n", db_path, sqlite3_errmsg(db));
+    if (found < 0) fprintf(stderr, "hetsim export: %s: %s\n", db_path, d.msg);
     else fprintf(stderr, "hetsim export: no run %lld in %s (hetsim query runs lists them)\n", (long long)id,
                  db_path);
     hs_store_close(s);
@@ -153,7 +141,7 @@ int hs_cmd_export(int argc, char **argv) {
     return e == ENOENT || e == ENOTDIR ? 2 : 1;
   }
   rc = 0;
-  for (const struct table *t = tables; t->file && !rc; t++) rc = export_table(db, t, id, dir);
+  for (const struct table *t = tables; t->file && !rc; t++) rc = export_table(s, t, id, dir);
   hs_store_close(s);
   return rc;
 }

@@ -4,17 +4,16 @@
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
-#include <sqlite3.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "cli/cli.h"
 #include "core/core_json.h"
 #include "core/core_store.h"
+#include "core/core_store_query.h"
 #include "core/core_units.h"
 
 enum fmt { FMT_TEXT, FMT_CSV, FMT_JSON };
@@ -28,14 +27,10 @@ enum { TEXT_CELL_MAX = 60 };
 #define SQL_TIME_LIMIT 60.0                /* s */
 #define SQL_MAX_ROWS 1000000LL
 #define SQL_MAX_BYTES (256LL << 20)
-/* SQLite's own ceiling on one value (SQLITE_MAX_LENGTH as built). */
-#define SQL_LENGTH_CEILING 1000000000LL
 
 typedef struct qlimits {
   double time_limit;                 /* s; 0 = none */
   long long max_rows, max_bytes;     /* 0 = none */
-  double deadline;                   /* CLOCK_MONOTONIC s, set when the statement starts */
-  int timed_out;                     /* the progress handler stopped the statement */
   long long rows, bytes;             /* counted so far */
 } qlimits;
 
@@ -127,20 +122,22 @@ static char *hex_of_blob(const unsigned char *p, int len) {
 }
 
 /* The text of column i for people: control characters escaped so one row stays one line. */
-static char *text_cell(sqlite3_stmt *st, int i, int cut) {
+static char *text_cell(const hs_rows *st, int i, int cut) {
   char buf[64];
-  switch (sqlite3_column_type(st, i)) {
-  case SQLITE_NULL: return strdup("NULL");
-  case SQLITE_INTEGER:
-    snprintf(buf, sizeof buf, "%lld", (long long)sqlite3_column_int64(st, i));
+  size_t len;
+  switch (hs_rows_type(st, i)) {
+  case HS_VALUE_NULL: return strdup("NULL");
+  case HS_VALUE_INT:
+    snprintf(buf, sizeof buf, "%lld", (long long)hs_rows_int(st, i));
     return strdup(buf);
-  case SQLITE_FLOAT: snprintf(buf, sizeof buf, "%.6g", sqlite3_column_double(st, i)); return strdup(buf);
-  case SQLITE_BLOB:
-    return hex_of_blob(sqlite3_column_blob(st, i), sqlite3_column_bytes(st, i));
+  case HS_VALUE_REAL: snprintf(buf, sizeof buf, "%.6g", hs_rows_real(st, i)); return strdup(buf);
+  case HS_VALUE_BLOB: {
+    const unsigned char *b = hs_rows_blob(st, i, &len);
+    return hex_of_blob(b, (int)len);
+  }
   default: break;
   }
-  const unsigned char *t = sqlite3_column_text(st, i);
-  size_t len = (size_t)sqlite3_column_bytes(st, i); /* NUL bytes included, shown as \x00 */
+  const unsigned char *t = (const unsigned char *)hs_rows_text(st, i, &len); /* NUL bytes included, shown as \x00 */
   char *out = malloc(len * 4 + 4);
   if (!out) return NULL;
   size_t o = 0;
@@ -161,9 +158,9 @@ static char *text_cell(sqlite3_stmt *st, int i, int cut) {
   return out;
 }
 
-static int is_number(sqlite3_stmt *st, int i) {
-  int t = sqlite3_column_type(st, i);
-  return t == SQLITE_INTEGER || t == SQLITE_FLOAT;
+static int is_number(const hs_rows *st, int i) {
+  hs_value_type t = hs_rows_type(st, i);
+  return t == HS_VALUE_INT || t == HS_VALUE_REAL;
 }
 
 static void csv_field(FILE *out, const char *s) {
@@ -179,49 +176,53 @@ static void csv_field(FILE *out, const char *s) {
   fputc('"', out);
 }
 
-static void csv_value(FILE *out, sqlite3_stmt *st, int i) {
+static void csv_value(FILE *out, const hs_rows *st, int i) {
   char buf[64];
-  switch (sqlite3_column_type(st, i)) {
-  case SQLITE_NULL: break;
-  case SQLITE_INTEGER: fprintf(out, "%lld", (long long)sqlite3_column_int64(st, i)); break;
-  case SQLITE_FLOAT:
-    format_real(buf, sizeof buf, sqlite3_column_double(st, i));
+  size_t len;
+  switch (hs_rows_type(st, i)) {
+  case HS_VALUE_NULL: break;
+  case HS_VALUE_INT: fprintf(out, "%lld", (long long)hs_rows_int(st, i)); break;
+  case HS_VALUE_REAL:
+    format_real(buf, sizeof buf, hs_rows_real(st, i));
     fputs(buf, out);
     break;
-  case SQLITE_BLOB: {
-    char *h = hex_of_blob(sqlite3_column_blob(st, i), sqlite3_column_bytes(st, i));
+  case HS_VALUE_BLOB: {
+    const unsigned char *b = hs_rows_blob(st, i, &len);
+    char *h = hex_of_blob(b, (int)len);
     if (h) fputs(h, out);
     free(h);
     break;
   }
-  default: csv_field(out, (const char *)sqlite3_column_text(st, i)); break;
+  default: csv_field(out, hs_rows_text(st, i, NULL)); break;
   }
 }
 
-static void json_value(hs_json *j, sqlite3_stmt *st, int i) {
-  switch (sqlite3_column_type(st, i)) {
-  case SQLITE_NULL: hs_json_null(j); break;
-  case SQLITE_INTEGER: hs_json_int(j, sqlite3_column_int64(st, i)); break;
-  case SQLITE_FLOAT: hs_json_double(j, sqlite3_column_double(st, i)); break;
-  case SQLITE_BLOB: {
-    char *h = hex_of_blob(sqlite3_column_blob(st, i), sqlite3_column_bytes(st, i));
+static void json_value(hs_json *j, const hs_rows *st, int i) {
+  size_t len;
+  switch (hs_rows_type(st, i)) {
+  case HS_VALUE_NULL: hs_json_null(j); break;
+  case HS_VALUE_INT: hs_json_int(j, hs_rows_int(st, i)); break;
+  case HS_VALUE_REAL: hs_json_double(j, hs_rows_real(st, i)); break;
+  case HS_VALUE_BLOB: {
+    const unsigned char *b = hs_rows_blob(st, i, &len);
+    char *h = hex_of_blob(b, (int)len);
     hs_json_string(j, h ? h : "");
     free(h);
     break;
   }
   default: {
     /* The length, not strlen: a text may hold NUL bytes, which JSON writes as \u0000. */
-    const char *t = (const char *)sqlite3_column_text(st, i);
-    hs_json_string_len(j, t ? t : "", t ? (size_t)sqlite3_column_bytes(st, i) : 0);
+    const char *t = hs_rows_text(st, i, &len);
+    hs_json_string_len(j, t ? t : "", t ? len : 0);
     break;
   }
   }
 }
 
-static void json_row(hs_json *j, sqlite3_stmt *st) {
+static void json_row(hs_json *j, const hs_rows *st) {
   hs_json_object_begin(j);
-  for (int i = 0; i < sqlite3_column_count(st); i++) {
-    hs_json_key(j, sqlite3_column_name(st, i));
+  for (int i = 0; i < hs_rows_columns(st); i++) {
+    hs_json_key(j, hs_rows_name(st, i));
     json_value(j, st, i);
   }
   hs_json_object_end(j);
@@ -229,51 +230,39 @@ static void json_row(hs_json *j, sqlite3_stmt *st) {
 
 /* ---- result sets ---------------------------------------------------------------------- */
 
-/* Reports a failed sqlite3_step and returns exit status 1. */
-static int step_failed(sqlite3 *db) {
-  fprintf(stderr, "hetsim query: %s\n", sqlite3_errmsg(db));
+/* Reports a failed read (d holds SQLite's message) and returns exit status 1. */
+static int read_failed(const hs_diag *d) {
+  fprintf(stderr, "hetsim query: %s\n", d->msg);
   return 1;
 }
 
-static double mono_now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-/* SQLite's progress handler: a non-zero return stops the statement (SQLITE_INTERRUPT). */
-static int on_progress(void *ctx) {
-  qlimits *l = ctx;
-  if (l->time_limit > 0 && mono_now() > l->deadline) {
-    l->timed_out = 1;
-    return 1;
-  }
-  return 0;
-}
-
-/* A failed step of a limited statement: the time limit's message, or SQLite's. */
-static int limited_step_failed(sqlite3 *db, const qlimits *l) {
-  if (l && l->timed_out) {
+/* A failed step of a limited statement (rc from hs_rows_next): the time limit's message, or
+ * SQLite's. */
+static int limited_step_failed(int rc, const hs_diag *d, const qlimits *l) {
+  if (l && rc == HS_EINTR) {
     fprintf(stderr, "hetsim query: sql: stopped after the time limit of %g s (--time-limit: give a "
             "longer one, or 0 for none)\n", l->time_limit);
     return 1;
   }
-  if (l && sqlite3_errcode(db) == SQLITE_TOOBIG) {
+  if (l && rc == HS_ELIMIT) {
     fprintf(stderr, "hetsim query: sql: %s: a value passed the limit of %lld bytes (--max-bytes: "
-            "give a higher one)\n", sqlite3_errmsg(db), l->max_bytes > 0 ? l->max_bytes : SQL_LENGTH_CEILING);
+            "give a higher one)\n", d->msg, l->max_bytes > 0 ? l->max_bytes : HS_SQL_LENGTH_CEILING);
     return 1;
   }
-  return step_failed(db);
+  return read_failed(d);
 }
 
 /* Counts one more row of st against the limits; 1 (with the message printed) when it passes
  * one of them. */
-static int over_limit(qlimits *l, sqlite3_stmt *st) {
+static int over_limit(qlimits *l, const hs_rows *st) {
   if (!l) return 0;
   l->rows++;
-  for (int i = 0; i < sqlite3_column_count(st); i++) {
-    int t = sqlite3_column_type(st, i);
-    l->bytes += t == SQLITE_TEXT || t == SQLITE_BLOB ? sqlite3_column_bytes(st, i) : t == SQLITE_NULL ? 0 : 8;
+  for (int i = 0; i < hs_rows_columns(st); i++) {
+    hs_value_type t = hs_rows_type(st, i);
+    size_t len = 0;
+    if (t == HS_VALUE_TEXT) hs_rows_text(st, i, &len);
+    else if (t == HS_VALUE_BLOB) hs_rows_blob(st, i, &len);
+    l->bytes += t == HS_VALUE_TEXT || t == HS_VALUE_BLOB ? (long long)len : t == HS_VALUE_NULL ? 0 : 8;
   }
   if (l->max_rows > 0 && l->rows > l->max_rows) {
     fprintf(stderr, "hetsim query: sql: the result passed the limit of %lld rows (--max-rows: give a "
@@ -289,12 +278,13 @@ static int over_limit(qlimits *l, sqlite3_stmt *st) {
 }
 
 /* An aligned table: every cell is buffered first because widths depend on all rows. */
-static int print_text_table(sqlite3_stmt *st, FILE *out, qlimits *lim) {
-  int nc = sqlite3_column_count(st);
+static int print_text_table(hs_rows *st, FILE *out, qlimits *lim) {
+  int nc = hs_rows_columns(st);
+  hs_diag d = {0};
   if (nc == 0) {
     int step;
-    while ((step = sqlite3_step(st)) == SQLITE_ROW) {}
-    return step == SQLITE_DONE ? 0 : limited_step_failed(sqlite3_db_handle(st), lim);
+    while ((step = hs_rows_next(st, &d)) == 1) {}
+    return step == 0 ? 0 : limited_step_failed(step, &d, lim);
   }
   size_t cap = 64, nrows = 0;
   char **cells = malloc(cap * (size_t)nc * sizeof *cells);
@@ -307,10 +297,10 @@ static int print_text_table(sqlite3_stmt *st, FILE *out, qlimits *lim) {
     goto done;
   }
   for (int i = 0; i < nc; i++) {
-    width[i] = strlen(sqlite3_column_name(st, i));
+    width[i] = strlen(hs_rows_name(st, i));
     numeric[i] = 2; /* unknown until a non-null value is seen */
   }
-  while ((step = sqlite3_step(st)) == SQLITE_ROW) {
+  while ((step = hs_rows_next(st, &d)) == 1) {
     if (over_limit(lim, st)) {
       rc = 1;
       goto done; /* nothing printed: a cut table would pass for the whole one */
@@ -329,17 +319,17 @@ static int print_text_table(sqlite3_stmt *st, FILE *out, qlimits *lim) {
       char *c = text_cell(st, i, 1);
       cells[nrows * (size_t)nc + (size_t)i] = c;
       if (c && strlen(c) > width[i]) width[i] = strlen(c);
-      if (sqlite3_column_type(st, i) != SQLITE_NULL)
+      if (hs_rows_type(st, i) != HS_VALUE_NULL)
         numeric[i] = (char)(numeric[i] != 0 && is_number(st, i));
     }
     nrows++;
   }
-  if (step != SQLITE_DONE) {
-    rc = limited_step_failed(sqlite3_db_handle(st), lim);
+  if (step != 0) {
+    rc = limited_step_failed(step, &d, lim);
     if (lim) goto done;
   }
   for (int i = 0; i < nc; i++) {
-    const char *name = sqlite3_column_name(st, i);
+    const char *name = hs_rows_name(st, i);
     int w = (int)width[i];
     fprintf(out, numeric[i] == 1 ? "%*s" : "%-*s", i + 1 < nc || numeric[i] == 1 ? w : 0, name);
     fputs(i + 1 < nc ? "  " : "\n", out);
@@ -368,16 +358,17 @@ done:
 
 /* Writes every row of st in the chosen format; returns an exit status. CSV and JSON stream,
  * so a million-row result needs no memory. */
-static int print_rows_limited(sqlite3_stmt *st, enum fmt fmt, FILE *out, qlimits *lim) {
-  int nc = sqlite3_column_count(st), step;
+static int print_rows_limited(hs_rows *st, enum fmt fmt, FILE *out, qlimits *lim) {
+  int nc = hs_rows_columns(st), step;
+  hs_diag d = {0};
   if (fmt == FMT_TEXT) return print_text_table(st, out, lim);
   if (fmt == FMT_CSV) {
     for (int i = 0; i < nc; i++) {
       if (i) fputc(',', out);
-      csv_field(out, sqlite3_column_name(st, i));
+      csv_field(out, hs_rows_name(st, i));
     }
     if (nc) fputs("\r\n", out);
-    while ((step = sqlite3_step(st)) == SQLITE_ROW) {
+    while ((step = hs_rows_next(st, &d)) == 1) {
       if (over_limit(lim, st)) return 1;
       for (int i = 0; i < nc; i++) {
         if (i) fputc(',', out);
@@ -389,40 +380,41 @@ static int print_rows_limited(sqlite3_stmt *st, enum fmt fmt, FILE *out, qlimits
     hs_json j;
     hs_json_init(&j, out, 0);
     hs_json_array_begin(&j);
-    while ((step = sqlite3_step(st)) == SQLITE_ROW) {
+    while ((step = hs_rows_next(st, &d)) == 1) {
       /* The array stays open: a cut result must not parse as the whole one. */
       if (over_limit(lim, st)) return 1;
       json_row(&j, st);
     }
-    if (step != SQLITE_DONE && lim) return limited_step_failed(sqlite3_db_handle(st), lim);
+    if (step != 0 && lim) return limited_step_failed(step, &d, lim);
     hs_json_array_end(&j);
     fputc('\n', out);
   }
-  return step == SQLITE_DONE ? 0 : limited_step_failed(sqlite3_db_handle(st), lim);
+  return step == 0 ? 0 : limited_step_failed(step, &d, lim);
 }
 
-static int print_rows(sqlite3_stmt *st, enum fmt fmt, FILE *out) { return print_rows_limited(st, fmt, out, NULL); }
+static int print_rows(hs_rows *st, enum fmt fmt, FILE *out) { return print_rows_limited(st, fmt, out, NULL); }
 
-int hs_query_write_csv(sqlite3_stmt *st, FILE *out) { return print_rows(st, FMT_CSV, out); }
+int hs_query_write_csv(hs_rows *st, FILE *out) { return print_rows(st, FMT_CSV, out); }
 
 /* One row shown as "name  value" lines, for the wide run and summary rows. */
-static int print_vertical(sqlite3_stmt *st, const char *title, FILE *out) {
-  int step = sqlite3_step(st);
-  if (step != SQLITE_ROW) {
-    if (step != SQLITE_DONE) return step_failed(sqlite3_db_handle(st));
+static int print_vertical(hs_rows *st, const char *title, FILE *out) {
+  hs_diag d = {0};
+  int step = hs_rows_next(st, &d);
+  if (step != 1) {
+    if (step != 0) return read_failed(&d);
     fprintf(out, "%s: none\n", title);
     return 0;
   }
-  int nc = sqlite3_column_count(st);
+  int nc = hs_rows_columns(st);
   size_t w = 0;
   for (int i = 0; i < nc; i++)
-    if (strlen(sqlite3_column_name(st, i)) > w) w = strlen(sqlite3_column_name(st, i));
+    if (strlen(hs_rows_name(st, i)) > w) w = strlen(hs_rows_name(st, i));
   fprintf(out, "%s\n", title);
   for (int i = 0; i < nc; i++) {
-    fprintf(out, "  %-*s  ", (int)w, sqlite3_column_name(st, i));
-    if (sqlite3_column_type(st, i) == SQLITE_TEXT) {
+    fprintf(out, "  %-*s  ", (int)w, hs_rows_name(st, i));
+    if (hs_rows_type(st, i) == HS_VALUE_TEXT) {
       /* Multi-line texts (the cluster YAML) keep their lines, indented under the value. */
-      const char *t = (const char *)sqlite3_column_text(st, i);
+      const char *t = hs_rows_text(st, i, NULL);
       char last = '\0';
       for (; *t; t++) {
         fputc(*t, out);
@@ -439,13 +431,8 @@ static int print_vertical(sqlite3_stmt *st, const char *title, FILE *out) {
   return 0;
 }
 
-static int prepare(sqlite3 *db, const char *sql, sqlite3_stmt **st) {
-  if (sqlite3_prepare_v2(db, sql, -1, st, NULL) != SQLITE_OK) {
-    fprintf(stderr, "hetsim query: %s\n", sqlite3_errmsg(db));
-    return 1;
-  }
-  return 0;
-}
+/* An opened cursor, or the failure's exit status (1) with SQLite's message printed. */
+static int opened(int rc, const hs_diag *d) { return rc ? read_failed(d) : 0; }
 
 /* ---- verbs ---------------------------------------------------------------------------- */
 
@@ -458,96 +445,59 @@ static int parse_id(const char *s, int64_t *id) {
   return 0;
 }
 
-static int check_run(sqlite3 *db, int64_t id, const char *path) {
-  sqlite3_stmt *st = NULL;
-  if (prepare(db, "SELECT 1 FROM run WHERE id = ?1", &st)) return 1;
-  sqlite3_bind_int64(st, 1, id);
-  int step = sqlite3_step(st);
-  sqlite3_finalize(st);
-  if (step == SQLITE_ROW) return 0;
-  if (step != SQLITE_DONE) return step_failed(db);
+static int check_run(hs_store *s, int64_t id, const char *path) {
+  hs_diag d = {0};
+  int found = hs_store_run_exists(s, id, &d);
+  if (found == 1) return 0;
+  if (found < 0) return read_failed(&d);
   fprintf(stderr, "hetsim query: no run %lld in %s (hetsim query runs lists them)\n",
           (long long)id, path);
   return 2;
 }
 
-/* Filters of `runs`; NULL = any. */
-typedef struct run_filter {
-  const char *policy, *kind, *status;
-} run_filter;
-
-static void bind_filter(sqlite3_stmt *st, const run_filter *f) {
-  const char *v[3] = {f->policy, f->kind, f->status};
-  for (int k = 0; k < 3; k++) {
-    if (v[k]) sqlite3_bind_text(st, k + 1, v[k], -1, SQLITE_STATIC);
-    else sqlite3_bind_null(st, k + 1);
-  }
+/* Runs a cursor's rows through the printer and closes it. */
+static int print_and_close(hs_rows *st, enum fmt fmt, FILE *out) {
+  int rc = print_rows(st, fmt, out);
+  hs_rows_close(st);
+  return rc;
 }
 
-#define RUN_FILTER_SQL \
-  " WHERE (?1 IS NULL OR r.policy = ?1) AND (?2 IS NULL OR r.kind = ?2)" \
-  " AND (?3 IS NULL OR r.status = ?3)"
-
-static int verb_runs(sqlite3 *db, enum fmt fmt, const run_filter *filter) {
-  sqlite3_stmt *st = NULL;
-  if (prepare(db,
-              "SELECT r.id, r.kind, r.policy, r.params, r.cluster_name AS cluster, r.model,"
-              " COALESCE(s.workers, NULLIF((SELECT count(*) FROM worker w WHERE w.run_id = r.id),"
-              " 0)) AS workers, s.iterations, s.sim_time_s,"
-              /* A 'running' run whose process is gone was cut short (core/core_store.c). */
-              " CASE WHEN r.status = 'running' AND hs_run_alive(r.options) = 0"
-              " THEN 'incomplete' ELSE r.status END AS status, r.started_at"
-              " FROM run r LEFT JOIN summary s ON s.run_id = r.id" RUN_FILTER_SQL " ORDER BY r.id",
-              &st))
-    return 1;
-  bind_filter(st, filter);
-  int rc = print_rows(st, fmt, stdout);
-  sqlite3_finalize(st);
+static int verb_runs(hs_store *s, enum fmt fmt, const hs_run_filter *filter) {
+  hs_diag d = {0};
+  hs_rows *st = NULL;
+  int rc = opened(hs_store_runs_open(s, filter, &st, &d), &d);
+  if (rc) return rc;
+  rc = print_and_close(st, fmt, stdout);
   if (rc || fmt != FMT_TEXT) return rc;
   /* People reading the table learn what a status other than complete means; scripts read the
    * status column of --csv or --json instead. */
-  if (prepare(db, "SELECT count(*) FROM run r" RUN_FILTER_SQL " AND r.status <> 'complete'", &st)) return 1;
-  bind_filter(st, filter);
-  if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_int64(st, 0) > 0)
+  int64_t n = 0;
+  if (hs_store_runs_not_complete(s, filter, &n, &d)) return read_failed(&d);
+  if (n > 0)
     printf("\n%lld run%s not complete. running: still going (or written on another host);\n"
            "incomplete: its process is gone without finishing (a crash, kill -9);\n"
            "interrupted: stopped by SIGINT; failed: ended with an error (see\n"
            "hetsim query run ID). Their rows cover only what was stored before they stopped.\n",
-           (long long)sqlite3_column_int64(st, 0), sqlite3_column_int64(st, 0) == 1 ? " is" : "s are");
-  sqlite3_finalize(st);
+           (long long)n, n == 1 ? " is" : "s are");
   return 0;
 }
 
 /* `evals ID` and `steps ID`: a run's rows of one table, oldest first, at most limit (< 0: all). */
-static int verb_rows(sqlite3 *db, const char *verb, int64_t id, long long limit, enum fmt fmt) {
-  const char *sql = strcmp(verb, "evals") == 0
-                        ? "SELECT time_s, step, loss, accuracy FROM eval WHERE run_id = ?1"
-                          " ORDER BY time_s, id LIMIT ?2"
-                        : "SELECT step, worker, batch, start_s, compute_end_s, comm_end_s, wait_s,"
-                          " model_version, staleness, loss FROM step WHERE run_id = ?1"
-                          " ORDER BY step, worker LIMIT ?2";
-  sqlite3_stmt *st = NULL;
-  if (prepare(db, sql, &st)) return 1;
-  sqlite3_bind_int64(st, 1, id);
-  sqlite3_bind_int64(st, 2, limit);
-  int rc = print_rows(st, fmt, stdout);
-  sqlite3_finalize(st);
-  return rc;
+static int verb_rows(hs_store *s, const char *verb, int64_t id, long long limit, enum fmt fmt) {
+  hs_diag d = {0};
+  hs_rows *st = NULL;
+  int rc = opened(strcmp(verb, "evals") == 0 ? hs_store_evals_open(s, id, limit, &st, &d)
+                                             : hs_store_steps_open(s, id, limit, &st, &d), &d);
+  return rc ? rc : print_and_close(st, fmt, stdout);
 }
 
-static int verb_run(sqlite3 *db, int64_t id, enum fmt fmt) {
-  static const char *const sql[3] = {
-      "SELECT * FROM run WHERE id = ?1",
-      "SELECT * FROM summary WHERE run_id = ?1",
-      "SELECT * FROM worker WHERE run_id = ?1 ORDER BY idx",
-  };
+static int verb_run(hs_store *s, int64_t id, enum fmt fmt) {
+  static const hs_run_table table[3] = {HS_TABLE_RUN, HS_TABLE_SUMMARY, HS_TABLE_WORKER};
   static const char *const title[3] = {"run", "summary", "workers"};
-  sqlite3_stmt *st[3] = {NULL, NULL, NULL};
+  hs_rows *st[3] = {NULL, NULL, NULL};
+  hs_diag d = {0};
   int rc = 0;
-  for (int k = 0; k < 3 && !rc; k++) {
-    rc = prepare(db, sql[k], &st[k]);
-    if (!rc) sqlite3_bind_int64(st[k], 1, id);
-  }
+  for (int k = 0; k < 3 && !rc; k++) rc = opened(hs_store_run_table_open(s, table[k], id, &st[k], &d), &d);
   if (rc) goto done;
   if (fmt == FMT_JSON) {
     hs_json j;
@@ -555,16 +505,16 @@ static int verb_run(sqlite3 *db, int64_t id, enum fmt fmt) {
     hs_json_object_begin(&j);
     for (int k = 0; k < 2; k++) {
       hs_json_key(&j, title[k]);
-      int step = sqlite3_step(st[k]);
-      if (step == SQLITE_ROW) json_row(&j, st[k]);
-      else if (step == SQLITE_DONE) hs_json_null(&j);
-      else rc = step_failed(db);
+      int step = hs_rows_next(st[k], &d);
+      if (step == 1) json_row(&j, st[k]);
+      else if (step == 0) hs_json_null(&j);
+      else rc = read_failed(&d);
     }
     hs_json_key(&j, title[2]);
     hs_json_array_begin(&j);
     int step;
-    while ((step = sqlite3_step(st[2])) == SQLITE_ROW) json_row(&j, st[2]);
-    if (step != SQLITE_DONE) rc = step_failed(db);
+    while ((step = hs_rows_next(st[2], &d)) == 1) json_row(&j, st[2]);
+    if (step != 0) rc = read_failed(&d);
     hs_json_array_end(&j);
     hs_json_object_end(&j);
     fputc('\n', stdout);
@@ -587,190 +537,60 @@ static int verb_run(sqlite3 *db, int64_t id, enum fmt fmt) {
     }
   }
 done:
-  for (int k = 0; k < 3; k++) sqlite3_finalize(st[k]);
+  for (int k = 0; k < 3; k++) hs_rows_close(st[k]);
   return rc;
 }
 
-static int verb_compare(sqlite3 *db, int64_t a, int64_t b, enum fmt fmt) {
-  static const char *const metrics[] = {
-      "workers", "iterations", "events", "samples", "sim_time_s", "mean_iteration_s",
-      "samples_per_s", "wait_fraction", "wall_s", "final_loss", "final_accuracy",
-      "time_to_target_s", NULL};
-  /* One UNION ALL arm per metric; the LEFT JOINs keep a row when a run has no summary yet. */
-  char sql[8192];
-  size_t o = 0;
-  o += (size_t)snprintf(sql + o, sizeof sql - o,
-                        "WITH sa AS (SELECT * FROM summary WHERE run_id = ?1),"
-                        " sb AS (SELECT * FROM summary WHERE run_id = ?2) ");
-  for (int k = 0; metrics[k]; k++)
-    o += (size_t)snprintf(sql + o, sizeof sql - o,
-                          "%sSELECT '%s' AS metric, sa.%s AS a, sb.%s AS b,"
-                          " CAST(sb.%s AS REAL) / NULLIF(sa.%s, 0) AS ratio"
-                          " FROM (SELECT 1) LEFT JOIN sa LEFT JOIN sb",
-                          k ? " UNION ALL " : "", metrics[k], metrics[k], metrics[k],
-                          metrics[k], metrics[k]);
-  sqlite3_stmt *st = NULL;
-  if (prepare(db, sql, &st)) return 1;
-  sqlite3_bind_int64(st, 1, a);
-  sqlite3_bind_int64(st, 2, b);
-  if (fmt == FMT_TEXT) printf("a = run %lld, b = run %lld, ratio = b / a\n\n", (long long)a, (long long)b);
-  int rc = print_rows(st, fmt, stdout);
-  sqlite3_finalize(st);
-  return rc;
-}
-
-/* `compare A B C ...`: one row per metric, a column per run ("run3") and one per later run's
- * ratio to the first ("run4/run3"). Two runs keep the a, b, ratio form above. */
-static const char *const compare_metrics[] = {
-    "workers", "iterations", "events", "samples", "sim_time_s", "mean_iteration_s",
-    "samples_per_s", "wait_fraction", "wall_s", "final_loss", "final_accuracy",
-    "time_to_target_s", NULL};
-
-static int verb_compare_n(sqlite3 *db, const int64_t *ids, int n, enum fmt fmt) {
-  size_t cap = 65536, o = 0;
-  char *sql = malloc(cap);
-  if (!sql) {
-    fputs("hetsim query: out of memory\n", stderr);
-    return 1;
-  }
-#define ADD(...) (o += (size_t)snprintf(sql + o, o < cap ? cap - o : 0, __VA_ARGS__))
-  for (int k = 0; compare_metrics[k]; k++) {
-    const char *m = compare_metrics[k];
-    ADD("%sSELECT '%s' AS metric", k ? " UNION ALL " : "", m);
-    for (int i = 0; i < n; i++)
-      ADD(", (SELECT %s FROM summary WHERE run_id = ?%d) AS \"run%lld\"", m, i + 1, (long long)ids[i]);
-    for (int i = 1; i < n; i++)
-      ADD(", CAST((SELECT %s FROM summary WHERE run_id = ?%d) AS REAL) / NULLIF((SELECT %s FROM"
-          " summary WHERE run_id = ?1), 0) AS \"run%lld/run%lld\"",
-          m, i + 1, m, (long long)ids[i], (long long)ids[0]);
-  }
-#undef ADD
-  if (o >= cap) {
-    free(sql);
-    fputs("hetsim query: compare: too many runs\n", stderr);
+/* `compare A B ...`: two runs as metric, a, b, ratio; more as a column per run ("run3") and
+ * one per later run's ratio to the first ("run4/run3"). */
+static int verb_compare(hs_store *s, const int64_t *ids, int n, enum fmt fmt) {
+  hs_diag d = {0};
+  hs_rows *st = NULL;
+  int rc = hs_store_compare_open(s, ids, n, &st, &d);
+  if (rc == HS_ELIMIT) {
+    fprintf(stderr, "hetsim query: %s\n", d.msg);
     return 2;
   }
-  sqlite3_stmt *st = NULL;
-  int rc = prepare(db, sql, &st);
-  free(sql);
-  if (rc) return rc;
-  for (int i = 0; i < n; i++) sqlite3_bind_int64(st, i + 1, ids[i]);
-  if (fmt == FMT_TEXT) printf("ratios are to run %lld\n\n", (long long)ids[0]);
-  rc = print_rows(st, fmt, stdout);
-  sqlite3_finalize(st);
-  return rc;
+  if ((rc = opened(rc, &d))) return rc;
+  if (fmt == FMT_TEXT) {
+    if (n == 2) printf("a = run %lld, b = run %lld, ratio = b / a\n\n", (long long)ids[0], (long long)ids[1]);
+    else printf("ratios are to run %lld\n\n", (long long)ids[0]);
+  }
+  return print_and_close(st, fmt, stdout);
 }
 
-/* hs_stdev(x): the sample standard deviation of the non-null x (0 for one value, NULL for none),
- * by Welford's update; registered on the connection for `groups`, so it does not depend on
- * SQLite's optional math functions. */
-typedef struct stdev_acc {
-  int64_t n;
-  double mean, m2;
-} stdev_acc;
-
-static void stdev_step(sqlite3_context *c, int argc, sqlite3_value **v) {
-  (void)argc;
-  if (sqlite3_value_type(v[0]) == SQLITE_NULL) return;
-  stdev_acc *a = sqlite3_aggregate_context(c, sizeof *a);
-  if (!a) return;
-  double x = sqlite3_value_double(v[0]);
-  a->n++;
-  double delta = x - a->mean;
-  a->mean += delta / (double)a->n;
-  a->m2 += delta * (x - a->mean);
+/* `groups`: runs that differ only in their seed, one row per group and metric with the count,
+ * mean, sample sd, min and max (core_store_query.h). */
+static int verb_groups(hs_store *s, enum fmt fmt, const hs_run_filter *filter) {
+  hs_diag d = {0};
+  hs_rows *st = NULL;
+  int rc = opened(hs_store_groups_open(s, filter, &st, &d), &d);
+  return rc ? rc : print_and_close(st, fmt, stdout);
 }
 
-static void stdev_final(sqlite3_context *c) {
-  stdev_acc *a = sqlite3_aggregate_context(c, 0);
-  if (!a || a->n == 0) sqlite3_result_null(c);
-  else sqlite3_result_double(c, a->n > 1 ? sqrt(a->m2 / (double)(a->n - 1)) : 0.0);
-}
-
-/* `groups`: runs that differ only in their seed (and in who wrote them: pid, host, the sweep's
- * point key), one row per group and metric with the count, mean, sample sd, min and max. */
-static int verb_groups(sqlite3 *db, enum fmt fmt, const run_filter *filter) {
-  static const char *const metrics[] = {"time_to_target_s", "final_loss", "final_accuracy",
-                                        "sim_time_s", "samples_per_s", "wait_fraction",
-                                        "iterations", "mean_iteration_s", NULL};
-  if (sqlite3_create_function(db, "hs_stdev", 1, SQLITE_UTF8 | SQLITE_DETERMINISTIC, NULL, NULL,
-                              stdev_step, stdev_final) != SQLITE_OK)
-    return step_failed(db);
-  char sql[8192];
-  size_t o = 0;
-  o += (size_t)snprintf(sql + o, sizeof sql - o,
-      "WITH g AS (SELECT r.id, r.seed, r.kind, r.policy, r.params, r.cluster_name, r.model,"
-      " r.global_batch, s.*,"
-      " r.kind || char(31) || r.policy || char(31) || COALESCE(r.params, '') || char(31) ||"
-      " r.model || char(31) || r.global_batch || char(31) || COALESCE(r.cluster_text, '') ||"
-      " char(31) || CASE WHEN json_valid(r.options) THEN json_remove(r.options, '$.pid', '$.host',"
-      " '$.boot', '$.pid_start', '$.sweep_point', '$.sweep') ELSE COALESCE(r.options, '') END AS gk"
-      " FROM run r LEFT JOIN summary s ON s.run_id = r.id"
-      " WHERE (?1 IS NULL OR r.policy = ?1) AND (?2 IS NULL OR r.kind = ?2)"
-      " AND (CASE WHEN r.status = 'running' AND hs_run_alive(r.options) = 0 THEN 'incomplete'"
-      " ELSE r.status END) = COALESCE(?3, 'complete')) ");
-  for (int k = 0; metrics[k]; k++)
-    o += (size_t)snprintf(sql + o, sizeof sql - o,
-        "%sSELECT min(id) AS \"group\", kind, policy, params, cluster_name AS cluster, model,"
-        " global_batch, count(*) AS runs, group_concat(seed, ',') AS seeds,"
-        " group_concat(id, ',') AS run_ids, '%s' AS metric, %d AS mi, count(%s) AS n,"
-        " avg(%s) AS mean, hs_stdev(%s) AS sd, min(%s) AS min, max(%s) AS max"
-        " FROM (SELECT * FROM g ORDER BY seed, id) GROUP BY gk",
-        k ? " UNION ALL " : "", metrics[k], k, metrics[k], metrics[k], metrics[k], metrics[k],
-        metrics[k]);
-  o += (size_t)snprintf(sql + o, sizeof sql - o,
-      " ORDER BY 1, mi");
-  /* The metric's index only orders the rows; leave it out of what is printed. */
-  char outer[9000];
-  snprintf(outer, sizeof outer,
-           "SELECT \"group\", kind, policy, params, cluster, model, global_batch, runs, seeds,"
-           " run_ids, metric, n, mean, sd, min, max FROM (%s)", sql);
-  sqlite3_stmt *st = NULL;
-  if (prepare(db, outer, &st)) return 1;
-  bind_filter(st, filter);
-  int rc = print_rows(st, fmt, stdout);
-  sqlite3_finalize(st);
-  return rc;
-}
-
-static int verb_sql(sqlite3 *db, const char *sql, enum fmt fmt, qlimits *lim) {
-  /* One value may not pass the byte limit either: randomblob(1e9) fails when it is made, not
-   * after a gigabyte was allocated. */
-  sqlite3_limit(db, SQLITE_LIMIT_LENGTH,
-                (int)(lim->max_bytes > 0 && lim->max_bytes < SQL_LENGTH_CEILING ? lim->max_bytes : SQL_LENGTH_CEILING));
-  sqlite3_stmt *st = NULL;
-  const char *tail = NULL;
-  if (sqlite3_prepare_v2(db, sql, -1, &st, &tail) != SQLITE_OK) {
-    if (sqlite3_errcode(db) == SQLITE_TOOBIG) limited_step_failed(db, lim);
-    else fprintf(stderr, "hetsim query: sql: %s\n", sqlite3_errmsg(db));
+static int verb_sql(hs_store *s, const char *sql, enum fmt fmt, qlimits *lim) {
+  hs_sql_limits sl = {.time_s = lim->time_limit, .max_value_bytes = lim->max_bytes};
+  hs_sql_refusal why;
+  hs_diag d = {0};
+  hs_rows *st = NULL;
+  int rc = hs_store_sql_open(s, sql, &sl, &st, &why, &d);
+  if (rc == HS_EINVAL) {
+    switch (why) {
+    case HS_SQL_TOO_BIG: limited_step_failed(HS_ELIMIT, &d, lim); break;
+    case HS_SQL_EMPTY: fputs("hetsim query: sql: no statement given\n", stderr); break;
+    case HS_SQL_MANY: fputs("hetsim query: sql: give one statement only\n", stderr); break;
+    case HS_SQL_WRITES:
+      fputs("hetsim query: sql: refusing a statement that writes; query only reads the "
+            "database\n",
+            stderr);
+      break;
+    default: fprintf(stderr, "hetsim query: sql: %s\n", d.msg); break;
+    }
     return 2;
   }
-  if (!st) {
-    fputs("hetsim query: sql: no statement given\n", stderr);
-    return 2;
-  }
-  /* A second statement would run unchecked by the read-only test below; refuse it. */
-  sqlite3_stmt *more = NULL;
-  if (tail && sqlite3_prepare_v2(db, tail, -1, &more, NULL) == SQLITE_OK && more) {
-    sqlite3_finalize(more);
-    sqlite3_finalize(st);
-    fputs("hetsim query: sql: give one statement only\n", stderr);
-    return 2;
-  }
-  if (!sqlite3_stmt_readonly(st)) {
-    sqlite3_finalize(st);
-    fputs("hetsim query: sql: refusing a statement that writes; query only reads the "
-          "database\n",
-          stderr);
-    return 2;
-  }
-  if (lim->time_limit > 0) {
-    lim->deadline = mono_now() + lim->time_limit;
-    sqlite3_progress_handler(db, 1000, on_progress, lim);
-  }
-  int rc = print_rows_limited(st, fmt, stdout, lim);
-  sqlite3_progress_handler(db, 0, NULL, NULL);
-  sqlite3_finalize(st);
+  if ((rc = opened(rc, &d))) return rc;
+  rc = print_rows_limited(st, fmt, stdout, lim);
+  hs_rows_close(st);
   return rc;
 }
 
@@ -781,7 +601,7 @@ int hs_cmd_query(int argc, char **argv) {
   enum fmt fmt = FMT_TEXT;
   int nfmt = 0, npos = 0, only_pos = 0;
   const char *pos[68]; /* a verb and up to 64 runs for compare */
-  run_filter filter = {NULL, NULL, NULL};
+  hs_run_filter filter = {NULL, NULL, NULL};
   const char *limit_arg = NULL;
   qlimits lim = {.time_limit = SQL_TIME_LIMIT, .max_rows = SQL_MAX_ROWS, .max_bytes = SQL_MAX_BYTES};
   int sql_limits = 0;
@@ -884,25 +704,21 @@ int hs_cmd_query(int argc, char **argv) {
     fprintf(stderr, "hetsim query: %s\n", d.msg);
     return rc == HS_ENOTFOUND ? 2 : hs_exit_code(rc);
   }
-  sqlite3 *db = hs_store_db(s);
-  /* ATTACH counts as read-only for sqlite3_stmt_readonly; forbid it so `sql` cannot reach
-   * other files. */
-  sqlite3_limit(db, SQLITE_LIMIT_ATTACHED, 0);
   if (strcmp(verb, "runs") == 0) {
-    rc = verb_runs(db, fmt, &filter);
+    rc = verb_runs(s, fmt, &filter);
   } else if (per_run) {
-    rc = check_run(db, id[0], db_path);
-    if (!rc) rc = verb_rows(db, verb, id[0], limit, fmt);
+    rc = check_run(s, id[0], db_path);
+    if (!rc) rc = verb_rows(s, verb, id[0], limit, fmt);
   } else if (strcmp(verb, "run") == 0) {
-    rc = check_run(db, id[0], db_path);
-    if (!rc) rc = verb_run(db, id[0], fmt);
+    rc = check_run(s, id[0], db_path);
+    if (!rc) rc = verb_run(s, id[0], fmt);
   } else if (strcmp(verb, "compare") == 0) {
-    for (int k = 0; k < want - 1 && !rc; k++) rc = check_run(db, id[k], db_path);
-    if (!rc) rc = want == 3 ? verb_compare(db, id[0], id[1], fmt) : verb_compare_n(db, id, want - 1, fmt);
+    for (int k = 0; k < want - 1 && !rc; k++) rc = check_run(s, id[k], db_path);
+    if (!rc) rc = verb_compare(s, id, want - 1, fmt);
   } else if (strcmp(verb, "groups") == 0) {
-    rc = verb_groups(db, fmt, &filter);
+    rc = verb_groups(s, fmt, &filter);
   } else {
-    rc = verb_sql(db, pos[1], fmt, &lim);
+    rc = verb_sql(s, pos[1], fmt, &lim);
   }
   if (fflush(stdout) != 0 && !rc) {
     fprintf(stderr, "hetsim query: writing output: %s\n", strerror(errno));

@@ -8,7 +8,6 @@
  * page. Huge runs are drawn in part (the first workers, a zoomed window of steps beside an
  * overview in time bins, a thinned curve), and the page says what was left out. */
 #include <math.h>
-#include <sqlite3.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +20,7 @@
 #include "cli/report_svg.h"
 #include "core/core_config.h"
 #include "core/core_store.h"
+#include "core/core_store_query.h"
 #include "core/core_units.h"
 
 /* Limits that keep the page small enough for a browser whatever the run's size. */
@@ -89,7 +89,8 @@ typedef struct run_row {
 } run_row;
 
 typedef struct report {
-  sqlite3 *db;
+  hs_store *store;
+  hs_diag qd;                 /* SQLite's message of the last failed read */
   FILE *f;
   const char *db_path;
   run_row *runs;
@@ -98,22 +99,21 @@ typedef struct report {
 } report;
 
 static int db_error(report *r, const char *what) {
-  return hs_diag_set(r->d, HS_EDB, "%s: %s: %s", r->db_path, what, sqlite3_errmsg(r->db));
+  return hs_diag_set(r->d, HS_EDB, "%s: %s: %s", r->db_path, what, r->qd.msg);
 }
 
-static int prep(report *r, const char *sql, sqlite3_stmt **st) {
-  if (sqlite3_prepare_v2(r->db, sql, -1, st, NULL) != SQLITE_OK) return db_error(r, "preparing a query");
+/* Opens the store's rows q of run (bounded by n where q says; core_store_query.h). */
+static int prep(report *r, hs_report_query q, int64_t run, int64_t n, hs_rows **st) {
+  if (hs_store_report_open(r->store, q, run, n, st, &r->qd)) return db_error(r, "preparing a query");
   return 0;
 }
 
-static char *col_text(sqlite3_stmt *st, int i) {
-  const unsigned char *t = sqlite3_column_text(st, i);
-  return t ? strdup((const char *)t) : NULL;
+static char *col_text(const hs_rows *st, int i) {
+  const char *t = hs_rows_text(st, i, NULL);
+  return t ? strdup(t) : NULL;
 }
 
-static double col_real(sqlite3_stmt *st, int i) {
-  return sqlite3_column_type(st, i) == SQLITE_NULL ? NAN : sqlite3_column_double(st, i);
-}
+static double col_real(const hs_rows *st, int i) { return hs_rows_real_or_nan(st, i); }
 
 /* A number for a table cell: integers without a decimal point, others with 6 digits. */
 static const char *num(char *buf, size_t n, double v) {
@@ -160,32 +160,13 @@ static int oom(report *r) { return hs_diag_set(r->d, HS_ENOMEM, "out of memory")
 /* ---- loading ------------------------------------------------------------------------------ */
 
 static int load_run(report *r, run_row *run) {
-  sqlite3_stmt *st = NULL;
-  int rc = prep(r,
-                "SELECT r.kind, r.policy, r.params, r.cluster_name, r.model, r.status, r.error,"
-                " r.global_batch, s.run_id IS NOT NULL, s.workers, s.iterations, s.samples,"
-                " s.sim_time_s, s.mean_iteration_s, s.samples_per_s, s.wait_fraction,"
-                " s.final_loss, s.final_accuracy, s.time_to_target_s,"
-                " (SELECT count(*) FROM worker w WHERE w.run_id = r.id),"
-                " (SELECT count(*) FROM step p WHERE p.run_id = r.id),"
-                " (SELECT count(*) FROM eval e WHERE e.run_id = r.id),"
-                " CASE WHEN json_valid(r.options) THEN json_extract(r.options, '$.store') END,"
-                " CASE WHEN json_valid(r.options) THEN json_extract(r.options, '$.target_loss') END,"
-                " CASE WHEN json_valid(r.options) THEN json_extract(r.options, '$.target_accuracy') END,"
-                /* Everything but the seed and what only says who wrote the run (query groups). */
-                " r.kind || char(31) || r.policy || char(31) || COALESCE(r.params, '') || char(31) ||"
-                " r.model || char(31) || r.global_batch || char(31) || COALESCE(r.cluster_text, '') ||"
-                " char(31) || CASE WHEN json_valid(r.options) THEN json_remove(r.options, '$.pid',"
-                " '$.host', '$.boot', '$.pid_start', '$.sweep_point', '$.sweep') ELSE"
-                " COALESCE(r.options, '') END, r.cluster_text"
-                " FROM run r LEFT JOIN summary s ON s.run_id = r.id WHERE r.id = ?1",
-                &st);
+  hs_rows *st = NULL;
+  int rc = prep(r, HS_REPORT_RUN, run->id, 0, &st);
   if (rc) return rc;
-  sqlite3_bind_int64(st, 1, run->id);
-  int step = sqlite3_step(st);
-  if (step != SQLITE_ROW) {
-    sqlite3_finalize(st);
-    return step == SQLITE_DONE ? hs_diag_set(r->d, HS_ENOTFOUND, "no run %lld", (long long)run->id)
+  int step = hs_rows_next(st, &r->qd);
+  if (step != 1) {
+    hs_rows_close(st);
+    return step == 0 ? hs_diag_set(r->d, HS_ENOTFOUND, "no run %lld", (long long)run->id)
                                : db_error(r, "reading a run");
   }
   run->kind = col_text(st, 0);
@@ -195,8 +176,8 @@ static int load_run(report *r, run_row *run) {
   run->model = col_text(st, 4);
   run->status = col_text(st, 5);
   run->error = col_text(st, 6);
-  run->global_batch = sqlite3_column_int64(st, 7);
-  run->has_summary = sqlite3_column_int(st, 8);
+  run->global_batch = hs_rows_int(st, 7);
+  run->has_summary = (int)hs_rows_int(st, 8);
   run->workers = col_real(st, 9);
   run->iterations = col_real(st, 10);
   run->samples = col_real(st, 11);
@@ -207,9 +188,9 @@ static int load_run(report *r, run_row *run) {
   run->final_loss = col_real(st, 16);
   run->final_accuracy = col_real(st, 17);
   run->time_to_target_s = col_real(st, 18);
-  run->nworkers = sqlite3_column_int64(st, 19);
-  run->nsteps = sqlite3_column_int64(st, 20);
-  run->nevals = sqlite3_column_int64(st, 21);
+  run->nworkers = hs_rows_int(st, 19);
+  run->nsteps = hs_rows_int(st, 20);
+  run->nevals = hs_rows_int(st, 21);
   run->store = col_text(st, 22);
   run->target_loss = col_real(st, 23);
   run->target_accuracy = col_real(st, 24);
@@ -217,7 +198,7 @@ static int load_run(report *r, run_row *run) {
   if (!(run->target_accuracy > 0)) run->target_accuracy = NAN;
   run->group = col_text(st, 25);
   run->cluster_text = col_text(st, 26);
-  sqlite3_finalize(st);
+  hs_rows_close(st);
   if (!run->kind || !run->policy || !run->status || !run->group) return oom(r);
   return 0;
 }
@@ -465,26 +446,22 @@ static int section_ttt(report *r) {
 /* Samples of finished steps against the time each step's work ended, thinned to at most
  * CURVE_MAX_POINTS points (every k-th, plus the last). */
 static int load_progress(report *r, const run_row *run, dvec *x, dvec *y) {
-  sqlite3_stmt *st = NULL;
-  int rc = prep(r,
-                "SELECT COALESCE(comm_end_s, compute_end_s) AS t, batch FROM step"
-                " WHERE run_id = ?1 ORDER BY t",
-                &st);
+  hs_rows *st = NULL;
+  int rc = prep(r, HS_REPORT_PROGRESS, run->id, 0, &st);
   if (rc) return rc;
-  sqlite3_bind_int64(st, 1, run->id);
   int64_t stride = run->nsteps / CURVE_MAX_POINTS + 1, i = 0;
   double total = 0.0, t = 0.0;
   int step;
   rc = dvec_push(x, 0.0) || dvec_push(y, 0.0) ? HS_ENOMEM : 0;
-  while (!rc && (step = sqlite3_step(st)) == SQLITE_ROW) {
-    t = sqlite3_column_double(st, 0);
-    total += sqlite3_column_double(st, 1);
+  while (!rc && (step = hs_rows_next(st, &r->qd)) == 1) {
+    t = hs_rows_real(st, 0);
+    total += hs_rows_real(st, 1);
     if (++i % stride == 0 && (dvec_push(x, t) || dvec_push(y, total))) rc = HS_ENOMEM;
   }
-  if (!rc && step != SQLITE_DONE) rc = db_error(r, "reading step rows");
+  if (!rc && step != 0) rc = db_error(r, "reading step rows");
   if (!rc && i % stride != 0 && (dvec_push(x, t) || dvec_push(y, total))) rc = HS_ENOMEM;
   if (rc == HS_ENOMEM) oom(r);
-  sqlite3_finalize(st);
+  hs_rows_close(st);
   return rc;
 }
 
@@ -545,13 +522,11 @@ static int load_composition(report *r, const run_row *run, const hs_cluster_spec
                             comp_row **out, int *n) {
   *out = NULL;
   *n = 0;
-  sqlite3_stmt *st = NULL;
-  int rc = prep(r, "SELECT COALESCE(node, '?'), COALESCE(device_type, '?'), count(*), min(idx), max(idx)"
-                   " FROM worker WHERE run_id = ?1 GROUP BY 1, 2 ORDER BY 4", &st);
+  hs_rows *st = NULL;
+  int rc = prep(r, HS_REPORT_COMPOSITION, run->id, 0, &st);
   if (rc) return rc;
-  sqlite3_bind_int64(st, 1, run->id);
   int step;
-  while (!rc && (step = sqlite3_step(st)) == SQLITE_ROW) {
+  while (!rc && (step = hs_rows_next(st, &r->qd)) == 1) {
     comp_row *b = realloc(*out, (size_t)(*n + 1) * sizeof *b);
     if (!b) {
       rc = oom(r);
@@ -559,14 +534,14 @@ static int load_composition(report *r, const run_row *run, const hs_cluster_spec
     }
     *out = b;
     comp_row *c = &b[(*n)++];
-    snprintf(c->node, sizeof c->node, "%s", (const char *)sqlite3_column_text(st, 0));
-    snprintf(c->type, sizeof c->type, "%s", (const char *)sqlite3_column_text(st, 1));
-    c->count = sqlite3_column_int64(st, 2);
-    c->first = sqlite3_column_int64(st, 3);
-    c->last = sqlite3_column_int64(st, 4);
+    snprintf(c->node, sizeof c->node, "%s", hs_rows_text(st, 0, NULL));
+    snprintf(c->type, sizeof c->type, "%s", hs_rows_text(st, 1, NULL));
+    c->count = hs_rows_int(st, 2);
+    c->first = hs_rows_int(st, 3);
+    c->last = hs_rows_int(st, 4);
   }
-  if (!rc && step != SQLITE_DONE) rc = db_error(r, "reading worker rows");
-  sqlite3_finalize(st);
+  if (!rc && step != 0) rc = db_error(r, "reading worker rows");
+  hs_rows_close(st);
   if (rc || *n || !spec) return rc;
   /* No worker rows: the cluster file's workers, in file order (runs of one type on one node). */
   for (int w = 0; w < spec->n_workers; w++) {
@@ -788,21 +763,19 @@ static int load_worker_names(report *r, const run_row *run, int nw, worker_name 
                spec.nodes[spec.workers[w].node].name);
     hs_cluster_spec_free(&spec);
   }
-  sqlite3_stmt *st = NULL;
-  int rc = prep(r, "SELECT idx, device_type, node FROM worker WHERE run_id = ?1 AND idx < ?2", &st);
+  hs_rows *st = NULL;
+  int rc = prep(r, HS_REPORT_WORKER_NAMES, run->id, nw, &st);
   if (rc) return rc;
-  sqlite3_bind_int64(st, 1, run->id);
-  sqlite3_bind_int(st, 2, nw);
   int step;
-  while ((step = sqlite3_step(st)) == SQLITE_ROW) {
-    int w = sqlite3_column_int(st, 0);
-    const char *type = (const char *)sqlite3_column_text(st, 1), *node = (const char *)sqlite3_column_text(st, 2);
+  while ((step = hs_rows_next(st, &r->qd)) == 1) {
+    int w = (int)hs_rows_int(st, 0);
+    const char *type = hs_rows_text(st, 1, NULL), *node = hs_rows_text(st, 2, NULL);
     if (w < 0 || w >= nw) continue;
     if (type && node) snprintf(names[w], sizeof names[w], "w%d %s (%s)", w, type, node);
     else if (type) snprintf(names[w], sizeof names[w], "w%d %s", w, type);
   }
-  if (step != SQLITE_DONE) rc = db_error(r, "reading worker rows");
-  sqlite3_finalize(st);
+  if (step != 0) rc = db_error(r, "reading worker rows");
+  hs_rows_close(st);
   *longest = 0;
   for (int w = 0; w < nw; w++)
     if ((int)strlen(names[w]) > *longest) *longest = (int)strlen(names[w]);
@@ -832,23 +805,20 @@ static void halve(dvec *x, dvec *y) {
  * changed more than 2 * CURVE_MAX_POINTS times keeps every k-th change. *changes counts the
  * changes over all workers. One pass in the table's key order (no sort). */
 static int load_batches(report *r, const run_row *run, int nw, dvec *x, dvec *y, int64_t *changes) {
-  sqlite3_stmt *st = NULL;
-  int rc = prep(r, "SELECT worker, start_s, COALESCE(comm_end_s, compute_end_s), batch FROM step"
-                   " WHERE run_id = ?1 AND worker < ?2 ORDER BY step, worker", &st);
+  hs_rows *st = NULL;
+  int rc = prep(r, HS_REPORT_BATCHES, run->id, nw, &st);
   if (rc) return rc;
-  sqlite3_bind_int64(st, 1, run->id);
-  sqlite3_bind_int(st, 2, nw);
   *changes = 0;
   double *last_b = malloc((size_t)nw * sizeof *last_b), *last_end = malloc((size_t)nw * sizeof *last_end);
   int64_t *stride = malloc((size_t)nw * sizeof *stride), *seen = calloc((size_t)nw, sizeof *seen);
   if (!last_b || !last_end || !stride || !seen) rc = oom(r);
   for (int w = 0; !rc && w < nw; w++) last_b[w] = NAN, stride[w] = 1;
   int step;
-  while (!rc && (step = sqlite3_step(st)) == SQLITE_ROW) {
-    int w = sqlite3_column_int(st, 0);
+  while (!rc && (step = hs_rows_next(st, &r->qd)) == 1) {
+    int w = (int)hs_rows_int(st, 0);
     if (w < 0 || w >= nw) continue;
-    double t = sqlite3_column_double(st, 1), b = sqlite3_column_double(st, 3);
-    last_end[w] = sqlite3_column_double(st, 2);
+    double t = hs_rows_real(st, 1), b = hs_rows_real(st, 3);
+    last_end[w] = hs_rows_real(st, 2);
     if (b == last_b[w]) continue;
     if (!isnan(last_b[w])) ++*changes;
     last_b[w] = b;
@@ -859,10 +829,10 @@ static int load_batches(report *r, const run_row *run, int nw, dvec *x, dvec *y,
       stride[w] *= 2;
     }
   }
-  if (!rc && step != SQLITE_DONE) rc = db_error(r, "reading step rows");
+  if (!rc && step != 0) rc = db_error(r, "reading step rows");
   for (int w = 0; !rc && w < nw; w++)
     if (x[w].n && (dvec_push(&x[w], last_end[w]) || dvec_push(&y[w], last_b[w]))) rc = oom(r);
-  sqlite3_finalize(st);
+  hs_rows_close(st);
   free(last_b);
   free(last_end);
   free(stride);
@@ -979,7 +949,7 @@ static int step_spans(int w, double prev, double start, double cend, double end,
  * worker: no sort), keeping each worker's previous end for step_spans, as LAG would but without
  * sorting the whole run. A worker's first row follows its join time. */
 typedef struct span_reader {
-  sqlite3_stmt *st;
+  hs_rows *st;
   int nw;
   double *prev;               /* per worker: the end of its previous row, s */
 } span_reader;
@@ -990,25 +960,18 @@ static int span_reader_open(report *r, const run_row *run, int nw, span_reader *
   sr->prev = malloc((size_t)nw * sizeof *sr->prev);
   if (!sr->prev) return oom(r);
   for (int w = 0; w < nw; w++) sr->prev[w] = NAN;
-  sqlite3_stmt *st = NULL;
-  int rc = prep(r, "SELECT idx, joined_at_s FROM worker WHERE run_id = ?1 AND idx < ?2", &st);
+  hs_rows *st = NULL;
+  int rc = prep(r, HS_REPORT_WORKER_JOINS, run->id, nw, &st);
   if (rc) return rc;
-  sqlite3_bind_int64(st, 1, run->id);
-  sqlite3_bind_int(st, 2, nw);
   int step;
-  while ((step = sqlite3_step(st)) == SQLITE_ROW) {
-    int w = sqlite3_column_int(st, 0);
+  while ((step = hs_rows_next(st, &r->qd)) == 1) {
+    int w = (int)hs_rows_int(st, 0);
     if (w >= 0 && w < nw) sr->prev[w] = col_real(st, 1);
   }
-  if (step != SQLITE_DONE) rc = db_error(r, "reading worker rows");
-  sqlite3_finalize(st);
+  if (step != 0) rc = db_error(r, "reading worker rows");
+  hs_rows_close(st);
   if (!rc)
-    rc = prep(r, "SELECT worker, start_s, compute_end_s, COALESCE(comm_end_s, compute_end_s), wait_s"
-                 " FROM step WHERE run_id = ?1 AND worker < ?2 ORDER BY step, worker", &sr->st);
-  if (!rc) {
-    sqlite3_bind_int64(sr->st, 1, run->id);
-    sqlite3_bind_int(sr->st, 2, nw);
-  }
+    rc = prep(r, HS_REPORT_SPANS, run->id, nw, &sr->st);
   return rc;
 }
 
@@ -1016,13 +979,13 @@ static int span_reader_open(report *r, const run_row *run, int nw, span_reader *
  * rows, 0 at the end, < 0 on a database error. */
 static int span_reader_next(report *r, span_reader *sr, hs_svg_span *out, int *n, double *t0, double *t1) {
   for (;;) {
-    int step = sqlite3_step(sr->st);
-    if (step == SQLITE_DONE) return 0;
-    if (step != SQLITE_ROW) return db_error(r, "reading step rows");
-    int w = sqlite3_column_int(sr->st, 0);
+    int step = hs_rows_next(sr->st, &r->qd);
+    if (step == 0) return 0;
+    if (step != 1) return db_error(r, "reading step rows");
+    int w = (int)hs_rows_int(sr->st, 0);
     if (w < 0 || w >= sr->nw) continue;
-    double start = sqlite3_column_double(sr->st, 1), end = sqlite3_column_double(sr->st, 3);
-    *n = step_spans(w, sr->prev[w], start, sqlite3_column_double(sr->st, 2), end, col_real(sr->st, 4), out);
+    double start = hs_rows_real(sr->st, 1), end = hs_rows_real(sr->st, 3);
+    *n = step_spans(w, sr->prev[w], start, hs_rows_real(sr->st, 2), end, col_real(sr->st, 4), out);
     sr->prev[w] = end;
     *t0 = start;
     *t1 = end;
@@ -1031,7 +994,7 @@ static int span_reader_next(report *r, span_reader *sr, hs_svg_span *out, int *n
 }
 
 static void span_reader_close(span_reader *sr) {
-  sqlite3_finalize(sr->st);
+  hs_rows_close(sr->st);
   free(sr->prev);
   memset(sr, 0, sizeof *sr);
 }
@@ -1101,24 +1064,19 @@ static int section_timeline(report *r, const run_row *run) {
   }
   /* The rows drawn, the run's time span, and its slowest worker's mean iteration (a worker's
    * time from its first start to its last end over its steps), which sizes the zoom. */
-  sqlite3_stmt *st = NULL;
-  int rc = prep(r, "SELECT sum(n), max(worker) + 1, min(t0), max(t1), max((t1 - t0) / n), max(n) FROM"
-                   " (SELECT worker, count(*) AS n, min(start_s) AS t0,"
-                   " max(COALESCE(comm_end_s, compute_end_s)) AS t1 FROM step"
-                   " WHERE run_id = ?1 AND worker < ?2 GROUP BY worker)", &st);
+  hs_rows *st = NULL;
+  int rc = prep(r, HS_REPORT_TIMELINE_BOUNDS, run->id, TIMELINE_MAX_WORKERS, &st);
   if (rc) return rc;
-  sqlite3_bind_int64(st, 1, run->id);
-  sqlite3_bind_int(st, 2, TIMELINE_MAX_WORKERS);
-  if (sqlite3_step(st) != SQLITE_ROW) {
-    sqlite3_finalize(st);
+  if (hs_rows_next(st, &r->qd) != 1) {
+    hs_rows_close(st);
     return db_error(r, "reading step rows");
   }
-  int64_t rows = sqlite3_column_int64(st, 0);
-  int nw = sqlite3_column_int(st, 1);
-  double t_min = fmin(sqlite3_column_double(st, 2), 0.0), t_max = sqlite3_column_double(st, 3);
-  double cycle = sqlite3_column_double(st, 4);
-  int64_t most = sqlite3_column_int64(st, 5);
-  sqlite3_finalize(st);
+  int64_t rows = hs_rows_int(st, 0);
+  int nw = (int)hs_rows_int(st, 1);
+  double t_min = fmin(hs_rows_real(st, 2), 0.0), t_max = hs_rows_real(st, 3);
+  double cycle = hs_rows_real(st, 4);
+  int64_t most = hs_rows_int(st, 5);
+  hs_rows_close(st);
   if (nw < 1 || rows < 1) {
     hs_html_para(r->f, "note", "No timeline: no step rows of the first %d workers.", TIMELINE_MAX_WORKERS);
     return 0;
@@ -1190,9 +1148,6 @@ static int section_timelines(report *r) {
 
 /* A worker's iteration time: from the start of one of its steps to the start of its next, so
  * compute, communication and the wait before the next step all count. */
-static const char cycle_sql[] =
-    "SELECT nx - start_s FROM (SELECT start_s, LEAD(start_s) OVER (PARTITION BY worker ORDER BY"
-    " step) AS nx FROM step WHERE run_id = ?1) WHERE nx IS NOT NULL LIMIT ?2";
 
 static int section_histograms(report *r) {
   hs_html_heading(r->f, "iterations", "Iteration-time distributions");
@@ -1207,17 +1162,15 @@ static int section_histograms(report *r) {
       hs_html_para(r->f, "note", "Run %lld: no histogram (%s).", (long long)run->id, why_no_steps(run));
       continue;
     }
-    sqlite3_stmt *st = NULL;
-    rc = prep(r, cycle_sql, &st);
+    hs_rows *st = NULL;
+    rc = prep(r, HS_REPORT_CYCLES, run->id, HIST_MAX_VALUES, &st);
     if (rc) break;
-    sqlite3_bind_int64(st, 1, run->id);
-    sqlite3_bind_int(st, 2, HIST_MAX_VALUES);
     dvec v = {0};
     int step;
-    while (!rc && (step = sqlite3_step(st)) == SQLITE_ROW)
-      if (dvec_push(&v, sqlite3_column_double(st, 0))) rc = oom(r);
-    if (!rc && step != SQLITE_DONE) rc = db_error(r, "reading step rows");
-    sqlite3_finalize(st);
+    while (!rc && (step = hs_rows_next(st, &r->qd)) == 1)
+      if (dvec_push(&v, hs_rows_real(st, 0))) rc = oom(r);
+    if (!rc && step != 0) rc = db_error(r, "reading step rows");
+    hs_rows_close(st);
     if (!rc) {
       char title[160];
       snprintf(title, sizeof title, "%s (%zu iterations%s)", run->label, v.n,
@@ -1238,20 +1191,19 @@ static int section_histograms(report *r) {
 
 /* Eval rows of a run, thinned evenly to at most CURVE_MAX_POINTS. */
 static int load_evals(report *r, int64_t id, int64_t count, dvec *t, dvec *loss, dvec *acc) {
-  sqlite3_stmt *st = NULL;
-  int rc = prep(r, "SELECT time_s, loss, accuracy FROM eval WHERE run_id = ?1 ORDER BY time_s, step", &st);
+  hs_rows *st = NULL;
+  int rc = prep(r, HS_REPORT_EVALS, id, 0, &st);
   if (rc) return rc;
-  sqlite3_bind_int64(st, 1, id);
   int64_t stride = count / CURVE_MAX_POINTS + 1, i = 0;
   int step;
-  while (!rc && (step = sqlite3_step(st)) == SQLITE_ROW) {
+  while (!rc && (step = hs_rows_next(st, &r->qd)) == 1) {
     if (i++ % stride != 0 && i != count) continue;
-    if (dvec_push(t, sqlite3_column_double(st, 0)) || dvec_push(loss, col_real(st, 1)) ||
+    if (dvec_push(t, hs_rows_real(st, 0)) || dvec_push(loss, col_real(st, 1)) ||
         dvec_push(acc, col_real(st, 2)))
       rc = oom(r);
   }
-  if (!rc && step != SQLITE_DONE) rc = db_error(r, "reading eval rows");
-  sqlite3_finalize(st);
+  if (!rc && step != 0) rc = db_error(r, "reading eval rows");
+  hs_rows_close(st);
   return rc;
 }
 
@@ -1339,22 +1291,16 @@ static int section_convergence(report *r) {
 
 /* ---- validation ----------------------------------------------------------------------------- */
 
-/* Mean iteration time over the workers at each step index (see cycle_sql). */
+/* Mean iteration time over the workers at each step index (see HS_REPORT_CYCLES). */
 static int load_step_means(report *r, int64_t id, dvec *x, dvec *y) {
-  sqlite3_stmt *st = NULL;
-  int rc = prep(r,
-                "SELECT step, avg(nx - start_s) FROM (SELECT step, start_s, LEAD(start_s) OVER"
-                " (PARTITION BY worker ORDER BY step) AS nx FROM step WHERE run_id = ?1)"
-                " WHERE nx IS NOT NULL GROUP BY step ORDER BY step LIMIT ?2",
-                &st);
+  hs_rows *st = NULL;
+  int rc = prep(r, HS_REPORT_STEP_MEANS, id, VALID_MAX_STEPS, &st);
   if (rc) return rc;
-  sqlite3_bind_int64(st, 1, id);
-  sqlite3_bind_int(st, 2, VALID_MAX_STEPS);
   int step;
-  while (!rc && (step = sqlite3_step(st)) == SQLITE_ROW)
-    if (dvec_push(x, sqlite3_column_double(st, 0)) || dvec_push(y, sqlite3_column_double(st, 1))) rc = oom(r);
-  if (!rc && step != SQLITE_DONE) rc = db_error(r, "reading step rows");
-  sqlite3_finalize(st);
+  while (!rc && (step = hs_rows_next(st, &r->qd)) == 1)
+    if (dvec_push(x, hs_rows_real(st, 0)) || dvec_push(y, hs_rows_real(st, 1))) rc = oom(r);
+  if (!rc && step != 0) rc = db_error(r, "reading step rows");
+  hs_rows_close(st);
   return rc;
 }
 
@@ -1365,13 +1311,12 @@ static int in_runs(const report *r, int64_t id) {
 }
 
 static int count_evals(report *r, int64_t id, int64_t *n) {
-  sqlite3_stmt *st = NULL;
-  int rc = prep(r, "SELECT count(*) FROM eval WHERE run_id = ?1", &st);
+  hs_rows *st = NULL;
+  int rc = prep(r, HS_REPORT_EVAL_COUNT, id, 0, &st);
   if (rc) return rc;
-  sqlite3_bind_int64(st, 1, id);
-  if (sqlite3_step(st) == SQLITE_ROW) *n = sqlite3_column_int64(st, 0);
+  if (hs_rows_next(st, &r->qd) == 1) *n = hs_rows_int(st, 0);
   else rc = db_error(r, "reading eval rows");
-  sqlite3_finalize(st);
+  hs_rows_close(st);
   return rc;
 }
 
@@ -1424,18 +1369,17 @@ static int validation_plots(report *r, int64_t real, int64_t sim) {
 
 static int section_validation(report *r) {
   hs_html_heading(r->f, "validation", "Simulated against measured");
-  sqlite3_stmt *st = NULL;
-  int rc = prep(r, "SELECT id, run_id, sim_run_id, median_iter_error, p95_iter_error,"
-                   " time_to_loss_error, created_at FROM validation ORDER BY id", &st);
+  hs_rows *st = NULL;
+  int rc = prep(r, HS_REPORT_VALIDATIONS, 0, 0, &st);
   if (rc) return rc;
   /* The table holds few rows (one per `hetsim validate`), so filtering here is cheap. */
   int64_t (*pairs)[2] = NULL;
   size_t np = 0;
   int step;
-  while (!rc && (step = sqlite3_step(st)) == SQLITE_ROW) {
-    int64_t real = sqlite3_column_int64(st, 1);
-    int sim_null = sqlite3_column_type(st, 2) == SQLITE_NULL;
-    int64_t sim = sqlite3_column_int64(st, 2);
+  while (!rc && (step = hs_rows_next(st, &r->qd)) == 1) {
+    int64_t real = hs_rows_int(st, 1);
+    int sim_null = hs_rows_type(st, 2) == HS_VALUE_NULL;
+    int64_t sim = hs_rows_int(st, 2);
     if (!in_runs(r, real) && (sim_null || !in_runs(r, sim))) continue;
     if (np == 0) {
       static const char *const head[] = {"validation", "real run", "simulated run",
@@ -1445,7 +1389,7 @@ static int section_validation(report *r) {
     }
     char b[6][48];
     hs_html_row_begin(r->f, NULL);
-    snprintf(b[0], sizeof b[0], "%lld", (long long)sqlite3_column_int64(st, 0));
+    snprintf(b[0], sizeof b[0], "%lld", (long long)hs_rows_int(st, 0));
     snprintf(b[1], sizeof b[1], "%lld", (long long)real);
     snprintf(b[2], sizeof b[2], "%lld", (long long)sim);
     hs_html_cell(r->f, b[0]);
@@ -1454,7 +1398,7 @@ static int section_validation(report *r) {
     hs_html_cell(r->f, num(b[3], sizeof b[3], col_real(st, 3)));
     hs_html_cell(r->f, num(b[4], sizeof b[4], col_real(st, 4)));
     hs_html_cell(r->f, num(b[5], sizeof b[5], col_real(st, 5)));
-    hs_html_cell(r->f, (const char *)sqlite3_column_text(st, 6));
+    hs_html_cell(r->f, hs_rows_text(st, 6, NULL));
     hs_html_row_end(r->f);
     int64_t(*bigger)[2] = realloc(pairs, (np + 1) * sizeof *pairs);
     if (!bigger) {
@@ -1466,8 +1410,8 @@ static int section_validation(report *r) {
     pairs[np][1] = sim_null ? 0 : sim;
     np++;
   }
-  if (!rc && step != SQLITE_DONE) rc = db_error(r, "reading validation rows");
-  sqlite3_finalize(st);
+  if (!rc && step != 0) rc = db_error(r, "reading validation rows");
+  hs_rows_close(st);
   if (!rc && np == 0)
     hs_html_para(r->f, "note",
                  "None of these runs has been validated (`hetsim validate RUN_ID` simulates a real "
@@ -1550,7 +1494,7 @@ int hs_cmd_report(int argc, char **argv) {
   int rc = hs_cli_store_open("report", &s, db_path, HS_STORE_READONLY);
   if (rc) return rc;
   hs_diag d = {0};
-  report r = {.db = hs_store_db(s), .db_path = db_path, .d = &d, .nruns = nids};
+  report r = {.store = s, .db_path = db_path, .d = &d, .nruns = nids};
   r.runs = calloc((size_t)nids, sizeof *r.runs);
   if (!r.runs) {
     hs_store_close(s);

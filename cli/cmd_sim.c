@@ -19,6 +19,7 @@
 #include "core/core_buildinfo.h"
 #include "core/core_config.h"
 #include "core/core_json.h"
+#include "core/core_runopts.h"
 #include "core/core_progress.h"
 #include "core/core_perfmodel.h"
 #include "core/core_store.h"
@@ -493,7 +494,8 @@ int hs_cmd_sim(int argc, char **argv) {
   hs_params_format(&params, pstr, sizeof pstr);
   const hs_conv_model *conv = NULL;
   hs_params conv_params;
-  char cstr[1024] = "", csource[1200] = "", csource_json[2600] = "null", fit_id[24] = "null";
+  char cstr[1024] = "", csource[1200] = "";
+  int64_t fit_id = 0;             /* the stored convergence fit used; 0 = none */
   int64_t imported_epoch = 0;     /* an imported model's samples per epoch: its fitted curves' */
   if (a.conv) {
     /* Without --convergence-params, analytic takes the newest fit to the model's own curves. */
@@ -525,16 +527,7 @@ int hs_cmd_sim(int argc, char **argv) {
     }
     hs_conv_source_text(conv, a.model, have_fit ? &fit : NULL, a.conv_file, a.conv, csource, sizeof csource);
     a.conv_source = csource;
-    char *js = NULL;
-    size_t jl = 0;
-    FILE *mf = open_memstream(&js, &jl);
-    if (mf) {
-      hs_json_write_escaped(mf, csource);
-      fclose(mf);
-      if (js && jl < sizeof csource_json) snprintf(csource_json, sizeof csource_json, "%s", js);
-    }
-    free(js);
-    if (have_fit) snprintf(fit_id, sizeof fit_id, "%lld", (long long)fit.id);
+    if (have_fit) fit_id = fit.id;
   }
 
   /* Each device type's compute for this model: its per-model entry or default, a roofline
@@ -613,17 +606,22 @@ int hs_cmd_sim(int argc, char **argv) {
     }
   }
 
-  char command[4096], options[4096], versions[512];
+  char command[4096], options[8192], versions[512];
   hs_cli_join_argv(argc, argv, command, sizeof command);
-  snprintf(options, sizeof options,
-           "{\"iterations\":%lld,\"epochs\":%.17g,\"sim_time_s\":%.17g,\"store\":\"%s\","
-           "\"convergence\":\"%s\",\"convergence_params\":\"%s\",\"target_loss\":%.17g,"
-           "\"target_accuracy\":%.17g,\"events_csv\":%s%s%s,\"grad_bytes\":%lld,"
-           "\"convergence_source\":%s,\"convergence_fit_id\":%s}",
-           (long long)a.iterations, a.epochs, a.sim_time, a.store_steps ? "steps" : "summary",
-           conv ? conv->name : "none", cstr, a.target_loss, a.target_acc,
-           a.events ? "\"" : "", a.events ? a.events : "null", a.events ? "\"" : "",
-           (long long)ms.grad_bytes, csource_json, fit_id);
+  /* The run's options through their one writer (core_runopts.h). */
+  hs_sim_options so = {.iterations = a.iterations, .epochs = a.epochs, .sim_time_s = a.sim_time,
+                       .store_steps = a.store_steps, .target_loss = a.target_loss,
+                       .target_accuracy = a.target_acc, .grad_bytes = (int64_t)ms.grad_bytes,
+                       .convergence_fit_id = fit_id};
+  snprintf(so.convergence, sizeof so.convergence, "%s", conv ? conv->name : "none");
+  snprintf(so.convergence_params, sizeof so.convergence_params, "%s", cstr);
+  snprintf(so.events_csv, sizeof so.events_csv, "%s", a.events ? a.events : "");
+  snprintf(so.convergence_source, sizeof so.convergence_source, "%s", csource);
+  if ((rc = hs_sim_options_format(&so, options, sizeof options, &d))) {
+    fprintf(stderr, "hetsim sim: %s\n", d.msg);
+    status = 1;
+    goto out;
+  }
   hs_cli_versions_json(versions, sizeof versions);
   hs_run_info info = {
       .kind = "sim", .policy = pol->name, .params = pstr, .cluster_name = spec.name,

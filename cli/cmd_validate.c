@@ -74,6 +74,7 @@
 #include "core/core_config.h"
 #include "core/core_json.h"
 #include "core/core_perfmodel.h"
+#include "core/core_config_write.h"
 #include "core/core_runopts.h"
 #include "core/core_store.h"
 #include "nn/nn_zoo.h"
@@ -413,6 +414,7 @@ int hs_cmd_validate(int argc, char **argv) {
   hs_cluster_spec spec;
   memset(&spec, 0, sizeof spec);
   int have_spec = 0;
+  char *gen = NULL;           /* the cluster file written for a run that had none */
   hs_perf_model *perf = NULL;
   hs_sim_result res;
   memset(&res, 0, sizeof res);
@@ -474,14 +476,30 @@ int hs_cmd_validate(int argc, char **argv) {
   /* The cluster: the run's own file, or N equal workers on one node. The latter stays YAML
    * text: it is stored as the simulated run's cluster_text (so that `hetsim sim` can replay it)
    * and hashed into the validation key, which earlier validations' keys must keep matching. */
-  char gen[1024];
   const char *text = r.cluster_text;
   if (!text) {
-    snprintf(gen, sizeof gen,
-             "name: cpu-threads\nnetwork: {bandwidth: 1GB/s, latency: 1us}\ndevice_types:\n"
-             "  cpu: {compute: {t0: 1ms, per_sample: 1ms}}\nnodes:\n  - name: host\n"
-             "    link: {bandwidth: 1GB/s, latency: 1us}\n    devices: [{type: cpu, count: %d}]\n",
-             r.opt.workers);
+    /* The threads' cluster, written by the one writer of cluster files (core_config_write.h);
+     * its numbers are placeholders that the calibration replaces below. */
+    hs_link_spec link = {.bandwidth = 1e9, .latency = 1e-6};
+    hs_device_type cpu_type = {.name = "cpu", .compute = {.kind = HS_COMPUTE_INLINE, .t0 = 1e-3, .per_sample = 1e-3}};
+    hs_node_spec host = {.name = "host", .link = link};
+    int nw = r.opt.workers > 0 ? r.opt.workers : 0;
+    hs_worker_spec *ws = calloc(nw > 0 ? (size_t)nw : 1, sizeof *ws);
+    if (!ws) {
+      fprintf(stderr, "hetsim validate: out of memory\n");
+      status = 1;
+      goto out;
+    }
+    for (int w = 0; w < nw; w++) ws[w] = (hs_worker_spec){.type = 0, .node = 0, .slowdown = 1, .comm_slowdown = 1};
+    hs_cluster_spec threads = {.name = "cpu-threads", .network = link, .n_types = 1, .types = &cpu_type,
+                               .n_nodes = 1, .nodes = &host, .n_workers = nw, .workers = ws};
+    rc = hs_cluster_write_yaml(&threads, &gen, NULL, &d);
+    free(ws);
+    if (rc) {
+      fprintf(stderr, "hetsim validate: run %lld: %s\n", id, d.msg);
+      status = 1;
+      goto out;
+    }
     text = gen;
   }
   if ((rc = hs_cluster_parse(&spec, "stored cluster", text, strlen(text), &d))) {
@@ -616,12 +634,16 @@ int hs_cmd_validate(int argc, char **argv) {
   if (!reused) {
     char command[256], options[1024];
     snprintf(command, sizeof command, "hetsim validate %lld", id);
-    char tl[32] = "null";
-    if (conv) snprintf(tl, sizeof tl, "%.17g", r.final_loss);
-    snprintf(options, sizeof options,
-             "{\"validates\":%lld,\"iterations\":%lld,\"convergence\":\"%s\",\"target_loss\":%s,"
-             "\"grad_bytes\":%lld,\"validation_key\":\"%s\"}",
-             id, (long long)r.iterations, conv ? "proxy" : "none", tl, (long long)ms.grad_bytes, key);
+    /* The simulated run's options through their one writer (core_runopts.h). */
+    hs_validate_options vo = {.validates = id, .iterations = r.iterations,
+                              .target_loss = conv ? r.final_loss : NAN, .grad_bytes = (int64_t)ms.grad_bytes};
+    snprintf(vo.convergence, sizeof vo.convergence, "%s", conv ? "proxy" : "none");
+    memcpy(vo.validation_key, key, sizeof vo.validation_key);
+    if ((rc = hs_validate_options_format(&vo, options, sizeof options, &d))) {
+      fprintf(stderr, "hetsim validate: %s\n", d.msg);
+      status = 1;
+      goto out;
+    }
     hs_run_info info = {.kind = "sim", .policy = pol->name, .params = r.params, .cluster_name = spec.name,
                         .cluster_text = text, .model = r.model, .global_batch = r.global_batch,
                         .seed = r.seed, .options_json = options, .command = command};
@@ -805,6 +827,7 @@ out:
   hs_cli_run_free(&sim);
   free(perf);
   free(r.cluster_text);
+  free(gen);
   if (have_spec) hs_cluster_spec_free(&spec);
   hs_store_close(cstore);
   hs_store_close(store);

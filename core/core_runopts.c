@@ -1,4 +1,4 @@
-/* core_runopts: a real run's options JSON, written and read in one place (core_runopts.h). */
+/* core_runopts: runs' options JSON, each kind written and read in one place (core_runopts.h). */
 #include "core/core_runopts.h"
 
 #include <math.h>
@@ -14,11 +14,31 @@ static void put_number(FILE *f, double v) {
   else fputs("null", f);
 }
 
-int hs_real_options_format(const hs_real_options *o, char *buf, size_t len, hs_diag *d) {
+/* Opens buf as the stream *f a writer prints into. */
+static int open_buf(char *buf, size_t len, FILE **f, hs_diag *d) {
   if (len == 0) return hs_diag_set(d, HS_EINVAL, "run options: no room");
   buf[0] = '\0';
-  FILE *f = fmemopen(buf, len, "w");
-  if (!f) return hs_diag_set(d, HS_ENOMEM, "run options: out of memory");
+  *f = fmemopen(buf, len, "w");
+  return *f ? 0 : hs_diag_set(d, HS_ENOMEM, "run options: out of memory");
+}
+
+/* Closes a writer's stream: HS_EINVAL (buf left a valid empty string) when the text did not fit. */
+static int close_buf(FILE *f, char *buf, size_t len, hs_diag *d) {
+  /* fmemopen keeps one byte for the NUL: a text that filled the rest may have been cut. */
+  long used = ftell(f);
+  int bad = ferror(f) || used < 0 || (size_t)used + 1 >= len;
+  fclose(f);
+  if (bad) {
+    buf[0] = '\0';
+    return hs_diag_set(d, HS_EINVAL, "run options: longer than %zu bytes", len - 1);
+  }
+  return 0;
+}
+
+int hs_real_options_format(const hs_real_options *o, char *buf, size_t len, hs_diag *d) {
+  FILE *f;
+  int rc = open_buf(buf, len, &f, d);
+  if (rc) return rc;
   fputs("{\"backend\":", f);
   hs_json_write_escaped(f, o->backend);
   fputs(",\"device\":", f);
@@ -62,15 +82,7 @@ int hs_real_options_format(const hs_real_options *o, char *buf, size_t len, hs_d
     fputc('}', f);
   }
   fputc('}', f);
-  /* fmemopen keeps one byte for the NUL: a text that filled the rest may have been cut. */
-  long used = ftell(f);
-  int bad = ferror(f) || used < 0 || (size_t)used + 1 >= len;
-  fclose(f);
-  if (bad) {
-    buf[0] = '\0';
-    return hs_diag_set(d, HS_EINVAL, "run options: longer than %zu bytes", len - 1);
-  }
-  return 0;
+  return close_buf(f, buf, len, d);
 }
 
 /* Member key of obj as a number, 0 when it is missing or not a number (json_extract's NULL,
@@ -94,17 +106,25 @@ static void get_string(const hs_json_value *obj, const char *key, char *buf, siz
   snprintf(buf, len, "%s", v && v->type == HS_JSON_STRING ? v->string : "");
 }
 
-int hs_real_options_parse(const char *json, hs_real_options *o, hs_diag *d) {
-  memset(o, 0, sizeof *o);
+/* Parses json (NULL reads as "{}") into a root object; HS_EINVAL when it is not one. */
+static int parse_object(const char *json, hs_json_value **root, hs_diag *d) {
   if (!json) json = "{}";
-  hs_json_value *root = NULL;
-  int rc = hs_json_parse(json, strlen(json), &root, d);
+  int rc = hs_json_parse(json, strlen(json), root, d);
   if (rc) return rc;
-  if (root->type != HS_JSON_OBJECT) {
-    const char *type = hs_json_type_name(root->type);
-    hs_json_value_free(root);
+  if ((*root)->type != HS_JSON_OBJECT) {
+    const char *type = hs_json_type_name((*root)->type);
+    hs_json_value_free(*root);
+    *root = NULL;
     return hs_diag_set(d, HS_EINVAL, "run options: expected a JSON object, got %s", type);
   }
+  return 0;
+}
+
+int hs_real_options_parse(const char *json, hs_real_options *o, hs_diag *d) {
+  memset(o, 0, sizeof *o);
+  hs_json_value *root = NULL;
+  int rc = parse_object(json, &root, d);
+  if (rc) return rc;
   get_string(root, "backend", o->backend, sizeof o->backend);
   get_string(root, "device", o->device, sizeof o->device);
   get_string(root, "device_name", o->device_name, sizeof o->device_name);
@@ -132,6 +152,91 @@ int hs_real_options_parse(const char *json, hs_real_options *o, hs_diag *d) {
     get_string(&td->items[i], "device", t->device, sizeof t->device);
     get_string(&td->items[i], "device_name", t->device_name, sizeof t->device_name);
   }
+  hs_json_value_free(root);
+  return 0;
+}
+
+/* A string, or null for "". */
+static void put_string_or_null(FILE *f, const char *s) {
+  if (s[0]) hs_json_write_escaped(f, s);
+  else fputs("null", f);
+}
+
+int hs_sim_options_format(const hs_sim_options *o, char *buf, size_t len, hs_diag *d) {
+  FILE *f;
+  int rc = open_buf(buf, len, &f, d);
+  if (rc) return rc;
+  fprintf(f, "{\"iterations\":%lld,\"epochs\":", (long long)o->iterations);
+  put_number(f, o->epochs);
+  fputs(",\"sim_time_s\":", f);
+  put_number(f, o->sim_time_s);
+  fprintf(f, ",\"store\":\"%s\",\"convergence\":", o->store_steps ? "steps" : "summary");
+  hs_json_write_escaped(f, o->convergence);
+  fputs(",\"convergence_params\":", f);
+  hs_json_write_escaped(f, o->convergence_params);
+  fputs(",\"target_loss\":", f);
+  put_number(f, o->target_loss);
+  fputs(",\"target_accuracy\":", f);
+  put_number(f, o->target_accuracy);
+  fputs(",\"events_csv\":", f);
+  put_string_or_null(f, o->events_csv);
+  fprintf(f, ",\"grad_bytes\":%lld,\"convergence_source\":", (long long)o->grad_bytes);
+  put_string_or_null(f, o->convergence_source);
+  if (o->convergence_fit_id) fprintf(f, ",\"convergence_fit_id\":%lld}", (long long)o->convergence_fit_id);
+  else fputs(",\"convergence_fit_id\":null}", f);
+  return close_buf(f, buf, len, d);
+}
+
+int hs_sim_options_parse(const char *json, hs_sim_options *o, hs_diag *d) {
+  memset(o, 0, sizeof *o);
+  hs_json_value *root = NULL;
+  int rc = parse_object(json, &root, d);
+  if (rc) return rc;
+  o->iterations = get_int(root, "iterations");
+  o->epochs = get_number(root, "epochs");
+  o->sim_time_s = get_number(root, "sim_time_s");
+  char store[16];
+  get_string(root, "store", store, sizeof store);
+  o->store_steps = strcmp(store, "steps") == 0;
+  get_string(root, "convergence", o->convergence, sizeof o->convergence);
+  get_string(root, "convergence_params", o->convergence_params, sizeof o->convergence_params);
+  o->target_loss = get_number(root, "target_loss");
+  o->target_accuracy = get_number(root, "target_accuracy");
+  get_string(root, "events_csv", o->events_csv, sizeof o->events_csv);
+  o->grad_bytes = get_int(root, "grad_bytes");
+  get_string(root, "convergence_source", o->convergence_source, sizeof o->convergence_source);
+  o->convergence_fit_id = get_int(root, "convergence_fit_id");
+  hs_json_value_free(root);
+  return 0;
+}
+
+int hs_validate_options_format(const hs_validate_options *o, char *buf, size_t len, hs_diag *d) {
+  FILE *f;
+  int rc = open_buf(buf, len, &f, d);
+  if (rc) return rc;
+  fprintf(f, "{\"validates\":%lld,\"iterations\":%lld,\"convergence\":", (long long)o->validates,
+          (long long)o->iterations);
+  hs_json_write_escaped(f, o->convergence);
+  fputs(",\"target_loss\":", f);
+  put_number(f, o->target_loss);
+  fprintf(f, ",\"grad_bytes\":%lld,\"validation_key\":", (long long)o->grad_bytes);
+  hs_json_write_escaped(f, o->validation_key);
+  fputc('}', f);
+  return close_buf(f, buf, len, d);
+}
+
+int hs_validate_options_parse(const char *json, hs_validate_options *o, hs_diag *d) {
+  memset(o, 0, sizeof *o);
+  hs_json_value *root = NULL;
+  int rc = parse_object(json, &root, d);
+  if (rc) return rc;
+  o->validates = get_int(root, "validates");
+  o->iterations = get_int(root, "iterations");
+  get_string(root, "convergence", o->convergence, sizeof o->convergence);
+  const hs_json_value *tl = hs_json_get(root, "target_loss");
+  o->target_loss = tl && tl->type == HS_JSON_NUMBER ? tl->number : NAN;
+  o->grad_bytes = get_int(root, "grad_bytes");
+  get_string(root, "validation_key", o->validation_key, sizeof o->validation_key);
   hs_json_value_free(root);
   return 0;
 }

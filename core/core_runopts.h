@@ -1,11 +1,13 @@
-/* core_runopts: the options of a real run as its `run.options` JSON holds them
- * (docs/schema.md), with one writer (`hetsim real`) and one reader (`hetsim validate`).
+/* core_runopts: the options of a run as its `run.options` JSON holds them (docs/schema.md),
+ * typed, each kind with one writer and one reader: a real run's (written by `hetsim real`, read
+ * by `hetsim validate`), a simulated run's (`hetsim sim`) and a validation's simulated run's
+ * (`hetsim validate`).
  *
  * Contract:
- * - The keys and their order are those `hetsim real` has always written, so that databases
+ * - The keys and their order are those the commands have always written, so that databases
  *   written before and after hold the same text (`type_devices`, added later, comes last and
  *   only in runs that have per-worker devices); numbers keep every bit (%.17g, integers as
- *   integers), strings are escaped as JSON strings.
+ *   integers; a double that is not finite is null), strings are escaped as JSON strings.
  * - The reader takes what any hetsim wrote, older ones included: a key that is missing, null or
  *   of another type reads as 0 (or the empty string), as SQLite's json_extract read it; keys it
  *   does not know (pid, host, sweep_point, ...) are ignored. Text that is not a JSON object is
@@ -56,5 +58,33 @@ typedef struct hs_real_options {
 int hs_real_options_format(const hs_real_options *o, char *buf, size_t len, hs_diag *d);
 /* Reads a real run's options JSON (NULL reads as "{}"): every field of *o is set. */
 int hs_real_options_parse(const char *json, hs_real_options *o, hs_diag *d);
+
+/* A simulated run's options (`hetsim sim`). */
+typedef struct hs_sim_options {
+  int64_t iterations;        /* stop conditions; 0 = none */
+  double epochs, sim_time_s, target_loss, target_accuracy;
+  int store_steps;           /* 1: "steps", 0: "summary" */
+  char convergence[32];      /* the convergence model's name, "none" */
+  char convergence_params[1024];  /* its parameters, canonical "k=v,k=v" */
+  char events_csv[4096];     /* the --events file as given; "" = none (null) */
+  int64_t grad_bytes;        /* bytes of one gradient */
+  char convergence_source[1200];  /* where the convergence parameters came from; "" = null */
+  int64_t convergence_fit_id;     /* the stored fit used; 0 = none (null) */
+} hs_sim_options;
+int hs_sim_options_format(const hs_sim_options *o, char *buf, size_t len, hs_diag *d);
+int hs_sim_options_parse(const char *json, hs_sim_options *o, hs_diag *d);
+
+/* The options of the simulated run `hetsim validate` stores for a real run. */
+typedef struct hs_validate_options {
+  int64_t validates;         /* the real run's id */
+  int64_t iterations;
+  char convergence[16];      /* "proxy" | "none" */
+  double target_loss;        /* the real run's final loss; NaN = null (no convergence model) */
+  int64_t grad_bytes;
+  char validation_key[17];   /* 16 hex digits: the hash of the validation's inputs */
+} hs_validate_options;
+int hs_validate_options_format(const hs_validate_options *o, char *buf, size_t len, hs_diag *d);
+/* A missing or null target_loss reads as NaN. */
+int hs_validate_options_parse(const char *json, hs_validate_options *o, hs_diag *d);
 
 #endif
