@@ -113,7 +113,8 @@ static void usage(FILE *out) {
 "                 iter_wasserstein, time_to_loss_error, intervals, versions_per_interval,\n"
 "                 compute_calibration, compute_ratio (the run's computes over the\n"
 "                 calibration's, over the workers the cluster file never slows; null when\n"
-"                 it slows them all), and with --window K: window,\n"
+"                 it slows them all), type_calibrations (each device type's, for a run\n"
+"                 whose types ran on devices of their own), and with --window K: window,\n"
 "                 window_median_iter_error, window_p95_iter_error, with --against:\n"
 "                 against_run_id, against_intervals, against_median_iter_error,\n"
 "                 against_p95_iter_error, against_mean_iter_error,\n"
@@ -565,22 +566,39 @@ int hs_cmd_validate(int argc, char **argv) {
     status = 1;
     goto out;
   }
+  int n_own_types = 0; /* types that ran on a device of their own with its own calibration */
   for (int t = 0; t < spec.n_types; t++) {
     /* Every device type computes as the calibration says, whatever forms the file gave (its
-     * per-model forms included). */
+     * per-model forms included): the calibration of --device's (cdev), or, for a type whose
+     * workers ran on a device of their own (`real_device`, recorded in type_devices) other
+     * than --device's, that device's own: a partition of a GPU ("NAME (16 SMs)") steps on SMs
+     * no other worker shares, so it is timed alone. */
+    const char *tdev = cdev;
+    for (int k = 0; k < r.opt.n_type_devices; k++)
+      if (!strcmp(r.opt.type_devices[k].type, spec.types[t].name) &&
+          strcmp(r.opt.type_devices[k].device_name, r.opt.device_name))
+        tdev = r.opt.type_devices[k].device_name;
+    n_own_types += tdev != cdev;
     free(spec.types[t].per_model);
     spec.types[t].per_model = NULL;
     spec.types[t].n_per_model = 0;
     memset(&spec.types[t].compute, 0, sizeof spec.types[t].compute);
     spec.types[t].compute.kind = HS_COMPUTE_CALIB;
-    size_t cl = sizeof spec.types[t].compute.calib, nl = strlen(cdev);
+    size_t cl = sizeof spec.types[t].compute.calib, nl = strlen(tdev);
     if (nl >= cl) nl = cl - 1;
-    memcpy(spec.types[t].compute.calib, cdev, nl);
+    memcpy(spec.types[t].compute.calib, tdev, nl);
     spec.types[t].compute.calib[nl] = 0;
     spec.types[t].max_batch = 0;
     spec.types[t].memory = 0;
-    if ((rc = hs_perf_load(perf_store, cdev, r.model, &perf[t], NULL, &d))) {
-      fprintf(stderr, "hetsim validate: %s; run `hetsim calib --device cpu --model %s` first\n", d.msg, r.model);
+    if ((rc = hs_perf_load(perf_store, tdev, r.model, &perf[t], NULL, &d))) {
+      const char *own = NULL; /* the type's device as the run's cluster file wrote it */
+      for (int k = 0; tdev != cdev && k < r.opt.n_type_devices; k++)
+        if (!strcmp(r.opt.type_devices[k].device_name, tdev)) own = r.opt.type_devices[k].device;
+      if (own)
+        fprintf(stderr, "hetsim validate: device type %s ran on %s: %s; run `hetsim calib --device %s --model %s` "
+                "first\n", spec.types[t].name, own, d.msg, own, r.model);
+      else
+        fprintf(stderr, "hetsim validate: %s; run `hetsim calib --device cpu --model %s` first\n", d.msg, r.model);
       goto out;
     }
   }
@@ -737,6 +755,16 @@ int hs_cmd_validate(int argc, char **argv) {
     hs_json_key(&j, "policy"); hs_json_string(&j, pol->name);
     hs_json_key(&j, "device"); hs_json_string(&j, r.opt.device_name);
     hs_json_key(&j, "compute_calibration"); hs_json_string(&j, cdev);
+    if (n_own_types) {
+      /* Only for a run whose types ran on devices of their own: the calibration of each type. */
+      hs_json_key(&j, "type_calibrations");
+      hs_json_object_begin(&j);
+      for (int t = 0; t < spec.n_types; t++) {
+        hs_json_key(&j, spec.types[t].name);
+        hs_json_string(&j, spec.types[t].compute.calib);
+      }
+      hs_json_object_end(&j);
+    }
     hs_json_key(&j, "update_s"); hs_json_double(&j, upd);
     hs_json_key(&j, "message_bytes"); hs_json_double(&j, msg);
     hs_json_key(&j, "allreduce_s"); if (n > 1) hs_json_double(&j, a_ar + msg / b_ar); else hs_json_null(&j);
@@ -783,6 +811,8 @@ int hs_cmd_validate(int argc, char **argv) {
            reused ? " (reused: stored by an earlier validate with the same inputs)" : "");
     printf("  compute calibration        %s%s\n", cdev,
            cdev == r.opt.device_name && n > 1 ? " (steps timed alone; `hetsim calib --concurrent N` times them as N workers share the machine)" : "");
+    for (int t = 0; n_own_types && t < spec.n_types; t++)
+      printf("    device type %-14s %s\n", spec.types[t].name, spec.types[t].compute.calib);
     printf("  global model update        %.4g ms per all-reduce or push (calibrated update phase)\n", upd * 1e3);
     if (n > 1)
       printf("  all-reduce of %.4g MB      %.4g ms (measured at the size, cpu backend)\n", msg / 1e6, (a_ar + msg / b_ar) * 1e3);

@@ -112,6 +112,20 @@ expect_exit cpu_types_calib 0 "$H" calib --device cpu --model mlp --batches 8,16
   --warmup 1 --db "$T/calib.db"
 expect_exit cpu_types_calib_run 0 "$H" "${real[@]/ssgd/lbb}" --cluster cpu-types.yaml --calib "$T/calib.db" --db "$T/cpu.db" --json
 check cpu_types_calib_run.complete grep -q '"status": "complete"' "$T/out"
+# validate gives a type that ran on a device of its own (other than --device's) that device's
+# calibration. On a cpu every type is on this cpu, so the run's record is edited to say that
+# type big ran on a partition, whose calibration is then missing (exit 2, naming the type and
+# the command), then present (under the partition's name).
+vid=$(sed -n 's/.*"run_id": \([0-9]*\).*/\1/p' "$T/out")
+sqlite3 "$T/cpu.db" "UPDATE run SET options = json_set(options, '\$.type_devices.big.device', 'cuda:0/sm=16',
+  '\$.type_devices.big.device_name', 'part (16 SMs)') WHERE id = $vid"
+expect_exit validate_type_uncalibrated 2 "$H" validate "$vid" --db "$T/cpu.db" --calib "$T/calib.db"
+check validate_type_uncalibrated.message grep -q '^hetsim validate: device type big ran on cuda:0/sm=16: .*"part (16 SMs)".*; run `hetsim calib --device cuda:0/sm=16 --model mlp` first$' "$T/err"
+expect_exit validate_type_calib 0 "$H" calib --device cpu --name "part (16 SMs)" --model mlp --batches 8,16,24 \
+  --min-reps 3 --max-reps 5 --warmup 1 --db "$T/calib.db"
+expect_exit validate_type_run 0 "$H" validate "$vid" --db "$T/cpu.db" --calib "$T/calib.db" --json
+check validate_type_run.calibrations test "$(python3 -c 'import json,sys; print(json.load(sys.stdin)["type_calibrations"])' <"$T/out")" = \
+  "{'big': 'part (16 SMs)', 'mid': '$cpu_name', 'small': '$cpu_name'}"
 # Without the key, the options are as before: no type_devices.
 expect_exit cpu_plain_run 0 "$H" "${real[@]}" --cluster plain.yaml --db "$T/cpu.db" --json
 id=$(sed -n 's/.*"run_id": \([0-9]*\).*/\1/p' "$T/out")
