@@ -1257,8 +1257,10 @@ static int section_convergence(report *r) {
         int seen = 0;
         for (int m = 0; m < nref[k]; m++) seen |= ref[k][m] == tv[k];
         if (seen || nref[k] == MAX_REFS) continue;
+        /* 4 significant digits, as the tables: a real run's target is its final loss, whose
+         * 17 digits ran past the plot. Targets that only differ further down share a label. */
         char num[40];
-        hs_fmt_real(num, sizeof num, tv[k]);
+        num_short(num, sizeof num, tv[k]);
         snprintf(reftext[k][nref[k]], sizeof reftext[k][0], "target %s", num);
         reflabel[k][nref[k]] = reftext[k][nref[k]];
         ref[k][nref[k]++] = tv[k];
