@@ -1178,8 +1178,15 @@ static int section_histograms(report *r) {
       int bins = (int)sqrt((double)v.n);
       bins = bins < 5 ? 5 : bins > 60 ? 60 : bins;
       hs_svg_frame fr = {.kind = "histogram", .title = title, .xlabel = "iteration time (s)",
-                         .ylabel = "iterations", .width = 490, .height = 260};
-      hs_svg_histogram(r->f, &fr, v.v, v.n, bins, run->color);
+                         .ylabel = "iterations", .width = 490, .height = 260,
+                         .clip_quantile = VALID_CLIP_QUANTILE};
+      size_t cut = hs_svg_histogram(r->f, &fr, v.v, v.n, bins, run->color);
+      if (cut)
+        hs_html_para(r->f, "note",
+                     "Run %lld: %zu iteration%s far above the others (start-up) %s left out of the "
+                     "histogram, whose bins end a little above the %gth percentile.",
+                     (long long)run->id, cut, cut == 1 ? "" : "s", cut == 1 ? "is" : "are",
+                     VALID_CLIP_QUANTILE * 100);
     }
     dvec_free(&v);
   }

@@ -200,6 +200,17 @@ static int cmp_double(const void *pa, const void *pb) {
 
 /* The top of the y axis that leaves out start-up spikes: a little above the q-quantile of the
  * finite y values when the largest lies far above it, else +INFINITY (keep every value). */
+/* The top of an axis over the m finite values v (sorted in place) from lo to hi that leaves out
+ * spikes far above their q-quantile, or INFINITY to keep them all. */
+static double quantile_top(double *v, size_t m, double q, double lo, double hi) {
+  if (m < 20) return INFINITY;
+  qsort(v, m, sizeof *v, cmp_double);
+  double at = v[(size_t)(q * (double)(m - 1))];
+  /* "Far above": the spikes would take more than half of the axis away from the values below
+   * the quantile. */
+  return hi - lo > 2.0 * (at - lo) && at > lo ? at + 0.3 * (at - lo) : INFINITY;
+}
+
 static double robust_top(const hs_svg_series *s, int ns, double q, double lo, double hi) {
   size_t n = 0;
   for (int k = 0; k < ns; k++) n += s[k].n;
@@ -209,14 +220,7 @@ static double robust_top(const hs_svg_series *s, int ns, double q, double lo, do
   for (int k = 0; k < ns; k++)
     for (size_t i = 0; i < s[k].n; i++)
       if (isfinite(s[k].x[i]) && isfinite(s[k].y[i])) v[m++] = s[k].y[i];
-  double top = INFINITY;
-  if (m >= 20) {
-    qsort(v, m, sizeof *v, cmp_double);
-    double at = v[(size_t)(q * (double)(m - 1))];
-    /* "Far above": the spikes would take more than half of the axis's height away from the
-     * values below the quantile. */
-    if (hi - lo > 2.0 * (at - lo) && at > lo) top = at + 0.3 * (at - lo);
-  }
+  double top = quantile_top(v, m, q, lo, hi);
   free(v);
   return top;
 }
@@ -336,8 +340,8 @@ size_t hs_svg_lines_marked(FILE *f, const hs_svg_frame *fr, const hs_svg_series 
   return clipped;
 }
 
-void hs_svg_histogram(FILE *f, const hs_svg_frame *fr, const double *v, size_t n, int bins,
-                      int color) {
+size_t hs_svg_histogram(FILE *f, const hs_svg_frame *fr, const double *v, size_t n, int bins,
+                        int color) {
   frame_begin(f, fr);
   double lo = INFINITY, hi = -INFINITY;
   size_t finite = 0;
@@ -349,7 +353,23 @@ void hs_svg_histogram(FILE *f, const hs_svg_frame *fr, const double *v, size_t n
     }
   if (finite == 0 || bins < 1) {
     no_data(f, fr);
-    return;
+    return 0;
+  }
+  /* Start-up spikes far above the rest would squeeze every other bar into the first bins:
+   * with clip_quantile, the bins end a little above that quantile and the values beyond are
+   * counted, not drawn. */
+  size_t clipped = 0;
+  if (fr->clip_quantile > 0 && fr->clip_quantile < 1) {
+    double *sv = malloc(finite * sizeof *sv);
+    size_t m = 0;
+    for (size_t i = 0; sv && i < n; i++)
+      if (isfinite(v[i])) sv[m++] = v[i];
+    double top = sv ? quantile_top(sv, m, fr->clip_quantile, lo, hi) : INFINITY;
+    free(sv);
+    if (isfinite(top)) {
+      for (size_t i = 0; i < n; i++) clipped += isfinite(v[i]) && v[i] > top;
+      hi = top;
+    }
   }
   enum { MAX_BINS = 200 };
   if (bins > MAX_BINS) bins = MAX_BINS;
@@ -369,7 +389,7 @@ void hs_svg_histogram(FILE *f, const hs_svg_frame *fr, const double *v, size_t n
   double width = (hi - lo) / bins;
   size_t top = 0;
   for (size_t i = 0; i < n; i++) {
-    if (!isfinite(v[i])) continue;
+    if (!isfinite(v[i]) || (clipped && v[i] > hi)) continue;
     int b = (int)((v[i] - lo) / width);
     if (b >= bins) b = bins - 1;
     if (b < 0) b = 0;
@@ -391,7 +411,9 @@ void hs_svg_histogram(FILE *f, const hs_svg_frame *fr, const double *v, size_t n
                "stroke=\"#fff\" stroke-width=\"0.5\"/>\n",
             xl, yt, fmax(xr - xl, 0.5), a.top + a.h - yt, col);
   }
+  if (clipped) fprintf(f, "<g data-clipped=\"%zu\"/>\n", clipped);
   fputs("</svg>\n", f);
+  return clipped;
 }
 
 /* A bar's label, right-aligned in the margin left of the axes, on the bar's slot at y. */

@@ -63,9 +63,12 @@ size_t hs_svg_lines_marked(FILE *f, const hs_svg_frame *fr, const hs_svg_series 
                          const double *ref_y, const char *const *ref_labels, int nref,
                          const hs_svg_mark *marks, int nmarks);
 
-/* Histogram of the n values in `bins` equal-width bins from their minimum to maximum. */
-void hs_svg_histogram(FILE *f, const hs_svg_frame *fr, const double *v, size_t n, int bins,
-                      int color);
+/* Histogram of the n values in `bins` equal-width bins from their minimum to maximum, or, with
+ * fr->clip_quantile, to a little above that quantile when values far above it would squeeze
+ * the rest (as hs_svg_lines' y axis). Returns how many values were left out (an empty
+ * `<g data-clipped="N"/>` in the SVG says so too), for the caller to say so. */
+size_t hs_svg_histogram(FILE *f, const hs_svg_frame *fr, const double *v, size_t n, int bins,
+                        int color);
 
 /* One horizontal bar per label, from 0 to values[i]. */
 void hs_svg_bars(FILE *f, const hs_svg_frame *fr, const char *const *labels,

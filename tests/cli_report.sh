@@ -132,6 +132,9 @@ EOF2
   run valid.spike 0 report 1 --db "$TMP/s.db" --out "$TMP/vp.html" &&
     check valid.spike.cut python3 "$SRC/tests/report_check.py" "$TMP/vp.html" "$TMP/s.db" clipped 1
   check valid.spike.note grep -q 'the y axis ends a little above the 98th percentile of the values so that the steady state stays readable; 1 point far above it (start-up) is not shown' "$TMP/vp.html"
+  # The histogram of the same run leaves the spike's iterations out of its bins, and says so.
+  check hist.steady.uncut bash -c "! grep -q 'left out of the histogram' '$TMP/vs.html'"
+  check hist.spike.cut grep -qE 'Run 1: [1-9][0-9]* iterations? far above the others \(start-up\) (is|are) left out of the histogram, whose bins end a little above the 98th percentile' "$TMP/vp.html"
 fi
 
 # --- a huge run is drawn in part, and the page says so --------------------------------------
