@@ -14,7 +14,7 @@
  * calibrated steps (step_jitter below: jitter_cv in the JSON), and the links set from
  * the device's cpu communication calibration: a ring all-reduce over N workers taking
  * alpha + M/beta becomes links with latency alpha/(2(N-1)) and bandwidth beta*2(N-1)/N (so the
- * simulator's ring formula gives back alpha + M/beta: hs_netm_ring_link), and the parameter
+ * simulator's ring formula gives back alpha + M/beta: hs_ring_link), and the parameter
  * server's link takes
  * the point-to-point one; alpha is the fit's, and beta is set so that alpha + M/beta is the
  * time measured at the run's message size M (comm_at below: allreduce_s and p2p_s in the
@@ -551,7 +551,7 @@ int hs_cmd_validate(int argc, char **argv) {
   int have_wake = wake_time(perf_store, comm_dev, &wake) > 0 || wake_time(perf_store, r.opt.device_name, &wake) > 0;
   const hs_real_comm_ops *cpu = &hs_real_comm_cpu; /* the backend of the runs validated */
   hs_link_spec ring = {.bandwidth = b_ar, .latency = 0};
-  if (n > 1) ring = hs_netm_ring_link(a_ar + upd + cpu->handoffs_per_allreduce * wake, b_ar, n);
+  if (n > 1) ring = hs_ring_link(a_ar + upd + cpu->handoffs_per_allreduce * wake, b_ar, n);
   spec.network = ring;
   for (int i = 0; i < spec.n_nodes; i++) spec.nodes[i].link = ring;
   spec.ps.link = (hs_link_spec){.bandwidth = b_p2p, .latency = a_p2p + cpu->handoffs_per_message * wake};

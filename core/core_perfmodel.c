@@ -260,6 +260,10 @@ static int comm_time_at(sqlite3 *db, int64_t dev, const char *backend, const cha
   return found;
 }
 
+hs_link_spec hs_ring_link(double alpha, double beta, int n) {
+  return (hs_link_spec){.bandwidth = beta * 2.0 * (n - 1) / n, .latency = alpha / (2.0 * (n - 1))};
+}
+
 int hs_comm_link_load(hs_store *s, const char *device, int world, double msg_bytes,
                       hs_link_spec *out, char *how, size_t how_len, hs_diag *d) {
   sqlite3 *db = hs_store_db(s);
@@ -299,10 +303,7 @@ int hs_comm_link_load(hs_store *s, const char *device, int world, double msg_byt
     beta = msg_bytes / (t_at - alpha);
   }
   if (strcmp(op, "allreduce") == 0 && w > 1) {
-    /* A ring all-reduce on w ranks over identical links costs 2(w-1)(a + n/(w b)); the
-     * link's a and b are what reproduce the measured a' + n/b'. */
-    out->latency = alpha / (2.0 * (w - 1));
-    out->bandwidth = beta * 2.0 * (w - 1) / w;
+    *out = hs_ring_link(alpha, beta, w); /* the link whose ring reproduces the measured a' + n/b' */
   } else {
     out->latency = alpha;
     out->bandwidth = beta;

@@ -91,6 +91,12 @@ int hs_perf_load(hs_store *s, const char *device, const char *model, hs_perf_mod
 struct sqlite3_stmt;
 int hs_comm_time_interp(struct sqlite3_stmt *st, double bytes, int extrapolate, double *t);
 
+/* The inverse of the simulator's ring all-reduce for n > 1 participants over equal links (a
+ * ring of n ranks costs 2(n-1)(a + m/(n b))): the link whose ring takes alpha + m/beta for every
+ * m, i.e. latency alpha / (2(n-1)) and bandwidth beta * 2(n-1) / n — a measured all-reduce of n
+ * ranks to be replayed as a ring (hs_comm_link_load, hetsim validate). */
+hs_link_spec hs_ring_link(double alpha, double beta, int n);
+
 /* A link's latency and bandwidth from the device's measured communication (`network:` or
  * `link: {calib: NAME}` in a cluster file) for a run of `world` workers: its fitted all-reduce
  * model of that world size, else its p2p model, else its all-reduce model of the nearest world

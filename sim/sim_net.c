@@ -45,10 +45,6 @@ double hs_netm_ring_time(hs_netm *net, const hs_netm_peer *peers, const int *ws,
   return 2.0 * (double)(n - 1) * worst;
 }
 
-hs_link_spec hs_netm_ring_link(double alpha, double beta, int n) {
-  return (hs_link_spec){.bandwidth = beta * 2.0 * (n - 1) / n, .latency = alpha / (2.0 * (n - 1))};
-}
-
 double hs_netm_hier_time(hs_netm *net, const hs_netm_peer *peers, const int *ws, int n, double m) {
   if (n <= 1) return 0.0;
   int q = 0;

@@ -43,10 +43,6 @@ hs_link_spec hs_netm_link(const hs_netm *net, const hs_netm_peer *a, const hs_ne
 /* All-reduce time of m bytes over peers[ws[0..n-1]] in that ring order. */
 double hs_netm_ring_time(hs_netm *net, const hs_netm_peer *peers, const int *ws, int n, double m);
 double hs_netm_hier_time(hs_netm *net, const hs_netm_peer *peers, const int *ws, int n, double m);
-/* The inverse of T_ring for n > 1 participants over equal links: the link whose ring takes
- * alpha + m/beta for every m (a measured all-reduce of n ranks, to be replayed as a ring):
- * latency alpha / (2(n-1)) and bandwidth beta * 2(n-1) / n. */
-hs_link_spec hs_netm_ring_link(double alpha, double beta, int n);
 
 /* --- a link shared by flows, max-min fair ------------------------------------------------
  *

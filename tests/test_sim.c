@@ -130,7 +130,7 @@ static const char *HIER =
     "  - {name: b, link: {bandwidth: 50GB/s, latency: 3us}, devices: [{type: g, count: 4}]}\n"
     "  - {name: c, link: {bandwidth: 20GB/s, latency: 4us}, devices: [{type: g, count: 2}]}\n";
 
-/* hs_netm_ring_link inverts the ring: a cluster whose links it set prices the ring all-reduce
+/* hs_ring_link inverts the ring: a cluster whose links it set prices the ring all-reduce
  * of its n workers at alpha + m/beta, for every message size. */
 static void test_ring_link_inverts_ring(void) {
   static const char *Y = "name: r\nnetwork: {bandwidth: 1GB/s, latency: 1us}\ndevice_types:\n"
@@ -141,7 +141,7 @@ static void test_ring_link_inverts_ring(void) {
   hs_diag d;
   ASSERT_EQ(hs_cluster_parse(&spec, "r.yaml", Y, strlen(Y), &d), 0);
   double alpha = 37e-6, beta = 2.5e9;
-  hs_link_spec l = hs_netm_ring_link(alpha, beta, 5);
+  hs_link_spec l = hs_ring_link(alpha, beta, 5);
   ASSERT_REL(l.latency, alpha / 8, 1e-15);
   ASSERT_REL(l.bandwidth, beta * 8 / 5, 1e-15);
   spec.network = l;
