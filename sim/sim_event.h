@@ -56,6 +56,12 @@ int hs_engine_pop(hs_engine *e, hs_event *out);
 /* 1 = *out holds the earliest event, which stays queued; 0 = queue empty. */
 int hs_engine_peek(const hs_engine *e, hs_event *out);
 
+/* A hint for prefetching what the coming events will touch: the worker field of the event that
+ * pops `ahead` pops after the next one (0: the next one), when that event is pending at the time
+ * of the last pop (in the run of one time being popped) and ahead < 16; else UINT32_MAX. A few
+ * loads; changes nothing. */
+uint32_t hs_engine_ahead_worker(const hs_engine *e, uint32_t ahead);
+
 double hs_engine_now(const hs_engine *e);         /* s */
 size_t hs_engine_pending(const hs_engine *e);
 uint64_t hs_engine_processed(const hs_engine *e); /* events popped so far */

@@ -779,6 +779,16 @@ int hs_sim_run(const hs_sim_config *cfg, hs_sim_result *res, hs_diag *d) {
       break;
     }
     s->core.end = s->core.clock = ev.time;
+    /* Many workers' steps end at one time (an SSGD iteration's, per device type), in an order
+     * the hardware cannot guess (by device type, not by worker): ask for the part of the
+     * worker record that a step's end reads, for the event a few pops ahead. */
+    uint32_t aw = hs_engine_ahead_worker(s->eng, 8);
+    if (aw < (uint32_t)s->core.n) {
+      const hs_rt_worker *x = &s->core.w[aw];
+      __builtin_prefetch(&x->rec.batch);
+      __builtin_prefetch(&x->rec.loss);
+      __builtin_prefetch(&x->samples);
+    }
     rc = dispatch(s, &ev);
     if (s->core.done) break;
     if (cfg->progress && (++count & 4095) == 0) hs_progress_update(cfg->progress, progress_of(s));
