@@ -185,31 +185,36 @@ static char *put_fix3(char *p, double v) {
   return p + 4;
 }
 
-int hs_trace_open(hs_trace **out, const char *path, hs_diag *d) {
+int hs_trace_open_file(hs_trace **out, FILE *f, const char *path, hs_diag *d) {
   *out = NULL;
   hs_trace *t = malloc(sizeof *t);
   char *p = t ? strdup(path) : NULL;
   if (!p) {
     free(t);
+    fclose(f);
     return hs_diag_set(d, HS_ENOMEM, "trace: out of memory");
   }
+  t->f = f;
   t->path = p;
   t->count = 0;
   t->err = 0;
   t->len = 0;
   t->next_prefix = 0;
   memset(t->prefix, 0, sizeof t->prefix);
-  t->f = fopen(path, "w");
-  if (!t->f) {
-    int e = errno;
-    free(t->path);
-    free(t);
-    return hs_diag_set(d, HS_EIO, "%s: cannot create trace file: %s", path, strerror(e));
-  }
   setvbuf(t->f, NULL, _IONBF, 0); /* the writer's own buffer is the only one */
   PUT_LIT(t, "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n");
   *out = t;
   return 0;
+}
+
+int hs_trace_open(hs_trace **out, const char *path, hs_diag *d) {
+  *out = NULL;
+  FILE *f = fopen(path, "w");
+  if (!f) {
+    int e = errno;
+    return hs_diag_set(d, HS_EIO, "%s: cannot create trace file: %s", path, strerror(e));
+  }
+  return hs_trace_open_file(out, f, path, d);
 }
 
 /* Separates records; the first one gets no comma, since JSON forbids a leading one. */

@@ -16,6 +16,7 @@
 #define HS_SIM_TRACE_H
 
 #include <stdint.h>
+#include <stdio.h>
 
 #include "core/core_error.h"
 
@@ -23,6 +24,9 @@ typedef struct hs_trace hs_trace;
 
 /* HS_EIO with the path and strerror when the file cannot be created; HS_ENOMEM. */
 int hs_trace_open(hs_trace **out, const char *path, hs_diag *d);
+/* The same on a stream the caller opened for writing (nothing written to it yet), named path in
+ * messages: the writer owns f from here, and closes it, on failure too. HS_ENOMEM. */
+int hs_trace_open_file(hs_trace **out, FILE *f, const char *path, hs_diag *d);
 /* Metadata "thread_name" (and "thread_sort_index") events for tid in pid 1. */
 void hs_trace_thread_name(hs_trace *t, int tid, const char *name);
 /* A complete event ("ph":"X") from start_s to start_s + dur_s. cat may be NULL. */

@@ -49,6 +49,23 @@ assert tids=={0,1,2,3}, tids
 assert {"compute","wait","allreduce"} <= names, names
 ' "$T/trace.json"
 fi
+# A trace to something that is not a regular file (a pipe here; /dev/null alike) is written in
+# place: nothing may be renamed over it (as root that replaced /dev/null with a file).
+mkfifo "$T/trace.fifo"
+timeout 60 cat "$T/trace.fifo" >"$T/trace_fifo.json" &
+fifo_reader=$!
+expect_exit trace_to_fifo 0 timeout 60 "$H" sim --cluster "$C" --model resnet18 --policy ssgd \
+  --global-batch 256 --iterations 3 --db "$T/fifo.db" --store summary --trace-out "$T/trace.fifo"
+wait $fifo_reader
+check trace_fifo_still_fifo test -p "$T/trace.fifo"
+check trace_fifo_no_tmp_left test -z "$(ls "$T" | grep 'trace.fifo.tmp')"
+if command -v python3 >/dev/null; then
+  check trace_fifo_parses python3 -c '
+import json,sys
+ev=json.load(open(sys.argv[1]))["traceEvents"]
+assert sum(e["ph"]=="X" and e["name"]=="compute" for e in ev)==12
+' "$T/trace_fifo.json"
+fi
 check steps_stored test "$(val "$T/h.db" "SELECT count(*) FROM step WHERE run_id=1")" = 80
 check workers_stored test "$(val "$T/h.db" "SELECT count(*) FROM worker WHERE run_id=1")" = 4
 check run_complete test "$(val "$T/h.db" "SELECT status FROM run WHERE id=1")" = complete
