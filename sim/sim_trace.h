@@ -2,8 +2,9 @@
  *
  * Contract:
  * - Writes {"displayTimeUnit":"ms","traceEvents":[ ... ]} to a file, streaming: records are
- *   formatted into the writer's own 256 KiB buffer and written a buffer at a time, so memory
- *   stays constant however many slices are written.
+ *   formatted into the writer's own 256 KiB buffer and written a buffer at a time (with
+ *   O_DIRECT on a regular file where the file system takes it), so memory stays constant
+ *   however many slices are written. One record per line.
  * - Everything lives in process 1; a worker is a thread (tid). hs_trace_thread_name also
  *   writes a thread_sort_index equal to tid, so tracks appear in worker order.
  * - Times are given in seconds (simulated) and written in microseconds, the format's unit,
@@ -32,6 +33,11 @@ void hs_trace_thread_name(hs_trace *t, int tid, const char *name);
 /* A complete event ("ph":"X") from start_s to start_s + dur_s. cat may be NULL. */
 void hs_trace_slice(hs_trace *t, int tid, const char *name, const char *cat, double start_s,
                     double dur_s);
+/* The same for name and cat that do not change while t is open (string literals, as Chrome's
+ * own TRACE_EVENT macros require): the writer knows them by address, without comparing their
+ * text at each slice. */
+void hs_trace_slice_static(hs_trace *t, int tid, const char *name, const char *cat, double start_s,
+                           double dur_s);
 uint64_t hs_trace_count(const hs_trace *t); /* events written so far, metadata included */
 /* Finishes the JSON, closes the file and frees t (NULL allowed). HS_EIO with the path and
  * strerror when any write failed. */
