@@ -6,14 +6,20 @@
 # traced run (outside the timing), so no run pays for freeing the previous run's pages.
 # Scenarios: SSGD on traces/hetero-1024gpu.yaml (1,024 workers) x 1,000 iterations, and asp on
 # bench/gen_ps_cluster.sh 1024 x 204,800 updates. docs/performance.md has the figures.
-# Usage: bench/bench_trace.sh [HETSIM] [REPS] [SCENARIOS]
-#   e.g. bench/bench_trace.sh build/hetsim 7 "ssgd asp"
+# Usage: bench/bench_trace.sh [HETSIM] [REPS] [SCENARIOS] [OLD_HETSIM]
+#   e.g. bench/bench_trace.sh build/hetsim 7 "ssgd asp" /tmp/old/hetsim
+# With OLD_HETSIM, its runs without a trace and with one to a file alternate with the others.
 # With CALLGRIND=1, counts instructions (valgrind --tool=callgrind) of one run of each kind
 # instead: the kernel's copy of the file into the page cache is not in those counts.
 set -eu
 H=${1:-build/hetsim}
 REPS=${2:-5}
 SCEN=${3:-ssgd asp}
+OLD=${4:-}
+# --trace-out /dev/null: only with a build that writes a device in place (before commit b451313
+# hetsim renamed its temporary file over the target, which as root replaced /dev/null).
+NULL_OK=0
+grep -q hs_trace_open_file "$H" && NULL_OK=1 || echo "bench_trace.sh: $H predates in-place device output: no /dev/null runs" >&2
 HERE=$(cd "$(dirname "$0")" && pwd)
 T=$(mktemp -d "${TMPDIR:-/tmp}/bench_trace.XXXXXX")
 trap 'rm -rf "$T"' EXIT
@@ -46,11 +52,17 @@ if [ "${CALLGRIND:-0}" = 1 ]; then
   exit 0
 fi
 
-python3 - "$H" "$REPS" "$T" "$SCEN" "$(args_of ssgd)" "$(args_of asp)" <<'PY'
+python3 - "$H" "$REPS" "$T" "$SCEN" "$(args_of ssgd)" "$(args_of asp)" "$OLD" "$NULL_OK" <<'PY'
 import os, statistics, subprocess, sys
 h, reps, tmp, scen = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4].split()
 args = {"ssgd": sys.argv[5].split(), "asp": sys.argv[6].split()}
-kinds = {"none": [], "file": ["--trace-out", f"{tmp}/t.json"], "null": ["--trace-out", "/dev/null"]}
+old = sys.argv[7]
+kinds = {"none": [], "file": ["--trace-out", f"{tmp}/t.json"]}
+if sys.argv[8] == "1":
+    kinds["null"] = ["--trace-out", "/dev/null"]
+if old:  # the old build's run without a trace, and with one to a file
+    kinds["old_none"] = []
+    kinds["old_file"] = kinds["file"]
 
 def cpu(cmd):
     """user and sys seconds of one run of cmd (its own rusage, from wait4)"""
@@ -68,16 +80,18 @@ for s in scen:
             for f in ("b.db", "b.db-wal", "b.db-shm", "t.json"):
                 if os.path.exists(f"{tmp}/{f}"):
                     os.remove(f"{tmp}/{f}")
-            u, sy = cpu([h, "sim", *args[s], "--store", "summary", "--db", f"{tmp}/b.db", *extra])
+            u, sy = cpu([old if k.startswith("old") else h, "sim", *args[s], "--store", "summary",
+                         "--db", f"{tmp}/b.db", *extra])
             t[k].append((u, sy))
             if k == "file":
                 size = os.path.getsize(f"{tmp}/t.json")
-            print(f"{s} rep {r + 1} {k:4}: user {u:.3f} s, sys {sy:.3f} s, CPU {u + sy:.3f} s", flush=True)
+            print(f"{s} rep {r + 1} {k:8}: user {u:.3f} s, sys {sy:.3f} s, CPU {u + sy:.3f} s", flush=True)
     base = statistics.median(u + sy for u, sy in t["none"])
     print(f"== {s}: medians of {reps} alternated runs; trace {size} bytes")
     for k in kinds:
         cpus = [u + sy for u, sy in t[k]]
         m = statistics.median(cpus)
-        print(f"{s} {k:4}: CPU {m:.3f} s (user {statistics.median(u for u, _ in t[k]):.3f}, "
-              f"sys {statistics.median(sy for _, sy in t[k]):.3f}), x{m / base:.2f} of no trace")
+        rel = statistics.median(u + sy for u, sy in t["old_none"]) if k.startswith("old") else base
+        print(f"{s} {k:8}: CPU {m:.3f} s (user {statistics.median(u for u, _ in t[k]):.3f}, "
+              f"sys {statistics.median(sy for _, sy in t[k]):.3f}), x{m / rel:.2f} of no trace")
 PY
