@@ -598,9 +598,9 @@ int hs_cmd_sim(int argc, char **argv) {
       status = rc == HS_ENOTFOUND ? 2 : 1;
       goto out;
     }
-    fclose(trace_file.f); /* the trace writer opens the temporary file itself */
+    FILE *tf = trace_file.f; /* the trace writer owns and closes the stream from here */
     trace_file.f = NULL;
-    if ((rc = hs_trace_open(&trace, trace_file.tmp_path, &d))) {
+    if ((rc = hs_trace_open_file(&trace, tf, trace_file.tmp_path, &d))) {
       fprintf(stderr, "hetsim sim: --trace-out: %s\n", d.msg);
       goto out;
     }

@@ -17,10 +17,16 @@ int hs_outfile_open(hs_outfile *o, const char *path, hs_diag *d) {
     hs_outfile_abort(o);
     return hs_diag_set(d, HS_ENOMEM, "%s: out of memory", path);
   }
-  snprintf(o->tmp_path, n, "%s.tmp.%ld", path, (long)getpid());
+  /* A device or a pipe (--trace-out /dev/null) is written in place: renaming a file over
+   * /dev/null would replace the device for every process on the machine. */
+  struct stat st;
+  o->direct = stat(path, &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode);
+  if (o->direct) snprintf(o->tmp_path, n, "%s", path);
+  else snprintf(o->tmp_path, n, "%s.tmp.%ld", path, (long)getpid());
   /* O_EXCL: never write through a link or into a file someone else is writing. 0666 lets the
    * umask decide the mode, as for any file the user creates. */
-  int fd = open(o->tmp_path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+  int fd = o->direct ? open(path, O_WRONLY | O_CLOEXEC)
+                     : open(o->tmp_path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
   if (fd < 0) {
     int e = errno;
     free(o->tmp_path);
@@ -42,14 +48,15 @@ int hs_outfile_open(hs_outfile *o, const char *path, hs_diag *d) {
 int hs_outfile_commit(hs_outfile *o, hs_diag *d) {
   int bad = 0, e = 0;
   if (o->f) {
-    bad = ferror(o->f) || fflush(o->f) != 0 || fsync(fileno(o->f)) != 0;
+    /* fsync fails with EINVAL on a device or a pipe, which have nothing to sync. */
+    bad = ferror(o->f) || fflush(o->f) != 0 || (!o->direct && fsync(fileno(o->f)) != 0);
     e = errno;
     if (fclose(o->f) != 0 && !bad) {
       bad = 1;
       e = errno;
     }
     o->f = NULL;
-  } else {
+  } else if (!o->direct) {
     /* Written and closed by someone else (the trace writer): only its sync is left. */
     int fd = open(o->tmp_path, O_RDONLY | O_CLOEXEC);
     if (fd < 0 || fsync(fd) != 0) {
@@ -58,7 +65,7 @@ int hs_outfile_commit(hs_outfile *o, hs_diag *d) {
     }
     if (fd >= 0) close(fd);
   }
-  if (!bad && rename(o->tmp_path, o->path) != 0) {
+  if (!bad && !o->direct && rename(o->tmp_path, o->path) != 0) {
     bad = 1;
     e = errno;
   }
@@ -75,7 +82,7 @@ int hs_outfile_commit(hs_outfile *o, hs_diag *d) {
 
 void hs_outfile_abort(hs_outfile *o) {
   if (o->f) fclose(o->f);
-  if (o->tmp_path) unlink(o->tmp_path);
+  if (o->tmp_path && !o->direct) unlink(o->tmp_path);
   free(o->tmp_path);
   free(o->path);
   memset(o, 0, sizeof *o);

@@ -7,7 +7,9 @@
  * it, the caller sets f to NULL first and commit only syncs and renames); hs_outfile_abort closes and removes it. A failure
  * at any point leaves PATH as it was (absent, or the previous complete file). Write errors
  * on ->f are sticky, so the caller need not check each fprintf: commit sees them (ferror) and
- * fails. The struct owns its path copies; commit and abort free them. Not thread-safe. */
+ * fails. The struct owns its path copies; commit and abort free them. Not thread-safe.
+ * A PATH that exists and is not a regular file (/dev/null, a terminal, a pipe) is written in
+ * place: no temporary file, no sync, and nothing is ever renamed over it or removed. */
 #ifndef HS_CLI_REPORT_FILE_H
 #define HS_CLI_REPORT_FILE_H
 
@@ -18,7 +20,8 @@
 typedef struct hs_outfile {
   FILE *f;        /* write here between open and commit */
   char *path;     /* final path */
-  char *tmp_path; /* where the bytes go until commit */
+  char *tmp_path; /* where the bytes go until commit (PATH itself when direct) */
+  int direct;     /* PATH is not a regular file: written in place */
 } hs_outfile;
 
 /* HS_ENOTFOUND when PATH's directory does not exist, HS_EIO for other failures. */

@@ -154,13 +154,14 @@ static void op_free(sim *s, int id) {
 
 /* --- trace and step records ------------------------------------------------------------- */
 
+/* name and cat are string literals: the writer knows them by address (hs_trace_slice_static). */
 static void trace_slice(sim *s, int w, const char *name, const char *cat, double t0, double t1) {
   if (!s->cfg->trace) return;
   sim_worker *x = &s->w[w];
   if (t0 < x->trace_cursor) t0 = x->trace_cursor;
   if (t1 <= t0) return;
-  if (t0 > x->trace_cursor) hs_trace_slice(s->cfg->trace, w, "wait", "wait", x->trace_cursor, t0 - x->trace_cursor);
-  hs_trace_slice(s->cfg->trace, w, name, cat, t0, t1 - t0);
+  if (t0 > x->trace_cursor) hs_trace_slice_static(s->cfg->trace, w, "wait", "wait", x->trace_cursor, t0 - x->trace_cursor);
+  hs_trace_slice_static(s->cfg->trace, w, name, cat, t0, t1 - t0);
   x->trace_cursor = t1;
 }
 

@@ -1,62 +1,136 @@
 /* sim_trace: streaming Chrome trace JSON.
  *
- * A large run writes millions of slices, so the writer formats each record straight into its
- * own buffer and hands the file whole buffers (one write per 256 KiB): no stdio call, and no
- * stdio lock, per field or per character. Times are written with three decimals by integer
- * arithmetic on the double's bits, digit for digit what printf's "%.3f" writes (the exact
- * binary value rounded half to even); printf remains only for times of 2^53 us and more. */
+ * A large run writes millions of slices (2.7 million, 254 MB, for 1,024 workers x 1,000
+ * iterations), so the cost per slice is what counts.
+ * - The writer formats each record straight into its own buffer and hands the file whole 4 MiB
+ *   chunks: no stdio call, and no stdio lock, per field or per character.
+ * - On a regular file the chunks go out with O_DIRECT where the file system takes it (the
+ *   buffer, the chunks and their offsets are aligned to 4 KiB): the kernel moves them to the
+ *   disk without copying them into the page cache, managing 62,000 dirty pages and evicting
+ *   other files' pages to make room, which cost more CPU than formatting the records. The tail,
+ *   and every chunk on a file system that refuses O_DIRECT, is written normally. A direct write
+ *   waits for the disk, so the chunks are large: on the project's VM, 254 MB took 0.011 s of
+ *   CPU in 4 MiB chunks, 0.038 s in 256 KiB ones, 0.066 s through the page cache.
+ * - Times are written with three decimals by integer arithmetic on the double's bits, digit for
+ *   digit what printf's "%.3f" writes (the exact binary value rounded half to even), eight
+ *   digits at a time by SWAR (a few multiplications on one 64-bit word); printf remains only
+ *   for times of 2^53 us and more. Recent times are kept as text, by their bits.
+ * - A slice's {"name":...,"cat":...,"ph":"X","pid":1,"tid": is escaped once per kind, a tid's
+ *   digits once per thread (hs_trace_thread_name). */
+#define _GNU_SOURCE /* O_DIRECT */
 #include "sim/sim_trace.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
-#define TRACE_BUF (256 * 1024)
-#define TRACE_RECORD_MAX 2048 /* room a slice needs: its cached prefix, tid and two times */
+/* The formatting helpers are inlined into the slice writer: called apart, their calls and
+ * returns cost as much as their arithmetic. */
+#if defined(__GNUC__)
+#define TRACE_INLINE static inline __attribute__((always_inline))
+#else
+#define TRACE_INLINE static inline
+#endif
+
+#define TRACE_BUF (4 * 1024 * 1024) /* bytes per write: a multiple of any disk's block */
+#define TRACE_RECORD_MAX 2048  /* room a slice needs: its cached prefix, tid and two times */
+#define TRACE_ALIGN 4096
+#define TID_CACHE_MAX (1 << 20)       /* O_DIRECT's alignment of memory, size and offset */
 
 /* A slice's record up to its tid, kept for a (name, category) pair: a run writes millions of
- * slices under a handful of names. Found by pointer and checked by content, so a caller that
- * reuses a buffer for another name gets that name. */
+ * slices under a handful of names. hs_trace_slice finds an entry by content;
+ * hs_trace_slice_static by address (its strings never change while the writer is open). */
 #define PREFIX_NAME_MAX 48
 #define PREFIX_CACHE 8
 typedef struct slice_prefix {
   const char *name_ptr, *cat_ptr; /* as passed; NULL name_ptr: an empty entry */
   char name[PREFIX_NAME_MAX], cat[PREFIX_NAME_MAX];
   int has_cat;
+  int by_address; /* made by hs_trace_slice_static: found by address */
   size_t len;
   char text[2 * 6 * PREFIX_NAME_MAX + 64]; /* {"name":"...","cat":"...","ph":"X","pid":1,"tid": */
 } slice_prefix;
 
+/* The text of a recently written time, kept by the double's bits: a synchronous policy's
+ * workers start and end together, so most slices repeat a time that was just written (99% of
+ * the times of SSGD's trace at 1,024 workers hit a cache of 256; 24% of asp's). */
+#define TIME_CACHE_BITS 8
+typedef struct time_text {
+  uint64_t bits; /* of the value in us; a NaN's (never looked up) while empty */
+  char text[24]; /* the text, and its length in text[23] */
+} time_text;
+
 struct hs_trace {
+  /* First, so that posix_memalign's alignment of the struct is the buffer's. Records are
+   * formatted past TRACE_BUF by up to TRACE_RECORD_MAX bytes; whole TRACE_BUF chunks go out. */
+  char buf[TRACE_BUF + TRACE_RECORD_MAX];
   FILE *f;
+  int fd;
+  int direct; /* O_DIRECT is set on fd */
   char *path;
   uint64_t count; /* events written */
   int err;        /* errno of the first failed write, 0 while none failed */
   size_t len;     /* bytes in buf */
   int next_prefix; /* the cache entry to replace next */
   slice_prefix prefix[PREFIX_CACHE];
-  char buf[TRACE_BUF];
+  time_text times[1 << TIME_CACHE_BITS];
+  /* The text of tids 0 .. ntid - 1 (up to TID_CACHE_MAX), made by hs_trace_thread_name:
+   * 7 bytes and the length; tids past them are formatted at each slice. */
+  char (*tids)[8];
+  int ntid;
 };
 
-static void trace_flush(hs_trace *t) {
-  if (t->len && !t->err && fwrite(t->buf, 1, t->len, t->f) != t->len) t->err = errno ? errno : EIO;
-  t->len = 0;
+#ifndef O_DIRECT
+#define O_DIRECT 0 /* never set: direct stays 0 */
+#endif
+
+/* n bytes at p to the file, in as many writes as it takes. A chunk that O_DIRECT refuses
+ * (EINVAL: a file system with other alignment rules) is written again without it, and so are
+ * all the chunks after it. */
+static void trace_write(hs_trace *t, const char *p, size_t n) {
+  while (n > 0 && !t->err) {
+    ssize_t k = write(t->fd, p, n);
+    if (k > 0) {
+      p += k;
+      n -= (size_t)k;
+    } else if (k < 0 && errno == EINTR) {
+      continue;
+    } else if (k < 0 && errno == EINVAL && t->direct) {
+      t->direct = 0;
+      int fl = fcntl(t->fd, F_GETFL);
+      if (fl == -1 || fcntl(t->fd, F_SETFL, fl & ~O_DIRECT) == -1) t->err = errno;
+    } else {
+      t->err = k < 0 && errno ? errno : EIO;
+    }
+  }
 }
 
-/* Makes room for n more bytes (n <= TRACE_BUF). */
+/* Writes the first TRACE_BUF bytes (len >= TRACE_BUF) and moves the rest to the front, so that
+ * every write but the last is a whole, aligned chunk at an aligned offset. */
+static void trace_flush_chunk(hs_trace *t) {
+  trace_write(t, t->buf, TRACE_BUF);
+  t->len -= TRACE_BUF;
+  memmove(t->buf, t->buf + TRACE_BUF, t->len);
+}
+
+/* Room for n more bytes (n <= TRACE_RECORD_MAX). */
 static char *trace_room(hs_trace *t, size_t n) {
-  if (t->len + n > TRACE_BUF) trace_flush(t);
+  (void)n;
+  if (t->len >= TRACE_BUF) trace_flush_chunk(t);
   return t->buf + t->len;
 }
 
 static void trace_put(hs_trace *t, const char *s, size_t n) {
   while (n > 0) {
-    size_t k = TRACE_BUF - t->len;
+    size_t k = sizeof t->buf - t->len;
     if (k == 0) {
-      trace_flush(t);
-      k = TRACE_BUF;
+      trace_flush_chunk(t);
+      k = sizeof t->buf - t->len;
     }
     if (k > n) k = n;
     memcpy(t->buf + t->len, s, k);
@@ -97,7 +171,7 @@ static char *put_escaped(char *p, const char *s) {
 /* The same through the buffer, for a string of any length. */
 static void trace_put_escaped(hs_trace *t, const char *s) {
   size_t n = strlen(s);
-  if (2 + 6 * n <= TRACE_BUF) {
+  if (2 + 6 * n <= TRACE_RECORD_MAX) {
     char *p = trace_room(t, 2 + 6 * n);
     t->len = (size_t)(put_escaped(p, s) - t->buf);
     return;
@@ -115,48 +189,66 @@ static void trace_put_escaped(hs_trace *t, const char *s) {
   PUT_LIT(t, "\"");
 }
 
-static const char digits2[] =
-    "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
-    "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
-    "8081828384858687888990919293949596979899";
+/* The eight decimal digits of v < 10^8, with leading zeros, as the values 0..9 in the eight
+ * bytes of the result, the most significant digit in the lowest byte (SWAR: v splits into two
+ * 4-digit halves in 32-bit lanes, each into two 2-digit quarters in 16-bit lanes, each into two
+ * digits in 8-bit lanes; each split is a multiplication by a reciprocal and a shift, exact
+ * below the lane's bound: x * 10486 >> 20 is x / 100 for x < 10^4, x * 103 >> 10 is x / 10 for
+ * x < 100). */
+TRACE_INLINE uint64_t digits8(uint32_t v) {
+  uint64_t hi = v / 10000, lo = v % 10000;
+  uint64_t m = hi | (lo << 32);
+  uint64_t top = ((m * 10486) >> 20) & ((UINT64_C(0x7f) << 32) | 0x7f);
+  uint64_t h = ((m - 100 * top) << 16) + top;
+  uint64_t tens = ((h * 103) >> 10) & UINT64_C(0x000f000f000f000f);
+  return tens + ((h - 10 * tens) << 8);
+}
 
-/* Decimal digits of v at p, two at a time from a table; returns the end. */
-static char *put_u32(char *p, uint32_t v) {
-  int n = v >= 100000 ? (v >= 10000000 ? (v >= 100000000 ? (v >= 1000000000 ? 10 : 9) : 8)
-                                       : (v >= 1000000 ? 7 : 6))
-                      : (v >= 1000 ? (v >= 10000 ? 5 : 4) : (v >= 100 ? 3 : (v >= 10 ? 2 : 1)));
-  char *q = p + n;
-  while (v >= 100) {
-    uint32_t r = v % 100;
-    v /= 100;
-    q -= 2;
-    memcpy(q, digits2 + 2 * r, 2);
+/* The eight bytes of a, lowest first, at p. */
+TRACE_INLINE void store8(char *p, uint64_t a) {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+  memcpy(p, &a, 8);
+#else
+  for (int i = 0; i < 8; i++) p[i] = (char)(a >> (8 * i));
+#endif
+}
+
+#define ASCII_ZEROS UINT64_C(0x3030303030303030)
+
+/* v < 10^8 in decimal at p, without leading zeros; writes 8 bytes, returns the end. */
+TRACE_INLINE char *put_u8d(char *p, uint32_t v) {
+  uint64_t d = digits8(v);
+  int lz = d ? __builtin_ctzll(d) >> 3 : 7; /* leading zero digits: low bytes that are 0 */
+  store8(p, (d + ASCII_ZEROS) >> (8 * lz));
+  return p + 8 - lz;
+}
+
+/* v in decimal at p; may write up to 8 bytes past the end it returns. */
+TRACE_INLINE char *put_u64(char *p, uint64_t v) {
+  if (v < 100000000) return put_u8d(p, (uint32_t)v);
+  if (v < UINT64_C(10000000000000000)) {
+    p = put_u8d(p, (uint32_t)(v / 100000000));
+  } else { /* 17 to 20 digits */
+    p = put_u8d(p, (uint32_t)(v / UINT64_C(10000000000000000)));
+    store8(p, digits8((uint32_t)(v / 100000000 % 100000000)) + ASCII_ZEROS);
+    p += 8;
   }
-  if (v >= 10) memcpy(q - 2, digits2 + 2 * v, 2);
-  else q[-1] = (char)('0' + v);
-  return p + n;
+  store8(p, digits8((uint32_t)(v % 100000000)) + ASCII_ZEROS);
+  return p + 8;
 }
 
-static char *put_u64(char *p, uint64_t v) {
-  if (v <= UINT32_MAX) return put_u32(p, (uint32_t)v);
-  p = put_u64(p, v / 1000000000);
-  uint32_t lo = (uint32_t)(v % 1000000000);
-  for (int i = 8; i >= 0; i--, lo /= 10) p[i] = (char)('0' + lo % 10);
-  return p + 9;
-}
-
-static char *put_int(char *p, int v) {
+TRACE_INLINE char *put_int(char *p, int v) {
   if (v < 0) {
     *p++ = '-';
     return put_u64(p, (uint64_t)0 - (uint64_t)(int64_t)v);
   }
-  return put_u32(p, (uint32_t)v);
+  return put_u64(p, (uint64_t)v);
 }
 
 /* v with three decimals, as snprintf("%.3f") writes it (the caller has checked it is finite).
  * v = m * 2^e exactly; v * 1000 = m * 1000 * 2^e with m * 1000 < 2^63, so the rounding to an
  * integer number of thousandths is one shift and one comparison with half the divisor. */
-static char *put_fix3(char *p, double v) {
+TRACE_INLINE char *put_fix3(char *p, double v) {
   uint64_t bits;
   memcpy(&bits, &v, sizeof bits);
   if (!(fabs(v) < 0x1p53)) return p + snprintf(p, 400, "%.3f", v); /* 400: the longest %.3f */
@@ -177,39 +269,79 @@ static char *put_fix3(char *p, double v) {
     if (rem > half || (rem == half && (q & 1))) q++;
   }
   uint64_t ip = q / 1000;
-  unsigned f = (unsigned)(q - ip * 1000);
+  uint32_t f = (uint32_t)(q - ip * 1000);
   p = put_u64(p, ip);
+  uint32_t f0 = (f * 41) >> 12; /* f / 100 for f < 1000 */
+  uint32_t r = f - 100 * f0, f1 = (r * 103) >> 10;
   p[0] = '.';
-  p[1] = (char)('0' + f / 100);
-  memcpy(p + 2, digits2 + 2 * (f % 100), 2);
+  p[1] = (char)('0' + f0);
+  p[2] = (char)('0' + f1);
+  p[3] = (char)('0' + r - 10 * f1);
   return p + 4;
 }
 
-int hs_trace_open(hs_trace **out, const char *path, hs_diag *d) {
+/* put_fix3 through the cache of recent times. */
+TRACE_INLINE char *put_time(hs_trace *t, char *p, double v) {
+  uint64_t bits;
+  memcpy(&bits, &v, sizeof bits);
+  time_text *c = &t->times[(bits * UINT64_C(0x9e3779b97f4a7c15)) >> (64 - TIME_CACHE_BITS)];
+  if (c->bits == bits) {
+    memcpy(p, c->text, sizeof c->text); /* the record's room covers the bytes past the text */
+    return p + c->text[23];
+  }
+  char *e = put_fix3(p, v);
+  if (e - p < 24) {
+    c->bits = bits;
+    memcpy(c->text, p, sizeof c->text);
+    c->text[23] = (char)(e - p);
+  }
+  return e;
+}
+
+int hs_trace_open_file(hs_trace **out, FILE *f, const char *path, hs_diag *d) {
   *out = NULL;
-  hs_trace *t = malloc(sizeof *t);
-  char *p = t ? strdup(path) : NULL;
+  void *mem = NULL;
+  char *p = posix_memalign(&mem, TRACE_ALIGN, sizeof(hs_trace)) == 0 ? strdup(path) : NULL;
   if (!p) {
-    free(t);
+    free(mem);
+    fclose(f);
     return hs_diag_set(d, HS_ENOMEM, "trace: out of memory");
   }
+  hs_trace *t = mem;
+  t->f = f;
+  t->fd = fileno(f); /* written with write(2): the FILE is only closed at the end */
+  t->direct = 0;
   t->path = p;
   t->count = 0;
   t->err = 0;
   t->len = 0;
   t->next_prefix = 0;
+  t->tids = NULL;
+  t->ntid = 0;
   memset(t->prefix, 0, sizeof t->prefix);
-  t->f = fopen(path, "w");
-  if (!t->f) {
-    int e = errno;
-    free(t->path);
-    free(t);
-    return hs_diag_set(d, HS_EIO, "%s: cannot create trace file: %s", path, strerror(e));
+  for (size_t i = 0; i < sizeof t->times / sizeof t->times[0]; i++)
+    t->times[i].bits = UINT64_C(0x7ff8000000000001);
+  /* O_DIRECT only on a regular file at offset 0 (a new file: the chunks' offsets are then
+   * aligned); where the file system refuses it, fcntl or the first write says so and the
+   * writer goes on without it. */
+  struct stat st;
+  if (O_DIRECT != 0 && fstat(t->fd, &st) == 0 && S_ISREG(st.st_mode) && lseek(t->fd, 0, SEEK_CUR) == 0) {
+    int fl = fcntl(t->fd, F_GETFL);
+    t->direct = fl != -1 && fcntl(t->fd, F_SETFL, fl | O_DIRECT) == 0;
   }
-  setvbuf(t->f, NULL, _IONBF, 0); /* the writer's own buffer is the only one */
   PUT_LIT(t, "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n");
   *out = t;
   return 0;
+}
+
+int hs_trace_open(hs_trace **out, const char *path, hs_diag *d) {
+  *out = NULL;
+  FILE *f = fopen(path, "w");
+  if (!f) {
+    int e = errno;
+    return hs_diag_set(d, HS_EIO, "%s: cannot create trace file: %s", path, strerror(e));
+  }
+  return hs_trace_open_file(out, f, path, d);
 }
 
 /* Separates records; the first one gets no comma, since JSON forbids a leading one. */
@@ -217,7 +349,30 @@ static void trace_sep(hs_trace *t) {
   if (t->count++) PUT_LIT(t, ",\n");
 }
 
+/* Keeps tid's text for the slices, growing the table to hold it (nothing kept where memory
+ * runs out: the slices then format it). */
+static void tid_keep(hs_trace *t, int tid) {
+  if (tid < 0 || tid >= TID_CACHE_MAX) return;
+  if (tid >= t->ntid) {
+    int n = t->ntid ? t->ntid : 64;
+    while (n <= tid) n *= 2;
+    if (n > TID_CACHE_MAX) n = TID_CACHE_MAX;
+    char(*p)[8] = realloc(t->tids, (size_t)n * sizeof *p);
+    if (!p) return;
+    memset(p + t->ntid, 0, (size_t)(n - t->ntid) * sizeof *p);
+    t->tids = p;
+    t->ntid = n;
+  }
+  char d[16];
+  size_t len = (size_t)(put_int(d, tid) - d);
+  if (len <= 7) {
+    memcpy(t->tids[tid], d, len);
+    t->tids[tid][7] = (char)len;
+  }
+}
+
 void hs_trace_thread_name(hs_trace *t, int tid, const char *name) {
+  tid_keep(t, tid);
   trace_sep(t);
   PUT_LIT(t, "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":");
   char *p = trace_room(t, 32);
@@ -237,21 +392,16 @@ void hs_trace_thread_name(hs_trace *t, int tid, const char *name) {
 
 static const char slice_mid[] = ",\"ph\":\"X\",\"pid\":1,\"tid\":";
 
-/* The cached record prefix for (name, cat), made on first use; NULL when the names are too
- * long to cache. */
-static const slice_prefix *prefix_of(hs_trace *t, const char *name, const char *cat) {
-  for (int i = 0; i < PREFIX_CACHE; i++) {
-    const slice_prefix *e = &t->prefix[i];
-    if (e->name_ptr == name && e->cat_ptr == cat && !strcmp(e->name, name) &&
-        (!cat || !strcmp(e->cat, cat)))
-      return e;
-  }
+/* A new cache entry for (name, cat); NULL when the names are too long to cache. */
+static const slice_prefix *prefix_new(hs_trace *t, const char *name, const char *cat, int by_address) {
   size_t nn = strlen(name), nc = cat ? strlen(cat) : 0;
   if (nn >= PREFIX_NAME_MAX || nc >= PREFIX_NAME_MAX) return NULL;
   slice_prefix *e = &t->prefix[t->next_prefix];
   t->next_prefix = (t->next_prefix + 1) % PREFIX_CACHE;
   e->name_ptr = name;
   e->cat_ptr = cat;
+  e->has_cat = cat != NULL;
+  e->by_address = by_address;
   memcpy(e->name, name, nn + 1);
   if (cat) memcpy(e->cat, cat, nc + 1);
   char *p = e->text;
@@ -266,11 +416,31 @@ static const slice_prefix *prefix_of(hs_trace *t, const char *name, const char *
   return e;
 }
 
-void hs_trace_slice(hs_trace *t, int tid, const char *name, const char *cat, double start_s,
-                    double dur_s) {
-  if (!isfinite(start_s) || !isfinite(dur_s) || dur_s < 0.0) return;
-  if (!name) name = "";
-  const slice_prefix *e = prefix_of(t, name, cat);
+/* The cached prefix whose strings read as name and cat, made on first use. */
+static const slice_prefix *prefix_of(hs_trace *t, const char *name, const char *cat) {
+  for (int i = 0; i < PREFIX_CACHE; i++) {
+    const slice_prefix *e = &t->prefix[i];
+    if (e->name_ptr && !e->by_address && !strcmp(e->name, name) && e->has_cat == (cat != NULL) &&
+        (!cat || !strcmp(e->cat, cat)))
+      return e;
+  }
+  return prefix_new(t, name, cat, 0);
+}
+
+/* The same for strings that never change: found by address, among the entries made for such
+ * strings (an address that prefix_of saw may since have been freed and reused). */
+static const slice_prefix *prefix_of_static(hs_trace *t, const char *name, const char *cat) {
+  for (int i = 0; i < PREFIX_CACHE; i++) {
+    const slice_prefix *e = &t->prefix[i];
+    if (e->name_ptr == name && e->cat_ptr == cat && e->by_address) return e;
+  }
+  return prefix_new(t, name, cat, 1);
+}
+
+/* The slice's record after its prefix e (NULL: names too long to cache, escaped through the
+ * buffer). */
+TRACE_INLINE void put_slice(hs_trace *t, const slice_prefix *e, int tid, const char *name,
+                            const char *cat, double start_s, double dur_s) {
   char *p;
   if (e) {
     p = trace_room(t, TRACE_RECORD_MAX);
@@ -278,9 +448,13 @@ void hs_trace_slice(hs_trace *t, int tid, const char *name, const char *cat, dou
       memcpy(p, ",\n", 2);
       p += 2;
     }
-    memcpy(p, e->text, e->len);
+    if (e->len <= 64) {
+      memcpy(p, e->text, 64); /* a fixed size: a few moves, where a call would be */
+    } else {
+      memcpy(p, e->text, e->len);
+    }
     p += e->len;
-  } else { /* long names: escaped through the buffer */
+  } else {
     trace_sep(t);
     PUT_LIT(t, "{\"name\":");
     trace_put_escaped(t, name);
@@ -293,13 +467,32 @@ void hs_trace_slice(hs_trace *t, int tid, const char *name, const char *cat, dou
     p += sizeof slice_mid - 1;
   }
   /* Microseconds with three decimals: nanosecond resolution, which the viewers accept. */
-  p = put_int(p, tid);
+  if (tid >= 0 && tid < t->ntid && t->tids[tid][7]) {
+    memcpy(p, t->tids[tid], 8);
+    p += t->tids[tid][7];
+  } else {
+    p = put_int(p, tid);
+  }
   memcpy(p, ",\"ts\":", 6);
-  p = put_fix3(p + 6, start_s * 1e6);
+  p = put_time(t, p + 6, start_s * 1e6);
   memcpy(p, ",\"dur\":", 7);
-  p = put_fix3(p + 7, dur_s * 1e6);
+  p = put_time(t, p + 7, dur_s * 1e6);
   *p++ = '}';
   t->len = (size_t)(p - t->buf);
+}
+
+void hs_trace_slice(hs_trace *t, int tid, const char *name, const char *cat, double start_s,
+                    double dur_s) {
+  if (!isfinite(start_s) || !isfinite(dur_s) || dur_s < 0.0) return;
+  if (!name) name = "";
+  put_slice(t, prefix_of(t, name, cat), tid, name, cat, start_s, dur_s);
+}
+
+void hs_trace_slice_static(hs_trace *t, int tid, const char *name, const char *cat, double start_s,
+                           double dur_s) {
+  if (!isfinite(start_s) || !isfinite(dur_s) || dur_s < 0.0) return;
+  if (!name) name = "";
+  put_slice(t, prefix_of_static(t, name, cat), tid, name, cat, start_s, dur_s);
 }
 
 uint64_t hs_trace_count(const hs_trace *t) { return t->count; }
@@ -307,13 +500,24 @@ uint64_t hs_trace_count(const hs_trace *t) { return t->count; }
 int hs_trace_close(hs_trace *t, hs_diag *d) {
   if (!t) return 0;
   PUT_LIT(t, "\n]}\n");
-  trace_flush(t);
+  while (t->len >= TRACE_BUF) trace_flush_chunk(t);
+  /* The tail is not a whole chunk: O_DIRECT would refuse it. */
+  if (t->direct && t->len) {
+    int fl = fcntl(t->fd, F_GETFL);
+    if (fl == -1 || fcntl(t->fd, F_SETFL, fl & ~O_DIRECT) == -1) {
+      if (!t->err) t->err = errno;
+    }
+    t->direct = 0;
+  }
+  trace_write(t, t->buf, t->len);
+  t->len = 0;
   int e = t->err;
   /* fclose is where a file system that defers its errors (NFS, a full quota) reports them. */
   if (fclose(t->f) != 0 && !e) e = errno ? errno : EIO;
   int rc = 0;
   if (e) rc = hs_diag_set(d, HS_EIO, "%s: writing the trace failed: %s", t->path, strerror(e));
   free(t->path);
+  free(t->tids);
   free(t);
   return rc;
 }

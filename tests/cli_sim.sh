@@ -48,6 +48,47 @@ names={e["name"] for e in ev if e.get("ph")=="X"}
 assert tids=={0,1,2,3}, tids
 assert {"compute","wait","allreduce"} <= names, names
 ' "$T/trace.json"
+  # The trace against the run's stored steps: each step's compute slice on its worker's track,
+  # its times as the writer promises ("%.3f" of the microseconds), each track's slices in
+  # order without overlap, and each step's communication ending when the step row says.
+  check trace_matches_steps python3 -c '
+import json,sqlite3,sys
+ev=json.load(open(sys.argv[1]))["traceEvents"]
+db=sqlite3.connect(sys.argv[2])
+us3=lambda s: float("%.3f" % (s*1e6))
+sl=[e for e in ev if e["ph"]=="X"]
+comp={(e["tid"],e["ts"]):e for e in sl if e["name"]=="compute"}
+rows=db.execute("SELECT worker,start_s,compute_end_s,comm_end_s FROM step WHERE run_id=1").fetchall()
+assert len(rows)==80 and len(comp)==80, (len(rows), len(comp))
+ends={}
+for w,s,c,m in rows:
+    e=comp[(w,us3(s))]
+    assert e["dur"]==us3(c-s) and e["cat"]=="compute" and e["pid"]==1, (e, s, c)
+    ends.setdefault(w,set()).add(us3(m))
+for tid in range(4):
+    mine=sorted((e["ts"],e["dur"],e["name"]) for e in sl if e["tid"]==tid)
+    for a,b in zip(mine,mine[1:]):
+        assert b[0] >= a[0]+a[1]-0.002, (a,b)
+    comm_ends={round(t+d,3) for t,d,n in mine if n=="allreduce"}
+    assert all(any(abs(x-y)<=0.002 for y in comm_ends) for x in ends[tid]), tid
+' "$T/trace.json" "$T/h.db"
+fi
+# A trace to something that is not a regular file (a pipe here; /dev/null alike) is written in
+# place: nothing may be renamed over it (as root that replaced /dev/null with a file).
+mkfifo "$T/trace.fifo"
+timeout 60 cat "$T/trace.fifo" >"$T/trace_fifo.json" &
+fifo_reader=$!
+expect_exit trace_to_fifo 0 timeout 60 "$H" sim --cluster "$C" --model resnet18 --policy ssgd \
+  --global-batch 256 --iterations 3 --db "$T/fifo.db" --store summary --trace-out "$T/trace.fifo"
+wait $fifo_reader
+check trace_fifo_still_fifo test -p "$T/trace.fifo"
+check trace_fifo_no_tmp_left test -z "$(ls "$T" | grep 'trace.fifo.tmp')"
+if command -v python3 >/dev/null; then
+  check trace_fifo_parses python3 -c '
+import json,sys
+ev=json.load(open(sys.argv[1]))["traceEvents"]
+assert sum(e["ph"]=="X" and e["name"]=="compute" for e in ev)==12
+' "$T/trace_fifo.json"
 fi
 check steps_stored test "$(val "$T/h.db" "SELECT count(*) FROM step WHERE run_id=1")" = 80
 check workers_stored test "$(val "$T/h.db" "SELECT count(*) FROM worker WHERE run_id=1")" = 4

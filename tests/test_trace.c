@@ -1,6 +1,7 @@
 /* Tests of the Chrome trace writer: valid JSON, the slices present, errors reported. */
 #include <ctype.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "hs_test.h"
 #include "sim/sim_trace.h"
@@ -236,6 +237,98 @@ static void test_times_as_printf_writes_them(void) {
   remove(path);
 }
 
+
+/* hs_trace_slice_static writes what hs_trace_slice writes; hs_trace_slice reads its strings at
+ * each call, so a buffer reused for another name gives that name; tids named by
+ * hs_trace_thread_name (their digits kept) and others (formatted) read the same. */
+static void test_static_names_and_tids(void) {
+  const char *path = hs_test_tmp("static.json");
+  hs_trace *t;
+  ASSERT_EQ(hs_trace_open(&t, path, NULL), 0);
+  if (!t) return;
+  for (int i = 0; i < 3000; i += 7) hs_trace_thread_name(t, i, "w");
+  hs_trace_thread_name(t, -3, "negative");
+  char buf[16];
+  strcpy(buf, "first");
+  hs_trace_slice(t, 1, buf, NULL, 1.0, 1.0);
+  strcpy(buf, "second");
+  hs_trace_slice(t, 1, buf, NULL, 2.0, 1.0);
+  for (int tid = -5; tid < 3100; tid++) {
+    hs_trace_slice_static(t, tid, "compute", "comm", tid * 1e-3, 5e-4);
+    hs_trace_slice(t, tid, "compute", "comm", tid * 1e-3, 5e-4);
+  }
+  /* more kinds than the writer caches, by address and by content */
+  static const char *const kinds[] = {"k0", "k1", "k2", "k3", "k4", "k5", "k6", "k7", "k8", "k9", "ka"};
+  for (int r = 0; r < 3; r++)
+    for (int k = 0; k < 11; k++) hs_trace_slice_static(t, k, kinds[k], kinds[(k + 1) % 11], r, 0.5);
+  hs_trace_slice_static(t, 0, "a long name, longer than the writer caches: 48 characters or more", "c", 0, 1);
+  ASSERT_EQ(hs_trace_close(t, NULL), 0);
+  char *s = slurp(path);
+  ASSERT(s && json_valid(s));
+  if (!s) return;
+  ASSERT_IN(s, "{\"name\":\"first\",\"ph\":\"X\",\"pid\":1,\"tid\":1,\"ts\":1000000.000,\"dur\":1000000.000}");
+  ASSERT_IN(s, "{\"name\":\"second\",\"ph\":\"X\",\"pid\":1,\"tid\":1,\"ts\":2000000.000,\"dur\":1000000.000}");
+  ASSERT_IN(s, "\"tid\":-3,\"args\":{\"sort_index\":-3}}");
+  ASSERT_IN(s, "\"name\":\"a long name, longer than the writer caches: 48 characters or more\",\"cat\":\"c\"");
+  const char *p = s;
+  int bad = 0;
+  for (int tid = -5; tid < 3100 && bad < 5; tid++) {
+    char want[160];
+    snprintf(want, sizeof want, "{\"name\":\"compute\",\"cat\":\"comm\",\"ph\":\"X\",\"pid\":1,\"tid\":%d,"
+             "\"ts\":%.3f,\"dur\":%.3f}", tid, tid * 1e-3 * 1e6, 5e-4 * 1e6);
+    for (int twice = 0; twice < 2; twice++) { /* static, then by content */
+      const char *q = strstr(p, "{\"name\":\"compute\"");
+      if (!q || strncmp(q, want, strlen(want)) != 0) {
+        HS_FAIL_AT("tid %d: wanted %s, got %.100s", tid, want, q ? q : "(end)");
+        bad++;
+      }
+      if (q) p = q + 1;
+    }
+  }
+  for (int r = 0; r < 3; r++)
+    for (int k = 0; k < 11; k++) {
+      char want[128];
+      snprintf(want, sizeof want, "{\"name\":\"%s\",\"cat\":\"%s\",\"ph\":\"X\",\"pid\":1,\"tid\":%d,"
+               "\"ts\":%.3f,\"dur\":500000.000}", kinds[k], kinds[(k + 1) % 11], k, r * 1e6);
+      const char *q = strstr(p, want);
+      ASSERT(q != NULL);
+      if (q) p = q + 1;
+    }
+  free(s);
+  remove(path);
+}
+
+/* A stream that is not a regular file (a pipe): no O_DIRECT, the same text; the writer closes
+ * the stream. More than one 4 MiB chunk, so that chunks and the tail both go through. */
+static void test_stream_to_pipe(void) {
+  const char *path = hs_test_tmp("piped.json");
+  char cmd[1024];
+  snprintf(cmd, sizeof cmd, "cat > '%s'", path);
+  FILE *f = popen(cmd, "w");
+  ASSERT(f != NULL);
+  if (!f) return;
+  /* popen's stream must be closed by pclose: give the writer a dup of its descriptor. */
+  FILE *g = fdopen(dup(fileno(f)), "w");
+  ASSERT(g != NULL);
+  hs_trace *t;
+  ASSERT_EQ(hs_trace_open_file(&t, g, "a pipe", NULL), 0);
+  enum { N = 100000 };
+  for (int i = 0; i < N; i++) hs_trace_slice_static(t, i % 64, "compute", "compute", i * 1e-3, 1e-3);
+  ASSERT_EQ(hs_trace_close(t, NULL), 0);
+  ASSERT_EQ(pclose(f), 0);
+  char *s = slurp(path);
+  ASSERT(s && json_valid(s));
+  if (s) {
+    ASSERT(strlen(s) > 4 * 1024 * 1024);
+    char want[160];
+    snprintf(want, sizeof want, "\"tid\":%d,\"ts\":%.3f,\"dur\":1000.000}\n]}\n", (N - 1) % 64,
+             (N - 1) * 1e-3 * 1e6);
+    ASSERT_IN(s, want);
+  }
+  free(s);
+  remove(path);
+}
+
 static const hs_test_case cases[] = {
     {"times_as_printf_writes_them", test_times_as_printf_writes_them},
     {"checker_self_test", test_checker_self_test},
@@ -243,6 +336,8 @@ static const hs_test_case cases[] = {
     {"empty_trace_is_valid", test_empty_trace_is_valid},
     {"open_error_names_path", test_open_error_names_path},
     {"write_error_reported", test_write_error_reported},
+    {"static_names_and_tids", test_static_names_and_tids},
+    {"stream_to_pipe", test_stream_to_pipe},
     {NULL, NULL},
 };
 
