@@ -39,8 +39,8 @@
 
 #define TRACE_BUF (4 * 1024 * 1024) /* bytes per write: a multiple of any disk's block */
 #define TRACE_RECORD_MAX 2048  /* room a slice needs: its cached prefix, tid and two times */
-#define TRACE_ALIGN 4096
-#define TID_CACHE_MAX (1 << 20)       /* O_DIRECT's alignment of memory, size and offset */
+#define TRACE_ALIGN 4096        /* O_DIRECT's alignment of memory, size and offset */
+#define TID_CACHE_MAX (1 << 20) /* tids whose text is kept (hs_trace_thread_name) */
 
 /* A slice's record up to its tid, kept for a (name, category) pair: a run writes millions of
  * slices under a handful of names. hs_trace_slice finds an entry by content;
