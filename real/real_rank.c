@@ -11,7 +11,6 @@
 #include <math.h>
 #include <poll.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -742,9 +741,6 @@ static int drv_set_lr(hs_rt_core *c, int w, double lr) {
   return 0;
 }
 
-/* A communication slowdown is not emulated: the policy is told the links run at full speed. */
-static void drv_slowdown(hs_rt_core *c, int w) { c->w[w].comm_slowdown = 1.0; }
-
 static const hs_rt_driver ranks_driver = {
     .version = HS_RT_DRIVER_VERSION,
     .name = "multi-process real",
@@ -759,7 +755,7 @@ static const hs_rt_driver ranks_driver = {
     .now = drv_now,
     .predict = drv_predict,
     .set_lr = drv_set_lr,
-    .slowdown = drv_slowdown,
+    .slowdown = hs_rt_core_slowdown_compute_only,
     .join = NULL, /* refused before the run (check_config) */
     .caps = HS_REAL_RANKS_CAPS,
 };

@@ -5,7 +5,6 @@
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -306,9 +305,6 @@ static int drv_set_lr(hs_rt_core *c, int w, double lr) {
   return 0;
 }
 
-/* A communication slowdown is not emulated: the policy is told the links run at full speed. */
-static void drv_slowdown(hs_rt_core *c, int w) { c->w[w].comm_slowdown = 1.0; }
-
 static const hs_rt_driver threads_driver = {
     .version = HS_RT_DRIVER_VERSION,
     .name = "threaded real",
@@ -323,7 +319,7 @@ static const hs_rt_driver threads_driver = {
     .now = drv_now,
     .predict = drv_predict,
     .set_lr = drv_set_lr,
-    .slowdown = drv_slowdown,
+    .slowdown = hs_rt_core_slowdown_compute_only,
     .join = NULL, /* refused before the run (setup) */
     .caps = HS_REAL_THREADS_CAPS,
 };

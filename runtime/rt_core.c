@@ -434,6 +434,8 @@ void hs_rt_core_weights(const hs_rt_core *c, const int *ws, int n, const double 
   hs_runtime_weights(out, n);
 }
 
+void hs_rt_core_slowdown_compute_only(hs_rt_core *c, int w) { c->w[w].comm_slowdown = 1.0; }
+
 int hs_rt_core_timer_add(hs_rt_core *c, hs_runtime_timers *q, double t, hs_rt_wake_kind kind, int64_t arg) {
   return hs_runtime_timers_add(q, t, kind == HS_RT_WAKE_CLUSTER ? (int)arg : -1,
                                kind == HS_RT_WAKE_TIMER ? (uint64_t)arg : 0, &c->diag);

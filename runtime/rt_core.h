@@ -319,6 +319,11 @@ void hs_rt_core_record_push(hs_rt_core *c, int w, int64_t step, double end, int 
  * the policy's, checked by the core, or the participants' last batches when weights is NULL. */
 void hs_rt_core_weights(const hs_rt_core *c, const int *ws, int n, const double *weights, double *out);
 
+/* A driver's `slowdown` for a driver that emulates compute slowdowns only (the threads, the
+ * ranks): a communication slowdown is not emulated, so the policy is told the links run at
+ * full speed. */
+void hs_rt_core_slowdown_compute_only(hs_rt_core *c, int w);
+
 /* --- timers of a driver on a wall clock ------------------------------------------------------ */
 
 /* A driver whose clock runs by itself (the threads, the ranks) keeps its wake-ups in a timer
