@@ -11,7 +11,6 @@
 #include <math.h>
 #include <poll.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +22,7 @@
 #include "nn/nn_net.h"
 #include "real/real_worker.h"
 #include "runtime/rt_core.h"
+#include "runtime/rt_evals.h"
 #include "runtime/rt_model.h"
 #include "runtime/rt_runtime.h"
 #include "real/real_rank_tcp.h"
@@ -81,8 +81,6 @@ typedef struct cmd {
 typedef struct snap {
   uint64_t op;
   float *model;
-  double time_s;  /* coordinator: when the update was counted */
-  int64_t step;   /* coordinator: the iteration */
   struct snap *next;
 } snap;
 
@@ -502,6 +500,10 @@ static void *exec_thread(void *p) {
 /* What the coordinator keeps of a worker beside the core's worker table. */
 typedef struct cworker {
   int outstanding; /* commands the worker has not reported yet */
+  /* Its step in flight (the core's `computing`): `ahead` commands before it still to report;
+   * once none, the step runs since step_start (s), which the summary counts up to the end. */
+  int ahead;
+  double step_start;
 } cworker;
 
 typedef struct cop {
@@ -528,46 +530,25 @@ typedef struct crd {
   uint64_t next_op, seq;
   uint64_t cur_op;         /* the operation whose update the core is counting (drv_snapshot) */
   double t0, global_lr;
-  int failed, stalled, interrupted;
+  int stalled, interrupted;
   cop *ops;
   hs_runtime_timers timers;
   hs_net *eval_net;
-  snap *evals, *evals_tail; /* models waiting for their evaluation, in order */
-  int64_t eval_bytes;
+  hs_rt_evals evals;       /* models waiting for their evaluation, in order (rt_evals.h) */
   double probe_t0, probe_k;
 } crd;
 
 static crd *R(hs_rt_core *c) { return (crd *)c; }
 static double now_of(const crd *s) { return hs_real_mono() - s->t0; }
 
-/* Records the first failure and ends the run; returns code. */
-static int cfail(crd *s, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int cfail(crd *s, int code, const char *fmt, ...) {
-  if (!s->failed) {
-    va_list ap;
-    va_start(ap, fmt);
-    hs_diag_vset(&s->core.diag, code, fmt, ap);
-    va_end(ap);
-    s->failed = 1;
-  }
-  hs_rt_core_stop(&s->core, now_of(s));
-  return code;
-}
+/* Records the first failure and ends the run (hs_rt_core_abort); returns code. */
+#define cfail(s, ...) hs_rt_core_abort(&(s)->core, __VA_ARGS__)
 
 static void finish(crd *s) { hs_rt_core_stop(&s->core, now_of(s)); }
 
 /* After a call into the core: a failure (rc != 0, the message in the core's diag) fails the
  * run; a stop condition the core reached has marked it done. Returns rc. */
-static int settle(crd *s, int rc) {
-  if (rc) {
-    if (!s->failed) {
-      s->failed = 1;
-      s->core.diag.code = rc;
-    }
-    finish(s);
-  }
-  return rc;
-}
+static int settle(crd *s, int rc) { return hs_rt_core_settle(&s->core, rc); }
 
 static int send_cmd(crd *s, int w, cmsg *m, const void *payload) {
   m->worker = w;
@@ -605,9 +586,7 @@ static cop *op_new(crd *s, hs_comm_kind kind, const hs_comm_opts *o, int left) {
 
 /* Whether the global update that operation seq makes is evaluated: rank 0's replica is then
  * kept at it (the executor's snapshot), for drv_snapshot to find when the core counts it. */
-static int snapshot_due(const crd *s, uint64_t seq) {
-  return s->core.eval_every > 0 && (int64_t)seq % s->core.eval_every == 0;
-}
+static int snapshot_due(const crd *s, uint64_t seq) { return hs_rt_core_eval_due(&s->core, (int64_t)seq); }
 
 static int flush_record(crd *s, int w) { return settle(s, hs_rt_core_flush(&s->core, w)); }
 
@@ -620,9 +599,12 @@ static double drv_predict(hs_rt_core *c, int w, int batch) {
 }
 
 static int drv_compute(hs_rt_core *c, int w, int batch) {
+  crd *s = R(c);
   hs_rt_worker *x = &c->w[w];
   cmsg m = {.kind = C_COMPUTE, .batch = batch, .tag = x->cur_tag, .slowdown = x->slowdown};
-  return send_cmd(R(c), w, &m, NULL);
+  s->w[w].ahead = s->w[w].outstanding;
+  s->w[w].step_start = now_of(s);
+  return send_cmd(s, w, &m, NULL);
 }
 
 static int drv_local_update(hs_rt_core *c, int w) {
@@ -651,7 +633,6 @@ static int drv_allreduce(hs_rt_core *c, const int *ws, int n, const double *weig
   int rc = 0;
   for (int i = 0; i < n && !rc; i++) {
     if (seen[ws[i]]++) rc = cfail(s, HS_ERUNTIME, "policy %s: worker %d twice in one all-reduce", name, ws[i]);
-    wts[i] = weights ? weights[i] : (double)c->w[ws[i]].last_batch;
     rk[i] = ws[i];
   }
   free(seen);
@@ -659,7 +640,7 @@ static int drv_allreduce(hs_rt_core *c, const int *ws, int n, const double *weig
     free(pl);
     return rc;
   }
-  hs_runtime_weights(wts, n);
+  hs_rt_core_weights(c, ws, n, weights, wts);
   memcpy(pl + (size_t)n * sizeof(double), rk, (size_t)n * sizeof(int32_t));
   cop *op = op_new(s, HS_OP_ALLREDUCE, o, n);
   if (!op) {
@@ -744,20 +725,14 @@ static int drv_snapshot(hs_rt_core *c, double t) {
   if (!got)
     return cfail(s, HS_ERUNTIME, "internal: rank 0 kept no model for the evaluation at iteration %lld",
                  (long long)c->iterations);
-  got->time_s = t;
-  got->step = c->iterations;
-  got->next = NULL;
-  if (s->evals_tail) s->evals_tail->next = got;
-  else s->evals = got;
-  s->evals_tail = got;
-  s->eval_bytes += s->P * (int64_t)sizeof(float);
-  return 0;
+  float *model = got->model;
+  free(got);
+  return hs_rt_evals_take(&s->evals, model, t, c->iterations, &c->diag);
 }
 
 /* Timers and cluster events wait in the coordinator's heap; coordinate fires them. */
 static int drv_wake_at(hs_rt_core *c, double t, hs_rt_wake_kind kind, int64_t arg) {
-  return hs_runtime_timers_add(&R(c)->timers, t, kind == HS_RT_WAKE_CLUSTER ? (int)arg : -1,
-                               kind == HS_RT_WAKE_TIMER ? (uint64_t)arg : 0, &c->diag);
+  return hs_rt_core_timer_add(c, &R(c)->timers, t, kind, arg);
 }
 
 /* The server's updates use the global learning rate: set_lr(-1, lr) sets it too. */
@@ -765,9 +740,6 @@ static int drv_set_lr(hs_rt_core *c, int w, double lr) {
   if (w == -1) R(c)->global_lr = lr;
   return 0;
 }
-
-/* A communication slowdown is not emulated: the policy is told the links run at full speed. */
-static void drv_slowdown(hs_rt_core *c, int w) { c->w[w].comm_slowdown = 1.0; }
 
 static const hs_rt_driver ranks_driver = {
     .version = HS_RT_DRIVER_VERSION,
@@ -783,39 +755,10 @@ static const hs_rt_driver ranks_driver = {
     .now = drv_now,
     .predict = drv_predict,
     .set_lr = drv_set_lr,
-    .slowdown = drv_slowdown,
+    .slowdown = hs_rt_core_slowdown_compute_only,
     .join = NULL, /* refused before the run (check_config) */
     .caps = HS_REAL_RANKS_CAPS,
 };
-
-/* --- evaluation ---------------------------------------------------------------------------- */
-
-static int eval_model(crd *s, const float *model, double t, int64_t step) {
-  double loss, acc;
-  hs_diag d = {0};
-  int rc = hs_net_evaluate_params(s->eval_net, model, s->cfg->test, &loss, &acc, &d);
-  if (rc) return cfail(s, rc, "evaluation at step %lld: %s", (long long)step, d.msg);
-  return settle(s, hs_rt_core_eval(&s->core, t, step, loss, acc));
-}
-
-/* Evaluates the waiting models in order. */
-static void run_evals(crd *s) {
-  while (s->evals) {
-    snap *e = s->evals;
-    s->evals = e->next;
-    if (!s->evals) s->evals_tail = NULL;
-    s->eval_bytes -= s->P * (int64_t)sizeof(float);
-    eval_model(s, e->model, e->time_s, e->step); /* after a failure too: its rows stay */
-    free(e->model);
-    free(e);
-  }
-}
-
-/* Whether the waiting models are evaluated during the run (see drv_snapshot). */
-static int eval_online(const crd *s) {
-  const hs_real_config *c = s->cfg;
-  return c->target_loss > 0 || c->target_accuracy > 0 || s->eval_bytes > ((int64_t)256 << 20);
-}
 
 /* --- handling reports ----------------------------------------------------------------------- */
 
@@ -824,21 +767,13 @@ static int eval_online(const crd *s) {
 static void on_iteration(crd *s, const cop *op) {
   s->cur_op = op->id;
   if (settle(s, hs_rt_core_update(&s->core, now_of(s)))) return;
-  if (s->evals && eval_online(s)) run_evals(s);
+  if (hs_rt_evals_online(&s->evals)) hs_rt_evals_drain(&s->evals, &s->core, NULL);
 }
 
 static cop **find_op(crd *s, uint64_t id) {
   cop **pp = &s->ops;
   while (*pp && (*pp)->id != id) pp = &(*pp)->next;
   return pp;
-}
-
-static void comm_done(crd *s, hs_rt_worker *x, double dur) {
-  x->comm += dur;
-  if (x->rec_open) {
-    x->rec_comm += dur;
-    x->rec.comm_end_s = now_of(s);
-  }
 }
 
 static void deliver(crd *s, hs_comm_kind kind, int w, double start, int stale, uint64_t tag) {
@@ -880,11 +815,7 @@ static void handle_server(crd *s, const cmsg *m) {
       stale = (int)(s->core.version - op->version);
       on_iteration(s, op);
     }
-    hs_rt_worker *x = &s->core.w[op->worker];
-    if (x->rec_open && x->rec.step == op->step) {
-      x->rec.comm_end_s = now_of(s);
-      x->rec.staleness = stale;
-    }
+    hs_rt_core_record_push(&s->core, op->worker, op->step, now_of(s), stale);
     deliver(s, HS_OP_PUSH, op->worker, op->start, stale, op->tag);
   } else if (op->kind == HS_OP_PULL) {
     op->version = s->core.version; /* the server sent the model after every update reported before */
@@ -921,13 +852,11 @@ static void handle(crd *s, int chan, const cmsg *m, const char *payload) {
   }
   s->w[w].outstanding--;
   double now = now_of(s);
+  if (s->w[w].ahead > 0 && --s->w[w].ahead == 0) s->w[w].step_start = now; /* its step starts */
   if (m->kind == R_COMPUTE) {
-    if (flush_record(s, w)) return;
     double start = now - m->dur;
-    x->rec_open = 1;
-    x->rec = (hs_step_row){.worker = w, .step = x->steps, .batch = m->batch, .start_s = start, .compute_end_s = now,
-                           .comm_end_s = now, .model_version = (int64_t)x->version, .loss = m->loss};
-    x->rec_comm = 0;
+    if (settle(s, hs_rt_core_record_open(&s->core, w, m->batch, start))) return;
+    hs_rt_core_record_end(&s->core, w, now, m->loss);
     settle(s, hs_rt_core_compute_done(&s->core, w, m->batch, start, now, m->loss));
     return;
   }
@@ -937,7 +866,7 @@ static void handle(crd *s, int chan, const cmsg *m, const char *payload) {
     cfail(s, HS_ERUNTIME, "worker %d reported operation %llu, which is not in flight", w, (unsigned long long)m->op);
     return;
   }
-  comm_done(s, x, m->dur);
+  hs_rt_core_record_comm(&s->core, w, m->dur, now);
   if (m->kind == R_ALLREDUCE) {
     x->version = op->seq;
     if (op->left == 1) {
@@ -951,18 +880,6 @@ static void handle(crd *s, int chan, const cmsg *m, const char *payload) {
   op_release(s, op);
 }
 
-/* Fires due timers and cluster events in (time, sequence) order. Returns the next due time or
- * INFINITY. */
-static double fire_timers(crd *s) {
-  for (;;) {
-    if (s->core.done) return INFINITY;
-    hs_runtime_timer t;
-    double next;
-    if (!hs_runtime_timers_pop(&s->timers, now_of(s), &t, &next)) return next;
-    settle(s, t.cluster_event >= 0 ? hs_rt_core_wake(&s->core, HS_RT_WAKE_CLUSTER, t.cluster_event)
-                                   : hs_rt_core_wake(&s->core, HS_RT_WAKE_TIMER, (int64_t)t.tag));
-  }
-}
 static int all_idle(const crd *s) {
   if (s->timers.n || s->srv_outstanding) return 0;
   for (int i = 0; i < s->n; i++)
@@ -996,7 +913,8 @@ static void coordinate(crd *s) {
   while (!s->core.done) {
     beats(s, heard, &sent);
     if (s->core.done) break;
-    double next = fire_timers(s);
+    double next;
+    settle(s, hs_rt_core_timer_fire(&s->core, &s->timers, &next));
     if (s->core.done) break;
     double t = now_of(s);
     if (s->cfg->max_time > 0 && t >= s->cfg->max_time) {
@@ -1096,49 +1014,38 @@ static int await_ready(crd *s) {
   return rc;
 }
 
-static int fill_result(crd *s, hs_real_result *res) {
-  double end = s->core.end;
+/* Writes the records of finished steps (write: the run did not fail) and fills the result by
+ * the core's rule (rt_core.h): a step in progress at the end (started: every command before it
+ * reported) counts as busy from its start; its record is opened for that and not written.
+ * Returns the first error of a write; the result is filled either way. */
+static int fill_result(crd *s, hs_real_result *res, int write) {
   res->n_workers = s->n;
   res->probe_t0 = s->probe_t0;
   res->probe_k = s->probe_k;
   res->workers = calloc((size_t)s->n, sizeof *res->workers);
   if (!res->workers) return cfail(s, HS_ENOMEM, "out of memory");
-  double life = 0, waits = 0;
   int64_t steps = 0;
+  int rc = 0;
   for (int i = 0; i < s->n; i++) {
-    const hs_rt_worker *x = &s->core.w[i];
-    double wait = end - x->busy - x->comm;
-    if (wait < 0) wait = 0;
-    life += end;
-    waits += wait;
+    hs_rt_worker *x = &s->core.w[i];
+    if (write && !rc) rc = flush_record(s, i);
+    if (x->computing && s->w[i].ahead == 0) {
+      x->rec_open = 0; /* the previous step's, written above (or not, after a failure) */
+      hs_rt_core_record_open(&s->core, i, x->last_batch, s->w[i].step_start);
+    }
     steps += x->steps;
-    res->workers[i] = (hs_real_worker_stats){.joined_at = 0, .left_at = NAN, .initial_batch = x->initial_batch,
-                                             .steps = x->steps, .samples = x->samples, .busy_s = x->busy,
-                                             .comm_s = x->comm, .wait_s = wait};
   }
-  hs_summary *m = &res->summary;
-  hs_runtime_summary(m, s->n, s->core.iterations, steps, s->core.samples, end);
-  m->wait_fraction = life > 0 ? fmin(1.0, waits / life) : NAN;
-  m->final_loss = s->core.last_loss;
-  m->final_accuracy = s->core.last_acc;
-  m->time_to_target_s = s->core.target_time;
-  return 0;
+  hs_rt_core_summary(&s->core, steps, &res->summary, res->workers);
+  return rc;
 }
 
 static int check_config(const hs_real_config *cfg, const hs_real_launch *l, int n, hs_diag *d) {
-  if (n < 1) return hs_diag_set(d, HS_EINVAL, "a real run needs at least one worker");
+  int rc = hs_real_check(cfg, n, l->rank == 0, d); /* what the threads check too */
+  if (rc) return rc;
   if (l->world != n && l->world != n + 1)
     return hs_diag_set(d, HS_EINVAL, "world-size mismatch: the launcher started %d processes but the run has %d workers "
                        "(one process per worker, plus one for a parameter-server rank)", l->world, n);
   if (l->world > HS_RANK_MAX_WORLD) return hs_diag_set(d, HS_EINVAL, "%d ranks: at most %d", l->world, HS_RANK_MAX_WORLD);
-  if (!cfg->train) return hs_diag_set(d, HS_EINVAL, "a real run needs a training set");
-  if (cfg->global_batch < n)
-    return hs_diag_set(d, HS_EINVAL, "--global-batch %lld is smaller than the %d workers", (long long)cfg->global_batch, n);
-  if (cfg->max_iterations <= 0 && cfg->max_epochs <= 0 && cfg->max_time <= 0 && !(cfg->target_loss > 0) &&
-      !(cfg->target_accuracy > 0))
-    return hs_diag_set(d, HS_EINVAL, "no stop condition: give --iterations, --epochs, --time, --target-loss or --target-accuracy");
-  if (l->rank == 0 && (cfg->target_loss > 0 || cfg->target_accuracy > 0) && !cfg->test)
-    return hs_diag_set(d, HS_EINVAL, "a target loss or accuracy needs evaluations (a test set)");
   const hs_cluster_spec *spec = cfg->cluster;
   for (int i = 0; spec && i < spec->n_events; i++)
     if (spec->events[i].kind != HS_EVENT_SLOWDOWN)
@@ -1172,20 +1079,9 @@ static int run_leaf(const hs_real_config *cfg, const hs_real_launch *l, int n, h
 static int run_root(crd *s, const hs_real_launch *l, int *fds, int pair[2]) {
   const hs_real_config *cfg = s->cfg;
   hs_rt_core *c = &s->core; /* hs_rt_core_init: by hs_real_rank_run */
-  c->policy = cfg->policy;
-  c->params = cfg->params;
-  c->cluster = cfg->cluster;
-  c->global_batch = cfg->global_batch;
-  c->seed = cfg->seed;
-  c->max_iterations = cfg->max_iterations;
-  c->max_time = cfg->max_time;
-  c->target_loss = cfg->target_loss;
-  c->target_accuracy = cfg->target_accuracy;
-  c->eval_every = cfg->test ? cfg->eval_every : 0;
-  c->sink = cfg->sink;
-  c->sink_ctx = cfg->sink_ctx;
-  c->eval_sink = cfg->eval_sink;
-  c->eval_ctx = cfg->eval_ctx;
+  hs_rt_core_job job;
+  hs_real_job(cfg, &job);
+  hs_rt_core_set_job(c, &job);
   int rc = hs_rank_star_open("control channel", l->master_addr, l->master_port + 1, 0, s->world, s->timeout, fds,
                              &c->diag);
   if (rc) return rc;
@@ -1206,18 +1102,18 @@ static int run_root(crd *s, const hs_real_launch *l, int *fds, int pair[2]) {
   s->P = hs_net_param_count(probe_net);
   if (cfg->test) s->eval_net = probe_net;
   else hs_net_close(probe_net);
+  hs_rt_evals_init(&s->evals, s->eval_net, cfg->test, s->P, cfg->target_loss > 0 || cfg->target_accuracy > 0);
   if (exec_init(s->x0, cfg, 0, s->n, s->off, pair[1]) || pthread_create(&s->x0->th, NULL, exec_thread, s->x0))
     return hs_diag_set(&c->diag, HS_ERUNTIME, "cannot start rank 0's executor threads");
   s->x0->th_started = 1;
   s->t0 = hs_real_mono();
   if ((rc = await_ready(s))) return rc;
-  c->samples_target = cfg->max_epochs > 0 ? cfg->max_epochs * (double)hs_data_count(cfg->train) : 0;
   s->t0 = hs_real_mono();
   /* The core schedules the cluster events (drv_wake_at) and runs the policy's init and start. */
   rc = settle(s, hs_rt_core_open(c));
   if (!rc) rc = settle(s, hs_rt_core_start(c));
-  if (!rc && !s->failed) coordinate(s);
-  return s->failed ? (c->diag.code ? c->diag.code : HS_ERUNTIME) : rc;
+  if (!rc && !c->failed) coordinate(s);
+  return c->failed ? hs_rt_core_outcome(c) : rc;
 }
 
 int hs_real_rank_run(const hs_real_config *cfg, const hs_real_launch *l, hs_real_result *res, hs_diag *d) {
@@ -1254,24 +1150,15 @@ int hs_real_rank_run(const hs_real_config *cfg, const hs_real_launch *l, hs_real
   for (int i = 0; i < s->world; i++)
     if (fds[i] >= 0) (void)send_msg(fds[i], &stop, NULL, 1.0);
   if (x0->th_started) pthread_join(x0->th, NULL);
-  if (!rc) {
-    run_evals(s);
-    if (s->failed) rc = s->core.diag.code ? s->core.diag.code : HS_ERUNTIME;
-  }
-  run_evals(s); /* after a failure: what was due before it */
-  if (x0->th_started && !rc && cfg->test && s->eval_net && s->core.last_eval != s->core.iterations &&
-      !s->interrupted) {
-    /* The final model, unless the last update was just evaluated: rank 0's replica (the
-     * server's global model, or worker 0's, as every all-reduce covers every worker). */
-    eval_model(s, x0->gm.global, s->core.end, s->core.iterations);
-    if (s->failed) rc = s->core.diag.code ? s->core.diag.code : HS_ERUNTIME;
-  }
+  /* The waiting evaluations, after a failure too (what was due before it), then the final
+   * model unless the last update was just evaluated: rank 0's replica (the server's global
+   * model, or worker 0's, as every all-reduce covers every worker). */
+  int erc = hs_rt_evals_drain(&s->evals, &s->core, x0->th_started && !rc && !s->interrupted ? x0->gm.global : NULL);
+  if (!rc) rc = erc;
   int have_workers = s->w && s->core.n == n;
-  for (int i = 0; have_workers && i < n; i++)
-    if (!rc) rc = flush_record(s, i);
   res->status = s->stalled ? HS_REAL_STALLED : s->interrupted ? HS_REAL_INTERRUPTED : HS_REAL_COMPLETE;
   if ((!rc || s->core.iterations > 0) && have_workers) {
-    int frc = fill_result(s, res);
+    int frc = fill_result(s, res, !rc);
     if (!rc) rc = frc;
   }
   if (rc && d) {
@@ -1286,6 +1173,7 @@ int hs_real_rank_run(const hs_real_config *cfg, const hs_real_launch *l, hs_real
     s->ops = op->next;
     free(op);
   }
+  hs_rt_evals_clear(&s->evals);
   hs_net_close(s->eval_net);
   hs_rank_star_close(fds, s->world);
   if (pair[1] >= 0) close(pair[1]);

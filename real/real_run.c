@@ -5,7 +5,6 @@
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +15,7 @@
 #include "nn/nn_net.h"
 #include "real/real_worker.h"
 #include "runtime/rt_core.h"
+#include "runtime/rt_evals.h"
 #include "runtime/rt_model.h"
 #include "runtime/rt_runtime.h"
 
@@ -75,7 +75,9 @@ typedef struct rworker {
   lane ln;
   hs_real_worker tw;       /* its net, its shard, its batch buffers (real_worker.h) */
   float *host, *base;      /* P floats each: scratch, and the model at the last sync */
-  int in_step;             /* its step is running (the core's `computing`: queued or running) */
+  /* its step is running (the core's `computing`: queued or running); still set when it
+   * finished after the end of the run: it was in progress then (rt_core.h's summary) */
+  int in_step;
   /* net_synced: the net's parameters are the global model of the core's version of this
    * worker (taken, pulled or updated in place since, no local update), so a host-buffer
    * all-reduce of gradients can apply the update to them in place instead of copying the
@@ -83,13 +85,6 @@ typedef struct rworker {
    * not yet copied out; it is copied before they change or are read as the base. */
   int net_synced, base_stale;
 } rworker;
-
-typedef struct pending_eval {
-  double time_s;
-  int64_t step;
-  float *model;
-  struct pending_eval *next;
-} pending_eval;
 
 typedef struct real {
   hs_rt_core core;         /* first member: the runtime core (the policy sees its hs_runtime) */
@@ -110,11 +105,10 @@ typedef struct real {
   double global_lr;
   uint64_t next_op;
   double t0;
-  int ended, failed, stalled; /* ended: the lanes and waits were told (finish_run) */
+  int ended, stalled;      /* ended: the lanes and waits were told (finish_run) */
   rop *ops;
   hs_runtime_timers timers;
-  pending_eval *evals, *evals_tail;
-  int64_t n_evals;         /* queued evaluations */
+  hs_rt_evals evals;       /* models of the updates due an evaluation (rt_evals.h) */
   hs_net *eval_net;
   double probe_t0, probe_k;
   hs_cpus cpus;            /* the CPUs the run may use; worker i's lane is pinned to the i-th */
@@ -130,29 +124,9 @@ static void global_wait(real *s) {
   while (s->global_busy) pthread_cond_wait(&s->cv, &s->mu);
 }
 
-/* Queued models beyond this many bytes are evaluated during the run. */
-static const double EVAL_DEFER_BYTES = 256.0 * 1024 * 1024;
-
-/* Whether the watcher evaluates queued models during the run (mu held). An evaluation only
- * reads the model copied at its update, so its result and time stamp do not depend on when it
- * runs: it is deferred to the end of the run, where it does not take a core from the workers,
- * unless a target loss needs it now or the queued copies grow too large. */
-static int eval_online(const real *s) {
-  return s->cfg->target_loss > 0 || s->cfg->target_accuracy > 0 || (double)s->n_evals * (double)s->P * sizeof(float) > EVAL_DEFER_BYTES;
-}
-
 static double mono(void) { return hs_real_mono(); }
 
 static double now_of(const real *s) { return mono() - s->t0; }
-
-static int fail(real *s, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int fail(real *s, int code, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  hs_diag_vset(&s->core.diag, code, fmt, ap);
-  va_end(ap);
-  return code;
-}
 
 /* Ends the run (with mu held): wakes every lane and every communication wait. */
 static void finish_run(real *s) {
@@ -165,16 +139,11 @@ static void finish_run(real *s) {
   if (s->comm) s->cfg->comm->abort(s->comm);
 }
 
-/* After a call into the core (mu held): a failure (rc < 0, the message in the core's diag)
+/* After a call into the core (mu held): a failure (rc != 0, the message in the core's diag)
  * fails the run, and a stop condition the core reached ends it. Returns rc. */
 static int settle(real *s, int rc) {
-  if (rc < 0) {
-    s->failed = 1;
-    s->core.diag.code = rc;
-    finish_run(s);
-  } else if (s->core.done && !s->ended) {
-    finish_run(s);
-  }
+  hs_rt_core_settle(&s->core, rc);
+  if (s->core.done && !s->ended) finish_run(s);
   return rc;
 }
 
@@ -182,41 +151,23 @@ static int settle(real *s, int rc) {
  * abort of an already finished run is not a failure. */
 static void lane_failed(real *s, int rc, const hs_diag *d) {
   if (s->core.done && rc == HS_EINTR) return;
-  if (!s->failed) {
-    s->failed = 1;
-    s->core.diag = *d;
-    s->core.diag.code = rc;
-  }
-  finish_run(s);
+  if (!s->core.failed) s->core.diag = *d;
+  settle(s, rc);
 }
 
 /* --- reports to the core (mu held) ------------------------------------------------------- */
-
-static int flush_record(real *s, int w) { return hs_rt_core_flush(&s->core, w); }
 
 static void deliver_comm(real *s, hs_comm_kind kind, int w, double start, int stale, uint64_t tag) {
   settle(s, hs_rt_core_comm_done(&s->core, kind, w, start, now_of(s), stale, tag));
 }
 
 /* The driver's snapshot: the global model of the update just counted is copied and queued for
- * evaluation (after the run, or by the watcher during it: eval_online). */
+ * evaluation (after the run, or by the watcher during it: hs_rt_evals_online). */
 static int drv_snapshot(hs_rt_core *c, double t) {
   real *s = R(c);
-  pending_eval *e = calloc(1, sizeof *e);
-  if (e) e->model = malloc((size_t)s->P * sizeof *e->model);
-  if (!e || !e->model) {
-    free(e);
-    return fail(s, HS_ENOMEM, "out of memory for an evaluation");
-  }
-  memcpy(e->model, s->gm.global, (size_t)s->P * sizeof *e->model);
-  e->time_s = t;
-  e->step = s->core.iterations;
-  if (s->evals_tail) s->evals_tail->next = e;
-  else s->evals = e;
-  s->evals_tail = e;
-  s->n_evals++;
-  if (eval_online(s)) pthread_cond_signal(&s->watch_cv);
-  return 0;
+  int rc = hs_rt_evals_keep(&s->evals, s->gm.global, t, c->iterations, &c->diag);
+  if (!rc && hs_rt_evals_online(&s->evals)) pthread_cond_signal(&s->watch_cv);
+  return rc;
 }
 
 /* One update of the global model (mu held): the core counts it, asks for the evaluation that
@@ -228,7 +179,7 @@ static void global_update(real *s) { settle(s, hs_rt_core_update(&s->core, now_o
 static rop *op_new(real *s, hs_comm_kind kind, const hs_comm_opts *o) {
   rop *op = calloc(1, sizeof *op);
   if (!op) {
-    fail(s, HS_ENOMEM, "out of memory for a communication record");
+    hs_rt_core_fail(&s->core, HS_ENOMEM, "out of memory for a communication record");
     return NULL;
   }
   op->id = ++s->next_op;
@@ -258,7 +209,7 @@ static void op_free(real *s, rop *op) {
 
 static int enqueue(real *s, lane *l, item_kind kind, int batch, uint64_t tag, rop *op) {
   item *it = calloc(1, sizeof *it);
-  if (!it) return fail(s, HS_ENOMEM, "out of memory for a queued action");
+  if (!it) return hs_rt_core_fail(&s->core, HS_ENOMEM, "out of memory for a queued action");
   it->kind = kind;
   it->batch = batch;
   it->tag = tag;
@@ -298,12 +249,9 @@ static int drv_allreduce(hs_rt_core *c, const int *ws, int n, const double *weig
   op->n = op->left = n;
   op->ws = malloc((size_t)n * sizeof *op->ws);
   op->wts = malloc((size_t)n * sizeof *op->wts);
-  if (!op->ws || !op->wts) return fail(s, HS_ENOMEM, "out of memory for an all-reduce");
-  for (int i = 0; i < n; i++) {
-    op->ws[i] = ws[i];
-    op->wts[i] = weights ? weights[i] : (double)c->w[ws[i]].last_batch;
-  }
-  hs_runtime_weights(op->wts, n);
+  if (!op->ws || !op->wts) return hs_rt_core_fail(&s->core, HS_ENOMEM, "out of memory for an all-reduce");
+  memcpy(op->ws, ws, (size_t)n * sizeof *ws);
+  hs_rt_core_weights(c, ws, n, weights, op->wts);
   op->lr = c->w[ws[0]].lr;
   for (int i = 0; i < n; i++)
     if ((rc = enqueue(s, &s->w[ws[i]].ln, IT_ALLREDUCE, 0, 0, op))) return rc;
@@ -347,8 +295,7 @@ static int drv_apply(hs_rt_core *c, const hs_comm_opts *o) {
 /* Timers and cluster events wait in the runtime's heap; the watcher fires them. */
 static int drv_wake_at(hs_rt_core *c, double t, hs_rt_wake_kind kind, int64_t arg) {
   real *s = R(c);
-  int rc = hs_runtime_timers_add(&s->timers, t, kind == HS_RT_WAKE_CLUSTER ? (int)arg : -1,
-                                 kind == HS_RT_WAKE_TIMER ? (uint64_t)arg : 0, &s->core.diag);
+  int rc = hs_rt_core_timer_add(c, &s->timers, t, kind, arg);
   if (!rc) pthread_cond_signal(&s->watch_cv);
   return rc;
 }
@@ -358,9 +305,6 @@ static int drv_set_lr(hs_rt_core *c, int w, double lr) {
   if (w == -1) R(c)->global_lr = lr;
   return 0;
 }
-
-/* A communication slowdown is not emulated: the policy is told the links run at full speed. */
-static void drv_slowdown(hs_rt_core *c, int w) { c->w[w].comm_slowdown = 1.0; }
 
 static const hs_rt_driver threads_driver = {
     .version = HS_RT_DRIVER_VERSION,
@@ -376,7 +320,7 @@ static const hs_rt_driver threads_driver = {
     .now = drv_now,
     .predict = drv_predict,
     .set_lr = drv_set_lr,
-    .slowdown = drv_slowdown,
+    .slowdown = hs_rt_core_slowdown_compute_only,
     .join = NULL, /* refused before the run (setup) */
     .caps = HS_REAL_THREADS_CAPS,
 };
@@ -398,13 +342,9 @@ static int do_compute(real *s, int w, const item *it, hs_diag *d) {
   rworker *x = &s->w[w];
   hs_rt_worker *cw = &s->core.w[w];
   pthread_mutex_lock(&s->mu);
-  int rc = flush_record(s, w);
   double slow = cw->slowdown > 1 ? cw->slowdown : 1.0;
   double start = now_of(s);
-  cw->rec_open = 1;
-  cw->rec = (hs_step_row){.worker = w, .step = cw->steps, .batch = it->batch, .start_s = start,
-                         .model_version = (int64_t)cw->version, .loss = NAN};
-  cw->rec_comm = 0;
+  int rc = hs_rt_core_record_open(&s->core, w, it->batch, start);
   x->in_step = 1;
   pthread_mutex_unlock(&s->mu);
   if (rc) return hs_diag_set(d, rc, "%s", s->core.diag.msg);
@@ -417,11 +357,13 @@ static int do_compute(real *s, int w, const item *it, hs_diag *d) {
   if ((rc = hs_real_sleep(slow, (slow - 1.0) * tc, timeout, run_stopped, s, d))) return rc;
   pthread_mutex_lock(&s->mu);
   double end = now_of(s);
-  x->in_step = 0;
-  cw->rec.compute_end_s = end;
-  cw->rec.comm_end_s = end;
-  cw->rec.loss = loss;
-  settle(s, hs_rt_core_compute_done(&s->core, w, it->batch, start, end, loss));
+  /* A step that ends after the run did was in progress at its end (rt_core.h's summary): its
+   * time up to the end is busy time, its record is not written, and it counts no samples. */
+  if (!s->core.done) {
+    x->in_step = 0;
+    hs_rt_core_record_end(&s->core, w, end, loss);
+    settle(s, hs_rt_core_compute_done(&s->core, w, it->batch, start, end, loss));
+  }
   pthread_mutex_unlock(&s->mu);
   return 0;
 }
@@ -447,14 +389,7 @@ static int do_local(real *s, int w, hs_diag *d) {
 }
 
 /* Marks the communication time of a worker's open record (mu held). */
-static void comm_done(real *s, int w, double start, double end) {
-  hs_rt_worker *cw = &s->core.w[w];
-  cw->comm += end - start;
-  if (cw->rec_open) {
-    cw->rec_comm += end - start;
-    cw->rec.comm_end_s = end;
-  }
-}
+static void comm_done(real *s, int w, double start, double end) { hs_rt_core_record_comm(&s->core, w, end - start, end); }
 
 /* The worker takes the global model (mu held); the net's parameters then stand for the base. */
 static int take_global(real *s, int w, hs_diag *d) {
@@ -607,13 +542,8 @@ static int do_srv_push(real *s, rop *op, hs_diag *d) {
     pthread_cond_broadcast(&s->cv);
     global_update(s);
   }
-  hs_rt_worker *cw = &s->core.w[op->worker];
-  double now = now_of(s);
-  if (cw->rec_open && cw->rec.step == op->step) {
-    cw->rec.comm_end_s = now;
-    cw->rec.staleness = stale;
-  }
   int w = op->worker;
+  hs_rt_core_record_push(&s->core, w, op->step, now_of(s), stale);
   double start = op->start;
   uint64_t tag = op->tag;
   op_free(s, op);
@@ -729,29 +659,8 @@ static void *lane_main(void *p) {
 
 /* --- evaluation, timers, cluster events (calling thread) ------------------------------------ */
 
-/* Stores an evaluation and checks the target (mu held). */
-static int record_eval(real *s, double t, int64_t step, double loss, double acc) {
-  int rc = hs_rt_core_eval(&s->core, t, step, loss, acc);
-  if (!rc && s->core.done && !s->ended) finish_run(s); /* a target met */
-  return rc;
-}
-
-/* Fires due timers and cluster events in (time, sequence) order (mu held). Returns the next
- * due time or INFINITY. */
-static double fire_timers(real *s) {
-  for (;;) {
-    if (s->core.done) return INFINITY;
-    hs_runtime_timer t;
-    double next;
-    if (!hs_runtime_timers_pop(&s->timers, now_of(s), &t, &next)) return next;
-    int rc = t.cluster_event >= 0 ? hs_rt_core_wake(&s->core, HS_RT_WAKE_CLUSTER, t.cluster_event)
-                                  : hs_rt_core_wake(&s->core, HS_RT_WAKE_TIMER, (int64_t)t.tag);
-    settle(s, rc);
-  }
-}
-
 static int all_idle(const real *s) {
-  if (s->srv.busy || s->srv.head || s->timers.n || (s->evals && eval_online(s))) return 0;
+  if (s->srv.busy || s->srv.head || s->timers.n || hs_rt_evals_online(&s->evals)) return 0;
   for (int i = 0; i < s->core.n; i++)
     if (s->w[i].ln.busy || s->w[i].ln.head) return 0;
   return 1;
@@ -761,30 +670,24 @@ static int all_idle(const real *s) {
 static void watch(real *s) {
   pthread_mutex_lock(&s->mu);
   while (!s->core.done) {
-    double next = fire_timers(s);
+    double next;
+    settle(s, hs_rt_core_timer_fire(&s->core, &s->timers, &next));
     if (s->core.done) break;
     if (s->cfg->max_time > 0 && now_of(s) >= s->cfg->max_time) {
       finish_run(s);
       break;
     }
     if (s->cfg->stop && *s->cfg->stop) break;
-    if (s->evals && eval_online(s)) {
-      pending_eval *e = s->evals;
-      s->evals = e->next;
-      if (!s->evals) s->evals_tail = NULL;
-      s->n_evals--;
+    if (hs_rt_evals_online(&s->evals)) {
+      /* Evaluated outside the lock: it reads only the copy and the evaluation net. */
+      hs_rt_eval *e = hs_rt_evals_pop(&s->evals);
       pthread_mutex_unlock(&s->mu);
-      double loss = NAN, acc = NAN;
+      double loss, acc;
       hs_diag d = {0};
-      int rc = hs_net_evaluate_params(s->eval_net, e->model, s->cfg->test, &loss, &acc, &d);
+      int rc = hs_rt_evals_measure(&s->evals, e->model, &loss, &acc, &d);
       pthread_mutex_lock(&s->mu);
-      if (rc) lane_failed(s, rc, &d);
-      else if (record_eval(s, e->time_s, e->step, loss, acc)) {
-        s->failed = 1;
-        finish_run(s);
-      }
-      free(e->model);
-      free(e);
+      settle(s, hs_rt_evals_store(&s->core, e->time_s, e->step, rc, loss, acc, &d));
+      hs_rt_eval_free(e);
       continue;
     }
     if (all_idle(s)) {
@@ -807,45 +710,54 @@ static void watch(real *s) {
 
 /* --- set-up and the run ---------------------------------------------------------------------- */
 
+/* What a real run asks of the runtime core, from its config: for both real drivers. */
+void hs_real_job(const hs_real_config *cfg, hs_rt_core_job *j) {
+  *j = (hs_rt_core_job){.policy = cfg->policy, .params = cfg->params, .cluster = cfg->cluster,
+                        .global_batch = cfg->global_batch, .seed = cfg->seed, .max_iterations = cfg->max_iterations,
+                        .samples_target = cfg->max_epochs > 0 && cfg->train
+                                              ? cfg->max_epochs * (double)hs_data_count(cfg->train)
+                                              : 0,
+                        .max_time = cfg->max_time, .target_loss = cfg->target_loss,
+                        .target_accuracy = cfg->target_accuracy, .eval_every = cfg->test ? cfg->eval_every : 0,
+                        .sink = cfg->sink, .sink_ctx = cfg->sink_ctx, .eval_sink = cfg->eval_sink,
+                        .eval_ctx = cfg->eval_ctx};
+}
+
+int hs_real_check(const hs_real_config *cfg, int n, int evaluates, hs_diag *d) {
+  if (n < 1) return hs_diag_set(d, HS_EINVAL, "a real run needs at least one worker");
+  if (!cfg->train) return hs_diag_set(d, HS_EINVAL, "a real run needs a training set");
+  if (cfg->global_batch < n)
+    return hs_diag_set(d, HS_EINVAL, "--global-batch %lld is smaller than the %d workers", (long long)cfg->global_batch,
+                       n);
+  if (cfg->max_iterations <= 0 && cfg->max_epochs <= 0 && cfg->max_time <= 0 && !(cfg->target_loss > 0) &&
+      !(cfg->target_accuracy > 0))
+    return hs_diag_set(d, HS_EINVAL, "no stop condition: give --iterations, --epochs, --time, --target-loss or "
+                       "--target-accuracy");
+  if (evaluates && (cfg->target_loss > 0 || cfg->target_accuracy > 0) && !cfg->test)
+    return hs_diag_set(d, HS_EINVAL, "a target loss or accuracy needs evaluations (a test set)");
+  return 0;
+}
+
+/* After hs_real_check. */
 static int setup(real *s, const hs_real_config *cfg, hs_shards *sh) {
   const hs_cluster_spec *spec = cfg->cluster;
   hs_rt_core *c = &s->core; /* hs_rt_core_init: by hs_real_run */
-  c->policy = cfg->policy;
-  c->params = cfg->params;
-  c->cluster = spec;
-  c->global_batch = cfg->global_batch;
-  c->seed = cfg->seed;
-  c->max_iterations = cfg->max_iterations;
-  c->max_time = cfg->max_time;
-  c->target_loss = cfg->target_loss;
-  c->target_accuracy = cfg->target_accuracy;
-  c->eval_every = cfg->test ? cfg->eval_every : 0;
-  c->sink = cfg->sink;
-  c->sink_ctx = cfg->sink_ctx;
-  c->eval_sink = cfg->eval_sink;
-  c->eval_ctx = cfg->eval_ctx;
+  hs_rt_core_job job;
+  hs_real_job(cfg, &job);
+  hs_rt_core_set_job(c, &job);
   s->cfg = cfg;
   s->probe_t0 = s->probe_k = NAN;
   s->global_lr = cfg->lr;
   int n = spec ? spec->n_workers : cfg->n_workers;
-  if (n < 1) return fail(s, HS_EINVAL, "a real run needs at least one worker");
-  if (cfg->global_batch < n)
-    return fail(s, HS_EINVAL, "--global-batch %lld is smaller than the %d workers", (long long)cfg->global_batch, n);
-  if (cfg->max_iterations <= 0 && cfg->max_epochs <= 0 && cfg->max_time <= 0 && !(cfg->target_loss > 0) &&
-      !(cfg->target_accuracy > 0))
-    return fail(s, HS_EINVAL, "no stop condition: give --iterations, --epochs, --time, --target-loss or --target-accuracy");
-  if ((cfg->target_loss > 0 || cfg->target_accuracy > 0) && !cfg->test)
-    return fail(s, HS_EINVAL, "a target loss or accuracy needs evaluations (a test set)");
   int rc;
-  if ((rc = hs_runtime_check_caps(cfg->policy, cfg->params, spec, HS_REAL_THREADS_CAPS, "threaded real", &s->core.diag)))
+  if ((rc = hs_runtime_check_caps(cfg->policy, cfg->params, spec, HS_REAL_THREADS_CAPS, "threaded real", &c->diag)))
     return rc;
-  if (spec)
-    for (int i = 0; i < spec->n_events; i++)
-      if (spec->events[i].kind == HS_EVENT_JOIN)
-        return fail(s, HS_EUNSUPPORTED, "%s:%d: a join event: workers joining mid-run are not supported in real mode yet",
-                    spec->path, spec->events[i].pos.line);
+  for (int i = 0; spec && i < spec->n_events; i++)
+    if (spec->events[i].kind == HS_EVENT_JOIN)
+      return hs_rt_core_fail(c, HS_EUNSUPPORTED, "%s:%d: a join event: workers joining mid-run are not supported in "
+                             "real mode yet", spec->path, spec->events[i].pos.line);
   s->w = calloc((size_t)n, sizeof *s->w);
-  if (!s->w) return fail(s, HS_ENOMEM, "out of memory for %d workers", n);
+  if (!s->w) return hs_rt_core_fail(&s->core, HS_ENOMEM, "out of memory for %d workers", n);
   for (int i = 0; i < n; i++) {
     pthread_cond_init(&s->w[i].ln.cv, NULL);
     int r = hs_rt_core_add_worker(c, spec ? spec->workers[i].slowdown : 1.0, 1.0, cfg->lr, 0.0);
@@ -860,16 +772,16 @@ static int setup(real *s, const hs_real_config *cfg, hs_shards *sh) {
     if (i == 0) s->P = hs_net_param_count(x->tw.net);
     x->host = malloc((size_t)s->P * sizeof *x->host);
     x->base = malloc((size_t)s->P * sizeof *x->base);
-    if (!x->host || !x->base) return fail(s, HS_ENOMEM, "out of memory for worker %d's buffers", i);
+    if (!x->host || !x->base) return hs_rt_core_fail(&s->core, HS_ENOMEM, "out of memory for worker %d's buffers", i);
     if ((rc = hs_data_iter_init(&x->tw.it, cfg->train, sh, i, 0, &s->core.diag))) return rc;
   }
   if ((rc = hs_runtime_model_open(&s->gm, s->P, &s->core.diag))) return rc;
   s->srv_buf = malloc((size_t)s->P * sizeof *s->srv_buf);
-  if (!s->srv_buf) return fail(s, HS_ENOMEM, "out of memory for the parameter server's buffer");
+  if (!s->srv_buf) return hs_rt_core_fail(&s->core, HS_ENOMEM, "out of memory for the parameter server's buffer");
   if ((rc = hs_net_get_params(s->w[0].tw.net, s->gm.global, &s->core.diag))) return rc;
   for (int i = 0; i < s->core.n; i++) memcpy(s->w[i].base, s->gm.global, (size_t)s->P * sizeof *s->gm.global);
   if (cfg->test && (rc = hs_net_open(&s->eval_net, cfg->device, cfg->model, &no, &s->core.diag))) return rc;
-  s->core.samples_target = cfg->max_epochs > 0 ? cfg->max_epochs * (double)hs_data_count(cfg->train) : 0;
+  hs_rt_evals_init(&s->evals, s->eval_net, cfg->test, s->P, cfg->target_loss > 0 || cfg->target_accuracy > 0);
   if (!cfg->perf) {
     /* The probe restarts worker 0's iterator on the shards it was given. */
     if ((rc = hs_real_worker_probe(&s->w[0].tw, cfg->train, cfg->global_batch / s->core.n, &s->probe_t0, &s->probe_k,
@@ -904,12 +816,7 @@ static void teardown(real *s) {
     free(it);
   }
   while (s->ops) op_free(s, s->ops);
-  while (s->evals) {
-    pending_eval *e = s->evals;
-    s->evals = e->next;
-    free(e->model);
-    free(e);
-  }
+  hs_rt_evals_clear(&s->evals);
   if (s->comm) s->cfg->comm->close(s->comm);
   hs_net_close(s->eval_net);
   free(s->w);
@@ -918,39 +825,21 @@ static void teardown(real *s) {
   hs_runtime_timers_free(&s->timers);
 }
 
+/* Writes the records of finished steps (a step in progress at the end keeps its record open,
+ * unwritten) and fills the result by the core's rule (rt_core.h). */
 static int fill_result(real *s, hs_real_result *res) {
-  double end = s->core.end;
   res->n_workers = s->core.n;
   res->probe_t0 = s->probe_t0;
   res->probe_k = s->probe_k;
   res->workers = calloc((size_t)s->core.n, sizeof *res->workers);
-  if (!res->workers) return fail(s, HS_ENOMEM, "out of memory");
-  double life_sum = 0, wait_sum = 0;
+  if (!res->workers) return hs_rt_core_fail(&s->core, HS_ENOMEM, "out of memory");
   int64_t steps = 0;
   for (int i = 0; i < s->core.n; i++) {
-    rworker *x = &s->w[i];
-    hs_rt_worker *cw = &s->core.w[i];
-    if (cw->rec_open && !x->in_step) {
-      int rc = flush_record(s, i);
-      if (rc) return rc;
-    }
-    double until = isnan(cw->left_at) ? end : fmin(end, cw->left_at);
-    double wait = until - cw->busy - cw->comm;
-    if (wait < 0) wait = 0;
-    life_sum += until;
-    wait_sum += wait;
-    steps += cw->steps;
-    res->workers[i] = (hs_real_worker_stats){.joined_at = 0, .left_at = cw->left_at,
-                                             .initial_batch = cw->initial_batch, .steps = cw->steps,
-                                             .samples = cw->samples, .busy_s = cw->busy,
-                                             .comm_s = cw->comm, .wait_s = wait};
+    int rc = s->w[i].in_step ? 0 : hs_rt_core_flush(&s->core, i);
+    if (rc) return rc;
+    steps += s->core.w[i].steps;
   }
-  hs_summary *m = &res->summary;
-  hs_runtime_summary(m, s->core.n, s->core.iterations, steps, s->core.samples, end);
-  m->wait_fraction = life_sum > 0 ? fmin(1.0, wait_sum / life_sum) : NAN;
-  m->final_loss = s->core.last_loss;
-  m->final_accuracy = s->core.last_acc;
-  m->time_to_target_s = s->core.target_time;
+  hs_rt_core_summary(&s->core, steps, &res->summary, res->workers);
   return 0;
 }
 
@@ -973,21 +862,20 @@ int hs_real_run(const hs_real_config *cfg, hs_real_result *res, hs_diag *d) {
   pthread_cond_init(&s->srv.cv, NULL);
   pthread_condattr_destroy(&ca);
   hs_shards *sh = NULL;
-  int rc = 0;
   int n = cfg->cluster ? cfg->cluster->n_workers : cfg->n_workers;
-  if (!cfg->train) rc = fail(s, HS_EINVAL, "a real run needs a training set");
-  else if (n >= 1) rc = hs_shards_open(&sh, hs_data_count(cfg->train), n, NULL, cfg->seed, &s->core.diag);
+  int rc = hs_real_check(cfg, n, 1, &s->core.diag);
+  if (!rc) rc = hs_shards_open(&sh, hs_data_count(cfg->train), n, NULL, cfg->seed, &s->core.diag);
   if (!rc) rc = setup(s, cfg, sh);
   lane_arg *args = NULL;
   int started = 0;
-  if (!rc && !(args = calloc((size_t)s->core.n + 1, sizeof *args))) rc = fail(s, HS_ENOMEM, "out of memory");
+  if (!rc && !(args = calloc((size_t)s->core.n + 1, sizeof *args))) rc = hs_rt_core_fail(&s->core, HS_ENOMEM, "out of memory");
   if (!rc) {
     s->pin = hs_real_pins(cfg, s->core.n, &s->cpus);
     s->t0 = mono();
     for (int i = 0; i <= s->core.n && !rc; i++) {
       args[i] = (lane_arg){.s = s, .rank = i};
       lane *l = i < s->core.n ? &s->w[i].ln : &s->srv;
-      if (pthread_create(&l->th, NULL, lane_main, &args[i])) rc = fail(s, HS_ERUNTIME, "could not start thread %d", i);
+      if (pthread_create(&l->th, NULL, lane_main, &args[i])) rc = hs_rt_core_fail(&s->core, HS_ERUNTIME, "could not start thread %d", i);
       else l->started = 1, started++;
     }
   }
@@ -1008,29 +896,13 @@ int hs_real_run(const hs_real_config *cfg, hs_real_result *res, hs_diag *d) {
     }
   }
   free(args);
-  if (!rc && s->failed) rc = s->core.diag.code ? s->core.diag.code : HS_ERUNTIME;
+  if (!rc) rc = hs_rt_core_outcome(&s->core);
   res->status = s->stalled ? HS_REAL_STALLED : (cfg->stop && *cfg->stop) ? HS_REAL_INTERRUPTED : HS_REAL_COMPLETE;
   /* Evaluations deferred to the end, or queued before it and not yet reached, also after an
-   * interruption: they are of models the run reached (the lanes are joined: no lock needed). */
-  while (!rc && s->evals) {
-    pending_eval *e = s->evals;
-    s->evals = e->next;
-    if (!s->evals) s->evals_tail = NULL;
-    s->n_evals--;
-    double loss, acc;
-    if (!(rc = hs_net_evaluate_params(s->eval_net, e->model, cfg->test, &loss, &acc, &s->core.diag)) &&
-        record_eval(s, e->time_s, e->step, loss, acc))
-      rc = s->core.diag.code ? s->core.diag.code : HS_EDB;
-    free(e->model);
-    free(e);
-  }
-  if (!rc && cfg->test && s->eval_net && s->core.last_eval != s->core.iterations && res->status != HS_REAL_INTERRUPTED) {
-    /* The final model is evaluated at the end unless the last update just was. */
-    double loss, acc;
-    if (!(rc = hs_net_evaluate_params(s->eval_net, s->gm.global, cfg->test, &loss, &acc, &s->core.diag)) &&
-        record_eval(s, s->core.end, s->core.iterations, loss, acc))
-      rc = s->core.diag.code ? s->core.diag.code : HS_EDB;
-  }
+   * interruption or a failure: they are of models the run reached (the lanes are joined: no
+   * lock needed); then the final model's, unless the run was interrupted or failed. */
+  int erc = hs_rt_evals_drain(&s->evals, &s->core, rc || res->status == HS_REAL_INTERRUPTED ? NULL : s->gm.global);
+  if (!rc) rc = erc;
   if (!rc || s->core.iterations > 0) {
     int frc = fill_result(s, res);
     if (!rc) rc = frc;

@@ -61,6 +61,7 @@
 #include "nn/nn_data.h"
 #include "policies/pol_policy.h"
 #include "real/real_comm.h"
+#include "runtime/rt_core.h"
 
 /* What the threaded runtime can do (pol_policy.h's HS_CAP_*): the CLI checks a run against it
  * with hs_runtime_check_caps (runtime/rt_core.h) before it stores anything. */
@@ -123,12 +124,10 @@ typedef struct hs_real_config {
   const hs_perf_model *const *worker_perf;
 } hs_real_config;
 
-typedef struct hs_real_worker_stats {
-  double joined_at, left_at;      /* s; left_at NaN while in the cluster */
-  int initial_batch;
-  int64_t steps, samples;
-  double busy_s, comm_s, wait_s;  /* compute (with emulated slowdown), communication, idle */
-} hs_real_worker_stats;
+/* A worker's part of the result, by the runtime core's rule (rt_core.h's hs_rt_core_summary):
+ * busy_s is compute with the emulated slowdown, a step in progress at the end counted up to
+ * the end; steps and samples are finished steps. */
+typedef hs_rt_worker_stats hs_real_worker_stats;
 
 typedef struct hs_real_result {
   hs_real_status status;
@@ -139,6 +138,13 @@ typedef struct hs_real_result {
 } hs_real_result;
 
 int hs_real_run(const hs_real_config *cfg, hs_real_result *res, hs_diag *d);
+
+/* For both real drivers (the threads, real/real_rank.c's ranks): what the run asks of the
+ * runtime core (policy, limits, targets, sinks), from its config; and the checks of a config
+ * of n workers before anything starts (evaluates: this process evaluates, so a target needs a
+ * test set): 0, or HS_EINVAL with the message in d. */
+void hs_real_job(const hs_real_config *cfg, hs_rt_core_job *j);
+int hs_real_check(const hs_real_config *cfg, int n, int evaluates, hs_diag *d);
 
 /* Whether hs_real_run pins the threads of a run of `workers` workers under cfg (1 or 0); fills
  * cpus with the CPUs it would use. */

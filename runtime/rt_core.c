@@ -1,5 +1,6 @@
 /* The runtime core: see rt_core.h for the contract. */
 #include "runtime/rt_core.h"
+#include "runtime/rt_model.h"
 
 #include <stdarg.h>
 #include <stdlib.h>
@@ -350,4 +351,128 @@ int hs_runtime_check_caps(const hs_policy *policy, const hs_params *params, cons
                          e->pos.line, e->kind == HS_EVENT_JOIN ? "join" : "leave", runtime);
   }
   return 0;
+}
+
+/* --- what every driver does alike around the hot path ----------------------------------------- */
+
+void hs_rt_core_set_job(hs_rt_core *c, const hs_rt_core_job *j) {
+  c->policy = j->policy;
+  c->params = j->params;
+  c->cluster = j->cluster;
+  c->global_batch = j->global_batch;
+  c->seed = j->seed;
+  c->max_iterations = j->max_iterations;
+  c->samples_target = j->samples_target;
+  c->max_time = j->max_time;
+  c->target_loss = j->target_loss;
+  c->target_accuracy = j->target_accuracy;
+  c->eval_every = j->eval_every;
+  c->sink = j->sink;
+  c->sink_ctx = j->sink_ctx;
+  c->eval_sink = j->eval_sink;
+  c->eval_ctx = j->eval_ctx;
+}
+
+int hs_rt_core_fail_run(hs_rt_core *c, int rc) {
+  if (!c->failed) {
+    c->failed = 1;
+    c->diag.code = rc;
+  }
+  hs_rt_core_stop(c, now_of(c));
+  return rc;
+}
+
+int hs_rt_core_abort(hs_rt_core *c, int code, const char *fmt, ...) {
+  if (!c->failed) {
+    va_list ap;
+    va_start(ap, fmt);
+    hs_diag_vset(&c->diag, code, fmt, ap);
+    va_end(ap);
+    c->failed = 1;
+  }
+  hs_rt_core_stop(c, now_of(c));
+  return code;
+}
+
+int hs_rt_core_record_open(hs_rt_core *c, int w, int batch, double start) {
+  int rc = hs_rt_core_flush(c, w);
+  if (rc) return rc;
+  hs_rt_worker *x = &c->w[w];
+  x->rec_open = 1;
+  x->rec = (hs_step_row){.worker = w, .step = x->steps, .batch = batch, .start_s = start, .compute_end_s = start,
+                         .comm_end_s = start, .model_version = (int64_t)x->version, .loss = NAN};
+  x->rec_comm = 0;
+  return 0;
+}
+
+void hs_rt_core_record_end(hs_rt_core *c, int w, double end, double loss) {
+  hs_rt_worker *x = &c->w[w];
+  x->rec.compute_end_s = end;
+  x->rec.comm_end_s = end;
+  x->rec.loss = loss;
+}
+
+void hs_rt_core_record_comm(hs_rt_core *c, int w, double dur, double end) {
+  hs_rt_worker *x = &c->w[w];
+  x->comm += dur;
+  if (x->rec_open) {
+    x->rec_comm += dur;
+    x->rec.comm_end_s = end;
+  }
+}
+
+void hs_rt_core_record_push(hs_rt_core *c, int w, int64_t step, double end, int stale) {
+  hs_rt_worker *x = &c->w[w];
+  if (x->rec_open && x->rec.step == step) {
+    x->rec.comm_end_s = end;
+    x->rec.staleness = stale;
+  }
+}
+
+void hs_rt_core_weights(const hs_rt_core *c, const int *ws, int n, const double *weights, double *out) {
+  for (int i = 0; i < n; i++) out[i] = weights ? weights[i] : (double)c->w[ws[i]].last_batch;
+  hs_runtime_weights(out, n);
+}
+
+void hs_rt_core_slowdown_compute_only(hs_rt_core *c, int w) { c->w[w].comm_slowdown = 1.0; }
+
+int hs_rt_core_timer_add(hs_rt_core *c, hs_runtime_timers *q, double t, hs_rt_wake_kind kind, int64_t arg) {
+  return hs_runtime_timers_add(q, t, kind == HS_RT_WAKE_CLUSTER ? (int)arg : -1,
+                               kind == HS_RT_WAKE_TIMER ? (uint64_t)arg : 0, &c->diag);
+}
+
+int hs_rt_core_timer_fire(hs_rt_core *c, hs_runtime_timers *q, double *next) {
+  for (;;) {
+    hs_runtime_timer t;
+    if (c->done) {
+      *next = INFINITY;
+      return 0;
+    }
+    if (!hs_runtime_timers_pop(q, now_of(c), &t, next)) return 0;
+    int rc = t.cluster_event >= 0 ? hs_rt_core_wake(c, HS_RT_WAKE_CLUSTER, t.cluster_event)
+                                  : hs_rt_core_wake(c, HS_RT_WAKE_TIMER, (int64_t)t.tag);
+    if (rc) {
+      *next = INFINITY;
+      return hs_rt_core_settle(c, rc);
+    }
+  }
+}
+
+void hs_rt_core_summary(const hs_rt_core *c, int64_t events, hs_summary *m, hs_rt_worker_stats *ws) {
+  double end = c->end, life_sum = 0, wait_sum = 0;
+  for (int i = 0; i < c->n; i++) {
+    const hs_rt_worker *x = &c->w[i];
+    double busy, life, wait;
+    hs_rt_core_worker_time(c, i, end, &busy, &life, &wait);
+    life_sum += life;
+    wait_sum += wait;
+    ws[i] = (hs_rt_worker_stats){.joined_at = x->joined_at, .left_at = x->left_at, .initial_batch = x->initial_batch,
+                                 .steps = x->steps, .samples = x->samples, .busy_s = busy, .comm_s = x->comm,
+                                 .wait_s = wait};
+  }
+  hs_runtime_summary(m, c->n, c->iterations, events, c->samples, end);
+  m->wait_fraction = life_sum > 0 ? fmin(1.0, wait_sum / life_sum) : NAN;
+  m->final_loss = c->last_loss;
+  m->final_accuracy = c->last_acc;
+  m->time_to_target_s = c->target_time;
 }

@@ -160,6 +160,7 @@ struct hs_rt_core {
   double clock;               /* s: the runtime clock of a driver without `now`, which sets it
                                * before every report (the simulator: each event's time) */
   int done;                   /* a stop condition was reached */
+  int failed;                 /* the run failed (hs_rt_core_settle, hs_rt_core_abort) */
   double end;                 /* s, when */
 };
 
@@ -250,5 +251,111 @@ int hs_runtime_check_caps(const hs_policy *policy, const hs_params *params, cons
 /* Whether a stop condition other than the clock can be reached: a limit, or a target with
  * evaluations. */
 int hs_rt_core_has_stop(const hs_rt_core *c);
+
+/* --- what every driver does alike around the hot path (appended: issue 18) ------------------ */
+
+/* What a run asks of the core, as its driver's config says it: filled once per config type
+ * (sim/sim_run.c, real/real_run.c's hs_real_job for both real drivers) and set in one call. */
+typedef struct hs_rt_core_job {
+  const hs_policy *policy;
+  const hs_params *params;
+  const hs_cluster_spec *cluster; /* may be NULL */
+  int64_t global_batch;
+  uint64_t seed;
+  /* limits and targets: 0 = none (the fields of hs_rt_core of the same names) */
+  int64_t max_iterations;
+  double samples_target;      /* samples */
+  double max_time;            /* s */
+  double target_loss, target_accuracy;
+  int64_t eval_every;         /* updates between evaluations */
+  hs_rt_step_sink *sink;
+  void *sink_ctx;
+  hs_rt_eval_sink *eval_sink;
+  void *eval_ctx;
+} hs_rt_core_job;
+
+/* Copies the job into the core (after hs_rt_core_init, before hs_rt_core_open). */
+void hs_rt_core_set_job(hs_rt_core *c, const hs_rt_core_job *j);
+
+/* Whether the update numbered `iteration` (1, 2, ...) is evaluated during the run: every
+ * eval_every-th. A driver that must keep a model before the core counts its update (the
+ * ranks keep a replica at the operation that will make it) asks with the number it will get. */
+static inline int hs_rt_core_eval_due(const hs_rt_core *c, int64_t iteration) {
+  return c->eval_every > 0 && iteration % c->eval_every == 0;
+}
+
+/* Whether the final model still needs its evaluation at the end: the last update was not
+ * evaluated. */
+static inline int hs_rt_core_final_eval_due(const hs_rt_core *c) { return c->last_eval != c->iterations; }
+
+/* --- failures -------------------------------------------------------------------------------- */
+
+/* Fails the run with rc (the message, if any, already in diag): the first failure's
+ * code stays the run's; the run is done at the driver's clock. Returns rc. */
+int hs_rt_core_fail_run(hs_rt_core *c, int rc);
+/* After a call into the core or the driver's own work: rc != 0 fails the run. Returns rc. */
+static inline int hs_rt_core_settle(hs_rt_core *c, int rc) { return rc ? hs_rt_core_fail_run(c, rc) : 0; }
+/* Fails the run with the message, unless it failed already (the first failure's message stays);
+ * the run is done. Returns code. */
+int hs_rt_core_abort(hs_rt_core *c, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* The run's outcome: 0, or the failure's code (HS_ERUNTIME when none was given). */
+static inline int hs_rt_core_outcome(const hs_rt_core *c) {
+  return c->failed ? (c->diag.code ? c->diag.code : HS_ERUNTIME) : 0;
+}
+
+/* --- step records ----------------------------------------------------------------------------- */
+
+/* Worker w starts a step of `batch` samples at `start` (when its compute really starts): its
+ * previous record is written (the sink's error is the returned one, and the new record is then
+ * not opened), and the new one opened: step = its steps so far, its model version, no loss, its
+ * compute and communication ending at start until hs_rt_core_record_end says. */
+int hs_rt_core_record_open(hs_rt_core *c, int w, int batch, double start);
+/* Worker w's open step computed until `end` with loss (NaN when none). */
+void hs_rt_core_record_end(hs_rt_core *c, int w, double end, double loss);
+/* Worker w communicated for dur seconds, until `end`: its communication time, and its open
+ * record's. */
+void hs_rt_core_record_comm(hs_rt_core *c, int w, double dur, double end);
+/* The server answered worker w's push, issued during its step `step`, at `end` with staleness:
+ * that step's record, if it is still open, ends its communication then. */
+void hs_rt_core_record_push(hs_rt_core *c, int w, int64_t step, double end, int stale);
+
+/* --- all-reduce weights ------------------------------------------------------------------------ */
+
+/* An all-reduce's normalised weights (rt_model.h's hs_runtime_weights) into out (n values):
+ * the policy's, checked by the core, or the participants' last batches when weights is NULL. */
+void hs_rt_core_weights(const hs_rt_core *c, const int *ws, int n, const double *weights, double *out);
+
+/* A driver's `slowdown` for a driver that emulates compute slowdowns only (the threads, the
+ * ranks): a communication slowdown is not emulated, so the policy is told the links run at
+ * full speed. */
+void hs_rt_core_slowdown_compute_only(hs_rt_core *c, int w);
+
+/* --- timers of a driver on a wall clock ------------------------------------------------------ */
+
+/* A driver whose clock runs by itself (the threads, the ranks) keeps its wake-ups in a timer
+ * heap (rt_runtime.h) and fires them when due; its wake_at is hs_rt_core_timer_add. */
+int hs_rt_core_timer_add(hs_rt_core *c, hs_runtime_timers *q, double t, hs_rt_wake_kind kind, int64_t arg);
+/* Fires the wake-ups due at the driver's clock, in (time, sequence) order, until none is due,
+ * the run is done or one fails (its rc, which fails the run, is returned; else 0). *next: the
+ * next one's time, or INFINITY (also once the run is done). */
+int hs_rt_core_timer_fire(hs_rt_core *c, hs_runtime_timers *q, double *next);
+
+/* --- the summary -------------------------------------------------------------------------------- */
+
+/* One worker's part of a run's result. */
+typedef struct hs_rt_worker_stats {
+  double joined_at, left_at;      /* s; left_at NaN while in the cluster */
+  int initial_batch;
+  int64_t steps, samples;         /* finished steps */
+  double busy_s, comm_s, wait_s;  /* computing, communicating, the rest of its life */
+} hs_rt_worker_stats;
+
+/* The summary of a run that ended at c->end after `events` events, and each worker's stats
+ * (ws: c->n entries), by one rule for every runtime (hs_rt_core_worker_time): a worker's busy
+ * time is its finished steps' compute plus a step in progress at the end, counted from its
+ * open record's start up to the end; its steps and samples count finished steps only; its wait
+ * is the rest of its life in the cluster. A driver writes the records of finished steps first
+ * (hs_rt_core_flush) and leaves the record of a step in progress open (it is not written). */
+void hs_rt_core_summary(const hs_rt_core *c, int64_t events, hs_summary *m, hs_rt_worker_stats *ws);
 
 #endif

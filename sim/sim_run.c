@@ -620,19 +620,14 @@ static int setup(sim *s, const hs_sim_config *cfg) {
   const hs_cluster_spec *spec = cfg->cluster;
   hs_rt_core *c = &s->core;
   hs_rt_core_init(c, &sim_driver);
-  c->policy = cfg->policy;
-  c->params = cfg->params;
-  c->cluster = spec;
-  c->global_batch = cfg->global_batch;
-  c->seed = cfg->seed;
-  c->max_iterations = cfg->max_iterations;
-  c->max_time = 0; /* the event loop ends the run at max_sim_time itself */
-  c->target_loss = cfg->target_loss;
-  c->target_accuracy = cfg->target_accuracy;
-  c->sink = cfg->sink;
-  c->sink_ctx = cfg->sink_ctx;
-  c->eval_sink = cfg->eval_sink;
-  c->eval_ctx = cfg->eval_ctx;
+  /* max_time 0: the event loop ends the run at max_sim_time itself; eval_every: below, with the
+   * convergence model. */
+  hs_rt_core_set_job(c, &(hs_rt_core_job){
+      .policy = cfg->policy, .params = cfg->params, .cluster = spec, .global_batch = cfg->global_batch,
+      .seed = cfg->seed, .max_iterations = cfg->max_iterations,
+      .samples_target = cfg->max_epochs > 0 ? cfg->max_epochs * (double)cfg->dataset_size : 0,
+      .target_loss = cfg->target_loss, .target_accuracy = cfg->target_accuracy, .sink = cfg->sink,
+      .sink_ctx = cfg->sink_ctx, .eval_sink = cfg->eval_sink, .eval_ctx = cfg->eval_ctx});
   s->cfg = cfg;
   s->spec = spec;
   s->free_op = -1;
@@ -669,7 +664,6 @@ static int setup(sim *s, const hs_sim_config *cfg) {
   double ps_bw = spec->ps.link.bandwidth > 0 ? spec->ps.link.bandwidth : spec->network.bandwidth;
   hs_shared_link_init(&s->link[0], ps_bw);
   hs_shared_link_init(&s->link[1], ps_bw);
-  c->samples_target = cfg->max_epochs > 0 ? cfg->max_epochs * (double)cfg->dataset_size : 0;
   for (int i = 0; i < spec->n_workers; i++) {
     const hs_worker_spec *w = &spec->workers[i];
     int r = add_worker(s, w->type, w->node, w->slowdown, w->comm_slowdown, 0.0);

@@ -55,6 +55,12 @@ check_run() {
       AND count(DISTINCT worker) = 2
       AND sum(comm_end_s IS NULL OR compute_end_s < start_s OR comm_end_s < compute_end_s OR loss IS NULL) = 0
       FROM step WHERE run_id = $id")" = 1
+  # The summary's rule (runtime/rt_core.h): busy is the stored steps' compute, plus a step in
+  # progress at the end up to the end; never more than the run, and the wait is the rest.
+  check "${name}_busy" test "$(q "SELECT sum(w.busy_s < (SELECT coalesce(sum(compute_end_s - start_s), 0) FROM step
+      WHERE run_id = $id AND worker = w.idx) - 1e-6 OR w.busy_s > s.sim_time_s + 1e-6 OR w.wait_s < 0
+      OR abs(w.busy_s + w.comm_s + w.wait_s - s.sim_time_s) > 1e-3)
+      FROM worker w JOIN summary s ON s.run_id = w.run_id WHERE w.run_id = $id")" = 0
   check "${name}_evals" test "$(q "SELECT count(*) >= 4 FROM eval WHERE run_id = $id")" = 1
   check "${name}_loss_falls" test "$(q "SELECT (SELECT loss FROM eval WHERE run_id = $id ORDER BY step DESC LIMIT 1)
       < 0.75 * ln(10)")" = 1
