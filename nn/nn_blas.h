@@ -15,6 +15,16 @@
  * done, or when the exec failed (the process then runs on the generic kernels). Call it first
  * in main, before any thread or file is opened. Not under valgrind (which would not follow the
  * exec and has no AVX-512): there it does nothing.
+ *
+ * The same start again also sizes OpenBLAS's thread pool to one thread when the user set none
+ * (OPENBLAS_NUM_THREADS, GOTO_NUM_THREADS, OMP_NUM_THREADS): the pthreads build starts a
+ * thread per core in that constructor, and each spins in sched_yield for about 2^28 cycles
+ * before it sleeps, about 60 ms of a second core's CPU in every hetsim process (a 1,024-worker
+ * simulation took 0.124 s of CPU with the pool, 0.064 s without; docs/performance.md). Every
+ * net runs its BLAS on one thread anyway (nn_cpu.h: hs_net_options.threads), and
+ * openblas_set_num_threads(N) grows the pool when a calibration asks for more. The started
+ * process removes OPENBLAS_NUM_THREADS again (HETSIM_BLAS_RESTARTED says it was hetsim's), so
+ * the programs it starts inherit the user's environment.
  * hs_blas_core_note: HETSIM_BLAS_CORE of a process started again this way, or NULL. */
 #ifndef HS_NN_BLAS_H
 #define HS_NN_BLAS_H
