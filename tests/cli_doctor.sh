@@ -187,6 +187,18 @@ else
   bad text "exit $?: $(head -c 300 "$TMP/text.err")"
 fi
 
+# 6a. OpenBLAS's thread pool: one thread unless the user sized it (nn/nn_blas.h: its threads
+# spin ~60 ms in every process otherwise); a size the user gives is kept.
+if [ "$(nproc)" -gt 1 ] && [ -z "${HETSIM_TEST_SLOW:-}" ]; then
+  threads_of() { python3 -c 'import json,sys
+c = [c for c in json.load(sys.stdin)["checks"] if c["name"] == "OpenBLAS"][0]
+print(c["detail"].split()[0])'; }
+  got=$(env -u OPENBLAS_NUM_THREADS -u GOTO_NUM_THREADS -u OMP_NUM_THREADS "$HETSIM" doctor --json 2>/dev/null | threads_of)
+  if [ "$got" = 1 ]; then ok blas_pool_one; else bad blas_pool_one "got: $got threads"; fi
+  got=$(env OPENBLAS_NUM_THREADS=2 "$HETSIM" doctor --json 2>/dev/null | threads_of)
+  if [ "$got" = 2 ]; then ok blas_pool_user; else bad blas_pool_user "got: $got threads"; fi
+fi
+
 # 6. OpenBLAS's kernels: on a CPU with AVX2 and FMA, never its generic ones (OpenBLAS 0.3.21
 # takes Prescott's on CPUs newer than itself; hetsim starts again with OPENBLAS_CORETYPE set,
 # nn/nn_blas.h). Skipped under valgrind, where hetsim leaves the choice alone.
