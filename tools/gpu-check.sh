@@ -29,7 +29,7 @@
 #   profile           tools/hetsim_profile.py: PyTorch's step times of the same models on the
 #                     same GPU, to set against hetsim's calibration
 #   local             hetsim real --backend local: a cluster file of three partitions of different
-#                     sizes (real_device: 1/8, 1/4, 1/2 of the SMs), ssgd and localsgd, and every
+#                     sizes (real_device: 1/8, 1/4, 1/2 of the SMs), ssgd, localsgd and lbb, and every
 #                     worker on equal partitions; hetsim validate of each run, and hetsim sim of
 #                     the three-partition cluster on the partitions' calibrations
 #   nccl              hetsim real --backend nccl, two ranks on GPU 0 (where NCCL allows it)
@@ -92,7 +92,7 @@ what() {
     calib-whole) echo "hetsim calib --device cuda:0 --model $MODELS --db calib.db --json > calib-whole.json; CSV exports" ;;
     calib-partitions) echo "hetsim calib --device cuda:0/sm=S --model $MODELS --batches 8,16,32,64,128 --db calib.db, S = 1/8, 1/4, 1/2 of the SMs; CSV exports" ;;
     profile) echo "python3 tools/hetsim_profile.py --model M --device cuda:0 --out profile-M.json for M in cnn, resnet18, mobilenetv2" ;;
-    local) echo "hetsim real --backend local --cluster local-parts.yaml (real_device cuda:0/sm=S, S = 1/8, 1/4, 1/2 of the SMs; ssgd, localsgd) and --device cuda:0/sm=S --workers 3 ... --db local.db; hetsim validate RUN --calib calib.db --json; hetsim sim --cluster local-parts.yaml --calib calib.db --json" ;;
+    local) echo "hetsim real --backend local --cluster local-parts.yaml (real_device cuda:0/sm=S, S = 1/8, 1/4, 1/2 of the SMs; ssgd, localsgd, lbb with its batches per worker) and --device cuda:0/sm=S --workers 3 ... --db local.db; hetsim validate RUN --calib calib.db --json; hetsim sim --cluster local-parts.yaml --calib calib.db --json" ;;
     nccl) echo "two ranks RANK=0,1 WORLD_SIZE=2 hetsim real --backend nccl --device cuda:0 ... (NCCL 2.30+), --db nccl.db" ;;
   esac
 }
@@ -336,23 +336,31 @@ EOF
         >local-parts-ssgd.json || rc=1
       "$H" real --backend local --cluster local-parts.yaml --policy localsgd --global-batch 96 "${common[@]}" \
         >local-parts-localsgd.json || rc=1
+      # lbb on the partitions: with calib.db each worker is predicted by its partition's
+      # calibration (hs_real_plan_worker_perf), so its batches should follow the partitions' sizes.
+      "$H" real --backend local --cluster local-parts.yaml --policy lbb --global-batch 96 "${common[@]}" \
+        >local-parts-lbb.json || rc=1
+      "$H" query --db local.db sql "SELECT r.id, s.worker, avg(s.batch), avg(s.compute_end_s - s.start_s) FROM step s
+        JOIN run r ON r.id = s.run_id WHERE r.policy = 'lbb' AND r.kind = 'real' GROUP BY r.id, s.worker" \
+        --csv >local-parts-lbb-batches.csv || rc=1
       "$H" real --backend local --device "cuda:0/sm=$s1" --workers 3 --policy ssgd --global-batch 96 "${common[@]}" \
         >local-equal-ssgd.json || rc=1
       # Each run's partitions and the names their calibrations have, as the runs recorded them.
       "$H" query --db local.db sql "SELECT id, json_extract(options, '\$.type_devices') FROM run WHERE kind = 'real'" \
         --csv >local-type-devices.csv || rc=1
-      # validate simulates every worker on the calibration of the run's --device (it does not
-      # read per-worker calibrations yet: docs/gpu.md); its answers are recorded as they are.
+      # validate simulates each type on its partition's calibration (type_calibrations in its
+      # JSON) and the links on the cpu communication calibration (the local backend's all-reduce
+      # is not calibrated yet: docs/gpu.md); its answers are recorded as they are.
       for id in $("$H" query --db local.db sql "SELECT id FROM run WHERE kind = 'real'" --csv | tail -n +2); do
         "$H" validate "$(echo "$id" | tr -d '\r')" --db local.db ${calib[@]+"${calib[@]}"} --json >>local-validate.jsonl || rc=1
       done
-      # The simulator on the same cluster, each type on its partition's calibration, to set
-      # against the real runs by hand until validate does so.
+      # The simulator on the same cluster, each type on its partition's calibration, with the
+      # cluster file's own links (validate's are the cpu backend's).
       if [ -f calib.db ]; then
         "$H" sim --cluster local-parts.yaml --policy ssgd --model resnet18 --global-batch 96 --iterations 40 \
           --calib calib.db --db local.db --json >local-parts-sim-ssgd.json || rc=1
       fi
-      cat local-*.json local-type-devices.csv local-validate.jsonl 2>/dev/null
+      cat local-*.json local-type-devices.csv local-parts-lbb-batches.csv local-validate.jsonl 2>/dev/null
       return $rc
       ;;
     nccl)
