@@ -63,6 +63,9 @@ typedef struct sim_compute {
   double t0, per_sample;      /* s, s per sample */
 } sim_compute;
 
+/* The kinds of slice the simulator traces: name and category of each (tk_names). */
+enum { TK_WAIT, TK_COMPUTE, TK_ALLREDUCE, TK_PUSH, TK_PULL, TK_COUNT };
+
 typedef struct sim {
   hs_rt_core core;            /* first member: the runtime core (the policy sees its hs_runtime) */
   const hs_sim_config *cfg;
@@ -81,6 +84,7 @@ typedef struct sim {
   /* convergence */
   void *conv;                 /* the model's state, NULL without one */
   int conv_ready;             /* init succeeded: fini is due */
+  int tk[TK_COUNT];           /* the trace's slice kinds (hs_trace_kind; -1: none) */
 } sim;
 
 static sim *S(hs_rt_core *c) { return (sim *)c; }
@@ -154,14 +158,28 @@ static void op_free(sim *s, int id) {
 
 /* --- trace and step records ------------------------------------------------------------- */
 
-/* name and cat are string literals: the writer knows them by address (hs_trace_slice_static). */
-static void trace_slice(sim *s, int w, const char *name, const char *cat, double t0, double t1) {
+static const char *const tk_names[TK_COUNT][2] = {
+    [TK_WAIT] = {"wait", "wait"}, [TK_COMPUTE] = {"compute", "compute"},
+    [TK_ALLREDUCE] = {"allreduce", "comm"}, [TK_PUSH] = {"push", "comm"}, [TK_PULL] = {"pull", "comm"}};
+
+/* Each kind's record text up to its tid, made once when the run starts (hs_trace_kind); a
+ * writer with no room for one takes its names at each slice instead. */
+static void trace_kinds(sim *s) {
+  for (int k = 0; k < TK_COUNT; k++) s->tk[k] = hs_trace_kind(s->cfg->trace, tk_names[k][0], tk_names[k][1]);
+}
+
+static inline void trace_put(sim *s, int w, int k, double t0, double dur) {
+  if (s->tk[k] >= 0) hs_trace_slice_kind(s->cfg->trace, w, s->tk[k], t0, dur);
+  else hs_trace_slice_static(s->cfg->trace, w, tk_names[k][0], tk_names[k][1], t0, dur);
+}
+
+static void trace_slice(sim *s, int w, int k, double t0, double t1) {
   if (!s->cfg->trace) return;
   sim_worker *x = &s->w[w];
   if (t0 < x->trace_cursor) t0 = x->trace_cursor;
   if (t1 <= t0) return;
-  if (t0 > x->trace_cursor) hs_trace_slice_static(s->cfg->trace, w, "wait", "wait", x->trace_cursor, t0 - x->trace_cursor);
-  hs_trace_slice_static(s->cfg->trace, w, name, cat, t0, t1 - t0);
+  if (t0 > x->trace_cursor) trace_put(s, w, TK_WAIT, x->trace_cursor, t0 - x->trace_cursor);
+  trace_put(s, w, k, t0, t1 - t0);
   x->trace_cursor = t1;
 }
 
@@ -420,7 +438,7 @@ static const hs_rt_driver sim_driver = {
 static int on_compute_done(sim *s, int w) {
   hs_rt_worker *x = &s->core.w[w];
   double now = now_of(s); /* the step's compute end: the event's time */
-  if (s->cfg->trace) trace_slice(s, w, "compute", "compute", x->rec.start_s, now);
+  if (s->cfg->trace) trace_slice(s, w, TK_COMPUTE, x->rec.start_s, now);
   return hs_rt_core_compute_done(&s->core, w, x->rec.batch, x->rec.start_s, now, x->rec.loss);
 }
 
@@ -449,7 +467,7 @@ static int on_coll_done(sim *s, int id) {
     x->rec_comm += e;
     x->rec.comm_end_s = now;
     x->version = s->core.version;
-    if (s->cfg->trace) trace_slice(s, op->ws[i], "allreduce", "comm", now - e, now);
+    if (s->cfg->trace) trace_slice(s, op->ws[i], TK_ALLREDUCE, now - e, now);
   }
   uint64_t tag = op->tag;
   op_free(s, id);
@@ -484,7 +502,7 @@ static int flow_done(sim *s, int id) {
   double t = now - op->start;
   x->comm += t;
   if (x->rec_open && x->rec.step == op->step) x->rec_comm += t;
-  if (s->cfg->trace) trace_slice(s, w, op->kind == HS_OP_PUSH ? "push" : "pull", "comm", op->start, now);
+  if (s->cfg->trace) trace_slice(s, w, op->kind == HS_OP_PUSH ? TK_PUSH : TK_PULL, op->start, now);
   if (op->kind == HS_OP_PUSH && op->ps_mode == HS_PS_APPLY) {
     /* The server applies pushes one at a time, in arrival order. */
     double ta = (s->server_free > now ? s->server_free : now) + s->spec->ps.update_time;
@@ -629,6 +647,7 @@ static int setup(sim *s, const hs_sim_config *cfg) {
       .target_loss = cfg->target_loss, .target_accuracy = cfg->target_accuracy, .sink = cfg->sink,
       .sink_ctx = cfg->sink_ctx, .eval_sink = cfg->eval_sink, .eval_ctx = cfg->eval_ctx});
   s->cfg = cfg;
+  if (cfg->trace) trace_kinds(s);
   s->spec = spec;
   s->free_op = -1;
   /* Each device type's compute for this model; a roofline is charged the model's FLOPs. */

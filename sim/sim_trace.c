@@ -78,6 +78,8 @@ struct hs_trace {
   size_t len;     /* bytes in buf */
   int next_prefix; /* the cache entry to replace next */
   slice_prefix prefix[PREFIX_CACHE];
+  slice_prefix kinds[HS_TRACE_KINDS]; /* hs_trace_kind's, never replaced */
+  int nkinds;
   time_text times[1 << TIME_CACHE_BITS];
   /* The text of tids 0 .. ntid - 1 (up to TID_CACHE_MAX), made by hs_trace_thread_name:
    * 7 bytes and the length; tids past them are formatted at each slice. */
@@ -319,6 +321,7 @@ int hs_trace_open_file(hs_trace **out, FILE *f, const char *path, hs_diag *d) {
   t->tids = NULL;
   t->ntid = 0;
   memset(t->prefix, 0, sizeof t->prefix);
+  t->nkinds = 0;
   for (size_t i = 0; i < sizeof t->times / sizeof t->times[0]; i++)
     t->times[i].bits = UINT64_C(0x7ff8000000000001);
   /* O_DIRECT only on a regular file at offset 0 (a new file: the chunks' offsets are then
@@ -392,12 +395,14 @@ void hs_trace_thread_name(hs_trace *t, int tid, const char *name) {
 
 static const char slice_mid[] = ",\"ph\":\"X\",\"pid\":1,\"tid\":";
 
-/* A new cache entry for (name, cat); NULL when the names are too long to cache. */
-static const slice_prefix *prefix_new(hs_trace *t, const char *name, const char *cat, int by_address) {
+/* Whether (name, cat) fit an entry. */
+static int prefix_fits(const char *name, const char *cat) {
+  return strlen(name) < PREFIX_NAME_MAX && (!cat || strlen(cat) < PREFIX_NAME_MAX);
+}
+
+/* Fills e with the record's text up to its tid for (name, cat), which fit (prefix_fits). */
+static void prefix_fill(slice_prefix *e, const char *name, const char *cat, int by_address) {
   size_t nn = strlen(name), nc = cat ? strlen(cat) : 0;
-  if (nn >= PREFIX_NAME_MAX || nc >= PREFIX_NAME_MAX) return NULL;
-  slice_prefix *e = &t->prefix[t->next_prefix];
-  t->next_prefix = (t->next_prefix + 1) % PREFIX_CACHE;
   e->name_ptr = name;
   e->cat_ptr = cat;
   e->has_cat = cat != NULL;
@@ -413,6 +418,14 @@ static const slice_prefix *prefix_new(hs_trace *t, const char *name, const char 
   }
   memcpy(p, slice_mid, sizeof slice_mid - 1);
   e->len = (size_t)(p + sizeof slice_mid - 1 - e->text);
+}
+
+/* A new cache entry for (name, cat); NULL when the names are too long to cache. */
+static const slice_prefix *prefix_new(hs_trace *t, const char *name, const char *cat, int by_address) {
+  if (!prefix_fits(name, cat)) return NULL;
+  slice_prefix *e = &t->prefix[t->next_prefix];
+  t->next_prefix = (t->next_prefix + 1) % PREFIX_CACHE;
+  prefix_fill(e, name, cat, by_address);
   return e;
 }
 
@@ -493,6 +506,17 @@ void hs_trace_slice_static(hs_trace *t, int tid, const char *name, const char *c
   if (!isfinite(start_s) || !isfinite(dur_s) || dur_s < 0.0) return;
   if (!name) name = "";
   put_slice(t, prefix_of_static(t, name, cat), tid, name, cat, start_s, dur_s);
+}
+
+int hs_trace_kind(hs_trace *t, const char *name, const char *cat) {
+  if (!name || t->nkinds == HS_TRACE_KINDS || !prefix_fits(name, cat)) return -1;
+  prefix_fill(&t->kinds[t->nkinds], name, cat, 1);
+  return t->nkinds++;
+}
+
+void hs_trace_slice_kind(hs_trace *t, int tid, int kind, double start_s, double dur_s) {
+  if (!isfinite(start_s) || !isfinite(dur_s) || dur_s < 0.0 || kind < 0 || kind >= t->nkinds) return;
+  put_slice(t, &t->kinds[kind], tid, NULL, NULL, start_s, dur_s);
 }
 
 uint64_t hs_trace_count(const hs_trace *t) { return t->count; }

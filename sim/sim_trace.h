@@ -38,6 +38,14 @@ void hs_trace_slice(hs_trace *t, int tid, const char *name, const char *cat, dou
  * text at each slice. */
 void hs_trace_slice_static(hs_trace *t, int tid, const char *name, const char *cat, double start_s,
                            double dur_s);
+/* A kind of slice whose name and cat do not change while t is open, its record's text up to
+ * the tid made once: its id (0, 1, ...) for hs_trace_slice_kind, or -1 where the writer holds
+ * HS_TRACE_KINDS already or the names are too long (47 bytes each); hs_trace_slice then. */
+#define HS_TRACE_KINDS 16
+int hs_trace_kind(hs_trace *t, const char *name, const char *cat);
+/* hs_trace_slice of a kind from hs_trace_kind (the same record, without finding its names);
+ * an id the writer did not give is ignored. */
+void hs_trace_slice_kind(hs_trace *t, int tid, int kind, double start_s, double dur_s);
 uint64_t hs_trace_count(const hs_trace *t); /* events written so far, metadata included */
 /* Finishes the JSON, closes the file and frees t (NULL allowed). HS_EIO with the path and
  * strerror when any write failed. */

@@ -329,6 +329,57 @@ static void test_stream_to_pipe(void) {
   remove(path);
 }
 
+/* hs_trace_slice_kind writes what hs_trace_slice writes for the kind's names; the writer gives
+ * HS_TRACE_KINDS kinds, none for names too long, and ignores an id it did not give. */
+static void test_kinds(void) {
+  const char *path = hs_test_tmp("kinds.json");
+  hs_trace *t;
+  ASSERT_EQ(hs_trace_open(&t, path, NULL), 0);
+  if (!t) return;
+  int wait = hs_trace_kind(t, "wait", "wait"), comm = hs_trace_kind(t, "allreduce", "comm");
+  int bare = hs_trace_kind(t, "step", NULL);
+  ASSERT_EQ(wait, 0);
+  ASSERT_EQ(comm, 1);
+  ASSERT_EQ(bare, 2);
+  ASSERT_EQ(hs_trace_kind(t, "a long name, longer than the writer caches: 48 characters or more", "c"), -1);
+  int last = bare;
+  for (int k = 3; k < HS_TRACE_KINDS; k++) last = hs_trace_kind(t, "more", "kinds");
+  ASSERT_EQ(last, HS_TRACE_KINDS - 1);
+  ASSERT_EQ(hs_trace_kind(t, "one", "too many"), -1);
+  for (int tid = -2; tid < 70; tid++) {
+    hs_trace_slice_kind(t, tid, comm, tid * 1e-3, 2.5e-4);
+    hs_trace_slice(t, tid, "allreduce", "comm", tid * 1e-3, 2.5e-4);
+  }
+  hs_trace_slice_kind(t, 3, bare, 1.0, 0.5);
+  hs_trace_slice_kind(t, 3, wait, NAN, 0.5); /* skipped, as hs_trace_slice skips it */
+  hs_trace_slice_kind(t, 3, HS_TRACE_KINDS, 1.0, 0.5); /* ids it did not give: ignored */
+  hs_trace_slice_kind(t, 3, -1, 1.0, 0.5);
+  uint64_t n = hs_trace_count(t);
+  ASSERT_EQ(hs_trace_close(t, NULL), 0);
+  ASSERT_EQ((long long)n, 72LL * 2 + 1);
+  char *s = slurp(path);
+  ASSERT(s && json_valid(s));
+  if (!s) return;
+  const char *p = s;
+  int bad = 0;
+  for (int tid = -2; tid < 70 && bad < 5; tid++) {
+    char want[160];
+    snprintf(want, sizeof want, "{\"name\":\"allreduce\",\"cat\":\"comm\",\"ph\":\"X\",\"pid\":1,\"tid\":%d,"
+             "\"ts\":%.3f,\"dur\":%.3f}", tid, tid * 1e-3 * 1e6, 2.5e-4 * 1e6);
+    for (int twice = 0; twice < 2; twice++) { /* by kind, then by name */
+      const char *q = strstr(p, "{\"name\":\"allreduce\"");
+      if (!q || strncmp(q, want, strlen(want)) != 0) {
+        HS_FAIL_AT("tid %d: wanted %s, got %.100s", tid, want, q ? q : "(end)");
+        bad++;
+      }
+      if (q) p = q + 1;
+    }
+  }
+  ASSERT_IN(s, "{\"name\":\"step\",\"ph\":\"X\",\"pid\":1,\"tid\":3,\"ts\":1000000.000,\"dur\":500000.000}");
+  free(s);
+  remove(path);
+}
+
 static const hs_test_case cases[] = {
     {"times_as_printf_writes_them", test_times_as_printf_writes_them},
     {"checker_self_test", test_checker_self_test},
@@ -337,6 +388,7 @@ static const hs_test_case cases[] = {
     {"open_error_names_path", test_open_error_names_path},
     {"write_error_reported", test_write_error_reported},
     {"static_names_and_tids", test_static_names_and_tids},
+    {"kinds", test_kinds},
     {"stream_to_pipe", test_stream_to_pipe},
     {NULL, NULL},
 };
