@@ -529,7 +529,7 @@ typedef struct crd {
   int64_t P;
   uint64_t next_op, seq;
   uint64_t cur_op;         /* the operation whose update the core is counting (drv_snapshot) */
-  double t0, global_lr;
+  double t0;
   int stalled, interrupted;
   cop *ops;
   hs_runtime_timers timers;
@@ -702,7 +702,7 @@ static int drv_apply(hs_rt_core *c, const hs_comm_opts *o) {
   cop *op = op_new(s, HS_OP_APPLY, o, 1);
   if (!op) return HS_ENOMEM;
   op->seq = ++s->seq;
-  cmsg sm = {.kind = S_APPLY, .what = (int32_t)o->what, .op = op->id, .lr = s->global_lr,
+  cmsg sm = {.kind = S_APPLY, .what = (int32_t)o->what, .op = op->id, .lr = s->core.global_lr,
              .snapshot = snapshot_due(s, op->seq)};
   return send_srv(s, &sm);
 }
@@ -735,12 +735,6 @@ static int drv_wake_at(hs_rt_core *c, double t, hs_rt_wake_kind kind, int64_t ar
   return hs_rt_core_timer_add(c, &R(c)->timers, t, kind, arg);
 }
 
-/* The server's updates use the global learning rate: set_lr(-1, lr) sets it too. */
-static int drv_set_lr(hs_rt_core *c, int w, double lr) {
-  if (w == -1) R(c)->global_lr = lr;
-  return 0;
-}
-
 static const hs_rt_driver ranks_driver = {
     .version = HS_RT_DRIVER_VERSION,
     .name = "multi-process real",
@@ -754,7 +748,7 @@ static const hs_rt_driver ranks_driver = {
     .wake_at = drv_wake_at,
     .now = drv_now,
     .predict = drv_predict,
-    .set_lr = drv_set_lr,
+    .set_lr = NULL, /* the core keeps the global learning rate (core.global_lr) */
     .slowdown = hs_rt_core_slowdown_compute_only,
     .join = NULL, /* refused before the run (check_config) */
     .caps = HS_REAL_RANKS_CAPS,
@@ -1141,7 +1135,6 @@ int hs_real_rank_run(const hs_real_config *cfg, const hs_real_launch *l, hs_real
   s->off = l->world - n;
   s->x0 = x0;
   s->timeout = cfg->timeout_s > 0 ? cfg->timeout_s : 60;
-  s->global_lr = cfg->lr;
   s->probe_t0 = s->probe_k = NAN;
   rc = run_root(s, l, fds, pair);
   if (!s->core.done) finish(s);

@@ -102,7 +102,6 @@ typedef struct real {
   float *srv_buf;
   hs_runtime_model gm;     /* the global model and the server's accumulator (rt_model.h) */
   int global_busy;         /* an all-reduce's first participant updates `global` outside mu */
-  double global_lr;
   uint64_t next_op;
   double t0;
   int ended, stalled;      /* ended: the lanes and waits were told (finish_run) */
@@ -288,7 +287,7 @@ static int drv_apply(hs_rt_core *c, const hs_comm_opts *o) {
   rop *op = op_new(s, HS_OP_APPLY, o);
   if (!op) return HS_ENOMEM;
   op->worker = -1;
-  op->lr = s->global_lr;
+  op->lr = s->core.global_lr;
   return enqueue(s, &s->srv, IT_SRV_APPLY, 0, 0, op);
 }
 
@@ -298,12 +297,6 @@ static int drv_wake_at(hs_rt_core *c, double t, hs_rt_wake_kind kind, int64_t ar
   int rc = hs_rt_core_timer_add(c, &s->timers, t, kind, arg);
   if (!rc) pthread_cond_signal(&s->watch_cv);
   return rc;
-}
-
-/* The server's updates use the global learning rate: set_lr(-1, lr) sets it too. */
-static int drv_set_lr(hs_rt_core *c, int w, double lr) {
-  if (w == -1) R(c)->global_lr = lr;
-  return 0;
 }
 
 static const hs_rt_driver threads_driver = {
@@ -319,7 +312,7 @@ static const hs_rt_driver threads_driver = {
     .wake_at = drv_wake_at,
     .now = drv_now,
     .predict = drv_predict,
-    .set_lr = drv_set_lr,
+    .set_lr = NULL, /* the core keeps the global learning rate (core.global_lr) */
     .slowdown = hs_rt_core_slowdown_compute_only,
     .join = NULL, /* refused before the run (setup) */
     .caps = HS_REAL_THREADS_CAPS,
@@ -720,7 +713,7 @@ void hs_real_job(const hs_real_config *cfg, hs_rt_core_job *j) {
                         .max_time = cfg->max_time, .target_loss = cfg->target_loss,
                         .target_accuracy = cfg->target_accuracy, .eval_every = cfg->test ? cfg->eval_every : 0,
                         .sink = cfg->sink, .sink_ctx = cfg->sink_ctx, .eval_sink = cfg->eval_sink,
-                        .eval_ctx = cfg->eval_ctx};
+                        .eval_ctx = cfg->eval_ctx, .lr = cfg->lr};
 }
 
 int hs_real_check(const hs_real_config *cfg, int n, int evaluates, hs_diag *d) {
@@ -747,7 +740,6 @@ static int setup(real *s, const hs_real_config *cfg, hs_shards *sh) {
   hs_rt_core_set_job(c, &job);
   s->cfg = cfg;
   s->probe_t0 = s->probe_k = NAN;
-  s->global_lr = cfg->lr;
   int n = spec ? spec->n_workers : cfg->n_workers;
   int rc;
   if ((rc = hs_runtime_check_caps(cfg->policy, cfg->params, spec, HS_REAL_THREADS_CAPS, "threaded real", &c->diag)))

@@ -127,9 +127,10 @@ static int rt_set_lr(hs_runtime *rt, int w, double lr) {
   hs_rt_core *c = C(rt);
   int rc = hs_runtime_check_lr(&c->diag, c->policy->name, w, c->n, lr);
   if (rc) return rc;
-  if (w == -1)
+  if (w == -1) {
     for (int i = 0; i < c->n; i++) c->w[i].lr = lr;
-  else
+    c->global_lr = lr;
+  } else
     c->w[w].lr = lr;
   return c->drv->set_lr ? c->drv->set_lr(c, w, lr) : 0;
 }
@@ -367,6 +368,7 @@ void hs_rt_core_set_job(hs_rt_core *c, const hs_rt_core_job *j) {
   c->target_loss = j->target_loss;
   c->target_accuracy = j->target_accuracy;
   c->eval_every = j->eval_every;
+  c->global_lr = j->lr;
   c->sink = j->sink;
   c->sink_ctx = j->sink_ctx;
   c->eval_sink = j->eval_sink;

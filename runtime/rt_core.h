@@ -162,6 +162,8 @@ struct hs_rt_core {
   int done;                   /* a stop condition was reached */
   int failed;                 /* the run failed (hs_rt_core_settle, hs_rt_core_abort) */
   double end;                 /* s, when */
+  double global_lr;           /* the learning rate of the global model's updates (a server's, an
+                               * all-reduce of gradients): the job's, then set_lr(-1, lr)'s */
 };
 
 /* Sets up the core's fields that the driver does not: ops table, counters, NaNs. Call first. */
@@ -268,6 +270,8 @@ typedef struct hs_rt_core_job {
   double max_time;            /* s */
   double target_loss, target_accuracy;
   int64_t eval_every;         /* updates between evaluations */
+  double lr;                  /* the initial learning rate of the global model's updates (0 in
+                               * the simulator, whose drivers apply none) */
   hs_rt_step_sink *sink;
   void *sink_ctx;
   hs_rt_eval_sink *eval_sink;
