@@ -13,8 +13,12 @@
 # 3. for each case, run real DDP (bench/ddp_train.py: gloo, two pinned single-thread processes)
 #    and simulate the same model, batches and iterations, and compare the mean iteration times:
 #    - homo: both ranks at BATCH;
-#    - slow: rank 1 slowed SLOW times (ddp_train --slow-mode sleep: it sleeps (SLOW-1) x its own
-#      compute, as a slower device would; hetsim: `slowdown: SLOW` on worker 1);
+#    - slow: rank 1 slowed SLOW times (hetsim: `slowdown: SLOW` on worker 1); DDP emulates the
+#      slower device by SLOW_MODE (ddp_train --slow-mode): sleep (default) first sleeps
+#      (SLOW-1) x its previous compute, leaving its partner alone on the machine for that long;
+#      repeat computes SLOW-1 extra forward+backward passes (under no_sync), so the rank keeps
+#      its CPU busy SLOW times as long, as a slower device stays busy: docs/performance.md has
+#      both;
 #    - lbb:  the slow cluster under hetsim's lbb for 3 x ITER iterations; DDP then runs the batches
 #      lbb holds at the end, and its mean iteration is compared with the mean of lbb's last 5
 #      simulated iterations (lbb starts at even batches and settles over tens of iterations,
@@ -24,7 +28,8 @@
 # own profile, so that a profile is compared with DDP runs made the same minute (this VM's speed
 # drifts by tens of percent between minutes: docs/performance.md). Prints each pass's errors and
 # the median over the passes per case, and writes OUTDIR/results.json. Settings (environment):
-# MODEL (cnn), BATCH (256 per rank), ITER (40 timed iterations), WARMUP (5), SLOW (2), REPEATS,
+# MODEL (cnn), BATCH (256 per rank), ITER (40 timed iterations), WARMUP (5), SLOW (2; a whole
+# number with SLOW_MODE repeat), SLOW_MODE (sleep or repeat), REPEATS,
 # BUDGET (2 s of timed steps per batch size in the profile), PROFILE_BATCHES (default spans what
 # lbb may give a worker), QUICK=1 (CI: one pass, tiny batches and iterations; checks that the
 # path runs, not the numbers).
@@ -44,6 +49,12 @@ else
   BATCH=${BATCH:-256}; ITER=${ITER:-40}; WARMUP=${WARMUP:-5}; BUDGET=${BUDGET:-2}
 fi
 SLOW=${SLOW:-2}
+SLOW_MODE=${SLOW_MODE:-sleep}
+case $SLOW_MODE in
+  repeat) [[ $SLOW =~ ^[1-9][0-9]*$ ]] || { echo "bench_ddp.sh: SLOW_MODE repeat takes a whole SLOW, got $SLOW" >&2; exit 2; } ;;
+  sleep) ;;
+  *) echo "bench_ddp.sh: SLOW_MODE is repeat or sleep, got $SLOW_MODE" >&2; exit 2 ;;
+esac
 REPEATS=${REPEATS:-3}
 PROFILE_BATCHES=${PROFILE_BATCHES:-$((BATCH / 2)),$((3 * BATCH / 4)),$BATCH,$((5 * BATCH / 4)),$((3 * BATCH / 2))}
 log() { echo "bench_ddp: $*" >&2; }
@@ -84,14 +95,14 @@ sim_mean() { # sim_mean CLUSTER POLICY DB -> prints mean_iteration_s
 }
 ddp_run() { # ddp_run NAME BATCHES SLOWDOWN -> P/NAME.json
   "$PY" "$SRC/bench/ddp_train.py" --model "$MODEL" --batches "$2" --iterations "$ITER" \
-    --warmup "$WARMUP" --slowdown "1:$3" --slow-mode sleep --quiet --out "$P/$1.json"
+    --warmup "$WARMUP" --slowdown "1:$3" --slow-mode "$SLOW_MODE" --quiet --out "$P/$1.json"
 }
 
 rm -f "$P/sim.db"
 log "case homo: batches $BATCH,$BATCH"
 ddp_run homo "$BATCH,$BATCH" 1
 s_homo=$(sim_mean "$P/homo.yaml" ssgd "$P/sim.db")
-log "case slow: worker 1 slowed ${SLOW}x"
+log "case slow: worker 1 slowed ${SLOW}x ($SLOW_MODE)"
 ddp_run slow "$BATCH,$BATCH" "$SLOW"
 s_slow=$(sim_mean "$P/slow.yaml" ssgd "$P/sim.db")
 # lbb moves samples from the slow worker a few at a time and re-solves at most every 30
@@ -120,11 +131,12 @@ for k in $(seq 1 "$REPEATS"); do
   one_pass "$OUT/pass$k"
 done
 
-"$PY" - "$OUT" "$REPEATS" "$MODEL" "$BATCH" "$SLOW" <<'PY'
+"$PY" - "$OUT" "$REPEATS" "$MODEL" "$BATCH" "$SLOW" "$SLOW_MODE" <<'PY'
 import json, statistics, sys
-out, reps, model, batch, slow = sys.argv[1:]
+out, reps, model, batch, slow, slow_mode = sys.argv[1:]
 reps = int(reps)
-res = {"model": model, "batch_per_rank": int(batch), "slowdown": float(slow), "repeats": reps,
+res = {"model": model, "batch_per_rank": int(batch), "slowdown": float(slow), "slow_mode": slow_mode,
+       "repeats": reps,
        "passes": [], "cases": {}}
 print(f"{'pass':4} {'case':6} {'ddp_ms':>9} {'sim_ms':>9} {'error':>8} {'ddp_compute_spread':>19}  batches")
 for k in range(1, reps + 1):
