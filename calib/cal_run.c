@@ -349,7 +349,7 @@ out:
 
 static int calibrate_comm(hs_store *s, int64_t dev_id, sweep *sw, hs_cal_comm_result *cr, hs_diag *d) {
   const hs_cal_opts *o = sw->o;
-  hs_comm_key key = {.device = dev_id, .backend = "cpu", .op = cr->op, .world_size = cr->world_size};
+  hs_comm_key key = {.device = dev_id, .backend = cr->backend, .op = cr->op, .world_size = cr->world_size};
   hs_cal_comm_opts co = {.rule = o->rule, .warmup = o->warmup, .stop = o->stop, .no_pin = o->no_pin};
   int rc = 0;
   for (int64_t bytes = COMM_MIN_BYTES; bytes <= o->comm_max_bytes; bytes *= 4, sw->done += 1) {
@@ -417,6 +417,7 @@ int hs_cal_run(hs_store *s, const hs_cal_device *dev, const hs_cal_opts *o, hs_c
   const char *ops[2] = {"allreduce", "p2p"};
   for (int i = 0; i < 2; i++) {
     hs_cal_comm_result *cr = &res->comm[res->n_comm++];
+    snprintf(cr->backend, sizeof cr->backend, "cpu");
     snprintf(cr->op, sizeof cr->op, "%s", ops[i]);
     cr->world_size = i == 0 ? o->comm_world : 2;
     if ((rc = calibrate_comm(s, res->device_id, &sw, cr, d))) return rc;

@@ -78,6 +78,7 @@ typedef struct hs_cal_model_result {
 } hs_cal_model_result;
 
 typedef struct hs_cal_comm_result {
+  char backend[8];             /* "cpu" (hs_cal_run) | "local" (real/real_comm_calib.h) */
   char op[16];                 /* "allreduce" | "p2p" */
   int world_size;
   int measured, skipped;

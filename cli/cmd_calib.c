@@ -22,6 +22,7 @@
 #include "core/core_units.h"
 #include "nn/nn_net.h"
 #include "nn/nn_zoo.h"
+#include "real/real_comm_calib.h"
 
 /* The one piece of process-wide state: a signal handler can reach nothing else. */
 static volatile sig_atomic_t calib_interrupted;
@@ -61,9 +62,10 @@ static void usage(FILE *out) {
 "  --max-reps N      timed steps at most (default 50)\n"
 "  --rel-tol X       stop a batch size once the 95%% confidence interval of its median step\n"
 "                    time lies within X of the median (relative, default 0.02)\n"
-"  --comm, --no-comm time communication or not (default: on for the cpu)\n"
+"  --comm, --no-comm time communication or not (default on: on the cpu the cpu backend's,\n"
+"                    on a GPU the local backend's all-reduce and send/recv)\n"
 "  --comm-max BYTES  largest message, sizes 4KiB, 16KiB, ... (default 64MiB)\n"
-"  --comm-world N    threads of the timed all-reduce (default 2)\n"
+"  --comm-world N    threads of the timed all-reduce (default 2; a GPU: at most 64)\n"
 "  --threads N       cpu: threads per net (default 1)\n"
 "  --concurrent N    time each step while N-1 other nets step at the same time, each on its\n"
 "                    own thread, as N workers of `hetsim real --backend cpu` share the\n"
@@ -295,7 +297,7 @@ static void print_json(const calib_args *a, const hs_cal_device *dev, const hs_c
   for (int i = 0; i < r->n_comm; i++) {
     const hs_cal_comm_result *c = &r->comm[i];
     hs_json_object_begin(&j);
-    hs_json_key(&j, "backend"); hs_json_string(&j, "cpu");
+    hs_json_key(&j, "backend"); hs_json_string(&j, c->backend);
     hs_json_key(&j, "op"); hs_json_string(&j, c->op);
     hs_json_key(&j, "world_size"); hs_json_int(&j, c->world_size);
     hs_json_key(&j, "measured"); hs_json_int(&j, c->measured);
@@ -346,10 +348,10 @@ static void print_text(const calib_args *a, const hs_cal_device *dev, const hs_c
   for (int i = 0; i < r->n_comm; i++) {
     const hs_cal_comm_result *c = &r->comm[i];
     if (c->fitted)
-      printf("  comm cpu %s (world %d): alpha %.3g s, beta %.4g GB/s, R2 %.4f (%d sizes timed, %d stored)\n",
-             c->op, c->world_size, c->alpha_s, c->beta_bytes_per_s / 1e9, c->r2, c->measured, c->skipped);
+      printf("  comm %s %s (world %d): alpha %.3g s, beta %.4g GB/s, R2 %.4f (%d sizes timed, %d stored)\n",
+             c->backend, c->op, c->world_size, c->alpha_s, c->beta_bytes_per_s / 1e9, c->r2, c->measured, c->skipped);
     else
-      printf("  comm cpu %s (world %d): not fitted: %s\n", c->op, c->world_size, c->why);
+      printf("  comm %s %s (world %d): not fitted: %s\n", c->backend, c->op, c->world_size, c->why);
   }
   if (r->wake_measured)
     printf("  cpu hand-off (wake): median %.1f us (p10 %.1f, p90 %.1f)\n", r->wake.median_s * 1e6,
@@ -386,6 +388,9 @@ int hs_cmd_calib(int argc, char **argv) {
     hs_cal_device_shared_name(full, sizeof full, dev.name, a.o.concurrent);
     memcpy(dev.name, full, sizeof full);
   }
+  if (a.comm != 0 && strcmp(dev.kind, "cpu") && a.o.comm_world > 64)
+    return bad("--comm-world: on a GPU the local backend's all-reduce is timed over at most 64 nets, got %d",
+               a.o.comm_world);
   /* Open the device once before the database: a device that cannot run says so now. */
   hs_net *probe = NULL;
   hs_net_options no = {.seed = a.o.seed, .threads = dev.threads};
@@ -421,6 +426,28 @@ int hs_cmd_calib(int argc, char **argv) {
   sigaction(SIGINT, &sa, &old_sa);
   hs_cal_result res;
   rc = hs_cal_run(store, &dev, &a.o, &res, &d);
+  if (!rc && a.o.comm && strcmp(dev.kind, "cpu")) {
+    /* On a GPU, the local backend's all-reduce and send/recv, timed through the backend on the
+     * gradients of --comm-world nets of the model with the largest gradient among --model, so
+     * that the sizes reach every calibrated model's message (real/real_comm_calib.h): what
+     * `hetsim validate` reads for a run with --backend local. */
+    const char *big = a.models[0];
+    int64_t big_bytes = -1;
+    for (int m = 0; m < a.n_models; m++) {
+      hs_model_stats ms;
+      hs_diag md = {0};
+      if (!hs_zoo_stats(a.models[m], &ms, &md) && ms.grad_bytes > big_bytes) big = a.models[m], big_bytes = ms.grad_bytes;
+    }
+    hs_real_comm_calib_opts co = {.backend = "local", .device = dev.spec, .model = big,
+                                  .world = a.o.comm_world, .max_bytes = a.o.comm_max_bytes,
+                                  .timing = {.rule = a.o.rule, .warmup = a.o.warmup, .stop = &calib_interrupted,
+                                             .no_pin = a.o.no_pin}};
+    if (!(rc = hs_real_comm_calibrate(store, res.device_id, &co, res.comm, &d))) {
+      res.n_comm = 2;
+      snprintf(res.comm_note, sizeof res.comm_note, "the local backend's communication, timed through it on %s's "
+               "gradients; NCCL's is not timed yet", big);
+    }
+  }
   sigaction(SIGINT, &old_sa, NULL);
   hs_progress_finish(&prog);
 

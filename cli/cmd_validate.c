@@ -12,7 +12,8 @@
  * repository's VM: 51 + 8 us against an update of 67-76 us; docs/performance.md), lognormal
  * jitter with the spread of the
  * calibrated steps (step_jitter below: jitter_cv in the JSON), and the links set from
- * the device's cpu communication calibration: a ring all-reduce over N workers taking
+ * the device's communication calibration of the run's backend (cpu, or local: comm_backend in
+ * the JSON; real/real_comm_calib.h times the local one through the backend): a ring all-reduce over N workers taking
  * alpha + M/beta becomes links with latency alpha/(2(N-1)) and bandwidth beta*2(N-1)/N (so the
  * simulator's ring formula gives back alpha + M/beta: hs_ring_link), and the parameter
  * server's link takes
@@ -23,10 +24,11 @@
  * the calibration's "update" phase (median over the batch sizes), added to the all-reduce's
  * alpha and taken as the parameter server's update time (update_s in the JSON). Each hand-off
  * between the runtime's threads (a thread woken from a condition variable) costs the
- * calibrated hand-off latency (comm_sample op "wake", wake_s in the JSON), as many as the cpu
- * backend says a round has (real_comm.h: three on an all-reduce's critical path, added to its
- * alpha; one on each parameter-server message, added to the link's latency); none with a
- * calibration that lacks it. The simulation
+ * calibrated hand-off latency (comm_sample op "wake", wake_s in the JSON), as many as the
+ * run's backend says a round has (real_comm.h: the cpu backend three on an all-reduce's
+ * critical path, added to its alpha, one on each parameter-server message, added to the link's
+ * latency; the local backend none, its waits being inside the all-reduce it was timed by);
+ * none with a calibration that lacks it. The simulation
  * uses the same policy, parameters, seed and global batch, and the proxy convergence model
  * with the run's learning rate and data sizes, with the run's final loss as its target. It is
  * stored as a run of kind sim.
@@ -164,9 +166,10 @@ static int load_run(hs_store *st, int64_t id, real_run_row *r, hs_diag *d) {
 }
 
 /* The device's fitted cpu communication model for `op`, nearest world size first. */
-static int comm_fit(hs_store *st, const char *device, const char *op, int world, double *alpha, double *beta) {
+static int comm_fit(hs_store *st, const char *device, const char *backend, const char *op, int world, double *alpha,
+                    double *beta) {
   hs_diag d = {0};
-  return hs_store_comm_fit(st, device, "cpu", op, world, alpha, beta, &d);
+  return hs_store_comm_fit(st, device, backend, op, world, alpha, beta, &d);
 }
 
 /* The device's measured cpu time of `op` for a message of `bytes` (the world size nearest
@@ -175,9 +178,10 @@ static int comm_fit(hs_store *st, const char *device, const char *op, int world,
  * caches (here 40 GB/s at 4 KiB, 10 GB/s at 1 MiB, 1.4 GB/s at 64 MiB for p2p), so the fitted
  * alpha + n/beta line misses the run's one message size by up to 3x; the measurement at that
  * size does not. Returns 1 when found. */
-static int comm_at(hs_store *st, const char *device, const char *op, int world, double bytes, double *t) {
+static int comm_at(hs_store *st, const char *device, const char *backend, const char *op, int world, double bytes,
+                   double *t) {
   hs_diag d = {0};
-  return hs_store_comm_time_at(st, device, "cpu", op, world, bytes, t, &d);
+  return hs_store_comm_time_at(st, device, backend, op, world, bytes, t, &d);
 }
 
 /* The device's newest measured hand-off latency (comm_sample op "wake", cal_comm.h). Returns
@@ -517,12 +521,23 @@ int hs_cmd_validate(int argc, char **argv) {
   hs_diag pd = {0};
   const char *cdev = n > 1 && !hs_perf_load(perf_store, shared, r.model, &probe_pm, NULL, &pd) ? shared : r.opt.device_name;
   double a_ar = 0, b_ar = 1, a_p2p = 0, b_p2p = 1;
+  /* The links as the run's backend moves bytes: the cpu backend's as `hetsim calib --device cpu`
+   * times its kernels; the local backend's as `hetsim calib --device cuda:I` times it through
+   * the backend (real/real_comm_calib.h), stored as backend "local". */
+  const hs_real_comm_ops *backend = hs_real_comm_find(r.opt.backend[0] ? r.opt.backend : "cpu", &d);
+  if (!backend || !strcmp(backend->name, "nccl")) {
+    fprintf(stderr, "hetsim validate: run %lld ran on backend \"%s\"; validate takes runs of the cpu and local "
+            "backends (no NCCL communication calibration yet)\n", id, r.opt.backend);
+    goto out;
+  }
+  const char *cb = backend->name;
   const char *comm_dev = cdev;
-  if (cdev != r.opt.device_name && comm_fit(perf_store, cdev, "p2p", 2, &a_p2p, &b_p2p) <= 0) comm_dev = r.opt.device_name;
-  if ((n > 1 && comm_fit(perf_store, comm_dev, "allreduce", n, &a_ar, &b_ar) <= 0) ||
-      comm_fit(perf_store, comm_dev, "p2p", 2, &a_p2p, &b_p2p) <= 0) {
-    fprintf(stderr, "hetsim validate: no cpu communication model for device \"%s\" in %s; "
-            "run `hetsim calib --device cpu --model %s` first\n", r.opt.device_name, calibp ? calibp : dbp, r.model);
+  if (cdev != r.opt.device_name && comm_fit(perf_store, cdev, cb, "p2p", 2, &a_p2p, &b_p2p) <= 0) comm_dev = r.opt.device_name;
+  if ((n > 1 && comm_fit(perf_store, comm_dev, cb, "allreduce", n, &a_ar, &b_ar) <= 0) ||
+      comm_fit(perf_store, comm_dev, cb, "p2p", 2, &a_p2p, &b_p2p) <= 0) {
+    fprintf(stderr, "hetsim validate: no %s communication model for device \"%s\" in %s; "
+            "run `hetsim calib --device %s --model %s%s` first\n", cb, r.opt.device_name, calibp ? calibp : dbp,
+            strcmp(cb, "cpu") ? r.opt.device : "cpu", r.model, n > 2 && strcmp(cb, "cpu") ? " --comm-world N" : "");
     goto out;
   }
   /* At the run's message size (the model's gradient, or model, in fp32), the measured time
@@ -531,11 +546,11 @@ int hs_cmd_validate(int argc, char **argv) {
   hs_diag md = {0};
   int stats_rc = hs_zoo_stats(r.model, &ms, &md);
   double msg = stats_rc ? 0 : (double)ms.grad_bytes, t_at;
-  if (n > 1 && msg > 0 && comm_at(perf_store, comm_dev, "allreduce", n, msg, &t_at) > 0) {
+  if (n > 1 && msg > 0 && comm_at(perf_store, comm_dev, cb, "allreduce", n, msg, &t_at) > 0) {
     if (!(a_ar >= 0 && a_ar < t_at)) a_ar = 0;
     b_ar = msg / (t_at - a_ar);
   }
-  if (msg > 0 && comm_at(perf_store, comm_dev, "p2p", 2, msg, &t_at) > 0) {
+  if (msg > 0 && comm_at(perf_store, comm_dev, cb, "p2p", 2, msg, &t_at) > 0) {
     if (!(a_p2p >= 0 && a_p2p < t_at)) a_p2p = 0;
     b_p2p = msg / (t_at - a_p2p);
   }
@@ -549,12 +564,11 @@ int hs_cmd_validate(int argc, char **argv) {
    * and per server message (real_comm.h). */
   double wake = 0;
   int have_wake = wake_time(perf_store, comm_dev, &wake) > 0 || wake_time(perf_store, r.opt.device_name, &wake) > 0;
-  const hs_real_comm_ops *cpu = &hs_real_comm_cpu; /* the backend of the runs validated */
   hs_link_spec ring = {.bandwidth = b_ar, .latency = 0};
-  if (n > 1) ring = hs_ring_link(a_ar + upd + cpu->handoffs_per_allreduce * wake, b_ar, n);
+  if (n > 1) ring = hs_ring_link(a_ar + upd + backend->handoffs_per_allreduce * wake, b_ar, n);
   spec.network = ring;
   for (int i = 0; i < spec.n_nodes; i++) spec.nodes[i].link = ring;
-  spec.ps.link = (hs_link_spec){.bandwidth = b_p2p, .latency = a_p2p + cpu->handoffs_per_message * wake};
+  spec.ps.link = (hs_link_spec){.bandwidth = b_p2p, .latency = a_p2p + backend->handoffs_per_message * wake};
   spec.ps.update_time = upd;
   /* The steps' spread as the calibration saw it: with N workers waiting for each other, the
    * slowest of N steps sets a synchronous round, longer than the median step. */
@@ -766,6 +780,7 @@ int hs_cmd_validate(int argc, char **argv) {
       hs_json_object_end(&j);
     }
     hs_json_key(&j, "update_s"); hs_json_double(&j, upd);
+    hs_json_key(&j, "comm_backend"); hs_json_string(&j, cb);
     hs_json_key(&j, "message_bytes"); hs_json_double(&j, msg);
     hs_json_key(&j, "allreduce_s"); if (n > 1) hs_json_double(&j, a_ar + msg / b_ar); else hs_json_null(&j);
     hs_json_key(&j, "p2p_s"); hs_json_double(&j, a_p2p + msg / b_p2p);
@@ -815,11 +830,11 @@ int hs_cmd_validate(int argc, char **argv) {
       printf("    device type %-14s %s\n", spec.types[t].name, spec.types[t].compute.calib);
     printf("  global model update        %.4g ms per all-reduce or push (calibrated update phase)\n", upd * 1e3);
     if (n > 1)
-      printf("  all-reduce of %.4g MB      %.4g ms (measured at the size, cpu backend)\n", msg / 1e6, (a_ar + msg / b_ar) * 1e3);
-    printf("  send or receive of %.4g MB %.4g ms (measured at the size, cpu backend)\n", msg / 1e6, (a_p2p + msg / b_p2p) * 1e3);
+      printf("  all-reduce of %.4g MB      %.4g ms (measured at the size, %s backend)\n", msg / 1e6, (a_ar + msg / b_ar) * 1e3, cb);
+    printf("  send or receive of %.4g MB %.4g ms (measured at the size, %s backend)\n", msg / 1e6, (a_p2p + msg / b_p2p) * 1e3, cb);
     if (have_wake)
       printf("  thread hand-off            %.4g ms each, %d per all-reduce, %d per server message (calibrated)\n",
-             wake * 1e3, hs_real_comm_cpu.handoffs_per_allreduce, hs_real_comm_cpu.handoffs_per_message);
+             wake * 1e3, backend->handoffs_per_allreduce, backend->handoffs_per_message);
     else
       printf("  thread hand-off            not calibrated (a calibration older than it): none charged\n");
     printf("  step time jitter           cv %.3f (lognormal, from the calibrated steps' 10th-90th percentiles)\n", jitter);

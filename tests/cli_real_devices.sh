@@ -126,6 +126,33 @@ expect_exit validate_type_calib 0 "$H" calib --device cpu --name "part (16 SMs)"
 expect_exit validate_type_run 0 "$H" validate "$vid" --db "$T/cpu.db" --calib "$T/calib.db" --json
 check validate_type_run.calibrations test "$(python3 -c 'import json,sys; print(json.load(sys.stdin)["type_calibrations"])' <"$T/out")" = \
   "{'big': 'part (16 SMs)', 'mid': '$cpu_name', 'small': '$cpu_name'}"
+# validate's links are the run's backend's: a run recorded as --backend local is simulated on
+# the local backend's communication calibration (`hetsim calib --device cuda:I` times it through
+# the backend: real/real_comm_calib.h, test_real_comm_calib). Here the record is edited to say
+# local: without such rows exit 2 naming the backend; then with the cpu's rows copied as
+# backend local at twice the times, the all-reduce and send/recv it charges are twice the cpu's.
+cp "$T/out" cpu-validate.json
+check validate_cpu.backend test "$(python3 -c 'import json,sys; print(json.load(sys.stdin)["comm_backend"])' <cpu-validate.json)" = cpu
+sqlite3 "$T/cpu.db" "UPDATE run SET options = json_set(options, '\$.backend', 'local') WHERE id = $vid"
+expect_exit validate_local_uncalibrated 2 "$H" validate "$vid" --db "$T/cpu.db" --calib "$T/calib.db"
+check validate_local_uncalibrated.message grep -q '^hetsim validate: no local communication model for device ' "$T/err"
+cp "$T/calib.db" calib-local.db
+sqlite3 calib-local.db "INSERT INTO comm_sample(device_id, backend, op, world_size, bytes, median_s, p10_s, p90_s, count)
+  SELECT device_id, 'local', op, world_size, bytes, 2 * median_s, 2 * p10_s, 2 * p90_s, count FROM comm_sample
+  WHERE backend = 'cpu' AND op IN ('allreduce', 'p2p');
+  INSERT INTO comm_model(device_id, backend, op, world_size, alpha_s, beta_bytes_per_s, r2)
+  SELECT device_id, 'local', op, world_size, 2 * alpha_s, beta_bytes_per_s / 2, r2 FROM comm_model WHERE backend = 'cpu'"
+expect_exit validate_local 0 "$H" validate "$vid" --db "$T/cpu.db" --calib calib-local.db --json
+check validate_local.links python3 - cpu-validate.json "$T/out" <<'PY'
+import json, sys
+cpu, loc = (json.load(open(p)) for p in sys.argv[1:3])
+assert loc["comm_backend"] == "local", loc["comm_backend"]
+for k in ("allreduce_s", "p2p_s"):
+    assert abs(loc[k] / cpu[k] - 2) < 1e-9, (k, loc[k], cpu[k])
+PY
+sqlite3 "$T/cpu.db" "UPDATE run SET options = json_set(options, '\$.backend', 'nccl') WHERE id = $vid"
+expect_exit validate_nccl 2 "$H" validate "$vid" --db "$T/cpu.db" --calib calib-local.db
+check validate_nccl.message grep -q 'ran on backend "nccl"; validate takes runs of the cpu and local backends' "$T/err"
 # Without the key, the options are as before: no type_devices.
 expect_exit cpu_plain_run 0 "$H" "${real[@]}" --cluster plain.yaml --db "$T/cpu.db" --json
 id=$(sed -n 's/.*"run_id": \([0-9]*\).*/\1/p' "$T/out")

@@ -89,8 +89,8 @@ what() {
     ctest-gpu) echo "ctest -L gpu (build tree) or each tests/test_gpu_* and tests/cli_gpu_*.sh > ctest-gpu.txt" ;;
     agreement) echo "HETSIM_CUDA_MATH=strict|fast tests/test_gpu_nn > agreement-strict.txt, agreement-fast.txt" ;;
     bench) echo "bench/bench_gpu_nn --model resnet18 --batch 256 [--graph] --json (strict, fast); python3 bench/torch_resnet18.py --json > bench.jsonl" ;;
-    calib-whole) echo "hetsim calib --device cuda:0 --model $MODELS --db calib.db --json > calib-whole.json; CSV exports" ;;
-    calib-partitions) echo "hetsim calib --device cuda:0/sm=S --model $MODELS --batches 8,16,32,64,128 --db calib.db, S = 1/8, 1/4, 1/2 of the SMs; CSV exports" ;;
+    calib-whole) echo "hetsim calib --device cuda:0 --model $MODELS --comm-world 3 --db calib.db --json > calib-whole.json (compute, and the local backend's all-reduce and send/recv); CSV exports" ;;
+    calib-partitions) echo "hetsim calib --device cuda:0/sm=S --model $MODELS --batches 8,16,32,64,128 --db calib.db, S = 1/8 (with --comm-world 3), 1/4, 1/2 (--no-comm) of the SMs; CSV exports" ;;
     profile) echo "python3 tools/hetsim_profile.py --model M --device cuda:0 --out profile-M.json for M in cnn, resnet18, mobilenetv2" ;;
     local) echo "hetsim real --backend local --cluster local-parts.yaml (real_device cuda:0/sm=S, S = 1/8, 1/4, 1/2 of the SMs; ssgd, localsgd, lbb with its batches per worker) and --device cuda:0/sm=S --workers 3 ... --db local.db; hetsim validate RUN --calib calib.db --json; hetsim sim --cluster local-parts.yaml --calib calib.db --json" ;;
     nccl) echo "two ranks RANK=0,1 WORLD_SIZE=2 hetsim real --backend nccl --device cuda:0 ... (NCCL 2.30+), --db nccl.db" ;;
@@ -279,16 +279,25 @@ step_body() {
       return $rc
       ;;
     calib-whole)
-      "$H" calib --device cuda:0 --model "$MODELS" --max-reps 20 --db calib.db --json >calib-whole.json || return 1
+      # --comm-world 3: the local backend's all-reduce over three nets, as the local step's
+      # three-worker runs share gradients (validate reads it; real/real_comm_calib.h).
+      "$H" calib --device cuda:0 --model "$MODELS" --max-reps 20 --comm-world 3 --db calib.db --json \
+        >calib-whole.json || return 1
       export_calib
       ;;
     calib-partitions)
       local sms s rc=0
       sms=$(gpu_field sms)
       [ -n "$sms" ] || { echo "no GPU in doctor.json (the doctor step writes it)"; return 1; }
+      # The smallest partition also times the local backend's all-reduce over three nets of its
+      # size (the local step's three workers on one partition size); three nets of the larger
+      # ones do not fit on the GPU together, so those time compute only.
+      local comm
       for s in $(part "$sms" 8) $(part "$sms" 4) $(part "$sms" 2); do
-        "$H" calib --device "cuda:0/sm=$s" --model "$MODELS" --batches 8,16,32,64,128 --max-reps 20 --db calib.db \
-          --json >"calib-sm$s.json" || rc=1
+        comm=(--no-comm)
+        [ "$s" = "$(part "$sms" 8)" ] && comm=(--comm-world 3)
+        "$H" calib --device "cuda:0/sm=$s" --model "$MODELS" --batches 8,16,32,64,128 --max-reps 20 "${comm[@]}" \
+          --db calib.db --json >"calib-sm$s.json" || rc=1
       done
       export_calib || rc=1
       return $rc
@@ -349,13 +358,14 @@ EOF
       "$H" query --db local.db sql "SELECT id, json_extract(options, '\$.type_devices') FROM run WHERE kind = 'real'" \
         --csv >local-type-devices.csv || rc=1
       # validate simulates each type on its partition's calibration (type_calibrations in its
-      # JSON) and the links on the cpu communication calibration (the local backend's all-reduce
-      # is not calibrated yet: docs/gpu.md); its answers are recorded as they are.
+      # JSON) and the links on the local backend's communication as calib-whole and
+      # calib-partitions timed it (comm_backend "local" in its JSON); its answers are recorded
+      # as they are.
       for id in $("$H" query --db local.db sql "SELECT id FROM run WHERE kind = 'real'" --csv | tail -n +2); do
         "$H" validate "$(echo "$id" | tr -d '\r')" --db local.db ${calib[@]+"${calib[@]}"} --json >>local-validate.jsonl || rc=1
       done
       # The simulator on the same cluster, each type on its partition's calibration, with the
-      # cluster file's own links (validate's are the cpu backend's).
+      # cluster file's own links (validate's are the local backend's, as calibrated).
       if [ -f calib.db ]; then
         "$H" sim --cluster local-parts.yaml --policy ssgd --model resnet18 --global-batch 96 --iterations 40 \
           --calib calib.db --db local.db --json >local-parts-sim-ssgd.json || rc=1
