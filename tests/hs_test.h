@@ -62,6 +62,14 @@ static int hs_test_failed_now;
       HS_FAIL_AT("\"%s\" does not contain \"%s\"", h_ ? h_ : "(null)", n_);     \
   } while (0)
 
+/* Removes an SQLite database file and its -wal and -shm companions, where they exist. */
+static inline void hs_test_unlink_db(const char *path) {
+  char side[600];
+  unlink(path);
+  snprintf(side, sizeof side, "%s-wal", path), unlink(side);
+  snprintf(side, sizeof side, "%s-shm", path), unlink(side);
+}
+
 static inline int hs_test_main(const char *suite, const hs_test_case *cases, int argc, char **argv) {
   int passed = 0, failed = 0;
   for (const hs_test_case *t = cases; t->name; t++) {

@@ -282,10 +282,7 @@ static void test_device_parse(void) {
 
 static hs_store *fresh_store(char *path, size_t n) {
   snprintf(path, n, "/tmp/hs-test-calib-%d.db", (int)getpid());
-  unlink(path);
-  char side[600];
-  snprintf(side, sizeof side, "%s-wal", path), unlink(side);
-  snprintf(side, sizeof side, "%s-shm", path), unlink(side);
+  hs_test_unlink_db(path);
   hs_store *s = NULL;
   hs_diag d = {0};
   if (hs_store_open(&s, path, 0, &d)) fprintf(stderr, "%s\n", d.msg);
@@ -294,10 +291,7 @@ static hs_store *fresh_store(char *path, size_t n) {
 
 static void drop_store(hs_store *s, const char *path) {
   hs_store_close(s);
-  unlink(path);
-  char side[600];
-  snprintf(side, sizeof side, "%s-wal", path), unlink(side);
-  snprintf(side, sizeof side, "%s-shm", path), unlink(side);
+  hs_test_unlink_db(path);
 }
 
 static void test_store_roundtrip(void) {

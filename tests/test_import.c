@@ -33,16 +33,9 @@ static char *slurp(const char *file, size_t *len) {
   return text;
 }
 
-static void unlink_db(const char *path) {
-  char side[600];
-  unlink(path);
-  snprintf(side, sizeof side, "%s-wal", path), unlink(side);
-  snprintf(side, sizeof side, "%s-shm", path), unlink(side);
-}
-
 static hs_store *fresh_store(char *path, size_t n, const char *tag) {
   snprintf(path, n, "/tmp/hs-test-import-%s-%d.db", tag, (int)getpid());
-  unlink_db(path);
+  hs_test_unlink_db(path);
   hs_store *s = NULL;
   hs_diag d = {0};
   if (hs_store_open(&s, path, 0, &d)) HS_FAIL_AT("%s", d.msg);
@@ -51,7 +44,7 @@ static hs_store *fresh_store(char *path, size_t n, const char *tag) {
 
 static void drop_store(hs_store *s, const char *path) {
   hs_store_close(s);
-  unlink_db(path);
+  hs_test_unlink_db(path);
 }
 
 static int64_t scalar(hs_store *s, const char *sql) {

@@ -52,7 +52,7 @@ static void test_time_allreduce_cpu(void) {
 
 static hs_store *fresh_store(char *path, size_t n, int64_t *dev_id) {
   snprintf(path, n, "/tmp/hs-test-real-comm-calib-%d.db", (int)getpid());
-  unlink(path);
+  hs_test_unlink_db(path);
   hs_store *s = NULL;
   hs_diag d = {0};
   if (hs_store_open(&s, path, 0, &d)) {
@@ -69,10 +69,7 @@ static hs_store *fresh_store(char *path, size_t n, int64_t *dev_id) {
 
 static void drop_store(hs_store *s, const char *path) {
   hs_store_close(s);
-  unlink(path);
-  char side[600];
-  snprintf(side, sizeof side, "%s-wal", path), unlink(side);
-  snprintf(side, sizeof side, "%s-shm", path), unlink(side);
+  hs_test_unlink_db(path);
 }
 
 static int samples(hs_store *s, int64_t dev, const char *backend, const char *op, int world) {
