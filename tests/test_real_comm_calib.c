@@ -25,7 +25,8 @@ static void test_time_allreduce_cpu(void) {
   ASSERT_EQ(hs_real_comm_cpu.open(&c, &cfg, &d), 0);
   if (!c) return;
   float *bufs[W];
-  for (int i = 0; i < W; i++) bufs[i] = calloc(N, sizeof(float));
+  /* One float more than the backend was opened for: the failure case below. */
+  for (int i = 0; i < W; i++) bufs[i] = calloc(N + 1, sizeof(float));
   hs_cal_comm_opts o = quick_timing();
   hs_cal_stats st = {0};
   ASSERT_EQ(hs_real_comm_time_allreduce(&hs_real_comm_cpu, c, bufs, W, N, &o, &st, &d), 0);
@@ -42,7 +43,7 @@ static void test_time_allreduce_cpu(void) {
   hs_cal_comm_opts bad = o;
   bad.rule.min_reps = 0;
   ASSERT_EQ(hs_real_comm_time_allreduce(&hs_real_comm_cpu, c, bufs, W, N, &bad, &st, &d), HS_EINVAL);
-  /* A failing participant (a message longer than the backend's buffers) aborts the others,
+  /* A failing participant (a message longer than the backend was opened for) aborts the others,
    * which return instead of waiting out the timeout, and its error is the one returned. */
   ASSERT(hs_real_comm_time_allreduce(&hs_real_comm_cpu, c, bufs, W, N + 1, &o, &st, &d) != 0);
   ASSERT_CONTAINS(d.msg, "all-reduce");
