@@ -73,7 +73,13 @@ def cpu(cmd):
         sys.exit(f"bench_trace.sh: {' '.join(cmd)} failed ({status})")
     return ru.ru_utime, ru.ru_stime
 
+def load():
+    """the 1-minute load average: the VM is shared, and other work moves these figures"""
+    with open("/proc/loadavg") as f:
+        return f.read().split()[0]
+
 for s in scen:
+    load0 = load()
     t = {k: [] for k in kinds}
     for r in range(reps):
         for k, extra in kinds.items():
@@ -87,7 +93,7 @@ for s in scen:
                 size = os.path.getsize(f"{tmp}/t.json")
             print(f"{s} rep {r + 1} {k:8}: user {u:.3f} s, sys {sy:.3f} s, CPU {u + sy:.3f} s", flush=True)
     base = statistics.median(u + sy for u, sy in t["none"])
-    print(f"== {s}: medians of {reps} alternated runs; trace {size} bytes")
+    print(f"== {s}: medians of {reps} alternated runs; trace {size} bytes; load average {load0} -> {load()}")
     for k in kinds:
         cpus = [u + sy for u, sy in t[k]]
         m = statistics.median(cpus)
