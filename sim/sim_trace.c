@@ -3,19 +3,21 @@
  * A large run writes millions of slices (2.7 million, 254 MB, for 1,024 workers x 1,000
  * iterations), so the cost per slice is what counts.
  * - The writer formats each record into a 4 KiB stage, which stays in the processor's cache;
- *   each full stage is copied to the 16 MiB write buffer with non-temporal stores (whole cache
+ *   each full stage is copied to the 4 MiB write buffer with non-temporal stores (whole cache
  *   lines to memory, without first reading them in, and without pushing the simulation's own
- *   data out of the cache), and the file gets whole 16 MiB chunks: no stdio call, and no stdio
+ *   data out of the cache), and the file gets whole 4 MiB chunks: no stdio call, and no stdio
  *   lock, per field or per character.
  * - On a regular file the chunks go out with O_DIRECT where the file system takes it (the
  *   buffer, the chunks and their offsets are aligned): the kernel moves them to the disk
  *   without copying them into the page cache, managing 62,000 dirty pages and evicting other
  *   files' pages to make room, which cost more CPU than formatting the records. The tail's
  *   whole 4 KiB blocks go the same way; its last partial block, and every chunk on a file system
- *   that refuses O_DIRECT, is written normally. A direct write waits for the disk, and each wait
- *   costs the run its cache (other work runs meanwhile): so the chunks are large, and the
- *   buffer is in transparent huge pages where the system gives them (a direct write pins the
- *   buffer's pages, and a 4 KiB page is one segment of the disk's request).
+ *   that refuses O_DIRECT, is written normally. The buffer is in transparent huge pages where
+ *   the system gives them: a direct write pins the buffer's pages, and each 4 KiB page is a
+ *   segment of the disk's request. Larger chunks (8, 16 MiB) wait for the disk less often but
+ *   take more fresh memory, which the kernel zeroes (on the project's VM, at times from the
+ *   host: up to 9 ms per 2 MiB page); once records are staged they are no cheaper in CPU
+ *   (docs/performance.md).
  * - Times are written with three decimals by integer arithmetic on the double's bits, digit for
  *   digit what printf's "%.3f" writes (the exact binary value rounded half to even), eight
  *   digits at a time by SWAR (a few multiplications on one 64-bit word); printf remains only
@@ -51,7 +53,7 @@
 #endif
 
 #ifndef TRACE_BUF
-#define TRACE_BUF (16 * 1024 * 1024) /* bytes per write: a multiple of any disk's block */
+#define TRACE_BUF (4 * 1024 * 1024) /* bytes per write: a multiple of any disk's block */
 #endif
 #define TRACE_STAGE 4096 /* bytes formatted in the cache, then streamed to the write buffer */
 _Static_assert(TRACE_BUF % TRACE_STAGE == 0, "whole stages fill the write buffer");

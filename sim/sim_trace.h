@@ -2,7 +2,7 @@
  *
  * Contract:
  * - Writes {"displayTimeUnit":"ms","traceEvents":[ ... ]} to a file, streaming: records are
- *   formatted into the writer's own buffers (16 MiB in all) and written 16 MiB at a time (with
+ *   formatted into the writer's own buffers (4 MiB in all) and written 4 MiB at a time (with
  *   O_DIRECT on a regular file where the file system takes it), so memory stays constant
  *   however many slices are written. One record per line.
  * - Everything lives in process 1; a worker is a thread (tid). hs_trace_thread_name also
