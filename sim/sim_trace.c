@@ -52,6 +52,8 @@
 #define TRACE_INLINE static inline
 #endif
 
+/* TRACE_BUF and TRACE_STREAM can be set with -D to build the variants docs/performance.md
+ * compares (other write sizes; the stage copied with memcpy). */
 #ifndef TRACE_BUF
 #define TRACE_BUF (4 * 1024 * 1024) /* bytes per write: a multiple of any disk's block */
 #endif
