@@ -3,7 +3,10 @@
 # wait4's rusage) of the same run without a trace, with a trace to a file and with a trace to
 # /dev/null (the formatting alone), run alternately REPS times; prints each run and the medians,
 # and the ratio of the medians to the run without a trace. The trace file is removed before each
-# traced run (outside the timing), so no run pays for freeing the previous run's pages.
+# traced run (outside the timing), then the file system synced and left 0.2 s, so no run pays for
+# freeing the previous run's trace; each repetition starts with the next kind. (Before, the run
+# without a trace always came right after OLD_HETSIM's traced run, and its median was up to 25%
+# above OLD_HETSIM's own run without a trace, which the two builds do not differ in.)
 # Scenarios: SSGD on traces/hetero-1024gpu.yaml (1,024 workers) x 1,000 iterations, and asp on
 # bench/gen_ps_cluster.sh 1024 x 204,800 updates. docs/performance.md has the figures.
 # Usage: bench/bench_trace.sh [HETSIM] [REPS] [SCENARIOS] [OLD_HETSIM]
@@ -53,7 +56,7 @@ if [ "${CALLGRIND:-0}" = 1 ]; then
 fi
 
 python3 - "$H" "$REPS" "$T" "$SCEN" "$(args_of ssgd)" "$(args_of asp)" "$OLD" "$NULL_OK" <<'PY'
-import os, statistics, subprocess, sys
+import os, statistics, subprocess, sys, time
 h, reps, tmp, scen = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4].split()
 args = {"ssgd": sys.argv[5].split(), "asp": sys.argv[6].split()}
 old = sys.argv[7]
@@ -73,13 +76,27 @@ def cpu(cmd):
         sys.exit(f"bench_trace.sh: {' '.join(cmd)} failed ({status})")
     return ru.ru_utime, ru.ru_stime
 
+def load():
+    """the 1-minute load average: the VM is shared, and other work moves these figures"""
+    with open("/proc/loadavg") as f:
+        return f.read().split()[0]
+
 for s in scen:
+    load0 = load()
     t = {k: [] for k in kinds}
+    order = list(kinds)
     for r in range(reps):
-        for k, extra in kinds.items():
+        # Each repetition starts one kind later, so that no kind always runs right after the
+        # same other one.
+        for k in order[r % len(order):] + order[:r % len(order)]:
+            extra = kinds[k]
             for f in ("b.db", "b.db-wal", "b.db-shm", "t.json"):
                 if os.path.exists(f"{tmp}/{f}"):
                     os.remove(f"{tmp}/{f}")
+            # Removing a 254 MB trace leaves the kernel work (the journal, freeing its blocks)
+            # that ran beside the next run and slowed it: let it finish first.
+            os.sync()
+            time.sleep(0.2)
             u, sy = cpu([old if k.startswith("old") else h, "sim", *args[s], "--store", "summary",
                          "--db", f"{tmp}/b.db", *extra])
             t[k].append((u, sy))
@@ -87,7 +104,7 @@ for s in scen:
                 size = os.path.getsize(f"{tmp}/t.json")
             print(f"{s} rep {r + 1} {k:8}: user {u:.3f} s, sys {sy:.3f} s, CPU {u + sy:.3f} s", flush=True)
     base = statistics.median(u + sy for u, sy in t["none"])
-    print(f"== {s}: medians of {reps} alternated runs; trace {size} bytes")
+    print(f"== {s}: medians of {reps} alternated runs; trace {size} bytes; load average {load0} -> {load()}")
     for k in kinds:
         cpus = [u + sy for u, sy in t[k]]
         m = statistics.median(cpus)

@@ -173,7 +173,7 @@ static inline void trace_put(sim *s, int w, int k, double t0, double dur) {
   else hs_trace_slice_static(s->cfg->trace, w, tk_names[k][0], tk_names[k][1], t0, dur);
 }
 
-static void trace_slice(sim *s, int w, int k, double t0, double t1) {
+static inline void trace_slice(sim *s, int w, int k, double t0, double t1) {
   if (!s->cfg->trace) return;
   sim_worker *x = &s->w[w];
   if (t0 < x->trace_cursor) t0 = x->trace_cursor;

@@ -2,32 +2,47 @@
  *
  * A large run writes millions of slices (2.7 million, 254 MB, for 1,024 workers x 1,000
  * iterations), so the cost per slice is what counts.
- * - The writer formats each record straight into its own buffer and hands the file whole 4 MiB
- *   chunks: no stdio call, and no stdio lock, per field or per character.
+ * - The writer formats each record into a 4 KiB stage, which stays in the processor's cache;
+ *   each full stage is copied to the 4 MiB write buffer with non-temporal stores (whole cache
+ *   lines to memory, without first reading them in, and without pushing the simulation's own
+ *   data out of the cache), and the file gets whole 4 MiB chunks: no stdio call, and no stdio
+ *   lock, per field or per character.
  * - On a regular file the chunks go out with O_DIRECT where the file system takes it (the
- *   buffer, the chunks and their offsets are aligned to 4 KiB): the kernel moves them to the
- *   disk without copying them into the page cache, managing 62,000 dirty pages and evicting
- *   other files' pages to make room, which cost more CPU than formatting the records. The tail,
- *   and every chunk on a file system that refuses O_DIRECT, is written normally. A direct write
- *   waits for the disk, so the chunks are large: on the project's VM, 254 MB took 0.011 s of
- *   CPU in 4 MiB chunks, 0.038 s in 256 KiB ones, 0.066 s through the page cache.
+ *   buffer, the chunks and their offsets are aligned): the kernel moves them to the disk
+ *   without copying them into the page cache, managing 62,000 dirty pages and evicting other
+ *   files' pages to make room, which cost more CPU than formatting the records. The tail's
+ *   whole 4 KiB blocks go the same way; its last partial block, and every chunk on a file system
+ *   that refuses O_DIRECT, is written normally. The buffer is in transparent huge pages where
+ *   the system gives them: a direct write pins the buffer's pages, and each 4 KiB page is a
+ *   segment of the disk's request. Larger chunks (8, 16 MiB) wait for the disk less often but
+ *   take more fresh memory, which the kernel zeroes (on the project's VM, at times from the
+ *   host: up to 9 ms per 2 MiB page); once records are staged they are no cheaper in CPU
+ *   (docs/performance.md).
  * - Times are written with three decimals by integer arithmetic on the double's bits, digit for
  *   digit what printf's "%.3f" writes (the exact binary value rounded half to even), eight
  *   digits at a time by SWAR (a few multiplications on one 64-bit word); printf remains only
  *   for times of 2^53 us and more. Recent times are kept as text, by their bits.
  * - A slice's {"name":...,"cat":...,"ph":"X","pid":1,"tid": is escaped once per kind, a tid's
- *   digits once per thread (hs_trace_thread_name). */
+ *   digits once per thread (hs_trace_thread_name), and each kind keeps its last
+ *   ,"ts":...,"dur":...}: consecutive slices of a kind with the same two times (the workers of a
+ *   collective, or of one GPU type) are three fixed-size copies, in a small function of their
+ *   own that needs few registers (put_slice_again). */
 #define _GNU_SOURCE /* O_DIRECT */
 #include "sim/sim_trace.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 /* The formatting helpers are inlined into the slice writer: called apart, their calls and
  * returns cost as much as their arithmetic. */
@@ -37,9 +52,20 @@
 #define TRACE_INLINE static inline
 #endif
 
+/* TRACE_BUF and TRACE_STREAM can be set with -D to build the variants docs/performance.md
+ * compares (other write sizes; the stage copied with memcpy). */
+#ifndef TRACE_BUF
 #define TRACE_BUF (4 * 1024 * 1024) /* bytes per write: a multiple of any disk's block */
+#endif
+#define TRACE_STAGE 4096 /* bytes formatted in the cache, then streamed to the write buffer */
+_Static_assert(TRACE_BUF % TRACE_STAGE == 0, "whole stages fill the write buffer");
+#ifndef TRACE_STREAM
+#define TRACE_STREAM 1
+#endif
 #define TRACE_RECORD_MAX 2048  /* room a slice needs: its cached prefix, tid and two times */
+_Static_assert(TRACE_RECORD_MAX < TRACE_STAGE, "a flushed stage has room for a record");
 #define TRACE_ALIGN 4096        /* O_DIRECT's alignment of memory, size and offset */
+#define TRACE_HUGE (2 * 1024 * 1024) /* the buffer's alignment: a transparent huge page's */
 #define TID_CACHE_MAX (1 << 20) /* tids whose text is kept (hs_trace_thread_name) */
 
 /* A slice's record up to its tid, kept for a (name, category) pair: a run writes millions of
@@ -47,13 +73,22 @@
  * hs_trace_slice_static by address (its strings never change while the writer is open). */
 #define PREFIX_NAME_MAX 48
 #define PREFIX_CACHE 8
+#define TAIL_MAX 48 /* a kept ,"ts":...,"dur":...}: times of up to 34 characters together */
 typedef struct slice_prefix {
   const char *name_ptr, *cat_ptr; /* as passed; NULL name_ptr: an empty entry */
   char name[PREFIX_NAME_MAX], cat[PREFIX_NAME_MAX];
   int has_cat;
   int by_address; /* made by hs_trace_slice_static: found by address */
-  size_t len;
-  char text[2 * 6 * PREFIX_NAME_MAX + 64]; /* {"name":"...","cat":"...","ph":"X","pid":1,"tid": */
+  size_t len; /* of text, its leading ",\n" included */
+  /* ,\n{"name":"...","cat":"...","ph":"X","pid":1,"tid": (the separator skipped for the first
+   * record) */
+  char text[2 + 2 * 6 * PREFIX_NAME_MAX + 64];
+  /* The last slice's ,"ts":...,"dur":...} and the bits of its start_s and dur_s (NaNs while
+   * empty): the workers of a collective end it together, one after the other, and those of one
+   * GPU type compute together, so consecutive slices of a kind often repeat both times. */
+  uint64_t tail_ts, tail_dur;
+  size_t tail_len; /* 0: empty */
+  char tail[TAIL_MAX];
 } slice_prefix;
 
 /* The text of a recently written time, kept by the double's bits: a synchronous policy's
@@ -67,8 +102,11 @@ typedef struct time_text {
 
 struct hs_trace {
   /* First, so that posix_memalign's alignment of the struct is the buffer's. Records are
-   * formatted past TRACE_BUF by up to TRACE_RECORD_MAX bytes; whole TRACE_BUF chunks go out. */
-  char buf[TRACE_BUF + TRACE_RECORD_MAX];
+   * formatted past TRACE_STAGE by up to TRACE_RECORD_MAX bytes; whole TRACE_STAGE chunks go
+   * to out. */
+  char buf[TRACE_STAGE + TRACE_RECORD_MAX];
+  char *out;      /* TRACE_BUF bytes, written whole */
+  size_t out_len; /* bytes in out: a multiple of TRACE_STAGE */
   FILE *f;
   int fd;
   int direct; /* O_DIRECT is set on fd */
@@ -112,18 +150,50 @@ static void trace_write(hs_trace *t, const char *p, size_t n) {
   }
 }
 
-/* Writes the first TRACE_BUF bytes (len >= TRACE_BUF) and moves the rest to the front, so that
- * every write but the last is a whole, aligned chunk at an aligned offset. */
+/* n bytes (a multiple of 64) from src to dst, both 16-byte aligned, past the caches. */
+static void stream_copy(char *dst, const char *src, size_t n) {
+#if TRACE_STREAM && defined(__SSE2__)
+  for (size_t i = 0; i < n; i += 64) {
+    __m128i a = _mm_load_si128((const __m128i *)(src + i));
+    __m128i b = _mm_load_si128((const __m128i *)(src + i + 16));
+    __m128i c = _mm_load_si128((const __m128i *)(src + i + 32));
+    __m128i d = _mm_load_si128((const __m128i *)(src + i + 48));
+    _mm_stream_si128((__m128i *)(dst + i), a);
+    _mm_stream_si128((__m128i *)(dst + i + 16), b);
+    _mm_stream_si128((__m128i *)(dst + i + 32), c);
+    _mm_stream_si128((__m128i *)(dst + i + 48), d);
+  }
+#else
+  memcpy(dst, src, n);
+#endif
+}
+
+/* out to the file: its first n bytes. */
+static void trace_write_out(hs_trace *t, size_t n) {
+#if TRACE_STREAM && defined(__SSE2__)
+  _mm_sfence(); /* the streamed stores reach memory before the kernel reads it */
+#endif
+  trace_write(t, t->out, n);
+}
+
+/* Moves the first TRACE_STAGE bytes (len >= TRACE_STAGE) to out, writing out when it is full,
+ * and the rest to the front, so that every write but the last is a whole, aligned chunk at an
+ * aligned offset. */
 static void trace_flush_chunk(hs_trace *t) {
-  trace_write(t, t->buf, TRACE_BUF);
-  t->len -= TRACE_BUF;
-  memmove(t->buf, t->buf + TRACE_BUF, t->len);
+  stream_copy(t->out + t->out_len, t->buf, TRACE_STAGE);
+  t->out_len += TRACE_STAGE;
+  if (t->out_len == TRACE_BUF) {
+    trace_write_out(t, TRACE_BUF);
+    t->out_len = 0;
+  }
+  t->len -= TRACE_STAGE;
+  memmove(t->buf, t->buf + TRACE_STAGE, t->len);
 }
 
 /* Room for n more bytes (n <= TRACE_RECORD_MAX). */
 static char *trace_room(hs_trace *t, size_t n) {
   (void)n;
-  if (t->len >= TRACE_BUF) trace_flush_chunk(t);
+  if (t->len >= TRACE_STAGE) trace_flush_chunk(t);
   return t->buf + t->len;
 }
 
@@ -302,14 +372,27 @@ TRACE_INLINE char *put_time(hs_trace *t, char *p, double v) {
 
 int hs_trace_open_file(hs_trace **out, FILE *f, const char *path, hs_diag *d) {
   *out = NULL;
-  void *mem = NULL;
-  char *p = posix_memalign(&mem, TRACE_ALIGN, sizeof(hs_trace)) == 0 ? strdup(path) : NULL;
+  void *mem = NULL, *obuf = NULL;
+  char *p = posix_memalign(&mem, 64, sizeof(hs_trace)) == 0 &&
+                    posix_memalign(&obuf, TRACE_HUGE, TRACE_BUF) == 0
+                ? strdup(path)
+                : NULL;
   if (!p) {
     free(mem);
+    free(obuf);
     fclose(f);
     return hs_diag_set(d, HS_ENOMEM, "trace: out of memory");
   }
   hs_trace *t = mem;
+  t->out = obuf;
+  t->out_len = 0;
+#ifdef MADV_HUGEPAGE
+  /* The buffer in huge pages, where the system has them (a hint: nothing depends on it): a
+   * direct write pins the buffer's pages, one at a time for small ones, and hands the disk one
+   * segment per page (4 MiB in 4 KiB pages: five requests of 254 segments on the project's VM,
+   * one request in two 2 MiB pages). */
+  (void)madvise(t->out, TRACE_BUF, MADV_HUGEPAGE);
+#endif
   t->f = f;
   t->fd = fileno(f); /* written with write(2): the FILE is only closed at the end */
   t->direct = 0;
@@ -410,18 +493,20 @@ static void prefix_fill(slice_prefix *e, const char *name, const char *cat, int 
   memcpy(e->name, name, nn + 1);
   if (cat) memcpy(e->cat, cat, nc + 1);
   char *p = e->text;
-  memcpy(p, "{\"name\":", 8);
-  p = put_escaped(p + 8, name);
+  memcpy(p, ",\n{\"name\":", 10);
+  p = put_escaped(p + 10, name);
   if (cat) {
     memcpy(p, ",\"cat\":", 7);
     p = put_escaped(p + 7, cat);
   }
   memcpy(p, slice_mid, sizeof slice_mid - 1);
   e->len = (size_t)(p + sizeof slice_mid - 1 - e->text);
+  e->tail_ts = e->tail_dur = UINT64_C(0x7ff8000000000001);
+  e->tail_len = 0;
 }
 
 /* A new cache entry for (name, cat); NULL when the names are too long to cache. */
-static const slice_prefix *prefix_new(hs_trace *t, const char *name, const char *cat, int by_address) {
+static slice_prefix *prefix_new(hs_trace *t, const char *name, const char *cat, int by_address) {
   if (!prefix_fits(name, cat)) return NULL;
   slice_prefix *e = &t->prefix[t->next_prefix];
   t->next_prefix = (t->next_prefix + 1) % PREFIX_CACHE;
@@ -430,9 +515,9 @@ static const slice_prefix *prefix_new(hs_trace *t, const char *name, const char 
 }
 
 /* The cached prefix whose strings read as name and cat, made on first use. */
-static const slice_prefix *prefix_of(hs_trace *t, const char *name, const char *cat) {
+static slice_prefix *prefix_of(hs_trace *t, const char *name, const char *cat) {
   for (int i = 0; i < PREFIX_CACHE; i++) {
-    const slice_prefix *e = &t->prefix[i];
+    slice_prefix *e = &t->prefix[i];
     if (e->name_ptr && !e->by_address && !strcmp(e->name, name) && e->has_cat == (cat != NULL) &&
         (!cat || !strcmp(e->cat, cat)))
       return e;
@@ -442,9 +527,9 @@ static const slice_prefix *prefix_of(hs_trace *t, const char *name, const char *
 
 /* The same for strings that never change: found by address, among the entries made for such
  * strings (an address that prefix_of saw may since have been freed and reused). */
-static const slice_prefix *prefix_of_static(hs_trace *t, const char *name, const char *cat) {
+static slice_prefix *prefix_of_static(hs_trace *t, const char *name, const char *cat) {
   for (int i = 0; i < PREFIX_CACHE; i++) {
-    const slice_prefix *e = &t->prefix[i];
+    slice_prefix *e = &t->prefix[i];
     if (e->name_ptr == name && e->cat_ptr == cat && e->by_address) return e;
   }
   return prefix_new(t, name, cat, 1);
@@ -452,21 +537,24 @@ static const slice_prefix *prefix_of_static(hs_trace *t, const char *name, const
 
 /* The slice's record after its prefix e (NULL: names too long to cache, escaped through the
  * buffer). */
-TRACE_INLINE void put_slice(hs_trace *t, const slice_prefix *e, int tid, const char *name,
-                            const char *cat, double start_s, double dur_s) {
+#if defined(__GNUC__)
+__attribute__((noinline))
+#endif
+static void put_slice(hs_trace *t, slice_prefix *e, int tid, const char *name, const char *cat,
+                      double start_s, double dur_s) {
   char *p;
   if (e) {
     p = trace_room(t, TRACE_RECORD_MAX);
-    if (t->count++) {
-      memcpy(p, ",\n", 2);
-      p += 2;
-    }
+    /* Fixed sizes: a few moves, where a call would be. The first record goes without its
+     * separator. */
+    const char *text = e->text + (t->count++ ? 0 : 2);
+    size_t len = e->len - (size_t)(text - e->text);
     if (e->len <= 64) {
-      memcpy(p, e->text, 64); /* a fixed size: a few moves, where a call would be */
+      memcpy(p, text, 64);
     } else {
-      memcpy(p, e->text, e->len);
+      memcpy(p, text, len);
     }
-    p += e->len;
+    p += len;
   } else {
     trace_sep(t);
     PUT_LIT(t, "{\"name\":");
@@ -479,33 +567,78 @@ TRACE_INLINE void put_slice(hs_trace *t, const slice_prefix *e, int tid, const c
     memcpy(p, slice_mid, sizeof slice_mid - 1);
     p += sizeof slice_mid - 1;
   }
-  /* Microseconds with three decimals: nanosecond resolution, which the viewers accept. */
   if (tid >= 0 && tid < t->ntid && t->tids[tid][7]) {
     memcpy(p, t->tids[tid], 8);
     p += t->tids[tid][7];
   } else {
     p = put_int(p, tid);
   }
+  uint64_t bs, bd;
+  memcpy(&bs, &start_s, sizeof bs);
+  memcpy(&bd, &dur_s, sizeof bd);
+  if (e && e->tail_ts == bs && e->tail_dur == bd) { /* the kind's last times again */
+    memcpy(p, e->tail, TAIL_MAX);
+    t->len = (size_t)(p + e->tail_len - t->buf);
+    return;
+  }
+  /* Microseconds with three decimals: nanosecond resolution, which the viewers accept. */
+  char *q = p;
   memcpy(p, ",\"ts\":", 6);
   p = put_time(t, p + 6, start_s * 1e6);
   memcpy(p, ",\"dur\":", 7);
   p = put_time(t, p + 7, dur_s * 1e6);
   *p++ = '}';
   t->len = (size_t)(p - t->buf);
+  if (e && e->len <= 64 && p - q <= TAIL_MAX) { /* as put_slice_again copies them */
+    e->tail_ts = bs;
+    e->tail_dur = bd;
+    e->tail_len = (size_t)(p - q);
+    memcpy(e->tail, q, TAIL_MAX); /* the record's room covers the bytes past its end */
+  }
+}
+
+/* A slice of e's whose start_s and dur_s are those of e's last one (whose text e keeps: a
+ * prefix of up to 64 bytes and a tail of up to TAIL_MAX, so those times were worth writing), on
+ * a tid whose text is kept: its record copied, in fixed sizes. Returns 0 where put_slice must
+ * write it. Small, and apart from put_slice, so that the common case needs few registers. */
+TRACE_INLINE int put_slice_again(hs_trace *t, const slice_prefix *e, int tid, double start_s,
+                                 double dur_s) {
+  uint64_t bs, bd;
+  memcpy(&bs, &start_s, sizeof bs);
+  memcpy(&bd, &dur_s, sizeof bd);
+  if (e->tail_ts != bs || e->tail_dur != bd || t->len >= TRACE_STAGE || (unsigned)tid >= (unsigned)t->ntid)
+    return 0;
+  const char *td = t->tids[tid];
+  if (!td[7]) return 0;
+  char *p = t->buf + t->len;
+  memcpy(p, e->text, 64); /* the kept tail says a record was written: the separator is due */
+  p += e->len;
+  memcpy(p, td, 8);
+  p += td[7];
+  memcpy(p, e->tail, TAIL_MAX);
+  t->len = (size_t)(p + e->tail_len - t->buf);
+  t->count++;
+  return 1;
+}
+
+/* A slice worth writing: finite times, a duration that is not negative. */
+TRACE_INLINE int slice_ok(double start_s, double dur_s) {
+  return fabs(start_s) <= DBL_MAX && dur_s >= 0.0 && dur_s <= DBL_MAX;
 }
 
 void hs_trace_slice(hs_trace *t, int tid, const char *name, const char *cat, double start_s,
                     double dur_s) {
-  if (!isfinite(start_s) || !isfinite(dur_s) || dur_s < 0.0) return;
+  if (!slice_ok(start_s, dur_s)) return;
   if (!name) name = "";
   put_slice(t, prefix_of(t, name, cat), tid, name, cat, start_s, dur_s);
 }
 
 void hs_trace_slice_static(hs_trace *t, int tid, const char *name, const char *cat, double start_s,
                            double dur_s) {
-  if (!isfinite(start_s) || !isfinite(dur_s) || dur_s < 0.0) return;
+  if (!slice_ok(start_s, dur_s)) return;
   if (!name) name = "";
-  put_slice(t, prefix_of_static(t, name, cat), tid, name, cat, start_s, dur_s);
+  slice_prefix *e = prefix_of_static(t, name, cat);
+  if (!e || !put_slice_again(t, e, tid, start_s, dur_s)) put_slice(t, e, tid, name, cat, start_s, dur_s);
 }
 
 int hs_trace_kind(hs_trace *t, const char *name, const char *cat) {
@@ -515,8 +648,10 @@ int hs_trace_kind(hs_trace *t, const char *name, const char *cat) {
 }
 
 void hs_trace_slice_kind(hs_trace *t, int tid, int kind, double start_s, double dur_s) {
-  if (!isfinite(start_s) || !isfinite(dur_s) || dur_s < 0.0 || kind < 0 || kind >= t->nkinds) return;
-  put_slice(t, &t->kinds[kind], tid, NULL, NULL, start_s, dur_s);
+  if (kind < 0 || kind >= t->nkinds) return;
+  slice_prefix *e = &t->kinds[kind];
+  if (put_slice_again(t, e, tid, start_s, dur_s)) return;
+  if (slice_ok(start_s, dur_s)) put_slice(t, e, tid, NULL, NULL, start_s, dur_s);
 }
 
 uint64_t hs_trace_count(const hs_trace *t) { return t->count; }
@@ -524,17 +659,21 @@ uint64_t hs_trace_count(const hs_trace *t) { return t->count; }
 int hs_trace_close(hs_trace *t, hs_diag *d) {
   if (!t) return 0;
   PUT_LIT(t, "\n]}\n");
-  while (t->len >= TRACE_BUF) trace_flush_chunk(t);
-  /* The tail is not a whole chunk: O_DIRECT would refuse it. */
-  if (t->direct && t->len) {
+  while (t->len >= TRACE_STAGE) trace_flush_chunk(t);
+  memcpy(t->out + t->out_len, t->buf, t->len);
+  size_t n = t->out_len + t->len;
+  /* The tail's whole blocks directly too; the last, partial one O_DIRECT would refuse. */
+  size_t done = t->direct ? n / TRACE_ALIGN * TRACE_ALIGN : 0;
+  trace_write_out(t, done);
+  if (t->direct && n > done) {
     int fl = fcntl(t->fd, F_GETFL);
     if (fl == -1 || fcntl(t->fd, F_SETFL, fl & ~O_DIRECT) == -1) {
       if (!t->err) t->err = errno;
     }
     t->direct = 0;
   }
-  trace_write(t, t->buf, t->len);
-  t->len = 0;
+  trace_write(t, t->out + done, n - done);
+  t->len = t->out_len = 0;
   int e = t->err;
   /* fclose is where a file system that defers its errors (NFS, a full quota) reports them. */
   if (fclose(t->f) != 0 && !e) e = errno ? errno : EIO;
@@ -542,6 +681,7 @@ int hs_trace_close(hs_trace *t, hs_diag *d) {
   if (e) rc = hs_diag_set(d, HS_EIO, "%s: writing the trace failed: %s", t->path, strerror(e));
   free(t->path);
   free(t->tids);
+  free(t->out);
   free(t);
   return rc;
 }

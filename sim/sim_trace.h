@@ -2,9 +2,9 @@
  *
  * Contract:
  * - Writes {"displayTimeUnit":"ms","traceEvents":[ ... ]} to a file, streaming: records are
- *   formatted into the writer's own 4 MiB buffer and written a buffer at a time (with
- *   O_DIRECT on a regular file where the file system takes it), so memory stays constant
- *   however many slices are written. One record per line.
+ *   formatted into the writer's own buffers (a 4 KiB stage, then a 4 MiB chunk) and written a
+ *   chunk at a time (with O_DIRECT on a regular file where the file system takes it), so memory
+ *   stays constant however many slices are written. One record per line.
  * - Everything lives in process 1; a worker is a thread (tid). hs_trace_thread_name also
  *   writes a thread_sort_index equal to tid, so tracks appear in worker order.
  * - Times are given in seconds (simulated) and written in microseconds, the format's unit,

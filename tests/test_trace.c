@@ -1,5 +1,6 @@
 /* Tests of the Chrome trace writer: valid JSON, the slices present, errors reported. */
 #include <ctype.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -329,6 +330,151 @@ static void test_stream_to_pipe(void) {
   remove(path);
 }
 
+/* The text a trace should hold, built with snprintf alongside the writer's calls. */
+typedef struct want_text {
+  char *s;
+  size_t len, cap;
+  int records;
+} want_text;
+
+static void want_add(want_text *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void want_add(want_text *w, const char *fmt, ...) {
+  char rec[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(rec, sizeof rec, fmt, ap);
+  va_end(ap);
+  if (n < 0 || (size_t)n >= sizeof rec) return;
+  size_t need = w->len + (size_t)n + 3;
+  if (need > w->cap) {
+    size_t c = w->cap ? w->cap : 4096;
+    while (c < need) c *= 2;
+    char *p = realloc(w->s, c);
+    if (!p) return;
+    w->s = p;
+    w->cap = c;
+  }
+  if (w->records++) {
+    memcpy(w->s + w->len, ",\n", 2);
+    w->len += 2;
+  }
+  memcpy(w->s + w->len, rec, (size_t)n);
+  w->len += (size_t)n;
+}
+
+/* A slice as the writer should write it (cat NULL: none). */
+static void want_slice(want_text *w, int tid, const char *name, const char *cat, double t0, double d) {
+  if (cat)
+    want_add(w, "{\"name\":\"%s\",\"cat\":\"%s\",\"ph\":\"X\",\"pid\":1,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f}",
+             name, cat, tid, t0 * 1e6, d * 1e6);
+  else
+    want_add(w, "{\"name\":\"%s\",\"ph\":\"X\",\"pid\":1,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f}", name, tid,
+             t0 * 1e6, d * 1e6);
+}
+
+static void want_thread(want_text *w, int tid, const char *name) {
+  want_add(w, "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":%d,\"args\":{\"name\":\"%s\"}}", tid, name);
+  want_add(w, "{\"name\":\"thread_sort_index\",\"ph\":\"M\",\"pid\":1,\"tid\":%d,\"args\":{\"sort_index\":%d}}",
+           tid, tid);
+}
+
+/* The whole file: wanted text and the file's bytes the same; returns the file's length. */
+static size_t expect_file(const char *path, const want_text *w) {
+  static const char head[] = "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n", foot[] = "\n]}\n";
+  char *s = slurp(path);
+  ASSERT(s != NULL);
+  if (!s) return 0;
+  size_t n = strlen(s), hn = sizeof head - 1, fn = sizeof foot - 1;
+  size_t want = hn + w->len + fn;
+  ASSERT_EQ((long long)n, (long long)want);
+  if (n == want && (memcmp(s, head, hn) || memcmp(s + hn, w->s, w->len) || memcmp(s + hn + w->len, foot, fn))) {
+    size_t i = 0;
+    while (i < w->len && s[hn + i] == w->s[i]) i++;
+    HS_FAIL_AT("first difference at byte %zu: wanted %.80s, got %.80s", hn + i, w->s + (i > 40 ? i - 40 : 0),
+               s + hn + (i > 40 ? i - 40 : 0));
+  }
+  free(s);
+  return n;
+}
+
+/* Consecutive slices of a kind with the same start and duration (the workers of a collective,
+ * or of one GPU type), whose record the writer copies from the kind's last one: the same text
+ * as each written afresh, on tids with and without kept digits, through hs_trace_slice_kind,
+ * _static and by content, for names whose text is longer than the writer copies at once, times
+ * too long to keep, and -0.0 after 0.0 (equal values, different text). */
+static void test_repeated_times(void) {
+  const char *path = hs_test_tmp("repeat.json");
+  hs_trace *t;
+  ASSERT_EQ(hs_trace_open(&t, path, NULL), 0);
+  if (!t) return;
+  want_text w = {0};
+  for (int tid = 0; tid < 40; tid++) {
+    hs_trace_thread_name(t, tid, "w");
+    want_thread(&w, tid, "w");
+  }
+  static const char longn[] = "a name of forty characters, more or less", longc[] = "and a category of forty, also";
+  int comp = hs_trace_kind(t, "compute", "compute"), comm = hs_trace_kind(t, "allreduce", "comm");
+  int lng = hs_trace_kind(t, longn, longc), bare = hs_trace_kind(t, "step", NULL);
+  ASSERT(comp >= 0 && comm >= 0 && lng >= 0 && bare >= 0);
+  static const int tids[] = {0, 1, 2, 39, 40, 41, 1000, -1, 5, 5, 6};
+  enum { NT = sizeof tids / sizeof tids[0] };
+  for (int r = 0; r < 30; r++) {
+    double t0 = r * 0.125 + (r % 3) * 1e-7, big = 1e9 + r; /* big: 22 characters in us */
+    for (int i = 0; i < NT; i++) {
+      int tid = tids[i];
+      double d = (abs(tid) % 3 + 1) * 0.01;
+      hs_trace_slice_kind(t, tid, comp, t0, d);
+      want_slice(&w, tid, "compute", "compute", t0, d);
+      hs_trace_slice_kind(t, tid, comm, t0 + 0.05, 0.0625);
+      want_slice(&w, tid, "allreduce", "comm", t0 + 0.05, 0.0625);
+      double z = r % 2 ? -0.0 : 0.0; /* -0.000 after 0.000: equal doubles, other text */
+      hs_trace_slice_kind(t, tid, bare, t0, i % 2 ? z : 0.0);
+      want_slice(&w, tid, "step", NULL, t0, i % 2 ? z : 0.0);
+      hs_trace_slice_kind(t, tid, lng, t0, 0.5);
+      want_slice(&w, tid, longn, longc, t0, 0.5);
+      hs_trace_slice_kind(t, tid, comm, big, big);
+      want_slice(&w, tid, "allreduce", "comm", big, big);
+      hs_trace_slice_static(t, tid, "wait", "wait", t0, 0.001);
+      want_slice(&w, tid, "wait", "wait", t0, 0.001);
+      hs_trace_slice(t, tid, "push", "comm", t0, 0.002);
+      want_slice(&w, tid, "push", "comm", t0, 0.002);
+      hs_trace_slice_kind(t, tid, comp, t0, NAN); /* skipped: nothing cached for it either */
+      hs_trace_slice_kind(t, tid, comp, t0, -d);
+    }
+  }
+  ASSERT_EQ((long long)hs_trace_count(t), (long long)w.records);
+  ASSERT_EQ(hs_trace_close(t, NULL), 0);
+  expect_file(path, &w);
+  free(w.s);
+  remove(path);
+}
+
+/* A regular file of several write buffers (direct writes where the file system takes them),
+ * ending once on a whole 4 KiB block and once not: the same bytes as printf would write. */
+static void test_large_file(void) {
+  for (int exact = 0; exact < 2; exact++) {
+    const char *path = hs_test_tmp(exact ? "large-exact.json" : "large.json");
+    hs_trace *t;
+    ASSERT_EQ(hs_trace_open(&t, path, NULL), 0);
+    if (!t) return;
+    want_text w = {0};
+    int comp = hs_trace_kind(t, "compute", "compute");
+    const size_t head_foot = 39 + 1 + 4; /* the file's text around the records */
+    for (int i = 0;; i++) {
+      double t0 = i * 1e-3, d = (i % 7) * 1e-4;
+      hs_trace_slice_kind(t, i % 100, comp, t0, d);
+      want_slice(&w, i % 100, "compute", "compute", t0, d);
+      if (w.len > (size_t)40 << 20 && (!exact || (w.len + head_foot) % 4096 == 0)) break;
+      if (w.len > (size_t)48 << 20) break; /* no whole block: the test below says so */
+    }
+    ASSERT_EQ(hs_trace_close(t, NULL), 0);
+    size_t n = expect_file(path, &w);
+    if (exact) ASSERT_EQ((long long)(n % 4096), 0LL);
+    free(w.s);
+    remove(path);
+  }
+}
+
 /* hs_trace_slice_kind writes what hs_trace_slice writes for the kind's names; the writer gives
  * HS_TRACE_KINDS kinds, none for names too long, and ignores an id it did not give. */
 static void test_kinds(void) {
@@ -390,6 +536,8 @@ static const hs_test_case cases[] = {
     {"static_names_and_tids", test_static_names_and_tids},
     {"kinds", test_kinds},
     {"stream_to_pipe", test_stream_to_pipe},
+    {"repeated_times", test_repeated_times},
+    {"large_file", test_large_file},
     {NULL, NULL},
 };
 
