@@ -13,26 +13,129 @@ double hs_cal_now(void) {
   return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+/* --- lock-step timing over threads -------------------------------------------------------- */
+
+typedef struct lockstep_run {
+  const hs_cal_lockstep *ls;
+  const hs_cal_comm_opts *o;
+  const hs_cpus *cpus;        /* thread i pinned to cpus->id[i] when not NULL */
+  pthread_barrier_t bar;
+  pthread_mutex_t mu;
+  uint64_t rep;               /* repetitions run, warm-up included: written by thread 0 between barriers */
+  int done;                   /* written by thread 0 between barriers */
+  int rc;                     /* the first failure (under mu), or thread 0's verdict */
+  hs_diag err;
+  double *samples;            /* timed repetitions */
+  int nsamples;
+} lockstep_run;
+
+typedef struct lockstep_arg {
+  lockstep_run *r;
+  int rank;
+} lockstep_arg;
+
+static void *lockstep_main(void *p) {
+  lockstep_arg *a = p;
+  lockstep_run *r = a->r;
+  const hs_cal_lockstep *ls = r->ls;
+  if (r->cpus) hs_pin_self(r->cpus, a->rank);
+  for (;;) {
+    if (ls->prepare) ls->prepare(ls->ctx, a->rank);
+    pthread_barrier_wait(&r->bar);
+    double t0 = a->rank == 0 ? hs_cal_now() : 0;
+    hs_diag od = {0};
+    int rc = ls->op(ls->ctx, a->rank, r->rep, &od);
+    if (rc) {
+      pthread_mutex_lock(&r->mu);
+      if (!r->rc) r->rc = rc, r->err = od;
+      pthread_mutex_unlock(&r->mu);
+      if (ls->abort) ls->abort(ls->ctx); /* the others return instead of waiting for this one */
+    }
+    pthread_barrier_wait(&r->bar);
+    if (a->rank == 0) {
+      double t = hs_cal_now() - t0;
+      pthread_mutex_lock(&r->mu);
+      int failed = r->rc;
+      pthread_mutex_unlock(&r->mu);
+      if (failed) {
+        r->done = 1;
+      } else if (r->o->stop && *r->o->stop) {
+        r->rc = hs_diag_set(&r->err, HS_EINTR, "interrupted");
+        r->done = 1;
+      } else {
+        if (r->rep++ >= (uint64_t)r->o->warmup) r->samples[r->nsamples++] = t;
+        if (r->nsamples > 0) {
+          int st = hs_cal_stable(r->samples, r->nsamples, &r->o->rule, &r->err);
+          if (st < 0) r->rc = st;
+          r->done = st != 0;
+        }
+      }
+    }
+    /* Thread 0's verdict, seen by all: another repetition, or the end (the buffers then hold
+     * the last operation's result). */
+    pthread_barrier_wait(&r->bar);
+    if (r->done) break;
+  }
+  return NULL;
+}
+
+int hs_cal_time_lockstep(const hs_cal_lockstep *ls, const hs_cal_comm_opts *o, hs_cal_stats *out, hs_diag *d) {
+  int rc = hs_cal_rule_check(&o->rule, d);
+  if (rc) return rc;
+  int world = ls->world;
+  if (world < 1 || world > 1024) return hs_diag_set(d, HS_EINVAL, "lock-step timing: 1 to 1024 threads, got %d", world);
+  lockstep_run r = {.ls = ls, .o = o};
+  hs_cpus cpus;
+  if (!o->no_pin && hs_cpus_allowed(&cpus) >= world) r.cpus = &cpus; /* as the runtime pins its workers */
+  r.samples = malloc((size_t)o->rule.max_reps * sizeof *r.samples);
+  pthread_t *th = calloc((size_t)world, sizeof *th);
+  lockstep_arg *args = calloc((size_t)world, sizeof *args);
+  if (!r.samples || !th || !args) {
+    rc = hs_diag_set(d, HS_ENOMEM, "lock-step timing: out of memory for %d threads", world);
+    goto out;
+  }
+  if (pthread_barrier_init(&r.bar, NULL, (unsigned)world)) {
+    rc = hs_diag_set(d, HS_ERUNTIME, "lock-step timing: cannot create a barrier");
+    goto out;
+  }
+  pthread_mutex_init(&r.mu, NULL);
+  int started = 0;
+  for (int i = 1; i < world; i++) {
+    args[i] = (lockstep_arg){.r = &r, .rank = i};
+    if (pthread_create(&th[i], NULL, lockstep_main, &args[i])) break;
+    started++;
+  }
+  if (started < world - 1) {
+    /* The started threads wait at the first barrier for members that will never come: they
+     * are cancelled instead. */
+    for (int i = 1; i <= started; i++) pthread_cancel(th[i]);
+    for (int i = 1; i <= started; i++) pthread_join(th[i], NULL);
+    rc = hs_diag_set(d, HS_ERUNTIME, "lock-step timing: cannot start %d threads", world);
+  } else {
+    args[0] = (lockstep_arg){.r = &r, .rank = 0};
+    lockstep_main(&args[0]);
+    if (r.cpus) hs_pin_restore(r.cpus);
+    for (int i = 1; i < world; i++) pthread_join(th[i], NULL);
+    rc = r.rc ? hs_diag_set(d, r.rc, "%s", r.err.msg) : hs_cal_stats_of(r.samples, r.nsamples, out, d);
+  }
+  pthread_mutex_destroy(&r.mu);
+  pthread_barrier_destroy(&r.bar);
+out:
+  free(r.samples);
+  free(th);
+  free(args);
+  return rc;
+}
+
+/* --- the cpu backend's all-reduce -------------------------------------------------------- */
+
 typedef struct ring {
   int world;
   size_t n;                   /* floats per buffer */
   float **buf;
   double *wts;                /* 1/world each, as the backend weighs an equal-batch all-reduce */
-  pthread_barrier_t bar;
-  const hs_cal_comm_opts *o;
-  int done;                   /* written by thread 0 between barriers */
-  int rc;                     /* thread 0's verdict */
-  int reps;                   /* repetitions run, warm-up included */
-  double *samples;            /* timed repetitions */
-  int nsamples;
-  hs_diag *d;
-  const hs_cpus *cpus;        /* thread i pinned to cpus->id[i] when not NULL */
+  pthread_barrier_t bar;      /* between the reduce and the gather */
 } ring;
-
-typedef struct ring_arg {
-  ring *r;
-  int rank;
-} ring_arg;
 
 static void chunk_of(int64_t n, int nranks, int c, int64_t *lo, int64_t *hi) {
   *lo = n * c / nranks;
@@ -71,45 +174,26 @@ void hs_cal_reduce_all(float *const *bufs, const double *wts, int nranks, int64_
   for (int me = 0; me < nranks; me++) hs_cal_gather_chunks(bufs, nranks, me, n);
 }
 
-static void allreduce_once(ring *r, int rank) {
+/* Untimed: each participant first writes its own buffer, as a backward pass leaves its
+ * gradient, so that the all-reduce reads and writes the others' buffers where a run finds them,
+ * in the cache of the core that wrote them, not in the timing thread's own. */
+static void ring_prepare(void *ctx, int rank) {
+  ring *r = ctx;
+  float *mine = r->buf[rank], v = (float)(rank + 1);
+  for (size_t i = 0; i < r->n; i++) mine[i] = v;
+}
+
+static int ring_allreduce(void *ctx, int rank, uint64_t rep, hs_diag *d) {
+  (void)rep, (void)d;
+  ring *r = ctx;
   if (r->world <= HS_CAL_SERIAL_RANKS) {
     if (rank == 0) hs_cal_reduce_all(r->buf, r->wts, r->world, (int64_t)r->n);
-    return;
+    return 0;
   }
   hs_cal_reduce_chunk(r->buf, r->wts, r->world, rank, (int64_t)r->n);
   pthread_barrier_wait(&r->bar);
   hs_cal_gather_chunks(r->buf, r->world, rank, (int64_t)r->n);
-}
-
-static void *ring_main(void *p) {
-  ring_arg *a = p;
-  ring *r = a->r;
-  if (r->cpus) hs_pin_self(r->cpus, a->rank);
-  float *mine = r->buf[a->rank], v = (float)(a->rank + 1);
-  for (;;) {
-    /* Untimed: each participant first writes its own buffer, as a backward pass leaves its
-     * gradient, so that the all-reduce reads and writes the others' buffers where a run finds
-     * them, in the cache of the core that wrote them, not in the timing thread's own. */
-    for (size_t i = 0; i < r->n; i++) mine[i] = v;
-    pthread_barrier_wait(&r->bar);
-    if (r->done) break;
-    double t0 = a->rank == 0 ? hs_cal_now() : 0;
-    allreduce_once(r, a->rank);
-    pthread_barrier_wait(&r->bar);
-    if (a->rank == 0) {
-      double t = hs_cal_now() - t0;
-      if (r->reps++ >= r->o->warmup) r->samples[r->nsamples++] = t;
-      if (r->o->stop && *r->o->stop) {
-        r->rc = hs_diag_set(r->d, HS_EINTR, "interrupted");
-        r->done = 1;
-      } else if (r->nsamples > 0) {
-        int st = hs_cal_stable(r->samples, r->nsamples, &r->o->rule, r->d);
-        if (st < 0) r->rc = st;
-        r->done = st != 0;
-      }
-    }
-  }
-  return NULL;
+  return 0;
 }
 
 int hs_cal_time_allreduce(int world, int64_t bytes, const hs_cal_comm_opts *o,
@@ -118,54 +202,25 @@ int hs_cal_time_allreduce(int world, int64_t bytes, const hs_cal_comm_opts *o,
   if (rc) return rc;
   if (world < 2 || world > 1024) return hs_diag_set(d, HS_EINVAL, "all-reduce: world size must be 2 to 1024, got %d", world);
   if (bytes < 4) return hs_diag_set(d, HS_EINVAL, "all-reduce: message must be at least 4 bytes, got %lld", (long long)bytes);
-  ring r = {.world = world, .n = (size_t)bytes / sizeof(float), .o = o, .d = d};
-  hs_cpus cpus;
-  if (!o->no_pin && hs_cpus_allowed(&cpus) >= world) r.cpus = &cpus; /* as the runtime pins its workers */
+  ring r = {.world = world, .n = (size_t)bytes / sizeof(float)};
   r.buf = calloc((size_t)world, sizeof *r.buf);
   r.wts = malloc((size_t)world * sizeof *r.wts);
-  r.samples = malloc((size_t)o->rule.max_reps * sizeof *r.samples);
-  pthread_t *th = calloc((size_t)world, sizeof *th);
-  ring_arg *args = calloc((size_t)world, sizeof *args);
-  int ok = r.buf && r.wts && r.samples && th && args;
+  int ok = r.buf && r.wts;
   for (int i = 0; ok && i < world; i++) r.wts[i] = 1.0 / world;
   for (int i = 0; ok && i < world; i++) ok = (r.buf[i] = calloc(r.n, sizeof(float))) != NULL;
   if (!ok) {
     rc = hs_diag_set(d, HS_ENOMEM, "all-reduce: out of memory for %d buffers of %lld bytes", world, (long long)bytes);
-    goto out;
-  }
-  if (pthread_barrier_init(&r.bar, NULL, (unsigned)world)) {
+  } else if (pthread_barrier_init(&r.bar, NULL, (unsigned)world)) {
     rc = hs_diag_set(d, HS_ERUNTIME, "all-reduce: cannot create a barrier");
-    goto out;
-  }
-  int started = 0;
-  for (int i = 1; i < world; i++) {
-    args[i] = (ring_arg){.r = &r, .rank = i};
-    if (pthread_create(&th[i], NULL, ring_main, &args[i])) break;
-    started++;
-  }
-  if (started < world - 1) {
-    /* Release the started threads: they wait at the first barrier for all world members,
-     * which will never come, so they are cancelled instead. */
-    for (int i = 1; i <= started; i++) pthread_cancel(th[i]);
-    for (int i = 1; i <= started; i++) pthread_join(th[i], NULL);
+  } else {
+    hs_cal_lockstep ls = {.world = world, .ctx = &r, .prepare = ring_prepare, .op = ring_allreduce};
+    rc = hs_cal_time_lockstep(&ls, o, out, d);
+    if (rc) hs_diag_prefix(d, "all-reduce");
     pthread_barrier_destroy(&r.bar);
-    rc = hs_diag_set(d, HS_ERUNTIME, "all-reduce: cannot start %d threads", world);
-    goto out;
   }
-  args[0] = (ring_arg){.r = &r, .rank = 0};
-  ring_main(&args[0]);
-  if (r.cpus) hs_pin_restore(r.cpus);
-  for (int i = 1; i < world; i++) pthread_join(th[i], NULL);
-  pthread_barrier_destroy(&r.bar);
-  rc = r.rc;
-  if (!rc) rc = hs_cal_stats_of(r.samples, r.nsamples, out, d);
-out:
   for (int i = 0; r.buf && i < world; i++) free(r.buf[i]);
   free(r.buf);
   free(r.wts);
-  free(r.samples);
-  free(th);
-  free(args);
   return rc;
 }
 

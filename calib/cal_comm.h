@@ -37,6 +37,26 @@ typedef struct hs_cal_comm_opts {
 
 int hs_cal_time_allreduce(int world_size, int64_t bytes, const hs_cal_comm_opts *o,
                           hs_cal_stats *out, hs_diag *d);
+
+/* Lock-step timing of an operation that `world` threads run together (the all-reduce above, and
+ * a backend's own operations in real/real_comm_calib.h): thread i (pinned to the i-th allowed
+ * CPU unless no_pin or too few CPUs; thread 0 is the caller's) runs prepare(ctx, i) untimed (may
+ * be NULL), waits at a barrier, runs op(ctx, i, rep, d) (rep counts the repetitions from 0,
+ * warm-up included: an id that is the same for every thread of one repetition) and waits at a
+ * barrier again; thread 0 times from its first barrier to its second, and after a third
+ * (untimed) barrier every thread learns whether another repetition follows. `warmup` untimed
+ * repetitions, then timed ones until the rule of cal_time.h stops them. An op that fails calls
+ * abort(ctx) (may be NULL), so that the others return instead of waiting for it; the first
+ * failure ends the timing and is returned, with its message. */
+typedef struct hs_cal_lockstep {
+  int world;                                              /* 1 to 1024 threads */
+  void *ctx;
+  void (*prepare)(void *ctx, int rank);
+  int (*op)(void *ctx, int rank, uint64_t rep, hs_diag *d);
+  void (*abort)(void *ctx);
+} hs_cal_lockstep;
+int hs_cal_time_lockstep(const hs_cal_lockstep *ls, const hs_cal_comm_opts *o, hs_cal_stats *out,
+                         hs_diag *d);
 int hs_cal_time_p2p(int64_t bytes, const hs_cal_comm_opts *o, hs_cal_stats *out, hs_diag *d);
 
 /* Hand-off latency ("wake"): how long a thread blocked on a condition variable takes to run

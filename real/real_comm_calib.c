@@ -1,167 +1,77 @@
 #include "real/real_comm_calib.h"
 
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "calib/cal_store.h"
-#include "core/core_affinity.h"
 #include "nn/nn_net.h"
 
 enum { MIN_BYTES = 4096, MAX_WORLD = 64 };
 
-typedef struct timer {
+/* One operation of the backend, as the lock-step timer (calib/cal_comm.h) runs it on every
+ * thread: the all-reduce of every participant, or for p2p rank 1's send to rank 0 and rank 0's
+ * receive (other threads, if any, only keep the barriers). */
+typedef struct timed_op {
   const hs_real_comm_ops *ops;
   hs_real_comm *c;
   float *const *bufs;
-  int world, p2p;
+  int world, p2p, host; /* host: the buffers are host memory, written before each repetition */
   int64_t n;
+  uint64_t base;        /* operation ids (and tags) of this size: base + rep */
   int *ranks;
   double *wts;
-  const hs_cal_comm_opts *o;
-  const hs_cpus *cpus;
-  pthread_barrier_t bar;
-  pthread_mutex_t mu;
-  uint64_t op;       /* the operation id (the message tag for p2p), set by rank 0 between barriers */
-  int done;          /* written by rank 0 between barriers */
-  int rc;            /* the first failure, under mu */
-  hs_diag err;
-  int reps;
-  double *samples;
-  int nsamples;
-} timer;
+} timed_op;
 
-typedef struct timer_arg {
-  timer *t;
-  int rank;
-} timer_arg;
-
-static void failed(timer *t, int rc, const hs_diag *why) {
-  pthread_mutex_lock(&t->mu);
-  if (!t->rc) {
-    t->rc = rc;
-    t->err = *why;
-  }
-  pthread_mutex_unlock(&t->mu);
-  t->ops->abort(t->c); /* the others return instead of waiting for this participant */
+/* Untimed: the participant writes its own buffer, as a backward pass leaves its gradient (host
+ * memory only: a device buffer is where the net's kernels left it). */
+static void op_prepare(void *ctx, int rank) {
+  timed_op *t = ctx;
+  if (!t->host) return;
+  float *mine = t->bufs[rank], v = (float)(rank + 1);
+  for (int64_t i = 0; i < t->n; i++) mine[i] = v;
 }
 
-/* One participant's operation: the all-reduce, or for p2p rank 1 sends to rank 0, which receives
- * (the others, if any, only keep the barriers). */
-static int once(timer *t, int rank, hs_diag *d) {
-  if (!t->p2p)
-    return t->ops->allreduce(t->c, t->op, rank, t->bufs[rank], t->n, t->ranks, t->world, t->wts, d);
-  if (rank == 1) return t->ops->send(t->c, 1, 0, t->op, t->bufs[1], t->n, d);
-  if (rank == 0) return t->ops->recv(t->c, 0, 1, t->op, t->bufs[0], t->n, d);
+static int op_run(void *ctx, int rank, uint64_t rep, hs_diag *d) {
+  timed_op *t = ctx;
+  uint64_t id = t->base + rep;
+  if (!t->p2p) return t->ops->allreduce(t->c, id, rank, t->bufs[rank], t->n, t->ranks, t->world, t->wts, d);
+  if (rank == 1) return t->ops->send(t->c, 1, 0, id, t->bufs[1], t->n, d);
+  if (rank == 0) return t->ops->recv(t->c, 0, 1, id, t->bufs[0], t->n, d);
   return 0;
 }
 
-static void *timer_main(void *p) {
-  timer_arg *a = p;
-  timer *t = a->t;
-  if (t->cpus) hs_pin_self(t->cpus, a->rank);
-  float *mine = t->bufs[a->rank], v = (float)(a->rank + 1);
-  int host = !t->ops->device_buffers || t->p2p;
-  for (;;) {
-    /* Untimed: the participant writes its own buffer, as a backward pass leaves its gradient
-     * (host memory only: a device buffer is where the net's kernels left it). */
-    if (host)
-      for (int64_t i = 0; i < t->n; i++) mine[i] = v;
-    pthread_barrier_wait(&t->bar);
-    double t0 = a->rank == 0 ? hs_cal_now() : 0;
-    hs_diag od = {0};
-    int rc = once(t, a->rank, &od);
-    if (rc) failed(t, rc, &od);
-    pthread_barrier_wait(&t->bar);
-    if (a->rank == 0) {
-      double dt = hs_cal_now() - t0;
-      t->op++;
-      pthread_mutex_lock(&t->mu);
-      int bad = t->rc;
-      pthread_mutex_unlock(&t->mu);
-      if (bad) {
-        t->done = 1;
-      } else if (t->o->stop && *t->o->stop) {
-        t->rc = hs_diag_set(&t->err, HS_EINTR, "interrupted");
-        t->done = 1;
-      } else {
-        if (t->reps++ >= t->o->warmup) t->samples[t->nsamples++] = dt;
-        if (t->nsamples > 0) {
-          int st = hs_cal_stable(t->samples, t->nsamples, &t->o->rule, &t->err);
-          if (st < 0) t->rc = st;
-          t->done = st != 0;
-        }
-      }
-    }
-    /* Rank 0's verdict, seen by all; the buffers then hold the last operation's result. */
-    pthread_barrier_wait(&t->bar);
-    if (t->done) break;
-  }
-  return NULL;
+static void op_abort(void *ctx) {
+  timed_op *t = ctx;
+  t->ops->abort(t->c);
 }
 
 static int time_op(const hs_real_comm_ops *ops, hs_real_comm *c, float *const *bufs, int world, int p2p,
-                   int64_t n, uint64_t *op_id, const hs_cal_comm_opts *o, hs_cal_stats *out, hs_diag *d) {
-  int rc = hs_cal_rule_check(&o->rule, d);
-  if (rc) return rc;
+                   int64_t n, uint64_t base, const hs_cal_comm_opts *o, hs_cal_stats *out, hs_diag *d) {
   if (world < 2 || world > MAX_WORLD)
     return hs_diag_set(d, HS_EINVAL, "%s timing: world size must be 2 to %d, got %d", ops->name, MAX_WORLD, world);
   if (n < 1) return hs_diag_set(d, HS_EINVAL, "%s timing: a message of %lld floats", ops->name, (long long)n);
-  timer t = {.ops = ops, .c = c, .bufs = bufs, .world = world, .p2p = p2p, .n = n, .o = o, .op = *op_id};
-  hs_cpus cpus;
-  if (!o->no_pin && hs_cpus_allowed(&cpus) >= world) t.cpus = &cpus; /* as the runtime pins its workers */
+  timed_op t = {.ops = ops, .c = c, .bufs = bufs, .world = world, .p2p = p2p, .host = !ops->device_buffers || p2p,
+                .n = n, .base = base};
+  int rc;
   t.ranks = malloc((size_t)world * sizeof *t.ranks);
   t.wts = malloc((size_t)world * sizeof *t.wts);
-  t.samples = malloc((size_t)o->rule.max_reps * sizeof *t.samples);
-  pthread_t *th = calloc((size_t)world, sizeof *th);
-  timer_arg *args = calloc((size_t)world, sizeof *args);
-  if (!t.ranks || !t.wts || !t.samples || !th || !args) {
+  if (!t.ranks || !t.wts) {
     rc = hs_diag_set(d, HS_ENOMEM, "%s timing: out of memory", ops->name);
-    goto out;
-  }
-  for (int i = 0; i < world; i++) t.ranks[i] = i, t.wts[i] = 1.0 / world;
-  if (pthread_barrier_init(&t.bar, NULL, (unsigned)world)) {
-    rc = hs_diag_set(d, HS_ERUNTIME, "%s timing: cannot create a barrier", ops->name);
-    goto out;
-  }
-  pthread_mutex_init(&t.mu, NULL);
-  int started = 0;
-  for (int i = 1; i < world; i++) {
-    args[i] = (timer_arg){.t = &t, .rank = i};
-    if (pthread_create(&th[i], NULL, timer_main, &args[i])) break;
-    started++;
-  }
-  if (started < world - 1) {
-    /* The started threads wait at the first barrier for members that never come. */
-    for (int i = 1; i <= started; i++) pthread_cancel(th[i]);
-    for (int i = 1; i <= started; i++) pthread_join(th[i], NULL);
-    rc = hs_diag_set(d, HS_ERUNTIME, "%s timing: cannot start %d threads", ops->name, world);
   } else {
-    args[0] = (timer_arg){.t = &t, .rank = 0};
-    timer_main(&args[0]);
-    if (t.cpus) hs_pin_restore(t.cpus);
-    for (int i = 1; i < world; i++) pthread_join(th[i], NULL);
-    rc = t.rc ? hs_diag_set(d, t.rc, "%s %s of %lld bytes: %s", ops->name, p2p ? "send/recv" : "all-reduce",
-                            (long long)n * 4, t.err.msg)
-              : hs_cal_stats_of(t.samples, t.nsamples, out, d);
+    for (int i = 0; i < world; i++) t.ranks[i] = i, t.wts[i] = 1.0 / world;
+    hs_cal_lockstep ls = {.world = world, .ctx = &t, .prepare = op_prepare, .op = op_run, .abort = op_abort};
+    if ((rc = hs_cal_time_lockstep(&ls, o, out, d)))
+      hs_diag_prefix(d, "%s %s of %lld bytes", ops->name, p2p ? "send/recv" : "all-reduce", (long long)n * 4);
   }
-  pthread_mutex_destroy(&t.mu);
-  pthread_barrier_destroy(&t.bar);
-  *op_id = t.op;
-out:
   free(t.ranks);
   free(t.wts);
-  free(t.samples);
-  free(th);
-  free(args);
   return rc;
 }
 
 int hs_real_comm_time_allreduce(const hs_real_comm_ops *ops, hs_real_comm *c, float *const *bufs, int world,
                                 int64_t n, const hs_cal_comm_opts *o, hs_cal_stats *out, hs_diag *d) {
-  uint64_t op = 1;
-  return time_op(ops, c, bufs, world, 0, n, &op, o, out, d);
+  return time_op(ops, c, bufs, world, 0, n, 1, o, out, d);
 }
 
 /* The sizes of the sweep: MIN_BYTES x 4^k up to min(max, grad), then grad. */
@@ -177,7 +87,6 @@ static int sweep(hs_store *s, int64_t dev_id, const hs_real_comm_calib_opts *o, 
   hs_comm_key key = {.device = dev_id, .backend = o->backend, .op = cr->op, .world_size = cr->world_size};
   int64_t sizes[40];
   int ns = sizes_of(o->max_bytes, grad_bytes, sizes, 40), rc = 0;
-  uint64_t op_id = 1;
   for (int i = 0; i < ns; i++) {
     int stored = 0;
     if ((rc = hs_cal_comm_stored(s, &key, sizes[i], &stored, d))) return rc;
@@ -186,7 +95,9 @@ static int sweep(hs_store *s, int64_t dev_id, const hs_real_comm_calib_opts *o, 
       continue;
     }
     hs_cal_stats st;
-    if ((rc = time_op(ops, c, bufs, cr->world_size, p2p, sizes[i] / 4, &op_id, &o->timing, &st, d)) ||
+    /* Each size its own range of operation ids (a size is at most max_reps + warmup of them). */
+    uint64_t base = ((uint64_t)i + 1) << 32;
+    if ((rc = time_op(ops, c, bufs, cr->world_size, p2p, sizes[i] / 4, base, &o->timing, &st, d)) ||
         (rc = hs_cal_store_comm_sample(s, &key, sizes[i], &st, d)))
       return rc;
     cr->measured++;

@@ -10,14 +10,13 @@
  * where the local backend finds each buffer's owning net), and `world` threads call the
  * backend's allreduce on them with the run's weights (1/world each).
  *
- * One message size (hs_real_comm_time_allreduce): every thread waits at a barrier, rank 0 takes
- * the time, every thread calls allreduce on the first n floats of its buffer, a barrier again, and
- * rank 0 takes the time (then an untimed barrier shares its verdict: go on or stop); with host
- * buffers each thread first writes its own buffer, untimed, as a backward pass leaves its gradient
- * (cal_comm.h says why). `warmup` untimed repetitions, then timed ones until the rule of
- * cal_time.h stops them. Threads are pinned as the runtime pins its workers (the i-th allowed CPU)
- * unless no_pin or too few CPUs. A failing participant aborts the backend, so that the others
- * return instead of waiting for it, and the first failure is returned.
+ * One message size (hs_real_comm_time_allreduce) is timed by calib's lock-step timer
+ * (hs_cal_time_lockstep, cal_comm.h): every thread calls allreduce on the first n floats of its
+ * buffer between two barriers, timed on rank 0; with host buffers each thread first writes its
+ * own buffer, untimed, as a backward pass leaves its gradient (cal_comm.h says why). Threads are
+ * pinned as the runtime pins its workers unless no_pin or too few CPUs. A failing participant
+ * aborts the backend, so that the others return instead of waiting for it, and the first
+ * failure is returned.
  *
  * The sweep (hs_real_comm_calibrate): sizes 4 KiB x 4^k up to min(max_bytes, the gradient), and
  * the gradient itself (the message of a run of the model), each stored as comm_sample(backend,
