@@ -32,7 +32,10 @@
 # number with SLOW_MODE repeat), SLOW_MODE (sleep or repeat), REPEATS,
 # BUDGET (2 s of timed steps per batch size in the profile), PROFILE_BATCHES (default spans what
 # lbb may give a worker), QUICK=1 (CI: one pass, tiny batches and iterations; checks that the
-# path runs, not the numbers).
+# path runs, not the numbers), SUMMARY_ONLY=1 (no new pass: the summary of those in OUTDIR).
+# The summary gives each case's median over the passes with its distribution-free 95% interval
+# (order statistics; at 5 passes only the extremes, a 93.75% interval): a pass's error moves by
+# tens of percent on this VM, so a target of a few percent needs tens of passes.
 # Needs /usr/bin/python3 with torch (Debian's python3-torch). Quiet machine for the figures.
 set -euo pipefail
 H=$(readlink -f "${1:?usage: bench_ddp.sh HETSIM [OUTDIR]}")
@@ -126,13 +129,36 @@ ddp_run lbb "$LBB" "$SLOW"
 printf '{"homo": %s, "slow": %s, "lbb": %s, "lbb_batches": [%s]}\n' "$s_homo" "$s_slow" "$s_lbb" "$LBB" >"$P/sim.json"
 }
 
-for k in $(seq 1 "$REPEATS"); do
-  log "pass $k of $REPEATS"
-  one_pass "$OUT/pass$k"
-done
+if [ "${SUMMARY_ONLY:-0}" = 1 ]; then
+  # Only the summary, of the passes OUTDIR already holds (pass1, pass2, ...).
+  REPEATS=0
+  while [ -f "$OUT/pass$((REPEATS + 1))/sim.json" ]; do REPEATS=$((REPEATS + 1)); done
+  [ "$REPEATS" -gt 0 ] || { echo "bench_ddp.sh: SUMMARY_ONLY=1: no pass1/sim.json in $OUT" >&2; exit 2; }
+else
+  for k in $(seq 1 "$REPEATS"); do
+    log "pass $k of $REPEATS"
+    one_pass "$OUT/pass$k"
+  done
+fi
 
 "$PY" - "$OUT" "$REPEATS" "$MODEL" "$BATCH" "$SLOW" "$SLOW_MODE" <<'PY'
 import json, statistics, sys
+from math import comb
+
+
+def median_ci(xs, level=0.95):
+    """The distribution-free interval of the median of xs: [x_(k), x_(n-k+1)] for the largest k
+    with P(Binomial(n, 1/2) < k) <= (1 - level) / 2, and its coverage (the extremes, with theirs,
+    when n is too small for the level: 93.75% at 5 passes)."""
+    x, n = sorted(xs), len(xs)
+    k, below = 0, 0.0
+    while below + comb(n, k) / 2 ** n <= (1 - level) / 2:
+        below += comb(n, k) / 2 ** n
+        k += 1
+    k = max(k, 1)
+    return x[k - 1], x[n - k], 1 - 2 * sum(comb(n, i) for i in range(k)) / 2 ** n
+
+
 out, reps, model, batch, slow, slow_mode = sys.argv[1:]
 reps = int(reps)
 res = {"model": model, "batch_per_rank": int(batch), "slowdown": float(slow), "slow_mode": slow_mode,
@@ -154,12 +180,17 @@ for k in range(1, reps + 1):
 for name in ("homo", "slow", "lbb"):
     errs = [r["cases"][name]["error"] for r in res["passes"]]
     spreads = [r["cases"][name]["ddp_compute_spread"] for r in res["passes"]]
+    lo, hi, cover = median_ci(errs)
+    slo, shi, _ = median_ci(spreads)
     res["cases"][name] = {"median_error": statistics.median(errs), "errors": errs,
+                          "median_error_interval": [lo, hi], "interval_coverage": cover,
                           "median_ddp_compute_spread": statistics.median(spreads),
+                          "median_ddp_compute_spread_interval": [slo, shi],
                           # the last pass's figures, for a quick look
                           **res["passes"][-1]["cases"][name]}
-    print(f"median {name:6} error {statistics.median(errs):+.3f} (passes: "
-          f"{', '.join(f'{e:+.3f}' for e in errs)}); DDP compute spread {statistics.median(spreads):.3f}")
+    print(f"median {name:6} error {statistics.median(errs):+.3f} ({cover:.1%} interval of the median "
+          f"{lo:+.3f} to {hi:+.3f}; passes: {', '.join(f'{e:+.3f}' for e in errs)}); DDP compute spread "
+          f"{statistics.median(spreads):.3f} ({slo:.3f} to {shi:.3f})")
 res["lbb_batches"] = res["passes"][-1]["lbb_batches"]
 json.dump(res, open(f"{out}/results.json", "w"), indent=1)
 print(f"results: {out}/results.json")
