@@ -130,10 +130,10 @@ ends_within_60s() {
   wait "$pid"
 }
 
-# slow_cluster FILE: writes a cluster of two cpu workers in which worker 1 is three times slower
-# from the start (slowdown emulation).
+# slow_cluster FILE [FACTOR]: writes a cluster of two cpu workers in which worker 1 is FACTOR
+# (default 3.0) times slower from the start (slowdown emulation).
 slow_cluster() {
-  cat >"$1" <<'YAML'
+  cat >"$1" <<YAML
 name: slow
 network: {bandwidth: 10Gbps, latency: 20us}
 device_types:
@@ -143,7 +143,7 @@ nodes:
     link: {bandwidth: 8GB/s, latency: 5us}
     devices: [{type: c, count: 2}]
 events:
-  - {at: 0s, worker: 1, slowdown: 3.0}
+  - {at: 0s, worker: 1, slowdown: ${2:-3.0}}
 YAML
 }
 
