@@ -299,10 +299,51 @@ out:
   return med;
 }
 
+enum { FALL_GRID = 256 };
+
+/* The batches at which a fit is checked for falling: a geometric grid of FALL_GRID batches
+ * from 1 to the largest sample, and every sample batch, ascending, into pts (FALL_GRID + n). */
+static int fall_points(const double *b, int n, double *pts) {
+  double bmax = 1;
+  for (int i = 0; i < n; i++) bmax = fmax(bmax, b[i]);
+  int np = 0;
+  for (int g = 0; g < FALL_GRID; g++) pts[np++] = exp(log(bmax) * g / (FALL_GRID - 1));
+  for (int i = 0; i < n; i++) pts[np++] = b[i];
+  gsl_sort(pts, 1, (size_t)np);
+  return np;
+}
+
+/* 1 when model m's time falls, or is not positive, at the ascending batches pts (fall_points),
+ * with the place in why. Step times grow with the batch; a fit that falls is noise fitted as
+ * shape (a flat segment tilted down by a noisy point), and its users would take it literally:
+ * LBB's solve and the simulator's batch rules assume that a larger batch never takes less
+ * time. */
+static int model_falls(const hs_perf_model *m, const double *pts, int np, char *why, size_t why_size) {
+  double prev = NAN, prev_b = NAN;
+  for (int j = 0; j < np; j++) {
+    double t = hs_perf_eval(m, pts[j]);
+    if (!(t > 0)) {
+      snprintf(why, why_size, "the fitted time is %.3g s at batch %.4g", t, pts[j]);
+      return 1;
+    }
+    /* A fall within rounding (a flat segment evaluated at two nearby batches) is not one. */
+    if (j > 0 && t < prev * (1 - 1e-9)) {
+      snprintf(why, why_size, "the fitted time falls from %.4g s at batch %.4g to %.4g s at "
+               "batch %.4g", prev, prev_b, t, pts[j]);
+      return 1;
+    }
+    prev = t, prev_b = pts[j];
+  }
+  return 0;
+}
+
 int hs_fit_select(const double *b, const double *t, int n, hs_fit_set *out, hs_diag *d) {
   memset(out, 0, sizeof *out);
   int rc = check_points(b, t, n, HS_FIT_MIN_POINTS, d);
   if (rc) return rc;
+  double *pts = malloc((size_t)(FALL_GRID + n) * sizeof *pts);
+  if (!pts) return hs_diag_set(d, HS_ENOMEM, "out of memory");
+  int np = fall_points(b, n, pts);
   double best = INFINITY;
   for (int f = 0; f < HS_PERF_FORMS; f++) {
     hs_fit_result *r = &out->r[f];
@@ -316,13 +357,24 @@ int hs_fit_select(const double *b, const double *t, int n, hs_fit_set *out, hs_d
     }
     r->ok = 1;
     r->heldout = heldout_error((hs_perf_form)f, b, t, n, r->why, sizeof r->why);
+    if (isfinite(r->heldout))
+      r->falls = model_falls(&r->model, pts, np, r->why, sizeof r->why);
     if (r->heldout < best) best = r->heldout;
   }
+  free(pts);
   if (!isfinite(best))
     return hs_diag_set(d, HS_EINVAL, "no form could be judged on held-out batch sizes (%d samples)", n);
+  /* Among the judged forms whose time does not fall, when there is one (a phase whose time
+   * does not depend on the batch, such as the update, may have every fit tilted down by
+   * noise: then among all judged forms). */
+  double best_rising = INFINITY;
+  for (int f = 0; f < HS_PERF_FORMS; f++)
+    if (!out->r[f].falls && out->r[f].heldout < best_rising) best_rising = out->r[f].heldout;
+  int rising_only = isfinite(best_rising);
+  if (rising_only) best = best_rising;
   for (int i = 0; i < HS_PERF_FORMS; i++) {
     const hs_fit_result *r = &out->r[simplest_first[i]];
-    if (r->ok && r->heldout <= best * 1.1 + 0.001) {
+    if (r->ok && !(rising_only && r->falls) && r->heldout <= best * 1.1 + 0.001) {
       out->chosen = simplest_first[i];
       break;
     }

@@ -32,7 +32,10 @@ typedef struct hs_fit_result {
   hs_perf_model model;   /* max_batch left 0 */
   double r2;             /* on all samples */
   double heldout;        /* median leave-one-out relative error; NaN when it could not be judged */
-  char why[160];         /* when !ok or heldout is NaN: the reason */
+  int falls;             /* 1: the fitted time falls (or is not positive) somewhere between
+                            batch 1 and the largest sample: not chosen while a form that does
+                            not fall is judged */
+  char why[160];         /* when !ok, heldout is NaN or falls: the reason */
 } hs_fit_result;
 
 typedef struct hs_fit_set {

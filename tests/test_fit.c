@@ -149,6 +149,34 @@ static void test_heldout_by_hand(void) {
   }
 }
 
+/* A fitted time that falls between batch 1 and the largest sample is not chosen. The step
+ * medians of a profile of cnn (bench/bench_ddp.sh, notebooks-data/ddp-cpu-2026-11-26-20pass,
+ * pass 10): 128 and 192 took the same time, so the piecewise fit is flat and then steep (knee
+ * 192) with a slightly negative first slope, and it has the lowest held-out error; LBB's solve
+ * would give a worker slowed 2x almost nothing on it (a flat segment makes small batches cost
+ * as much as large ones). The saturating form, next best, rises everywhere. */
+static void test_falling_fit_not_chosen(void) {
+  double b[] = {128, 192, 256, 320, 384};
+  double t[] = {0.02332891700007167, 0.02332617800038861, 0.030684766500598926,
+                0.046357778999663424, 0.047871473500890716};
+  hs_fit_set fs;
+  hs_diag d = {0};
+  ASSERT_EQ(hs_fit_select(b, t, 5, &fs, &d), 0);
+  ASSERT(fs.r[HS_PERF_PIECEWISE].falls);
+  ASSERT_CONTAINS(fs.r[HS_PERF_PIECEWISE].why, "the fitted time falls from");
+  ASSERT(fs.r[HS_PERF_PIECEWISE].heldout < fs.r[HS_PERF_SATURATING].heldout);
+  ASSERT(fs.r[HS_PERF_PIECEWISE].heldout < fs.r[HS_PERF_LINEAR].heldout);
+  ASSERT_EQ(fs.chosen, HS_PERF_SATURATING);
+  ASSERT(!fs.r[HS_PERF_SATURATING].falls);
+  /* A phase whose time does not depend on the batch (the optimizer's update), measured with
+   * noise that happens to fall: every form falls, and the choice is made among all of them. */
+  double bu[] = {8, 16, 32, 64, 128}, tu[] = {1.0e-3, 0.99e-3, 0.985e-3, 0.98e-3, 0.97e-3};
+  ASSERT_EQ(hs_fit_select(bu, tu, 5, &fs, &d), 0);
+  for (int f = 0; f < HS_PERF_FORMS; f++)
+    ASSERT(!fs.r[f].ok || isnan(fs.r[f].heldout) || fs.r[f].falls);
+  ASSERT(fs.r[fs.chosen].ok && fs.r[fs.chosen].falls);
+}
+
 static void test_degenerate_input(void) {
   double b2[] = {8, 16}, t2[] = {1e-3, 2e-3};
   hs_fit_set fs;
@@ -213,6 +241,7 @@ int main(int argc, char **argv) {
       {"recover_noisy", test_recover_noisy},
       {"select_generating_form", test_select_generating_form},
       {"heldout_by_hand", test_heldout_by_hand},
+      {"falling_fit_not_chosen", test_falling_fit_not_chosen},
       {"degenerate_input", test_degenerate_input},
       {"comm_fit", test_comm_fit},
       {NULL, NULL},
