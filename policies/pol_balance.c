@@ -130,6 +130,21 @@ int hs_bal_fit_line(const int *b, const double *t, int n, hs_bal_line *out) {
   return 0;
 }
 
+double hs_bal_slope_rel_error(const int *b, const double *t, int n, const hs_bal_line *fit) {
+  if (n < 3) return INFINITY;
+  double mb = 0;
+  for (int j = 0; j < n; j++) mb += b[j];
+  mb /= n;
+  double sbb = 0, ssr = 0;
+  for (int j = 0; j < n; j++) {
+    double r = t[j] - hs_bal_line_time(fit, 0, b[j]);
+    sbb += (b[j] - mb) * (b[j] - mb);
+    ssr += r * r;
+  }
+  if (!(sbb > 0)) return INFINITY;
+  return sqrt(ssr / (n - 2) / sbb) / fit->k;
+}
+
 /* --- 3. the synchronous loop ------------------------------------------------------------ */
 
 int hs_bal_grow(void **arr, int *cap, int need, size_t elem) {
@@ -301,8 +316,12 @@ int hs_lbb_observe(hs_lbb *l, hs_runtime *rt, int w, int batch, double duration)
 }
 
 /* Rapid-tune refit of one worker: least squares over its window when the window's batches
- * span at least min_spread samples; otherwise the current line scaled so that it passes
- * through the latest measurement (a uniform slowdown multiplies the whole line). */
+ * span at least min_spread samples and the points determine the slope to max_slope_error
+ * (fine-tuning moves one sample per iteration, so a window spans a few samples; under step
+ * noise of a few percent its least-squares slope can come out anywhere, even negative, and
+ * a flat line would draw the whole global batch to one worker); otherwise the current line
+ * scaled so that it passes through the latest measurement (a uniform slowdown multiplies the
+ * whole line). */
 static void lbb_refit(hs_lbb *l, hs_lbb_worker *x) {
   if (x->n == 0) return;
   int win = l->p.window > 0 ? l->p.window : 1;
@@ -313,7 +332,8 @@ static void lbb_refit(hs_lbb *l, hs_lbb_worker *x) {
   }
   hs_bal_line fit;
   if (bmax - bmin >= l->p.min_spread && bmax > bmin && !hs_bal_fit_line(x->b, x->t, x->n, &fit) &&
-      fit.t0 + fit.k > 0) {
+      fit.t0 + fit.k > 0 &&
+      hs_bal_slope_rel_error(x->b, x->t, x->n, &fit) <= l->p.max_slope_error) {
     x->line = fit;
   } else {
     int last = (x->head + win - 1) % win;

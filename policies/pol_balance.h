@@ -61,6 +61,10 @@ double hs_bal_line_time(const void *ctx, int i, int b);
  * batches are given. A slope below 1e-12 s (noise on a flat curve) is raised to 1e-12 so
  * that the time stays increasing. */
 int hs_bal_fit_line(const int *b, const double *t, int n, hs_bal_line *out);
+/* The standard error of fit's slope (from the residuals of the n points, n - 2 degrees of
+ * freedom) over the slope: how well n noisy points determine it. INFINITY when n < 3 (no
+ * residual to judge by) or when the points have one batch only. */
+double hs_bal_slope_rel_error(const int *b, const double *t, int n, const hs_bal_line *fit);
 
 /* --- 3. the synchronous loop ------------------------------------------------------------ */
 
@@ -112,6 +116,8 @@ typedef struct hs_lbb_params {
   int window;              /* (batch, time) pairs kept per worker for the refit */
   int min_spread;          /* samples: least-squares refit only when the window's batches
                               span at least this much; otherwise the line is rescaled */
+  double max_slope_error;  /* ... and when its slope's standard error is at most this
+                              fraction of the slope (hs_bal_slope_rel_error) */
   int dynamic;             /* 0: static solve only */
 } hs_lbb_params;
 

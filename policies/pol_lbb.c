@@ -15,7 +15,8 @@
 #include "policies/pol_balance.h"
 #include "policies/pol_registry.h"
 
-enum { P_STATIC, P_DYNAMIC, P_SE_LOW, P_SE_HIGH, P_RAPID_EVERY, P_WINDOW, P_SPREAD, P_ALGO };
+enum { P_STATIC, P_DYNAMIC, P_SE_LOW, P_SE_HIGH, P_RAPID_EVERY, P_WINDOW, P_SPREAD, P_SLOPE_ERR,
+       P_ALGO };
 
 static const hs_param_spec lbb_params[] = {
     [P_STATIC] = {"static", HS_PARAM_BOOL, "1", 0, 1, NULL,
@@ -29,6 +30,9 @@ static const hs_param_spec lbb_params[] = {
                   "measured (batch, time) pairs per worker kept for the refit"},
     [P_SPREAD] = {"min_spread", HS_PARAM_INT, "8", 1, 1e9, NULL,
                   "least batch range in the window for a least-squares refit (else rescale)"},
+    [P_SLOPE_ERR] = {"max_slope_error", HS_PARAM_DOUBLE, "0.25", 0, 1e9, NULL,
+                     "largest standard error of a least-squares refit's slope, as a fraction of "
+                     "the slope (else rescale)"},
     [P_ALGO] = {"algo", HS_PARAM_ENUM, "ring", 0, -1, "ring|hier", "all-reduce algorithm"},
     {NULL, 0, NULL, 0, 0, NULL, NULL},
 };
@@ -48,7 +52,8 @@ static int lbb_init(void *state, hs_runtime *rt, const hs_params *p) {
   st->tuner.p = (hs_lbb_params){
       .se_low = p->value[P_SE_LOW], .se_high = p->value[P_SE_HIGH],
       .rapid_every = (int)p->value[P_RAPID_EVERY], .window = (int)p->value[P_WINDOW],
-      .min_spread = (int)p->value[P_SPREAD], .dynamic = p->value[P_DYNAMIC] != 0};
+      .min_spread = (int)p->value[P_SPREAD], .max_slope_error = p->value[P_SLOPE_ERR],
+      .dynamic = p->value[P_DYNAMIC] != 0};
   st->s.opts.what = HS_COMM_GRAD;
   st->s.opts.algo = (hs_ar_algo)p->value[P_ALGO];
   return 0;

@@ -126,6 +126,12 @@ static void test_fit_line(void) {
   ASSERT_EQ(hs_bal_fit_line(b2, t2, 3, &l), 0);
   ASSERT_NEAR(l.k, 0.5, 1e-12);
   ASSERT_NEAR(l.t0, 1.0, 1e-12);
+  /* The slope's standard error: residuals -0.5, 1, -0.5 (1.5 over 1 degree of freedom),
+   * sum of squares of b about its mean 2: sqrt(1.5 / 2) = 0.866, over the slope 0.5. */
+  ASSERT_NEAR(hs_bal_slope_rel_error(b2, t2, 3, &l), sqrt(0.75) / 0.5, 1e-12);
+  ASSERT_EQ(hs_bal_fit_line(b, t, 4, &l), 0);
+  ASSERT(hs_bal_slope_rel_error(b, t, 4, &l) < 1e-9);
+  ASSERT(isinf(hs_bal_slope_rel_error(b, t, 2, &l))); /* two points: nothing to judge by */
   int same[2] = {5, 5};
   ASSERT_EQ(hs_bal_fit_line(same, t, 2, &l), HS_EINVAL);
   ASSERT_EQ(hs_bal_fit_line(b, t, 1, &l), HS_EINVAL);

@@ -19,6 +19,7 @@ typedef struct mock {
   int n;
   int64_t B;
   double t0[MW], k[MW], slow[MW]; /* step time = slow * (t0 + k b), s */
+  double noise[MW];               /* measured step time = (1 + noise) * step time */
   int batch[MW], computing[MW];
   int ar_calls, ar_n, ar_ws[MW];
   double ar_w[MW];
@@ -100,7 +101,7 @@ static int drive_iteration(driven *x) {
   for (int w = 0; w < x->m.n; w++) {
     if (!x->m.computing[w]) continue;
     x->m.computing[w] = 0;
-    double t = m_predict(&x->m.rt, w, x->m.batch[w]);
+    double t = m_predict(&x->m.rt, w, x->m.batch[w]) * (1 + x->m.noise[w]);
     hs_step_obs o = {.worker = w, .batch = x->m.batch[w], .duration = t, .end = t, .loss = NAN};
     int rc = x->pol->on_compute(x->state, &x->m.rt, &o);
     if (rc) return rc;
@@ -186,6 +187,36 @@ static void test_rapid_tune_rescale(void) { rapid_scenario("lbb"); }
 /* With min_spread=1 the refit is least squares over the window (all measured after the
  * slowdown, noise-free): the same lines, the same decisions. */
 static void test_rapid_tune_least_squares(void) { rapid_scenario("lbb:min_spread=1"); }
+
+/* Noise that happens to fall while the batch grows: in the rapid scenario's first window
+ * (iterations 22-29, batches 37-44) worker 0's measured times carry +9%, +6%, ..., -12%, so
+ * they fall from 51.2 to 47.5 ms while its true line 10 + b rises. Returns worker 0's batch
+ * after the rapid-tune at the end of iteration 29. */
+static int noisy_rapid_tune(const char *policy) {
+  driven x;
+  ASSERT_EQ(drive_open(&x, policy), 0);
+  for (int it = 0; it < 30; it++) {
+    if (it == 20) x.m.slow[1] = 3;
+    x.m.noise[0] = it >= 22 ? 0.09 - 0.03 * (it - 22) : 0;
+    ASSERT_EQ(x.m.batch[0], it < 21 ? 35 : 35 + (it - 20));
+    ASSERT_EQ(drive_iteration(&x), 0);
+  }
+  int b0 = x.m.batch[0];
+  drive_close(&x);
+  return b0;
+}
+
+/* The window's least-squares slope is negative (held at 1e-12 s per sample: a flat line, as
+ * if worker 0 took any batch in the same time) and its standard error far above
+ * max_slope_error, so the line is rescaled through the latest measurement instead:
+ * 0.88 (10 + b), and 8.8 + 0.88 b = 30 + 3.6 (64 - b) at b = 56.2: 56/8 (58.1 and 58.8 ms).
+ * Without the check (the rule before max_slope_error) the flat line at the window's mean,
+ * 49.6 ms, takes all but the 5 samples worker 1 computes within it (30 + 3.6 b <= 49.6):
+ * 59/5. */
+static void test_rapid_tune_noisy_window(void) {
+  ASSERT_EQ(noisy_rapid_tune("lbb:min_spread=1"), 56);
+  ASSERT_EQ(noisy_rapid_tune("lbb:min_spread=1,max_slope_error=1e9"), 59);
+}
 
 static void test_params_errors(void) {
   const hs_policy *pol;
@@ -354,6 +385,7 @@ static const hs_test_case cases[] = {
     {"static_solve_then_quiet", test_static_solve_then_quiet},
     {"rapid_tune_rescale", test_rapid_tune_rescale},
     {"rapid_tune_least_squares", test_rapid_tune_least_squares},
+    {"rapid_tune_noisy_window", test_rapid_tune_noisy_window},
     {"params_errors", test_params_errors},
     {"sim_lbb_4gpu", test_sim_lbb_4gpu},
     {"sim_lbcal", test_sim_lbcal},
