@@ -35,6 +35,8 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools"))
 import hetsim_profile as hp  # noqa: E402  (the same models as the profiler and ddp_train.py)
 
+hp.limit_blas_pool(1)  # one thread per process, OpenBLAS's pool included
+
 
 def make_stepper(model, batches, cpu):
     import torch

@@ -327,6 +327,7 @@ def main(argv=None):
     except hp.UsageError as e:
         print(f"ddp_train.py: {e}", file=sys.stderr)
         return 2
+    hp.limit_blas_pool(a.threads)  # before torch loads OpenBLAS, here and in the spawned ranks
     import torch  # noqa: F401
     world = len(a.batch_list)
     tr = hp.torchrun_env()

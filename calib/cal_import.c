@@ -209,6 +209,28 @@ static int stats_at(checker *x, const hs_json_value *e, const char *path, hs_cal
   return 0;
 }
 
+/* What a pooled timing was pooled from (docs/profile.md, tools/hetsim_profile.py --rounds and
+ * --concurrent): "processes", a positive integer, and "process_medians_s", a non-empty array of
+ * positive seconds, each optional. Checked, not stored: the fit uses the pooled summary. */
+static int pooled_at(checker *x, const hs_json_value *e, const char *path) {
+  int64_t n = 0;
+  int present;
+  int rc = int_at(x, e, path, "processes", 0, 1, INT32_MAX, "a positive integer (processes pooled)", &n, &present);
+  const hs_json_value *v;
+  if (rc || (rc = member(x, e, path, "process_medians_s", 0, &v)) || !v) return rc;
+  char p[256];
+  join(p, sizeof p, path, "process_medians_s");
+  if (v->type != HS_JSON_ARRAY) return bad_value(x, p, "a non-empty array of positive numbers of seconds", v);
+  if (v->n < 1) return bad(x, p, "expected a non-empty array of positive numbers of seconds, got []");
+  for (int i = 0; i < v->n; i++) {
+    if (v->items[i].type == HS_JSON_NUMBER && v->items[i].number > 0) continue;
+    char q[300];
+    snprintf(q, sizeof q, "%s[%d]", p, i);
+    return bad_value(x, q, "a positive number of seconds", &v->items[i]);
+  }
+  return 0;
+}
+
 /* ISO-8601 UTC: YYYY-MM-DDTHH:MM:SS, optional fraction, then Z or +00:00. */
 static int iso_utc(const char *s) {
   static const char pat[] = "dddd-dd-ddTdd:dd:dd";
@@ -340,7 +362,8 @@ static int cmp_compute(const void *a, const void *b) {
 }
 
 static int check_compute(checker *x, const hs_json_value *root, profile *pr) {
-  static const char *const keys[] = {"batch", "phase", "median_s", "p10_s", "p90_s", "count", "peak_memory_bytes", NULL};
+  static const char *const keys[] = {"batch", "phase", "median_s", "p10_s", "p90_s", "count", "peak_memory_bytes",
+                                     "processes", "process_medians_s", NULL};
   const hs_json_value *cv;
   int rc = member(x, root, "$", "compute", 1, &cv);
   if (rc) return rc;
@@ -360,6 +383,7 @@ static int check_compute(checker *x, const hs_json_value *root, profile *pr) {
     if ((rc = keys_ok(x, e, path, keys)) ||
         (rc = int_at(x, e, path, "batch", 1, 1, 1 << 30, "a positive integer (samples)", &batch, &present)) ||
         (rc = enum_at(x, e, path, "phase", phase_list, &phase)) || (rc = stats_at(x, e, path, &c->st)) ||
+        (rc = pooled_at(x, e, path)) ||
         (rc = int_at(x, e, path, "peak_memory_bytes", 0, 0, INT64_MAX, "a non-negative integer of bytes", &peak, &present)))
       return rc;
     c->batch = (int)batch;

@@ -3,8 +3,8 @@
 # kept small (a few steps per batch, tiny budgets): a valid version-1 profile (the importer's
 # rules of docs/profile.md checked field by field), the built-in models' parameter counts
 # against `hetsim models`, DDP at world size 1 with convergence curves, two concurrent processes
-# with the gloo communication sweep, bad arguments (exit 2, nothing clobbered), and a 2-rank DDP
-# run of 3 iterations. No timed assertion: times are checked for sanity (finite, > 0, ordered
+# with the gloo communication sweep, --rounds 2 pooling 4 processes, bad arguments (exit 2,
+# nothing clobbered), and a 2-rank DDP run of 3 iterations. No timed assertion: times are checked for sanity (finite, > 0, ordered
 # percentiles), not for values.
 # Skips (77) only when /usr/bin/python3 cannot import torch (Makefile's TEST_DEB_PACKAGES
 # installs python3-torch and python3-torchvision, so CI never skips). HETSIM_TORCH_PYTHON names
@@ -21,7 +21,8 @@ if ! "$PY" -c "import torch" 2>/dev/null; then
 fi
 PROF="$SRC/tools/hetsim_profile.py"
 DDP="$SRC/bench/ddp_train.py"
-quick=(--warmup 1 --min-reps 3 --max-reps 4 --budget 0.01 --quiet)
+loud=(--warmup 1 --min-reps 3 --max-reps 4 --budget 0.01)
+quick=("${loud[@]}" --quiet)
 "$HETSIM" models --json >"$TMP/zoo.json" || bad zoo_json "hetsim models --json failed"
 
 # check_profile FILE [KEY=VALUE...]: the rules `hetsim calib import` enforces (docs/profile.md),
@@ -63,13 +64,18 @@ need(ex.get("mode") in ("plain", "ddp"), "execution.mode")
 need(len(d["compute"]) >= 1, "compute is empty")
 steps = set()
 for i, e in enumerate(d["compute"]):
-    need(set(e) <= {"batch", "phase", "median_s", "p10_s", "p90_s", "count", "peak_memory_bytes"}, f"compute[{i}] keys")
+    need(set(e) <= {"batch", "phase", "median_s", "p10_s", "p90_s", "count", "peak_memory_bytes",
+                    "processes", "process_medians_s"}, f"compute[{i}] keys")
     need(type(e["batch"]) is int and e["batch"] > 0, f"compute[{i}].batch")
     need(e["phase"] in ("forward", "backward", "update", "step"), f"compute[{i}].phase")
     need(isinstance(e["median_s"], float) and math.isfinite(e["median_s"]) and e["median_s"] > 0, f"compute[{i}].median_s")
     need(e.get("p10_s") is None or e["p10_s"] <= e["median_s"], f"compute[{i}].p10_s")
     need(e.get("p90_s") is None or e["median_s"] <= e["p90_s"], f"compute[{i}].p90_s")
     need(type(e["count"]) is int and e["count"] > 0, f"compute[{i}].count")
+    need(e.get("processes") is None or (type(e["processes"]) is int and e["processes"] > 0), f"compute[{i}].processes")
+    pm = e.get("process_medians_s")
+    need(pm is None or (isinstance(pm, list) and pm and all(isinstance(v, float) and v > 0 for v in pm)),
+         f"compute[{i}].process_medians_s")
     if e["phase"] == "step": steps.add(e["batch"])
 need(steps, "no step entry")
 need(d.get("oom_batch") is None or type(d["oom_batch"]) is int, "oom_batch")
@@ -167,6 +173,42 @@ else
   bad concurrent_exit "$(head -c 400 "$TMP/err")"
 fi
 
+# --- --rounds 2 with two concurrent processes and a fresh pair per batch and round: each entry
+# pools 4 processes' samples (its median lies between theirs), alternating order, importable ---
+# (progress lines on: they show the order)
+if "$PY" "$PROF" --model mlp --batches 4,8,16 --rounds 2 --concurrent 2 --process-per-batch on \
+    --out "$TMP/rounds.json" "${loud[@]}" 2>"$TMP/err"; then
+  ok rounds_exit
+  check rounds_order test "$(sed -n 's/^hetsim_profile: \(round [0-9]\/2: batch [0-9]*\) in fresh processes$/\1/p' "$TMP/err" | paste -sd,)" \
+    = "round 1/2: batch 4,round 1/2: batch 8,round 1/2: batch 16,round 2/2: batch 16,round 2/2: batch 8,round 2/2: batch 4"
+  check rounds_valid check_profile "$TMP/rounds.json" execution.concurrent=2 extra.rounds=2 \
+    extra.batch_order=alternating extra.process_per_batch=True compute.0.batch=4 compute.11.batch=16
+  check rounds_pooled "$PY" - "$TMP/rounds.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+bad = []
+for e in d["compute"]:
+    pm = e["process_medians_s"]
+    # 4 processes of at least --min-reps 3 steps each; the pooled median between theirs
+    if e["processes"] != 4 or len(pm) != 4 or e["count"] < 12 or e["count"] % 2:
+        bad.append(f"batch {e['batch']} {e['phase']}: processes {e['processes']}, {len(pm)} medians, count {e['count']}")
+    if not min(pm) * (1 - 1e-12) <= e["median_s"] <= max(pm) * (1 + 1e-12):
+        bad.append(f"batch {e['batch']} {e['phase']}: median {e['median_s']} outside {pm}")
+for b in bad: print(b)
+sys.exit(1 if bad else 0)
+PY
+  # the importer accepts the entries' processes and process_medians_s (checked, not stored)
+  if "$HETSIM" calib import "$TMP/rounds.json" --db "$TMP/rounds.db" >"$TMP/out" 2>"$TMP/err"; then
+    ok rounds_import
+  else
+    bad rounds_import "$(head -c 300 "$TMP/err")"
+  fi
+else
+  bad rounds_exit "$(head -c 400 "$TMP/err")"
+fi
+expect_exit bad_rounds_nothing_written 2 "$PY" "$PROF" --model mlp --rounds 0 --out "$TMP/r0.json"
+check bad_rounds_no_file test ! -e "$TMP/r0.json"
+
 # --- bad arguments: exit 2, a message naming the argument, the output left alone ---
 echo keep >"$TMP/keep.json"
 bad_args() {
@@ -182,6 +224,8 @@ bad_args device '--device' --model mlp --device gpu0
 bad_args factory 'cannot import' --model no_such_module_here:build --input 3x8x8
 bad_args torchvision 'no model "nope"' --model torchvision:nope
 bad_args reps '--min-reps' --model mlp --min-reps 9 --max-reps 2
+bad_args rounds '--rounds: expected an integer >= 1, got "0"' --model mlp --rounds 0
+bad_args rounds_text '--rounds' --model mlp --rounds two
 check kept test "$(cat "$TMP/keep.json")" = keep
 expect_exit bad_outdir 2 "$PY" "$PROF" --model mlp --out "$TMP/no/such/dir.json"
 check bad_outdir_message grep -qF "does not exist" "$TMP/err"

@@ -241,6 +241,13 @@ static void test_bad(void) {
       {"\"count\": 30,\n     \"peak", "\"count\": 0,\n     \"peak", "$.compute[0].count: expected a positive integer (timed repetitions), got 0"},
       {"\"batch\": 16", "\"batch\": 16.5", "$.compute[1].batch: expected a positive integer (samples), got 16.5"},
       {"\"flops_per_sample\": 6.0e6", "\"flops_per_sample\": -1", "$.model.flops_per_sample: expected a positive number of FLOP"},
+      /* what a pooled timing was pooled from (hetsim_profile.py --rounds, --concurrent) */
+      {"\"count\": 30,\n     \"peak", "\"count\": 30, \"processes\": 0,\n     \"peak",
+       "$.compute[0].processes: expected a positive integer (processes pooled), got 0"},
+      {"\"count\": 30,\n     \"peak", "\"count\": 30, \"process_medians_s\": [],\n     \"peak",
+       "$.compute[0].process_medians_s: expected a non-empty array of positive numbers of seconds, got []"},
+      {"\"count\": 30,\n     \"peak", "\"count\": 30, \"process_medians_s\": [0.0028, -1],\n     \"peak",
+       "$.compute[0].process_medians_s[1]: expected a positive number of seconds, got -1"},
       /* inconsistent numbers */
       {"\"p10_s\": 0.0027", "\"p10_s\": 0.0029", "$.compute[0].p10_s: expected at most median_s (0.0028), got 0.0029"},
       {"\"p90_s\": 0.0038", "\"p90_s\": 0.0030", "$.compute[1].p90_s: expected at least median_s (0.0036), got 0.003"},

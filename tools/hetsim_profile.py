@@ -23,7 +23,10 @@ Method (docs/profile.md says it in full):
   the distribution-free 95% confidence interval of the median step time lies within --rel-tol of
   the median (from 6 steps, and at least --min-reps), or --max-reps steps, or the --budget of
   seconds per batch is spent (with at least 3 timed steps, or --max-reps if fewer).
-- The first batch size that runs out of memory ends the sweep; it is written as oom_batch.
+- With --rounds R, every batch size is timed R times, the rounds alternately in increasing and
+  decreasing order; an entry pools the samples of every round and every --concurrent process.
+- The first batch size that runs out of memory ends the sweep; it is written as oom_batch, and
+  later rounds time only the sizes below it.
 """
 import argparse
 import contextlib
@@ -184,7 +187,8 @@ def build_parser():
     g.add_argument("--device-name", help="device name in the profile, the name `compute: {calib: "
                    "NAME}` takes (default: the CPU model name from /proc/cpuinfo, or the GPU's)")
     g.add_argument("--batches", default="8,16,32,64,128,256",
-                   help="batch sizes (default 8,16,32,64,128,256; timed in increasing order)")
+                   help="batch sizes (default 8,16,32,64,128,256; timed in increasing order, "
+                   "alternately decreasing with --rounds)")
     g.add_argument("--out", help="the profile to write (JSON; written whole at the end)")
     g.add_argument("--warmup", type=_nonneg_int, default=3, help="untimed steps per batch (3)")
     g.add_argument("--min-reps", type=_positive(int), default=5, help="timed steps at least (5)")
@@ -220,6 +224,13 @@ def build_parser():
                    "up to 1.6x slower at a larger one than a fresh process (cnn at 256 after 128 "
                    "and 192: 39-43 ms against 26.6; docs/profile.md), while a training run steps "
                    "one batch size from its start")
+    g.add_argument("--rounds", default="1", metavar="R",
+                   help="time every batch size R times (default 1), round 1 in increasing order, "
+                   "round 2 decreasing, and so on, so that a drift of the machine reaches small "
+                   "and large batches alike; each round in fresh processes with "
+                   "--process-per-batch, else R sweeps in the same processes. Each entry pools "
+                   "the samples of every round and process (compute[].processes, "
+                   "process_medians_s); R times the timing")
     g = p.add_argument_group("communication")
     g.add_argument("--comm", action="store_true", help="also time all-reduce and send/recv "
                    "against message size through torch.distributed, over --comm-world local "
@@ -259,6 +270,10 @@ def check_args(a):
     if not a.describe and not a.out:
         raise UsageError("--out FILE is required (or --describe)")
     a.batch_list = sorted(parse_int_list(a.batches, "--batches"))
+    r = str(a.rounds).strip()
+    if not r.isdigit() or int(r) < 1:
+        raise UsageError(f"--rounds: expected an integer >= 1, got \"{a.rounds}\"")
+    a.rounds = int(r)
     a.input_dims = parse_dims(a.input, "--input") if a.input else None
     if a.min_reps > a.max_reps:
         raise UsageError(f"--min-reps {a.min_reps} is above --max-reps {a.max_reps}")
@@ -819,15 +834,17 @@ class ProcSync:
         return [flat[r * w:(r + 1) * w] for r in range(self.n)]
 
 
-def time_sweep(a, ms, device, sync, out_shape, say):
-    """Times every batch size in lock-step with the other processes of sync. Returns (entries,
-    oom_batch, peaks): entries from the samples pooled over all processes (identical in every
-    process), peaks {batch: this process's peak CUDA bytes}."""
+def time_sweep(a, ms, device, sync, out_shape, say, batches, label=""):
+    """Times the batch sizes of `batches`, in that order, in lock-step with the other processes
+    of sync. Returns (sets, oom_batch, peaks): sets [(batch, [{phase: [s, ...]} per process, by
+    rank])], the raw samples of every process (identical in every process, as they are
+    exchanged at each step), peaks {batch: this process's peak CUDA bytes}. The first batch
+    that runs out of memory ends the sweep."""
     import torch
     stepper = Stepper(a, ms, device, f"{os.getpid()}")
-    entries, peaks, oom_batch = [], {}, None
+    sets, peaks, oom_batch = [], {}, None
     try:
-        for b in a.batch_list:
+        for b in batches:
             oom = False
             try:
                 if stepper.cuda:
@@ -838,6 +855,7 @@ def time_sweep(a, ms, device, sync, out_shape, say):
                     raise
                 oom = True
             pooled = {p: [] for p in PHASES}
+            own = [{p: [] for p in PHASES} for _ in range(sync.n)]
             reps, t_begin, stop = 0, None, False
             while not stop:
                 times = (0.0, 0.0, 0.0, 0.0)
@@ -860,9 +878,10 @@ def time_sweep(a, ms, device, sync, out_shape, say):
                     continue
                 if t_begin is None:  # --warmup 0
                     t_begin = time.perf_counter() - times[3]
-                for v in allv:
+                for r, v in enumerate(allv):
                     for i, p in enumerate(PHASES):
                         pooled[p].append(v[i])
+                        own[r][p].append(v[i])
                 timed = reps - a.warmup
                 if timed >= a.max_reps:
                     stop = True
@@ -873,21 +892,80 @@ def time_sweep(a, ms, device, sync, out_shape, say):
             if oom:
                 oom_batch = b
                 stepper.drop_batch()
-                say(f"batch {b}: out of memory; the sweep stops here")
+                say(f"{label}batch {b}: out of memory; the sweep stops here")
                 break
             if stepper.cuda:
                 peaks[b] = int(torch.cuda.max_memory_allocated(device))
-            for p in PHASES:
-                s = summarize(pooled[p])
-                entries.append(dict({"batch": b, "phase": p}, **s))
+            sets.append((b, own))
             st = summarize(pooled["step"])
-            say(f"batch {b}: step median {st['median_s'] * 1e3:.3f} ms (p10 {st['p10_s'] * 1e3:.3f}, "
+            say(f"{label}batch {b}: step median {st['median_s'] * 1e3:.3f} ms (p10 {st['p10_s'] * 1e3:.3f}, "
                 f"p90 {st['p90_s'] * 1e3:.3f}, {st['count']} steps"
                 f"{' over ' + str(sync.n) + ' processes' if sync.n > 1 else ''})")
             stepper.drop_batch()
     finally:
         stepper.close()
-    return entries, oom_batch, peaks
+    return sets, oom_batch, peaks
+
+
+def merge_peaks(peaks, more):
+    """Folds {batch: peak bytes} of another process or round into peaks, keeping the largest."""
+    for b, v in (more or {}).items():
+        peaks[b] = max(peaks.get(b, 0), v)
+
+
+def first_oom(oom_batch, oom):
+    """The smaller of two out-of-memory batches, either of which may be None."""
+    return oom if oom_batch is None else oom_batch if oom is None else min(oom_batch, oom)
+
+
+def round_order(live, r):
+    """The batch order of round r (0-based): increasing, then decreasing, alternately, so that a
+    drift of the machine over the rounds reaches small and large batches alike."""
+    return list(live) if r % 2 == 0 else list(reversed(live))
+
+
+def round_label(a, r):
+    return f"round {r + 1}/{a.rounds}: " if a.rounds > 1 else ""
+
+
+def sweep_rounds(a, ms, device, sync, out_shape, say):
+    """--rounds sweeps over a.batch_list in the same process(es) (--process-per-batch off), each
+    with a fresh model; after an out-of-memory batch, later rounds time only the batches below
+    it. Returns (sets, oom_batch, peaks) as time_sweep, sets over all rounds."""
+    live, sets, oom_batch, peaks = list(a.batch_list), [], None, {}
+    for r in range(a.rounds):
+        s, oom, p = time_sweep(a, ms, device, sync, out_shape, say, round_order(live, r),
+                               round_label(a, r))
+        sets += s
+        merge_peaks(peaks, p)
+        if oom is not None:
+            oom_batch = first_oom(oom_batch, oom)
+            live = [b for b in live if b < oom]
+        if not live:
+            break
+    return sets, oom_batch, peaks
+
+
+def pool_entries(sets, oom_batch, distinct=None):
+    """Compute entries from sets [(batch, [{phase: samples} per process])] of every round and
+    process group: each (batch, phase) summarised over the samples of all of them. With more
+    than one sample set at a batch, "processes" and "process_medians_s" (each set's own median,
+    in the order timed) say what was pooled: processes = the sets, each from a fresh process
+    (distinct None), or at most `distinct` when the same processes swept every round."""
+    by_batch = {}
+    for b, procs in sets:
+        if oom_batch is None or b < oom_batch:
+            by_batch.setdefault(b, []).extend(procs)
+    entries = []
+    for b in sorted(by_batch):
+        procs = by_batch[b]
+        for p in PHASES:
+            e = dict({"batch": b, "phase": p}, **summarize([x for pr in procs for x in pr[p]]))
+            if len(procs) > 1:
+                e["processes"] = len(procs) if distinct is None else min(len(procs), distinct)
+                e["process_medians_s"] = [quantile(sorted(pr[p]), 0.5) for pr in procs]
+            entries.append(e)
+    return entries
 
 
 # --- processes --------------------------------------------------------------------------------
@@ -901,6 +979,22 @@ def plan_cpus(n_procs, threads, pin, device):
     if n_procs * threads > len(allowed):
         return [None] * n_procs
     return [allowed[i * threads:(i + 1) * threads] for i in range(n_procs)]
+
+
+BLAS_POOL_VARS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+def limit_blas_pool(threads):
+    """Sizes the BLAS and OpenMP thread pools to `threads` before torch is first imported (they
+    are made when the libraries load), unless the user sized them. torch.set_num_threads does
+    not reach OpenBLAS's own pool (Debian's torch 1.13 uses OpenBLAS), sized to the CPUs (one
+    worker beside the caller on 2 CPUs), made before any pinning and so allowed on every CPU,
+    whose worker spins in sched_yield between calls: on this repository's 2-vCPU VM, in half of the DDP runs at
+    344 + 168 samples such a thread in each rank made 0.3-0.9 million involuntary context
+    switches of the ranks' compute threads and stretched their steps 1.3-1.6x
+    (docs/performance.md, "Against PyTorch DDP")."""
+    for var in BLAS_POOL_VARS:
+        os.environ.setdefault(var, str(threads))
 
 
 def setup_process(threads, cpus):
@@ -923,8 +1017,8 @@ def _concurrent_child(rank, a, barrier, arrays, queue):
         ms = ModelSpec(a.model, a.input_dims, a.classes, a.tokens, a.name)
         sync = ProcSync(rank, a.concurrent, barrier, arrays)
         say = (lambda m: log(a, m)) if rank == 0 else (lambda m: None)
-        entries, oom_batch, peaks = time_sweep(a, ms, device, sync, a.out_shape, say)
-        queue.put(("ok", rank, entries, oom_batch, peaks))
+        sets, oom_batch, peaks = sweep_rounds(a, ms, device, sync, a.out_shape, say)
+        queue.put(("ok", rank, sets, oom_batch, peaks))
     except threading.BrokenBarrierError:
         queue.put(("aborted", rank, None, None, None))
     except BaseException as e:  # reported by the parent, which exits 1
@@ -946,6 +1040,9 @@ def hard_exit(queue):
 
 
 def run_concurrent(a, say):
+    """a.concurrent processes time a.batch_list in lock-step (a.rounds sweeps); returns
+    (sets, oom_batch, peaks) as sweep_rounds: the samples of every process, which each process
+    holds (process 0's report is taken), and the peaks, the largest over the processes."""
     import multiprocessing as mp
     ctx = mp.get_context("spawn")
     n = a.concurrent
@@ -975,12 +1072,11 @@ def run_concurrent(a, say):
         p.join(timeout=30)
     if error:
         raise RunError(error)
-    status, entries, oom_batch, _ = results[0]
+    status, sets, oom_batch, _ = results[0]
     peaks = {}
     for r in range(n):
-        for b, v in (results[r][3] or {}).items():
-            peaks[b] = max(peaks.get(b, 0), v)
-    return entries, oom_batch, peaks
+        merge_peaks(peaks, results[r][3])
+    return sets, oom_batch, peaks
 
 
 # --- communication ----------------------------------------------------------------------------
@@ -1367,6 +1463,8 @@ def run(a):
     if not (d in ("cpu", "cuda") or (d.startswith("cuda:") and d[5:].isdigit())):
         raise UsageError(f"--device: expected cpu, cuda or cuda:I, got \"{a.device}\"")
     ms = ModelSpec(a.model, a.input_dims, a.classes, a.tokens, a.name)
+    if d == "cpu":
+        limit_blas_pool(a.threads or 1)
     try:
         import torch
     except ImportError as e:
@@ -1458,21 +1556,38 @@ def run(a):
         f"{'es' if a.concurrent > 1 else ''}, {a.threads or torch.get_num_threads()} thread(s) each")
     a.per_batch = a.process_per_batch == "on" or (a.process_per_batch == "auto" and device.type == "cpu")
     if a.per_batch:
-        # Each batch size in fresh processes (run_concurrent also serves one), stopping at the
-        # first that runs out of memory, as one sweep would.
-        entries, oom_batch, peaks, batches = [], None, {}, a.batch_list
-        for b in batches:
-            a.batch_list = [b]
-            e, oom_batch, p = run_concurrent(a, say)
-            entries += e
-            peaks.update(p)
-            if oom_batch:
-                break
-        a.batch_list = batches
-    elif a.concurrent == 1:
-        entries, oom_batch, peaks = time_sweep(a, ms, device, LocalSync(), out_shape, say)
+        # Each batch size in fresh processes (run_concurrent also serves one), round after
+        # round in alternating order; the first that runs out of memory ends round 1, as one
+        # sweep would, and later rounds time only the batches below it.
+        sets, oom_batch, peaks, batches, rounds = [], None, {}, a.batch_list, a.rounds
+        live = list(batches)
+        a.rounds = 1  # each child times one batch once
+        try:
+            for r in range(rounds):
+                for b in round_order(live, r):
+                    if oom_batch is not None and b >= oom_batch:
+                        continue
+                    if rounds > 1:
+                        say(f"round {r + 1}/{rounds}: batch {b} in fresh processes")
+                    a.batch_list = [b]
+                    s, oom, p = run_concurrent(a, say)
+                    sets += s
+                    merge_peaks(peaks, p)
+                    if oom is not None:
+                        oom_batch = first_oom(oom_batch, oom)
+                        if r == 0:
+                            break
+                live = [b for b in live if oom_batch is None or b < oom_batch]
+        finally:
+            a.batch_list, a.rounds = batches, rounds
+        distinct = None  # every sample set comes from a fresh process
     else:
-        entries, oom_batch, peaks = run_concurrent(a, say)
+        if a.concurrent == 1:
+            sets, oom_batch, peaks = sweep_rounds(a, ms, device, LocalSync(), out_shape, say)
+        else:
+            sets, oom_batch, peaks = run_concurrent(a, say)
+        distinct = a.concurrent  # the same processes sweep every round
+    entries = pool_entries(sets, oom_batch, distinct)
     if not entries:
         raise RunError(f"batch {a.batch_list[0]} already runs out of memory: no step timed; "
                        "nothing written")
@@ -1491,7 +1606,8 @@ def run(a):
             "time.process_time (CPU time of the process)" if a.clock == "process" else "time.perf_counter"),
         "phases": "forward = zero_grad + forward + loss; backward = loss.backward(); update = "
                   "optimizer.step(); step = the three timed together",
-        "batch_order": "increasing",
+        "batch_order": "increasing" if a.rounds == 1 else "alternating",
+        "rounds": a.rounds,
         "process_per_batch": a.per_batch,
         "warmup": a.warmup, "min_reps": a.min_reps, "max_reps": a.max_reps,
         "rel_tol": a.rel_tol, "budget_s": a.budget,
