@@ -13,26 +13,31 @@
 # 3. for each case, run real DDP (bench/ddp_train.py: gloo, two pinned single-thread processes)
 #    and simulate the same model, batches and iterations, and compare the mean iteration times:
 #    - homo: both ranks at BATCH;
-#    - slow: rank 1 slowed SLOW times (hetsim: `slowdown: SLOW` on worker 1); DDP emulates the
-#      slower device by SLOW_MODE (ddp_train --slow-mode): sleep (default) first sleeps
-#      (SLOW-1) x its previous compute, leaving its partner alone on the machine for that long;
-#      repeat computes SLOW-1 extra forward+backward passes (under no_sync), so the rank keeps
-#      its CPU busy SLOW times as long, as a slower device stays busy: docs/performance.md has
-#      both;
+#    - slow: rank 1 slowed SLOW times (hetsim: a static `slowdown: SLOW` on worker 1's device, so
+#      that LBB's warm-up profile sees it, as LBB's own warm-up on a slower device would; an
+#      event at 0 s came after the warm-up and left LBB starting from even batches); DDP
+#      emulates the slower device by SLOW_MODE (ddp_train --slow-mode): repeat (the default
+#      since 2026-11-26) computes SLOW-1 extra forward+backward passes (under no_sync), so the
+#      rank keeps its CPU busy SLOW times as long, as a slower device stays busy and as the
+#      simulation assumes; sleep first sleeps (SLOW-1) x its previous compute, leaving its
+#      partner alone on the machine for that long, where it computes about 8% faster than
+#      beside a busy one: docs/performance.md has both;
 #    - lbb:  the slow cluster under hetsim's lbb for 3 x ITER iterations; DDP then runs the batches
 #      lbb holds at the end, and its mean iteration is compared with the mean of lbb's last 5
-#      simulated iterations (lbb starts at even batches and settles over tens of iterations,
-#      while DDP runs the settled batches from its first). LBB's own target is the DDP ranks'
-#      compute spread (max - min) / mean under those batches.
+#      simulated iterations (lbb starts from its static solve and keeps tuning on noisy step
+#      times, while DDP runs the batches it ends with from its first iteration). LBB's own
+#      target is the DDP ranks' compute spread (max - min) / mean under those batches.
 # The whole of 1-3 is one pass; REPEATS passes run one after another (default 3), each with its
 # own profile, so that a profile is compared with DDP runs made the same minute (this VM's speed
 # drifts by tens of percent between minutes: docs/performance.md). Prints each pass's errors and
 # the median over the passes per case, and writes OUTDIR/results.json. Settings (environment):
 # MODEL (cnn), BATCH (256 per rank), ITER (40 timed iterations), WARMUP (5), SLOW (2; a whole
-# number with SLOW_MODE repeat), SLOW_MODE (sleep or repeat), REPEATS,
-# BUDGET (2 s of timed steps per batch size in the profile), PROFILE_BATCHES (default spans what
-# lbb may give a worker), QUICK=1 (CI: one pass, tiny batches and iterations; checks that the
-# path runs, not the numbers), SUMMARY_ONLY=1 (no new pass: the summary of those in OUTDIR).
+# number with SLOW_MODE repeat), SLOW_MODE (repeat or sleep), REPEATS,
+# BUDGET (2 s of timed steps per batch size in the profile), ROUNDS (2: each batch size timed in
+# that many rounds of fresh process pairs, pooled: hetsim_profile.py --rounds), PROFILE_BATCHES
+# (default B/8, B/4, B/2, 3B/4, B, 5B/4, 3B/2: what lbb may give a worker, and small batches for
+# the fixed cost), QUICK=1 (CI: one pass, tiny batches and iterations; checks that the path
+# runs, not the numbers), SUMMARY_ONLY=1 (no new pass: the summary of those in OUTDIR).
 # The summary gives each case's median over the passes with its distribution-free 95% interval
 # (order statistics; at 5 passes only the extremes, a 93.75% interval): a pass's error moves by
 # tens of percent on this VM, so a target of a few percent needs tens of passes.
@@ -47,28 +52,33 @@ PY=/usr/bin/python3
 MODEL=${MODEL:-cnn}
 if [ "${QUICK:-0}" = 1 ]; then
   BATCH=${BATCH:-16}; ITER=${ITER:-3}; WARMUP=${WARMUP:-1}; BUDGET=${BUDGET:-0.05}
-  PROFILE_BATCHES=${PROFILE_BATCHES:-4,8,16,24,32}; REPEATS=${REPEATS:-1}
+  PROFILE_BATCHES=${PROFILE_BATCHES:-4,8,16,24,32}; REPEATS=${REPEATS:-1}; ROUNDS=${ROUNDS:-1}
 else
   BATCH=${BATCH:-256}; ITER=${ITER:-40}; WARMUP=${WARMUP:-5}; BUDGET=${BUDGET:-2}
 fi
 SLOW=${SLOW:-2}
-SLOW_MODE=${SLOW_MODE:-sleep}
+SLOW_MODE=${SLOW_MODE:-repeat}
 case $SLOW_MODE in
   repeat) [[ $SLOW =~ ^[1-9][0-9]*$ ]] || { echo "bench_ddp.sh: SLOW_MODE repeat takes a whole SLOW, got $SLOW" >&2; exit 2; } ;;
   sleep) ;;
   *) echo "bench_ddp.sh: SLOW_MODE is repeat or sleep, got $SLOW_MODE" >&2; exit 2 ;;
 esac
 REPEATS=${REPEATS:-3}
-PROFILE_BATCHES=${PROFILE_BATCHES:-$((BATCH / 2)),$((3 * BATCH / 4)),$BATCH,$((5 * BATCH / 4)),$((3 * BATCH / 2))}
+ROUNDS=${ROUNDS:-2}
+# From B/8 up: LBB's warm-up reads the fit at batches 1 to 256 and its solve rests on the fixed
+# cost t(0). A line through profiles of B/2 to 3B/2 alone put it anywhere between -16 and +11 ms
+# over the 20 passes of 2026-11-26, and a fit extrapolated that far gave a worker slowed 2x 24
+# and 30 of 512 samples in two of them.
+PROFILE_BATCHES=${PROFILE_BATCHES:-$((BATCH / 8)),$((BATCH / 4)),$((BATCH / 2)),$((3 * BATCH / 4)),$BATCH,$((5 * BATCH / 4)),$((3 * BATCH / 2))}
 log() { echo "bench_ddp: $*" >&2; }
 
 one_pass() { # one_pass DIR: profile, import, cluster, simulate and run DDP; DIR/sim.json
 local P=$1
 mkdir -p "$P"
 # 1. The profile.
-log "profiling $MODEL (ddp, 2 concurrent, gloo comm) at batches $PROFILE_BATCHES"
+log "profiling $MODEL (ddp, 2 concurrent, $ROUNDS rounds, gloo comm) at batches $PROFILE_BATCHES"
 "$PY" "$SRC/tools/hetsim_profile.py" --model "$MODEL" --device cpu --ddp --concurrent 2 \
-  --batches "$PROFILE_BATCHES" --budget "$BUDGET" --comm --comm-world 2 --comm-budget "$BUDGET" \
+  --rounds "$ROUNDS" --batches "$PROFILE_BATCHES" --budget "$BUDGET" --comm --comm-world 2 --comm-budget "$BUDGET" \
   --device-name "cpu-ddp" --quiet --out "$P/profile.json"
 # 2. Import, and the cluster.
 rm -f "$P/cal.db"
@@ -82,9 +92,7 @@ name: ddp-cpu
 device_types:
   c: {compute: {$MODEL: {calib: "$DEV"}}}
 nodes:
-  - {name: n0, link: {calib: "$DEV"}, devices: [{type: c, count: 2}]}
-events:
-  - {at: 0s, worker: 1, slowdown: $2}
+  - {name: n0, link: {calib: "$DEV"}, devices: [{type: c}, {type: c, slowdown: $2}]}
 jitter: {calib: "$DEV"}
 YAML
 }
@@ -108,10 +116,10 @@ s_homo=$(sim_mean "$P/homo.yaml" ssgd "$P/sim.db")
 log "case slow: worker 1 slowed ${SLOW}x ($SLOW_MODE)"
 ddp_run slow "$BATCH,$BATCH" "$SLOW"
 s_slow=$(sim_mean "$P/slow.yaml" ssgd "$P/sim.db")
-# lbb moves samples from the slow worker a few at a time and re-solves at most every 30
-# iterations, so its run starts far from the batches it settles on. DDP runs the settled
-# batches from the start: they are compared with the last 5 iterations of a 3x longer lbb run
-# (the batches it holds at the end, the mean interval between its last 6 all-reduce ends).
+# lbb starts from its static solve, then fine-tunes one sample at a time and re-solves at most
+# every 30 iterations from the noisy step times. DDP runs the batches it ends with from the
+# start: they are compared with the last 5 iterations of a 3x longer lbb run (the batches it
+# holds at the end, the mean interval between its last 6 all-reduce ends).
 "$H" sim --cluster "$P/slow.yaml" --model "$MODEL" --policy lbb --global-batch $((2 * BATCH)) \
   --iterations $((3 * ITER)) --calib "$P/cal.db" --db "$P/lbb.db" --store steps --json >/dev/null
 read -r LBB s_lbb < <("$PY" - "$P/lbb.db" <<'PY'
@@ -126,7 +134,20 @@ PY
 )
 log "case lbb: batches $LBB (worker 1 slowed ${SLOW}x)"
 ddp_run lbb "$LBB" "$SLOW"
-printf '{"homo": %s, "slow": %s, "lbb": %s, "lbb_batches": [%s]}\n' "$s_homo" "$s_slow" "$s_lbb" "$LBB" >"$P/sim.json"
+# lbb_static: the batches of LBB's static solve alone (lbb:dynamic=0), from its warm-up profile
+# of the calibrated model: what hetsim's model of the two workers balances, before LBB's tuning
+# follows the noise of single steps.
+"$H" sim --cluster "$P/slow.yaml" --model "$MODEL" --policy lbb:dynamic=0 --global-batch $((2 * BATCH)) \
+  --iterations "$ITER" --calib "$P/cal.db" --db "$P/lbb_static.db" --store steps --json >"$P/lbb_static_sim.json"
+LBBS=$("$PY" -c '
+import sqlite3, sys
+c = sqlite3.connect(sys.argv[1])
+print(",".join(str(b) for (b,) in c.execute("SELECT batch FROM step WHERE step = 0 ORDER BY worker")))' "$P/lbb_static.db")
+s_lbbs=$("$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["mean_iteration_s"])' "$P/lbb_static_sim.json")
+log "case lbb_static: batches $LBBS (worker 1 slowed ${SLOW}x)"
+ddp_run lbb_static "$LBBS" "$SLOW"
+printf '{"homo": %s, "slow": %s, "lbb": %s, "lbb_batches": [%s], "lbb_static": %s, "lbb_static_batches": [%s]}\n' \
+  "$s_homo" "$s_slow" "$s_lbb" "$LBB" "$s_lbbs" "$LBBS" >"$P/sim.json"
 }
 
 if [ "${SUMMARY_ONLY:-0}" = 1 ]; then
@@ -142,8 +163,15 @@ else
 fi
 
 "$PY" - "$OUT" "$REPEATS" "$MODEL" "$BATCH" "$SLOW" "$SLOW_MODE" <<'PY'
-import json, statistics, sys
+import gzip, json, os, statistics, sys
 from math import comb
+
+
+def load(path):
+    """A pass's JSON, or its .json.gz (the committed folders under notebooks-data/ are gzipped)."""
+    if not os.path.exists(path) and os.path.exists(path + ".gz"):
+        return json.load(gzip.open(path + ".gz", "rt"))
+    return json.load(open(path))
 
 
 def median_ci(xs, level=0.95):
@@ -164,20 +192,25 @@ reps = int(reps)
 res = {"model": model, "batch_per_rank": int(batch), "slowdown": float(slow), "slow_mode": slow_mode,
        "repeats": reps,
        "passes": [], "cases": {}}
-print(f"{'pass':4} {'case':6} {'ddp_ms':>9} {'sim_ms':>9} {'error':>8} {'ddp_compute_spread':>19}  batches")
+print(f"{'pass':4} {'case':10} {'ddp_ms':>9} {'sim_ms':>9} {'error':>8} {'ddp_compute_spread':>19}  batches")
+# lbb_static came later (2026-11-26): folders of earlier passes lack it.
+names = [n for n in ("homo", "slow", "lbb_static", "lbb")
+         if all(n in json.load(open(f"{out}/pass{k}/sim.json")) for k in range(1, reps + 1))]
 for k in range(1, reps + 1):
     p = f"{out}/pass{k}"
     sim = json.load(open(f"{p}/sim.json"))
     row = {"lbb_batches": sim["lbb_batches"], "cases": {}}
-    for name in ("homo", "slow", "lbb"):
-        s = json.load(open(f"{p}/{name}.json"))["summary"]
+    if "lbb_static" in names:
+        row["lbb_static_batches"] = sim["lbb_static_batches"]
+    for name in names:
+        s = load(f"{p}/{name}.json")["summary"]
         m, spread, t = s["mean_iteration_s"], s["compute_spread"], float(sim[name])
         row["cases"][name] = {"ddp_mean_iteration_s": m, "sim_mean_iteration_s": t,
                               "error": t / m - 1, "ddp_compute_spread": spread}
-        b = ",".join(map(str, sim["lbb_batches"])) if name == "lbb" else f"{batch},{batch}"
-        print(f"{k:4} {name:6} {m*1e3:9.2f} {t*1e3:9.2f} {t/m-1:+8.3f} {spread:19.3f}  {b}")
+        b = ",".join(map(str, sim[name + "_batches"])) if name.startswith("lbb") else f"{batch},{batch}"
+        print(f"{k:4} {name:10} {m*1e3:9.2f} {t*1e3:9.2f} {t/m-1:+8.3f} {spread:19.3f}  {b}")
     res["passes"].append(row)
-for name in ("homo", "slow", "lbb"):
+for name in names:
     errs = [r["cases"][name]["error"] for r in res["passes"]]
     spreads = [r["cases"][name]["ddp_compute_spread"] for r in res["passes"]]
     lo, hi, cover = median_ci(errs)
@@ -188,10 +221,12 @@ for name in ("homo", "slow", "lbb"):
                           "median_ddp_compute_spread_interval": [slo, shi],
                           # the last pass's figures, for a quick look
                           **res["passes"][-1]["cases"][name]}
-    print(f"median {name:6} error {statistics.median(errs):+.3f} ({cover:.1%} interval of the median "
+    print(f"median {name:10} error {statistics.median(errs):+.3f} ({cover:.1%} interval of the median "
           f"{lo:+.3f} to {hi:+.3f}; passes: {', '.join(f'{e:+.3f}' for e in errs)}); DDP compute spread "
           f"{statistics.median(spreads):.3f} ({slo:.3f} to {shi:.3f})")
 res["lbb_batches"] = res["passes"][-1]["lbb_batches"]
+if "lbb_static" in names:
+    res["lbb_static_batches"] = res["passes"][-1]["lbb_static_batches"]
 json.dump(res, open(f"{out}/results.json", "w"), indent=1)
 print(f"results: {out}/results.json")
 PY
