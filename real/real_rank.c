@@ -52,7 +52,9 @@ static int send_msg(int fd, const cmsg *m, const void *payload, double timeout) 
   return 0;
 }
 
-/* Reads one message; *payload is malloc'd (NULL when empty). 0, or hs_rank_read's codes. */
+/* Reads one message, all of it by deadline (a sender stopped between its header and its
+ * payload is as silent as one stopped before both); *payload is malloc'd (NULL when empty).
+ * 0, or hs_rank_read's codes. */
 static int recv_msg(int fd, cmsg *m, void **payload, double deadline, int abort_fd) {
   *payload = NULL;
   int r = hs_rank_read(fd, m, sizeof *m, deadline, abort_fd);
@@ -61,7 +63,7 @@ static int recv_msg(int fd, cmsg *m, void **payload, double deadline, int abort_
   if (m->len == 0) return 0;
   char *p = malloc((size_t)m->len + 1);
   if (!p) return -1;
-  if ((r = hs_rank_read(fd, p, (size_t)m->len, hs_real_mono() + 60, abort_fd))) {
+  if ((r = hs_rank_read(fd, p, (size_t)m->len, deadline, abort_fd))) {
     free(p);
     return r;
   }
@@ -169,6 +171,8 @@ static void *reader_main(void *p) {
         e->stop_code = m.code;
       } else if (r != -3 && !e->stop) {
         e->lost = 1;
+        /* -2 after a poll that said readable: rank 0 stopped between a message's two writes */
+        if (r == -2) e->silent = 1;
       }
       pthread_cond_broadcast(&e->cv);
       if (e->comm) e->cfg->comm->abort(e->comm);
@@ -387,7 +391,7 @@ static void exec_run(exec *e) {
   } else {
     cmsg ready = {.kind = R_READY, .worker = e->worker, .op = (uint64_t)e->P, .dur = e->probe_t0, .loss = e->probe_k};
     if (exec_send(e, &ready, NULL))
-      e->rc = hs_diag_set(&e->diag, HS_ERUNTIME, "rank %d: rank 0 went away during start-up", e->rank);
+      e->rc = hs_diag_set(&e->diag, HS_ERUNTIME, "rank 0 went away during start-up");
   }
   if (e->rc) e->failed = 1;
   pthread_mutex_lock(&e->mu);
@@ -421,11 +425,10 @@ static void exec_run(exec *e) {
   int lost = e->lost && !e->stop, silent = e->silent;
   pthread_mutex_unlock(&e->mu);
   if (lost && silent)
-    e->rc = hs_diag_set(&e->diag, HS_ERUNTIME, "rank %d: rank 0 did not answer on the control channel within %g s "
-                        "(its process stopped or hangs?); ending", e->rank, e->timeout);
+    e->rc = hs_diag_set(&e->diag, HS_ERUNTIME, "rank 0 did not answer on the control channel within %g s "
+                        "(its process stopped or hangs?); ending", e->timeout);
   else if (lost) /* the cause, whatever a wait in progress said about it (aborted, a closed peer) */
-    e->rc = hs_diag_set(&e->diag, HS_ERUNTIME, "rank %d: rank 0 closed the control connection (its process died?); "
-                        "ending", e->rank);
+    e->rc = hs_diag_set(&e->diag, HS_ERUNTIME, "rank 0 closed the control connection (its process died?); ending");
   /* Once rank 0 said stop, rank 0 alone reports the run (its exit status, its message): this
    * rank ends quietly, also after errors of its own (rank 0 has them), because a launcher such
    * as mpirun kills the other ranks, rank 0 included, when one ends with a failure. */
