@@ -26,7 +26,9 @@
 #      lbb holds at the end, and its mean iteration is compared with the mean of lbb's last 5
 #      simulated iterations (lbb starts from its static solve and keeps tuning on noisy step
 #      times, while DDP runs the batches it ends with from its first iteration). LBB's own
-#      target is the DDP ranks' compute spread (max - min) / mean under those batches.
+#      target is the DDP ranks' compute spread (max - min) / mean under those batches;
+#    - lbb_smooth: the same under lbb:smooth=8 (decisions from 8-iteration medians);
+#    - lbb_static: the batches of LBB's static solve alone (lbb:dynamic=0).
 # The whole of 1-3 is one pass; REPEATS passes run one after another (default 3), each with its
 # own profile, so that a profile is compared with DDP runs made the same minute (this VM's speed
 # drifts by tens of percent between minutes: docs/performance.md). Prints each pass's errors and
@@ -120,9 +122,11 @@ s_slow=$(sim_mean "$P/slow.yaml" ssgd "$P/sim.db")
 # every 30 iterations from the noisy step times. DDP runs the batches it ends with from the
 # start: they are compared with the last 5 iterations of a 3x longer lbb run (the batches it
 # holds at the end, the mean interval between its last 6 all-reduce ends).
-"$H" sim --cluster "$P/slow.yaml" --model "$MODEL" --policy lbb --global-batch $((2 * BATCH)) \
-  --iterations $((3 * ITER)) --calib "$P/cal.db" --db "$P/lbb.db" --store steps --json >/dev/null
-read -r LBB s_lbb < <("$PY" - "$P/lbb.db" <<'PY'
+lbb_tuned() { # lbb_tuned NAME POLICY: simulates, runs DDP on the batches it ends with; sets s_NAME, NAME_B
+  "$H" sim --cluster "$P/slow.yaml" --model "$MODEL" --policy "$2" --global-batch $((2 * BATCH)) \
+    --iterations $((3 * ITER)) --calib "$P/cal.db" --db "$P/$1.db" --store steps --json >/dev/null
+  local b t
+  read -r b t < <("$PY" - "$P/$1.db" <<'PY'
 import sqlite3, sys
 c = sqlite3.connect(sys.argv[1])
 last = c.execute("SELECT max(step) FROM step").fetchone()[0]
@@ -131,9 +135,16 @@ ends = [e for (e,) in c.execute("SELECT max(comm_end_s) FROM step GROUP BY step 
 tail = ends[-6:]
 print(",".join(map(str, batches)), (tail[-1] - tail[0]) / (len(tail) - 1))
 PY
-)
-log "case lbb: batches $LBB (worker 1 slowed ${SLOW}x)"
-ddp_run lbb "$LBB" "$SLOW"
+  )
+  printf -v "s_$1" '%s' "$t"
+  printf -v "$1_B" '%s' "$b"
+  log "case $1: batches $b (worker 1 slowed ${SLOW}x; $2)"
+  ddp_run "$1" "$b" "$SLOW"
+}
+lbb_tuned lbb lbb
+# lbb_smooth: the same with lbb:smooth=8 (docs/policies.md): decisions from each worker's
+# median relative step time over 8 iterations at unchanged batches, not from single steps.
+lbb_tuned lbb_smooth lbb:smooth=8
 # lbb_static: the batches of LBB's static solve alone (lbb:dynamic=0), from its warm-up profile
 # of the calibrated model: what hetsim's model of the two workers balances, before LBB's tuning
 # follows the noise of single steps.
@@ -146,8 +157,8 @@ print(",".join(str(b) for (b,) in c.execute("SELECT batch FROM step WHERE step =
 s_lbbs=$("$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["mean_iteration_s"])' "$P/lbb_static_sim.json")
 log "case lbb_static: batches $LBBS (worker 1 slowed ${SLOW}x)"
 ddp_run lbb_static "$LBBS" "$SLOW"
-printf '{"homo": %s, "slow": %s, "lbb": %s, "lbb_batches": [%s], "lbb_static": %s, "lbb_static_batches": [%s]}\n' \
-  "$s_homo" "$s_slow" "$s_lbb" "$LBB" "$s_lbbs" "$LBBS" >"$P/sim.json"
+printf '{"homo": %s, "slow": %s, "lbb": %s, "lbb_batches": [%s], "lbb_static": %s, "lbb_static_batches": [%s], "lbb_smooth": %s, "lbb_smooth_batches": [%s]}\n' \
+  "$s_homo" "$s_slow" "$s_lbb" "$lbb_B" "$s_lbbs" "$LBBS" "$s_lbb_smooth" "$lbb_smooth_B" >"$P/sim.json"
 }
 
 if [ "${SUMMARY_ONLY:-0}" = 1 ]; then
@@ -193,15 +204,16 @@ res = {"model": model, "batch_per_rank": int(batch), "slowdown": float(slow), "s
        "repeats": reps,
        "passes": [], "cases": {}}
 print(f"{'pass':4} {'case':10} {'ddp_ms':>9} {'sim_ms':>9} {'error':>8} {'ddp_compute_spread':>19}  batches")
-# lbb_static came later (2026-11-26): folders of earlier passes lack it.
-names = [n for n in ("homo", "slow", "lbb_static", "lbb")
+# lbb_static and lbb_smooth came later (2026-11-26, -27): folders of earlier passes lack them.
+names = [n for n in ("homo", "slow", "lbb_static", "lbb", "lbb_smooth")
          if all(n in json.load(open(f"{out}/pass{k}/sim.json")) for k in range(1, reps + 1))]
 for k in range(1, reps + 1):
     p = f"{out}/pass{k}"
     sim = json.load(open(f"{p}/sim.json"))
     row = {"lbb_batches": sim["lbb_batches"], "cases": {}}
-    if "lbb_static" in names:
-        row["lbb_static_batches"] = sim["lbb_static_batches"]
+    for extra in ("lbb_static", "lbb_smooth"):
+        if extra in names:
+            row[extra + "_batches"] = sim[extra + "_batches"]
     for name in names:
         s = load(f"{p}/{name}.json")["summary"]
         m, spread, t = s["mean_iteration_s"], s["compute_spread"], float(sim[name])
@@ -225,8 +237,9 @@ for name in names:
           f"{lo:+.3f} to {hi:+.3f}; passes: {', '.join(f'{e:+.3f}' for e in errs)}); DDP compute spread "
           f"{statistics.median(spreads):.3f} ({slo:.3f} to {shi:.3f})")
 res["lbb_batches"] = res["passes"][-1]["lbb_batches"]
-if "lbb_static" in names:
-    res["lbb_static_batches"] = res["passes"][-1]["lbb_static_batches"]
+for extra in ("lbb_static", "lbb_smooth"):
+    if extra in names:
+        res[extra + "_batches"] = res["passes"][-1][extra + "_batches"]
 json.dump(res, open(f"{out}/results.json", "w"), indent=1)
 print(f"results: {out}/results.json")
 PY

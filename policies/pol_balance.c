@@ -249,13 +249,27 @@ static int lbb_reserve(hs_lbb *l, hs_runtime *rt) {
   int old = l->cap_w;
   if (hs_bal_grow((void **)&l->w, &l->cap_w, total > 0 ? total : 1, sizeof *l->w))
     return hs_rt_fail(rt, HS_ENOMEM, "out of memory for %d workers", total);
-  int win = l->p.window > 0 ? l->p.window : 1;
+  int win = l->p.window > 0 ? l->p.window : 1, sm = l->p.smooth > 1 ? l->p.smooth : 0;
   for (int w = old; w < l->cap_w; w++) {
     l->w[w].b = malloc((size_t)win * sizeof *l->w[w].b);
     l->w[w].t = malloc((size_t)win * sizeof *l->w[w].t);
-    if (!l->w[w].b || !l->w[w].t) return hs_rt_fail(rt, HS_ENOMEM, "out of memory");
+    if (sm) l->w[w].rel = malloc((size_t)sm * sizeof *l->w[w].rel);
+    if (!l->w[w].b || !l->w[w].t || (sm && !l->w[w].rel)) return hs_rt_fail(rt, HS_ENOMEM, "out of memory");
   }
+  if (sm && !l->scratch && !(l->scratch = malloc((size_t)(sm > win ? sm : win) * sizeof *l->scratch)))
+    return hs_rt_fail(rt, HS_ENOMEM, "out of memory");
   return 0;
+}
+
+/* The median of v[0..n), n >= 1, which it sorts (insertion: n is a window, at most 4096). */
+static double bal_median(double *v, int n) {
+  for (int i = 1; i < n; i++) {
+    double x = v[i];
+    int j = i;
+    for (; j > 0 && v[j - 1] > x; j--) v[j] = v[j - 1];
+    v[j] = x;
+  }
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 /* LBB's warm-up: step times at batches 2, 4, ..., 256 from the performance model. */
@@ -300,6 +314,7 @@ int hs_lbb_solve(hs_lbb *l, hs_runtime *rt, hs_pol_group *g, const int *cap) {
   if (g->n == 0) return 0;
   for (int i = 0; i < g->n; i++)
     if (!l->w[g->ws[i]].have_line && (rc = lbb_profile(l, rt, g->ws[i], cap[i]))) return rc;
+  l->n_rel = l->rel_head = 0;
   return lbb_resolve(l, rt, g, cap);
 }
 
@@ -336,10 +351,22 @@ static void lbb_refit(hs_lbb *l, hs_lbb_worker *x) {
       hs_bal_slope_rel_error(x->b, x->t, x->n, &fit) <= l->p.max_slope_error) {
     x->line = fit;
   } else {
-    int last = (x->head + win - 1) % win;
-    double pred = hs_bal_line_time(&x->line, 0, x->b[last]);
-    if (pred > 0 && x->t[last] > 0) {
-      double f = x->t[last] / pred;
+    /* Through the latest measurement, or (smooth > 1) through the window's median ratio of
+     * measured to predicted time, which one outlying step does not move. */
+    double f = NAN;
+    if (l->p.smooth > 1) {
+      int m = 0;
+      for (int j = 0; j < x->n; j++) {
+        double pred = hs_bal_line_time(&x->line, 0, x->b[j]);
+        if (pred > 0 && x->t[j] > 0) l->scratch[m++] = x->t[j] / pred;
+      }
+      if (m > 0) f = bal_median(l->scratch, m);
+    } else {
+      int last = (x->head + win - 1) % win;
+      double pred = hs_bal_line_time(&x->line, 0, x->b[last]);
+      if (pred > 0 && x->t[last] > 0) f = x->t[last] / pred;
+    }
+    if (isfinite(f)) {
       x->line.t0 *= f;
       x->line.k *= f;
     }
@@ -351,16 +378,38 @@ int hs_lbb_tune(hs_lbb *l, hs_runtime *rt, hs_pol_group *g, const int *cap, cons
                 uint64_t iter) {
   l->last_action = HS_LBB_NONE;
   if (!l->p.dynamic || g->n < 2) return 0;
-  int slow = 0, fast = 0;
   double mean = 0;
   for (int i = 0; i < g->n; i++) {
     if (!isfinite(dur[i])) return 0; /* a step is missing: no decision this time */
     mean += dur[i];
-    if (dur[i] > dur[slow]) slow = i;
-    if (dur[i] < dur[fast]) fast = i;
   }
   mean /= g->n;
-  double se = mean > 0 ? (dur[slow] - dur[fast]) / mean : 0;
+  /* What decides: this iteration's step times, or (smooth > 1) each worker's median over the
+   * last `smooth` iterations at the current batches of its step time over the iteration's
+   * mean; no decision before there are that many. */
+  int sm = l->p.smooth, slow = 0, fast = 0;
+  double vslow = dur[0], vfast = dur[0], vmean = mean;
+  if (sm > 1) {
+    if (!(mean > 0)) return 0;
+    for (int i = 0; i < g->n; i++) l->w[g->ws[i]].rel[l->rel_head] = dur[i] / mean;
+    l->rel_head = (l->rel_head + 1) % sm;
+    if (l->n_rel < sm) l->n_rel++;
+    if (l->n_rel < sm) return 0;
+    vmean = 0;
+    for (int i = 0; i < g->n; i++) {
+      memcpy(l->scratch, l->w[g->ws[i]].rel, (size_t)sm * sizeof *l->scratch);
+      double v = bal_median(l->scratch, sm);
+      vmean += v / g->n;
+      if (i == 0 || v > vslow) slow = i, vslow = v;
+      if (i == 0 || v < vfast) fast = i, vfast = v;
+    }
+  } else {
+    for (int i = 1; i < g->n; i++) {
+      if (dur[i] > vslow) slow = i, vslow = dur[i];
+      if (dur[i] < vfast) fast = i, vfast = dur[i];
+    }
+  }
+  double se = vmean > 0 ? (vslow - vfast) / vmean : 0;
   l->last_se = se;
   if (se >= l->p.se_high && iter - l->last_solve >= (uint64_t)l->p.rapid_every) {
     for (int i = 0; i < g->n; i++) lbb_refit(l, &l->w[g->ws[i]]);
@@ -369,14 +418,17 @@ int hs_lbb_tune(hs_lbb *l, hs_runtime *rt, hs_pol_group *g, const int *cap, cons
     l->last_solve = iter;
     l->last_action = HS_LBB_RAPID;
     l->n_rapid++;
+    l->n_rel = l->rel_head = 0;
     return 0;
   }
-  /* Between rapid-tunes a large imbalance is still fine-tuned, one sample per iteration. */
+  /* Between rapid-tunes a large imbalance is still fine-tuned, one sample per iteration (with
+   * smooth > 1, one per `smooth` iterations: each decision sees only the batches it judges). */
   if (se >= l->p.se_low && g->batch[slow] > 1 && (cap[fast] <= 0 || g->batch[fast] < cap[fast])) {
     g->batch[slow]--;
     g->batch[fast]++;
     l->last_action = HS_LBB_FINE;
     l->n_fine++;
+    l->n_rel = l->rel_head = 0;
   }
   return 0;
 }
@@ -385,8 +437,11 @@ void hs_lbb_free(hs_lbb *l) {
   for (int w = 0; w < l->cap_w; w++) {
     free(l->w[w].b);
     free(l->w[w].t);
+    free(l->w[w].rel);
   }
   free(l->w);
+  free(l->scratch);
   l->w = NULL;
+  l->scratch = NULL;
   l->cap_w = 0;
 }

@@ -118,6 +118,9 @@ typedef struct hs_lbb_params {
                               span at least this much; otherwise the line is rescaled */
   double max_slope_error;  /* ... and when its slope's standard error is at most this
                               fraction of the slope (hs_bal_slope_rel_error) */
+  int smooth;              /* 1: each iteration decides (LBB's rule); N > 1: decisions from
+                              the per-worker medians of N iterations at unchanged batches,
+                              and rescales through the window's median ratio */
   int dynamic;             /* 0: static solve only */
 } hs_lbb_params;
 
@@ -127,6 +130,7 @@ typedef struct hs_lbb_worker {
   int n, head;             /* pairs in the ring below */
   int *b;                  /* window: batches */
   double *t;               /* window: times, s */
+  double *rel;             /* smooth > 1: step time / the iteration's mean, since the last change */
 } hs_lbb_worker;
 
 typedef enum hs_lbb_action {
@@ -140,6 +144,8 @@ typedef struct hs_lbb {
   hs_lbb_worker *w;        /* by worker index */
   int cap_w;
   uint64_t last_solve;     /* iteration of the last static solve or rapid-tune */
+  int n_rel, rel_head;     /* smooth > 1: iterations in every rel[] since the last change */
+  double *scratch;         /* smooth (or window) doubles for a median */
   double last_se;          /* SE of the last tuning decision */
   hs_lbb_action last_action;
   int64_t n_fine, n_rapid; /* decisions taken, for tests and reports */

@@ -16,7 +16,7 @@
 #include "policies/pol_registry.h"
 
 enum { P_STATIC, P_DYNAMIC, P_SE_LOW, P_SE_HIGH, P_RAPID_EVERY, P_WINDOW, P_SPREAD, P_SLOPE_ERR,
-       P_ALGO };
+       P_SMOOTH, P_ALGO };
 
 static const hs_param_spec lbb_params[] = {
     [P_STATIC] = {"static", HS_PARAM_BOOL, "1", 0, 1, NULL,
@@ -33,6 +33,9 @@ static const hs_param_spec lbb_params[] = {
     [P_SLOPE_ERR] = {"max_slope_error", HS_PARAM_DOUBLE, "0.25", 0, 1e9, NULL,
                      "largest standard error of a least-squares refit's slope, as a fraction of "
                      "the slope (else rescale)"},
+    [P_SMOOTH] = {"smooth", HS_PARAM_INT, "1", 1, 4096, NULL,
+                  "iterations at unchanged batches whose per-worker median relative step times "
+                  "decide (1: every iteration decides, LBB's rule)"},
     [P_ALGO] = {"algo", HS_PARAM_ENUM, "ring", 0, -1, "ring|hier", "all-reduce algorithm"},
     {NULL, 0, NULL, 0, 0, NULL, NULL},
 };
@@ -53,7 +56,7 @@ static int lbb_init(void *state, hs_runtime *rt, const hs_params *p) {
       .se_low = p->value[P_SE_LOW], .se_high = p->value[P_SE_HIGH],
       .rapid_every = (int)p->value[P_RAPID_EVERY], .window = (int)p->value[P_WINDOW],
       .min_spread = (int)p->value[P_SPREAD], .max_slope_error = p->value[P_SLOPE_ERR],
-      .dynamic = p->value[P_DYNAMIC] != 0};
+      .smooth = (int)p->value[P_SMOOTH], .dynamic = p->value[P_DYNAMIC] != 0};
   st->s.opts.what = HS_COMM_GRAD;
   st->s.opts.algo = (hs_ar_algo)p->value[P_ALGO];
   return 0;

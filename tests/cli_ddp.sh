@@ -16,13 +16,14 @@ check table_printed grep -qE '^median lbb +error [-+][0-9.]+' "$TMP/out"
 check results_complete /usr/bin/python3 -c '
 import json, math, sys
 r = json.load(open(sys.argv[1]))
-assert set(r["cases"]) == {"homo", "slow", "lbb_static", "lbb"}, r["cases"].keys()
+assert set(r["cases"]) == {"homo", "slow", "lbb_static", "lbb", "lbb_smooth"}, r["cases"].keys()
 for c in r["cases"].values():
     for k in ("ddp_mean_iteration_s", "sim_mean_iteration_s", "error", "ddp_compute_spread"):
         assert math.isfinite(c[k]), (k, c)
     assert c["ddp_mean_iteration_s"] > 0 and c["sim_mean_iteration_s"] > 0
 assert sum(r["lbb_batches"]) == 2 * r["batch_per_rank"], r["lbb_batches"]
 assert sum(r["lbb_static_batches"]) == 2 * r["batch_per_rank"], r["lbb_static_batches"]
+assert sum(r["lbb_smooth_batches"]) == 2 * r["batch_per_rank"], r["lbb_smooth_batches"]
 ' "$TMP/ddp/results.json"
 check imported_device test "$(rows "$TMP/ddp/pass1/cal.db" "SELECT count(*) FROM comm_model WHERE backend = 'gloo' AND op = 'allreduce' AND world_size = 2")" = 1
 cli_finish

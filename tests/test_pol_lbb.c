@@ -218,6 +218,58 @@ static void test_rapid_tune_noisy_window(void) {
   ASSERT_EQ(noisy_rapid_tune("lbb:min_spread=1,max_slope_error=1e9"), 59);
 }
 
+/* smooth: one outlying step (worker 0 takes 1.5x its time in iteration 40 only). LBB's rule
+ * (smooth=1) takes it for a slowdown: SE = (67.5 - 44.8) / 56.15 = 0.40, 41 iterations after
+ * the static solve, so a rapid-tune rescales worker 0's line through it, 15 + 1.5 b, and
+ * 15 + 1.5 b = 10 + 1.2 (64 - b) at b = 26.6 gives 27/37 (55.5 and 54.4 ms on the lines, 37
+ * and 54.4 ms in truth). With smooth=8 the medians of the last 8 relative times stay 45/44.9
+ * and 44.8/44.9 (SE 0.004): nothing moves. */
+static int outlier_batch(const char *policy, int *at41) {
+  driven x;
+  ASSERT_EQ(drive_open(&x, policy), 0);
+  for (int it = 0; it < 60; it++) {
+    x.m.noise[0] = it == 40 ? 0.5 : 0;
+    if (it == 41) *at41 = x.m.batch[0];
+    if (it < 41) ASSERT_EQ(x.m.batch[0], 35);
+    ASSERT_EQ(drive_iteration(&x), 0);
+  }
+  int b0 = x.m.batch[0];
+  drive_close(&x);
+  return b0;
+}
+
+static void test_smooth_ignores_one_outlier(void) {
+  int at41 = -1;
+  outlier_batch("lbb", &at41);
+  ASSERT_EQ(at41, 27);
+  ASSERT_EQ(outlier_batch("lbb:smooth=8", &at41), 35);
+  ASSERT_EQ(at41, 35);
+}
+
+/* smooth=8 follows the rapid scenario's lasting slowdowns, later and in fewer moves. Worker 1
+ * slowed 3x from iteration 20: the medians of 8 relative times flip once 4 of the 8 are slow
+ * (even count: the mean of the middle two, 0.752 and 1.248 at the end of iteration 23, SE
+ * 0.50), 24 iterations after the solve, too soon for a rapid-tune: one sample moves (36/28)
+ * and the relative times start again. Eight iterations later (end of 31, 32 >= 30 after the
+ * solve) SE = (130.8 - 46) / 88.4 = 0.96: rapid-tune, each line rescaled by its window's
+ * median ratio, 1 and 3, as in the rapid scenario: 55/9. Worker 0 slowed 4x from iteration
+ * 45: the medians flip at the end of 48 (fine-tune, 54), again at the end of 56 (53; 25
+ * iterations after the last rapid-tune), and at the end of 64 (33 after it) the rapid-tune
+ * rescales worker 0's line by 4 (252 / 63 ms) and worker 1's by 1: 29, as before. */
+static void test_smooth_follows_slowdowns(void) {
+  driven x;
+  ASSERT_EQ(drive_open(&x, "lbb:smooth=8"), 0);
+  for (int it = 0; it < 100; it++) {
+    if (it == 20) x.m.slow[1] = 3;
+    if (it == 45) x.m.slow[0] = 4;
+    int want = it < 24 ? 35 : it < 32 ? 36 : it < 49 ? 55 : it < 57 ? 54 : it < 65 ? 53 : 29;
+    ASSERT_EQ(x.m.batch[0], want);
+    ASSERT_EQ(x.m.batch[0] + x.m.batch[1], 64);
+    ASSERT_EQ(drive_iteration(&x), 0);
+  }
+  drive_close(&x);
+}
+
 static void test_params_errors(void) {
   const hs_policy *pol;
   hs_params p;
@@ -226,6 +278,8 @@ static void test_params_errors(void) {
   ASSERT_CONTAINS(d.msg, "se_low");
   ASSERT_EQ(hs_policy_parse("lbb:rapid_every=0", &pol, &p, &d), HS_EINVAL);
   ASSERT_CONTAINS(d.msg, "rapid_every");
+  ASSERT_EQ(hs_policy_parse("lbb:smooth=0", &pol, &p, &d), HS_EINVAL);
+  ASSERT_CONTAINS(d.msg, "smooth");
   ASSERT_EQ(hs_policy_parse("lbcal:overlap=maybe", &pol, &p, &d), HS_EINVAL);
   ASSERT_CONTAINS(d.msg, "overlap");
   ASSERT_EQ(hs_policy_parse("predbatch:predictor=arima", &pol, &p, &d), HS_EINVAL);
@@ -386,6 +440,8 @@ static const hs_test_case cases[] = {
     {"rapid_tune_rescale", test_rapid_tune_rescale},
     {"rapid_tune_least_squares", test_rapid_tune_least_squares},
     {"rapid_tune_noisy_window", test_rapid_tune_noisy_window},
+    {"smooth_ignores_one_outlier", test_smooth_ignores_one_outlier},
+    {"smooth_follows_slowdowns", test_smooth_follows_slowdowns},
     {"params_errors", test_params_errors},
     {"sim_lbb_4gpu", test_sim_lbb_4gpu},
     {"sim_lbcal", test_sim_lbcal},
