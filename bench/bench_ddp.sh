@@ -35,7 +35,8 @@
 # the median over the passes per case, and writes OUTDIR/results.json. Settings (environment):
 # MODEL (cnn), BATCH (256 per rank), ITER (40 timed iterations), WARMUP (5), SLOW (2; a whole
 # number with SLOW_MODE repeat), SLOW_MODE (repeat or sleep), REPEATS,
-# BUDGET (2 s of timed steps per batch size in the profile), ROUNDS (2: each batch size timed in
+# BUDGET (2 s of timed steps per batch size in the profile), HUGEPAGES (1: glibc.malloc.hugetlb=1
+# in every process, see below; 0: the allocator's default), ROUNDS (2: each batch size timed in
 # that many rounds of fresh process pairs, pooled: hetsim_profile.py --rounds), PROFILE_BATCHES
 # (default B/8, B/4, B/2, 3B/4, B, 5B/4, 3B/2: what lbb may give a worker, and small batches for
 # the fixed cost), QUICK=1 (CI: one pass, tiny batches and iterations; checks that the path
@@ -73,6 +74,14 @@ ROUNDS=${ROUNDS:-2}
 # and 30 of 512 samples in two of them.
 PROFILE_BATCHES=${PROFILE_BATCHES:-$((BATCH / 8)),$((BATCH / 4)),$((BATCH / 2)),$((3 * BATCH / 4)),$BATCH,$((5 * BATCH / 4)),$((3 * BATCH / 2))}
 log() { echo "bench_ddp: $*" >&2; }
+# Transparent huge pages for glibc malloc's mmap'd chunks (which hold torch's tensors), in the
+# profile's processes and DDP's ranks alike. With the default allocator about one fresh torch
+# process in eight on this VM stepped cnn 1.6-1.8x slower for its whole life (8 of 60 at 169
+# samples; with hugetlb=1, 0 of 60: notebooks-data/cpu-process-modes-2026-11-26). HUGEPAGES=0:
+# the allocator's default.
+if [ "${HUGEPAGES:-1}" = 1 ]; then
+  export GLIBC_TUNABLES=${GLIBC_TUNABLES:+$GLIBC_TUNABLES:}glibc.malloc.hugetlb=1
+fi
 
 one_pass() { # one_pass DIR: profile, import, cluster, simulate and run DDP; DIR/sim.json
 local P=$1
@@ -201,10 +210,10 @@ def median_ci(xs, level=0.95):
 out, reps, model, batch, slow, slow_mode = sys.argv[1:]
 reps = int(reps)
 res = {"model": model, "batch_per_rank": int(batch), "slowdown": float(slow), "slow_mode": slow_mode,
-       "repeats": reps,
+       "repeats": reps, "glibc_tunables": os.environ.get("GLIBC_TUNABLES", ""),
        "passes": [], "cases": {}}
 print(f"{'pass':4} {'case':10} {'ddp_ms':>9} {'sim_ms':>9} {'error':>8} {'ddp_compute_spread':>19}  batches")
-# lbb_static and lbb_smooth came later (2026-11-26, -27): folders of earlier passes lack them.
+# lbb_static and lbb_smooth came later (2026-11-26): folders of earlier passes lack them.
 names = [n for n in ("homo", "slow", "lbb_static", "lbb", "lbb_smooth")
          if all(n in json.load(open(f"{out}/pass{k}/sim.json")) for k in range(1, reps + 1))]
 for k in range(1, reps + 1):
