@@ -254,21 +254,22 @@ static int lbb_reserve(hs_lbb *l, hs_runtime *rt) {
     l->w[w].b = malloc((size_t)win * sizeof *l->w[w].b);
     l->w[w].t = malloc((size_t)win * sizeof *l->w[w].t);
     if (sm) l->w[w].rel = malloc((size_t)sm * sizeof *l->w[w].rel);
-    if (!l->w[w].b || !l->w[w].t || (sm && !l->w[w].rel)) return hs_rt_fail(rt, HS_ENOMEM, "out of memory");
+    if (!l->w[w].b || !l->w[w].t || (sm && !l->w[w].rel))
+      return hs_rt_fail(rt, HS_ENOMEM, "out of memory");
   }
   if (sm && !l->scratch && !(l->scratch = malloc((size_t)(sm > win ? sm : win) * sizeof *l->scratch)))
     return hs_rt_fail(rt, HS_ENOMEM, "out of memory");
   return 0;
 }
 
-/* The median of v[0..n), n >= 1, which it sorts (insertion: n is a window, at most 4096). */
+static int bal_cmp(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+/* The median of v[0..n), n >= 1, which it sorts. */
 static double bal_median(double *v, int n) {
-  for (int i = 1; i < n; i++) {
-    double x = v[i];
-    int j = i;
-    for (; j > 0 && v[j - 1] > x; j--) v[j] = v[j - 1];
-    v[j] = x;
-  }
+  qsort(v, (size_t)n, sizeof *v, bal_cmp);
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 

@@ -7,6 +7,8 @@
  * times decide: SE = (max - min) / mean; fine-tune (one sample from the slowest worker to the
  * fastest) when se_low <= SE < se_high; rapid-tune (refit each worker's line from its measured
  * durations and re-solve) when SE >= se_high, at most once every rapid_every iterations.
+ * With smooth=N > 1 (ours) those decisions read each worker's median step time relative to
+ * its iteration's mean over the last N iterations at unchanged batches, not one iteration's.
  * Gradients are all-reduced with weights b_i / B; the global batch stays constant. A worker
  * that joins is profiled and everything is re-solved; a worker that leaves is dropped and the
  * rest re-solved, both at the next iteration. */

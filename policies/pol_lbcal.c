@@ -78,7 +78,7 @@ static int lbcal_init(void *state, hs_runtime *rt, const hs_params *p) {
   st->f0 = NAN;
   st->tuner.p = (hs_lbb_params){.se_low = p->value[P_SE_LOW], .se_high = p->value[P_SE_HIGH],
                                 .rapid_every = (int)p->value[P_RAPID], .window = 8,
-                                .min_spread = 8, .max_slope_error = 0.25,
+                                .min_spread = 8, .max_slope_error = 0.25, .smooth = 1,
                                 .dynamic = p->value[P_LBB] != 0};
   st->s.opts.what = HS_COMM_MODEL;
   st->s.opts.algo = (hs_ar_algo)p->value[P_ALGO];
