@@ -166,8 +166,8 @@ print(",".join(str(b) for (b,) in c.execute("SELECT batch FROM step WHERE step =
 s_lbbs=$("$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["mean_iteration_s"])' "$P/lbb_static_sim.json")
 log "case lbb_static: batches $LBBS (worker 1 slowed ${SLOW}x)"
 ddp_run lbb_static "$LBBS" "$SLOW"
-printf '{"homo": %s, "slow": %s, "lbb": %s, "lbb_batches": [%s], "lbb_static": %s, "lbb_static_batches": [%s], "lbb_smooth": %s, "lbb_smooth_batches": [%s]}\n' \
-  "$s_homo" "$s_slow" "$s_lbb" "$lbb_B" "$s_lbbs" "$LBBS" "$s_lbb_smooth" "$lbb_smooth_B" >"$P/sim.json"
+printf '{"homo": %s, "slow": %s, "lbb": %s, "lbb_batches": [%s], "lbb_static": %s, "lbb_static_batches": [%s], "lbb_smooth": %s, "lbb_smooth_batches": [%s], "glibc_tunables": "%s"}\n' \
+  "$s_homo" "$s_slow" "$s_lbb" "$lbb_B" "$s_lbbs" "$LBBS" "$s_lbb_smooth" "$lbb_smooth_B" "${GLIBC_TUNABLES:-}" >"$P/sim.json"
 }
 
 if [ "${SUMMARY_ONLY:-0}" = 1 ]; then
@@ -210,7 +210,10 @@ def median_ci(xs, level=0.95):
 out, reps, model, batch, slow, slow_mode = sys.argv[1:]
 reps = int(reps)
 res = {"model": model, "batch_per_rank": int(batch), "slowdown": float(slow), "slow_mode": slow_mode,
-       "repeats": reps, "glibc_tunables": os.environ.get("GLIBC_TUNABLES", ""),
+       "repeats": reps,
+       # GLIBC_TUNABLES of each pass (HUGEPAGES), null for passes made before it was recorded
+       "glibc_tunables": sorted({json.load(open(f"{out}/pass{k}/sim.json")).get("glibc_tunables")
+                                 for k in range(1, reps + 1)}, key=str),
        "passes": [], "cases": {}}
 print(f"{'pass':4} {'case':10} {'ddp_ms':>9} {'sim_ms':>9} {'error':>8} {'ddp_compute_spread':>19}  batches")
 # lbb_static and lbb_smooth came later (2026-11-26): folders of earlier passes lack them.
