@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/core_stats.h"
+
 typedef struct form_info {
   const char *name;
   int nparams;
@@ -317,11 +319,6 @@ int hs_comm_link_load(hs_store *s, const char *device, int world, double msg_byt
   return 0;
 }
 
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
 int hs_perf_jitter_load(hs_store *s, const char *device, const char *model, double *cv, hs_diag *d) {
   sqlite3 *db = hs_store_db(s);
   sqlite3_stmt *st;
@@ -340,8 +337,7 @@ int hs_perf_jitter_load(hs_store *s, const char *device, const char *model, doub
   if (!n)
     return hs_diag_set(d, HS_ENOTFOUND, "no measured step spread (calib_sample p10_s, p90_s) of model %s "
                        "on device \"%s\" in %s", model, device, hs_store_path(s));
-  qsort(sig, (size_t)n, sizeof *sig, cmp_double);
-  double m = n % 2 ? sig[n / 2] : 0.5 * (sig[n / 2 - 1] + sig[n / 2]);
+  double m = hs_median_inplace(sig, (size_t)n);
   *cv = sqrt(expm1(m * m));
   return 0;
 }

@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/core_stats.h"
+
 /* --- 1. the solver ---------------------------------------------------------------------- */
 
 static int cap_of(const hs_bal_problem *p, int i) {
@@ -262,17 +264,6 @@ static int lbb_reserve(hs_lbb *l, hs_runtime *rt) {
   return 0;
 }
 
-static int bal_cmp(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
-/* The median of v[0..n), n >= 1, which it sorts. */
-static double bal_median(double *v, int n) {
-  qsort(v, (size_t)n, sizeof *v, bal_cmp);
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 /* LBB's warm-up: step times at batches 2, 4, ..., 256 from the performance model. */
 static int lbb_profile(hs_lbb *l, hs_runtime *rt, int w, int cap) {
   int bs[9], n = 0;
@@ -361,7 +352,7 @@ static void lbb_refit(hs_lbb *l, hs_lbb_worker *x) {
         double pred = hs_bal_line_time(&x->line, 0, x->b[j]);
         if (pred > 0 && x->t[j] > 0) l->scratch[m++] = x->t[j] / pred;
       }
-      if (m > 0) f = bal_median(l->scratch, m);
+      if (m > 0) f = hs_median_inplace(l->scratch, (size_t)m);
     } else {
       int last = (x->head + win - 1) % win;
       double pred = hs_bal_line_time(&x->line, 0, x->b[last]);
@@ -399,7 +390,7 @@ int hs_lbb_tune(hs_lbb *l, hs_runtime *rt, hs_pol_group *g, const int *cap, cons
     vmean = 0;
     for (int i = 0; i < g->n; i++) {
       memcpy(l->scratch, l->w[g->ws[i]].rel, (size_t)sm * sizeof *l->scratch);
-      double v = bal_median(l->scratch, sm);
+      double v = hs_median_inplace(l->scratch, (size_t)sm);
       vmean += v / g->n;
       if (i == 0 || v > vslow) slow = i, vslow = v;
       if (i == 0 || v < vfast) fast = i, vfast = v;

@@ -5,17 +5,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
+#include "core/core_stats.h"
 
 /* A sorted copy of v[0..n); NULL when out of memory. */
 static double *sorted_copy(const double *v, size_t n) {
   double *c = malloc(n * sizeof *c);
   if (!c) return NULL;
   memcpy(c, v, n * sizeof *c);
-  qsort(c, n, sizeof *c, cmp_double);
+  qsort(c, n, sizeof *c, hs_cmp_double);
   return c;
 }
 
@@ -79,7 +76,7 @@ int hs_iter_compare_times(const double *ref, const double *cmp, size_t n, hs_ite
     m++;
   }
   if (!m) goto out;
-  qsort(err, m, sizeof *err, cmp_double);
+  qsort(err, m, sizeof *err, hs_cmp_double);
   out->n = (int64_t)m;
   out->median_error = m % 2 ? err[m / 2] : 0.5 * (err[m / 2 - 1] + err[m / 2]);
   size_t k = (size_t)ceil(0.95 * (double)m);
