@@ -989,10 +989,10 @@ def limit_blas_pool(threads):
     are made when the libraries load), unless the user sized them. torch.set_num_threads does
     not reach OpenBLAS's own pool (Debian's torch 1.13 uses OpenBLAS), sized to the CPUs (one
     worker beside the caller on 2 CPUs), made before any pinning and so allowed on every CPU,
-    whose worker spins in sched_yield between calls: on this repository's 2-vCPU VM, in half of the DDP runs at
-    344 + 168 samples such a thread in each rank made 0.3-0.9 million involuntary context
-    switches of the ranks' compute threads and stretched their steps 1.3-1.6x
-    (docs/performance.md, "Against PyTorch DDP")."""
+    whose worker spins in sched_yield between calls: on this repository's 2-vCPU VM, in half
+    of the DDP runs at 344 + 168 samples such a thread in each rank made 0.3-0.9 million
+    involuntary context switches of the ranks' compute threads and stretched their steps
+    1.3-1.6x (docs/performance.md, "Against PyTorch DDP")."""
     for var in BLAS_POOL_VARS:
         os.environ.setdefault(var, str(threads))
 
