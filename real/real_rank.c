@@ -884,6 +884,14 @@ static int all_idle(const crd *s) {
   return 1;
 }
 
+/* Sends a heartbeat to every other rank; the first rank it cannot reach, or -1. */
+static int beat_all(crd *s) {
+  cmsg beat = {.kind = C_BEAT};
+  for (int i = 1; i < s->world; i++)
+    if (send_msg(s->fds[i], &beat, NULL, s->timeout)) return i;
+  return -1;
+}
+
 /* Rank 0's side of the heartbeats (beat_interval): beats every other rank when due, and fails
  * the run naming the first rank that has said nothing for --timeout. */
 static void beats(crd *s, double *heard, double *sent) {
@@ -896,11 +904,10 @@ static void beats(crd *s, double *heard, double *sent) {
     }
   if (now - *sent < beat_interval(s->timeout)) return;
   *sent = now;
-  cmsg beat = {.kind = C_BEAT};
-  for (int i = 1; i < s->world && !s->core.done; i++)
-    if (send_msg(s->fds[i], &beat, NULL, s->timeout))
-      cfail(s, HS_ERUNTIME, "cannot reach worker %d (rank %d) over the control channel (its process died?)", i - s->off,
-            i);
+  int i = beat_all(s);
+  if (i > 0)
+    cfail(s, HS_ERUNTIME, "cannot reach worker %d (rank %d) over the control channel (its process died?)", i - s->off,
+          i);
 }
 
 static void coordinate(crd *s) {
@@ -965,13 +972,26 @@ static int await_ready(crd *s) {
   char *ready = calloc((size_t)s->world, 1);
   if (!ready) return cfail(s, HS_ENOMEM, "out of memory");
   double dl = hs_real_mono() + 2 * s->timeout + 60; /* the data, the nets, the comm's own bounded start-up */
+  /* Rank 0 beats from here on, so that a rank done with its start-up holds rank 0 to --timeout
+   * (not to this start-up bound) if rank 0 then stops. */
+  double sent = -INFINITY, hb = beat_interval(s->timeout);
   struct pollfd pf[HS_RANK_MAX_WORLD];
   int rc = 0;
   while (got < s->world && !rc) {
+    double now = hs_real_mono();
+    if (now < dl && now - sent >= hb) {
+      sent = now;
+      int i = beat_all(s);
+      if (i > 0) {
+        rc = cfail(s, HS_ERUNTIME, "rank %d: its process died during start-up", i);
+        break;
+      }
+    }
     for (int i = 0; i < s->world; i++) pf[i] = (struct pollfd){.fd = s->fds[i], .events = ready[i] ? 0 : POLLIN};
-    int ms = (int)((dl - hs_real_mono()) * 1000);
-    int r = ms > 0 ? poll(pf, (nfds_t)s->world, ms) : 0;
+    int ms = (int)((fmin(dl, sent + hb) - now) * 1000) + 1;
+    int r = now < dl ? poll(pf, (nfds_t)s->world, ms) : 0;
     if (r < 0 && errno == EINTR) continue;
+    if (r == 0 && hs_real_mono() < dl) continue; /* a beat is due */
     if (r <= 0) {
       int missing = -1;
       for (int i = 0; i < s->world && missing < 0; i++)

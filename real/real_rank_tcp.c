@@ -154,9 +154,14 @@ static int star_leaf(const char *what, const struct addrinfo *ai, const char *ad
     if (!connect(fd, ai->ai_addr, ai->ai_addrlen)) {
       nodelay(fd);
       hello h = {.magic = HELLO_MAGIC, .rank = rank, .world = world}, ok;
-      if (hs_rank_write(fd, &h, sizeof h, deadline, -1) || hs_rank_read(fd, &ok, sizeof ok, deadline, -1) ||
-          ok.magic != HELLO_MAGIC) {
+      int r = hs_rank_write(fd, &h, sizeof h, deadline, -1);
+      if (!r) r = hs_rank_read(fd, &ok, sizeof ok, deadline, -1);
+      if (r || ok.magic != HELLO_MAGIC) {
         close(fd);
+        if (r == -2) /* connected (the kernel accepts for it) but rank 0 said nothing: stopped, or hangs */
+          return hs_diag_set(d, HS_ERUNTIME, "%s: rank %d: rank 0 at %s:%d did not complete the world of %d in "
+                             "time (its process stopped or hangs, or another rank never came?)", what, rank, addr,
+                             port, world);
         return hs_diag_set(d, HS_ERUNTIME, "%s: rank %d: rank 0 at %s:%d refused the world of %d (see rank 0's message)",
                            what, rank, addr, port, world);
       }

@@ -264,6 +264,27 @@ kill -CONT "$s0" 2>/dev/null
 kill -9 "$s0" 2>/dev/null
 wait "$s0" 2>/dev/null
 
+# Rank 0 stopped during the start-up (0.1 s after both ranks start, before the run's first step):
+# rank 1 ends after --timeout too. It waited for the start-up bound (2 x --timeout + 60 s: 69 s
+# here) while rank 0 had not yet said a word, until rank 0 beat during the start-up as well.
+next_port
+rm -f "$T/k.db"*
+for r in 0 1; do
+  RANK=$r WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port "$H" real --policy ssgd "${sargs[@]}" \
+    >"$T/out.u$r" 2>"$T/err.u$r" &
+  kill_at_exit+=($!)
+  eval "u$r=\$!"
+done
+sleep 0.1
+kill -STOP "$u0"
+ends_within_60s stopped_rank0_startup_ends_within_60s "$u1"
+check stopped_rank0_startup_exit test $? = 1
+check stopped_rank0_startup_says grep -Eq "rank 0 did not answer on the control channel within 5 s|rank 0 at [^ ]+ did not complete the world of 2 in time" "$T/err.u1" ||
+  cat "$T/err.u1"
+kill -CONT "$u0" 2>/dev/null
+kill -9 "$u0" 2>/dev/null
+wait "$u0" 2>/dev/null
+
 # --- rank 0 killed mid-run: the other rank ends with a clear error ----------------------------------
 next_port
 rm -f "$T/k.db"*
