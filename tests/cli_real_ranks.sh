@@ -223,15 +223,27 @@ killed_worker killed_worker_ps 3 2 1 --policy asp --server-rank
 # --- a worker stopped mid-run (SIGSTOP): its connection stays open, so only --timeout can tell --
 # Before the heartbeats, rank 0 waited for the stopped rank's step report for ever (617 s seen
 # with --timeout 5s). Now it fails the run within --timeout (5 s here) plus a beat, naming the rank.
-next_port
-rm -f "$T/k.db"*
 sargs=("${kargs[@]/30s/5s}") # --timeout 5s
-for r in 0 1; do
-  RANK=$r WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port "$H" real --policy ssgd "${sargs[@]}" \
-    >"$T/out.s$r" 2>"$T/err.s$r" &
-  kill_at_exit+=($!)
-  eval "s$r=\$!"
-done
+# start_pair TAG: ranks 0 and 1 of an ssgd run with --timeout 5s, on a new port and database; their
+# pids in TAG0 and TAG1, their output in $T/out.TAG0, $T/err.TAG0, ...
+start_pair() {
+  local r
+  next_port
+  rm -f "$T/k.db"*
+  for r in 0 1; do
+    RANK=$r WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port "$H" real --policy ssgd "${sargs[@]}" \
+      >"$T/out.$1$r" 2>"$T/err.$1$r" &
+    kill_at_exit+=($!)
+    eval "$1$r=\$!"
+  done
+}
+# end_stopped PID: resumes a stopped rank, kills it and reaps it.
+end_stopped() {
+  kill -CONT "$1" 2>/dev/null
+  kill -9 "$1" 2>/dev/null
+  wait "$1" 2>/dev/null
+}
+start_pair s
 wait_running
 kill -STOP "$s1"
 ends_within_60s stopped_worker_rank0_ends_within_60s "$s0"
@@ -241,18 +253,9 @@ check stopped_worker_says grep -Eq "rank 1\)? did not answer( on the control cha
   cat "$T/err.s0"
 check stopped_worker_marked test "$(sqlite3 "$T/k.db" "SELECT status FROM run")" = failed
 check stopped_worker_error_stored grep -q "rank 1" <(sqlite3 "$T/k.db" "SELECT error FROM run")
-kill -CONT "$s1" 2>/dev/null
-kill -9 "$s1" 2>/dev/null
-wait "$s1" 2>/dev/null
+end_stopped "$s1"
 # Rank 0 stopped: the other rank, hearing nothing from it, ends by itself with a clear error.
-next_port
-rm -f "$T/k.db"*
-for r in 0 1; do
-  RANK=$r WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port "$H" real --policy ssgd "${sargs[@]}" \
-    >"$T/out.s$r" 2>"$T/err.s$r" &
-  kill_at_exit+=($!)
-  eval "s$r=\$!"
-done
+start_pair s
 wait_running
 kill -STOP "$s0"
 ends_within_60s stopped_rank0_other_ends_within_60s "$s1"
@@ -260,30 +263,19 @@ check stopped_rank0_other_exit test $? = 1
 # (As above, whichever wait notices first names it: the control channel's, or rank 1's all-reduce.)
 check stopped_rank0_other_says grep -Eq "rank 1: rank 0 did not answer on the control channel within 5 s|on rank 1: rank 0 did not answer within 5 s" "$T/err.s1" ||
   cat "$T/err.s1"
-kill -CONT "$s0" 2>/dev/null
-kill -9 "$s0" 2>/dev/null
-wait "$s0" 2>/dev/null
+end_stopped "$s0"
 
 # Rank 0 stopped during the start-up (0.1 s after both ranks start, before the run's first step):
 # rank 1 ends after --timeout too. It waited for the start-up bound (2 x --timeout + 60 s: 69 s
 # here) while rank 0 had not yet said a word, until rank 0 beat during the start-up as well.
-next_port
-rm -f "$T/k.db"*
-for r in 0 1; do
-  RANK=$r WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port "$H" real --policy ssgd "${sargs[@]}" \
-    >"$T/out.u$r" 2>"$T/err.u$r" &
-  kill_at_exit+=($!)
-  eval "u$r=\$!"
-done
+start_pair u
 sleep 0.1
 kill -STOP "$u0"
 ends_within_60s stopped_rank0_startup_ends_within_60s "$u1"
 check stopped_rank0_startup_exit test $? = 1
 check stopped_rank0_startup_says grep -Eq "rank 0 did not answer on the control channel within 5 s|rank 0 at [^ ]+ did not complete the world of 2 in time" "$T/err.u1" ||
   cat "$T/err.u1"
-kill -CONT "$u0" 2>/dev/null
-kill -9 "$u0" 2>/dev/null
-wait "$u0" 2>/dev/null
+end_stopped "$u0"
 
 # --- rank 0 killed mid-run: the other rank ends with a clear error ----------------------------------
 next_port
