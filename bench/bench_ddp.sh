@@ -5,8 +5,10 @@
 #   bash bench/bench_ddp.sh HETSIM [OUTDIR]
 #
 # 1. profile MODEL with tools/hetsim_profile.py the way the run executes: wrapped in DDP at world
-#    size 1, two processes stepping at once (each pinned to its own CPU, one thread), and gloo's
-#    all-reduce and p2p between two processes;
+#    size 1, two processes stepping at once (each pinned to its own CPU, one thread), gloo's
+#    all-reduce and p2p between two processes, and the gradient's all-reduce as DDP issues it
+#    after each step at BATCH (--comm-step: its mean is what the simulated link charges at the
+#    gradient's size; an all-reduce timed alone after a barrier took a tenth of it here);
 # 2. `hetsim calib import` it, and write the cluster: two workers on one node whose compute,
 #    link and step noise come from the import (compute {MODEL: {calib: DEVICE}}, link {calib:
 #    DEVICE}, jitter {calib: DEVICE}: each iteration waits for the slower of two noisy ranks);
@@ -87,9 +89,10 @@ one_pass() { # one_pass DIR: profile, import, cluster, simulate and run DDP; DIR
 local P=$1
 mkdir -p "$P"
 # 1. The profile.
-log "profiling $MODEL (ddp, 2 concurrent, $ROUNDS rounds, gloo comm) at batches $PROFILE_BATCHES"
+log "profiling $MODEL (ddp, 2 concurrent, $ROUNDS rounds, gloo comm, DDP's all-reduce at $BATCH) at batches $PROFILE_BATCHES"
 "$PY" "$SRC/tools/hetsim_profile.py" --model "$MODEL" --device cpu --ddp --concurrent 2 \
   --rounds "$ROUNDS" --batches "$PROFILE_BATCHES" --budget "$BUDGET" --comm --comm-world 2 --comm-budget "$BUDGET" \
+  --comm-step "$BATCH" \
   --device-name "cpu-ddp" --quiet --out "$P/profile.json"
 # 2. Import, and the cluster.
 rm -f "$P/cal.db"

@@ -3,7 +3,7 @@
 # kept small (a few steps per batch, tiny budgets): a valid version-1 profile (the importer's
 # rules of docs/profile.md checked field by field), the built-in models' parameter counts
 # against `hetsim models`, DDP at world size 1 with convergence curves, two concurrent processes
-# with the gloo communication sweep, --rounds 2 pooling 4 processes, bad arguments (exit 2,
+# with the gloo communication sweep and DDP's all-reduce (--comm-step), --rounds 2 pooling 4 processes, bad arguments (exit 2,
 # nothing clobbered), and a 2-rank DDP run of 3 iterations. No timed assertion: times are checked for sanity (finite, > 0, ordered
 # percentiles), not for values.
 # Skips (77) only when /usr/bin/python3 cannot import torch (Makefile's TEST_DEB_PACKAGES
@@ -80,9 +80,15 @@ for i, e in enumerate(d["compute"]):
 need(steps, "no step entry")
 need(d.get("oom_batch") is None or type(d["oom_batch"]) is int, "oom_batch")
 for i, c in enumerate(d.get("comm", [])):
-    need(c["backend"] in ("nccl", "gloo") and c["op"] in ("allreduce", "p2p", "broadcast", "allgather", "reducescatter"), f"comm[{i}] backend/op")
+    need(c["backend"] in ("nccl", "gloo") and c["op"] in ("allreduce", "p2p", "broadcast", "allgather", "reducescatter", "allreduce_step"), f"comm[{i}] backend/op")
     need(type(c["bytes"]) is int and c["bytes"] >= 0 and type(c["world_size"]) is int and c["world_size"] >= 2, f"comm[{i}] bytes/world_size")
     need(c["median_s"] > 0 and c["p10_s"] <= c["median_s"] <= c["p90_s"] and c["count"] > 0, f"comm[{i}] times")
+    step = c["op"] == "allreduce_step"
+    need(set(c) <= {"backend", "op", "world_size", "bytes", "median_s", "p10_s", "p90_s", "count", "mean_s"}
+         | ({"batch", "buckets"} if step else set()), f"comm[{i}] unknown keys {set(c)}")
+    need(not step or (c["bytes"] == m["grad_bytes"] and c.get("mean_s", 0) > 0 and c["count"] >= 20
+                      and type(c.get("batch")) is int and type(c.get("buckets")) is int and c["buckets"] >= 1),
+         f"comm[{i}] allreduce_step")
 for kv in want:
     k, v = kv.split("=", 1)
     x = d
@@ -160,13 +166,15 @@ else
   bad ddp_exit "$(head -c 400 "$TMP/err")"
 fi
 
-# --- two processes at once, and the gloo all-reduce and send/recv between two processes ---
+# --- two processes at once, and the gloo all-reduce and send/recv between two processes, and
+# the gradient's all-reduce as DDP issues it (--comm-step: 20 steps at the least budget) ---
 if "$PY" "$PROF" --model mlp --batches 8 --concurrent 2 --comm --comm-sizes 4,64KiB \
-    --comm-budget 0.01 --out "$TMP/conc.json" "${quick[@]}" 2>"$TMP/err"; then
+    --comm-budget 0.01 --comm-step 8 --out "$TMP/conc.json" "${quick[@]}" 2>"$TMP/err"; then
   ok concurrent_exit
   check concurrent_valid check_profile "$TMP/conc.json" execution.concurrent=2 execution.mode=plain \
     comm.0.backend=gloo comm.0.op=allreduce comm.0.bytes=4 comm.0.world_size=2 comm.1.op=p2p \
-    comm.3.bytes=65536
+    comm.3.bytes=65536 comm.4.op=allreduce_step comm.4.world_size=2 comm.4.batch=8 \
+    comm.4.buckets=1
   # samples are pooled over the two processes, which step in lock-step: an even count
   check concurrent_pooled "$PY" -c 'import json,sys; d=json.load(open(sys.argv[1])); sys.exit(any(e["count"] % 2 or e["count"] < 6 for e in d["compute"]))' "$TMP/conc.json"
 else
@@ -226,6 +234,7 @@ bad_args torchvision 'no model "nope"' --model torchvision:nope
 bad_args reps '--min-reps' --model mlp --min-reps 9 --max-reps 2
 bad_args rounds '--rounds: expected an integer >= 1, got "0"' --model mlp --rounds 0
 bad_args rounds_text '--rounds' --model mlp --rounds two
+bad_args comm_step '--comm-step needs --comm' --model mlp --comm-step 8
 check kept test "$(cat "$TMP/keep.json")" = keep
 expect_exit bad_outdir 2 "$PY" "$PROF" --model mlp --out "$TMP/no/such/dir.json"
 check bad_outdir_message grep -qF "does not exist" "$TMP/err"

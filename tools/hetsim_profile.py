@@ -244,6 +244,12 @@ def build_parser():
     g.add_argument("--comm-sizes", help="message sizes instead (e.g. 4,4KiB,1MiB)")
     g.add_argument("--comm-budget", type=_positive(float), default=1.0, metavar="SECONDS",
                    help="seconds of timed operations per size and op (1; 5 to --max-reps ops)")
+    g.add_argument("--comm-step", type=_positive(int), metavar="BATCH",
+                   help="also time the gradient's all-reduce as DDP issues it: the --comm "
+                   "processes train the model in DistributedDataParallel at BATCH samples each "
+                   "for --comm-budget seconds (at least 20 steps) and time, per step, the last "
+                   "bucket ready to the end of the backward on the rank that arrived last: "
+                   "comm entry op \"allreduce_step\" with its mean (docs/profile.md)")
     g = p.add_argument_group("convergence curves (hetsim fit-convergence)")
     g.add_argument("--curves", metavar="FILE.csv", help="also train the model for real and write "
                    "its evaluation curve: columns samples,epoch,loss,accuracy,batch,workers,policy")
@@ -1163,6 +1169,101 @@ def comm_sweep(a, rank, world, backend, device, sizes, say):
     return entries
 
 
+STEP_MIN_STEPS = 20    # timed DDP steps of --comm-step at least
+STEP_MAX_STEPS = 5000  # and at most
+
+
+def step_allreduce(a, rank, world, backend, device, say):
+    """The gradient's all-reduce as DDP issues it at the end of a training step (--comm-step B):
+    the model in DistributedDataParallel over the world, B samples per rank, zero_grad, forward,
+    backward, optimizer.step as a training run steps. Per step, each rank's exposed all-reduce is
+    the time from its last gradient bucket ready (a comm hook that does what DDP's default does)
+    to the end of its backward (DDP waits there for every bucket's all-reduce); the rank that
+    arrived last waits for no one, so the step's time is the minimum over the ranks. An isolated
+    all-reduce after a barrier can take a different time: on this project's 2-CPU VM gloo's took
+    0.2 ms that way and a mean of 2.0 ms in DDP's steps (docs/performance.md). Returns rank 0's
+    entry, with the mean beside the quantiles (the simulator charges the mean: one all-reduce a
+    step, whose distribution can be bimodal)."""
+    import torch
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    cuda = device.type == "cuda"
+    ms = ModelSpec(a.model, a.input_dims, a.classes, a.tokens, a.name)
+    torch.manual_seed(a.seed)
+    model = ms.build().to(device)
+    grad_bytes = sum(p.numel() * p.element_size() for p in model.parameters() if p.requires_grad)
+    ddp = DDP(model, device_ids=[device.index] if cuda else None)
+    opt = torch.optim.SGD(ddp.parameters(), lr=a.lr, momentum=a.momentum,
+                          weight_decay=a.weight_decay)
+    lf = loss_fn(a.loss)
+    b = a.comm_step
+    x = make_inputs(ms, b, device, a.seed * 1000 + b)
+    y = make_targets(ms, (b,) + tuple(a.out_shape[1:]), b, device, a.loss, a.seed * 1000 + b)
+    marks = []  # this step's bucket-ready marks: perf_counter values, or CUDA events
+
+    def mark():
+        if cuda:
+            e = torch.cuda.Event(enable_timing=True)
+            e.record()
+            return e
+        return time.perf_counter()
+
+    def hook(_state, bucket):  # DDP's default all-reduce (divide by the world, sum), timed
+        marks.append(mark())
+        buf = bucket.buffer() if callable(getattr(bucket, "buffer", None)) else bucket.get_tensor()
+        buf.div_(world)
+        return dist.all_reduce(buf, async_op=True).get_future().then(lambda f: f.value()[0])
+
+    ddp.register_comm_hook(None, hook)
+
+    def one_step():
+        marks.clear()
+        opt.zero_grad(set_to_none=True)
+        lf(logits_of(ddp(x)), y).backward()
+        end = mark()
+        opt.step()
+        if cuda:
+            end.synchronize()
+            return marks[-1].elapsed_time(end) / 1e3, len(marks)
+        return end - marks[-1], len(marks)
+
+    t0 = time.perf_counter()
+    for _ in range(max(2, a.warmup)):
+        one_step()
+    est = torch.tensor([(time.perf_counter() - t0) / max(2, a.warmup)], dtype=torch.float64)
+    est = est.to(device) if backend == "nccl" else est
+    dist.all_reduce(est, op=dist.ReduceOp.MAX)  # every rank runs the same number of steps
+    steps = int(max(STEP_MIN_STEPS, min(STEP_MAX_STEPS, a.comm_budget / max(est.item(), 1e-6))))
+    tails, buckets = [], 0
+    for _ in range(steps):
+        t, buckets = one_step()
+        tails.append(t)
+    mine = torch.tensor(tails, dtype=torch.float64)
+    mine = mine.to(device) if backend == "nccl" else mine
+    dist.all_reduce(mine, op=dist.ReduceOp.MIN)  # the last to arrive waits for no one
+    last = mine.tolist()
+    del ddp, model, opt
+    if rank != 0:
+        return None
+    e = dict({"backend": backend, "op": "allreduce_step", "world_size": world, "bytes": grad_bytes,
+              "batch": b, "buckets": buckets}, **summarize(last))
+    e["mean_s"] = sum(last) / len(last)
+    say(f"comm {backend} allreduce_step {grad_bytes} B (DDP's steps at batch {b}, {buckets} "
+        f"bucket{'s' if buckets != 1 else ''}): mean {e['mean_s'] * 1e6:.1f} us, median "
+        f"{e['median_s'] * 1e6:.1f} us ({e['count']} steps)")
+    return e
+
+
+def comm_measure(a, rank, world, backend, device, say):
+    """comm_sweep's entries, and with --comm-step the all-reduce as DDP issues it."""
+    entries = comm_sweep(a, rank, world, backend, device, a.comm_size_vals, say)
+    if a.comm_step:
+        e = step_allreduce(a, rank, world, backend, device, say)
+        if e is not None:
+            entries.append(e)
+    return entries
+
+
 def _comm_child(rank, a, init_file, queue):
     try:
         import torch
@@ -1175,7 +1276,7 @@ def _comm_child(rank, a, init_file, queue):
                                 world_size=a.comm_world,
                                 timeout=datetime.timedelta(seconds=max(600.0, 40 * a.comm_budget * 30)))
         say = (lambda m: log(a, m)) if rank == 0 else (lambda m: None)
-        entries = comm_sweep(a, rank, a.comm_world, a.comm_backend_name, device, a.comm_size_vals, say)
+        entries = comm_measure(a, rank, a.comm_world, a.comm_backend_name, device, say)
         dist.barrier()
         queue.put(("ok", rank, entries))
     except BaseException as e:
@@ -1483,6 +1584,9 @@ def run(a):
         say = (lambda m: None)
     a.comm_backend_name = a.comm_backend or ("nccl" if device.type == "cuda" else "gloo")
     want_comm = a.comm or (tr is not None and tr[1] > 1)
+    if a.comm_step and not want_comm:
+        raise UsageError("--comm-step needs --comm (or torchrun's ranks): it runs in the "
+                         "communication processes")
     if (a.ddp or want_comm) and not dist.is_available():
         raise UsageError("--ddp/--comm: this torch has no torch.distributed")
     if want_comm:
@@ -1529,6 +1633,7 @@ def run(a):
     if device.type == "cuda":
         torch.cuda.empty_cache()
 
+    a.device_str, a.out_shape = str(device), out_shape
     comm_entries = []
     if want_comm:
         a.comm_size_vals = comm_sizes(a, grad_bytes)
@@ -1537,8 +1642,7 @@ def run(a):
             setup_process(1, None)
             dist.init_process_group(a.comm_backend_name, init_method="env://",
                                     timeout=datetime.timedelta(seconds=3600))
-            comm_entries = comm_sweep(a, rank, world, a.comm_backend_name, device,
-                                      a.comm_size_vals, say)
+            comm_entries = comm_measure(a, rank, world, a.comm_backend_name, device, say)
             dist.barrier()
             dist.destroy_process_group()
             if rank != 0:  # rank 0 times the compute and writes the profile alone
@@ -1550,7 +1654,6 @@ def run(a):
             comm_entries = run_comm_local(a, device, say)
 
     mode = "ddp" if a.ddp else "plain"
-    a.device_str, a.out_shape = str(device), out_shape
     say(f"{ms.name} ({params} parameters) on {device}: "
         f"batches {','.join(map(str, a.batch_list))}, {mode}, {a.concurrent} process"
         f"{'es' if a.concurrent > 1 else ''}, {a.threads or torch.get_num_threads()} thread(s) each")
