@@ -375,8 +375,15 @@ static void test_bad(void) {
   drop_store(s, path);
 }
 
+/* The ring time of a link over n ranks at m bytes, as the simulator charges an all-reduce. */
+static double ring_time(const hs_link_spec *l, int n, double m) {
+  return 2.0 * (n - 1) * (l->latency + m / (n * l->bandwidth));
+}
+
 /* An allreduce_step entry (the whole gradient's all-reduce as DDP issues it) is stored with its
- * mean, reported and not fitted; a mean on a plain entry is stored too. */
+ * mean, reported and not fitted; a mean on a plain entry is stored too. A link {calib: NAME} of
+ * the device then takes the step's mean at the run's gradient (within 1%), and the sweep's
+ * interpolated time elsewhere. */
 static void test_step(void) {
   char path[256];
   hs_store *s = fresh_store(path, sizeof path, "step");
@@ -413,6 +420,23 @@ static void test_step(void) {
   snapshot(s, after);
   assert_same(before, after);
 
+  /* The link: a ring of 2 takes the step's mean at the gradient, 4,000,000 bytes, and at a size
+   * 0.9% away; 2% away it takes the sweep's log-log interpolation between 1 MiB (2.3 ms) and 16
+   * MiB (32.3 ms), as a file without the entry. */
+  hs_link_spec l;
+  char how[256];
+  ASSERT_EQ(hs_comm_link_load(s, "Test GPU T1", 2, 4e6, &l, how, sizeof how, &d), 0);
+  ASSERT_REL(ring_time(&l, 2, 4e6), 0.002, 1e-12);
+  ASSERT_STR(how, "gloo allreduce, world size 2, the all-reduce as DDP issues it at the run's message size (mean of 50 steps)");
+  ASSERT_EQ(hs_comm_link_load(s, "Test GPU T1", 2, 4e6 * 1.009, &l, how, sizeof how, &d), 0);
+  ASSERT_REL(ring_time(&l, 2, 4e6 * 1.009), 0.002, 1e-12);
+  double m = 4e6 * 1.02, sweep = 0.0023 * pow(0.0323 / 0.0023, log(m / 1048576) / log(16.0));
+  ASSERT_EQ(hs_comm_link_load(s, "Test GPU T1", 2, m, &l, how, sizeof how, &d), 0);
+  ASSERT_REL(ring_time(&l, 2, m), sweep, 1e-12);
+  ASSERT_STR(how, "gloo allreduce, world size 2, beta at the run's message size");
+  /* Another world size: the step was not measured there. */
+  ASSERT_EQ(hs_comm_link_load(s, "Test GPU T1", 4, 4e6, &l, how, sizeof how, &d), 0);
+  ASSERT_STR(how, "gloo allreduce, world size 2, beta at the run's message size");
   free(text);
   free(a);
   free(good);
