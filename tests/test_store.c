@@ -125,6 +125,25 @@ static const char undo_v3[] =
     "  beta_bytes_per_s REAL NOT NULL CHECK (beta_bytes_per_s > 0), r2 REAL,"
     "  created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))) STRICT;";
 
+/* Rebuilds comm_sample as an older schema had it: the CHECKs' lists of backends and ops, no
+ * mean_s (before version 4), its index; no rows. */
+static void old_comm_sample(hs_store *s, const char *backends, const char *ops) {
+  char sql[1200];
+  snprintf(sql, sizeof sql,
+           "DROP TABLE comm_sample;"
+           "CREATE TABLE comm_sample (id INTEGER PRIMARY KEY,"
+           "  device_id INTEGER REFERENCES device(id) ON DELETE CASCADE,"
+           "  backend TEXT NOT NULL CHECK (backend IN (%s)),"
+           "  op TEXT NOT NULL CHECK (op IN (%s)),"
+           "  world_size INTEGER NOT NULL DEFAULT 2 CHECK (world_size > 0),"
+           "  bytes INTEGER NOT NULL CHECK (bytes >= 0), median_s REAL NOT NULL, p10_s REAL, p90_s REAL,"
+           "  count INTEGER NOT NULL CHECK (count > 0),"
+           "  created_at TEXT NOT NULL DEFAULT (strftime('%%Y-%%m-%%dT%%H:%%M:%%fZ', 'now'))) STRICT;"
+           "CREATE INDEX comm_sample_key ON comm_sample(backend, op, device_id, bytes);",
+           backends, ops);
+  ASSERT_EQ(sqlite3_exec(hs_store_db(s), sql, NULL, NULL, NULL), SQLITE_OK);
+}
+
 /* A file at schema version 2 (built by undoing migration 3) is brought to the current version:
  * its comm rows stay, 'gloo' is admitted, the new columns and table exist. */
 static void test_migrate_from_v2(void) {
@@ -133,18 +152,8 @@ static void test_migrate_from_v2(void) {
   hs_store *s = new_store("v2.db", &p, &d, NULL);
   if (!s) return;
   ASSERT_EQ(sqlite3_exec(hs_store_db(s), undo_v3, NULL, NULL, NULL), SQLITE_OK);
+  old_comm_sample(s, "'nccl', 'local', 'cpu'", "'allreduce', 'p2p', 'broadcast', 'allgather', 'reducescatter', 'wake'");
   ASSERT_EQ(sqlite3_exec(hs_store_db(s),
-      "DROP TABLE comm_sample;"
-      "CREATE TABLE comm_sample (id INTEGER PRIMARY KEY,"
-      "  device_id INTEGER REFERENCES device(id) ON DELETE CASCADE,"
-      "  backend TEXT NOT NULL CHECK (backend IN ('nccl', 'local', 'cpu')),"
-      "  op TEXT NOT NULL CHECK (op IN ('allreduce', 'p2p', 'broadcast', 'allgather', 'reducescatter',"
-      "                                 'wake')),"
-      "  world_size INTEGER NOT NULL DEFAULT 2 CHECK (world_size > 0),"
-      "  bytes INTEGER NOT NULL CHECK (bytes >= 0), median_s REAL NOT NULL, p10_s REAL, p90_s REAL,"
-      "  count INTEGER NOT NULL CHECK (count > 0),"
-      "  created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))) STRICT;"
-      "CREATE INDEX comm_sample_key ON comm_sample(backend, op, device_id, bytes);"
       "INSERT INTO device(id, name, kind) VALUES (7, 'cpu0', 'cpu');"
       "INSERT INTO comm_sample(id, device_id, backend, op, world_size, bytes, median_s, count)"
       "  VALUES (3, 7, 'cpu', 'wake', 2, 0, 4e-5, 20);"
@@ -186,18 +195,8 @@ static void test_migrate_from_v3(void) {
   hs_diag d = {0};
   hs_store *s = new_store("v3.db", &p, &d, NULL);
   if (!s) return;
+  old_comm_sample(s, "'nccl', 'local', 'cpu', 'gloo'", "'allreduce', 'p2p', 'broadcast', 'allgather', 'reducescatter', 'wake'");
   ASSERT_EQ(sqlite3_exec(hs_store_db(s),
-      "DROP TABLE comm_sample;"
-      "CREATE TABLE comm_sample (id INTEGER PRIMARY KEY,"
-      "  device_id INTEGER REFERENCES device(id) ON DELETE CASCADE,"
-      "  backend TEXT NOT NULL CHECK (backend IN ('nccl', 'local', 'cpu', 'gloo')),"
-      "  op TEXT NOT NULL CHECK (op IN ('allreduce', 'p2p', 'broadcast', 'allgather', 'reducescatter',"
-      "                                 'wake')),"
-      "  world_size INTEGER NOT NULL DEFAULT 2 CHECK (world_size > 0),"
-      "  bytes INTEGER NOT NULL CHECK (bytes >= 0), median_s REAL NOT NULL, p10_s REAL, p90_s REAL,"
-      "  count INTEGER NOT NULL CHECK (count > 0),"
-      "  created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))) STRICT;"
-      "CREATE INDEX comm_sample_key ON comm_sample(backend, op, device_id, bytes);"
       "INSERT INTO device(id, name, kind) VALUES (7, 'cpu0', 'cpu');"
       "INSERT INTO comm_sample(id, device_id, backend, op, world_size, bytes, median_s, p10_s, p90_s, count,"
       "                        created_at)"
@@ -241,17 +240,8 @@ static void test_migrate_from_v1(void) {
   hs_store *s = new_store("v1.db", &p, &d, NULL);
   if (!s) return;
   ASSERT_EQ(sqlite3_exec(hs_store_db(s), undo_v3, NULL, NULL, NULL), SQLITE_OK);
+  old_comm_sample(s, "'nccl', 'local', 'cpu'", "'allreduce', 'p2p', 'broadcast', 'allgather', 'reducescatter'");
   ASSERT_EQ(sqlite3_exec(hs_store_db(s),
-      "DROP TABLE comm_sample;"
-      "CREATE TABLE comm_sample (id INTEGER PRIMARY KEY,"
-      "  device_id INTEGER REFERENCES device(id) ON DELETE CASCADE,"
-      "  backend TEXT NOT NULL CHECK (backend IN ('nccl', 'local', 'cpu')),"
-      "  op TEXT NOT NULL CHECK (op IN ('allreduce', 'p2p', 'broadcast', 'allgather', 'reducescatter')),"
-      "  world_size INTEGER NOT NULL DEFAULT 2 CHECK (world_size > 0),"
-      "  bytes INTEGER NOT NULL CHECK (bytes >= 0), median_s REAL NOT NULL, p10_s REAL, p90_s REAL,"
-      "  count INTEGER NOT NULL CHECK (count > 0),"
-      "  created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))) STRICT;"
-      "CREATE INDEX comm_sample_key ON comm_sample(backend, op, device_id, bytes);"
       "INSERT INTO device(id, name, kind) VALUES (7, 'cpu0', 'cpu');"
       "INSERT INTO comm_sample(id, device_id, backend, op, world_size, bytes, median_s, count, created_at)"
       "  VALUES (3, 7, 'cpu', 'p2p', 2, 4096, 1.5e-6, 20, '2026-01-01T00:00:00.000Z');"
