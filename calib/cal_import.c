@@ -722,7 +722,10 @@ static int store_profile(hs_store *s, checker *x, profile *pr, hs_cal_import_inf
       g->mean_s = c->mean_s;
       g->bytes = c->bytes;
       snprintf(g->why, sizeof g->why, "the all-reduce as DDP issues it, used at its size (%lld bytes) by its mean "
-               "(%.3g s of %d steps)", (long long)c->bytes, c->mean_s, c->st.count);
+               "(%.3g s of %d steps", (long long)c->bytes, c->mean_s, c->st.count);
+      if (c->batch) append(g->why, sizeof g->why, ", batch %d per rank", c->batch);
+      if (c->buckets) append(g->why, sizeof g->why, ", %d bucket%s", c->buckets, c->buckets == 1 ? "" : "s");
+      append(g->why, sizeof g->why, ")");
       continue;
     }
     if ((rc = hs_cal_refit_comm(s, &key, &g->alpha_s, &g->beta_bytes_per_s, &g->r2, &g->fitted, g->why, sizeof g->why, d)))

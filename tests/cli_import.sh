@@ -147,7 +147,7 @@ simtwo() { # DB
 check step-sweep-baseline near "$plain" "$(/usr/bin/python3 -c "print(0.0052 + $sweep)")"
 DB=$TMP/step.db
 run step-import 0 calib import step.json --db "$DB"
-check step-import-text has out "comm gloo allreduce_step (world 2): not fitted: the all-reduce as DDP issues it, used at its size (4000000 bytes) by its mean (0.0075 s of 50 steps)"
+check step-import-text has out "comm gloo allreduce_step (world 2): not fitted: the all-reduce as DDP issues it, used at its size (4000000 bytes) by its mean (0.0075 s of 50 steps, batch 32 per rank, 1 bucket)"
 check step-stored test "$(q "SELECT count(*) FROM comm_sample WHERE op = 'allreduce_step' AND mean_s = 0.0075 AND median_s = 0.00045 AND bytes = 4000000")" = 1
 check step-not-fitted test "$(q "SELECT count(*) FROM comm_model WHERE op = 'allreduce_step'")" = 0
 run step-json 0 calib import step-near.json --db json.db --json

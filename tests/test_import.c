@@ -404,7 +404,7 @@ static void test_step(void) {
   ASSERT_EQ(info.comm[1].fitted, 0);
   ASSERT_EQ(info.comm[1].bytes, 4000000);
   ASSERT_NEAR(info.comm[1].mean_s, 0.002, 0);
-  ASSERT_CONTAINS(info.comm[1].why, "the all-reduce as DDP issues it, used at its size (4000000 bytes) by its mean (0.002 s of 50 steps)");
+  ASSERT_CONTAINS(info.comm[1].why, "the all-reduce as DDP issues it, used at its size (4000000 bytes) by its mean (0.002 s of 50 steps, batch 32 per rank, 1 bucket)");
   ASSERT(isnan(info.comm[0].mean_s));
   ASSERT_EQ(scalar(s, "SELECT count(*) FROM comm_sample WHERE op = 'allreduce_step' AND backend = 'gloo' AND world_size = 2"
                       " AND bytes = 4000000 AND median_s = 0.00045 AND p10_s = 0.0004 AND p90_s = 0.005 AND count = 50"
