@@ -24,6 +24,8 @@ typedef struct prof_comm {
   int world;
   int64_t bytes;
   hs_cal_stats st;
+  double mean_s;            /* s; NaN when the entry gives none */
+  int batch, buckets;       /* an allreduce_step entry's; 0 when not given */
   int index;
 } prof_comm;
 
@@ -260,7 +262,8 @@ static const char *const phase_list[] = {"forward", "backward", "update", "step"
 static const char *const kind_list[] = {"cuda", "cpu", NULL};
 static const char *const mode_list[] = {"plain", "ddp", NULL};
 static const char *const backend_list[] = {"nccl", "gloo", NULL};
-static const char *const op_list[] = {"allreduce", "p2p", "broadcast", "allgather", "reducescatter", NULL};
+static const char *const op_list[] = {"allreduce", "p2p", "broadcast", "allgather", "reducescatter",
+                                      HS_CAL_OP_ALLREDUCE_STEP, NULL};
 
 static int check_device(checker *x, const hs_json_value *root, profile *pr) {
   static const char *const keys[] = {"name", "kind", "memory_bytes", "sm_count", "compute_capability",
@@ -461,8 +464,14 @@ static int same_group(const prof_comm *a, const prof_comm *b) {
   return !strcmp(a->backend, b->backend) && !strcmp(a->op, b->op) && a->world == b->world;
 }
 
+static int is_step(const prof_comm *c) { return !strcmp(c->op, HS_CAL_OP_ALLREDUCE_STEP); }
+
 static int check_comm(checker *x, const hs_json_value *root, profile *pr) {
-  static const char *const keys[] = {"backend", "op", "world_size", "bytes", "median_s", "p10_s", "p90_s", "count", NULL};
+  static const char *const keys[] = {"backend", "op", "world_size", "bytes", "median_s", "p10_s", "p90_s", "count",
+                                     "mean_s", NULL};
+  /* The whole gradient's all-reduce as DDP issues it after a step: also what the steps were. */
+  static const char *const step_keys[] = {"backend", "op", "world_size", "bytes", "median_s", "p10_s", "p90_s", "count",
+                                          "mean_s", "batch", "buckets", NULL};
   const hs_json_value *cv;
   int rc = member(x, root, "$", "comm", 0, &cv);
   if (rc || !cv) return rc;
@@ -475,16 +484,27 @@ static int check_comm(checker *x, const hs_json_value *root, profile *pr) {
     snprintf(path, sizeof path, "$.comm[%d]", i);
     if (e->type != HS_JSON_OBJECT) return bad_value(x, path, "an object", e);
     prof_comm *c = &pr->comm[pr->n_comm++];
-    int64_t world = 0, bytes = 0;
+    int64_t world = 0, bytes = 0, batch = 0, buckets = 0;
     int present;
-    if ((rc = keys_ok(x, e, path, keys)) || (rc = enum_at(x, e, path, "backend", backend_list, &c->backend)) ||
+    /* Which keys are allowed depends on the op, read properly right after. */
+    const hs_json_value *opv = hs_json_get(e, "op");
+    int step = opv && opv->type == HS_JSON_STRING && !strcmp(opv->string, HS_CAL_OP_ALLREDUCE_STEP);
+    if ((rc = keys_ok(x, e, path, step ? step_keys : keys)) ||
+        (rc = enum_at(x, e, path, "backend", backend_list, &c->backend)) ||
         (rc = enum_at(x, e, path, "op", op_list, &c->op)) ||
         (rc = int_at(x, e, path, "world_size", 1, 2, 1 << 20, "an integer of at least 2 (ranks taking part)", &world, &present)) ||
-        (rc = int_at(x, e, path, "bytes", 1, 0, INT64_MAX, "a non-negative integer (message bytes)", &bytes, &present)) ||
-        (rc = stats_at(x, e, path, &c->st)))
+        (rc = int_at(x, e, path, "bytes", 1, step, INT64_MAX,
+                     step ? "a positive integer (the gradient's bytes)" : "a non-negative integer (message bytes)", &bytes,
+                     &present)) ||
+        (rc = stats_at(x, e, path, &c->st)) || (rc = time_at(x, e, path, "mean_s", step, &c->mean_s)) ||
+        (rc = int_at(x, e, path, "batch", 0, 1, 1 << 30, "a positive integer (samples per rank)", &batch, &present)) ||
+        (rc = int_at(x, e, path, "buckets", 0, 1, INT32_MAX, "a positive integer (DDP's gradient buckets)", &buckets,
+                     &present)))
       return rc;
     c->world = (int)world;
     c->bytes = bytes;
+    c->batch = (int)batch;
+    c->buckets = (int)buckets;
     c->index = i;
   }
   qsort(pr->comm, (size_t)pr->n_comm, sizeof *pr->comm, cmp_comm);
@@ -495,12 +515,16 @@ static int check_comm(checker *x, const hs_json_value *root, profile *pr) {
       groups++;
       continue;
     }
-    if (a->bytes == b->bytes) {
-      char path[64];
-      snprintf(path, sizeof path, "$.comm[%d]", b->index);
+    char path[64];
+    snprintf(path, sizeof path, "$.comm[%d]", b->index);
+    if (a->bytes == b->bytes)
       return bad(x, path, "%s %s over %d ranks at %lld bytes is timed twice (also $.comm[%d])", b->backend, b->op, b->world,
                  (long long)b->bytes, a->index);
-    }
+    /* One gradient, one size: the simulator takes the entry at the run's gradient. */
+    if (is_step(b))
+      return bad(x, path, "%s %s over %d ranks at %lld bytes, and at %lld bytes in $.comm[%d]: expected one per backend and "
+                 "world size (the all-reduce of the model's whole gradient)", b->backend, b->op, b->world,
+                 (long long)b->bytes, (long long)a->bytes, a->index);
   }
   if (groups > HS_CAL_IMPORT_MAX_COMM)
     return bad(x, "$.comm", "timings of %d (backend, op, world_size) groups; at most %d are imported from one profile", groups,
@@ -683,7 +707,7 @@ static int store_profile(hs_store *s, checker *x, profile *pr, hs_cal_import_inf
   for (int i = 0; i < pr->n_comm; i++) {
     const prof_comm *c = &pr->comm[i];
     hs_comm_key key = {.device = info->device_id, .backend = c->backend, .op = c->op, .world_size = c->world};
-    if ((rc = hs_cal_store_comm_sample(s, &key, c->bytes, &c->st, d))) return rc;
+    if ((rc = hs_cal_store_comm_sample_mean(s, &key, c->bytes, &c->st, c->mean_s, d))) return rc;
     info->comm_samples++;
     if (i + 1 < pr->n_comm && same_group(c, &pr->comm[i + 1])) continue;
     /* The last size of a group: fit the group. */
@@ -691,7 +715,19 @@ static int store_profile(hs_store *s, checker *x, profile *pr, hs_cal_import_inf
     snprintf(g->backend, sizeof g->backend, "%s", c->backend);
     snprintf(g->op, sizeof g->op, "%s", c->op);
     g->world_size = c->world;
+    g->mean_s = NAN;
     for (int k = i; k >= 0 && same_group(c, &pr->comm[k]); k--) g->sizes++;
+    if (is_step(c)) {
+      /* One size (check_comm): nothing to fit; the simulator takes it at the run's gradient. */
+      g->mean_s = c->mean_s;
+      g->bytes = c->bytes;
+      snprintf(g->why, sizeof g->why, "the all-reduce as DDP issues it, used at its size (%lld bytes) by its mean "
+               "(%.3g s of %d steps", (long long)c->bytes, c->mean_s, c->st.count);
+      if (c->batch) append(g->why, sizeof g->why, ", batch %d per rank", c->batch);
+      if (c->buckets) append(g->why, sizeof g->why, ", %d bucket%s", c->buckets, c->buckets == 1 ? "" : "s");
+      append(g->why, sizeof g->why, ")");
+      continue;
+    }
     if ((rc = hs_cal_refit_comm(s, &key, &g->alpha_s, &g->beta_bytes_per_s, &g->r2, &g->fitted, g->why, sizeof g->why, d)))
       return rc;
     info->fits += g->fitted;

@@ -16,8 +16,11 @@
  *   step, a step row whose median is their sum (p10, p90 NULL, count the smallest).
  * - perf_model: every phase with samples at 3 or more batch sizes, fitted; the step phase must
  *   fit. max_batch is the largest timed batch when the profile names an oom_batch.
- * - comm_sample, comm_model: every comm entry; alpha + n/beta per (backend, op, world size)
- *   with 2 or more message sizes (a group that does not fit is reported, not refused).
+ * - comm_sample, comm_model: every comm entry (with its mean_s where it gives one); alpha + n/beta
+ *   per (backend, op, world size) with 2 or more message sizes (a group that does not fit is
+ *   reported, not refused). An "allreduce_step" entry (the whole gradient's all-reduce as DDP
+ *   issues it after a step; mean_s required, at most one per backend and world size) is stored
+ *   and reported, never fitted: hs_comm_link_load takes its mean at the run's gradient.
  * Contract:
  * - One document is one transaction: on any failure nothing of it is stored. The document is
  *   checked whole before the database is written; a bad document is HS_EINVAL with
@@ -45,6 +48,8 @@
 /* Longest device name a profile (or --as) may give, in bytes; the " (N workers)" suffix comes
  * on top. */
 #define HS_CAL_IMPORT_NAME_MAX 100
+/* The comm op of the whole gradient's all-reduce as DDP issues it after each training step. */
+#define HS_CAL_OP_ALLREDUCE_STEP "allreduce_step"
 /* Most (backend, op, world size) groups of communication timings in one profile. */
 #define HS_CAL_IMPORT_MAX_COMM 32
 /* Largest profile file read, in bytes. */
@@ -60,6 +65,8 @@ typedef struct hs_cal_import_comm {
   int sizes;                     /* distinct message sizes */
   int fitted;                    /* 1: a comm_model row was stored */
   double alpha_s, beta_bytes_per_s, r2;
+  double mean_s;                 /* allreduce_step: its mean (s), at `bytes`; NaN otherwise */
+  int64_t bytes;                 /* allreduce_step: its size; 0 otherwise */
   char why[256];                 /* when not fitted */
 } hs_cal_import_comm;
 

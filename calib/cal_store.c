@@ -446,15 +446,21 @@ int hs_cal_comm_stored(hs_store *s, const hs_comm_key *k, int64_t bytes, int *st
 
 int hs_cal_store_comm_sample(hs_store *s, const hs_comm_key *k, int64_t bytes,
                              const hs_cal_stats *cs, hs_diag *d) {
+  return hs_cal_store_comm_sample_mean(s, k, bytes, cs, NAN, d);
+}
+
+int hs_cal_store_comm_sample_mean(hs_store *s, const hs_comm_key *k, int64_t bytes,
+                                  const hs_cal_stats *cs, double mean_s, hs_diag *d) {
   sqlite3_stmt *st = NULL;
   int rc = prep(s, &st,
                 "INSERT INTO comm_sample(device_id, backend, op, world_size, bytes, median_s, "
-                "p10_s, p90_s, count) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                "p10_s, p90_s, count, mean_s) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
                 d);
   if (rc) return rc;
   bind_comm_key(st, k);
   sqlite3_bind_int64(st, 5, bytes);
   bind_stats(st, 6, cs);
+  bind_double_or_null(st, 10, mean_s);
   return run(s, st, "inserting comm_sample", d);
 }
 

@@ -93,7 +93,8 @@ int hs_cal_refit(hs_store *s, int64_t dev, const char *model, hs_cal_phase phase
 
 /* Communication: op is "allreduce", "p2p" or "wake" (bytes 0: the hand-off latency, no model)
  * for backend "cpu" (threads in one process); an imported profile also brings "broadcast",
- * "allgather" and "reducescatter" for backends "nccl" and "gloo". */
+ * "allgather", "reducescatter" and "allreduce_step" (the whole gradient's all-reduce as DDP
+ * issues it after a training step, one size, no model) for backends "nccl" and "gloo". */
 typedef struct hs_comm_key {
   int64_t device;
   const char *backend, *op;
@@ -102,6 +103,9 @@ typedef struct hs_comm_key {
 int hs_cal_comm_stored(hs_store *s, const hs_comm_key *k, int64_t bytes, int *stored, hs_diag *d);
 int hs_cal_store_comm_sample(hs_store *s, const hs_comm_key *k, int64_t bytes,
                              const hs_cal_stats *st, hs_diag *d);
+/* The same with the timings' mean (s; NaN = not known, stored as NULL). */
+int hs_cal_store_comm_sample_mean(hs_store *s, const hs_comm_key *k, int64_t bytes,
+                                  const hs_cal_stats *st, double mean_s, hs_diag *d);
 int hs_cal_load_comm(hs_store *s, const hs_comm_key *k, double **bytes, double **time, int *n,
                      hs_diag *d);
 int hs_cal_store_comm_model(hs_store *s, const hs_comm_key *k, double alpha_s, double beta,

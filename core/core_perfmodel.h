@@ -103,8 +103,12 @@ hs_link_spec hs_ring_link(double alpha, double beta, int n);
  * size. An all-reduce model of w ranks becomes the link that a ring all-reduce of w ranks needs
  * to take the measured time, so that the simulated ring of `world` reproduces the measurement.
  * Where msg_bytes lies within the measured sizes, the time measured there (log-log
- * interpolated) sets the bandwidth. `how` (may be NULL) says which. HS_ENOTFOUND when the
- * device has no such model. */
+ * interpolated) sets the bandwidth. Where that same device (the chosen model's device row) has
+ * an 'allreduce_step' sample of the chosen backend at exactly `world` ranks and within 1% of
+ * msg_bytes (the whole gradient's all-reduce as DDP issues it after a step), the newest one's
+ * mean (its median when it has none) is the time instead, and the link is the one whose ring of
+ * `world` ranks takes exactly that time at msg_bytes (alpha kept when below it). `how` (may be
+ * NULL) says which. HS_ENOTFOUND when the device has no such model. */
 int hs_comm_link_load(hs_store *s, const char *device, int world, double msg_bytes,
                       hs_link_spec *out, char *how, size_t how_len, hs_diag *d);
 

@@ -257,6 +257,30 @@ static const char *const migrations[] = {
     "  FROM comm_model;"
     "DROP TABLE comm_model;"
     "ALTER TABLE comm_model_v3 RENAME TO comm_model;",
+    /* 4: comm_sample admits op 'allreduce_step' (the whole gradient's all-reduce as DDP issues it
+     * after each training step, measured by tools/hetsim_profile.py; docs/schema.md) and gains
+     * mean_s, the mean of the timings where a profile gives it (NULL otherwise). Rebuilt as in
+     * migration 2 because SQLite cannot change a CHECK in place. */
+    "CREATE TABLE comm_sample_v4 ("
+    "  id INTEGER PRIMARY KEY,"
+    "  device_id INTEGER REFERENCES device(id) ON DELETE CASCADE,"
+    "  backend TEXT NOT NULL CHECK (backend IN ('nccl', 'local', 'cpu', 'gloo')),"
+    "  op TEXT NOT NULL CHECK (op IN ('allreduce', 'p2p', 'broadcast', 'allgather', 'reducescatter',"
+    "                                 'wake', 'allreduce_step')),"
+    "  world_size INTEGER NOT NULL DEFAULT 2 CHECK (world_size > 0),"
+    "  bytes INTEGER NOT NULL CHECK (bytes >= 0),"
+    "  median_s REAL NOT NULL, p10_s REAL, p90_s REAL,"
+    "  count INTEGER NOT NULL CHECK (count > 0),"
+    "  created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),"
+    "  mean_s REAL CHECK (mean_s IS NULL OR mean_s > 0)"
+    ") STRICT;"
+    "INSERT INTO comm_sample_v4(id, device_id, backend, op, world_size, bytes, median_s, p10_s, p90_s,"
+    "                           count, created_at)"
+    "  SELECT id, device_id, backend, op, world_size, bytes, median_s, p10_s, p90_s, count, created_at"
+    "  FROM comm_sample;"
+    "DROP TABLE comm_sample;"
+    "ALTER TABLE comm_sample_v4 RENAME TO comm_sample;"
+    "CREATE INDEX comm_sample_key ON comm_sample(backend, op, device_id, bytes);",
 };
 enum { N_MIGRATIONS = (int)(sizeof migrations / sizeof migrations[0]) };
 _Static_assert(N_MIGRATIONS == HS_STORE_SCHEMA_VERSION, "one migration per schema version");

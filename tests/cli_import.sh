@@ -114,4 +114,61 @@ check as-device test "$(q "SELECT count(*) FROM device WHERE name = 'My T1'")" =
 long=$(printf 'x%.0s' $(seq 1 101))
 run as-long 2 calib import "$good" --as "$long" --db "$DB"
 
+# The gradient's all-reduce as DDP issues it (comm op allreduce_step): stored with its mean, not
+# fitted; a cluster whose link is {calib: NAME} then charges the mean instead of the sweep's time
+# at the gradient (tinynet's 4,000,000 bytes), and the sweep's time when the entry's size is more
+# than 1% away. Two workers, inline compute of 2 ms + 0.1 ms per sample, no jitter: an ssgd
+# iteration at 64 samples is 5.2 ms plus one ring all-reduce of 2, which the link makes take
+# exactly the time chosen. The sweep's time there is the log-log interpolation between 1 MiB
+# (2.3 ms) and 16 MiB (32.3 ms).
+step_profile() { # FILE BYTES MEAN
+  sed "s/\"comm\": \[/\"comm\": [\n    {\"backend\": \"gloo\", \"op\": \"allreduce_step\", \"world_size\": 2, \"bytes\": $2, \"median_s\": 0.00045, \"p10_s\": 0.0004, \"p90_s\": 0.005, \"count\": 50, \"mean_s\": $3, \"batch\": 32, \"buckets\": 1},/" "$good" > "$1"
+}
+step_profile step.json 4000000 0.0075
+step_profile step-far.json 4041000 0.0075
+step_profile step-near.json 4039000 0.0075
+cat > two.yaml <<'YAML'
+name: two
+network: {bandwidth: 10Gbps, latency: 20us}
+device_types:
+  g: {compute: {t0: 2ms, per_sample: 0.1ms, model: tinynet}}
+nodes:
+  - name: n0
+    link: {calib: "Test GPU T1"}
+    devices: [{type: g, count: 2}]
+YAML
+mean_iter() { /usr/bin/python3 -c 'import json,sys; print(repr(json.load(open(sys.argv[1]))["mean_iteration_s"]))' "$TMP/out"; }
+near() { /usr/bin/python3 -c 'import sys; a,b=float(sys.argv[1]),float(sys.argv[2]); sys.exit(0 if abs(a-b)<1e-12 else 1)' "$1" "$2"; }
+sweep=$(/usr/bin/python3 -c 'import math; print(repr(0.0023 * (0.0323 / 0.0023) ** (math.log(4e6 / 1048576) / math.log(16))))')
+simtwo() { # DB
+  run "sim-$(basename "$1" .db)" 0 sim --cluster two.yaml --model tinynet --policy ssgd --global-batch 64 --iterations 10 --calib "$1" --db runs.db --json
+}
+"$HETSIM" calib import "$good" --db plain.db >/dev/null && simtwo plain.db && plain=$(mean_iter)
+check step-sweep-baseline near "$plain" "$(/usr/bin/python3 -c "print(0.0052 + $sweep)")"
+DB=$TMP/step.db
+run step-import 0 calib import step.json --db "$DB"
+check step-import-text has out "comm gloo allreduce_step (world 2): not fitted: the all-reduce as DDP issues it, used at its size (4000000 bytes) by its mean (0.0075 s of 50 steps, batch 32 per rank, 1 bucket)"
+check step-stored test "$(q "SELECT count(*) FROM comm_sample WHERE op = 'allreduce_step' AND mean_s = 0.0075 AND median_s = 0.00045 AND bytes = 4000000")" = 1
+check step-not-fitted test "$(q "SELECT count(*) FROM comm_model WHERE op = 'allreduce_step'")" = 0
+run step-json 0 calib import step-near.json --db json.db --json
+check step-json /usr/bin/python3 -c 'import json,sys; c=[g for g in json.load(open(sys.argv[1]))["imports"][0]["comm"] if g["op"] == "allreduce_step"]; assert len(c) == 1 and c[0]["sizes"] == 1 and c[0]["alpha_s"] is None and c[0]["mean_s"] == 0.0075 and "DDP" in c[0]["why"], c' "$TMP/out"
+simtwo "$DB" && check step-moves-by-the-difference near "$(mean_iter)" "$(/usr/bin/python3 -c "print($plain + 0.0075 - $sweep)")"
+simtwo json.db && check step-within-1pct near "$(mean_iter)" "$(/usr/bin/python3 -c "print($plain + 0.0075 - $sweep)")"
+"$HETSIM" calib import step-far.json --db far.db >/dev/null && simtwo far.db && check step-beyond-1pct-unchanged test "$(mean_iter)" = "$plain"
+# Bad step entries: exit 2 with the path, nothing stored.
+before=$(fingerprint)
+sed 's/"mean_s": 0.0075, //' step.json > step-nomean.json
+run step-no-mean 2 calib import step-nomean.json --db "$DB"
+check step-no-mean-path has err "step-nomean.json: \$.comm[0].mean_s: missing (required)"
+sed 's/"mean_s": 0.0075/"mean_s": -0.0075/' step.json > step-neg.json
+run step-neg-mean 2 calib import step-neg.json --db "$DB"
+check step-neg-mean-path has err "step-neg.json: \$.comm[0].mean_s: expected a positive number of seconds, got -0.0075"
+sed 's/"bytes": 4096,/"bytes": 4096, "batch": 32,/' "$good" > plain-batch.json
+run plain-batch 2 calib import plain-batch.json --db "$DB"
+check plain-batch-path has err "plain-batch.json: \$.comm[0].batch: unknown key; expected one of backend, op, world_size, bytes, median_s, p10_s, p90_s, count, mean_s"
+sed 's/"op": "p2p", "world_size": 2, "bytes": 65536, "median_s": 0.0001,/"op": "allreduce_step", "world_size": 2, "bytes": 65536, "median_s": 0.0001, "mean_s": 0.001,/' step.json > step-two.json
+run step-two-sizes 2 calib import step-two.json --db "$DB"
+check step-two-sizes-path has err "step-two.json: \$.comm[0]: gloo allreduce_step over 2 ranks at 4000000 bytes, and at 65536 bytes in \$.comm[4]"
+check step-bad-stored-nothing test "$(fingerprint)" = "$before"
+
 cli_finish

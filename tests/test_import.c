@@ -209,6 +209,12 @@ static char *replace(const char *text, const char *from, const char *to) {
   return out;
 }
 
+/* An allreduce_step entry of gloo over 2 ranks, to insert at the head of $.comm; more: its last
+ * key. */
+#define STEP_ENTRY(bytes, mean, more)                                                                  \
+  "{\"backend\": \"gloo\", \"op\": \"allreduce_step\", \"world_size\": 2, \"bytes\": " bytes \
+  ", \"median_s\": 0.00045, \"p10_s\": 0.0004, \"p90_s\": 0.005, \"count\": 50, \"mean_s\": " mean ", " more "},\n"
+
 typedef struct bad_case {
   const char *from, *to; /* the edit of profile-tinynet.json */
   const char *want;      /* in the message, after "bad.json: " */
@@ -272,6 +278,26 @@ static void test_bad(void) {
       {"\"name\": \"tinynet\"", "\"name\": \"tiny net\"", "$.model.name: expected a name of letters, digits and \"._+-\""},
       {"\"name\": \"tinynet\"", "\"name\": \"mlp\"", "$.model.params: expected 203530, the parameters of the zoo's mlp"},
       {"\"concurrent\": 1", "\"concurrent\": 0", "$.execution.concurrent: expected an integer from 1 to 1024"},
+      /* the all-reduce as DDP issues it (op allreduce_step) and means */
+      {"\"op\": \"p2p\"", "\"op\": \"allreduce_step\"", "$.comm[3].mean_s: missing (required)"},
+      {"\"bytes\": 65536,", "\"bytes\": 65536, \"mean_s\": -0.0001,",
+       "$.comm[3].mean_s: expected a positive number of seconds, got -0.0001"},
+      {"\"bytes\": 65536,", "\"bytes\": 65536, \"mean_s\": \"1ms\",", "$.comm[3].mean_s: expected a positive number of seconds"},
+      {"\"bytes\": 4096,", "\"bytes\": 4096, \"batch\": 32,",
+       "$.comm[0].batch: unknown key; expected one of backend, op, world_size, bytes, median_s, p10_s, p90_s, count, mean_s"},
+      {"\"bytes\": 4096,", "\"bytes\": 4096, \"buckets\": 1,", "$.comm[0].buckets: unknown key"},
+      {"\"comm\": [", "\"comm\": [" STEP_ENTRY("4000000", "0.002", "\"batch\": 0"),
+       "$.comm[0].batch: expected a positive integer (samples per rank), got 0"},
+      {"\"comm\": [", "\"comm\": [" STEP_ENTRY("4000000", "0.002", "\"buckets\": 1.5"),
+       "$.comm[0].buckets: expected a positive integer (DDP's gradient buckets), got 1.5"},
+      {"\"comm\": [", "\"comm\": [" STEP_ENTRY("4000000", "0.002", "\"peak\": 1"), "$.comm[0].peak: unknown key"},
+      {"\"comm\": [", "\"comm\": [" STEP_ENTRY("0", "0.002", "\"batch\": 32"),
+       "$.comm[0].bytes: expected a positive integer (the gradient's bytes), got 0"},
+      {"\"comm\": [", "\"comm\": [" STEP_ENTRY("4000000", "0.002", "\"batch\": 32") STEP_ENTRY("8000000", "0.003", "\"batch\": 32"),
+       "$.comm[1]: gloo allreduce_step over 2 ranks at 8000000 bytes, and at 4000000 bytes in $.comm[0]: expected one per "
+       "backend and world size"},
+      {"\"comm\": [", "\"comm\": [" STEP_ENTRY("4000000", "0.002", "\"batch\": 32") STEP_ENTRY("4000000", "0.003", "\"batch\": 32"),
+       "$.comm[1]: gloo allreduce_step over 2 ranks at 4000000 bytes is timed twice (also $.comm[0])"},
   };
   char path[256];
   hs_store *s = fresh_store(path, sizeof path, "bad");
@@ -345,6 +371,74 @@ static void test_bad(void) {
   ASSERT_CONTAINS(d.msg, "/nonexistent/p.json: cannot open");
   free(other), free(other2);
   free(mlp);
+  free(good);
+  drop_store(s, path);
+}
+
+/* The ring time of a link over n ranks at m bytes, as the simulator charges an all-reduce. */
+static double ring_time(const hs_link_spec *l, int n, double m) {
+  return 2.0 * (n - 1) * (l->latency + m / (n * l->bandwidth));
+}
+
+/* An allreduce_step entry (the whole gradient's all-reduce as DDP issues it) is stored with its
+ * mean, reported and not fitted; a mean on a plain entry is stored too. A link {calib: NAME} of
+ * the device then takes the step's mean at the run's gradient (within 1%), and the sweep's
+ * interpolated time elsewhere. */
+static void test_step(void) {
+  char path[256];
+  hs_store *s = fresh_store(path, sizeof path, "step");
+  if (!s) return;
+  size_t len;
+  char *good = slurp("profile-tinynet.json", &len);
+  char *a = good ? replace(good, "\"comm\": [", "\"comm\": [" STEP_ENTRY("4000000", "0.002", "\"batch\": 32, \"buckets\": 1")) : NULL;
+  char *text = a ? replace(a, "\"bytes\": 65536,", "\"bytes\": 65536, \"mean_s\": 0.00012,") : NULL;
+  if (!text) return;
+  hs_cal_import_info info;
+  hs_diag d = {0};
+  ASSERT_EQ(hs_cal_import_text(s, "step.json", text, strlen(text), &info, &d), 0);
+  ASSERT_EQ(info.comm_samples, 5);
+  ASSERT_EQ(info.n_comm, 3);
+  ASSERT_EQ(info.fits, 2); /* the step phase and the gloo all-reduce, as without the entry */
+  ASSERT_STR(info.comm[1].op, "allreduce_step");
+  ASSERT_EQ(info.comm[1].sizes, 1);
+  ASSERT_EQ(info.comm[1].fitted, 0);
+  ASSERT_EQ(info.comm[1].bytes, 4000000);
+  ASSERT_NEAR(info.comm[1].mean_s, 0.002, 0);
+  ASSERT_CONTAINS(info.comm[1].why, "the all-reduce as DDP issues it, used at its size (4000000 bytes) by its mean (0.002 s of 50 steps, batch 32 per rank, 1 bucket)");
+  ASSERT(isnan(info.comm[0].mean_s));
+  ASSERT_EQ(scalar(s, "SELECT count(*) FROM comm_sample WHERE op = 'allreduce_step' AND backend = 'gloo' AND world_size = 2"
+                      " AND bytes = 4000000 AND median_s = 0.00045 AND p10_s = 0.0004 AND p90_s = 0.005 AND count = 50"
+                      " AND mean_s = 0.002"), 1);
+  ASSERT_EQ(scalar(s, "SELECT count(*) FROM comm_sample WHERE op = 'p2p' AND mean_s = 0.00012"), 1);
+  ASSERT_EQ(scalar(s, "SELECT count(*) FROM comm_sample WHERE op = 'allreduce' AND mean_s IS NULL"), 3);
+  ASSERT_EQ(scalar(s, "SELECT count(*) FROM comm_model WHERE op = 'allreduce_step'"), 0);
+  /* Twice: nothing changes. */
+  int64_t before[8], after[8];
+  snapshot(s, before);
+  ASSERT_EQ(hs_cal_import_text(s, "step.json", text, strlen(text), &info, &d), 0);
+  ASSERT_EQ(info.unchanged, 1);
+  snapshot(s, after);
+  assert_same(before, after);
+
+  /* The link: a ring of 2 takes the step's mean at the gradient, 4,000,000 bytes, and at a size
+   * 0.9% away; 2% away it takes the sweep's log-log interpolation between 1 MiB (2.3 ms) and 16
+   * MiB (32.3 ms), as a file without the entry. */
+  hs_link_spec l;
+  char how[256];
+  ASSERT_EQ(hs_comm_link_load(s, "Test GPU T1", 2, 4e6, &l, how, sizeof how, &d), 0);
+  ASSERT_REL(ring_time(&l, 2, 4e6), 0.002, 1e-12);
+  ASSERT_STR(how, "gloo allreduce, world size 2, the all-reduce as DDP issues it at the run's message size (mean of 50 steps)");
+  ASSERT_EQ(hs_comm_link_load(s, "Test GPU T1", 2, 4e6 * 1.009, &l, how, sizeof how, &d), 0);
+  ASSERT_REL(ring_time(&l, 2, 4e6 * 1.009), 0.002, 1e-12);
+  double m = 4e6 * 1.02, sweep = 0.0023 * pow(0.0323 / 0.0023, log(m / 1048576) / log(16.0));
+  ASSERT_EQ(hs_comm_link_load(s, "Test GPU T1", 2, m, &l, how, sizeof how, &d), 0);
+  ASSERT_REL(ring_time(&l, 2, m), sweep, 1e-12);
+  ASSERT_STR(how, "gloo allreduce, world size 2, beta at the run's message size");
+  /* Another world size: the step was not measured there. */
+  ASSERT_EQ(hs_comm_link_load(s, "Test GPU T1", 4, 4e6, &l, how, sizeof how, &d), 0);
+  ASSERT_STR(how, "gloo allreduce, world size 2, beta at the run's message size");
+  free(text);
+  free(a);
   free(good);
   drop_store(s, path);
 }
@@ -434,7 +528,7 @@ static void test_simulable(void) {
 int main(int argc, char **argv) {
   static const hs_test_case cases[] = {
       {"good", test_good}, {"twice", test_twice}, {"bad", test_bad},
-      {"transaction", test_transaction}, {"simulable", test_simulable}, {NULL, NULL},
+      {"transaction", test_transaction}, {"simulable", test_simulable}, {"step", test_step}, {NULL, NULL},
   };
   return hs_test_main("import", cases, argc, argv);
 }

@@ -125,6 +125,25 @@ static const char undo_v3[] =
     "  beta_bytes_per_s REAL NOT NULL CHECK (beta_bytes_per_s > 0), r2 REAL,"
     "  created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))) STRICT;";
 
+/* Rebuilds comm_sample as an older schema had it: the CHECKs' lists of backends and ops, no
+ * mean_s (before version 4), its index; no rows. */
+static void old_comm_sample(hs_store *s, const char *backends, const char *ops) {
+  char sql[1200];
+  snprintf(sql, sizeof sql,
+           "DROP TABLE comm_sample;"
+           "CREATE TABLE comm_sample (id INTEGER PRIMARY KEY,"
+           "  device_id INTEGER REFERENCES device(id) ON DELETE CASCADE,"
+           "  backend TEXT NOT NULL CHECK (backend IN (%s)),"
+           "  op TEXT NOT NULL CHECK (op IN (%s)),"
+           "  world_size INTEGER NOT NULL DEFAULT 2 CHECK (world_size > 0),"
+           "  bytes INTEGER NOT NULL CHECK (bytes >= 0), median_s REAL NOT NULL, p10_s REAL, p90_s REAL,"
+           "  count INTEGER NOT NULL CHECK (count > 0),"
+           "  created_at TEXT NOT NULL DEFAULT (strftime('%%Y-%%m-%%dT%%H:%%M:%%fZ', 'now'))) STRICT;"
+           "CREATE INDEX comm_sample_key ON comm_sample(backend, op, device_id, bytes);",
+           backends, ops);
+  ASSERT_EQ(sqlite3_exec(hs_store_db(s), sql, NULL, NULL, NULL), SQLITE_OK);
+}
+
 /* A file at schema version 2 (built by undoing migration 3) is brought to the current version:
  * its comm rows stay, 'gloo' is admitted, the new columns and table exist. */
 static void test_migrate_from_v2(void) {
@@ -133,18 +152,8 @@ static void test_migrate_from_v2(void) {
   hs_store *s = new_store("v2.db", &p, &d, NULL);
   if (!s) return;
   ASSERT_EQ(sqlite3_exec(hs_store_db(s), undo_v3, NULL, NULL, NULL), SQLITE_OK);
+  old_comm_sample(s, "'nccl', 'local', 'cpu'", "'allreduce', 'p2p', 'broadcast', 'allgather', 'reducescatter', 'wake'");
   ASSERT_EQ(sqlite3_exec(hs_store_db(s),
-      "DROP TABLE comm_sample;"
-      "CREATE TABLE comm_sample (id INTEGER PRIMARY KEY,"
-      "  device_id INTEGER REFERENCES device(id) ON DELETE CASCADE,"
-      "  backend TEXT NOT NULL CHECK (backend IN ('nccl', 'local', 'cpu')),"
-      "  op TEXT NOT NULL CHECK (op IN ('allreduce', 'p2p', 'broadcast', 'allgather', 'reducescatter',"
-      "                                 'wake')),"
-      "  world_size INTEGER NOT NULL DEFAULT 2 CHECK (world_size > 0),"
-      "  bytes INTEGER NOT NULL CHECK (bytes >= 0), median_s REAL NOT NULL, p10_s REAL, p90_s REAL,"
-      "  count INTEGER NOT NULL CHECK (count > 0),"
-      "  created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))) STRICT;"
-      "CREATE INDEX comm_sample_key ON comm_sample(backend, op, device_id, bytes);"
       "INSERT INTO device(id, name, kind) VALUES (7, 'cpu0', 'cpu');"
       "INSERT INTO comm_sample(id, device_id, backend, op, world_size, bytes, median_s, count)"
       "  VALUES (3, 7, 'cpu', 'wake', 2, 0, 4e-5, 20);"
@@ -178,6 +187,50 @@ static void test_migrate_from_v2(void) {
   rm_db(p);
 }
 
+/* A file at schema version 3 (comm_sample rebuilt as version 3 had it: no mean_s, no
+ * 'allreduce_step') is brought to the current version: its rows stay with mean_s NULL, the index
+ * and the cascade are back, and an 'allreduce_step' sample with its mean can be stored. */
+static void test_migrate_from_v3(void) {
+  const char *p;
+  hs_diag d = {0};
+  hs_store *s = new_store("v3.db", &p, &d, NULL);
+  if (!s) return;
+  old_comm_sample(s, "'nccl', 'local', 'cpu', 'gloo'", "'allreduce', 'p2p', 'broadcast', 'allgather', 'reducescatter', 'wake'");
+  ASSERT_EQ(sqlite3_exec(hs_store_db(s),
+      "INSERT INTO device(id, name, kind) VALUES (7, 'cpu0', 'cpu');"
+      "INSERT INTO comm_sample(id, device_id, backend, op, world_size, bytes, median_s, p10_s, p90_s, count,"
+      "                        created_at)"
+      "  VALUES (3, 7, 'gloo', 'allreduce', 2, 4096, 2.5e-4, 2e-4, 3e-4, 20, '2026-01-01T00:00:00.000Z'),"
+      "         (4, 7, 'cpu', 'wake', 2, 0, 4e-5, NULL, NULL, 10, '2026-01-02T00:00:00.000Z');"
+      "UPDATE schema_version SET version = 3;",
+      NULL, NULL, NULL), SQLITE_OK);
+  ASSERT(sqlite3_exec(hs_store_db(s), "INSERT INTO comm_sample(device_id, backend, op, bytes, median_s,"
+                      " count) VALUES (7, 'gloo', 'allreduce_step', 4096, 2e-3, 20)", NULL, NULL, NULL) != SQLITE_OK);
+  hs_store_close(s);
+  s = NULL;
+  ASSERT_EQ(hs_store_open(&s, p, 0, &d), 0);
+  if (!s) return;
+  ASSERT_EQ(hs_store_schema_version(s), HS_STORE_SCHEMA_VERSION);
+  ASSERT_EQ(q_int(s, "SELECT count(*) FROM comm_sample WHERE id = 3 AND device_id = 7 AND backend = 'gloo'"
+                     " AND op = 'allreduce' AND world_size = 2 AND bytes = 4096 AND median_s = 2.5e-4 AND p10_s = 2e-4"
+                     " AND p90_s = 3e-4 AND count = 20 AND created_at LIKE '2026-01-01%' AND mean_s IS NULL"), 1);
+  ASSERT_EQ(q_int(s, "SELECT count(*) FROM comm_sample WHERE id = 4 AND op = 'wake' AND p10_s IS NULL"
+                     " AND mean_s IS NULL"), 1);
+  ASSERT_EQ(q_int(s, "SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name = 'comm_sample_key'"), 1);
+  ASSERT_EQ(q_int(s, "SELECT strict FROM pragma_table_list WHERE name = 'comm_sample'"), 1);
+  ASSERT_EQ(sqlite3_exec(hs_store_db(s), "INSERT INTO comm_sample(device_id, backend, op, bytes, median_s,"
+                         " count, mean_s) VALUES (7, 'gloo', 'allreduce_step', 4096, 4.5e-4, 20, 2e-3)",
+                         NULL, NULL, NULL), SQLITE_OK);
+  ASSERT_EQ(q_int(s, "SELECT count(*) FROM comm_sample WHERE op = 'allreduce_step' AND mean_s = 2e-3"), 1);
+  /* A mean is a positive time or nothing. */
+  ASSERT(sqlite3_exec(hs_store_db(s), "INSERT INTO comm_sample(device_id, backend, op, bytes, median_s,"
+                      " count, mean_s) VALUES (7, 'gloo', 'allreduce', 64, 1e-4, 5, -1)", NULL, NULL, NULL) != SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(hs_store_db(s), "DELETE FROM device WHERE id = 7", NULL, NULL, NULL), SQLITE_OK);
+  ASSERT_EQ(q_int(s, "SELECT count(*) FROM comm_sample"), 0);
+  hs_store_close(s);
+  rm_db(p);
+}
+
 /* A file at schema version 1 (comm_sample's op CHECK without 'wake'; built here by rebuilding
  * the table as version 1 had it) is brought to the current version on open: its rows stay, the
  * index is back, and a 'wake' sample can be stored. */
@@ -187,17 +240,8 @@ static void test_migrate_from_v1(void) {
   hs_store *s = new_store("v1.db", &p, &d, NULL);
   if (!s) return;
   ASSERT_EQ(sqlite3_exec(hs_store_db(s), undo_v3, NULL, NULL, NULL), SQLITE_OK);
+  old_comm_sample(s, "'nccl', 'local', 'cpu'", "'allreduce', 'p2p', 'broadcast', 'allgather', 'reducescatter'");
   ASSERT_EQ(sqlite3_exec(hs_store_db(s),
-      "DROP TABLE comm_sample;"
-      "CREATE TABLE comm_sample (id INTEGER PRIMARY KEY,"
-      "  device_id INTEGER REFERENCES device(id) ON DELETE CASCADE,"
-      "  backend TEXT NOT NULL CHECK (backend IN ('nccl', 'local', 'cpu')),"
-      "  op TEXT NOT NULL CHECK (op IN ('allreduce', 'p2p', 'broadcast', 'allgather', 'reducescatter')),"
-      "  world_size INTEGER NOT NULL DEFAULT 2 CHECK (world_size > 0),"
-      "  bytes INTEGER NOT NULL CHECK (bytes >= 0), median_s REAL NOT NULL, p10_s REAL, p90_s REAL,"
-      "  count INTEGER NOT NULL CHECK (count > 0),"
-      "  created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))) STRICT;"
-      "CREATE INDEX comm_sample_key ON comm_sample(backend, op, device_id, bytes);"
       "INSERT INTO device(id, name, kind) VALUES (7, 'cpu0', 'cpu');"
       "INSERT INTO comm_sample(id, device_id, backend, op, world_size, bytes, median_s, count, created_at)"
       "  VALUES (3, 7, 'cpu', 'p2p', 2, 4096, 1.5e-6, 20, '2026-01-01T00:00:00.000Z');"
@@ -1116,6 +1160,7 @@ static const hs_test_case cases[] = {
     {"open_migrate_reopen", test_open_migrate_reopen},
     {"migrate_from_v1", test_migrate_from_v1},
     {"migrate_from_v2", test_migrate_from_v2},
+    {"migrate_from_v3", test_migrate_from_v3},
     {"newer_schema_refused", test_newer_schema_refused},
     {"readonly", test_readonly},
     {"not_a_database", test_not_a_database},
