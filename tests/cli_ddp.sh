@@ -26,4 +26,6 @@ assert sum(r["lbb_static_batches"]) == 2 * r["batch_per_rank"], r["lbb_static_ba
 assert sum(r["lbb_smooth_batches"]) == 2 * r["batch_per_rank"], r["lbb_smooth_batches"]
 ' "$TMP/ddp/results.json"
 check imported_device test "$(rows "$TMP/ddp/pass1/cal.db" "SELECT count(*) FROM comm_model WHERE backend = 'gloo' AND op = 'allreduce' AND world_size = 2")" = 1
+# the gradient's all-reduce as DDP issued it in the profile (--comm-step), stored with its mean
+check step_allreduce_imported test "$(rows "$TMP/ddp/pass1/cal.db" "SELECT count(*) FROM comm_sample WHERE backend = 'gloo' AND op = 'allreduce_step' AND world_size = 2 AND mean_s > 0 AND bytes = $(/usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["model"]["grad_bytes"])' "$TMP/ddp/pass1/profile.json")")" = 1
 cli_finish
