@@ -5,10 +5,11 @@
 # cases simulated as the bench does (40 iterations, global batch 512, lbb_static's batches from
 # lbb:dynamic=0) and scored against the DDP runs of the pass. Prints per pass and case the error
 # with the step entry (the bench's, from sim.json) and without it, and the medians.
-# Usage (repository root): bash notebooks-data/ddp-cpu-2026-11-28-step/sweep-only.sh HETSIM TMPDIR
+# Usage (repository root): bash notebooks-data/ddp-cpu-2026-11-28-step/sweep-only.sh HETSIM TMPDIR [RUNDIR]
+# (RUNDIR: the bench's folder of passes; default this one)
 set -euo pipefail
-H=$(readlink -f "${1:?usage: sweep-only.sh HETSIM TMPDIR}"); T=${2:?usage: sweep-only.sh HETSIM TMPDIR}
-D=$(cd "$(dirname "$0")" && pwd)
+H=$(readlink -f "${1:?usage: sweep-only.sh HETSIM TMPDIR [RUNDIR]}"); T=${2:?usage: sweep-only.sh HETSIM TMPDIR [RUNDIR]}
+D=$(cd "${3:-$(dirname "$0")}" && pwd)
 mkdir -p "$T"
 PY=/usr/bin/python3
 for k in $(seq 1 20); do
