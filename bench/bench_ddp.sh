@@ -46,14 +46,15 @@
 # The summary gives each case's median over the passes with its distribution-free 95% interval
 # (order statistics; at 5 passes only the extremes, a 93.75% interval): a pass's error moves by
 # tens of percent on this VM, so a target of a few percent needs tens of passes.
-# Needs /usr/bin/python3 with torch (Debian's python3-torch). Quiet machine for the figures.
+# Needs /usr/bin/python3 with torch (Debian's python3-torch), or HETSIM_TORCH_PYTHON naming another
+# interpreter with torch (2.x, say). Quiet machine for the figures.
 set -euo pipefail
 H=$(readlink -f "${1:?usage: bench_ddp.sh HETSIM [OUTDIR]}")
 OUT=${2:-$(mktemp -d "${TMPDIR:-/tmp}/hetsim-ddp.XXXXXX")}
 mkdir -p "$OUT"
 OUT=$(readlink -f "$OUT")
 SRC=$(cd "$(dirname "$0")/.." && pwd)
-PY=/usr/bin/python3
+PY=${HETSIM_TORCH_PYTHON:-/usr/bin/python3}
 MODEL=${MODEL:-cnn}
 if [ "${QUICK:-0}" = 1 ]; then
   BATCH=${BATCH:-16}; ITER=${ITER:-3}; WARMUP=${WARMUP:-1}; BUDGET=${BUDGET:-0.05}
