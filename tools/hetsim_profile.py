@@ -1188,7 +1188,7 @@ def step_allreduce(a, rank, world, backend, device, say):
     ms = ModelSpec(a.model, a.input_dims, a.classes, a.tokens, a.name)
     torch.manual_seed(a.seed)
     model = ms.build().to(device)
-    grad_bytes = sum(p.numel() * p.element_size() for p in model.parameters() if p.requires_grad)
+    _, grad_bytes, _ = model_facts(ms, model)  # the profile's model.grad_bytes, as the entry's bytes
     ddp = DDP(model, device_ids=[device.index] if cuda else None)
     opt = torch.optim.SGD(ddp.parameters(), lr=a.lr, momentum=a.momentum,
                           weight_decay=a.weight_decay)
