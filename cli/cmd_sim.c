@@ -96,6 +96,14 @@ static void usage(FILE *out) {
           HS_DEFAULT_DB, (long long)SIM_DEFAULT_MAX_ITERATIONS, (long long)SIM_DEFAULT_MAX_STEP_ROWS);
 }
 
+/* Where a `{calib: NAME}` link's numbers came from, for the run's summary. */
+typedef struct sim_link_note {
+  char field[32];  /* "network" or "nodes[I].link" */
+  char calib[128]; /* NAME */
+  char how[256];   /* hs_comm_link_load's account of the measurement taken */
+  hs_link_spec link;
+} sim_link_note;
+
 typedef struct sim_args {
   const char *cluster, *events, *model, *policy, *db, *trace_out;
   int64_t global_batch, iterations;
@@ -108,6 +116,10 @@ typedef struct sim_args {
   const char *calib;              /* calibration database; NULL = the --db one */
   double target_loss, target_acc; /* 0 = none */
   const char *conv_source;        /* where the convergence parameters come from; NULL = none */
+  const sim_link_note *links;     /* the cluster's `{calib: NAME}` links, n_links of them */
+  int n_links;
+  const char *jitter_calib;       /* `jitter: {calib: NAME}`'s NAME, or NULL */
+  double jitter_cv;               /* the cv it gave */
 } sim_args;
 
 #define bad(...) hs_cli_usage("sim", 1, __VA_ARGS__)
@@ -349,6 +361,28 @@ static void print_summary(const sim_args *a, int64_t run_id, const char *status,
       hs_json_bool(&j, !isnan(m->time_to_target_s));
     }
     if (a->conv_source) { hs_json_key(&j, "convergence_source"); hs_json_string(&j, a->conv_source); }
+    if (a->n_links) {
+      hs_json_key(&j, "calib_links");
+      hs_json_array_begin(&j);
+      for (int i = 0; i < a->n_links; i++) {
+        const sim_link_note *n = &a->links[i];
+        hs_json_object_begin(&j);
+        hs_json_key(&j, "field"); hs_json_string(&j, n->field);
+        hs_json_key(&j, "calib"); hs_json_string(&j, n->calib);
+        hs_json_key(&j, "measurement"); hs_json_string(&j, n->how);
+        hs_json_key(&j, "latency_s"); hs_json_double(&j, n->link.latency);
+        hs_json_key(&j, "bandwidth_bytes_per_s"); hs_json_double(&j, n->link.bandwidth);
+        hs_json_object_end(&j);
+      }
+      hs_json_array_end(&j);
+    }
+    if (a->jitter_calib) {
+      hs_json_key(&j, "calib_jitter");
+      hs_json_object_begin(&j);
+      hs_json_key(&j, "calib"); hs_json_string(&j, a->jitter_calib);
+      hs_json_key(&j, "cv"); hs_json_double(&j, a->jitter_cv);
+      hs_json_object_end(&j);
+    }
     hs_json_key(&j, "db"); hs_json_string(&j, a->db);
     hs_json_object_end(&j);
     return;
@@ -362,6 +396,13 @@ static void print_summary(const sim_args *a, int64_t run_id, const char *status,
   printf("  events           %lld in %.3f s of wall time\n", (long long)m->events, m->wall_s);
   if (a->conv) hs_cli_print_convergence(m, target);
   if (a->conv_source) printf("  convergence      %s\n", a->conv_source);
+  for (int i = 0; i < a->n_links; i++) {
+    const sim_link_note *n = &a->links[i];
+    printf("  %-16s %s: %s (latency %.4g s, bandwidth %.4g B/s)\n", n->field, n->calib, n->how,
+           n->link.latency, n->link.bandwidth);
+  }
+  if (a->jitter_calib)
+    printf("  jitter           %s: cv %.4g (the spread of its measured steps)\n", a->jitter_calib, a->jitter_cv);
   char why[128];
   stop_text(a, stop, why, sizeof why);
   printf("  stopped by       %s%s\n", why, target && isnan(m->time_to_target_s) ? " (target not reached)" : "");
@@ -474,6 +515,7 @@ int hs_cmd_sim(int argc, char **argv) {
   hs_sim_result res;
   memset(&res, 0, sizeof res);
   hs_perf_model *perf = NULL;     /* per device type, when one is calibrated */
+  sim_link_note *links = NULL;  /* the `{calib: NAME}` links, for the summary */
   hs_store *calib_store = NULL;
   hs_store *prof_store = NULL;    /* profiles the cluster file names, imported in memory */
   unsigned char *from_profile = calloc((size_t)spec.n_types, 1);
@@ -569,24 +611,35 @@ int hs_cmd_sim(int argc, char **argv) {
       status = rc == HS_ENOTFOUND ? 2 : 1;
       goto out;
     }
+    a.jitter_calib = jc->name;
+    a.jitter_cv = spec.jitter_cv;
   }
   for (int i = -1; i < spec.n_nodes; i++) {
     const hs_link_calib *lc = i < 0 ? &spec.network_calib : &spec.nodes[i].link_calib;
     hs_link_spec *link = i < 0 ? &spec.network : &spec.nodes[i].link;
     if (!lc->name[0]) continue;
     if (!calib_store && (status = open_calib(&calib_store, cpath, &d))) goto out;
+    if (!links && !(links = calloc((size_t)spec.n_nodes + 1, sizeof *links))) {
+      fprintf(stderr, "hetsim sim: out of memory\n");
+      status = 1;
+      goto out;
+    }
+    sim_link_note *n = &links[a.n_links];
+    if (i < 0) snprintf(n->field, sizeof n->field, "network");
+    else snprintf(n->field, sizeof n->field, "nodes[%d].link", i);
+    snprintf(n->calib, sizeof n->calib, "%s", lc->name);
     status = 2;
     if ((rc = hs_comm_link_load(calib_store, lc->name, spec.n_workers, (double)ms.grad_bytes, link,
-                                 NULL, 0, &d))) {
-      char field[96];
-      if (i < 0) snprintf(field, sizeof field, "network");
-      else snprintf(field, sizeof field, "nodes[%d].link", i);
+                                 n->how, sizeof n->how, &d))) {
       fprintf(stderr, "hetsim sim: %s:%d:%d: %s.calib: %s\n", spec.path, lc->pos.line, lc->pos.col,
-              field, d.msg);
+              n->field, d.msg);
       status = rc == HS_ENOTFOUND ? 2 : 1;
       goto out;
     }
+    n->link = *link;
+    a.n_links++;
   }
+  a.links = links;
 
   if ((rc = hs_cli_store_open("sim", &store, a.db, 0))) {
     status = rc;
@@ -727,6 +780,7 @@ out:
   hs_store_close(prof_store);
   free(from_profile);
   free(perf);
+  free(links);
   hs_sim_result_free(&res);
   hs_cli_run_free(&rctx);
   hs_store_close(store);

@@ -346,8 +346,9 @@ int hs_comm_link_load(hs_store *s, const char *device, int world, double msg_byt
     return hs_diag_set(d, HS_EINVAL, "device \"%s\" in %s: its %s %s model (alpha %g s, beta %g B/s) "
                        "gives no usable link", device, hs_store_path(s), backend, op, alpha, beta);
   if (how && step)
-    snprintf(how, how_len, "%s %s, world size %d, the all-reduce as DDP issues it at the run's message size (%s of %d "
-             "step%s)", backend, op, w, is_mean ? "mean" : "median", steps, steps == 1 ? "" : "s");
+    snprintf(how, how_len, "%s allreduce_step, world size %d: the gradient's all-reduce as DDP issues it, its %s "
+             "over %d step%s, at the run's message size", backend, w, is_mean ? "mean" : "median", steps,
+             steps == 1 ? "" : "s");
   else if (how)
     snprintf(how, how_len, "%s %s, world size %d%s", backend, op, w,
              at ? ", beta at the run's message size" : "");

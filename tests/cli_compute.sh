@@ -114,6 +114,8 @@ if "$H" sim --cluster "$TMP/jit.yaml" --model mlp --policy ssgd --global-batch 1
   # Each iteration waits for the slower of two workers with lognormal noise of sigma 0.1: the
   # mean compute is above the noiseless 8.4 ms (by about 0.56 sigma), never below.
   check jitter_calib.slower python3 -c "import sys; m = $(mean_iter) - 2 * (50e-6 + $M / 2e9); sys.exit(0 if 1.02 < m / 8.4e-3 < 1.12 else 1)"
+  # The summary says where the cv came from: sqrt(e^(0.1^2) - 1).
+  check jitter_calib.summary python3 -c "import json, math, sys; j = json.load(open(sys.argv[1]))['calib_jitter']; sys.exit(0 if j['calib'] == 'net0' and abs(j['cv'] - math.sqrt(math.expm1(0.01))) < 1e-9 else 1)" "$TMP/out"
 else
   bad jitter_calib.runs "$(head -c 300 "$TMP/err")"
 fi

@@ -153,8 +153,14 @@ check step-not-fitted test "$(q "SELECT count(*) FROM comm_model WHERE op = 'all
 run step-json 0 calib import step-near.json --db json.db --json
 check step-json /usr/bin/python3 -c 'import json,sys; c=[g for g in json.load(open(sys.argv[1]))["imports"][0]["comm"] if g["op"] == "allreduce_step"]; assert len(c) == 1 and c[0]["sizes"] == 1 and c[0]["alpha_s"] is None and c[0]["mean_s"] == 0.0075 and "DDP" in c[0]["why"], c' "$TMP/out"
 simtwo "$DB" && check step-moves-by-the-difference near "$(mean_iter)" "$(/usr/bin/python3 -c "print($plain + 0.0075 - $sweep)")"
+# The summary says which measurement each {calib} link took: the step mean here, the sweep's
+# time at the gradient's size in plain.db, and the link the ring of 2 ranks ran over.
+check step-calib-links /usr/bin/python3 -c 'import json,sys; l=json.load(open(sys.argv[1]))["calib_links"]; assert len(l) == 1 and l[0]["field"] == "nodes[0].link" and l[0]["calib"] == "Test GPU T1" and l[0]["measurement"] == "gloo allreduce_step, world size 2: the gradient'"'"'s all-reduce as DDP issues it, its mean over 50 steps, at the run'"'"'s message size" and abs(l[0]["latency_s"] * 2 + 4e6 / l[0]["bandwidth_bytes_per_s"] - 0.0075) < 1e-12, l' "$TMP/out"
+run step-text 0 sim --cluster two.yaml --model tinynet --policy ssgd --global-batch 64 --iterations 10 --calib "$DB" --db runs.db
+check step-text-link has out "  nodes[0].link    Test GPU T1: gloo allreduce_step, world size 2: the gradient's all-reduce as DDP issues it, its mean over 50 steps, at the run's message size (latency "
 simtwo json.db && check step-within-1pct near "$(mean_iter)" "$(/usr/bin/python3 -c "print($plain + 0.0075 - $sweep)")"
 "$HETSIM" calib import step-far.json --db far.db >/dev/null && simtwo far.db && check step-beyond-1pct-unchanged test "$(mean_iter)" = "$plain"
+check step-beyond-1pct-sweep /usr/bin/python3 -c 'import json,sys; l=json.load(open(sys.argv[1]))["calib_links"]; assert len(l) == 1 and l[0]["measurement"] == "gloo allreduce, world size 2, beta at the run'"'"'s message size", l' "$TMP/out"
 # Bad step entries: exit 2 with the path, nothing stored.
 before=$(fingerprint)
 sed 's/"mean_s": 0.0075, //' step.json > step-nomean.json

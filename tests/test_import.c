@@ -427,7 +427,7 @@ static void test_step(void) {
   char how[256];
   ASSERT_EQ(hs_comm_link_load(s, "Test GPU T1", 2, 4e6, &l, how, sizeof how, &d), 0);
   ASSERT_REL(ring_time(&l, 2, 4e6), 0.002, 1e-12);
-  ASSERT_STR(how, "gloo allreduce, world size 2, the all-reduce as DDP issues it at the run's message size (mean of 50 steps)");
+  ASSERT_STR(how, "gloo allreduce_step, world size 2: the gradient's all-reduce as DDP issues it, its mean over 50 steps, at the run's message size");
   ASSERT_EQ(hs_comm_link_load(s, "Test GPU T1", 2, 4e6 * 1.009, &l, how, sizeof how, &d), 0);
   ASSERT_REL(ring_time(&l, 2, 4e6 * 1.009), 0.002, 1e-12);
   double m = 4e6 * 1.02, sweep = 0.0023 * pow(0.0323 / 0.0023, log(m / 1048576) / log(16.0));
