@@ -551,6 +551,9 @@ static void import_json_one(hs_json *j, const char *file, const hs_cal_import_in
     hs_json_key(j, "r2"); hs_json_double(j, c->fitted ? c->r2 : NAN);
     hs_json_key(j, "why"); hs_json_string(j, c->fitted ? NULL : c->why);
     hs_json_key(j, "mean_s"); hs_json_double(j, c->mean_s); /* allreduce_step only; null otherwise */
+    hs_json_key(j, "bytes"); /* allreduce_step only: the size its mean was measured at */
+    if (c->bytes > 0) hs_json_int(j, c->bytes);
+    else hs_json_null(j);
     hs_json_object_end(j);
   }
   hs_json_array_end(j);

@@ -151,7 +151,7 @@ check step-import-text has out "comm gloo allreduce_step (world 2): not fitted: 
 check step-stored test "$(q "SELECT count(*) FROM comm_sample WHERE op = 'allreduce_step' AND mean_s = 0.0075 AND median_s = 0.00045 AND bytes = 4000000")" = 1
 check step-not-fitted test "$(q "SELECT count(*) FROM comm_model WHERE op = 'allreduce_step'")" = 0
 run step-json 0 calib import step-near.json --db json.db --json
-check step-json /usr/bin/python3 -c 'import json,sys; c=[g for g in json.load(open(sys.argv[1]))["imports"][0]["comm"] if g["op"] == "allreduce_step"]; assert len(c) == 1 and c[0]["sizes"] == 1 and c[0]["alpha_s"] is None and c[0]["mean_s"] == 0.0075 and "DDP" in c[0]["why"], c' "$TMP/out"
+check step-json /usr/bin/python3 -c 'import json,sys; c=[g for g in json.load(open(sys.argv[1]))["imports"][0]["comm"] if g["op"] == "allreduce_step"]; assert len(c) == 1 and c[0]["sizes"] == 1 and c[0]["alpha_s"] is None and c[0]["mean_s"] == 0.0075 and c[0]["bytes"] == 4039000 and "DDP" in c[0]["why"] and all(g["bytes"] is None for g in json.load(open(sys.argv[1]))["imports"][0]["comm"] if g["op"] != "allreduce_step"), c' "$TMP/out"
 simtwo "$DB" && check step-moves-by-the-difference near "$(mean_iter)" "$(/usr/bin/python3 -c "print($plain + 0.0075 - $sweep)")"
 # The summary says which measurement each {calib} link took: the step mean here, the sweep's
 # time at the gradient's size in plain.db, and the link the ring of 2 ranks ran over.
