@@ -98,9 +98,9 @@ static void usage(FILE *out) {
 
 /* Where a `{calib: NAME}` link's numbers came from, for the run's summary. */
 typedef struct sim_link_note {
-  char field[32];  /* "network" or "nodes[I].link" */
-  char calib[128]; /* NAME */
-  char how[256];   /* hs_comm_link_load's account of the measurement taken */
+  char field[32];    /* "network" or "nodes[I].link" */
+  const char *calib; /* NAME, in the cluster spec */
+  char how[256];     /* hs_comm_link_load's account of the measurement taken */
   hs_link_spec link;
 } sim_link_note;
 
@@ -515,7 +515,7 @@ int hs_cmd_sim(int argc, char **argv) {
   hs_sim_result res;
   memset(&res, 0, sizeof res);
   hs_perf_model *perf = NULL;     /* per device type, when one is calibrated */
-  sim_link_note *links = NULL;  /* the `{calib: NAME}` links, for the summary */
+  sim_link_note *links = NULL;    /* the `{calib: NAME}` links, for the summary */
   hs_store *calib_store = NULL;
   hs_store *prof_store = NULL;    /* profiles the cluster file names, imported in memory */
   unsigned char *from_profile = calloc((size_t)spec.n_types, 1);
@@ -627,7 +627,7 @@ int hs_cmd_sim(int argc, char **argv) {
     sim_link_note *n = &links[a.n_links];
     if (i < 0) snprintf(n->field, sizeof n->field, "network");
     else snprintf(n->field, sizeof n->field, "nodes[%d].link", i);
-    snprintf(n->calib, sizeof n->calib, "%s", lc->name);
+    n->calib = lc->name;
     status = 2;
     if ((rc = hs_comm_link_load(calib_store, lc->name, spec.n_workers, (double)ms.grad_bytes, link,
                                  n->how, sizeof n->how, &d))) {
