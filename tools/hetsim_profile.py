@@ -618,8 +618,9 @@ def count_flops(ms, model, device):
     backward (input and weight gradients, the 1:2 rule hetsim's zoo uses). torch >= 2.1 counts
     the forward with torch.utils.flop_counter.FlopCounterMode (every matmul, attention's too);
     its count of a backward is not used, as it overcounts grouped convolutions' backward (torch
-    2.5.1: mobilenetv2's backward 20.5x its forward, resnet18's 2.0x). torch 1.13: forward hooks on the nn.Linear and nn.Conv*d modules that run; matrix
-    products outside such modules (attention's) are not seen."""
+    2.5.1: mobilenetv2's backward 20.5x its forward, resnet18's 2.0x). torch 1.13: forward hooks
+    on the nn.Linear and nn.Conv*d modules that run; matrix products outside such modules
+    (attention's) are not seen."""
     import torch
     import torch.nn as nn
     b = 2
