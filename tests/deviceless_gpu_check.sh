@@ -2,8 +2,9 @@
 # tools/gpu-check.sh without a GPU (label deviceless): a bundle assembled from this build by
 # tools/gpu-build.sh --no-build holds everything the GPU steps need (the dry run lists every step
 # and says so), a bundle missing a program is caught, the options are checked, and a real run
-# here records each failing step and still runs the next, and skips steps once the budget is
-# spent. Nothing here needs a GPU; the run's steps fail or skip for want of one.
+# here records each failing step and still runs the next, skips steps once the budget is spent,
+# runs them with --resume and packs the results, and tools/gpu-device-run.sh does the same from
+# an archive. Nothing here needs a GPU; the run's steps fail or skip for want of one.
 # Usage: bash tests/deviceless_gpu_check.sh SOURCE_DIR BUILD_DIR
 set -u
 SRC=${1:?usage: deviceless_gpu_check.sh SOURCE_DIR BUILD_DIR}
@@ -72,8 +73,43 @@ check deviceless_says_why grep -q 'no cudnn-deviceprop.json' "$TMP/res/logs/devi
 check doctor_json_kept python3 -c 'import json,sys; json.load(open(sys.argv[1]))' "$TMP/res/doctor.json"
 
 # 5. Out of budget: steps that would start with under 30 s left are recorded as skipped.
-bash "$B/gpu-check.sh" --from local --out "$TMP/res2" --budget 20 >"$TMP/run2" 2>&1
+bash "$B/gpu-check.sh" --from agreement --out "$TMP/res2" --budget 20 >"$TMP/run2" 2>&1
 rc=$?
 check budget_exit_0 test "$rc" = 0
-check budget_skipped test "$(awk -F'\t' 'NR > 1 && $2 == "skipped" && $5 ~ /out of time/' "$TMP/res2/summary.tsv" | wc -l)" = 2
+S2="$TMP/res2/summary.tsv"
+check budget_skipped test "$(awk -F'\t' 'NR > 1 && $2 == "skipped" && $5 ~ /out of time/' "$S2" | wc -l)" = 2
+
+# 6. --resume runs what the budget cut off, packs the results after each step, and a second
+# --resume runs nothing.
+bash "$B/gpu-check.sh" --resume --from agreement --out "$TMP/res2" --pack "$TMP/back/gpu.tar.gz" >"$TMP/run3" 2>&1
+check resume_ran_both test "$(grep -c '^step [a-z]* (at most' "$TMP/run3")" = 2
+check resume_rows_appended test "$(awk -F'\t' 'NR > 1' "$S2" | wc -l)" = 4
+check resume_last_rows_not_time test "$(tail -2 "$S2" | awk -F'\t' '$5 ~ /out of time/' | wc -l)" = 0
+check pack_written tar -tzf "$TMP/back/gpu.tar.gz" res2/summary.tsv res2/logs/nccl.log
+check pack_no_part test ! -e "$TMP/back/gpu.tar.gz.part"
+bash "$B/gpu-check.sh" --resume --from agreement --out "$TMP/res2" >"$TMP/run4" 2>&1
+check resume_again_exit_0 test $? = 0 # (the steps' failures are not run again)
+check resume_again_nothing test "$(grep -c 'done before' "$TMP/run4")" = 2
+check resume_again_no_rows test "$(awk -F'\t' 'NR > 1' "$S2" | wc -l)" = 4
+check dry_run_limits grep -q '^  limit: 240s' "$TMP/dry"
+bash "$B/gpu-check.sh" --dry-run --step-limit 45 --step doctor >"$TMP/dry5" 2>&1
+check dry_run_step_limit grep -q '^  limit: 45s' "$TMP/dry5"
+expect_exit usage_pack_inside 2 bash "$B/gpu-check.sh" --step doctor --out "$TMP/res3" --pack "$TMP/res3/x.tar.gz"
+expect_exit usage_resume_and_step 2 bash "$B/gpu-check.sh" --resume --step doctor
+
+# 7. tools/gpu-device-run.sh, as the device tool runs it: the archive unpacked afresh, gpu-env.sh
+# sourced (under set -u), the results under the work folder and back in $OUT.
+tar -C "$TMP" --transform "s,^bundle,hetsim-gpu-bundle," -czf "$TMP/bundle.tar.gz" bundle
+mkdir -p "$TMP/devout"
+OUT="$TMP/devout" HETSIM_GPU_WORK="$TMP/work" HETSIM_GPU_BUNDLE="$TMP/bundle.tar.gz" \
+  bash "$SRC/tools/gpu-device-run.sh" --card testcard --step agreement --step nccl >"$TMP/dev1" 2>&1
+check device_run_exit test $? = 1 || tail -3 "$TMP/dev1" # agreement fails: the bundle's test_gpu_nn was removed in 2.
+check device_run_summary test "$(awk -F'\t' 'NR > 1' "$TMP/devout/summary.tsv" | wc -l)" = 2
+check device_run_pack tar -tzf "$TMP/devout/gpu-check.tar.gz" gpu-testcard/summary.tsv
+check device_run_results_kept test -f "$TMP/work/notebooks-data/gpu-testcard/logs/nccl.log"
+OUT="$TMP/devout" HETSIM_GPU_WORK="$TMP/work" HETSIM_GPU_BUNDLE="$TMP/bundle.tar.gz" \
+  bash "$SRC/tools/gpu-device-run.sh" --card testcard --resume --from nccl >"$TMP/dev2" 2>&1
+check device_run_resume grep -q '^step nccl: done before' "$TMP/dev2"
+expect_exit device_run_no_archive 2 env HETSIM_GPU_WORK="$TMP/work" HETSIM_GPU_BUNDLE="$TMP/none.tar.xz" \
+  bash "$SRC/tools/gpu-device-run.sh"
 cli_finish

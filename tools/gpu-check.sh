@@ -1,48 +1,77 @@
 #!/usr/bin/env bash
-# tools/gpu-check.sh: every GPU check of hetsim in one command, for the rare half hour on a GPU
+# tools/gpu-check.sh: every GPU check of hetsim in one command, for the rare few minutes on a GPU
 # machine (docs/gpu.md). Run it from a carried bundle (`make gpu-bundle`; it sits at the
-# bundle's root as gpu-check.sh) after `. ./gpu-env.sh`:
+# bundle's root as gpu-check.sh) after `. ./gpu-env.sh`, or through tools/gpu-device-run.sh:
 #
-#   ./gpu-check.sh                       every step, results in notebooks-data/gpu-<card>/
-#   ./gpu-check.sh --step calib-whole    one step (repeatable: --step a --step b)
-#   ./gpu-check.sh --from calib-whole    that step and every one after it (resume)
+#   ./gpu-check.sh                       the steps in order while the budget lasts, results in
+#                                        notebooks-data/gpu-<card>/
+#   ./gpu-check.sh --resume              the steps not run yet, and those the budget cut off
+#   ./gpu-check.sh --step calib-whole    one step (repeatable: --step a --step b), run again
+#   ./gpu-check.sh --from calib-whole    that step and every one after it
 #   ./gpu-check.sh --list                the steps, one a line
-#   ./gpu-check.sh --dry-run             what each step would run, and whether the bundle holds
-#                                        everything the steps need; runs nothing on a GPU
+#   ./gpu-check.sh --dry-run             what each step would run and its time limit, and whether
+#                                        the bundle holds everything the steps need; runs nothing
+#                                        on a GPU
 # Options: --bundle DIR (default: this script's folder, or the repository's build-gpu bundle),
-# --out DIR (default notebooks-data/gpu-<card> beside the bundle's root), --card NAME,
-# --step-limit SECONDS (default 600), --budget SECONDS (default 1500: the whole run).
+# --out DIR (default ROOT/notebooks-data/gpu-<card>), --root ROOT (default the bundle's root),
+# --card NAME, --step-limit SECONDS (every step's limit, in place of each step's own),
+# --budget SECONDS (default 280: the whole run), --pack FILE (after every step, FILE is written
+# anew as a .tar.gz of the results folder, so that a run cut off still leaves its results in one
+# file; FILE must not be inside the results folder).
 #
-# Steps, in order (each a process of its own under `timeout`, at most --step-limit seconds and
-# never past the whole run's --budget; a step that would start with under 30 s left is recorded
-# as skipped, out of time):
-#   doctor            hetsim doctor --json, and cuDNN's device-properties JSON of GPU 0
-#   deviceless        cuDNN plans for every zoo convolution from that recorded JSON (no GPU use)
-#   ctest-gpu         the gpu-labelled tests (ctest -L gpu where a build tree is carried, else
-#                     the carried test programs and scripts one by one)
-#   agreement         cpu-vs-cuda agreement (test_gpu_nn) under strict and fast math
-#   bench             resnet18 training throughput: hetsim eager and CUDA graph, strict and fast
-#                     math, and PyTorch eager (bench/torch_resnet18.py) on the same GPU
-#   calib-whole       calibration of the zoo on the whole GPU (calib.db, CSV exports)
-#   calib-partitions  calibration of the zoo on three partitions of different sizes (1/8, 1/4,
-#                     1/2 of the GPU's SMs, multiples of 8)
-#   profile           tools/hetsim_profile.py: PyTorch's step times of the same models on the
-#                     same GPU, to set against hetsim's calibration
-#   local             hetsim real --backend local: a cluster file of three partitions of different
-#                     sizes (real_device: 1/8, 1/4, 1/2 of the SMs), ssgd, localsgd and lbb, and every
-#                     worker on equal partitions; hetsim validate of each run, and hetsim sim of
-#                     the three-partition cluster on the partitions' calibrations
-#   nccl              hetsim real --backend nccl, two ranks on GPU 0 (where NCCL allows it)
+# The budget: a lent GPU machine gives a session 15 minutes in all, starting it included, and
+# one command at most 10. The default budget fits one command of about 5 minutes, so that a
+# second command (--resume) can follow on the same machine; --budget 1500 runs everything
+# where time is not short. Steps come in the order of what the first GPU contact most needs:
+# whether everything runs, then how fast, then the finer measurements. Each step is a process
+# of its own under `timeout`, at most its own limit (below; --step-limit replaces them), and
+# never past the budget; a step that would start with under 30 s left is recorded as skipped,
+# out of time, and --resume runs it later.
+#
+# Steps, in order (limit in seconds):
+#   doctor            (60) the machine (env.txt: nvidia-smi, the Python packages, the libraries
+#                     gpu-env.sh chose), hetsim doctor --json, cuDNN's device-properties JSON
+#   deviceless        (30) cuDNN plans for every zoo convolution from that recorded JSON
+#   ctest-gpu         (240) the gpu-labelled tests (ctest -L gpu where a build tree is carried,
+#                     else the carried test programs and scripts one by one)
+#   bench             (120) resnet18 training throughput: hetsim eager and CUDA graph, strict
+#                     and fast math, and PyTorch eager (bench/torch_resnet18.py) on the same GPU
+#   calib-whole       (150) calibration of the zoo on the whole GPU (calib.db, CSV exports)
+#   profile           (120) tools/hetsim_profile.py: PyTorch's step times of the same models on
+#                     the same GPU, to set against hetsim's calibration
+#   calib-partitions  (180) calibration of the zoo on three partitions of different sizes (1/8,
+#                     1/4, 1/2 of the GPU's SMs, multiples of 8)
+#   local             (180) hetsim real --backend local: a cluster file of three partitions of
+#                     different sizes (real_device: 1/8, 1/4, 1/2 of the SMs), ssgd, localsgd
+#                     and lbb, and every worker on equal partitions; hetsim validate of each run,
+#                     and hetsim sim of the three-partition cluster on the partitions'
+#                     calibrations
+#   agreement         (60) cpu-vs-cuda agreement (test_gpu_nn) under strict and fast math
+#   nccl              (90) hetsim real --backend nccl, two ranks on GPU 0 (where NCCL allows it)
 #
 # Results (one folder to commit): summary.tsv (step, status, exit code, seconds, note: the
-# failing step's last message), logs/STEP.log (everything each step printed), and each step's
-# files. A failed or timed-out step is recorded and the next one still runs. Exit status: 0
-# when every step run was ok or skipped, 1 when one failed or timed out, 2 on bad usage; the
-# dry run: 0 when the bundle holds everything, 1 when something required is missing.
+# failing step's last message; a step run again gets a row more, and its last row counts),
+# logs/STEP.log (everything each step printed), and each step's files. A failed or timed-out
+# step is recorded and the next one still runs. Exit status: 0 when every step run was ok or
+# skipped, 1 when one failed or timed out, 2 on bad usage; the dry run: 0 when the bundle holds
+# everything, 1 when something required is missing.
 set -u
 
-STEPS=(doctor deviceless ctest-gpu agreement bench calib-whole calib-partitions profile local nccl)
+STEPS=(doctor deviceless ctest-gpu bench calib-whole profile calib-partitions local agreement nccl)
 MODELS=mlp,cnn,resnet18,vgg16,mobilenetv2
+
+# limit STEP: the most seconds STEP may run (the header's list; --step-limit replaces it).
+limit() {
+  case "$1" in
+    deviceless) echo 30 ;;
+    doctor | agreement) echo 60 ;;
+    nccl) echo 90 ;;
+    bench | profile) echo 120 ;;
+    calib-whole) echo 150 ;;
+    calib-partitions | local) echo 180 ;;
+    ctest-gpu) echo 240 ;;
+  esac
+}
 
 usage() {
   sed -n '2,/^set -u/p' "$0" | sed -e '/^set -u/d' -e 's/^# \{0,1\}//'
@@ -99,7 +128,7 @@ what() {
 
 # --- options --------------------------------------------------------------------------------
 
-BUNDLE="" OUT="" CARD="" DRY=0 LIST=0 FROM="" ONLY=() STEP_LIMIT=600 BUDGET=1500 INTERNAL=""
+BUNDLE="" OUT="" ROOT="" CARD="" DRY=0 LIST=0 FROM="" ONLY=() STEP_LIMIT="" BUDGET=280 RESUME=0 PACK="" INTERNAL=""
 while [ $# -gt 0 ]; do
   case "$1" in
     -h | --help) usage; exit 0 ;;
@@ -107,6 +136,9 @@ while [ $# -gt 0 ]; do
     --dry-run) DRY=1 ;;
     --bundle) [ $# -ge 2 ] || die_usage "--bundle needs a folder"; BUNDLE=$2; shift ;;
     --out) [ $# -ge 2 ] || die_usage "--out needs a folder"; OUT=$2; shift ;;
+    --root) [ $# -ge 2 ] || die_usage "--root needs a folder"; ROOT=$2; shift ;;
+    --pack) [ $# -ge 2 ] && [ -n "$2" ] || die_usage "--pack needs a file name"; PACK=$2; shift ;;
+    --resume) RESUME=1 ;;
     --card) [ $# -ge 2 ] || die_usage "--card needs a name"; CARD=$2; shift ;;
     --step) [ $# -ge 2 ] || die_usage "--step needs a name"; is_step "$2" || die_usage "unknown step \"$2\" (steps: ${STEPS[*]})"; ONLY+=("$2"); shift ;;
     --from) [ $# -ge 2 ] || die_usage "--from needs a name"; is_step "$2" || die_usage "unknown step \"$2\" (steps: ${STEPS[*]})"; FROM=$2; shift ;;
@@ -118,6 +150,7 @@ while [ $# -gt 0 ]; do
   shift
 done
 [ -n "$FROM" ] && [ ${#ONLY[@]} -gt 0 ] && die_usage "give --step or --from, not both"
+[ "$RESUME" = 1 ] && [ ${#ONLY[@]} -gt 0 ] && die_usage "give --step or --resume, not both (--step runs a step again)"
 
 if [ "$LIST" = 1 ]; then
   printf '%s\n' "${STEPS[@]}"
@@ -148,9 +181,10 @@ selected() {
 if [ "$DRY" = 1 ]; then
   missing=0
   echo "bundle: $BUNDLE"
-  echo "limits: ${STEP_LIMIT}s per step, ${BUDGET}s in all"
+  echo "budget: ${BUDGET}s in all"
   while read -r s; do
     echo "step $s"
+    echo "  limit: ${STEP_LIMIT:-$(limit "$s")}s"
     echo "  runs: $(what "$s")"
     while read -r kind path; do
       [ -n "$path" ] || continue
@@ -229,10 +263,45 @@ run_tests() { # each gpu test program and script; 77 is skipped
   [ "$failed" = 0 ]
 }
 
+# machine: what the machine is, for env.txt: the card and driver, the Python packages that the
+# bench and profile steps use and that hold the libraries, and what gpu-env.sh chose.
+machine() {
+  echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  echo "uname: $(uname -a)"
+  echo "glibc: $(getconf GNU_LIBC_VERSION 2>/dev/null)"
+  local v
+  for v in HETSIM_CUDNN_PATH HETSIM_NCCL_PATH HETSIM_CUBLAS_PATH LD_LIBRARY_PATH; do echo "$v=${!v:-}"; done
+  echo "--- nvidia-smi"
+  nvidia-smi 2>&1 | head -20
+  echo "--- python3"
+  python3 - <<'PY' 2>&1
+import sys
+print(sys.version.replace("\n", " "), sys.executable)
+try:
+    import torch
+    print("torch", torch.__version__, "cuda", torch.version.cuda, "cudnn", torch.backends.cudnn.version(),
+          "available", torch.cuda.is_available())
+    if torch.cuda.is_available():
+        print("device", torch.cuda.get_device_name(0), torch.cuda.get_device_properties(0).multi_processor_count, "SMs")
+        print("nccl", torch.cuda.nccl.version())
+except Exception as e:  # the bench and profile steps say the same when they skip
+    print("torch: not importable:", e)
+from importlib import metadata
+for d in ("nvidia-cudnn-cu13", "nvidia-nccl-cu13", "nvidia-cublas", "nvidia-cuda-runtime"):
+    try:
+        print(d, metadata.version(d))
+    except metadata.PackageNotFoundError:
+        print(d, "not installed")
+PY
+  echo "--- ldd hetsim"
+  ldd "$H" 2>&1
+}
+
 step_body() {
   case "$1" in
     doctor)
       local rc
+      machine >env.txt 2>&1
       "$H" doctor --json >doctor.json || return 1
       "$H" doctor --cudnn-deviceprop cudnn-deviceprop.json >doctor.txt 2>&1
       rc=$?
@@ -254,10 +323,12 @@ step_body() {
       return "${PIPESTATUS[0]}"
       ;;
     agreement)
-      local m rc=0
+      local m r rc=77 # skipped (77) only when both are: test_gpu_nn exits 77 without a GPU
       for m in strict fast; do
-        (cd "$BUNDLE" && HETSIM_CUDA_MATH=$m tests/test_gpu_nn) >"agreement-$m.txt" 2>&1 || rc=1
+        (cd "$BUNDLE" && HETSIM_CUDA_MATH=$m tests/test_gpu_nn) >"agreement-$m.txt" 2>&1
+        r=$?
         cat "agreement-$m.txt"
+        if [ "$r" != 0 ] && [ "$r" != 77 ]; then rc=1; elif [ "$r" = 0 ] && [ "$rc" = 77 ]; then rc=0; fi
       done
       return $rc
       ;;
@@ -431,20 +502,46 @@ if [ -z "$OUT" ]; then
     # "NVIDIA H100 80GB HBM3" -> "h100-80gb-hbm3"
     CARD=$(echo "${name:-unknown}" | tr 'A-Z' 'a-z' | sed -e 's/^nvidia //' -e 's/[^a-z0-9]\{1,\}/-/g' -e 's/^-//' -e 's/-$//')
   fi
-  OUT="$BUNDLE/notebooks-data/gpu-$CARD"
+  OUT="${ROOT:-$BUNDLE}/notebooks-data/gpu-$CARD"
 fi
 mkdir -p "$OUT/logs" || exit 2
 OUT=$(cd "$OUT" && pwd)
 SUMMARY="$OUT/summary.tsv"
+if [ -n "$PACK" ]; then
+  mkdir -p "$(dirname "$PACK")" || exit 2
+  PACK="$(cd "$(dirname "$PACK")" && pwd)/$(basename "$PACK")"
+  case "$PACK/" in "$OUT"/*) die_usage "--pack $PACK is inside the results folder $OUT" ;; esac
+fi
+if [ "$RESUME" = 1 ] && [ ! -f "$SUMMARY" ]; then
+  echo "gpu-check.sh: --resume: no $SUMMARY yet, so every selected step runs" >&2
+fi
 [ -f "$SUMMARY" ] || printf 'step\tstatus\texit\tseconds\tnote\n' >"$SUMMARY"
-echo "results: $OUT (limits: ${STEP_LIMIT}s per step, ${BUDGET}s in all)"
+echo "results: $OUT (budget ${BUDGET}s${STEP_LIMIT:+, at most ${STEP_LIMIT}s a step})"
+
+# done_before STEP: the summary's last row for STEP says it ran, or skipped for a reason other
+# than time (--resume leaves it out).
+done_before() {
+  awk -F'\t' -v s="$1" 'NR > 1 && $1 == s {st = $2; note = $5}
+    END {exit !(st != "" && !(st == "skipped" && note ~ /^out of time/))}' "$SUMMARY"
+}
+
+# pack: the results folder as one .tar.gz (--pack), written beside and then moved into place.
+pack() {
+  [ -n "$PACK" ] || return 0
+  tar -C "$(dirname "$OUT")" --exclude=.shim -czf "$PACK.part" "$(basename "$OUT")" && mv -f "$PACK.part" "$PACK" ||
+    echo "gpu-check.sh: could not write $PACK" >&2
+}
 
 start=$(date +%s)
 worst=0
 while read -r s; do
+  if [ "$RESUME" = 1 ] && done_before "$s"; then
+    echo "step $s: done before (summary.tsv), not run again"
+    continue
+  fi
   now=$(date +%s)
   left=$((BUDGET - (now - start)))
-  limit=$STEP_LIMIT
+  limit=${STEP_LIMIT:-$(limit "$s")}
   [ "$left" -lt "$limit" ] && limit=$left
   if [ "$limit" -lt 30 ]; then
     printf '%s\tskipped\t-\t0\tout of time: the run'"'"'s budget of %ss is spent\n' "$s" "$BUDGET" >>"$SUMMARY"
@@ -470,6 +567,8 @@ while read -r s; do
   case $status in timeout | failed) worst=1 ;; esac
   printf '%s\t%s\t%s\t%s\t%s\n' "$s" "$status" "$rc" "$secs" "$note" >>"$SUMMARY"
   echo "step $s: $status in ${secs}s${note:+ ($note)}"
+  pack
 done < <(selected)
-echo "summary: $SUMMARY"
+pack
+echo "summary: $SUMMARY${PACK:+ (packed: $PACK)}"
 exit $worst
