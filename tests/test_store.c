@@ -144,34 +144,56 @@ static void old_comm_sample(hs_store *s, const char *backends, const char *ops) 
   ASSERT_EQ(sqlite3_exec(hs_store_db(s), sql, NULL, NULL, NULL), SQLITE_OK);
 }
 
+/* An older schema's file, the migration tests' common start: a new store NAME (its path in *p)
+ * taken back by UNDO (NULL: nothing) and old_comm_sample(BACKENDS, OPS), given the rows of ROWS
+ * (which also sets schema_version), with REFUSED refused as that version refused it; closed.
+ * Returns 0 when the test has no failure yet. */
+static int old_store(const char *name, const char **p, const char *undo, const char *backends, const char *ops,
+                     const char *rows, const char *refused) {
+  hs_diag d = {0};
+  hs_store *s = new_store(name, p, &d, NULL);
+  if (!s) return -1;
+  if (undo) ASSERT_EQ(sqlite3_exec(hs_store_db(s), undo, NULL, NULL, NULL), SQLITE_OK);
+  old_comm_sample(s, backends, ops);
+  ASSERT_EQ(sqlite3_exec(hs_store_db(s), rows, NULL, NULL, NULL), SQLITE_OK);
+  ASSERT(sqlite3_exec(hs_store_db(s), refused, NULL, NULL, NULL) != SQLITE_OK);
+  hs_store_close(s);
+  return hs_test_failed_now ? -1 : 0;
+}
+
+/* Opens the file at P, which must come up at the current schema version with comm_sample's
+ * index and STRICT kept through the migration; NULL (and a failure counted) otherwise. */
+static hs_store *reopen_current(const char *p) {
+  hs_diag d = {0};
+  hs_store *s = NULL;
+  ASSERT_EQ(hs_store_open(&s, p, 0, &d), 0);
+  if (!s) return NULL;
+  ASSERT_EQ(hs_store_schema_version(s), HS_STORE_SCHEMA_VERSION);
+  ASSERT_EQ(q_int(s, "SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name = 'comm_sample_key'"), 1);
+  ASSERT_EQ(q_int(s, "SELECT strict FROM pragma_table_list WHERE name = 'comm_sample'"), 1);
+  return s;
+}
+
 /* A file at schema version 2 (built by undoing migration 3) is brought to the current version:
  * its comm rows stay, 'gloo' is admitted, the new columns and table exist. */
 static void test_migrate_from_v2(void) {
   const char *p;
-  hs_diag d = {0};
-  hs_store *s = new_store("v2.db", &p, &d, NULL);
+  if (old_store("v2.db", &p, undo_v3, "'nccl', 'local', 'cpu'",
+                "'allreduce', 'p2p', 'broadcast', 'allgather', 'reducescatter', 'wake'",
+                "INSERT INTO device(id, name, kind) VALUES (7, 'cpu0', 'cpu');"
+                "INSERT INTO comm_sample(id, device_id, backend, op, world_size, bytes, median_s, count)"
+                "  VALUES (3, 7, 'cpu', 'wake', 2, 0, 4e-5, 20);"
+                "INSERT INTO comm_model(id, device_id, backend, op, world_size, alpha_s, beta_bytes_per_s)"
+                "  VALUES (5, 7, 'cpu', 'allreduce', 2, 1e-5, 1e9);"
+                "UPDATE schema_version SET version = 2;",
+                "INSERT INTO comm_model(device_id, backend, op, alpha_s, beta_bytes_per_s)"
+                " VALUES (7, 'gloo', 'allreduce', 0, 1e9)"))
+    return;
+  hs_store *s = reopen_current(p);
   if (!s) return;
-  ASSERT_EQ(sqlite3_exec(hs_store_db(s), undo_v3, NULL, NULL, NULL), SQLITE_OK);
-  old_comm_sample(s, "'nccl', 'local', 'cpu'", "'allreduce', 'p2p', 'broadcast', 'allgather', 'reducescatter', 'wake'");
-  ASSERT_EQ(sqlite3_exec(hs_store_db(s),
-      "INSERT INTO device(id, name, kind) VALUES (7, 'cpu0', 'cpu');"
-      "INSERT INTO comm_sample(id, device_id, backend, op, world_size, bytes, median_s, count)"
-      "  VALUES (3, 7, 'cpu', 'wake', 2, 0, 4e-5, 20);"
-      "INSERT INTO comm_model(id, device_id, backend, op, world_size, alpha_s, beta_bytes_per_s)"
-      "  VALUES (5, 7, 'cpu', 'allreduce', 2, 1e-5, 1e9);"
-      "UPDATE schema_version SET version = 2;",
-      NULL, NULL, NULL), SQLITE_OK);
-  ASSERT(sqlite3_exec(hs_store_db(s), "INSERT INTO comm_model(device_id, backend, op, alpha_s,"
-                      " beta_bytes_per_s) VALUES (7, 'gloo', 'allreduce', 0, 1e9)", NULL, NULL, NULL) != SQLITE_OK);
-  hs_store_close(s);
-  s = NULL;
-  ASSERT_EQ(hs_store_open(&s, p, 0, &d), 0);
-  if (!s) return;
-  ASSERT_EQ(hs_store_schema_version(s), HS_STORE_SCHEMA_VERSION);
   ASSERT_EQ(q_int(s, "SELECT count(*) FROM comm_sample WHERE id = 3 AND op = 'wake'"), 1);
   ASSERT_EQ(q_int(s, "SELECT count(*) FROM comm_model WHERE id = 5 AND alpha_s = 1e-5"), 1);
   ASSERT_EQ(q_int(s, "SELECT strict FROM pragma_table_list WHERE name = 'comm_model'"), 1);
-  ASSERT_EQ(q_int(s, "SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name = 'comm_sample_key'"), 1);
   ASSERT_EQ(sqlite3_exec(hs_store_db(s), "INSERT INTO comm_model(device_id, backend, op, alpha_s,"
                          " beta_bytes_per_s) VALUES (7, 'gloo', 'allreduce', 0, 1e9);"
                          "INSERT INTO comm_sample(device_id, backend, op, bytes, median_s, count)"
@@ -192,32 +214,24 @@ static void test_migrate_from_v2(void) {
  * and the cascade are back, and an 'allreduce_step' sample with its mean can be stored. */
 static void test_migrate_from_v3(void) {
   const char *p;
-  hs_diag d = {0};
-  hs_store *s = new_store("v3.db", &p, &d, NULL);
+  if (old_store("v3.db", &p, NULL, "'nccl', 'local', 'cpu', 'gloo'",
+                "'allreduce', 'p2p', 'broadcast', 'allgather', 'reducescatter', 'wake'",
+                "INSERT INTO device(id, name, kind) VALUES (7, 'cpu0', 'cpu');"
+                "INSERT INTO comm_sample(id, device_id, backend, op, world_size, bytes, median_s, p10_s, p90_s,"
+                "                        count, created_at)"
+                "  VALUES (3, 7, 'gloo', 'allreduce', 2, 4096, 2.5e-4, 2e-4, 3e-4, 20, '2026-01-01T00:00:00.000Z'),"
+                "         (4, 7, 'cpu', 'wake', 2, 0, 4e-5, NULL, NULL, 10, '2026-01-02T00:00:00.000Z');"
+                "UPDATE schema_version SET version = 3;",
+                "INSERT INTO comm_sample(device_id, backend, op, bytes, median_s, count)"
+                " VALUES (7, 'gloo', 'allreduce_step', 4096, 2e-3, 20)"))
+    return;
+  hs_store *s = reopen_current(p);
   if (!s) return;
-  old_comm_sample(s, "'nccl', 'local', 'cpu', 'gloo'", "'allreduce', 'p2p', 'broadcast', 'allgather', 'reducescatter', 'wake'");
-  ASSERT_EQ(sqlite3_exec(hs_store_db(s),
-      "INSERT INTO device(id, name, kind) VALUES (7, 'cpu0', 'cpu');"
-      "INSERT INTO comm_sample(id, device_id, backend, op, world_size, bytes, median_s, p10_s, p90_s, count,"
-      "                        created_at)"
-      "  VALUES (3, 7, 'gloo', 'allreduce', 2, 4096, 2.5e-4, 2e-4, 3e-4, 20, '2026-01-01T00:00:00.000Z'),"
-      "         (4, 7, 'cpu', 'wake', 2, 0, 4e-5, NULL, NULL, 10, '2026-01-02T00:00:00.000Z');"
-      "UPDATE schema_version SET version = 3;",
-      NULL, NULL, NULL), SQLITE_OK);
-  ASSERT(sqlite3_exec(hs_store_db(s), "INSERT INTO comm_sample(device_id, backend, op, bytes, median_s,"
-                      " count) VALUES (7, 'gloo', 'allreduce_step', 4096, 2e-3, 20)", NULL, NULL, NULL) != SQLITE_OK);
-  hs_store_close(s);
-  s = NULL;
-  ASSERT_EQ(hs_store_open(&s, p, 0, &d), 0);
-  if (!s) return;
-  ASSERT_EQ(hs_store_schema_version(s), HS_STORE_SCHEMA_VERSION);
   ASSERT_EQ(q_int(s, "SELECT count(*) FROM comm_sample WHERE id = 3 AND device_id = 7 AND backend = 'gloo'"
                      " AND op = 'allreduce' AND world_size = 2 AND bytes = 4096 AND median_s = 2.5e-4 AND p10_s = 2e-4"
                      " AND p90_s = 3e-4 AND count = 20 AND created_at LIKE '2026-01-01%' AND mean_s IS NULL"), 1);
   ASSERT_EQ(q_int(s, "SELECT count(*) FROM comm_sample WHERE id = 4 AND op = 'wake' AND p10_s IS NULL"
                      " AND mean_s IS NULL"), 1);
-  ASSERT_EQ(q_int(s, "SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name = 'comm_sample_key'"), 1);
-  ASSERT_EQ(q_int(s, "SELECT strict FROM pragma_table_list WHERE name = 'comm_sample'"), 1);
   ASSERT_EQ(sqlite3_exec(hs_store_db(s), "INSERT INTO comm_sample(device_id, backend, op, bytes, median_s,"
                          " count, mean_s) VALUES (7, 'gloo', 'allreduce_step', 4096, 4.5e-4, 20, 2e-3)",
                          NULL, NULL, NULL), SQLITE_OK);
@@ -236,28 +250,19 @@ static void test_migrate_from_v3(void) {
  * index is back, and a 'wake' sample can be stored. */
 static void test_migrate_from_v1(void) {
   const char *p;
-  hs_diag d = {0};
-  hs_store *s = new_store("v1.db", &p, &d, NULL);
+  if (old_store("v1.db", &p, undo_v3, "'nccl', 'local', 'cpu'",
+                "'allreduce', 'p2p', 'broadcast', 'allgather', 'reducescatter'",
+                "INSERT INTO device(id, name, kind) VALUES (7, 'cpu0', 'cpu');"
+                "INSERT INTO comm_sample(id, device_id, backend, op, world_size, bytes, median_s, count, created_at)"
+                "  VALUES (3, 7, 'cpu', 'p2p', 2, 4096, 1.5e-6, 20, '2026-01-01T00:00:00.000Z');"
+                "UPDATE schema_version SET version = 1;",
+                "INSERT INTO comm_sample(device_id, backend, op, bytes, median_s, count)"
+                " VALUES (7, 'cpu', 'wake', 0, 4e-5, 20)"))
+    return;
+  hs_store *s = reopen_current(p);
   if (!s) return;
-  ASSERT_EQ(sqlite3_exec(hs_store_db(s), undo_v3, NULL, NULL, NULL), SQLITE_OK);
-  old_comm_sample(s, "'nccl', 'local', 'cpu'", "'allreduce', 'p2p', 'broadcast', 'allgather', 'reducescatter'");
-  ASSERT_EQ(sqlite3_exec(hs_store_db(s),
-      "INSERT INTO device(id, name, kind) VALUES (7, 'cpu0', 'cpu');"
-      "INSERT INTO comm_sample(id, device_id, backend, op, world_size, bytes, median_s, count, created_at)"
-      "  VALUES (3, 7, 'cpu', 'p2p', 2, 4096, 1.5e-6, 20, '2026-01-01T00:00:00.000Z');"
-      "UPDATE schema_version SET version = 1;",
-      NULL, NULL, NULL), SQLITE_OK);
-  ASSERT(sqlite3_exec(hs_store_db(s), "INSERT INTO comm_sample(device_id, backend, op, bytes, median_s,"
-                      " count) VALUES (7, 'cpu', 'wake', 0, 4e-5, 20)", NULL, NULL, NULL) != SQLITE_OK);
-  hs_store_close(s);
-  s = NULL;
-  ASSERT_EQ(hs_store_open(&s, p, 0, &d), 0);
-  if (!s) return;
-  ASSERT_EQ(hs_store_schema_version(s), HS_STORE_SCHEMA_VERSION);
   ASSERT_EQ(q_int(s, "SELECT count(*) FROM comm_sample WHERE id = 3 AND device_id = 7 AND op = 'p2p'"
                      " AND bytes = 4096 AND median_s = 1.5e-6 AND created_at LIKE '2026-01-01%'"), 1);
-  ASSERT_EQ(q_int(s, "SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name = 'comm_sample_key'"), 1);
-  ASSERT_EQ(q_int(s, "SELECT strict FROM pragma_table_list WHERE name = 'comm_sample'"), 1);
   ASSERT_EQ(sqlite3_exec(hs_store_db(s), "INSERT INTO comm_sample(device_id, backend, op, bytes, median_s,"
                          " count) VALUES (7, 'cpu', 'wake', 0, 4e-5, 20)", NULL, NULL, NULL), SQLITE_OK);
   /* The device's deletion still cascades to its samples. */
