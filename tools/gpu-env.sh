@@ -4,7 +4,8 @@
 # installed (nvidia-cudnn-cu13, nvidia-nccl-cu13, nvidia-cublas), and puts those wheel folders
 # on LD_LIBRARY_PATH, so that cuDNN's own sub-libraries and their dependencies resolve too, and
 # the bundle's lib/ (shared libraries carried with the build) only where this machine lacks one
-# of them. Variables already set are kept. hetsim finds the CUDA install (/usr/local/cuda/lib64) without help; see docs/gpu.md.
+# of them. Variables already set are kept. hetsim finds the CUDA install (/usr/local/cuda/lib64)
+# without help; see docs/gpu.md.
 _hs_here=$(cd "$(dirname "${BASH_SOURCE[0]:-$0}")" && pwd)
 
 # Python site folders: the interpreter's own answer when python3 runs, then the usual places.
