@@ -7,7 +7,8 @@
  * Each step is forward (batch statistics) + backward + SGD (lr 0.1, momentum 0.9, weight decay
  * 5e-4) on one synthetic CIFAR-shaped batch loaded once, so the figure is compute alone, as the
  * PyTorch script measures it. --graph captures the whole step as one CUDA graph and replays it.
- * Time runs between two CUDA events around the timed steps. Exits 77 with "no GPU" where the
+ * Time runs between two CUDA events around the timed steps. The math (HETSIM_CUDA_MATH: strict, the
+ * default, or fast; docs/gpu.md) is part of the report. Exits 77 with "no GPU" where the
  * device cannot be opened (no GPU, no driver, no cuDNN), 2 on bad usage, 1 on a failure. */
 #include <stdint.h>
 #include <stdio.h>
@@ -15,6 +16,7 @@
 #include <string.h>
 
 #include "nn/nn_cuda.h"
+#include "nn/nn_cuda_plan.h"
 #include "nn/nn_net.h"
 
 static int usage(const char *argv0) {
@@ -98,15 +100,17 @@ int main(int argc, char **argv) {
     goto out;
   }
   double ips = (double)batch * steps / seconds;
+  hs_cuda_math math = HS_CUDA_MATH_STRICT; /* the net's open already accepted the variable */
+  hs_cuda_math_from_env(&math, &d);
   if (json)
-    printf("{\"model\": \"%s\", \"device\": \"%s\", \"batch\": %d, \"steps\": %d, \"graph\": %s, "
-           "\"step_s\": %.6g, \"images_per_s\": %.6g, \"loss\": %.6g, \"bytes\": %lld}\n",
-           model, device, batch, steps, graph ? "true" : "false", seconds / steps, ips, loss,
-           (long long)hs_net_bytes(n));
+    printf("{\"model\": \"%s\", \"device\": \"%s\", \"batch\": %d, \"steps\": %d, \"math\": \"%s\", "
+           "\"graph\": %s, \"step_s\": %.6g, \"images_per_s\": %.6g, \"loss\": %.6g, \"bytes\": %lld}\n",
+           model, device, batch, steps, hs_cuda_math_name(math), graph ? "true" : "false", seconds / steps, ips,
+           loss, (long long)hs_net_bytes(n));
   else
-    printf("%s on %s, batch %d, %d steps%s: %.3f ms/step, %.1f images/s (loss %.4f, %.2f GiB)\n",
-           model, device, batch, steps, graph ? " (CUDA graph)" : "", 1e3 * seconds / steps, ips,
-           loss, (double)hs_net_bytes(n) / (double)(1 << 30));
+    printf("%s on %s, batch %d, %d steps, math %s%s: %.3f ms/step, %.1f images/s (loss %.4f, %.2f GiB)\n",
+           model, device, batch, steps, hs_cuda_math_name(math), graph ? " (CUDA graph)" : "",
+           1e3 * seconds / steps, ips, loss, (double)hs_net_bytes(n) / (double)(1 << 30));
 out:
   free(x);
   free(y);

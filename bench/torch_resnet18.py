@@ -3,19 +3,29 @@
 
 The model is nn_zoo's resnet18 layer for layer (kuangliu/pytorch-cifar: 3x3 stem conv, no max
 pool, BasicBlocks [2, 2, 2, 2], 1x1 conv + BatchNorm shortcuts where the shape changes, global
-average pool, one linear layer; 11,173,962 parameters, which the script checks). Eager mode,
-fp32, NCHW, PyTorch's default math settings (TF32 allowed for convolutions, not for matmul),
-SGD lr 0.1, momentum 0.9, weight decay 5e-4, one synthetic batch loaded once, timed with CUDA
-events around the timed steps, as bench_gpu_nn does.
+average pool, one linear layer; 11,173,962 parameters, which the script checks). fp32, NCHW,
+SGD lr 0.1, momentum 0.9, weight decay 5e-4, one synthetic batch loaded once. On a GPU the timed
+steps run between two CUDA events, as bench_gpu_nn times them; on the cpu (--device cpu, which
+the tests use) between two wall-clock readings.
 
     python3 bench/torch_resnet18.py [--batch 256] [--steps 50] [--warmup 10] [--device cuda:0]
-                                    [--json]
+                                    [--math default|strict] [--graph] [--json]
 
-Compare with: build/bench_gpu_nn --model resnet18 --batch 256 --steps 50 --warmup 10
+--math default keeps PyTorch's own settings (TF32 allowed for convolutions, not for matmul;
+cuDNN may pick non-deterministic algorithms): the counterpart of HETSIM_CUDA_MATH=fast.
+--math strict turns TF32 off for both and asks cuDNN for deterministic algorithms: the
+counterpart of hetsim's default, HETSIM_CUDA_MATH=strict. --graph captures the whole step
+(forward, backward, SGD) as one CUDA graph after the warm-up and replays it, as
+bench_gpu_nn --graph does (PyTorch's "whole network capture"). Exit status: 0, 77 when the
+device is a GPU and none is usable, 2 on bad usage, 1 on a failure.
+
+Compare with: build/bench_gpu_nn --model resnet18 --batch 256 --steps 50 --warmup 10 [--graph]
+(HETSIM_CUDA_MATH=fast for --math default)
 """
 import argparse
 import json
 import sys
+import time
 
 import torch
 import torch.nn as nn
@@ -62,19 +72,53 @@ class ResNet18(nn.Module):
         return self.linear(out)
 
 
+def set_math(math):
+    """Applies --math; returns whether fp32 convolutions may use TF32. PyTorch 2.9 and later
+    refuse a mix of the legacy allow_tf32 flags and the fp32_precision ones, so each version is
+    told through its own API only."""
+    conv = getattr(torch.backends.cudnn, "conv", None)
+    new_api = conv is not None and hasattr(conv, "fp32_precision")
+    if math == "strict":
+        if new_api:
+            conv.fp32_precision = "ieee"
+            torch.backends.cuda.matmul.fp32_precision = "ieee"
+        else:
+            torch.backends.cudnn.allow_tf32 = False
+            torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.deterministic = True
+        torch.backends.cudnn.benchmark = False
+    return conv.fp32_precision == "tf32" if new_api else bool(torch.backends.cudnn.allow_tf32)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--batch", type=int, default=256)
     ap.add_argument("--steps", type=int, default=50)
     ap.add_argument("--warmup", type=int, default=10)
     ap.add_argument("--device", default="cuda:0")
+    ap.add_argument("--math", choices=("default", "strict"), default="default")
+    ap.add_argument("--graph", action="store_true")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
-    if not torch.cuda.is_available():
+    if a.batch < 1 or a.steps < 1 or a.warmup < 0:
+        ap.error("--batch and --steps must be at least 1, --warmup at least 0")
+    try:
+        dev = torch.device(a.device)
+    except RuntimeError as e:
+        ap.error(f"--device {a.device}: {e}")
+    cuda = dev.type == "cuda"
+    if dev.type not in ("cuda", "cpu"):
+        ap.error(f"--device {a.device}: cuda:I or cpu")
+    if a.graph and not cuda:
+        ap.error("--graph needs a CUDA device")
+    if cuda and not torch.cuda.is_available():
         print("no GPU: torch.cuda.is_available() is False")
         return 77
+    # A graph needs at least one warm-up step on a side stream (the momentum buffers exist
+    # before capture, and lazy initialisation stays out of the graph).
+    warmup = max(a.warmup, 1) if a.graph else a.warmup
+    tf32 = set_math(a.math)
 
-    dev = torch.device(a.device)
     torch.manual_seed(1)
     model = ResNet18().to(dev)
     params = sum(p.numel() for p in model.parameters())
@@ -93,25 +137,53 @@ def main():
         opt.step()
         return loss
 
-    for _ in range(a.warmup):
-        step()
-    torch.cuda.synchronize(dev)
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(a.steps):
-        loss = step()
-    end.record()
-    end.synchronize()
-    seconds = start.elapsed_time(end) / 1e3
+    if a.graph:
+        side = torch.cuda.Stream(dev)
+        side.wait_stream(torch.cuda.current_stream(dev))
+        with torch.cuda.stream(side):
+            for _ in range(warmup):
+                step()
+        torch.cuda.current_stream(dev).wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        opt.zero_grad(set_to_none=True)
+        with torch.cuda.graph(graph):
+            static_loss = F.cross_entropy(model(x), y)
+            static_loss.backward()
+            opt.step()
+
+        def run():
+            graph.replay()
+            return static_loss
+    else:
+        for _ in range(warmup):
+            step()
+        run = step
+
+    if cuda:
+        torch.cuda.synchronize(dev)
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(a.steps):
+            loss = run()
+        end.record()
+        end.synchronize()
+        seconds = start.elapsed_time(end) / 1e3
+        name = torch.cuda.get_device_name(dev)
+    else:
+        t0 = time.perf_counter()
+        for _ in range(a.steps):
+            loss = run()
+        seconds = time.perf_counter() - t0
+        name = "cpu"
     ips = a.batch * a.steps / seconds
     if a.json:
         print(json.dumps({"model": "resnet18", "framework": f"torch {torch.__version__}",
-                          "device": torch.cuda.get_device_name(dev), "batch": a.batch,
-                          "steps": a.steps, "step_s": seconds / a.steps, "images_per_s": ips,
-                          "loss": loss.item()}))
+                          "device": name, "batch": a.batch, "steps": a.steps, "math": a.math,
+                          "conv_tf32": tf32, "graph": a.graph, "step_s": seconds / a.steps,
+                          "images_per_s": ips, "loss": loss.item()}))
     else:
-        print(f"torch {torch.__version__} resnet18 on {torch.cuda.get_device_name(dev)}, "
-              f"batch {a.batch}, {a.steps} steps: {1e3 * seconds / a.steps:.3f} ms/step, "
+        print(f"torch {torch.__version__} resnet18 on {name}, batch {a.batch}, {a.steps} steps, "
+              f"math {a.math}{' (CUDA graph)' if a.graph else ''}: {1e3 * seconds / a.steps:.3f} ms/step, "
               f"{ips:.1f} images/s (loss {loss.item():.4f})")
     return 0
 

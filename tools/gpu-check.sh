@@ -35,7 +35,8 @@
 #   ctest-gpu         (240) the gpu-labelled tests (ctest -L gpu where a build tree is carried,
 #                     else the carried test programs and scripts one by one)
 #   bench             (120) resnet18 training throughput: hetsim eager and CUDA graph, strict
-#                     and fast math, and PyTorch eager (bench/torch_resnet18.py) on the same GPU
+#                     and fast math, and PyTorch (bench/torch_resnet18.py) on the same GPU: its
+#                     default math eager and as a CUDA graph, and strict math eager
 #   calib-whole       (150) calibration of the zoo on the whole GPU (calib.db, CSV exports)
 #   profile           (120) tools/hetsim_profile.py: PyTorch's step times of the same models on
 #                     the same GPU, to set against hetsim's calibration
@@ -117,7 +118,7 @@ what() {
     deviceless) echo "HETSIM_CUDNN_DEVICEPROP=cudnn-deviceprop.json tests/test_deviceless_cudnn > deviceless.txt" ;;
     ctest-gpu) echo "ctest -L gpu (build tree) or each tests/test_gpu_* and tests/cli_gpu_*.sh > ctest-gpu.txt" ;;
     agreement) echo "HETSIM_CUDA_MATH=strict|fast tests/test_gpu_nn > agreement-strict.txt, agreement-fast.txt" ;;
-    bench) echo "bench/bench_gpu_nn --model resnet18 --batch 256 [--graph] --json (strict, fast); python3 bench/torch_resnet18.py --json > bench.jsonl" ;;
+    bench) echo "bench/bench_gpu_nn --model resnet18 --batch 256 [--graph] --json (strict, fast); python3 bench/torch_resnet18.py --math default [--graph], --math strict --json > bench.jsonl" ;;
     calib-whole) echo "hetsim calib --device cuda:0 --model $MODELS --comm-world 3 --db calib.db --json > calib-whole.json (compute, and the local backend's all-reduce and send/recv); CSV exports" ;;
     calib-partitions) echo "hetsim calib --device cuda:0/sm=S --model $MODELS --batches 8,16,32,64,128 --db calib.db, S = 1/8 (with --comm-world 3), 1/4, 1/2 (--no-comm) of the SMs; CSV exports" ;;
     profile) echo "python3 tools/hetsim_profile.py --model M --device cuda:0 --out profile-M.json for M in cnn, resnet18, mobilenetv2" ;;
@@ -342,7 +343,11 @@ step_body() {
         done
       done
       if [ -f "$BUNDLE/bench/torch_resnet18.py" ] && python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
-        python3 "$BUNDLE/bench/torch_resnet18.py" --batch 256 --steps 50 --warmup 10 --json >>bench.jsonl || rc=1
+        # PyTorch's defaults (hetsim's fast math), eager and as one CUDA graph; then strict math.
+        for g in "--math default" "--math default --graph" "--math strict"; do
+          # shellcheck disable=SC2086 # $g is two or three words
+          python3 "$BUNDLE/bench/torch_resnet18.py" --batch 256 --steps 50 --warmup 10 $g --json >>bench.jsonl || rc=1
+        done
       else
         echo "PyTorch with CUDA is not importable here: bench/torch_resnet18.py not run" | tee -a bench-notes.txt
       fi
