@@ -118,10 +118,12 @@ typedef struct cu_net {
 
 static int cuda_err(cudaError_t e, const char *what, hs_diag *d) {
   if (e == cudaSuccess) return 0;
-  if (e == cudaErrorMemoryAllocation) {
-    (void)cudaGetLastError(); /* not sticky: clear it so later launch checks do not see it */
+  /* A failed runtime call stays behind as the thread's last error, which our kernel launchers
+   * read (cudaGetLastError) and would later report as their own failure: clear it. A sticky
+   * error (a fault on the device) comes back from every later call regardless. */
+  (void)cudaGetLastError();
+  if (e == cudaErrorMemoryAllocation)
     return hs_diag_set(d, HS_ENOMEM, "CUDA: %s: %s", what, cudaGetErrorString(e));
-  }
   return hs_diag_set(d, HS_ERUNTIME, "CUDA: %s: %s (%s)", what, cudaGetErrorString(e),
                      cudaGetErrorName(e));
 }
@@ -1105,6 +1107,7 @@ int hs_net_cuda_capture_step(hs_net *n, const hs_sgd *opt, hs_diag *d) {
   cudaGraph_t graph = NULL;
   cudaError_t ended = cudaStreamEndCapture(cn->stream, &graph);
   if (step_rc) { /* its message says what failed; the capture's end only echoes it */
+    if (ended != cudaSuccess) (void)cudaGetLastError(); /* not left for the next launch check */
     if (graph) (void)cudaGraphDestroy(graph);
     return step_rc;
   }
