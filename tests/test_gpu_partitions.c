@@ -138,9 +138,16 @@ int main(int argc, char **argv) {
   hs_net *probe = NULL;
   hs_net_options o = {.seed = 1, .max_batch = 1};
   hs_diag d = {0};
-  if (hs_net_open(&probe, "cuda:0", "mlp", &o, &d)) {
+  int rc = hs_net_open(&probe, "cuda:0", "mlp", &o, &d);
+  /* Only a machine without a GPU (or without the libraries) skips; a GPU whose net fails to
+   * open is a failure, or a broken backend would pass as skipped. */
+  if (rc == HS_EUNSUPPORTED) {
     printf("no usable GPU (%s): skipped\n", d.msg);
     return 77;
+  }
+  if (rc) {
+    fprintf(stderr, "cuda:0: %s\n", d.msg);
+    return 1;
   }
   gpu_sms = hs_net_cuda_sm_count(probe);
   printf("  GPU 0: %d SMs\n", gpu_sms);

@@ -62,9 +62,16 @@ int main(int argc, char **argv) {
   hs_gpu_info g[1];
   int n = 0;
   hs_diag d = {0};
-  if (hs_probe_gpus(g, 1, &n, &d) != 0 || n < 1) {
-    printf("no GPU (%s): skipped\n", d.msg);
+  int rc = hs_probe_gpus(g, 1, &n, &d);
+  /* HS_ENOTFOUND is "no driver or no device": skipped. A driver that lists a GPU but fails to
+   * describe it is a failure, not a skip. */
+  if (rc == HS_ENOTFOUND || (rc == 0 && n < 1)) {
+    printf("no GPU (%s): skipped\n", rc ? d.msg : "0 devices");
     return 77;
+  }
+  if (rc) {
+    fprintf(stderr, "GPU 0: %s\n", d.msg);
+    return 1;
   }
   static const hs_test_case tests[] = {
       {"gpus_listed", test_gpus_listed}, {"cudnn_conv", test_cudnn_conv},
