@@ -26,7 +26,10 @@
  * host mailboxes, no device copy.
  *
  * Every wait is bounded by cfg.timeout_s (the device work too: completion is polled, never
- * waited for without a deadline) and abort wakes them all. NOT RUN ON A GPU YET: this file
+ * waited for without a deadline) and abort wakes them all. A participant that gives up before
+ * everyone has arrived fails the operation for all of them, and nothing starts after abort, so
+ * that no reduction runs over the buffer and event of a participant that has left; once all have
+ * arrived, each waits for the reduction (itself bounded) to end. NOT RUN ON A GPU YET: this file
  * compiles and links here (no GPU on the machines that wrote it); see docs/gpu.md. */
 #include <errno.h>
 #include <math.h>
@@ -336,6 +339,13 @@ static int local_allreduce(hs_real_comm *c, uint64_t op, int rank, float *buf, i
                        (unsigned long long)op, rank, od.msg);
   cudaEvent_t ev = owner_ev;
   pthread_mutex_lock(&c->mu);
+  if (c->aborted) {
+    /* After abort no reduction may start: the participants that left have destroyed their
+     * events, which a last arrival would otherwise hand to cudaStreamWaitEvent. */
+    pthread_mutex_unlock(&c->mu);
+    (void)cudaEventDestroy(ev);
+    return hs_diag_set(d, HS_EINTR, "local all-reduce %llu: aborted", (unsigned long long)op);
+  }
   lc_slot *s = c->slots;
   while (s && s->op != op) s = s->next;
   if (!s) {
@@ -365,7 +375,7 @@ static int local_allreduce(hs_real_comm *c, uint64_t op, int rank, float *buf, i
     s->src[me] = buf;
     s->w[me] = wt;
     s->ev[me] = ev;
-    if (++s->arrived == s->nranks) {
+    if (++s->arrived == s->nranks && !s->failed) {
       pthread_mutex_unlock(&c->mu);
       hs_diag rd = {0};
       int rrc = reduce(c, s, &dl, &rd);
@@ -378,14 +388,30 @@ static int local_allreduce(hs_real_comm *c, uint64_t op, int rank, float *buf, i
       }
       pthread_cond_broadcast(&c->cv);
     }
+    /* Once everyone has arrived, the reduction uses every participant's buffer and event: each
+     * waits for it to end (its own wait is bounded by the deadline and ends on abort), since an
+     * event destroyed while the reduction may still pass it to cudaStreamWaitEvent is a use
+     * after free. Before that, a participant that gives up fails the slot, so that a late
+     * arrival never starts a reduction over a buffer and an event whose owner has left. */
     while (!s->done && !s->failed && !rc) {
-      if (c->aborted) rc = HS_EINTR;
-      else if (pthread_cond_timedwait(&c->cv, &c->mu, &dl) == ETIMEDOUT && !s->done && !s->failed)
+      if (s->arrived == s->nranks) pthread_cond_wait(&c->cv, &c->mu);
+      else if (c->aborted) rc = HS_EINTR;
+      else if (pthread_cond_timedwait(&c->cv, &c->mu, &dl) == ETIMEDOUT && !s->done && !s->failed &&
+               s->arrived < s->nranks)
         rc = HS_ERUNTIME;
     }
-    if (s->done) rc = 0;
+    if (s->done || s->failed) rc = 0; /* done, or the slot's error is returned below */
+    if (rc) {
+      s->failed = rc;
+      if (rc == HS_EINTR)
+        hs_diag_set(&s->err, rc, "local all-reduce %llu: aborted", (unsigned long long)op);
+      else
+        hs_diag_set(&s->err, rc, "local all-reduce %llu: rank %d waited %.3g s and only %d of %d participants arrived",
+                    (unsigned long long)op, rank, c->cfg.timeout_s, s->arrived, nranks);
+      pthread_cond_broadcast(&c->cv); /* the others waiting in this slot stop now, with this error */
+    }
   }
-  int arrived = s->arrived, failed = s->failed;
+  int failed = s->failed;
   hs_diag err = s->err;
   if (rc == HS_EINVAL) {
     /* Not registered in the slot: nothing of ours to take back. */
@@ -397,10 +423,6 @@ static int local_allreduce(hs_real_comm *c, uint64_t op, int rank, float *buf, i
   (void)cudaEventDestroy(ev);
   if (rc == HS_EINVAL) return rc;
   if (failed) return hs_diag_set(d, failed, "%s", err.msg);
-  if (rc == HS_ERUNTIME)
-    return hs_diag_set(d, rc, "local all-reduce %llu: rank %d waited %.3g s and only %d of %d participants arrived",
-                       (unsigned long long)op, rank, c->cfg.timeout_s, arrived, nranks);
-  if (rc == HS_EINTR) return hs_diag_set(d, rc, "local all-reduce %llu: aborted", (unsigned long long)op);
   return 0;
 }
 

@@ -25,10 +25,13 @@
  * enqueues its kernel from a background thread; NCCL's "Nonblocking group operation" rule is that
  * the communicator must reach ncclSuccess before any CUDA call related to the operation. So
  * every operation first polls the communicator to ncclSuccess (same checks), and only then
- * records its completion event on the backend's stream (or, for a receive, queues the copy to
- * the host) and polls that event: no wait is unbounded, and no event can complete before the
- * NCCL kernel it is meant to follow has been enqueued. A pre-multiplied sum operator is
- * destroyed only once its collective has been enqueued.
+ * records its completion event on the backend's stream and polls that event: no wait is
+ * unbounded, and no event can complete before the NCCL kernel it is meant to follow has been
+ * enqueued. A receive queues its copy to the host only after that, since a copy to pageable
+ * memory may block the thread until the stream reaches it. A pre-multiplied sum operator is
+ * destroyed only once its collective has been enqueued. An all-reduce first orders the
+ * backend's stream after the work of the net that owns the buffer (hs_net_cuda_record_owner),
+ * which may still be writing it: an SGD update is asynchronous on the net's stream.
  *
  * Failure: after any failed wait the communicators are aborted (ncclCommAbort frees them) and the
  * reason kept; every later operation returns that reason without touching NCCL again.
@@ -180,6 +183,7 @@ const hs_real_comm_ops hs_real_comm_nccl = {
 
 #include <cuda_runtime_api.h>
 
+#include "nn/nn_cuda.h"
 #include "nn/nn_cudalib.h"
 
 #define NC_MAX_WORLD 64
@@ -861,6 +865,25 @@ static int sub_comm(hs_real_comm *c, uint64_t mask, ncclComm_t *out, const struc
   return 0;
 }
 
+/* Orders the backend's stream after everything the net owning buf has enqueued (gpu held): the
+ * all-reduce runs on the backend's stream, while the net's SGD update (hs_net_update) and other
+ * work run asynchronously on the net's own stream, so without this NCCL could read parameters
+ * that an update is still writing. A buffer that belongs to no cuda net (a test's own vector, or
+ * a build without cuda nets) is the caller's to have finished writing. */
+static int after_owner(hs_real_comm *c, const float *buf, hs_diag *d) {
+  void *ev = NULL;
+  hs_diag od = {0};
+  int orc = hs_net_cuda_record_owner(buf, &ev, &od);
+  if (orc == HS_ENOTFOUND || orc == HS_EUNSUPPORTED) return 0;
+  if (orc) return hs_diag_set(d, orc, "nccl all-reduce on rank %d: %s", c->rank, od.msg);
+  cudaError_t e = cudaStreamWaitEvent(c->stream, (cudaEvent_t)ev, 0);
+  (void)cudaEventDestroy((cudaEvent_t)ev); /* the wait has captured it */
+  if (e != cudaSuccess)
+    return hs_diag_set(d, HS_ERUNTIME, "nccl all-reduce on rank %d: cudaStreamWaitEvent (the net's work): %s", c->rank,
+                       cudaGetErrorString(e));
+  return 0;
+}
+
 static int rank_allreduce(hs_real_comm *c, uint64_t op, int rank, float *buf, int64_t n, const int *ranks,
                           int nranks, const double *weights, hs_diag *d) {
   int rc = check_rank(c, rank, "all-reduce", d);
@@ -884,6 +907,7 @@ static int rank_allreduce(hs_real_comm *c, uint64_t op, int rank, float *buf, in
   pthread_mutex_lock(&c->gpu);
   ncclComm_t comm = NULL;
   rc = after_abort(c, "all-reduce", d);
+  if (!rc) rc = after_owner(c, buf, d);
   if (!rc) rc = sub_comm(c, mask, &comm, &dl, d);
   ncclRedOp_t rop;
   int have_op = 0;
@@ -919,15 +943,20 @@ static int p2p(hs_real_comm *c, int send, int peer, float *host, int64_t n, cons
                         : c->nccl->ncclRecv(c->bounce, (size_t)n, ncclFloat32, peer, comm, c->stream),
                 comm, dl, what, d);
   if (rc) return rc;
-  /* Only now is the receive's kernel on the stream, so the copy to the host queued after it
-   * reads what arrived, not the bounce vector's old contents. */
-  if (!send) {
-    e = cudaMemcpyAsync(host, c->bounce, (size_t)n * sizeof(float), cudaMemcpyDeviceToHost, c->stream);
-    if (e != cudaSuccess) {
-      rc = hs_diag_set(d, HS_ERUNTIME, "nccl recv on rank %d: %s", c->rank, cudaGetErrorString(e));
-      abort_comms(c, d); /* the receive is in flight and cannot be taken back */
-      return rc;
-    }
+  rc = completed(c, comm, dl, what, d);
+  if (rc || send) return rc;
+  /* The copy to the host is queued only once the receive is done: a copy from the device to
+   * pageable memory (the runtime's host buffers are malloc'd) may block the calling thread until
+   * the stream reaches it (cuda_runtime_api.h, "Asynchronous": "For transfers between device
+   * memory and pageable host memory, the function might be synchronous with respect to host"),
+   * and a receive whose sender died would then hold this thread, with gpu held, beyond every
+   * deadline, dead-peer check and abort. Queued after the receive's polled completion, the copy
+   * waits for nothing but itself. */
+  e = cudaMemcpyAsync(host, c->bounce, (size_t)n * sizeof(float), cudaMemcpyDeviceToHost, c->stream);
+  if (e != cudaSuccess) {
+    rc = hs_diag_set(d, HS_ERUNTIME, "nccl recv on rank %d: %s", c->rank, cudaGetErrorString(e));
+    abort_comms(c, d);
+    return rc;
   }
   return completed(c, comm, dl, what, d);
 }

@@ -8,7 +8,11 @@
  *   this process's GPU ("cuda:I"). It bootstraps the control channel and the world communicator,
  *   bounded by cfg.timeout_s.
  * - every other call's `rank` must be this process's rank (HS_EINVAL otherwise).
- * - allreduce buffers are device memory; send/recv buffers are host memory.
+ * - allreduce buffers are device memory; send/recv buffers are host memory. An allreduce buffer
+ *   that is an open cuda net's parameters or gradient is read after the work the net has
+ *   enqueued so far; any other device buffer must be completely written before the call (its
+ *   writer's stream synchronised: a cudaMemcpy from pageable memory may return before its DMA
+ *   has landed).
  * - a peer process that dies makes every wait fail within a poll interval of noticing it, with
  *   HS_ERUNTIME and a message naming the rank.
  * In builds without NCCL every call answers HS_EUNSUPPORTED. */
