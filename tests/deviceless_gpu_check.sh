@@ -3,8 +3,8 @@
 # tools/gpu-build.sh --no-build holds everything the GPU steps need (the dry run lists every step
 # and says so), a bundle missing a program is caught, the options are checked, and a real run
 # here records each failing step and still runs the next, skips steps once the budget is spent,
-# runs them with --resume and packs the results, and tools/gpu-device-run.sh does the same from
-# an archive. Nothing here needs a GPU; the run's steps fail or skip for want of one.
+# runs them with --resume and packs the results, tools/gpu-device-run.sh does the same from an
+# archive, and steps that find no GPU at all are recorded as skipped. Nothing here needs a GPU; the run's steps fail or skip for want of one.
 # Usage: bash tests/deviceless_gpu_check.sh SOURCE_DIR BUILD_DIR
 set -u
 SRC=${1:?usage: deviceless_gpu_check.sh SOURCE_DIR BUILD_DIR}
@@ -112,4 +112,17 @@ OUT="$TMP/devout" HETSIM_GPU_WORK="$TMP/work" HETSIM_GPU_BUNDLE="$TMP/bundle.tar
 check device_run_resume grep -q '^step nccl: done before' "$TMP/dev2"
 expect_exit device_run_no_archive 2 env HETSIM_GPU_WORK="$TMP/work" HETSIM_GPU_BUNDLE="$TMP/none.tar.xz" \
   bash "$SRC/tools/gpu-device-run.sh"
+
+# 8. Where there is no GPU (test_gpu_probe skips), the ctest-gpu step, whose tests all skip, and
+# the bench step, whose program finds no GPU, are recorded as skipped, not as ok or failed, and
+# bench.jsonl holds no "no GPU" line in place of a record.
+if (cd "$B" && HETSIM_SOURCE_DIR="$B" tests/test_gpu_probe >/dev/null 2>&1); [ $? = 77 ]; then
+  bash "$B/gpu-check.sh" --step ctest-gpu --step bench --out "$TMP/res4" --budget 300 >"$TMP/run5" 2>&1
+  check no_gpu_run_exit_0 test $? = 0
+  S4="$TMP/res4/summary.tsv"
+  check no_gpu_tests_skipped test "$(awk -F'\t' '$1 == "ctest-gpu" {print $2}' "$S4")" = skipped
+  check no_gpu_tests_counted grep -q '^tests passed: 0, failed: 0' "$TMP/res4/logs/ctest-gpu.log"
+  check no_gpu_bench_skipped test "$(awk -F'\t' '$1 == "bench" {print $2}' "$S4")" = skipped
+  check no_gpu_bench_jsonl_empty test ! -s "$TMP/res4/bench.jsonl"
+fi
 cli_finish
