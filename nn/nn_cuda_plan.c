@@ -112,9 +112,9 @@ static const unsigned STRICT_REFUSED = (1u << CUDNN_NUMERICAL_NOTE_TENSOR_CORE) 
                                        (1u << CUDNN_NUMERICAL_NOTE_REDUCED_PRECISION_REDUCTION) |
                                        (1u << CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC);
 
-/* The engine of configuration cfg: its global index and numerical notes. */
+/* The engine of configuration cfg: its global index, numerical notes and behavior notes. */
 static int engine_of(const hs_cudnn_api *dnn, cudnnBackendDescriptor_t cfg, int64_t *index, unsigned *notes,
-                     hs_diag *d) {
+                     unsigned *behavior, hs_diag *d) {
   builder b = {.dnn = dnn, .d = d, .rc = 0};
   cudnnBackendDescriptor_t eng = b_create(&b, CUDNN_BACKEND_ENGINE_DESCRIPTOR, "engine");
   int64_t got = 0;
@@ -137,6 +137,16 @@ static int engine_of(const hs_cudnn_api *dnn, cudnnBackendDescriptor_t cfg, int6
   *notes = 0;
   for (int64_t i = 0; !b.rc && i < n && i < CUDNN_NUMERICAL_NOTE_TYPE_COUNT; i++)
     if ((int)list[i] >= 0 && (int)list[i] < 32) *notes |= 1u << (int)list[i];
+  cudnnBackendBehaviorNote_t blist[CUDNN_BEHAVIOR_NOTE_TYPE_COUNT];
+  n = 0;
+  if (!b.rc)
+    b.rc = hs_cuplan_dnn_err(dnn, dnn->cudnnBackendGetAttribute(eng, CUDNN_ATTR_ENGINE_BEHAVIOR_NOTE,
+                                                                CUDNN_TYPE_BEHAVIOR_NOTE,
+                                                                CUDNN_BEHAVIOR_NOTE_TYPE_COUNT, &n, blist),
+                             "engine behavior notes", d);
+  *behavior = 0;
+  for (int64_t i = 0; !b.rc && i < n && i < CUDNN_BEHAVIOR_NOTE_TYPE_COUNT; i++)
+    if ((int)blist[i] >= 0 && (int)blist[i] < 32) *behavior |= 1u << (int)blist[i];
   destroy(dnn, eng);
   return b.rc;
 }
@@ -263,10 +273,10 @@ static int heuristics(const hs_cuplan_target *t, cudnnBackendDescriptor_t graph,
 /* Tries configuration cfg: the math filter, the plan, its workspace. 0 with *plan_out and *ws
  * set; otherwise the reason in why. */
 static int try_config(const hs_cuplan_target *t, cudnnBackendDescriptor_t cfg, int64_t *engine, unsigned *notes,
-                      cudnnBackendDescriptor_t *plan_out, int64_t *ws, hs_diag *why) {
+                      unsigned *behavior, cudnnBackendDescriptor_t *plan_out, int64_t *ws, hs_diag *why) {
   const hs_cudnn_api *dnn = t->dnn;
   *plan_out = NULL;
-  int rc = engine_of(dnn, cfg, engine, notes, why);
+  int rc = engine_of(dnn, cfg, engine, notes, behavior, why);
   if (rc) return rc;
   if (t->math == HS_CUDA_MATH_STRICT && (*notes & STRICT_REFUSED))
     return hs_diag_set(why, HS_EUNSUPPORTED, "engine %lld uses %s (strict math refuses it; HETSIM_CUDA_MATH=fast "
@@ -343,10 +353,10 @@ int hs_cuplan_build(const hs_cuplan_target *t, const hs_cuplan_conv *g, hs_cupla
     for (int64_t i = 0; i < count && chosen < 0; i++) {
       cudnnBackendDescriptor_t plan = NULL;
       int64_t ws = 0, engine = -1;
-      unsigned notes = 0;
+      unsigned notes = 0, behavior = 0;
       hs_diag cd = {0};
       seen++;
-      int crc = try_config(t, cfgs[i], &engine, &notes, &plan, &ws, &cd);
+      int crc = try_config(t, cfgs[i], &engine, &notes, &behavior, &plan, &ws, &cd);
       if (crc) {
         why = cd;
         why_rc = crc;
@@ -357,6 +367,7 @@ int hs_cuplan_build(const hs_cuplan_target *t, const hs_cuplan_conv *g, hs_cupla
       p->workspace = ws;
       p->engine = engine;
       p->notes = notes;
+      p->behavior = behavior;
       p->sm_target = tries[m].sm;
       k[6] = heur;
       k[7] = cfgs[i];

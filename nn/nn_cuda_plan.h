@@ -108,6 +108,8 @@ typedef struct hs_cuplan {
   int64_t workspace;  /* bytes the plan needs */
   int64_t engine;     /* cuDNN's global engine index */
   unsigned notes;     /* bit i set: the engine carries cudnnBackendNumericalNote_t i */
+  unsigned behavior;  /* bit i set: the engine carries cudnnBackendBehaviorNote_t i (bit 0: its
+                         kernels are compiled at run time, by NVRTC, when the plan is finalized) */
   int sm_target;      /* the SM count the heuristics tuned for; 0 = the whole device */
   cudnnBackendDescriptor_t desc[HS_CUPLAN_DESCS]; /* desc[HS_CUPLAN_DESCS - 1]: the plan */
 } hs_cuplan;
