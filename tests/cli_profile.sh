@@ -230,7 +230,11 @@ bad_args batches '--batches' --model mlp --batches 8,zero
 bad_args input '--input' --model cnn --input 3x32
 bad_args device '--device' --model mlp --device gpu0
 bad_args factory 'cannot import' --model no_such_module_here:build --input 3x8x8
-bad_args torchvision 'no model "nope"' --model torchvision:nope
+if "$PY" -c "import torchvision" 2>/dev/null; then
+  bad_args torchvision 'no model "nope"' --model torchvision:nope
+else  # a torch without torchvision (pip's torch alone): the message says so
+  bad_args torchvision 'cannot import torchvision' --model torchvision:nope
+fi
 bad_args reps '--min-reps' --model mlp --min-reps 9 --max-reps 2
 bad_args rounds '--rounds: expected an integer >= 1, got "0"' --model mlp --rounds 0
 bad_args rounds_text '--rounds' --model mlp --rounds two

@@ -1104,6 +1104,8 @@ def comm_sweep(a, rank, world, backend, device, sizes, say):
     the slowest rank's time (all-reduce) or of rank 0's half round trip (p2p)."""
     import torch
     import torch.distributed as dist
+    if backend == "gloo":  # gloo sends and receives CPU tensors only: it is timed over the host
+        device = torch.device("cpu")
     cuda = device.type == "cuda"
 
     def sync_dev():
