@@ -112,6 +112,21 @@ static const unsigned STRICT_REFUSED = (1u << CUDNN_NUMERICAL_NOTE_TENSOR_CORE) 
                                        (1u << CUDNN_NUMERICAL_NOTE_REDUCED_PRECISION_REDUCTION) |
                                        (1u << CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC);
 
+/* The notes of kind attr/type (numerical or behavior) that engine eng carries, as bits: bit i
+ * set for note i. The note types are C enums, which have the size of an int. */
+_Static_assert(sizeof(cudnnBackendNumericalNote_t) == sizeof(int) && sizeof(cudnnBackendBehaviorNote_t) == sizeof(int),
+               "cuDNN's note enums are read into an int array");
+static int note_bits(const hs_cudnn_api *dnn, cudnnBackendDescriptor_t eng, cudnnBackendAttributeName_t attr,
+                     cudnnBackendAttributeType_t type, const char *what, unsigned *bits, hs_diag *d) {
+  int list[32];
+  int64_t n = 0;
+  *bits = 0;
+  int rc = hs_cuplan_dnn_err(dnn, dnn->cudnnBackendGetAttribute(eng, attr, type, 32, &n, list), what, d);
+  for (int64_t i = 0; !rc && i < n && i < 32; i++)
+    if (list[i] >= 0 && list[i] < 32) *bits |= 1u << list[i];
+  return rc;
+}
+
 /* The engine of configuration cfg: its global index, numerical notes and behavior notes. */
 static int engine_of(const hs_cudnn_api *dnn, cudnnBackendDescriptor_t cfg, int64_t *index, unsigned *notes,
                      unsigned *behavior, hs_diag *d) {
@@ -123,30 +138,16 @@ static int engine_of(const hs_cudnn_api *dnn, cudnnBackendDescriptor_t cfg, int6
                                                                 CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &got, &eng),
                              "configuration's engine", d);
   *index = -1;
+  *notes = *behavior = 0;
   if (!b.rc)
     b.rc = hs_cuplan_dnn_err(dnn, dnn->cudnnBackendGetAttribute(eng, CUDNN_ATTR_ENGINE_GLOBAL_INDEX,
                                                                 CUDNN_TYPE_INT64, 1, &got, index),
                              "engine index", d);
-  cudnnBackendNumericalNote_t list[CUDNN_NUMERICAL_NOTE_TYPE_COUNT];
-  int64_t n = 0;
   if (!b.rc)
-    b.rc = hs_cuplan_dnn_err(dnn, dnn->cudnnBackendGetAttribute(eng, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE,
-                                                                CUDNN_TYPE_NUMERICAL_NOTE,
-                                                                CUDNN_NUMERICAL_NOTE_TYPE_COUNT, &n, list),
-                             "engine notes", d);
-  *notes = 0;
-  for (int64_t i = 0; !b.rc && i < n && i < CUDNN_NUMERICAL_NOTE_TYPE_COUNT; i++)
-    if ((int)list[i] >= 0 && (int)list[i] < 32) *notes |= 1u << (int)list[i];
-  cudnnBackendBehaviorNote_t blist[CUDNN_BEHAVIOR_NOTE_TYPE_COUNT];
-  n = 0;
+    b.rc = note_bits(dnn, eng, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE, "engine notes", notes, d);
   if (!b.rc)
-    b.rc = hs_cuplan_dnn_err(dnn, dnn->cudnnBackendGetAttribute(eng, CUDNN_ATTR_ENGINE_BEHAVIOR_NOTE,
-                                                                CUDNN_TYPE_BEHAVIOR_NOTE,
-                                                                CUDNN_BEHAVIOR_NOTE_TYPE_COUNT, &n, blist),
-                             "engine behavior notes", d);
-  *behavior = 0;
-  for (int64_t i = 0; !b.rc && i < n && i < CUDNN_BEHAVIOR_NOTE_TYPE_COUNT; i++)
-    if ((int)blist[i] >= 0 && (int)blist[i] < 32) *behavior |= 1u << (int)blist[i];
+    b.rc = note_bits(dnn, eng, CUDNN_ATTR_ENGINE_BEHAVIOR_NOTE, CUDNN_TYPE_BEHAVIOR_NOTE, "engine behavior notes",
+                     behavior, d);
   destroy(dnn, eng);
   return b.rc;
 }
