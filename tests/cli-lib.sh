@@ -41,6 +41,17 @@ cli_finish() {
   exit 1
 }
 
+# torch_python_or_skip: PY, the Python that runs the PyTorch scripts (HETSIM_TORCH_PYTHON, else
+# /usr/bin/python3, which has Debian's python3-torch); the script skips (77) where PY cannot
+# import torch (the Makefile's TEST_DEB_PACKAGES install it, so CI never skips).
+torch_python_or_skip() {
+  PY=${HETSIM_TORCH_PYTHON:-/usr/bin/python3}
+  if ! "$PY" -c "import torch" 2>/dev/null; then
+    echo "skip: $PY cannot import torch (Debian: apt-get install python3-torch python3-torchvision)"
+    exit 77
+  fi
+}
+
 # ok NAME; bad NAME [REASON]
 ok() { pass=$((pass + 1)); echo "ok   $CHECK_PREFIX$1"; }
 bad() {

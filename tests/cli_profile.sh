@@ -14,11 +14,7 @@
 cli_setup "$@"
 CHECK_PREFIX="profile."
 
-PY=${HETSIM_TORCH_PYTHON:-/usr/bin/python3}
-if ! "$PY" -c "import torch" 2>/dev/null; then
-  echo "skip: $PY cannot import torch (Debian: apt-get install python3-torch python3-torchvision)"
-  exit 77
-fi
+torch_python_or_skip
 PROF="$SRC/tools/hetsim_profile.py"
 DDP="$SRC/bench/ddp_train.py"
 loud=(--warmup 1 --min-reps 3 --max-reps 4 --budget 0.01)

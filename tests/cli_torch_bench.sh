@@ -10,11 +10,7 @@
 cli_setup "$@"
 CHECK_PREFIX="torch_bench."
 
-PY=${HETSIM_TORCH_PYTHON:-/usr/bin/python3}
-if ! "$PY" -c "import torch" 2>/dev/null; then
-  echo "skip: $PY cannot import torch (Debian: apt-get install python3-torch)"
-  exit 77
-fi
+torch_python_or_skip
 BENCH="$SRC/bench/torch_resnet18.py"
 small=(--device cpu --batch 4 --steps 2 --warmup 1 --json)
 
