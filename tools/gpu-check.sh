@@ -364,9 +364,12 @@ step_body() {
     calib-whole)
       # --comm-world 3: the local backend's all-reduce over three nets, as the local step's
       # three-worker runs share gradients (validate reads it; real/real_comm_calib.h).
+      # A failure (of the communication part, say) keeps the points stored so far: exported too.
+      local rc=0
       "$H" calib --device cuda:0 --model "$MODELS" --max-reps 20 --comm-world 3 --db calib.db --json \
-        >calib-whole.json || return 1
-      export_calib
+        >calib-whole.json || rc=1
+      [ -f calib.db ] && { export_calib || rc=1; }
+      return $rc
       ;;
     calib-partitions)
       local sms s rc=0
