@@ -24,12 +24,18 @@ Compare with: build/bench_gpu_nn --model resnet18 --batch 256 --steps 50 --warmu
 """
 import argparse
 import json
+import os
 import sys
 import time
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+# The two maths are defined once, in the profiler (the same folder layout in the repository and
+# in the GPU bundle: bench/ beside tools/).
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools"))
+from hetsim_profile import set_math  # noqa: E402
 
 EXPECTED_PARAMS = 11_173_962
 
@@ -70,24 +76,6 @@ class ResNet18(nn.Module):
         out = self.layers(out)
         out = F.adaptive_avg_pool2d(out, 1).flatten(1)  # the 4x4 map: a global pool
         return self.linear(out)
-
-
-def set_math(math):
-    """Applies --math; returns whether fp32 convolutions may use TF32. PyTorch 2.9 and later
-    refuse a mix of the legacy allow_tf32 flags and the fp32_precision ones, so each version is
-    told through its own API only."""
-    conv = getattr(torch.backends.cudnn, "conv", None)
-    new_api = conv is not None and hasattr(conv, "fp32_precision")
-    if math == "strict":
-        if new_api:
-            conv.fp32_precision = "ieee"
-            torch.backends.cuda.matmul.fp32_precision = "ieee"
-        else:
-            torch.backends.cudnn.allow_tf32 = False
-            torch.backends.cuda.matmul.allow_tf32 = False
-        torch.backends.cudnn.deterministic = True
-        torch.backends.cudnn.benchmark = False
-    return conv.fp32_precision == "tf32" if new_api else bool(torch.backends.cudnn.allow_tf32)
 
 
 def main():

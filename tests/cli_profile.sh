@@ -103,7 +103,7 @@ if "$PY" "$PROF" --model mlp --batches 16,8 --out "$TMP/mlp.json" "${quick[@]}" 
   check plain_valid check_profile "$TMP/mlp.json" execution.mode=plain execution.world_size=1 \
     execution.concurrent=1 device.kind=cpu model.name=mlp model.params="$mlp_params" \
     model.grad_bytes=$((4 * mlp_params)) compute.0.batch=8 compute.0.phase=forward compute.7.batch=16 \
-    compute.7.phase=step oom_batch=None device.threads=1
+    compute.7.phase=step oom_batch=None device.threads=1 extra.math.option=default extra.math.conv_tf32=True
   check plain_8_entries "$PY" -c 'import json,sys; sys.exit(len(json.load(open(sys.argv[1]))["compute"]) != 8)' "$TMP/mlp.json"
 else
   bad plain_exit "$(head -c 400 "$TMP/err")"
@@ -163,11 +163,13 @@ else
 fi
 
 # --- two processes at once, and the gloo all-reduce and send/recv between two processes, and
-# the gradient's all-reduce as DDP issues it (--comm-step: 20 steps at the least budget) ---
+# the gradient's all-reduce as DDP issues it (--comm-step: 20 steps at the least budget), under
+# --math strict (recorded in extra.math) ---
 if "$PY" "$PROF" --model mlp --batches 8 --concurrent 2 --comm --comm-sizes 4,64KiB \
-    --comm-budget 0.01 --comm-step 8 --out "$TMP/conc.json" "${quick[@]}" 2>"$TMP/err"; then
+    --comm-budget 0.01 --comm-step 8 --math strict --out "$TMP/conc.json" "${quick[@]}" 2>"$TMP/err"; then
   ok concurrent_exit
   check concurrent_valid check_profile "$TMP/conc.json" execution.concurrent=2 execution.mode=plain \
+    extra.math.option=strict extra.math.conv_tf32=False extra.math.cudnn_deterministic=True \
     comm.0.backend=gloo comm.0.op=allreduce comm.0.bytes=4 comm.0.world_size=2 comm.1.op=p2p \
     comm.3.bytes=65536 comm.4.op=allreduce_step comm.4.world_size=2 comm.4.batch=8 \
     comm.4.buckets=1
@@ -232,6 +234,7 @@ else  # a torch without torchvision (pip's torch alone): the message says so
   bad_args torchvision 'cannot import torchvision' --model torchvision:nope
 fi
 bad_args reps '--min-reps' --model mlp --min-reps 9 --max-reps 2
+bad_args math '--math' --model mlp --math fast
 bad_args rounds '--rounds: expected an integer >= 1, got "0"' --model mlp --rounds 0
 bad_args rounds_text '--rounds' --model mlp --rounds two
 bad_args comm_step '--comm-step needs --comm' --model mlp --comm-step 8

@@ -40,7 +40,7 @@
 #                     default math eager and as a CUDA graph, and strict math eager
 #   calib-whole       (150) calibration of the zoo on the whole GPU (calib.db, CSV exports)
 #   profile           (120) tools/hetsim_profile.py: PyTorch's step times of the same models on
-#                     the same GPU, to set against hetsim's calibration
+#                     the same GPU under strict math, to set against hetsim's calibration
 #   calib-partitions  (180) calibration of the zoo on three partitions of different sizes (1/8,
 #                     1/4, 1/2 of the GPU's SMs, multiples of 8)
 #   local             (180) hetsim real --backend local: a cluster file of three partitions of
@@ -122,7 +122,7 @@ what() {
     bench) echo "bench/bench_gpu_nn --model resnet18 --batch 256 [--graph] --json (strict, fast); python3 bench/torch_resnet18.py --math default [--graph], --math strict --json > bench.jsonl" ;;
     calib-whole) echo "hetsim calib --device cuda:0 --model $MODELS --comm-world 3 --db calib.db --json > calib-whole.json (compute, and the local backend's all-reduce and send/recv); CSV exports" ;;
     calib-partitions) echo "hetsim calib --device cuda:0/sm=S --model $MODELS --batches 8,16,32,64,128 --db calib.db, S = 1/8 (with --comm-world 3), 1/4, 1/2 (--no-comm) of the SMs; CSV exports" ;;
-    profile) echo "python3 tools/hetsim_profile.py --model M --device cuda:0 --out profile-M.json for M in cnn, resnet18, mobilenetv2" ;;
+    profile) echo "python3 tools/hetsim_profile.py --model M --device cuda:0 --math strict --out profile-M.json for M in cnn, resnet18, mobilenetv2" ;;
     local) echo "hetsim real --backend local --cluster local-parts.yaml (real_device cuda:0/sm=S, S = 1/8, 1/4, 1/2 of the SMs; ssgd, localsgd, lbb with its batches per worker) and --device cuda:0/sm=S --workers 3 ... --db local.db; hetsim validate RUN --calib calib.db --json; hetsim sim --cluster local-parts.yaml --calib calib.db --json" ;;
     nccl) echo "two ranks RANK=0,1 WORLD_SIZE=2 hetsim real --backend nccl --device cuda:0 ... (NCCL 2.30+), --db nccl.db" ;;
   esac
@@ -394,8 +394,10 @@ step_body() {
       python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null ||
         { echo "PyTorch with CUDA is not importable here: skipped"; return 77; }
       for m in cnn resnet18 mobilenetv2; do
+        # Strict math, as calibration computes: the two step times compare like for like (the
+        # bench step compares PyTorch's default math with hetsim's fast).
         python3 "$BUNDLE/tools/hetsim_profile.py" --model "$m" --device cuda:0 --batches 8,16,32,64,128,256 \
-          --out "profile-$m.json" || rc=1
+          --math strict --out "profile-$m.json" || rc=1
       done
       return $rc
       ;;

@@ -197,6 +197,10 @@ def build_parser():
                    help="the median's 95%% confidence interval within ±this (0.02)")
     g.add_argument("--budget", type=_positive(float), default=10.0, metavar="SECONDS",
                    help="seconds of timed steps per batch size (10; at least 3 steps)")
+    g.add_argument("--math", choices=("default", "strict"), default="default",
+                   help="default: PyTorch's own settings (TF32 allowed for convolutions, cuDNN's "
+                   "choice of algorithm); strict: TF32 off and deterministic cuDNN algorithms, as "
+                   "hetsim's calibration computes by default (HETSIM_CUDA_MATH=strict)")
     g.add_argument("--threads", type=_positive(int), help="torch.set_num_threads per process "
                    "(default 1 on the cpu, as hetsim's cpu workers; torch's default on a GPU)")
     g.add_argument("--clock", choices=("wall", "process"), default="wall",
@@ -1001,12 +1005,34 @@ def limit_blas_pool(threads):
         os.environ.setdefault(var, str(threads))
 
 
-def setup_process(threads, cpus):
+def set_math(math):
+    """Applies --math in this process; returns whether fp32 convolutions may use TF32 (what the
+    profile records). strict turns TF32 off for convolutions and matmul and asks cuDNN for
+    deterministic algorithms; default leaves PyTorch's settings. PyTorch 2.9 and later refuse a
+    mix of the legacy allow_tf32 flags and the fp32_precision ones, so each version is told
+    through its own API only. bench/torch_resnet18.py uses this too."""
+    import torch
+    conv = getattr(torch.backends.cudnn, "conv", None)
+    new_api = conv is not None and hasattr(conv, "fp32_precision")
+    if math == "strict":
+        if new_api:
+            conv.fp32_precision = "ieee"
+            torch.backends.cuda.matmul.fp32_precision = "ieee"
+        else:
+            torch.backends.cudnn.allow_tf32 = False
+            torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.deterministic = True
+        torch.backends.cudnn.benchmark = False
+    return conv.fp32_precision == "tf32" if new_api else bool(torch.backends.cudnn.allow_tf32)
+
+
+def setup_process(threads, cpus, math="default"):
     import torch
     if cpus:
         os.sched_setaffinity(0, cpus)
     if threads:
         torch.set_num_threads(threads)
+    set_math(math)
 
 
 def _concurrent_child(rank, a, barrier, arrays, queue):
@@ -1014,7 +1040,7 @@ def _concurrent_child(rank, a, barrier, arrays, queue):
     import threading
     try:
         import torch
-        setup_process(a.threads, a.cpu_plan[rank])
+        setup_process(a.threads, a.cpu_plan[rank], a.math)
         device = torch.device(a.device_str)
         if device.type == "cuda":
             torch.cuda.set_device(device)
@@ -1604,7 +1630,7 @@ def run(a):
         raise UsageError("--ddp on cpu: this torch has no gloo")
 
     a.cpu_plan = plan_cpus(a.concurrent, a.threads or 1, a.pin, device)
-    setup_process(a.threads, a.cpu_plan[0] if a.concurrent == 1 and not tr else None)
+    setup_process(a.threads, a.cpu_plan[0] if a.concurrent == 1 and not tr else None, a.math)
     if device.type == "cuda":
         torch.cuda.set_device(device)
     torch.manual_seed(a.seed)
@@ -1647,7 +1673,7 @@ def run(a):
             dist.destroy_process_group()
             if rank != 0:  # rank 0 times the compute and writes the profile alone
                 return 0
-            setup_process(a.threads, None)
+            setup_process(a.threads, None, a.math)
         else:
             say(f"comm: {a.comm_backend_name} over {a.comm_world} processes, "
                 f"{len(a.comm_size_vals)} sizes")
@@ -1699,7 +1725,7 @@ def run(a):
 
     curves = None
     if a.curves:
-        setup_process(a.threads, a.cpu_plan[0])
+        setup_process(a.threads, a.cpu_plan[0], a.math)
         curves = run_curves(a, ms, device, say)
 
     dev_info = device_info(a, device)
@@ -1715,6 +1741,9 @@ def run(a):
         "warmup": a.warmup, "min_reps": a.min_reps, "max_reps": a.max_reps,
         "rel_tol": a.rel_tol, "budget_s": a.budget,
         "optimizer": {"lr": a.lr, "momentum": a.momentum, "weight_decay": a.weight_decay},
+        "math": {"option": a.math, "conv_tf32": set_math(a.math),
+                 "cudnn_deterministic": bool(torch.backends.cudnn.deterministic),
+                 "cudnn_benchmark": bool(torch.backends.cudnn.benchmark)},
         "pinned_cpus": a.cpu_plan if any(a.cpu_plan) else None,
         "cpus_online": os.cpu_count(),
         "peak_memory": "torch.cuda.max_memory_allocated, the largest over the processes"
