@@ -16,7 +16,6 @@
 #include <string.h>
 
 #include "nn/nn_cuda.h"
-#include "nn/nn_cuda_plan.h"
 #include "nn/nn_net.h"
 
 static int usage(const char *argv0) {
@@ -100,16 +99,15 @@ int main(int argc, char **argv) {
     goto out;
   }
   double ips = (double)batch * steps / seconds;
-  hs_cuda_math math = HS_CUDA_MATH_STRICT; /* the net's open already accepted the variable */
-  hs_cuda_math_from_env(&math, &d);
+  const char *math = hs_net_cuda_math(n); /* as the net read HETSIM_CUDA_MATH when it opened */
   if (json)
     printf("{\"model\": \"%s\", \"device\": \"%s\", \"batch\": %d, \"steps\": %d, \"math\": \"%s\", "
            "\"graph\": %s, \"step_s\": %.6g, \"images_per_s\": %.6g, \"loss\": %.6g, \"bytes\": %lld}\n",
-           model, device, batch, steps, hs_cuda_math_name(math), graph ? "true" : "false", seconds / steps, ips,
+           model, device, batch, steps, math, graph ? "true" : "false", seconds / steps, ips,
            loss, (long long)hs_net_bytes(n));
   else
     printf("%s on %s, batch %d, %d steps, math %s%s: %.3f ms/step, %.1f images/s (loss %.4f, %.2f GiB)\n",
-           model, device, batch, steps, hs_cuda_math_name(math), graph ? " (CUDA graph)" : "",
+           model, device, batch, steps, math, graph ? " (CUDA graph)" : "",
            1e3 * seconds / steps, ips, loss, (double)hs_net_bytes(n) / (double)(1 << 30));
 out:
   free(x);
