@@ -35,7 +35,7 @@ import torch.nn.functional as F
 # The two maths are defined once, in the profiler (the same folder layout in the repository and
 # in the GPU bundle: bench/ beside tools/).
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools"))
-from hetsim_profile import set_math  # noqa: E402
+from hetsim_profile import math_in_force, set_math  # noqa: E402
 
 EXPECTED_PARAMS = 11_173_962
 
@@ -105,7 +105,8 @@ def main():
     # A graph needs at least one warm-up step on a side stream (the momentum buffers exist
     # before capture, and lazy initialisation stays out of the graph).
     warmup = max(a.warmup, 1) if a.graph else a.warmup
-    tf32 = set_math(a.math)
+    set_math(a.math)
+    tf32 = math_in_force()["conv_tf32"]
 
     torch.manual_seed(1)
     model = ResNet18().to(dev)

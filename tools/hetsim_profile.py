@@ -1005,25 +1005,40 @@ def limit_blas_pool(threads):
         os.environ.setdefault(var, str(threads))
 
 
-def set_math(math):
-    """Applies --math in this process; returns whether fp32 convolutions may use TF32 (what the
-    profile records). strict turns TF32 off for convolutions and matmul and asks cuDNN for
-    deterministic algorithms; default leaves PyTorch's settings. PyTorch 2.9 and later refuse a
-    mix of the legacy allow_tf32 flags and the fp32_precision ones, so each version is told
-    through its own API only. bench/torch_resnet18.py uses this too."""
+def _new_precision_api():
+    """PyTorch 2.9 and later set fp32 precision through fp32_precision and refuse a mix with the
+    legacy allow_tf32 flags, so each version is told and read through its own API only."""
     import torch
     conv = getattr(torch.backends.cudnn, "conv", None)
-    new_api = conv is not None and hasattr(conv, "fp32_precision")
-    if math == "strict":
-        if new_api:
-            conv.fp32_precision = "ieee"
-            torch.backends.cuda.matmul.fp32_precision = "ieee"
-        else:
-            torch.backends.cudnn.allow_tf32 = False
-            torch.backends.cuda.matmul.allow_tf32 = False
-        torch.backends.cudnn.deterministic = True
-        torch.backends.cudnn.benchmark = False
-    return conv.fp32_precision == "tf32" if new_api else bool(torch.backends.cudnn.allow_tf32)
+    return conv if conv is not None and hasattr(conv, "fp32_precision") else None
+
+
+def set_math(math):
+    """Applies --math in this process. strict turns TF32 off for convolutions and matmul and asks
+    cuDNN for deterministic algorithms; default leaves PyTorch's settings. bench/torch_resnet18.py
+    uses this too."""
+    import torch
+    if math != "strict":
+        return
+    conv = _new_precision_api()
+    if conv is not None:
+        conv.fp32_precision = "ieee"
+        torch.backends.cuda.matmul.fp32_precision = "ieee"
+    else:
+        torch.backends.cudnn.allow_tf32 = False
+        torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.deterministic = True
+    torch.backends.cudnn.benchmark = False
+
+
+def math_in_force():
+    """The settings set_math governs, as they stand in this process (the profile's extra.math)."""
+    import torch
+    conv = _new_precision_api()
+    tf32 = conv.fp32_precision == "tf32" if conv is not None else bool(torch.backends.cudnn.allow_tf32)
+    return {"conv_tf32": tf32,
+            "cudnn_deterministic": bool(torch.backends.cudnn.deterministic),
+            "cudnn_benchmark": bool(torch.backends.cudnn.benchmark)}
 
 
 def setup_process(threads, cpus, math="default"):
@@ -1741,9 +1756,7 @@ def run(a):
         "warmup": a.warmup, "min_reps": a.min_reps, "max_reps": a.max_reps,
         "rel_tol": a.rel_tol, "budget_s": a.budget,
         "optimizer": {"lr": a.lr, "momentum": a.momentum, "weight_decay": a.weight_decay},
-        "math": {"option": a.math, "conv_tf32": set_math(a.math),
-                 "cudnn_deterministic": bool(torch.backends.cudnn.deterministic),
-                 "cudnn_benchmark": bool(torch.backends.cudnn.benchmark)},
+        "math": {"option": a.math, **math_in_force()},
         "pinned_cpus": a.cpu_plan if any(a.cpu_plan) else None,
         "cpus_online": os.cpu_count(),
         "peak_memory": "torch.cuda.max_memory_allocated, the largest over the processes"
