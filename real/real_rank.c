@@ -677,7 +677,7 @@ static int drv_push(hs_rt_core *c, int w, const hs_comm_opts *o) {
   hs_rt_worker *x = &c->w[w];
   op->worker = w;
   op->version = x->version;
-  op->step = x->steps;
+  op->step = hs_rt_core_record_step(c, w);
   if (op->ps_mode == HS_PS_APPLY) op->seq = ++s->seq;
   cmsg m = {.kind = C_PUSH, .what = (int32_t)o->what, .op = op->id};
   cmsg sm = {.kind = S_PUSH, .what = (int32_t)o->what, .op = op->id, .peer = w + s->off, .ps_mode = op->ps_mode,

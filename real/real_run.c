@@ -267,7 +267,7 @@ static int drv_push(hs_rt_core *c, int w, const hs_comm_opts *o) {
   op->lr = cw->lr;
   op->batch = cw->last_batch > 0 ? cw->last_batch : 1;
   op->version = cw->version;
-  op->step = cw->steps;
+  op->step = hs_rt_core_record_step(c, w);
   if ((rc = enqueue(s, &s->w[w].ln, IT_PUSH, 0, 0, op))) return rc;
   return enqueue(s, &s->srv, IT_SRV_PUSH, 0, 0, op);
 }

@@ -322,6 +322,11 @@ void hs_rt_core_record_comm(hs_rt_core *c, int w, double dur, double end);
 /* The server answered worker w's push, issued during its step `step`, at `end` with staleness:
  * that step's record, if it is still open, ends its communication then. */
 void hs_rt_core_record_push(hs_rt_core *c, int w, int64_t step, double end, int stale);
+/* The step of worker w's open record (the step a push it issues now belongs to: the core has
+ * already counted it as finished), or -1 when none is open. */
+static inline int64_t hs_rt_core_record_step(const hs_rt_core *c, int w) {
+  return c->w[w].rec_open ? c->w[w].rec.step : -1;
+}
 
 /* --- all-reduce weights ------------------------------------------------------------------------ */
 

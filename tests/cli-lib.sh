@@ -158,6 +158,16 @@ events:
 YAML
 }
 
+# late_loss RUN: an SQL expression, the upper median of RUN's evaluated losses in the second half
+# of its steps. Where training ends is checked on it rather than on the last evaluation: an
+# asynchronous policy's evaluations jump with the timing of real threads (asp once ended at
+# 1.98 after 0.89 in CI's sanitizer job, 2026-11-28), and one jump must not decide.
+late_loss() {
+  echo "(SELECT loss FROM eval WHERE run_id = $1 AND 2 * step > (SELECT max(step) FROM eval WHERE run_id = $1)
+    ORDER BY loss LIMIT 1 OFFSET (SELECT count(*) / 2 FROM eval WHERE run_id = $1
+    AND 2 * step > (SELECT max(step) FROM eval WHERE run_id = $1)))"
+}
+
 # median_compute RUN WORKER: an SQL expression, the median compute time of WORKER's steps in RUN
 # after the first. Medians compare where a mean is at the mercy of one preemption on a loaded
 # machine.
