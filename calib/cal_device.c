@@ -31,6 +31,13 @@ char *hs_cal_device_shared_name(char *buf, size_t len, const char *name, int n) 
   return buf;
 }
 
+const char *hs_cal_device_granted_note(const hs_cal_device *dev, char *buf, size_t len) {
+  if (dev->sm_requested <= 0 || dev->sm_requested == dev->sm_partition) return NULL;
+  snprintf(buf, len, "%s: the driver grants whole groups of SMs: the partition has %d (named \"%s\")", dev->spec,
+           dev->sm_partition, dev->name);
+  return buf;
+}
+
 int hs_cal_device_parse(const char *s, hs_cal_device *out, hs_diag *d) {
   memset(out, 0, sizeof *out);
   out->ordinal = -1;
@@ -136,6 +143,20 @@ static int discover_cuda(hs_cal_device *dev, hs_diag *d) {
   if (dev->sm_partition > 0 && dev->sm_count > 0 && dev->sm_partition > dev->sm_count)
     return hs_diag_set(d, HS_EINVAL, "%s: the GPU has %d SMs, fewer than the partition's %d", dev->spec,
                        dev->sm_count, dev->sm_partition);
+  if (dev->sm_partition > 0) {
+    /* A partition is granted in whole groups of the driver's granule (nn_cuda.c takes them so):
+     * the device is what a net on it gets, not what was asked. */
+    CUdevResource all;
+    memset(&all, 0, sizeof all);
+    if ((r = cu->cuDeviceGetDevResource(cd, &all, CU_DEV_RESOURCE_TYPE_SM)) != CUDA_SUCCESS)
+      return cu_fail(cu, r, "reading its SM resource (green contexts)", dev, d);
+    unsigned g = hs_cudrv_sm_granule(&all), granted = hs_cudrv_sm_granted((unsigned)dev->sm_partition, g);
+    if (dev->sm_count > 0 && granted > (unsigned)dev->sm_count)
+      return hs_diag_set(d, HS_EINVAL, "%s: partitions are whole groups of %u SMs on this GPU, so %d SMs round up "
+                         "to %u, more than its %d", dev->spec, g, dev->sm_partition, granted, dev->sm_count);
+    dev->sm_requested = dev->sm_partition;
+    dev->sm_partition = (int)granted;
+  }
   if (cu->cuDriverGetVersion(&v) == CUDA_SUCCESS)
     snprintf(dev->driver_version, sizeof dev->driver_version, "%d.%d", v / 1000, (v % 1000) / 10);
   snprintf(dev->cuda_version, sizeof dev->cuda_version, "%d.%d", CUDA_VERSION / 1000, (CUDA_VERSION % 1000) / 10);

@@ -22,7 +22,10 @@ typedef struct hs_cal_device {
   char kind[8];                /* "cpu" | "cuda" */
   char name[256];              /* device.name: CPU or GPU model name (or --name) */
   int ordinal;                 /* cuda: GPU index; -1 for the cpu */
-  int sm_partition;            /* SMs of the partition; 0 = whole device */
+  int sm_partition;            /* SMs of the partition; 0 = whole device. Parsed: as asked;
+                                  discovered: as the driver grants them (rounded up to whole
+                                  groups), the count the name gives */
+  int sm_requested;            /* discovered partition: the SMs asked for; else 0 */
   int sm_count;                /* GPU SMs, or the cpu's online cores; 0 = unknown */
   int64_t memory_bytes;        /* bytes; 0 = unknown */
   char uuid[64];               /* GPU UUID; empty for the cpu */
@@ -33,6 +36,11 @@ typedef struct hs_cal_device {
   char host[256];
   int threads;                 /* cpu: threads per net used for the timings (1 = default) */
 } hs_cal_device;
+
+/* For a discovered partition the driver rounded up (sm_requested != sm_partition): a line for
+ * the user, "cuda:0/sm=10: the driver grants whole groups of SMs: the partition has 16 (named
+ * \"NAME (16 SMs)\")", in buf; NULL otherwise. */
+const char *hs_cal_device_granted_note(const hs_cal_device *dev, char *buf, size_t len);
 
 /* Parses a device string into spec, kind, ordinal and sm_partition; HS_EINVAL with a message
  * like `expected cpu, cuda:I or cuda:I/sm=N, got "gpu0"`; the caller says where the string came

@@ -378,6 +378,8 @@ int hs_cmd_calib(int argc, char **argv) {
     fprintf(stderr, "hetsim calib: %s\n", d.msg);
     return rc == HS_EUNSUPPORTED || rc == HS_EINVAL ? 2 : 1;
   }
+  char note[512];
+  if (hs_cal_device_granted_note(&dev, note, sizeof note)) fprintf(stderr, "hetsim calib: %s\n", note);
   if (!a.name && !strcmp(dev.kind, "cpu") && dev.threads > 1) {
     char full[300];
     snprintf(full, sizeof full, "%s (%d threads)", dev.name, dev.threads);

@@ -405,6 +405,8 @@ int hs_cmd_real(int argc, char **argv) {
     fprintf(stderr, "hetsim real: --device %s: %s\n", a.device, d.msg);
     goto out;
   }
+  char note[512];
+  if (hs_cal_device_granted_note(&plan.dev, note, sizeof note)) fprintf(stderr, "hetsim real: %s\n", note);
   /* The workers' own devices: found on this machine, fitting its GPU, named as their
    * calibrations are (recorded in the run's options). */
   if (n_own && (rc = hs_real_plan_type_devices(&plan, &spec, &ro, &d))) {

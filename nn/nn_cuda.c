@@ -195,9 +195,7 @@ static int sm_table_ready(const hs_cudrv_api *drv, int ordinal, CUdevice dev, sm
   int rc = drv_err(drv, drv->cuDeviceGetDevResource(dev, &all, CU_DEV_RESOURCE_TYPE_SM),
                    "cuDeviceGetDevResource", d);
   if (rc) return rc;
-  unsigned g = all.sm.minSmPartitionSize;
-  if (all.sm.smCoscheduledAlignment > g) g = all.sm.smCoscheduledAlignment;
-  if (g < 1) g = 1;
+  unsigned g = hs_cudrv_sm_granule(&all);
   unsigned nb = 0;
   /* A NULL result asks how many groups the split makes. */
   rc = drv_err(drv, drv->cuDevSmResourceSplitByCount(NULL, &nb, &all, NULL, 0, g),

@@ -150,6 +150,19 @@ typedef struct hs_cublas_api {
 const hs_cudrv_api *hs_cudrv_api_get(hs_diag *d);
 const hs_cublas_api *hs_cublas_api_get(hs_diag *d);
 
+/* The SMs of the smallest green-context partition of `all` (a GPU's SM resource from
+ * cuDeviceGetDevResource): its minimum partition size aligned to its co-scheduling granularity
+ * (8 SMs on compute capability 9.0). Partitions are whole numbers of such groups: one of N SMs
+ * is granted N rounded up to a multiple of it (hs_cudrv_sm_granted). */
+static inline unsigned hs_cudrv_sm_granule(const CUdevResource *all) {
+  unsigned g = all->sm.minSmPartitionSize;
+  if (all->sm.smCoscheduledAlignment > g) g = all->sm.smCoscheduledAlignment;
+  return g < 1 ? 1 : g;
+}
+static inline unsigned hs_cudrv_sm_granted(unsigned want, unsigned granule) {
+  return (want + granule - 1) / granule * granule;
+}
+
 #if HETSIM_HAVE_CUDNN
 /* cuDNN 9 (libcudnn.so.9; it opens its own sub-libraries, libcudnn_cnn.so.9 and others, from
  * its folder). */

@@ -631,9 +631,7 @@ void hs_probe_green_ctx(hs_probe_result *r) {
     result_set(r, HS_PROBE_FAILED, "cuDeviceGetDevResource: %s", cu_err(cu, e));
     return;
   }
-  unsigned g = all.sm.minSmPartitionSize;
-  if (all.sm.smCoscheduledAlignment > g) g = all.sm.smCoscheduledAlignment;
-  if (g < 1) g = 1;
+  unsigned g = hs_cudrv_sm_granule(&all);
   /* Partitions of g and 2g SMs, or g and 3g where the GPU has room, so the ratio is clear. */
   unsigned want_small = g, want_large = all.sm.smCount >= 4 * g ? 3 * g : 2 * g;
   if (all.sm.smCount < want_small + want_large) {

@@ -185,8 +185,8 @@ int hs_real_plan_type_devices(const hs_real_plan *p, const hs_cluster_spec *spec
   /* Green contexts never share an SM (nn_cuda.h): partitions that need more SMs together than the
    * GPU has cannot all be granted. */
   if (p->dev.sm_count > 0 && sms > p->dev.sm_count)
-    return hs_diag_set(d, HS_EINVAL, "%s: the partitions of the workers%s need %lld SMs together (before "
-                       "rounding up to the driver's groups), more than the %d of %s (%s)", spec->path,
+    return hs_diag_set(d, HS_EINVAL, "%s: the partitions of the workers%s need %lld SMs together (each "
+                       "rounded up to the driver's groups), more than the %d of %s (%s)", spec->path,
                        p->dev.sm_partition ? " and of the evaluation net (--device)" : "", sms,
                        p->dev.sm_count, p->device, p->dev.name);
   return 0;

@@ -2,6 +2,7 @@
  * cannot be opened). Not run on a GPU yet: written against cuda.h 13.0 and nn_cuda.h.
  * - Nets of different sizes on one GPU get what they asked for rounded up to whole groups of
  *   the driver's granule, and never share an SM: together they hold no more than the GPU has.
+ * - calib's and real's discovery of a partition names it by the SMs a net on it is granted.
  * - When the GPU's groups are used up, opening one more fails with HS_ELIMIT naming the counts;
  *   closing a net gives its groups back.
  * - hs_net_cuda_record_owner finds the net of a parameter or gradient pointer and records an
@@ -10,12 +11,14 @@
  *   the cuDNN workspace the graph holds the address of. */
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "core/core_buildinfo.h"
 #if HETSIM_HAVE_CUDA
 #include <cuda_runtime_api.h>
 #endif
 
+#include "calib/cal_device.h"
 #include "nn/nn_cuda.h"
 #include "nn/nn_net.h"
 #include "tests/hs_test.h"
@@ -43,6 +46,33 @@ static void test_sizes_and_no_sharing(void) {
   }
   ASSERT(total <= gpu_sms);
   for (int i = 0; i < 3; i++) hs_net_close(n[i]);
+}
+
+/* calib and real name a partition by what a net on it is granted: the device that discovery
+ * describes (sm_partition, the name's "(N SMs)") is the one the net gets. 9 SMs is not a whole
+ * number of groups on any GPU with groups of 2 or more. */
+static void test_discovered_as_granted(void) {
+  hs_net *n = NULL;
+  hs_net_options o = {.seed = 1, .max_batch = 2};
+  hs_diag d = {0};
+  if (hs_net_open(&n, "cuda:0/sm=9", "mlp", &o, &d)) {
+    HS_FAIL_AT("cuda:0/sm=9: %s", d.msg);
+    return;
+  }
+  int got = hs_net_cuda_sm_count(n);
+  hs_net_close(n);
+  hs_cal_device dev;
+  ASSERT_EQ(hs_cal_device_parse("cuda:0/sm=9", &dev, &d), 0);
+  ASSERT_EQ(hs_cal_device_discover(&dev, &d), 0);
+  printf("  cuda:0/sm=9: granted %d SMs, discovered as %d (\"%s\")\n", got, dev.sm_partition, dev.name);
+  ASSERT_EQ(dev.sm_partition, got);
+  ASSERT_EQ(dev.sm_requested, 9);
+  char tail[32];
+  snprintf(tail, sizeof tail, " (%d SMs)", got);
+  size_t nl = strlen(dev.name), tl = strlen(tail);
+  ASSERT(nl > tl && !strcmp(dev.name + nl - tl, tail));
+  char note[512];
+  ASSERT((hs_cal_device_granted_note(&dev, note, sizeof note) != NULL) == (got != 9));
 }
 
 static void test_used_up(void) {
@@ -154,6 +184,7 @@ int main(int argc, char **argv) {
   hs_net_close(probe);
   static const hs_test_case tests[] = {
       {"sizes_and_no_sharing", test_sizes_and_no_sharing},
+      {"discovered_as_granted", test_discovered_as_granted},
       {"used_up", test_used_up},
       {"record_owner", test_record_owner},
       {"capture_dropped_when_workspace_grows", test_capture_dropped_when_workspace_grows},
