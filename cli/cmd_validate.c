@@ -758,6 +758,11 @@ int hs_cmd_validate(int argc, char **argv) {
   hs_diag pd2 = {0};
   hs_store_step_parts(store, id, rpart, &pd2);
   hs_store_step_parts(store, sim.id, spart, &pd2);
+  /* How stale the applied pushes were (0 for a synchronous policy): an asynchronous run's
+   * convergence depends on it as much as on its speed. */
+  double rstale = NAN, sstale = NAN;
+  hs_store_step_mean_staleness(store, id, &rstale, &pd2);
+  hs_store_step_mean_staleness(store, sim.id, &sstale, &pd2);
   if (json) {
     hs_json j;
     hs_json_init(&j, stdout, 1);
@@ -789,6 +794,8 @@ int hs_cmd_validate(int argc, char **argv) {
     hs_json_key(&j, "compute_ratio"); if (isnan(cratio)) hs_json_null(&j); else hs_json_double(&j, cratio);
     json_parts(&j, "real_step", rpart);
     json_parts(&j, "sim_step", spart);
+    hs_json_key(&j, "real_mean_staleness"); if (isnan(rstale)) hs_json_null(&j); else hs_json_double(&j, rstale);
+    hs_json_key(&j, "sim_mean_staleness"); if (isnan(sstale)) hs_json_null(&j); else hs_json_double(&j, sstale);
     hs_json_key(&j, "intervals"); hs_json_int(&j, ic.n);
     hs_json_key(&j, "versions_per_interval"); hs_json_int(&j, per_round);
     if (window > 1) {
@@ -842,6 +849,9 @@ int hs_cmd_validate(int argc, char **argv) {
       printf("  real compute / calibrated  %.3f (median over the steps; 1 = the machine ran at the calibration's speed)\n", cratio);
     printf("  per step, real / simulated compute %.4g / %.4g ms, communication %.4g / %.4g ms, idle %.4g / %.4g ms (means)\n",
            rpart[0] * 1e3, spart[0] * 1e3, rpart[1] * 1e3, spart[1] * 1e3, rpart[2] * 1e3, spart[2] * 1e3);
+    if (rstale > 0 || sstale > 0)
+      printf("  staleness of the updates   real %.3g, simulated %.3g versions behind (means over the steps)\n", rstale,
+             sstale);
     printf("  per-iteration time error   median %.4f, p95 %.4f over %lld intervals of one round (%lld version%s)\n",
            ic.median_error, ic.p95_error, (long long)ic.n, (long long)per_round, per_round == 1 ? "" : "s");
     printf("  mean iteration time        real %.4g ms, simulated %.4g ms: error %+.4f (over the same intervals)\n",

@@ -94,6 +94,9 @@ sys.exit(0 if ok else 1)
 PY
 }
 check validate_step_parts parts_ok
+# How stale the updates were: ssgd's are never stale, in either run.
+check validate_staleness_sync python3 -c 'import json,sys; d=json.load(open(sys.argv[1]))
+assert d["real_mean_staleness"] == 0 and d["sim_mean_staleness"] == 0, d' "$T/out"
 # (ratio_ok: for the validation in $T/out, of a run at 16 samples per worker.)
 # It is null only when the calibrated step at the run's batch (16 per worker, measured) is no
 # longer than the update it includes: so in a sanitizer build, whose instrumented update loop
@@ -320,6 +323,31 @@ check validate_against_sim_says grep -q "is not a complete real run" "$T/err"
 expect_exit validate_against_other 2 "$H" validate "${id:-0}" --db "$T/v.db" --against "${sid:-0}"
 check validate_against_other_says grep -q "ran on another cluster file" "$T/err"
 expect_exit validate_against_bad 2 "$H" validate "${id:-0}" --db "$T/v.db" --against x
+
+# An asynchronous run: asp's pushes are applied stale, and validate gives both runs' mean
+# staleness, each the mean of its step rows (both workers' first pushes start from version 0,
+# so the real run's mean is above 0 whatever the timing; so is the simulation's).
+expect_exit real_asp 0 "$H" real --policy asp --model mlp --global-batch 32 --iterations 40 --workers 2 \
+  --train-samples 1500 --eval-samples 300 --eval-every 10 --db "$T/v.db" --calib "$T/v.db" --json
+asp=$(sed -n 's/.*"run_id": \([0-9]*\).*/\1/p' "$T/out")
+expect_exit validate_asp 0 "$H" validate "${asp:-0}" --db "$T/v.db" --json
+staleness_ok() {
+  python3 - "$T/v.db" "$T/out" <<'PY'
+import json, sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+out = json.load(open(sys.argv[2]))
+def mean(run):
+    return db.execute("SELECT avg(staleness) FROM step WHERE run_id = ?", (run,)).fetchone()[0]
+r, s = out["real_mean_staleness"], out["sim_mean_staleness"]
+ok = r > 0 and s > 0 and abs(r - mean(out["run_id"])) <= 1e-12 and abs(s - mean(out["sim_run_id"])) <= 1e-12
+if not ok:
+    print(f"staleness: real {r} (rows {mean(out['run_id'])}), simulated {s} (rows {mean(out['sim_run_id'])})", file=sys.stderr)
+sys.exit(0 if ok else 1)
+PY
+}
+check validate_staleness_async staleness_ok
+expect_exit validate_asp_text 0 "$H" validate "${asp:-0}" --db "$T/v.db"
+check validate_asp_text_says grep -q "staleness of the updates   real [0-9.e+-]*, simulated [0-9.e+-]* versions behind" "$T/out"
 
 # Bad input: exit 2 with a clear message.
 expect_exit validate_no_run 2 "$H" validate 999 --db "$T/v.db"
