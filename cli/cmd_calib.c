@@ -258,6 +258,7 @@ static void print_json(const calib_args *a, const hs_cal_device *dev, const hs_c
   hs_json_key(&j, "name"); hs_json_string(&j, dev->name);
   hs_json_key(&j, "kind"); hs_json_string(&j, dev->kind);
   hs_json_key(&j, "host"); hs_json_string(&j, dev->host);
+  hs_json_key(&j, "sm_partition"); if (dev->sm_partition > 0) hs_json_int(&j, dev->sm_partition); else hs_json_null(&j);
   hs_json_object_end(&j);
   hs_json_key(&j, "models"); hs_json_array_begin(&j);
   for (int m = 0; m < r->n_models; m++) {

@@ -49,6 +49,8 @@ grep -q "cpu hand-off (wake): already stored" out2.txt || fail "resume: wake: $(
 grep -q '"skipped": 5' out.json || fail "json skipped count"
 python3 -c 'import json,sys; w = json.load(open(sys.argv[1]))["wake"]; sys.exit(0 if w == {"measured": 0, "skipped": 1,
   "median_s": None, "p10_s": None, "p90_s": None} else 1)' out.json || fail "json wake: $(cat out.json)"
+python3 -c 'import json,sys; d = json.load(open(sys.argv[1]))["device"]; sys.exit(0 if d["kind"] == "cpu"
+  and d["sm_partition"] is None and d["spec"] == "cpu" else 1)' out.json || fail "json device: $(cat out.json)"
 
 # hetsim devices
 "$bin" devices --db cal.db > dev.txt || fail "devices exit"

@@ -238,6 +238,13 @@ PY
 # A partition size: the SMs divided by d, down to a multiple of 8, at least 8.
 part() { local n=$(( $1 / $2 / 8 * 8 )); [ "$n" -lt 8 ] && n=8; echo "$n"; }
 
+# calib_name SMS GPU_NAME: the device name calib-partitions stored for partition cuda:0/sm=SMS
+# (from its JSON: the SMs the driver granted), or "GPU_NAME (SMS SMs)" without it.
+calib_name() {
+  python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["device"]["name"])' "calib-sm$1.json" 2>/dev/null ||
+    echo "$2 ($1 SMs)"
+}
+
 # The calibration tables as CSV, through hetsim's own query command.
 export_calib() {
   local t
@@ -415,14 +422,15 @@ step_body() {
       [ -f calib.db ] && calib=(--calib calib.db)
       # One GPU as a heterogeneous cluster: three workers on partitions of three sizes (7/8 of
       # the SMs together; evaluations on the whole GPU, --device's default cuda:0). Their
-      # compute names the partitions' calibrations (calib-partitions), for `hetsim sim` below.
+      # compute names the partitions' calibrations (calib-partitions), for `hetsim sim` below:
+      # the names calib stored (SMs as granted), else the sizes asked.
       cat >local-parts.yaml <<EOF
 name: local-parts-$s1-$s2-$s3
 network: {bandwidth: 100GB/s, latency: 5us}
 device_types:
-  small: {compute: {calib: "$name ($s1 SMs)"}, real_device: "cuda:0/sm=$s1"}
-  medium: {compute: {calib: "$name ($s2 SMs)"}, real_device: "cuda:0/sm=$s2"}
-  large: {compute: {calib: "$name ($s3 SMs)"}, real_device: "cuda:0/sm=$s3"}
+  small: {compute: {calib: "$(calib_name "$s1" "$name")"}, real_device: "cuda:0/sm=$s1"}
+  medium: {compute: {calib: "$(calib_name "$s2" "$name")"}, real_device: "cuda:0/sm=$s2"}
+  large: {compute: {calib: "$(calib_name "$s3" "$name")"}, real_device: "cuda:0/sm=$s3"}
 nodes:
   - name: gpu0
     devices: [{type: small}, {type: medium}, {type: large}]
