@@ -12,7 +12,11 @@
  * workspaces), then records the step without running it. A replay is invalid (HS_EINVAL:
  * capture again) after a load of a different batch size, and after anything grew the cuDNN
  * workspace the step was recorded with (a plan for another batch, built by a later forward
- * pass), since the graph holds the old workspace's address. hs_net_close frees the graph. Nets
+ * pass), since the graph holds the old workspace's address. Capture needs no eager step first:
+ * cuBLAS is given its workspace up front, cuDNN's plans and workspace are built before the
+ * capture begins, and drivers of CUDA 12.3 and later load a kernel's module lazily inside a
+ * capture (the lent H100/H200 machines run 13.0); on a partition the capture runs on the green
+ * context's stream like any other work. Not run on a GPU yet. hs_net_close frees the graph. Nets
  * of other backends, and builds without CUDA, answer HS_EUNSUPPORTED. Calls are asynchronous on
  * the net's stream, as the rest of a cuda net's calls.
  *
