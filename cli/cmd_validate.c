@@ -368,8 +368,8 @@ static uint64_t sim_key(long long id, const char *cdev, const hs_perf_model *per
     for (int i = 0; i < m->n_points; i++) h = key_add(h, "%d %a", m->pt_batch[i], m->pt_s[i]);
   }
   h = key_add(h, "%s", text);
-  h = key_add(h, "%a %a %a %a %a %a", spec->network.bandwidth, spec->network.latency, spec->ps.link.bandwidth,
-              spec->ps.link.latency, spec->ps.update_time, spec->jitter_cv);
+  h = key_add(h, "%a %a %a %a %a %a %d", spec->network.bandwidth, spec->network.latency, spec->ps.link.bandwidth,
+              spec->ps.link.latency, spec->ps.update_time, spec->jitter_cv, (int)spec->ps.pull);
   for (int i = 0; i < spec->n_nodes; i++) h = key_add(h, "%a %a", spec->nodes[i].link.bandwidth, spec->nodes[i].link.latency);
   return key_add(h, "%s %llu %lld %lld %s", pspec, (unsigned long long)r->seed, (long long)r->global_batch,
                  (long long)r->iterations, cspec);
@@ -570,6 +570,9 @@ int hs_cmd_validate(int argc, char **argv) {
   for (int i = 0; i < spec.n_nodes; i++) spec.nodes[i].link = ring;
   spec.ps.link = (hs_link_spec){.bandwidth = b_p2p, .latency = a_p2p + backend->handoffs_per_message * wake};
   spec.ps.update_time = upd;
+  /* The pull model stays the run's cluster file's (default at_once): hetsim real's server serves
+   * in arrival order, but after_updates predicted asp's iteration times worse on the cpu
+   * backend (docs/performance.md, "Staleness of asp"). */
   /* The steps' spread as the calibration saw it: with N workers waiting for each other, the
    * slowest of N steps sets a synchronous round, longer than the median step. */
   double jitter = 0;

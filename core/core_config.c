@@ -493,10 +493,10 @@ static int parse_link(const cfg *c, const cnode *n, const char *field, hs_link_s
 }
 
 static int parse_ps(const cfg *c, const cnode *n) {
-  static const char *const keys[] = {"bandwidth", "latency", "update_time", NULL};
+  static const char *const keys[] = {"bandwidth", "latency", "update_time", "pull", NULL};
   hs_ps_spec *ps = &c->s->ps;
   int rc = expect_kind(c, n, "parameter_server", CN_MAP,
-                       "a mapping with keys bandwidth, latency, update_time");
+                       "a mapping with keys bandwidth, latency, update_time, pull");
   if (!rc) rc = check_keys(c, n, "parameter_server", keys);
   if (rc) return rc;
   ps->present = 1;
@@ -515,6 +515,13 @@ static int parse_ps(const cfg *c, const cnode *n) {
       (rc = get_ranged(c, v, "parameter_server.update_time", hs_units_parse_time, 0, CFG_MAX_TIME,
                        &ps->update_time, EXP_TIME_RANGE)))
     return rc;
+  ps->pull = HS_PS_PULL_AT_ONCE;
+  if ((v = map_get(c, n, "pull"))) {
+    const char *t = cn_scalar(c, v);
+    if (t && strlen(t) == v->n && !strcmp(t, "after_updates")) ps->pull = HS_PS_PULL_AFTER_UPDATES;
+    else if (!t || strlen(t) != v->n || strcmp(t, "at_once"))
+      return cfg_fail(c, v, "parameter_server.pull", v, "at_once or after_updates");
+  }
   return 0;
 }
 

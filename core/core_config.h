@@ -98,10 +98,18 @@ typedef struct hs_event_spec {
   hs_srcpos pos;            /* where it was written (YAML or CSV line) */
 } hs_event_spec;
 
+/* When the parameter server sends a pulled model (`parameter_server.pull`). */
+typedef enum hs_ps_pull {
+  HS_PS_PULL_AT_ONCE = 0,   /* at once, with the updates applied so far (the default) */
+  HS_PS_PULL_AFTER_UPDATES  /* after the updates queued before the pull: one lane serving in
+                               arrival order, as hetsim real's server */
+} hs_ps_pull;
+
 typedef struct hs_ps_spec {
   int present;              /* 1 when the file has a parameter_server section */
   hs_link_spec link;        /* the server's own link; defaults to the network */
   double update_time;       /* s the server spends applying one update; default 0 */
+  hs_ps_pull pull;          /* default HS_PS_PULL_AT_ONCE */
 } hs_ps_spec;
 
 typedef struct hs_cluster_spec {

@@ -24,7 +24,8 @@ enum ev_kind {
   EV_APPLY = 5,      /* the server finished applying op `arg` */
   EV_TIMER = 6,      /* policy timer, arg = tag */
   EV_CLUSTER = 7,    /* cluster-file event number `arg` */
-  EV_JOIN_READY = 8  /* joining worker holds the model */
+  EV_JOIN_READY = 8, /* joining worker holds the model */
+  EV_PULL_READY = 9  /* pull op `arg` waited for the updates queued before it (pull: after_updates) */
 };
 
 #define NO_WORKER UINT32_MAX
@@ -355,6 +356,17 @@ static int drv_allreduce(hs_rt_core *c, const int *ws, int n, const double *weig
   return at(s, op->bend[nb - 1], EV_COLL, NO_WORKER, id);
 }
 
+/* Pull op `id`, asked at op->start, leaves the server now with the global model as it is (a
+ * pull never carries a compressor). */
+static int pull_serve(sim *s, int id) {
+  sim_op *op = &s->ops[id];
+  op->version = s->core.version;
+  hs_conv_op co = {.kind = HS_OP_PULL, .what = op->what, .ps_mode = op->ps_mode, .worker = op->worker};
+  int rc = conv_begin(s, id, &co);
+  if (rc) return rc;
+  return at(s, now_of(s) + s->spec->ps.link.latency, EV_FLOW_START, (uint32_t)op->worker, id);
+}
+
 static int start_flow(sim *s, hs_comm_kind kind, int w, const hs_comm_opts *o) {
   int rc, id = op_new(s);
   if (id < 0) return id;
@@ -368,13 +380,18 @@ static int start_flow(sim *s, hs_comm_kind kind, int w, const hs_comm_opts *o) {
   op->start = now_of(s);
   /* Models travel uncompressed; gradients may be compressed. */
   op->bytes = kind == HS_OP_PULL ? s->cfg->grad_bytes : op_bytes(s, o);
-  op->version = kind == HS_OP_PULL ? s->core.version : (uint64_t)s->core.w[w].rec.model_version;
   s->pending[w]++;
+  /* A server that serves in arrival order (pull: after_updates) sends the model once the
+   * updates queued before the pull are applied: the pull waits until then. */
+  if (kind == HS_OP_PULL)
+    return s->spec->ps.pull == HS_PS_PULL_AFTER_UPDATES && s->server_free > op->start
+               ? at(s, s->server_free, EV_PULL_READY, (uint32_t)w, id)
+               : pull_serve(s, id);
+  op->version = (uint64_t)s->core.w[w].rec.model_version;
   hs_conv_op co = {.kind = kind, .what = o->what, .ps_mode = o->ps_mode, .worker = w,
-                   .compressor = kind == HS_OP_PUSH ? o->compressor : NULL, .ratio = o->ratio,
-                   .weight = kind == HS_OP_PUSH ? o->weight : 0};
+                   .compressor = o->compressor, .ratio = o->ratio, .weight = o->weight};
   if ((rc = conv_begin(s, id, &co))) return rc;
-  double ct = kind == HS_OP_PUSH ? op_compress_time(s, o, &w, 1) : 0;
+  double ct = op_compress_time(s, o, &w, 1);
   return at(s, op->start + s->spec->ps.link.latency + ct, EV_FLOW_START, (uint32_t)w, id);
 }
 
@@ -628,6 +645,7 @@ static int dispatch(sim *s, const hs_event *ev) {
   case EV_TIMER: return hs_rt_core_wake(&s->core, HS_RT_WAKE_TIMER, ev->arg);
   case EV_CLUSTER: return hs_rt_core_wake(&s->core, HS_RT_WAKE_CLUSTER, ev->arg);
   case EV_JOIN_READY: return on_join_ready(s, (int)ev->worker);
+  case EV_PULL_READY: return pull_serve(s, (int)ev->arg);
   default: return fail(s, HS_ERUNTIME, "internal error: unknown event kind %u", ev->kind);
   }
 }

@@ -169,6 +169,18 @@ static void test_ps_defaults_to_network(void) {
   ASSERT_REL(s.ps.link.bandwidth, 25e9 / 8, 1e-12);
   ASSERT_REL(s.ps.link.latency, 7e-6, 1e-12);
   ASSERT_EQ(s.ps.update_time, 0);
+  ASSERT_EQ(s.ps.pull, HS_PS_PULL_AT_ONCE);
+  hs_cluster_spec_free(&s);
+  rc = parse(&s,
+             "name: ps\n"
+             "network: {bandwidth: 25Gbps, latency: 7us}\n"
+             "parameter_server: {pull: after_updates}\n"
+             "device_types: {g: {compute: {t0: 1ms, per_sample: 1ms}}}\n"
+             "nodes: [{devices: [{type: g}]}, {devices: [{type: g}]}]\n",
+             &d);
+  ASSERT_EQ(rc, 0);
+  if (rc) return;
+  ASSERT_EQ(s.ps.pull, HS_PS_PULL_AFTER_UPDATES);
   hs_cluster_spec_free(&s);
 }
 
@@ -239,6 +251,8 @@ static const bad_case bad_cases[] = {
     {"name: c\nparameter_server: [1]\n" T N, {"c.yaml:2:19: parameter_server: expected a mapping", "got a sequence"}},
     {"name: c\nparameter_server: {update_time: soon}\n" T N,
      {"c.yaml:2:33: parameter_server.update_time: expected a time", "got \"soon\""}},
+    {"name: c\nparameter_server: {pull: later}\n" T N,
+     {"c.yaml:2:26: parameter_server.pull: expected at_once or after_updates", "got \"later\""}},
     {"name: c\nparameter_server: {bandwidth: 1e999Gbps}\n" T N,
      {"c.yaml:2:31: parameter_server.bandwidth: expected a bandwidth", "got \"1e999Gbps\""}},
     {"name: c\nparameter_server: {latency: 1 day}\n" T N,

@@ -251,6 +251,52 @@ static void test_asp_throughput_server_not_bottleneck(void) {
   run_free(&r);
 }
 
+/* parameter_server.pull: two identical workers under asp, the server 5 ms an update. at_once
+ * (the default): a pull leaves with the updates applied so far, so after the first round the
+ * workers are half a round apart and every push is one version stale. after_updates: a pull
+ * waits for the updates queued before it (one lane in arrival order), so both workers pull the
+ * version that holds both pushes and start together: the pushes are 0 and 1 versions stale. */
+static void test_ps_pull_after_updates(void) {
+#define PULL_YAML                                                                             \
+      "name: ps\n"                                                                              \
+      "network: {bandwidth: 10Gbps, latency: 50us}\n"                                          \
+      "parameter_server: {bandwidth: 10Gbps, latency: 50us, update_time: 5ms%s}\n"             \
+      "device_types:\n"                                                                        \
+      "  a: {compute: {t0: 20ms, per_sample: 1ms}}\n"                                          \
+      "nodes:\n"                                                                               \
+      "  - {name: n0, devices: [{type: a, count: 2}]}\n"
+  char yaml[512];
+  run r[2];
+  for (int k = 0; k < 2; k++) {
+    snprintf(yaml, sizeof yaml, PULL_YAML, k ? ", pull: after_updates" : "");
+    simulate(&r[k], yaml, "asp", 32, 200, 0, 1);
+    ASSERT_EQ(r[k].rc, 0);
+  }
+  double mean[2];
+  int together[2];
+  for (int k = 0; k < 2; k++) {
+    const hs_step_row *a[256], *b[256];
+    int na = worker_rows(&r[k], 0, a, 256), nb = worker_rows(&r[k], 1, b, 256);
+    long sum = 0;
+    for (int i = 0; i < r[k].rows.n; i++) sum += r[k].rows.r[i].staleness;
+    mean[k] = (double)sum / r[k].rows.n;
+    together[k] = 0; /* later steps both workers start on the same version */
+    for (int i = 1; i < na && i < nb; i++) together[k] += a[i]->model_version == b[i]->model_version;
+    printf("  pull %s: mean staleness %.3f, %d of %d later steps on the same version, %.4f s\n",
+           k ? "after_updates" : "at_once", mean[k], together[k], (na < nb ? na : nb) - 1,
+           r[k].res.summary.sim_time_s);
+  }
+  ASSERT(mean[0] > 0.98);
+  ASSERT(mean[1] > 0.45 && mean[1] < 0.55);
+  ASSERT_EQ(together[0], 0);
+  ASSERT(together[1] >= 90);
+  /* Waiting for the other's update makes each round longer. */
+  ASSERT(r[1].res.summary.sim_time_s > r[0].res.summary.sim_time_s);
+  run_free(&r[0]);
+  run_free(&r[1]);
+#undef PULL_YAML
+}
+
 static const char *PS_SLOW_SERVER =
     "name: ps\n"
     "network: {bandwidth: 10Gbps, latency: 50us}\n"
@@ -556,6 +602,7 @@ static const hs_test_case cases[] = {
     {"overlap_single_bucket_equals_no_overlap", test_overlap_single_bucket_equals_no_overlap},
     {"asp_throughput_server_not_bottleneck", test_asp_throughput_server_not_bottleneck},
     {"ps_bsp_server_bottleneck", test_ps_bsp_server_bottleneck},
+    {"ps_pull_after_updates", test_ps_pull_after_updates},
     {"ssp_s0_equals_bsp", test_ssp_s0_equals_bsp},
     {"localsgd_rounds", test_localsgd_rounds},
     {"determinism", test_determinism},
