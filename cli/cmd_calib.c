@@ -4,13 +4,16 @@
  * Every input is checked, and the device opened, before the database is touched, so that bad
  * input (an unknown model, a GPU this machine lacks, a bad profile) leaves nothing in the
  * database. */
+#include <errno.h>
 #include <getopt.h>
 #include <math.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "calib/cal_device.h"
 #include "calib/cal_import.h"
@@ -24,9 +27,66 @@
 #include "nn/nn_zoo.h"
 #include "real/real_comm_calib.h"
 
-/* The one piece of process-wide state: a signal handler can reach nothing else. */
+/* The one piece of process-wide state: a signal handler can reach nothing else. 1: SIGINT or
+ * SIGTERM; 2: --time-limit reached (set by the limit's thread). */
 static volatile sig_atomic_t calib_interrupted;
 static void on_sigint(int sig) { calib_interrupted = 1; }
+
+/* --time-limit: a thread that sets calib_interrupted to 2 at the deadline, unless the command
+ * ends first. The calibration polls the flag between timed steps, as it does for SIGINT: it
+ * stops after the step in progress, with what it stored kept. */
+typedef struct time_limit {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  struct timespec deadline; /* CLOCK_MONOTONIC */
+  int over, started;
+  pthread_t th;
+} time_limit;
+
+static void *time_limit_main(void *arg) {
+  time_limit *t = arg;
+  pthread_mutex_lock(&t->mu);
+  while (!t->over && pthread_cond_timedwait(&t->cv, &t->mu, &t->deadline) != ETIMEDOUT) {
+  }
+  if (!t->over) calib_interrupted = 2;
+  pthread_mutex_unlock(&t->mu);
+  return NULL;
+}
+
+/* Starts the limit's thread (seconds > 0); 0, or an errno when the thread cannot start. */
+static int time_limit_start(time_limit *t, double seconds) {
+  memset(t, 0, sizeof *t);
+  if (!(seconds > 0)) return 0;
+  pthread_condattr_t ca;
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  pthread_cond_init(&t->cv, &ca);
+  pthread_condattr_destroy(&ca);
+  pthread_mutex_init(&t->mu, NULL);
+  clock_gettime(CLOCK_MONOTONIC, &t->deadline);
+  double whole = floor(seconds);
+  t->deadline.tv_sec += (time_t)whole;
+  t->deadline.tv_nsec += (long)((seconds - whole) * 1e9);
+  if (t->deadline.tv_nsec >= 1000000000L) {
+    t->deadline.tv_sec++;
+    t->deadline.tv_nsec -= 1000000000L;
+  }
+  int rc = pthread_create(&t->th, NULL, time_limit_main, t);
+  t->started = rc == 0;
+  return rc;
+}
+
+static void time_limit_stop(time_limit *t) {
+  if (!t->started) return;
+  pthread_mutex_lock(&t->mu);
+  t->over = 1;
+  pthread_cond_signal(&t->cv);
+  pthread_mutex_unlock(&t->mu);
+  pthread_join(t->th, NULL);
+  pthread_cond_destroy(&t->cv);
+  pthread_mutex_destroy(&t->mu);
+  t->started = 0;
+}
 
 enum { MAX_MODELS = 16, MAX_BATCHES = 64 };
 static const int default_batches[] = {8, 16, 32, 64, 128, 256};
@@ -77,8 +137,12 @@ static void usage(FILE *out) {
 "  --name NAME       device name to store (default: the CPU or GPU model name)\n"
 "  --redo            time every point again instead of skipping stored ones\n"
 "  --seed S          weights and random inputs (default 1)\n"
+"  --time-limit T    stop after T of timing (like 10m or 90s; default 0 = none) as an\n"
+"                    interrupt does: the step in progress ends, the points stored so far\n"
+"                    are kept, exit 1; the same command run again resumes\n"
 "\n"
-"exit status: 0 done, 1 runtime failure or interrupted (rerun to resume), 2 bad input.\n",
+"SIGINT and SIGTERM stop it the same way. exit status: 0 done, 1 runtime failure, interrupted\n"
+"or out of time (rerun to resume), 2 bad input.\n",
           HS_DEFAULT_DB);
 }
 
@@ -89,6 +153,7 @@ typedef struct calib_args {
   int batches[MAX_BATCHES];
   int n_batches;
   int json, comm, redo, threads;
+  double time_limit; /* s; 0 = none */
   hs_cal_opts o;
 } calib_args;
 
@@ -147,7 +212,7 @@ static int add_models(const char *s, calib_args *a) {
 
 enum { O_DEVICE = 256, O_MODEL, O_BATCHES, O_DB, O_JSON, O_WARMUP, O_MINREPS, O_MAXREPS, O_RELTOL,
        O_COMM, O_NOCOMM, O_COMMMAX, O_COMMWORLD, O_THREADS, O_NAME, O_REDO, O_SEED, O_HELP,
-       O_CONCURRENT, O_PIN };
+       O_CONCURRENT, O_PIN, O_TIMELIMIT };
 
 static int parse_args(int argc, char **argv, calib_args *a) {
   static const struct option opts[] = {
@@ -161,7 +226,7 @@ static int parse_args(int argc, char **argv, calib_args *a) {
       {"concurrent", required_argument, NULL, O_CONCURRENT}, {"pin", required_argument, NULL, O_PIN},
       {"name", required_argument, NULL, O_NAME}, {"redo", no_argument, NULL, O_REDO},
       {"seed", required_argument, NULL, O_SEED}, {"help", no_argument, NULL, O_HELP},
-      {NULL, 0, NULL, 0},
+      {"time-limit", required_argument, NULL, O_TIMELIMIT}, {NULL, 0, NULL, 0},
   };
   memset(a, 0, sizeof *a);
   a->db = HS_DEFAULT_DB;
@@ -228,6 +293,11 @@ static int parse_args(int argc, char **argv, calib_args *a) {
       a->o.seed = s;
       break;
     }
+    case O_TIMELIMIT:
+      if (hs_units_parse_time(optarg, &v) || !(v >= 0) || v > 30 * 86400.0)
+        return bad("--time-limit: expected a time from 0 to 30 days like \"10m\" or \"90s\", got \"%s\"", optarg);
+      a->time_limit = v;
+      break;
     case O_HELP:
     case 'h': usage(stdout); return -1;
     default: return bad("unknown or incomplete option \"%s\"", argv[optind - 1]);
@@ -421,14 +491,17 @@ int hs_cmd_calib(int argc, char **argv) {
   hs_progress_init(&prog, stderr, label, (double)hs_cal_points(&a.o, &dev));
   a.o.progress = &prog;
 
-  struct sigaction sa, old_sa;
-  memset(&sa, 0, sizeof sa);
-  sa.sa_handler = on_sigint;
-  sigemptyset(&sa.sa_mask);
+  struct sigaction old_sa, old_term;
   calib_interrupted = 0;
-  sigaction(SIGINT, &sa, &old_sa);
+  hs_cli_catch_signal(SIGINT, on_sigint, &old_sa);
+  hs_cli_catch_signal(SIGTERM, on_sigint, &old_term);
+  time_limit limit;
   hs_cal_result res;
-  rc = hs_cal_run(store, &dev, &a.o, &res, &d);
+  memset(&res, 0, sizeof res);
+  if ((rc = time_limit_start(&limit, a.time_limit)))
+    rc = hs_diag_set(&d, HS_ERUNTIME, "--time-limit: cannot start its thread: %s", strerror(rc));
+  else
+    rc = hs_cal_run(store, &dev, &a.o, &res, &d);
   if (!rc && a.o.comm && strcmp(dev.kind, "cpu")) {
     /* On a GPU, the local backend's all-reduce and send/recv, timed through the backend on the
      * gradients of --comm-world nets of the model with the largest gradient among --model, so
@@ -451,11 +524,17 @@ int hs_cmd_calib(int argc, char **argv) {
                "gradients; NCCL's is not timed yet", big);
     }
   }
+  time_limit_stop(&limit);
   sigaction(SIGINT, &old_sa, NULL);
+  sigaction(SIGTERM, &old_term, NULL);
   hs_progress_finish(&prog);
 
   int status = 0;
-  if (rc) {
+  if (rc == HS_EINTR && calib_interrupted == 2) {
+    fprintf(stderr, "hetsim calib: stopped at --time-limit %g s; the points stored so far are kept, rerun the same "
+            "command to resume\n", a.time_limit);
+    status = 1;
+  } else if (rc) {
     fprintf(stderr, "hetsim calib: %s%s\n", d.msg,
             rc == HS_EINTR ? "" : "; the points stored so far are kept, rerun to resume");
     status = rc == HS_ELIMIT ? 1 : hs_exit_code(rc) == 2 ? 2 : 1;

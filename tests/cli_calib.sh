@@ -89,6 +89,24 @@ sed -i "s/calib: \"$name\"/calib: \"no such gpu\"/" cl.yaml
 "$bin" sim --cluster cl.yaml --model mlp --policy ssgd --global-batch 32 --iterations 3 --db sim.db --calib cal.db > /dev/null 2> err.txt
 [ $? -eq 2 ] && grep -q 'device "no such gpu"' err.txt || fail "sim with an unknown device: $(cat err.txt)"
 
+# --time-limit: a sweep far longer than its limit (3 x 1000 timed steps of cnn, about 8 s on
+# this 2-core VM) stops at it like
+# an interrupt: exit 1, the message, the database left usable (what it stored is kept for a
+# rerun). SIGTERM stops it the same way, with the interrupt's message.
+long=(--device cpu --model cnn --batches 8,16,32 --min-reps 1000 --max-reps 1000 --warmup 1 --no-comm --db limit.db)
+"$bin" calib "${long[@]}" --time-limit 0.5s > out.txt 2> err.txt
+[ $? -eq 1 ] || fail "calib --time-limit exit status (want 1): $(cat err.txt)"
+grep -q "stopped at --time-limit 0.5 s; the points stored so far are kept, rerun the same command to resume" err.txt ||
+  fail "calib --time-limit message: $(cat err.txt)"
+sqlite3 limit.db "PRAGMA integrity_check" | grep -qx ok || fail "calib --time-limit left the database damaged"
+"$bin" calib "${long[@]}" > out.txt 2> err.txt &
+pid=$!
+sleep 2 # past its start-up (the handler is installed before the sweep, which takes about 8 s here)
+kill -TERM $pid
+wait $pid
+[ $? -eq 1 ] || fail "calib after SIGTERM exit status (want 1): $(cat err.txt)"
+grep -q "interrupted" err.txt || fail "calib after SIGTERM message: $(cat err.txt)"
+
 # Bad input: exit 2, clear message, nothing written.
 expect2() { # pattern, args...
   local pat=$1; shift
@@ -105,6 +123,8 @@ expect2 'expected cpu, cuda:I or cuda:I/sm=N, got "gpu0"' --device gpu0
 expect2 'expected cpu, cuda:I or cuda:I/sm=N' --device cuda:0/sm=0
 expect2 '--pin: expected auto or none, got "always"' --device cpu --pin always
 expect2 '--device cpu|cuda:I|cuda:I/sm=N is required'
+expect2 '--time-limit: expected a time from 0 to 30 days like "10m" or "90s", got "soon"' --device cpu --time-limit soon
+expect2 '--time-limit: expected a time' --device cpu --time-limit -5s
 if ! command -v nvidia-smi > /dev/null || ! nvidia-smi > /dev/null 2>&1; then
   expect2 'cuda:0' --device cuda:0 --model mlp
 fi
