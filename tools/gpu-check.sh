@@ -245,6 +245,28 @@ calib_name() {
     echo "$2 ($1 SMs)"
 }
 
+# calib_step OUT.json SHARES ARGS...: runs `hetsim calib ARGS... --json >OUT.json` with a
+# --time-limit of 1/SHARES of what is left of the step's limit (STEP_DEADLINE, from the runner)
+# less 20 s for the exports after it, at least 10 s: calib then stops by itself, keeping what it
+# stored, before `timeout` ends the step. Returns calib's exit status, or 124 when it stopped at
+# its limit: the step is recorded as a timeout, and `--step NAME` runs it again (calib resumes
+# from the points stored).
+calib_step() {
+  local out=$1 shares=$2 tl=() rc
+  shift 2
+  if [ -n "${STEP_DEADLINE:-}" ]; then
+    local share=$(( (STEP_DEADLINE - $(date +%s) - 20) / shares ))
+    [ "$share" -lt 10 ] && share=10
+    tl=(--time-limit "${share}s")
+  fi
+  "$H" calib "$@" ${tl[@]+"${tl[@]}"} --json >"$out" 2>"$out.err"
+  rc=$?
+  cat "$out.err" >&2
+  if [ "$rc" = 1 ] && grep -q "stopped at --time-limit" "$out.err"; then rc=124; fi
+  rm -f "$out.err"
+  return $rc
+}
+
 # The calibration tables as CSV, through hetsim's own query command.
 export_calib() {
   local t
@@ -373,9 +395,9 @@ step_body() {
       # three-worker runs share gradients (validate reads it; real/real_comm_calib.h).
       # A failure (of the communication part, say) keeps the points stored so far: exported too.
       local rc=0
-      "$H" calib --device cuda:0 --model "$MODELS" --max-reps 20 --comm-world 3 --db calib.db --json \
-        >calib-whole.json || rc=1
-      [ -f calib.db ] && { export_calib || rc=1; }
+      calib_step calib-whole.json 1 --device cuda:0 --model "$MODELS" --max-reps 20 --comm-world 3 --db calib.db ||
+        rc=$?
+      [ -f calib.db ] && { export_calib || { [ "$rc" = 0 ] && rc=1; }; }
       return $rc
       ;;
     calib-partitions)
@@ -385,14 +407,19 @@ step_body() {
       # The smallest partition also times the local backend's all-reduce over three nets of its
       # size (the local step's three workers on one partition size); three nets of the larger
       # ones do not fit on the GPU together, so those time compute only.
-      local comm
+      # Each partition gets an equal share of the time left; one stopped at its share makes the
+      # step's status a timeout (124).
+      local comm r shares=3
       for s in $(part "$sms" 8) $(part "$sms" 4) $(part "$sms" 2); do
         comm=(--no-comm)
         [ "$s" = "$(part "$sms" 8)" ] && comm=(--comm-world 3)
-        "$H" calib --device "cuda:0/sm=$s" --model "$MODELS" --batches 8,16,32,64,128 --max-reps 20 "${comm[@]}" \
-          --db calib.db --json >"calib-sm$s.json" || rc=1
+        calib_step "calib-sm$s.json" "$shares" --device "cuda:0/sm=$s" --model "$MODELS" --batches 8,16,32,64,128 \
+          --max-reps 20 "${comm[@]}" --db calib.db
+        r=$?
+        if [ "$r" = 124 ]; then rc=124; elif [ "$r" != 0 ] && [ "$rc" = 0 ]; then rc=1; fi
+        shares=$((shares - 1))
       done
-      export_calib || rc=1
+      export_calib || { [ "$rc" = 0 ] && rc=1; }
       return $rc
       ;;
     profile)
@@ -575,7 +602,8 @@ while read -r s; do
   fi
   echo "step $s (at most ${limit}s) ..."
   t0=$(date +%s)
-  timeout -k 15 "$limit" bash "$0" --internal-step "$s" --bundle "$BUNDLE" --out "$OUT" >"$OUT/logs/$s.log" 2>&1
+  STEP_DEADLINE=$(( $(date +%s) + limit )) \
+    timeout -k 15 "$limit" bash "$0" --internal-step "$s" --bundle "$BUNDLE" --out "$OUT" >"$OUT/logs/$s.log" 2>&1
   rc=$?
   secs=$(( $(date +%s) - t0 ))
   case $rc in
