@@ -43,7 +43,12 @@ ARCHIVE=$(cd "$(dirname "$ARCHIVE")" && pwd)/$(basename "$ARCHIVE")
   { echo "gpu-rehearse.sh: needs root and unshare -m (a private mount namespace)" >&2; exit 2; }
 
 if [ ! -x "$VENV/bin/python3" ]; then
-  py=$(command -v python3.12 || command -v python3)
+  # The first that runs: a pyenv shim of a version that is not enabled is on PATH but fails.
+  py=""
+  for c in python3.12 python3; do
+    "$c" -c 'import venv' 2>/dev/null && { py=$(command -v "$c"); break; }
+  done
+  [ -n "$py" ] || { echo "gpu-rehearse.sh: no python3.12 or python3 that runs, to make $VENV" >&2; exit 2; }
   echo "gpu-rehearse.sh: making $VENV with $py and torch==$TORCH_VERSION (a few minutes)"
   "$py" -m venv "$VENV" && "$VENV/bin/pip" install -q "torch==$TORCH_VERSION" numpy ||
     { echo "gpu-rehearse.sh: could not make $VENV" >&2; exit 2; }
