@@ -517,6 +517,7 @@ static int parse_ps(const cfg *c, const cnode *n) {
     return rc;
   ps->pull = HS_PS_PULL_AT_ONCE;
   if ((v = map_get(c, n, "pull"))) {
+    ps->pull_given = 1;
     const char *t = cn_scalar(c, v);
     if (t && strlen(t) == v->n && !strcmp(t, "after_updates")) ps->pull = HS_PS_PULL_AFTER_UPDATES;
     else if (!t || strlen(t) != v->n || strcmp(t, "at_once"))

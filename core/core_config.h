@@ -110,6 +110,7 @@ typedef struct hs_ps_spec {
   hs_link_spec link;        /* the server's own link; defaults to the network */
   double update_time;       /* s the server spends applying one update; default 0 */
   hs_ps_pull pull;          /* default HS_PS_PULL_AT_ONCE */
+  int pull_given;           /* 1 when the file says `pull:` (validate's default differs) */
 } hs_ps_spec;
 
 typedef struct hs_cluster_spec {

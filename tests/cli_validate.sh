@@ -346,6 +346,13 @@ sys.exit(0 if ok else 1)
 PY
 }
 check validate_staleness_async staleness_ok
+# The simulated pushes and pulls go at the measured send/recv's speed: a step's communication is
+# at most a push and a pull each shared by both workers, plus two updates (its own and the
+# other's, queued before its pull). The ring's all-reduce bandwidth capped them before
+# 2026-11-28, which made it twice the bound here.
+check validate_asp_comm python3 -c 'import json,sys; d=json.load(open(sys.argv[1]))
+bound = 4 * (d["p2p_s"] + (d["wake_s"] or 0)) + 2 * d["update_s"]
+assert d["sim_step"]["comm_s"] <= bound, (d["sim_step"], bound)' "$T/out"
 expect_exit validate_asp_text 0 "$H" validate "${asp:-0}" --db "$T/v.db"
 check validate_asp_text_says grep -q "staleness of the updates   real [0-9.e+-]*, simulated [0-9.e+-]* versions behind" "$T/out"
 
