@@ -8,11 +8,14 @@
 # workers, seed, the mean staleness of the real run's steps and of the simulated run's, and
 # validate's mean iteration and total time errors.
 #
-#   bash bench/bench_asp_staleness.sh HETSIM [ITER] [REPS]
+#   bash bench/bench_asp_staleness.sh HETSIM [ITER] [REPS] [POLICY]
+#
+# POLICY (default asp) may be another parameter-server policy, e.g. ssp.
 set -eu
-H=${1:?usage: bench_asp_staleness.sh HETSIM [ITER] [REPS]}
+H=${1:?usage: bench_asp_staleness.sh HETSIM [ITER] [REPS] [POLICY]}
 ITER=${2:-300}
 REPS=${3:-3}
+POLICY=${4:-asp}
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 "$H" calib --device cpu --model mlp --batches 8,16,32,48 --db "$T/v.db" --max-reps 6 --min-reps 3 --warmup 1 \
@@ -31,7 +34,7 @@ nodes:
   - name: n0
     devices: [{type: c, count: $w}]
 YAML
-      "$H" real --policy asp --model mlp --global-batch $((16 * w)) --iterations "$ITER" --cluster "$T/c.yaml" \
+      "$H" real --policy "$POLICY" --model mlp --global-batch $((16 * w)) --iterations "$ITER" --cluster "$T/c.yaml" \
         --train-samples 3000 --eval-samples 300 --eval-every 100 --db "$T/v.db" --calib "$T/v.db" --seed "$seed" \
         --json >"$T/real.json" 2>/dev/null
       id=$(sed -n 's/.*"run_id": \([0-9]*\).*/\1/p' "$T/real.json")

@@ -578,9 +578,9 @@ int hs_cmd_validate(int argc, char **argv) {
   spec.ps.update_time = upd;
   /* hetsim real's server (a lane of the threaded runtime, rank 0's server thread) serves one
    * request at a time in arrival order: a pull waits for the updates queued before it. Unless
-   * the run's cluster file says otherwise, the simulation's server does the same: for asp on
-   * the cpu backend it predicted the mean iteration within 0.06 and 0.04 (median |error|, 2 and
-   * 3 workers) where at_once was 0.15 and 0.40 off (docs/performance.md, "Staleness of asp"). */
+   * the run's cluster file says otherwise, the simulation's server does the same; with 2
+   * workers it then gives the real staleness (0.50 against 0.51-0.53; at_once 0.997). Its time
+   * errors against at_once are not settled (docs/performance.md, "Staleness of asp"). */
   if (!spec.ps.pull_given) spec.ps.pull = HS_PS_PULL_AFTER_UPDATES;
   /* The steps' spread as the calibration saw it: with N workers waiting for each other, the
    * slowest of N steps sets a synchronous round, longer than the median step. */
