@@ -19,6 +19,7 @@
 #include "calib/cal_import.h"
 #include "calib/cal_run.h"
 #include "cli/cli.h"
+#include "core/core_deadline.h"
 #include "core/core_json.h"
 #include "core/core_progress.h"
 #include "core/core_store.h"
@@ -57,20 +58,9 @@ static void *time_limit_main(void *arg) {
 static int time_limit_start(time_limit *t, double seconds) {
   memset(t, 0, sizeof *t);
   if (!(seconds > 0)) return 0;
-  pthread_condattr_t ca;
-  pthread_condattr_init(&ca);
-  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-  pthread_cond_init(&t->cv, &ca);
-  pthread_condattr_destroy(&ca);
+  hs_cond_init_monotonic(&t->cv);
   pthread_mutex_init(&t->mu, NULL);
-  clock_gettime(CLOCK_MONOTONIC, &t->deadline);
-  double whole = floor(seconds);
-  t->deadline.tv_sec += (time_t)whole;
-  t->deadline.tv_nsec += (long)((seconds - whole) * 1e9);
-  if (t->deadline.tv_nsec >= 1000000000L) {
-    t->deadline.tv_sec++;
-    t->deadline.tv_nsec -= 1000000000L;
-  }
+  hs_deadline_in(&t->deadline, seconds);
   int rc = pthread_create(&t->th, NULL, time_limit_main, t);
   t->started = rc == 0;
   return rc;

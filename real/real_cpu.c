@@ -22,6 +22,7 @@
 #include <time.h>
 
 #include "calib/cal_comm.h"
+#include "core/core_deadline.h"
 #include "real/real_comm.h"
 
 typedef struct cpu_slot {
@@ -52,17 +53,6 @@ struct hs_real_comm {
   uint64_t bar_gen;
 };
 
-static void deadline_in(struct timespec *ts, double s) {
-  clock_gettime(CLOCK_MONOTONIC, ts);
-  double whole = floor(s);
-  ts->tv_sec += (time_t)whole;
-  ts->tv_nsec += (long)((s - whole) * 1e9);
-  if (ts->tv_nsec >= 1000000000L) {
-    ts->tv_sec++;
-    ts->tv_nsec -= 1000000000L;
-  }
-}
-
 /* Waits on the backend's condition until the deadline; called with mu held. Returns 0 when
  * woken, HS_EINTR after abort, HS_ERUNTIME at the deadline (the caller names what it missed). */
 static int wait_until(hs_real_comm *c, const struct timespec *dl) {
@@ -80,12 +70,8 @@ static int cpu_open(hs_real_comm **out, const hs_real_comm_config *cfg, hs_diag 
   c->cfg = *cfg;
   c->cfg.device = NULL;
   if (!(c->cfg.timeout_s > 0)) c->cfg.timeout_s = 60;
-  pthread_condattr_t ca;
-  pthread_condattr_init(&ca);
-  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
   pthread_mutex_init(&c->mu, NULL);
-  pthread_cond_init(&c->cv, &ca);
-  pthread_condattr_destroy(&ca);
+  hs_cond_init_monotonic(&c->cv);
   *out = c;
   return 0;
 }
@@ -142,7 +128,7 @@ static int cpu_allreduce(hs_real_comm *c, uint64_t op, int rank, float *buf, int
     if (ranks[i] == rank) me = i;
   if (me < 0) return hs_diag_set(d, HS_EINVAL, "cpu all-reduce %llu: rank %d is not a participant", (unsigned long long)op, rank);
   struct timespec dl;
-  deadline_in(&dl, c->cfg.timeout_s);
+  hs_deadline_in(&dl, c->cfg.timeout_s);
   pthread_mutex_lock(&c->mu);
   cpu_slot *s = c->slots;
   while (s && s->op != op) s = s->next;
@@ -252,7 +238,7 @@ static int cpu_send(hs_real_comm *c, int rank, int peer, uint64_t tag, const flo
 static int cpu_recv(hs_real_comm *c, int rank, int peer, uint64_t tag, float *buf, int64_t n,
                     hs_diag *d) {
   struct timespec dl;
-  deadline_in(&dl, c->cfg.timeout_s);
+  hs_deadline_in(&dl, c->cfg.timeout_s);
   pthread_mutex_lock(&c->mu);
   cpu_msg *m = NULL;
   int rc = 0;
@@ -282,7 +268,7 @@ static int cpu_recv(hs_real_comm *c, int rank, int peer, uint64_t tag, float *bu
 
 static int cpu_barrier(hs_real_comm *c, int rank, hs_diag *d) {
   struct timespec dl;
-  deadline_in(&dl, c->cfg.timeout_s);
+  hs_deadline_in(&dl, c->cfg.timeout_s);
   pthread_mutex_lock(&c->mu);
   uint64_t gen = c->bar_gen;
   int rc = 0;

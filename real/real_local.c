@@ -40,6 +40,7 @@
 #include <time.h>
 
 #include "core/core_buildinfo.h"
+#include "core/core_deadline.h"
 #include "real/real_comm.h"
 
 #if HETSIM_HAVE_CUDA
@@ -84,23 +85,6 @@ struct hs_real_comm {
   lc_slot *slots;
   lc_buf *pool;
 };
-
-static void deadline_in(struct timespec *ts, double s) {
-  clock_gettime(CLOCK_MONOTONIC, ts);
-  double whole = floor(s);
-  ts->tv_sec += (time_t)whole;
-  ts->tv_nsec += (long)((s - whole) * 1e9);
-  if (ts->tv_nsec >= 1000000000L) {
-    ts->tv_sec++;
-    ts->tv_nsec -= 1000000000L;
-  }
-}
-
-static int past(const struct timespec *dl) {
-  struct timespec now;
-  clock_gettime(CLOCK_MONOTONIC, &now);
-  return now.tv_sec > dl->tv_sec || (now.tv_sec == dl->tv_sec && now.tv_nsec >= dl->tv_nsec);
-}
 
 static int drv_fail(const hs_real_comm *c, CUresult r, const char *what, hs_diag *d) {
   const char *s = NULL;
@@ -188,12 +172,8 @@ static int local_open(hs_real_comm **out, const hs_real_comm_config *cfg, hs_dia
   c->cfg.device = c->device;
   if (!(c->cfg.timeout_s > 0)) c->cfg.timeout_s = 60;
   c->drv = drv;
-  pthread_condattr_t ca;
-  pthread_condattr_init(&ca);
-  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
   pthread_mutex_init(&c->mu, NULL);
-  pthread_cond_init(&c->cv, &ca);
-  pthread_condattr_destroy(&ca);
+  hs_cond_init_monotonic(&c->cv);
   CUresult r = drv->cuDeviceGet(&c->dev, ordinal);
   if (r != CUDA_SUCCESS) {
     rc = drv_fail(c, r, "cuDeviceGet", d);
@@ -295,7 +275,7 @@ static int reduce(hs_real_comm *c, lc_slot *s, const struct timespec *dl, hs_dia
     int aborted = c->aborted;
     pthread_mutex_unlock(&c->mu);
     if (aborted) rc = hs_diag_set(d, HS_EINTR, "local all-reduce %llu: aborted", (unsigned long long)s->op);
-    else if (past(dl))
+    else if (hs_deadline_past(dl))
       rc = hs_diag_set(d, HS_ERUNTIME, "local all-reduce %llu: the device did not finish within %.3g s",
                        (unsigned long long)s->op, c->cfg.timeout_s);
     else nanosleep(&(struct timespec){0, 50000}, NULL);
@@ -327,7 +307,7 @@ static int local_allreduce(hs_real_comm *c, uint64_t op, int rank, float *buf, i
   if (me < 0) return hs_diag_set(d, HS_EINVAL, "local all-reduce %llu: rank %d is not a participant", (unsigned long long)op, rank);
   float wt = weights ? (float)weights[me] : 1.0f;
   struct timespec dl;
-  deadline_in(&dl, c->cfg.timeout_s);
+  hs_deadline_in(&dl, c->cfg.timeout_s);
   /* Capture what the net owning buf has enqueued so far (the gradient it is about to share may
    * still be in flight on its stream). The net is found from the buffer, not from whatever
    * context the calling thread happens to have current. */

@@ -68,6 +68,7 @@
 #include <time.h>
 
 #include "core/core_buildinfo.h"
+#include "core/core_deadline.h"
 #include "real/real_comm.h"
 #include "real/real_nccl.h"
 
@@ -242,23 +243,6 @@ struct hs_real_comm {
   float *bounce; /* cfg.n floats of device memory */
   float *one;    /* one float, for the barrier */
 };
-
-static void deadline_in(struct timespec *ts, double s) {
-  clock_gettime(CLOCK_MONOTONIC, ts);
-  double whole = floor(s);
-  ts->tv_sec += (time_t)whole;
-  ts->tv_nsec += (long)((s - whole) * 1e9);
-  if (ts->tv_nsec >= 1000000000L) {
-    ts->tv_sec++;
-    ts->tv_nsec -= 1000000000L;
-  }
-}
-
-static int past(const struct timespec *dl) {
-  struct timespec now;
-  clock_gettime(CLOCK_MONOTONIC, &now);
-  return now.tv_sec > dl->tv_sec || (now.tv_sec == dl->tv_sec && now.tv_nsec >= dl->tv_nsec);
-}
 
 static int ms_left(const struct timespec *dl) {
   struct timespec now;
@@ -479,7 +463,7 @@ static int poll_comm(hs_real_comm *c, ncclComm_t comm, int what_for, const struc
     pthread_mutex_lock(&c->mu);
     int rc = stop_reason(c, what, d);
     pthread_mutex_unlock(&c->mu);
-    if (!rc && past(dl))
+    if (!rc && hs_deadline_past(dl))
       rc = hs_diag_set(d, HS_ERUNTIME, "nccl %s on rank %d: not %s within %.3g s", what, c->rank,
                        what_for == WAIT_READY ? "enqueued" : "done", c->cfg.timeout_s);
     if (rc) {
@@ -598,7 +582,7 @@ static int bootstrap(hs_real_comm *c, const hs_real_launch *l, ncclUniqueId *id,
     }
   } else {
     int s = -1;
-    while (s < 0 && !past(dl)) {
+    while (s < 0 && !hs_deadline_past(dl)) {
       for (struct addrinfo *a = ai; a && s < 0; a = a->ai_next) {
         s = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
         if (s >= 0 && connect(s, a->ai_addr, a->ai_addrlen)) {
@@ -642,7 +626,7 @@ static void finalize_comms(hs_real_comm *c) {
     if (s->comm) comms[n++] = s->comm;
   if (c->world_comm) comms[n++] = c->world_comm;
   struct timespec dl;
-  deadline_in(&dl, c->cfg.timeout_s);
+  hs_deadline_in(&dl, c->cfg.timeout_s);
   hs_diag d = {0};
   int rc = 0;
   for (int i = 0; i < n && !rc; i++) {
@@ -753,15 +737,11 @@ static int rank_open(hs_real_comm **out, const hs_real_comm_config *cfg, hs_diag
   c->dead_rank = -1;
   for (int i = 0; i < NC_MAX_WORLD; i++) c->sock[i] = -1;
   for (int i = 0; i < c->world; i++) pthread_mutex_init(&c->wmu[i], NULL);
-  pthread_condattr_t ca;
-  pthread_condattr_init(&ca);
-  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
   pthread_mutex_init(&c->mu, NULL);
-  pthread_cond_init(&c->cv, &ca);
-  pthread_condattr_destroy(&ca);
+  hs_cond_init_monotonic(&c->cv);
   pthread_mutex_init(&c->gpu, NULL);
   struct timespec dl;
-  deadline_in(&dl, c->cfg.timeout_s);
+  hs_deadline_in(&dl, c->cfg.timeout_s);
   cudaError_t e = cudaSetDevice(ordinal);
   if (e == cudaSuccess) e = cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking);
   if (e == cudaSuccess) e = cudaEventCreateWithFlags(&c->ev, cudaEventDisableTiming);
@@ -903,7 +883,7 @@ static int rank_allreduce(hs_real_comm *c, uint64_t op, int rank, float *buf, in
   if (me < 0) return hs_diag_set(d, HS_EINVAL, "nccl all-reduce %llu: rank %d is not a participant", (unsigned long long)op, rank);
   float wt = weights ? (float)weights[me] : 1.0f;
   struct timespec dl;
-  deadline_in(&dl, c->cfg.timeout_s);
+  hs_deadline_in(&dl, c->cfg.timeout_s);
   pthread_mutex_lock(&c->gpu);
   ncclComm_t comm = NULL;
   rc = after_abort(c, "all-reduce", d);
@@ -968,7 +948,7 @@ static int rank_send(hs_real_comm *c, int rank, int peer, uint64_t tag, const fl
     return hs_diag_set(d, HS_EINVAL, "nccl send from %d to %d of %lld floats: no such peer or too long", rank, peer,
                        (long long)n);
   struct timespec dl;
-  deadline_in(&dl, c->cfg.timeout_s);
+  hs_deadline_in(&dl, c->cfg.timeout_s);
   pthread_mutex_lock(&c->gpu);
   nc_frame f = {.src = rank, .dst = peer, .kind = MSG_P2P, .tag = tag, .n = n};
   if (send_frame(c, route(c, peer), &f, NULL)) {
@@ -989,7 +969,7 @@ static int rank_recv(hs_real_comm *c, int rank, int peer, uint64_t tag, float *b
     return hs_diag_set(d, HS_EINVAL, "nccl recv on %d from %d of %lld floats: no such peer or too long", rank, peer,
                        (long long)n);
   struct timespec dl;
-  deadline_in(&dl, c->cfg.timeout_s);
+  hs_deadline_in(&dl, c->cfg.timeout_s);
   pthread_mutex_lock(&c->gpu);
   for (;;) {
     /* A transfer that came in while another was wanted. */
@@ -1051,7 +1031,7 @@ static int rank_barrier(hs_real_comm *c, int rank, hs_diag *d) {
   int rc = check_rank(c, rank, "barrier", d);
   if (rc) return rc;
   struct timespec dl;
-  deadline_in(&dl, c->cfg.timeout_s);
+  hs_deadline_in(&dl, c->cfg.timeout_s);
   pthread_mutex_lock(&c->gpu);
   rc = after_abort(c, "barrier", d);
   ncclComm_t comm = c->world_comm;

@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "core/core_affinity.h"
+#include "core/core_deadline.h"
 #include "nn/nn_eval.h"
 #include "nn/nn_net.h"
 #include "real/real_worker.h"
@@ -846,13 +847,9 @@ int hs_real_run(const hs_real_config *cfg, hs_real_result *res, hs_diag *d) {
   if (!s) return hs_diag_set(d, HS_ENOMEM, "out of memory");
   hs_rt_core_init(&s->core, &threads_driver);
   pthread_mutex_init(&s->mu, NULL);
-  pthread_condattr_t ca;
-  pthread_condattr_init(&ca);
-  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-  pthread_cond_init(&s->cv, &ca);
-  pthread_cond_init(&s->watch_cv, &ca);
+  hs_cond_init_monotonic(&s->cv);
+  hs_cond_init_monotonic(&s->watch_cv);
   pthread_cond_init(&s->srv.cv, NULL);
-  pthread_condattr_destroy(&ca);
   hs_shards *sh = NULL;
   int n = cfg->cluster ? cfg->cluster->n_workers : cfg->n_workers;
   int rc = hs_real_check(cfg, n, 1, &s->core.diag);
