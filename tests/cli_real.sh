@@ -53,10 +53,11 @@ for p in $policies; do
   check "real_${p}_loss_falls" test "$(q "SELECT $(late_loss "$id") < 0.75 * ln(10)")" = 1 ||
     echo "  $p evaluations (step loss): $(q "SELECT group_concat(step || ' ' || printf('%.3f', loss), ', ') FROM eval WHERE run_id = $id")"
   # A push is applied to a model that may have moved since its worker pulled: its staleness is
-  # stored in the step row it ends. Every worker's first step starts from version 0, so of the
-  # three first pushes the last applied is at least 2 versions stale, whatever the timing.
+  # stored in the step row it ends. Every worker's first step starts from version 0, so the
+  # first push of any worker but the first to push is at least 1 version stale: all rows stay 0
+  # only if one worker made every one of the pushes, while the others' first never got in.
   case $p in
-    asp|ssp) check "real_${p}_staleness" test "$(q "SELECT max(staleness) >= 2 FROM step WHERE run_id = $id AND step = 0")" = 1 ;;
+    asp|ssp) check "real_${p}_staleness" test "$(q "SELECT max(staleness) >= 1 FROM step WHERE run_id = $id")" = 1 ;;
   esac
 done
 

@@ -326,7 +326,8 @@ expect_exit validate_against_bad 2 "$H" validate "${id:-0}" --db "$T/v.db" --aga
 
 # An asynchronous run: asp's pushes are applied stale, and validate gives both runs' mean
 # staleness, each the mean of its step rows (both workers' first pushes start from version 0,
-# so the real run's mean is above 0 whatever the timing; so is the simulation's).
+# so the real run's mean is above 0 unless one worker made all 40 pushes; the simulation's is
+# above 0 by construction).
 expect_exit real_asp 0 "$H" real --policy asp --model mlp --global-batch 32 --iterations 40 --workers 2 \
   --train-samples 1500 --eval-samples 300 --eval-every 10 --db "$T/v.db" --calib "$T/v.db" --json
 asp=$(sed -n 's/.*"run_id": \([0-9]*\).*/\1/p' "$T/out")
