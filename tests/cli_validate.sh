@@ -354,6 +354,25 @@ check validate_staleness_async staleness_ok
 check validate_asp_comm python3 -c 'import json,sys; d=json.load(open(sys.argv[1]))
 bound = 4 * (d["p2p_s"] + (d["wake_s"] or 0)) + 2 * d["update_s"]
 assert d["sim_step"]["comm_s"] <= bound, (d["sim_step"], bound)' "$T/out"
+# The same on a cluster file of two nodes: the real run's workers share this machine whatever
+# the file says, so the simulation puts them on one node and its pushes go at the same speed
+# (the nodes' network capped them at the ring's bandwidth before).
+cat >two.yaml <<'YAML'
+name: two-nodes
+network: {bandwidth: 1Gbps, latency: 50us}
+device_types:
+  c: {compute: {t0: 1ms, per_sample: 0.1ms}}
+nodes:
+  - {name: n0, link: {bandwidth: 8GB/s, latency: 5us}, devices: [{type: c, count: 1}]}
+  - {name: n1, link: {bandwidth: 8GB/s, latency: 5us}, devices: [{type: c, count: 1}]}
+YAML
+expect_exit real_asp_nodes 0 "$H" real --policy asp --model mlp --global-batch 32 --iterations 40 --cluster two.yaml \
+  --train-samples 1500 --eval-samples 300 --eval-every 10 --db "$T/v.db" --calib "$T/v.db" --json
+aspn=$(sed -n 's/.*"run_id": \([0-9]*\).*/\1/p' "$T/out")
+expect_exit validate_asp_nodes 0 "$H" validate "${aspn:-0}" --db "$T/v.db" --json
+check validate_asp_nodes_comm python3 -c 'import json,sys; d=json.load(open(sys.argv[1]))
+bound = 4 * (d["p2p_s"] + (d["wake_s"] or 0)) + 2 * d["update_s"]
+assert d["sim_step"]["comm_s"] <= bound, (d["sim_step"], bound)' "$T/out"
 expect_exit validate_asp_text 0 "$H" validate "${asp:-0}" --db "$T/v.db"
 check validate_asp_text_says grep -q "staleness of the updates   real [0-9.e+-]*, simulated [0-9.e+-]* versions behind" "$T/out"
 
