@@ -83,13 +83,16 @@ const hs_real_comm_ops *hs_real_comm_find(const char *name, hs_diag *d);
 typedef struct hs_real_launch {
   int rank, world;      /* -1 when the environment names none */
   char master_addr[256];
-  int master_port;
+  int master_port;      /* the first of hetsim's two ports (data channel; control at +1) */
+  int agent_store;      /* 1 under torchrun's agent store: master_port is MASTER_PORT + 1 */
   const char *source;   /* "mpirun", "torchrun", or "none" */
 } hs_real_launch;
 /* Reads OMPI_COMM_WORLD_RANK/SIZE (mpirun) or RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT
  * (torchrun). HS_EINVAL with a message for a malformed or inconsistent environment (a rank not
  * below the world size, a world size that differs from `expect_world` when that is > 0, a
- * missing MASTER_ADDR or MASTER_PORT). A process with neither set gets source "none". */
+ * missing MASTER_ADDR or MASTER_PORT). A process with neither set gets source "none". Under
+ * torchrun with TORCHELASTIC_USE_AGENT_STORE=True (torch >= 2: the agent's store listens on
+ * MASTER_PORT), hetsim's ports are MASTER_PORT+1 and +2. */
 int hs_real_launch_read(hs_real_launch *l, int expect_world, hs_diag *d);
 
 #endif

@@ -121,7 +121,13 @@ int hs_real_launch_read(hs_real_launch *l, int expect_world, hs_diag *d) {
       return hs_diag_set(d, HS_EINVAL, "MASTER_PORT: expected a port number, got \"%s\"", port);
     p = (int)v;
   }
-  l->master_port = p;
+  /* torchrun's agent (torch >= 2 with its default rendezvous) hosts its own store on MASTER_PORT
+   * and says so to its workers; hetsim's channels then take the two ports after it. */
+  const char *agent = getenv("TORCHELASTIC_USE_AGENT_STORE");
+  l->agent_store = !strcmp(l->source, "torchrun") && agent && !strcmp(agent, "True");
+  if (l->agent_store && p > 65533)
+    return hs_diag_set(d, HS_EINVAL, "MASTER_PORT=%d: torchrun's store holds it, and hetsim needs the two ports after it", p);
+  l->master_port = p + l->agent_store;
   return 0;
 }
 

@@ -74,6 +74,22 @@ for p in ssgd lbb localsgd; do
   check_run "torchrun_$p" "$T/out.0"
 done
 
+# Under torchrun itself (torch >= 2) the agent's store listens on MASTER_PORT and the workers get
+# TORCHELASTIC_USE_AGENT_STORE=True: hetsim's channels take the two ports after it. A listener
+# stands in for the store (rank 0 could not listen on MASTER_PORT before).
+python3 -c 'import socket, sys, time
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(8); time.sleep(150)' $((port + 2)) &
+store=$!
+export TORCHELASTIC_USE_AGENT_STORE=True
+torchrun_like 2 --policy ssgd "${common[@]}" --iterations 20 --json
+unset TORCHELASTIC_USE_AGENT_STORE
+kill "$store" 2>/dev/null
+wait "$store" 2>/dev/null
+next_port # the run's control channel took MASTER_PORT+2
+check agent_store_exit test "$(cat "$T/rc.0") $(cat "$T/rc.1")" = "0 0" || head -c 600 "$T/err.0" "$T/err.1"
+check_run agent_store "$T/out.0"
+
 # A cluster file's slowdown is emulated on the worker's own rank: 8x (see cli_real.sh for why
 # not 3x).
 slow_cluster slow.yaml 8.0
