@@ -82,6 +82,8 @@ struct hs_real_comm {
   pthread_mutex_t mu;
   pthread_cond_t cv;
   int aborted;
+  int wedged;      /* the reduction stream did not drain after a failure: its work may still use
+                      the scratch vectors and the nets' buffers, so nothing of it is freed */
   lc_slot *slots;
   lc_buf *pool;
 };
@@ -95,6 +97,21 @@ static int drv_fail(const hs_real_comm *c, CUresult r, const char *what, hs_diag
 static int rt_fail(const hs_real_comm *c, cudaError_t e, const char *what, hs_diag *d) {
   return hs_diag_set(d, e == cudaErrorMemoryAllocation ? HS_ENOMEM : HS_ERUNTIME,
                      "local comm (%s): %s: %s", c->device, what, cudaGetErrorString(e));
+}
+
+/* Polls the reduction stream (primary context current) until the device has done its work, or
+ * until within_s have passed: 0 when done, HS_ERUNTIME when not, or the device's error. Never a
+ * cudaStreamSynchronize, which would wait for a kernel that does not end. */
+static int drain(hs_real_comm *c, double within_s) {
+  struct timespec dl;
+  hs_deadline_in(&dl, within_s);
+  for (;;) {
+    cudaError_t e = cudaStreamQuery(c->stream);
+    if (e == cudaSuccess) return 0;
+    if (e != cudaErrorNotReady) return HS_ERUNTIME;
+    if (hs_deadline_past(&dl)) return HS_ERUNTIME;
+    nanosleep(&(struct timespec){0, 50000}, NULL);
+  }
 }
 
 /* "cuda:I" or "cuda:I/sm=N" -> I. */
@@ -121,15 +138,16 @@ static void local_close(hs_real_comm *c) {
     free(s->ev);
     free(s);
   }
-  if (c->retained) {
+  /* A wedged stream (or one that does not drain now, within the run's timeout) keeps its
+   * scratch vectors and the primary context: freeing either would wait for the device's work,
+   * which has not ended. They are left to the process's exit. */
+  if (c->retained && !c->wedged) {
     CUcontext prev = NULL;
     (void)c->drv->cuCtxGetCurrent(&prev);
     if (c->drv->cuCtxSetCurrent(c->primary) == CUDA_SUCCESS) {
-      if (c->stream) {
-        (void)cudaStreamSynchronize(c->stream);
-        (void)cudaStreamDestroy(c->stream);
-      }
-      while (c->pool) {
+      if (c->stream && drain(c, c->cfg.timeout_s)) c->wedged = 1;
+      if (c->stream) (void)cudaStreamDestroy(c->stream); /* returns at once; freed when idle */
+      while (c->pool && !c->wedged) {
         lc_buf *b = c->pool;
         c->pool = b->next;
         (void)cudaFree(b->p);
@@ -137,9 +155,9 @@ static void local_close(hs_real_comm *c) {
       }
       (void)c->drv->cuCtxSetCurrent(prev);
     }
-    (void)c->drv->cuDevicePrimaryCtxRelease(c->dev);
+    if (!c->wedged) (void)c->drv->cuDevicePrimaryCtxRelease(c->dev);
   }
-  while (c->pool) { /* not reached when the context was usable */
+  while (c->pool) { /* the device memory is not freed here (a wedged stream, or no context) */
     lc_buf *b = c->pool;
     c->pool = b->next;
     free(b);
@@ -282,10 +300,19 @@ static int reduce(hs_real_comm *c, lc_slot *s, const struct timespec *dl, hs_dia
   }
   if (done) (void)cudaEventDestroy(done);
   if (b) {
-    /* After a failure the stream may still use the vector; it stays out of the pool then and is
-     * freed (with a synchronising cudaFree) only when the device is done with it. */
-    if (rc) (void)cudaStreamSynchronize(c->stream), (void)cudaFree(b->p), free(b);
-    else {
+    /* After a failure the stream may still use the vector: it is freed once the device is done
+     * with it (bounded), or else left allocated and the backend marked wedged, so that no later
+     * all-reduce starts and local_close frees nothing the stream may still touch. */
+    if (rc && !drain(c, c->cfg.timeout_s)) (void)cudaFree(b->p), free(b);
+    else if (rc) {
+      pthread_mutex_lock(&c->mu);
+      c->wedged = 1;
+      pthread_mutex_unlock(&c->mu);
+      free(b);
+      hs_diag why = *d;
+      hs_diag_set(d, rc, "%s; the device did not finish the reduction's queued work within %.3g s more "
+                  "(its memory is left allocated)", why.msg, c->cfg.timeout_s);
+    } else {
       pthread_mutex_lock(&c->mu);
       b->next = c->pool;
       c->pool = b;
@@ -319,11 +346,16 @@ static int local_allreduce(hs_real_comm *c, uint64_t op, int rank, float *buf, i
                        (unsigned long long)op, rank, od.msg);
   cudaEvent_t ev = owner_ev;
   pthread_mutex_lock(&c->mu);
-  if (c->aborted) {
+  if (c->aborted || c->wedged) {
     /* After abort no reduction may start: the participants that left have destroyed their
-     * events, which a last arrival would otherwise hand to cudaStreamWaitEvent. */
+     * events, which a last arrival would otherwise hand to cudaStreamWaitEvent. Nor after a
+     * reduction that the device never finished: the stream is still busy with it. */
+    int wedged = c->wedged;
     pthread_mutex_unlock(&c->mu);
     (void)cudaEventDestroy(ev);
+    if (wedged)
+      return hs_diag_set(d, HS_ERUNTIME, "local all-reduce %llu: an earlier reduction never finished on the device",
+                         (unsigned long long)op);
     return hs_diag_set(d, HS_EINTR, "local all-reduce %llu: aborted", (unsigned long long)op);
   }
   lc_slot *s = c->slots;

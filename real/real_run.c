@@ -790,6 +790,10 @@ static int setup(real *s, const hs_real_config *cfg, hs_shards *sh) {
 static void teardown(real *s) {
   int n = s->core.n;
   hs_rt_core_close(&s->core); /* the policy's fini */
+  /* The backend first: the local one's reduction stream reads and writes the nets' buffers, so
+   * it drains (or, wedged, keeps them) before the nets free them. */
+  if (s->comm) s->cfg->comm->close(s->comm);
+  s->comm = NULL;
   for (int i = 0; s->w && i < n; i++) {
     rworker *x = &s->w[i];
     while (x->ln.head) {
@@ -810,7 +814,6 @@ static void teardown(real *s) {
   }
   while (s->ops) op_free(s, s->ops);
   hs_rt_evals_clear(&s->evals);
-  if (s->comm) s->cfg->comm->close(s->comm);
   hs_net_close(s->eval_net);
   free(s->w);
   hs_runtime_model_close(&s->gm);
