@@ -39,9 +39,11 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <cuda_runtime_api.h>
 
+#include "core/core_deadline.h"
 #include "nn/nn_backend.h"
 #include "nn/nn_cuda_kernels.h"
 #include "nn/nn_cuda_plan.h"
@@ -82,6 +84,7 @@ typedef struct cu_net {
   hs_cuda_math math;
   CUgreenCtx green;   /* NULL for the whole GPU */
   CUcontext ctx;      /* the green context as a context; NULL for the whole GPU */
+  CUcontext caller;   /* what the opening thread had current, given back when open ends */
   int n_groups;       /* SM groups of the device's table this net holds */
   int groups[CU_MAX_GROUPS];
   int sm_count;       /* SMs granted (a partition) or the whole GPU's */
@@ -302,12 +305,17 @@ static int workspace_reserve(void *ctx, int64_t bytes, hs_diag *d) {
   if (bytes <= cn->ws_bytes) return 0;
   void *p;
   int rc = dev_alloc(&p, (size_t)bytes, "cudaMalloc (cuDNN workspace)", d);
-  if (rc) return rc;
+  /* No queued convolution may still use the old one: cudaFree "may" synchronize, no more
+   * (cuda_runtime_api.h), so the stream is waited for first. */
+  if (!rc) rc = cuda_err(cudaStreamSynchronize(cn->stream), "cudaStreamSynchronize (before a new workspace)", d);
+  if (rc) {
+    dev_free(p);
+    return rc;
+  }
   if (cn->step) {
     (void)cudaGraphExecDestroy(cn->step);
     cn->step = NULL;
   }
-  /* cudaFree waits for the device, so no queued convolution still uses the old one. */
   dev_free(cn->workspace);
   cn->workspace = p;
   cn->ws_bytes = bytes;
@@ -388,7 +396,7 @@ static void bufs_free(cu_bufs *b, int n_layers) {
   memset(b, 0, sizeof *b);
 }
 
-/* Frees the batch-sized buffers the net holds (cudaFree waits for queued work using them). */
+/* Frees the batch-sized buffers the net holds; the caller has waited for the work using them. */
 static void held_free(cu_net *cn) {
   dev_free(cn->x);
   dev_free(cn->labels);
@@ -434,6 +442,11 @@ static int ensure_capacity(cu_net *cn, hs_net *n, int batch, hs_diag *d) {
     if (rc == HS_ENOMEM)
       hs_diag_prefix(d, "%s: batch %d does not fit (the net holds %d)", n->device, batch,
                      cn->cap);
+    return rc;
+  }
+  /* The old buffers go once no queued work uses them (cudaFree need not wait). */
+  if ((rc = cuda_err(cudaStreamSynchronize(cn->stream), "cudaStreamSynchronize (before new buffers)", d))) {
+    bufs_free(&b, cn->n_layers);
     return rc;
   }
   held_free(cn);
@@ -498,6 +511,7 @@ static int green_open(cu_net *cn, const hs_net *n, hs_diag *d) {
                  "cuGreenCtxGetDevResource", d);
   if (!rc) cn->sm_count = (int)granted.sm.smCount;
   if (!rc) rc = drv_err(drv, drv->cuCtxFromGreenCtx(&cn->ctx, cn->green), "cuCtxFromGreenCtx", d);
+  if (!rc) rc = drv_err(drv, drv->cuCtxGetCurrent(&cn->caller), "cuCtxGetCurrent", d);
   if (!rc) rc = drv_err(drv, drv->cuCtxSetCurrent(cn->ctx), "cuCtxSetCurrent", d);
   CUstream s = NULL;
   if (!rc)
@@ -565,7 +579,9 @@ static int bn_buffers(cu_net *cn, const hs_net *n, hs_diag *d) {
       rc = cuda_err(cudaMemcpyAsync(cn->layers[i].bn, host, 4 * c * sizeof(float),
                                     cudaMemcpyHostToDevice, cn->stream),
                     "cudaMemcpyAsync (batchnorm statistics)", d);
-    /* The source is pageable: the copy is staged before the call returns. */
+    /* A copy from pageable memory "might" return before it has read it (the CUDA runtime's API
+     * synchronization behaviour): the host array goes only once the stream is done. */
+    if (!rc) rc = cuda_err(cudaStreamSynchronize(cn->stream), "cudaStreamSynchronize", d);
     free(host);
     if (rc) return rc;
     cn->fixed_bytes += (int64_t)(4 * c * sizeof(float));
@@ -663,18 +679,60 @@ static int cuda_open(hs_net *n, const float *init, hs_diag *d) {
   n->impl = cn;
   cn->net = n;
   int rc = cuda_open_impl(n, cn, init, d);
-  if (rc) cuda_close(n);
-  else net_list_add(cn);
-  return rc;
+  if (rc) {
+    const hs_cudrv_api *drv = cn->ctx ? cn->drv : NULL;
+    CUcontext caller = cn->caller;
+    cuda_close(n);
+    if (drv) (void)drv->cuCtxSetCurrent(caller);
+    return rc;
+  }
+  net_list_add(cn);
+  /* A green context may be current to only one thread at a time (cuda.h, cuGreenCtxCreate):
+   * the opening thread gets its own context back, and every entry point binds the net's. */
+  if (cn->ctx) (void)cn->drv->cuCtxSetCurrent(cn->caller);
+  return 0;
+}
+
+/* How long close waits for the net's queued work to end. */
+#define CLOSE_DRAIN_S 60.0
+
+/* 1 once the stream has nothing left to run (or has failed, which ends its work too), 0 when
+ * it still runs after within_s: polled, since cudaStreamSynchronize would wait for a kernel
+ * that never ends. */
+static int stream_drained(cudaStream_t st, double within_s) {
+  struct timespec dl;
+  hs_deadline_in(&dl, within_s);
+  for (;;) {
+    cudaError_t e = cudaStreamQuery(st);
+    if (e != cudaErrorNotReady) {
+      (void)cudaGetLastError();
+      return 1;
+    }
+    if (hs_deadline_past(&dl)) return 0;
+    nanosleep(&(struct timespec){0, 100000}, NULL);
+  }
 }
 
 static void cuda_close(hs_net *n) {
   cu_net *cn = n->impl;
   if (!cn) return;
   net_list_remove(cn);
-  if (cn->ctx) (void)cn->drv->cuCtxSetCurrent(cn->ctx);
-  else if (cn->stream) (void)cudaSetDevice(cn->device);
-  if (cn->stream) (void)cudaStreamSynchronize(cn->stream);
+  CUcontext prev = NULL;
+  if (cn->ctx) {
+    (void)cn->drv->cuCtxGetCurrent(&prev);
+    (void)cn->drv->cuCtxSetCurrent(cn->ctx);
+  } else if (cn->stream) {
+    (void)cudaSetDevice(cn->device);
+  }
+  if (cn->stream && !stream_drained(cn->stream, CLOSE_DRAIN_S)) {
+    /* The device never finished the net's work: its memory, handles, plans, context and SM
+     * groups stay to the process's exit, since freeing any of them would wait for that work. */
+    if (cn->ctx) (void)cn->drv->cuCtxSetCurrent(prev == cn->ctx ? NULL : prev);
+    n->params = n->grads = NULL;
+    n->impl = NULL;
+    free(cn);
+    return;
+  }
   if (cn->step) (void)cudaGraphExecDestroy(cn->step);
   if (cn->layers) {
     for (int i = 0; i < cn->n_layers; i++) {
@@ -703,8 +761,9 @@ static void cuda_close(hs_net *n) {
   if (cn->green) {
     if (cn->stream) (void)cn->drv->cuStreamDestroy(cn->stream);
     (void)cn->drv->cuGreenCtxDestroy(cn->green);
-    /* Leave no destroyed context current: the runtime then returns to the primary one. */
-    (void)cn->drv->cuCtxSetCurrent(NULL);
+    /* The caller's context back, but never the destroyed one (NULL: the runtime then returns
+     * to the primary context). */
+    (void)cn->drv->cuCtxSetCurrent(prev == cn->ctx ? NULL : prev);
   } else if (cn->stream) {
     (void)cudaStreamDestroy(cn->stream);
   }

@@ -106,11 +106,16 @@ void hs_cuplan_free(const hs_cudnn_api *dnn, hs_cuplan *p) {
 }
 
 /* The numerical notes that strict math refuses: on fp32 data a tensor-core engine computes in
- * TF32, the next two lose precision, and the last adds in a varying order. */
+ * TF32, the next two lose precision, non-determinism adds in a varying order, and FFT and
+ * Winograd engines (deterministic) transform the data, with errors well above fp32 rounding. */
 static const unsigned STRICT_REFUSED = (1u << CUDNN_NUMERICAL_NOTE_TENSOR_CORE) |
                                        (1u << CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS) |
                                        (1u << CUDNN_NUMERICAL_NOTE_REDUCED_PRECISION_REDUCTION) |
-                                       (1u << CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC);
+                                       (1u << CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC) |
+                                       (1u << CUDNN_NUMERICAL_NOTE_FFT) | (1u << CUDNN_NUMERICAL_NOTE_WINOGRAD) |
+                                       (1u << CUDNN_NUMERICAL_NOTE_WINOGRAD_TILE_4x4) |
+                                       (1u << CUDNN_NUMERICAL_NOTE_WINOGRAD_TILE_6x6) |
+                                       (1u << CUDNN_NUMERICAL_NOTE_WINOGRAD_TILE_13x13);
 
 /* The notes of kind attr/type (numerical or behavior) that engine eng carries, as bits: bit i
  * set for note i. The note types are C enums, which have the size of an int. */

@@ -22,8 +22,8 @@
  * that passes the math filter, whose plan finalizes and whose workspace the caller accepts is
  * kept. Math (hs_cuda_math):
  *   strict (the default): full fp32 and deterministic. Engines carrying a numerical note for
- *     tensor cores (TF32 on fp32 data), down-converted inputs, reduced-precision reduction or
- *     non-determinism are skipped, so that two runs of a step give the same bits and the GPU
+ *     tensor cores (TF32 on fp32 data), down-converted inputs, reduced-precision reduction,
+ *     non-determinism, FFT or Winograd are skipped, so that two runs of a step give the same bits and the GPU
  *     agrees with the CPU backend to fp32 rounding. Calibration and tests use this.
  *   fast: cuDNN's own order, which for fp32 convolutions puts TF32 tensor-core and
  *     non-deterministic (atomic-add) engines first, as PyTorch does by default for
