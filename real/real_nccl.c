@@ -192,6 +192,8 @@ const hs_real_comm_ops hs_real_comm_nccl = {
 
 #include "nn/nn_cuda.h"
 #include "nn/nn_cudalib.h"
+#include "real/real_rank_tcp.h"
+#include "real/real_worker.h"
 
 #define NC_MAX_WORLD 64
 
@@ -591,7 +593,7 @@ static int bootstrap(hs_real_comm *c, const hs_real_launch *l, ncclUniqueId *id,
     while (s < 0 && !hs_deadline_past(dl)) {
       for (struct addrinfo *a = ai; a && s < 0; a = a->ai_next) {
         s = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
-        if (s >= 0 && connect(s, a->ai_addr, a->ai_addrlen)) {
+        if (s >= 0 && hs_rank_connect(s, a->ai_addr, a->ai_addrlen, hs_real_mono() + ms_left(dl) / 1000.0)) {
           close(s);
           s = -1;
         }

@@ -146,12 +146,25 @@ static int star_root(const char *what, const struct addrinfo *ai, int port, int 
   return rc;
 }
 
+int hs_rank_connect(int fd, const struct sockaddr *addr, socklen_t len, double deadline) {
+  int fl = fcntl(fd, F_GETFL);
+  if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK)) return -1;
+  int r = connect(fd, addr, len) ? -1 : 0;
+  if (r && errno == EINPROGRESS && !(r = wait_fd(fd, POLLOUT, deadline, -1))) {
+    int err = 0;
+    socklen_t el = sizeof err;
+    r = getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) || err ? -1 : 0;
+  }
+  if (!r && fcntl(fd, F_SETFL, fl)) r = -1;
+  return r;
+}
+
 static int star_leaf(const char *what, const struct addrinfo *ai, const char *addr, int port, int rank, int world,
                      double deadline, int *fds, hs_diag *d) {
   for (;;) {
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0) return hs_diag_set(d, HS_ERUNTIME, "%s: socket: %s", what, strerror(errno));
-    if (!connect(fd, ai->ai_addr, ai->ai_addrlen)) {
+    if (!hs_rank_connect(fd, ai->ai_addr, ai->ai_addrlen, deadline)) {
       nodelay(fd);
       hello h = {.magic = HELLO_MAGIC, .rank = rank, .world = world}, ok;
       int r = hs_rank_write(fd, &h, sizeof h, deadline, -1);

@@ -22,6 +22,7 @@
 #define HS_REAL_RANK_TCP_H
 
 #include <stddef.h>
+#include <sys/socket.h>
 
 #include "core/core_error.h"
 #include "real/real_comm.h"
@@ -39,6 +40,12 @@ void hs_rank_star_close(int *fds, int world);
  * deadline passed; -3 aborted. */
 int hs_rank_write(int fd, const void *p, size_t n, double deadline, int abort_fd);
 int hs_rank_read(int fd, void *p, size_t n, double deadline, int abort_fd);
+
+/* connect() by the absolute deadline (hs_real_mono): non-blocking, then polled, since a
+ * blocking connect to an address that drops SYNs waits out the kernel's retries (about two
+ * minutes) whatever the timeout. 0 connected (the socket blocking again, as its users expect),
+ * -1 refused or failed, -2 the deadline passed. */
+int hs_rank_connect(int fd, const struct sockaddr *addr, socklen_t len, double deadline);
 
 extern const hs_real_comm_ops hs_real_comm_tcp_rank;
 
