@@ -279,13 +279,17 @@ static void json_parts(hs_json *j, const char *key, const double part[3]) {
 }
 
 /* Model versions per round of the real run (one step per worker): 1 when the run is
- * synchronous (at least N - 0.1 steps per version on average: every worker steps from each
- * version), N otherwise (an asynchronous policy: each push makes a version). */
-static int64_t round_versions(hs_store *store, int64_t run, int workers) {
+ * synchronous (at least N - 0.1 steps per iteration, that is per version made, on average:
+ * every worker steps from each version), N otherwise (an asynchronous policy: each push makes a
+ * version). Counted over the versions made, not over those the steps started from: asp's
+ * workers run partly in step on one machine, so many of its versions are never started from,
+ * and the distinct versions among the steps (the count until 2026-11-28) put runs of 2 workers
+ * on either side of N - 0.1 (1.75 to 1.95 steps per distinct version). */
+static int64_t round_versions(hs_store *store, int64_t run, int workers, int64_t iterations) {
   int64_t steps, versions;
   hs_diag d = {0};
-  if (hs_store_step_version_counts(store, run, &steps, &versions, &d) || versions <= 0) return 1;
-  double per_version = (double)steps / (double)versions;
+  if (iterations <= 0 || hs_store_step_version_counts(store, run, &steps, &versions, &d)) return 1;
+  double per_version = (double)steps / (double)iterations;
   return per_version >= workers - 0.1 ? 1 : workers;
 }
 
@@ -740,7 +744,7 @@ int hs_cmd_validate(int argc, char **argv) {
 
   double ttl = NAN, real_ttl = NAN;
   double cratio = compute_ratio(store, id, &perf[0], upd, &spec);
-  int64_t per_round = round_versions(store, id, n);
+  int64_t per_round = round_versions(store, id, n, r.iterations);
   hs_iter_compare ic = {0}, wc = {0}, ac = {0};
   int crc = iter_compare(store, id, sim.id, per_round, &ic, &d);
   if (!crc && window > 1) crc = iter_compare(store, id, sim.id, per_round * window, &wc, &d);

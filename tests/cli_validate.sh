@@ -26,6 +26,7 @@ for k in run_id sim_run_id median_iter_error p95_iter_error time_to_loss_error m
   check "validate_json_$k" grep -q "\"$k\":" "$T/out"
 done
 check validate_json_not_reused grep -q '"reused": false' "$T/out"
+check validate_sync_round grep -q '"versions_per_interval": 1,' "$T/out"
 cp "$T/out" "$T/first.json"
 # The errors recomputed here from the step rows and summaries: over the intervals of one round
 # (consecutive versions both runs saw), the simulated mean time per iteration over the real
@@ -347,6 +348,10 @@ sys.exit(0 if ok else 1)
 PY
 }
 check validate_staleness_async staleness_ok
+# A round of asp is N versions (each push makes one), counted over the versions made: the
+# distinct versions its steps started from (workers partly in step) made it 1 in some runs.
+check validate_asp_round python3 -c 'import json,sys; d=json.load(open(sys.argv[1]))
+assert d["versions_per_interval"] == 2, d["versions_per_interval"]' "$T/out"
 # The simulated pushes and pulls go at the measured send/recv's speed: a step's communication is
 # at most a push and a pull each shared by both workers, plus two updates (its own and the
 # other's, queued before its pull). The ring's all-reduce bandwidth capped them before
