@@ -102,6 +102,9 @@ def main():
     if cuda and not torch.cuda.is_available():
         print("no GPU: torch.cuda.is_available() is False")
         return 77
+    if cuda:
+        # Events recorded without a stream, the graph and the side stream use the current device.
+        torch.cuda.set_device(dev)
     # A graph needs at least one warm-up step on a side stream (the momentum buffers exist
     # before capture, and lazy initialisation stays out of the graph).
     warmup = max(a.warmup, 1) if a.graph else a.warmup
@@ -143,6 +146,9 @@ def main():
         def run():
             graph.replay()
             return static_loss
+
+        # The first launch uploads the graph: untimed, as bench_gpu_nn --graph does.
+        graph.replay()
     else:
         for _ in range(warmup):
             step()

@@ -34,7 +34,7 @@ two_ranks() {
   next_port
   local r ps=()
   for r in 0 1; do
-    (RANK=$r LOCAL_RANK=$r WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port timeout 300 "$H" real "$@" \
+    (RANK=$r LOCAL_RANK=$r WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port timeout --foreground 300 "$H" real "$@" \
        >"$T/out.$r" 2>"$T/err.$r"; echo $? >"$T/rc.$r") &
     ps+=($!)
   done

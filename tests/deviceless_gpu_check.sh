@@ -39,6 +39,7 @@ check dry_run_lists_steps test "$all_listed" = 1
 check dry_run_says_complete grep -q 'the bundle holds everything' "$TMP/dry"
 check dry_run_no_missing test "$(grep -c MISSING "$TMP/dry")" = 0
 check dry_run_starts_hetsim grep -q '^ok      hetsim doctor runs' "$TMP/dry"
+check dry_run_version grep -q '^ok      VERSION' "$TMP/dry"
 check dry_run_carries_h100_json test -f "$B/tests/data/cudnn-h100-sxm5.json"
 
 # 2. A bundle without a program the steps need.
@@ -91,6 +92,12 @@ bash "$B/gpu-check.sh" --resume --from agreement --out "$TMP/res2" >"$TMP/run4" 
 check resume_again_exit_0 test $? = 0 # (the steps' failures are not run again)
 check resume_again_nothing test "$(grep -c 'done before' "$TMP/run4")" = 2
 check resume_again_no_rows test "$(awk -F'\t' 'NR > 1' "$S2" | wc -l)" = 4
+# A step whose last row is partial (a calibration stopped at its time limit, what it measured
+# stored) runs again under --resume; the others stay done.
+printf 'agreement\tpartial\t75\t10\tstopped at its time limit\n' >>"$S2"
+bash "$B/gpu-check.sh" --resume --from agreement --out "$TMP/res2" >"$TMP/run6" 2>&1
+check resume_partial_again grep -q '^step agreement (at most' "$TMP/run6"
+check resume_partial_only test "$(grep -c 'done before' "$TMP/run6")" = 1
 check dry_run_limits grep -q '^  limit: 240s' "$TMP/dry"
 bash "$B/gpu-check.sh" --dry-run --step-limit 45 --step doctor >"$TMP/dry5" 2>&1
 check dry_run_step_limit grep -q '^  limit: 45s' "$TMP/dry5"

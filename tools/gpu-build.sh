@@ -60,6 +60,8 @@ cp "$SRC/tools/gpu-check.sh" "$OUT/gpu-check.sh"
 cp "$SRC/tools/gpu-env.sh" "$OUT/gpu-env.sh"
 cp "$SRC/docs/gpu.md" "$OUT/README-gpu.md"
 cp -r "$SRC/traces" "$OUT/traces"
+# What the bundle was built from, for env.txt and the dry run (a stale bundle runs old code).
+git -C "$SRC" describe --always --dirty >"$OUT/VERSION" 2>/dev/null || echo unknown >"$OUT/VERSION"
 
 # Shared libraries still needed, except the C library's own (every Linux has a compatible one)
 # and the NVIDIA ones (they must come from the target's driver and CUDA install).

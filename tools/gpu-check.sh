@@ -5,7 +5,8 @@
 #
 #   ./gpu-check.sh                       the steps in order while the budget lasts, results in
 #                                        notebooks-data/gpu-<card>/
-#   ./gpu-check.sh --resume              the steps not run yet, and those the budget cut off
+#   ./gpu-check.sh --resume              the steps not run yet, those the budget cut off, and the
+#                                        calibrations stopped at their time limit (partial)
 #   ./gpu-check.sh --step calib-whole    one step (repeatable: --step a --step b), run again
 #   ./gpu-check.sh --from calib-whole    that step and every one after it
 #   ./gpu-check.sh --list                the steps, one a line
@@ -29,20 +30,23 @@
 # out of time, and --resume runs it later.
 #
 # Steps, in order (limit in seconds):
-#   doctor            (60) the machine (env.txt: nvidia-smi, the Python packages, the libraries
-#                     gpu-env.sh chose), hetsim doctor --json, cuDNN's device-properties JSON
+#   doctor            (60) the machine (env.txt: the bundle's version, nvidia-smi, the Python
+#                     packages, the libraries gpu-env.sh chose), hetsim doctor --json and cuDNN's
+#                     device-properties JSON (one run of its probes)
 #   deviceless        (30) cuDNN plans for every zoo convolution from that recorded JSON
 #   ctest-gpu         (240) the gpu-labelled tests (ctest -L gpu where a build tree is carried,
-#                     else the carried test programs and scripts one by one; skipped when
-#                     every one of them skipped)
+#                     else the carried test programs and scripts one by one, each at most 90 s;
+#                     skipped when every one of them skipped)
 #   bench             (120) resnet18 training throughput: hetsim eager and CUDA graph, strict
 #                     and fast math, and PyTorch (bench/torch_resnet18.py) on the same GPU: its
 #                     default math eager and as a CUDA graph, and strict math eager
-#   calib-whole       (150) calibration of the zoo on the whole GPU (calib.db, CSV exports)
+#   calib-whole       (150) calibration on the whole GPU (calib.db, CSV exports): resnet18 and
+#                     the local backend's communication first (half the time: the local step
+#                     needs them), then the rest of the zoo
 #   profile           (120) tools/hetsim_profile.py: PyTorch's step times of the same models on
 #                     the same GPU under strict math, to set against hetsim's calibration
-#   calib-partitions  (180) calibration of the zoo on three partitions of different sizes (1/8,
-#                     1/4, 1/2 of the GPU's SMs, multiples of 8)
+#   calib-partitions  (180) calibration of resnet18 (the local step's model) on three partitions
+#                     of different sizes (1/8, 1/4, 1/2 of the GPU's SMs, multiples of 8)
 #   local             (180) hetsim real --backend local: a cluster file of three partitions of
 #                     different sizes (real_device: 1/8, 1/4, 1/2 of the SMs), ssgd, localsgd
 #                     and lbb, and every worker on equal partitions; hetsim validate of each run,
@@ -52,15 +56,18 @@
 #   nccl              (90) hetsim real --backend nccl, two ranks on GPU 0 (where NCCL allows it)
 #
 # Results (one folder to commit): summary.tsv (step, status, exit code, seconds, note: the
-# failing step's last message; a step run again gets a row more, and its last row counts),
+# failing step's last message; a step run again gets a row more, and its last row counts;
+# status ok, skipped, failed, timeout, or partial: a calibration that stopped at its time limit
+# with what it measured stored, which --resume goes on with),
 # logs/STEP.log (everything each step printed), and each step's files. A failed or timed-out
 # step is recorded and the next one still runs. Exit status: 0 when every step run was ok or
-# skipped, 1 when one failed or timed out, 2 on bad usage; the dry run: 0 when the bundle holds
-# everything, 1 when something required is missing.
+# skipped, 1 when one failed, timed out or was partial, 2 on bad usage; the dry run: 0 when the
+# bundle holds everything (and, run from the repository, was built from its HEAD), 1 when
+# something required is missing or the bundle is stale.
 set -u
 
 STEPS=(doctor deviceless ctest-gpu bench calib-whole profile calib-partitions local agreement nccl)
-MODELS=mlp,cnn,resnet18,vgg16,mobilenetv2
+MODELS=resnet18,cnn,mlp,mobilenetv2,vgg16 # resnet18 first: the local step's model
 
 # limit STEP: the most seconds STEP may run (the header's list; --step-limit replaces it).
 limit() {
@@ -115,13 +122,13 @@ needs() {
 # what STEP: the commands the step runs, for --dry-run.
 what() {
   case "$1" in
-    doctor) echo "hetsim doctor --json > doctor.json; hetsim doctor --cudnn-deviceprop cudnn-deviceprop.json > doctor.txt" ;;
+    doctor) echo "hetsim doctor --json --cudnn-deviceprop cudnn-deviceprop.json > doctor.json" ;;
     deviceless) echo "HETSIM_CUDNN_DEVICEPROP=cudnn-deviceprop.json tests/test_deviceless_cudnn > deviceless.txt" ;;
-    ctest-gpu) echo "ctest -L gpu (build tree) or each tests/test_gpu_* and tests/cli_gpu_*.sh > ctest-gpu.txt" ;;
+    ctest-gpu) echo "ctest -L gpu (build tree) or each tests/test_gpu_* and tests/cli_gpu_*.sh, at most 90 s each > ctest-gpu.txt" ;;
     agreement) echo "HETSIM_CUDA_MATH=strict|fast tests/test_gpu_nn > agreement-strict.txt, agreement-fast.txt" ;;
     bench) echo "bench/bench_gpu_nn --model resnet18 --batch 256 [--graph] --json (strict, fast); python3 bench/torch_resnet18.py --math default [--graph], --math strict --json > bench.jsonl" ;;
-    calib-whole) echo "hetsim calib --device cuda:0 --model $MODELS --comm-world 3 --db calib.db --json > calib-whole.json (compute, and the local backend's all-reduce and send/recv); CSV exports" ;;
-    calib-partitions) echo "hetsim calib --device cuda:0/sm=S --model $MODELS --batches 8,16,32,64,128 --db calib.db, S = 1/8 (with --comm-world 3), 1/4, 1/2 (--no-comm) of the SMs; CSV exports" ;;
+    calib-whole) echo "hetsim calib --device cuda:0 --model resnet18 --comm-world 3 --db calib.db --json > calib-whole.json (compute, and the local backend's all-reduce and send/recv), then --model ${MODELS#resnet18,} --no-comm > calib-whole-zoo.json; CSV exports" ;;
+    calib-partitions) echo "hetsim calib --device cuda:0/sm=S --model resnet18 --batches 8,16,32,64,128 --db calib.db, S = 1/8 (with --comm-world 3), 1/4, 1/2 (--no-comm) of the SMs; CSV exports" ;;
     profile) echo "python3 tools/hetsim_profile.py --model M --device cuda:0 --math strict --out profile-M.json for M in cnn, resnet18, mobilenetv2" ;;
     local) echo "hetsim real --backend local --cluster local-parts.yaml (real_device cuda:0/sm=S, S = 1/8, 1/4, 1/2 of the SMs; ssgd, localsgd, lbb with its batches per worker) and --device cuda:0/sm=S --workers 3 ... --db local.db; hetsim validate RUN --calib calib.db --json; hetsim sim --cluster local-parts.yaml --calib calib.db --json" ;;
     nccl) echo "two ranks RANK=0,1 WORLD_SIZE=2 hetsim real --backend nccl --device cuda:0 ... (NCCL 2.30+), --db nccl.db" ;;
@@ -210,14 +217,29 @@ if [ "$DRY" = 1 ]; then
     if "$H" doctor --json >/dev/null 2>&1; then echo "ok      hetsim doctor runs"
     else echo "MISSING a hetsim that runs: \`$H doctor --json\` failed"; missing=$((missing + 1)); fi
   fi
-  for f in gpu-env.sh gpu-check.sh; do
+  for f in gpu-env.sh gpu-check.sh VERSION; do
     if [ -e "$BUNDLE/$f" ]; then echo "ok      $f"; else echo "MISSING $f"; missing=$((missing + 1)); fi
   done
+  # Run from the repository: the bundle folder and the archive beside it (what is carried) must
+  # be built from the tree as it is now, or the device would run old code.
+  repo=$(cd "$HERE/.." && pwd)
+  if [ "$BUNDLE" = "$repo/build-gpu/hetsim-gpu-bundle" ] && head=$(git -C "$repo" describe --always --dirty 2>/dev/null); then
+    for v in "folder:$(cat "$BUNDLE/VERSION" 2>/dev/null)" \
+        "archive:$(tar -xOf "$repo/build-gpu/hetsim-gpu-bundle.tar.xz" hetsim-gpu-bundle/VERSION 2>/dev/null)"; do
+      if [ "${v#*:}" = "$head" ]; then
+        echo "ok      the bundle's ${v%%:*} is of $head"
+        case $head in *-dirty) echo "note    built from a tree with changes not committed: rebuild after the last edit" ;; esac
+      else
+        echo "MISSING a fresh bundle ${v%%:*}: built from ${v#*:}, the tree is $head (make gpu-bundle)"
+        missing=$((missing + 1))
+      fi
+    done
+  fi
   for t in timeout python3; do
     if command -v "$t" >/dev/null 2>&1; then echo "ok      $t on PATH"; else echo "note    $t not on PATH here"; fi
   done
   if [ "$missing" -gt 0 ]; then
-    echo "dry run: $missing thing(s) missing from the bundle"
+    echo "dry run: $missing thing(s) missing from the bundle, or stale"
     exit 1
   fi
   echo "dry run: the bundle holds everything the steps need"
@@ -227,11 +249,17 @@ fi
 # --- one step (run by the script itself as `--internal-step NAME`, in OUT) ------------------
 
 # The card's SM count and name from doctor.json (written by the doctor step).
+# Without them (the doctor step failed or hung), PyTorch's view of GPU 0.
 gpu_field() {
   python3 - "$OUT/doctor.json" "$1" <<'PY' 2>/dev/null
 import json, sys
-g = json.load(open(sys.argv[1]))["gpus"]
-print(g[0][sys.argv[2]] if g else "")
+try:
+    g = json.load(open(sys.argv[1]))["gpus"]
+    print(g[0][sys.argv[2]])
+except Exception:
+    import torch
+    p = torch.cuda.get_device_properties(0)
+    print(p.multi_processor_count if sys.argv[2] == "sms" else p.name)
 PY
 }
 
@@ -248,9 +276,9 @@ calib_name() {
 # calib_step OUT.json SHARES ARGS...: runs `hetsim calib ARGS... --json >OUT.json` with a
 # --time-limit of 1/SHARES of what is left of the step's limit (STEP_DEADLINE, from the runner)
 # less 20 s for the exports after it, at least 10 s: calib then stops by itself, keeping what it
-# stored, before `timeout` ends the step. Returns calib's exit status, or 124 when it stopped at
-# its limit: the step is recorded as a timeout, and `--step NAME` runs it again (calib resumes
-# from the points stored).
+# stored, before `timeout` ends the step. Returns calib's exit status, or 75 when it stopped at
+# its limit: the step is recorded as partial, and --resume (or `--step NAME`) runs it again,
+# calib going on from the points stored.
 calib_step() {
   local out=$1 shares=$2 tl=() rc
   shift 2
@@ -262,7 +290,7 @@ calib_step() {
   "$H" calib "$@" ${tl[@]+"${tl[@]}"} --json >"$out" 2>"$out.err"
   rc=$?
   cat "$out.err" >&2
-  if [ "$rc" = 1 ] && grep -q "stopped at --time-limit" "$out.err"; then rc=124; fi
+  if [ "$rc" = 1 ] && grep -q "stopped at --time-limit" "$out.err"; then rc=75; fi
   rm -f "$out.err"
   return $rc
 }
@@ -275,18 +303,18 @@ export_calib() {
   done
 }
 
-run_tests() { # each gpu test program and script; 77 is skipped, and so is the step when all are
+run_tests() { # each gpu test program and script, at most 90 s; 77 is skipped, and so is the step when all are
   local f rc failed=0 passed=0
   for f in "$BUNDLE"/tests/test_gpu_*; do
     [ -x "$f" ] || continue
     echo "=== $(basename "$f")"
-    (cd "$BUNDLE" && HETSIM_SOURCE_DIR="$BUNDLE" "$f"); rc=$?
+    (cd "$BUNDLE" && HETSIM_SOURCE_DIR="$BUNDLE" timeout -k 5 90 "$f"); rc=$?
     echo "=== $(basename "$f"): exit $rc"
     case $rc in 0) passed=$((passed + 1)) ;; 77) ;; *) failed=$((failed + 1)) ;; esac
   done
   for f in "$BUNDLE"/tests/cli_gpu_*.sh; do
     echo "=== $(basename "$f")"
-    bash "$f" "$H" "$BUNDLE"; rc=$?
+    timeout -k 5 90 bash "$f" "$H" "$BUNDLE"; rc=$?
     echo "=== $(basename "$f"): exit $rc"
     case $rc in 0) passed=$((passed + 1)) ;; 77) ;; *) failed=$((failed + 1)) ;; esac
   done
@@ -299,6 +327,7 @@ run_tests() { # each gpu test program and script; 77 is skipped, and so is the s
 # bench and profile steps use and that hold the libraries, and what gpu-env.sh chose.
 machine() {
   echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  echo "bundle: $(cat "$BUNDLE/VERSION" 2>/dev/null || echo "no VERSION")"
   echo "uname: $(uname -a)"
   echo "glibc: $(getconf GNU_LIBC_VERSION 2>/dev/null)"
   local v
@@ -327,6 +356,8 @@ for d in ("nvidia-cudnn-cu13", "nvidia-nccl-cu13", "nvidia-cublas", "nvidia-cuda
 PY
   echo "--- ldd hetsim"
   ldd "$H" 2>&1
+  echo "--- libcuda on the loader path"
+  { ldconfig -p || /sbin/ldconfig -p; } 2>/dev/null | grep libcuda
 }
 
 step_body() {
@@ -334,10 +365,11 @@ step_body() {
     doctor)
       local rc
       machine >env.txt 2>&1
-      "$H" doctor --json >doctor.json || return 1
-      "$H" doctor --cudnn-deviceprop cudnn-deviceprop.json >doctor.txt 2>&1
+      # One run of the probes: the report and cuDNN's device properties together.
+      "$H" doctor --json --cudnn-deviceprop cudnn-deviceprop.json >doctor.json 2>doctor.err
       rc=$?
-      cat doctor.txt
+      cat doctor.json doctor.err # why it failed last, for the summary's note
+      rm -f doctor.err
       return $rc
       ;;
     deviceless)
@@ -391,12 +423,18 @@ step_body() {
       return $rc
       ;;
     calib-whole)
-      # --comm-world 3: the local backend's all-reduce over three nets, as the local step's
-      # three-worker runs share gradients (validate reads it; real/real_comm_calib.h).
-      # A failure (of the communication part, say) keeps the points stored so far: exported too.
-      local rc=0
-      calib_step calib-whole.json 1 --device cuda:0 --model "$MODELS" --max-reps 20 --comm-world 3 --db calib.db ||
-        rc=$?
+      # First what the local step needs, in half the time: resnet18, and with it (calib times
+      # communication after the models) the local backend's all-reduce over three nets, as the
+      # local step's three-worker runs share gradients (validate reads it; real_comm_calib.h).
+      # Then the rest of the zoo, compute only. A failure keeps the points stored so far: they
+      # are exported too. Partial (75) when either stopped at its share of the time.
+      local rc=0 r
+      calib_step calib-whole.json 2 --device cuda:0 --model resnet18 --max-reps 20 --comm-world 3 --db calib.db
+      r=$?
+      [ "$r" != 0 ] && rc=$r
+      calib_step calib-whole-zoo.json 1 --device cuda:0 --model "${MODELS#resnet18,}" --max-reps 20 --no-comm --db calib.db
+      r=$?
+      if [ "$r" = 75 ] && [ "$rc" = 0 ]; then rc=75; elif [ "$r" != 0 ] && [ "$r" != 75 ]; then rc=$r; fi
       [ -f calib.db ] && { export_calib || { [ "$rc" = 0 ] && rc=1; }; }
       return $rc
       ;;
@@ -407,16 +445,17 @@ step_body() {
       # The smallest partition also times the local backend's all-reduce over three nets of its
       # size (the local step's three workers on one partition size); three nets of the larger
       # ones do not fit on the GPU together, so those time compute only.
-      # Each partition gets an equal share of the time left; one stopped at its share makes the
-      # step's status a timeout (124).
+      # resnet18 only (the local step's model: a minute or less a partition does not cover the
+      # zoo). Each partition gets an equal share of the time left; one stopped at its share
+      # makes the step partial (75), unless another failed.
       local comm r shares=3
       for s in $(part "$sms" 8) $(part "$sms" 4) $(part "$sms" 2); do
         comm=(--no-comm)
         [ "$s" = "$(part "$sms" 8)" ] && comm=(--comm-world 3)
-        calib_step "calib-sm$s.json" "$shares" --device "cuda:0/sm=$s" --model "$MODELS" --batches 8,16,32,64,128 \
+        calib_step "calib-sm$s.json" "$shares" --device "cuda:0/sm=$s" --model resnet18 --batches 8,16,32,64,128 \
           --max-reps 20 "${comm[@]}" --db calib.db
         r=$?
-        if [ "$r" = 124 ]; then rc=124; elif [ "$r" != 0 ] && [ "$rc" = 0 ]; then rc=1; fi
+        if [ "$r" = 75 ] && [ "$rc" = 0 ]; then rc=75; elif [ "$r" != 0 ] && [ "$r" != 75 ]; then rc=1; fi
         shares=$((shares - 1))
       done
       export_calib || { [ "$rc" = 0 ] && rc=1; }
@@ -570,11 +609,11 @@ fi
 [ -f "$SUMMARY" ] || printf 'step\tstatus\texit\tseconds\tnote\n' >"$SUMMARY"
 echo "results: $OUT (budget ${BUDGET}s${STEP_LIMIT:+, at most ${STEP_LIMIT}s a step})"
 
-# done_before STEP: the summary's last row for STEP says it ran, or skipped for a reason other
-# than time (--resume leaves it out).
+# done_before STEP: the summary's last row for STEP says it ran to an end, or skipped for a
+# reason other than time (--resume leaves it out; a partial calibration it runs again).
 done_before() {
   awk -F'\t' -v s="$1" 'NR > 1 && $1 == s {st = $2; note = $5}
-    END {exit !(st != "" && !(st == "skipped" && note ~ /^out of time/))}' "$SUMMARY"
+    END {exit !(st != "" && st != "partial" && !(st == "skipped" && note ~ /^out of time/))}' "$SUMMARY"
 }
 
 # pack: the results folder as one .tar.gz (--pack), written beside and then moved into place.
@@ -603,12 +642,14 @@ while read -r s; do
   echo "step $s (at most ${limit}s) ..."
   t0=$(date +%s)
   STEP_DEADLINE=$(( $(date +%s) + limit )) \
-    timeout -k 15 "$limit" bash "$0" --internal-step "$s" --bundle "$BUNDLE" --out "$OUT" >"$OUT/logs/$s.log" 2>&1
+    timeout -k 15 "$limit" bash "$0" --internal-step "$s" --bundle "$BUNDLE" --out "$OUT" >"$OUT/logs/$s.log" 2>&1 \
+    </dev/null # (the loop's own input is the list of steps)
   rc=$?
   secs=$(( $(date +%s) - t0 ))
   case $rc in
     0) status=ok ;;
     77) status=skipped ;;
+    75) status=partial ;;
     124 | 137) status=timeout ;;
     *) status=failed ;;
   esac
@@ -616,8 +657,9 @@ while read -r s; do
   if [ "$status" != ok ]; then
     note=$(grep -v '^[[:space:]]*$' "$OUT/logs/$s.log" | tail -1 | tr '\t' ' ' | cut -c1-300)
     [ "$status" = timeout ] && note="stopped after ${limit}s; last output: $note"
+    [ "$status" = partial ] && note="stopped at its time limit, what it measured stored (--resume goes on); $note"
   fi
-  case $status in timeout | failed) worst=1 ;; esac
+  case $status in timeout | failed | partial) worst=1 ;; esac
   printf '%s\t%s\t%s\t%s\t%s\n' "$s" "$status" "$rc" "$secs" "$note" >>"$SUMMARY"
   echo "step $s: $status in ${secs}s${note:+ ($note)}"
   pack

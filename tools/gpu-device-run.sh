@@ -40,6 +40,7 @@ B=$WORK/bundle/hetsim-gpu-bundle
 [ -f "$B/gpu-check.sh" ] || { echo "gpu-device-run.sh: $ARCHIVE holds no hetsim-gpu-bundle/gpu-check.sh" >&2; exit 2; }
 
 cd "$B" || exit 2
+echo "bundle: $(cat VERSION 2>/dev/null || echo "no VERSION (an old bundle)")"
 . ./gpu-env.sh
 pack=()
 [ -n "${OUT:-}" ] && pack=(--pack "$OUT/gpu-check.tar.gz")

@@ -62,7 +62,20 @@ for _hs_pair in HETSIM_CUDNN_PATH:libcudnn.so.9 HETSIM_NCCL_PATH:libnccl.so.2 HE
 done
 # cuBLASLt and the CUDA 13 wheels' shared folder (nvidia/cu13/lib), which cuDNN needs.
 if _hs_dir=$(_hs_find libcublasLt.so.13); then _hs_ld="$_hs_ld:$_hs_dir"; fi
+# The driver's libcuda.so.1 where the loader does not find it (a container with the driver
+# mounted at /usr/local/nvidia and no ldconfig entry): at the end of the path.
+if ! { ldconfig -p || /sbin/ldconfig -p; } 2>/dev/null | grep -q 'libcuda\.so\.1 '; then
+  for _hs_d in /usr/local/nvidia/lib64 /usr/local/nvidia/lib /usr/lib/wsl/lib; do
+    case ":${LD_LIBRARY_PATH:-}:" in *":$_hs_d:"*) continue ;; esac
+    if [ -e "$_hs_d/libcuda.so.1" ]; then
+      _hs_tail="$_hs_d"
+      echo "hetsim: libcuda.so.1 from $_hs_d (not on the loader's path)" >&2
+      break
+    fi
+  done
+fi
 _hs_ld=${_hs_ld#:}
 if [ -n "$_hs_ld" ]; then export LD_LIBRARY_PATH="$_hs_ld${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"; fi
-unset _hs_here _hs_sites _hs_sys _hs_d _hs_ld _hs_pair _hs_var _hs_so _hs_dir
+if [ -n "${_hs_tail:-}" ]; then export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$_hs_tail"; fi
+unset _hs_here _hs_sites _hs_sys _hs_d _hs_ld _hs_pair _hs_var _hs_so _hs_dir _hs_tail
 unset -f _hs_find

@@ -486,6 +486,8 @@ class ModelSpec:
             except ImportError as e:
                 raise UsageError(f"--model {spec}: cannot import torchvision ({e}; Debian: "
                                  "apt-get install python3-torchvision)")
+            except Exception as e:  # built for another torch: RuntimeError on import
+                raise UsageError(f"--model {spec}: torchvision does not load with this torch ({e})")
             fn = tvm
             for part in self.name_default.split("."):
                 fn = getattr(fn, part, None)
@@ -1023,6 +1025,9 @@ def set_math(math):
     conv = _new_precision_api()
     if conv is not None:
         conv.fp32_precision = "ieee"
+        rnn = getattr(torch.backends.cudnn, "rnn", None)  # as the legacy allow_tf32 covered it
+        if rnn is not None and hasattr(rnn, "fp32_precision"):
+            rnn.fp32_precision = "ieee"
         torch.backends.cuda.matmul.fp32_precision = "ieee"
     else:
         torch.backends.cudnn.allow_tf32 = False
@@ -1764,9 +1769,13 @@ def run(a):
         "python": platform.python_version(),
         "command": [os.path.basename(sys.argv[0])] + (sys.argv[1:] if sys.argv else []),
     }
-    with contextlib.suppress(ImportError):
+    try:
         import torchvision
         extra["torchvision_version"] = torchvision.__version__
+    except ImportError:
+        pass
+    except Exception as e:  # a torchvision built for another torch fails with RuntimeError
+        extra["torchvision_version"] = f"not importable: {e}"
     if tr:
         extra["torchrun"] = {"world_size": tr[1]}
     if curves is not None:
