@@ -17,7 +17,9 @@
  * ids of sub-communicators, the headers of point-to-point transfers, and goodbyes. A socket that
  * closes without a goodbye means its process died: the peer is marked dead (rank 0 tells the
  * others), every wait in progress or to come fails with a message naming the rank, and the NCCL
- * communicators are aborted (ncclCommAbort).
+ * communicators are aborted (ncclCommAbort). A rank whose own run failed (its communicators
+ * aborted) says so in place of the goodbye, and its peers treat it as dead at once rather than
+ * wait for it until their timeout.
  *
  * NCCL: communicators are created non-blocking (ncclCommInitRankConfig, blocking = 0) and their
  * state polled (ncclCommGetAsyncError) until ready, a dead peer, abort or the deadline, which
@@ -197,7 +199,9 @@ const hs_real_comm_ops hs_real_comm_nccl = {
 
 #define NC_MAX_WORLD 64
 
-enum { MSG_HELLO = 1, MSG_UID = 2, MSG_SUBUID = 3, MSG_P2P = 4, MSG_DEAD = 5, MSG_BYE = 6 };
+/* MSG_DEAD: rank n is gone (tag 1: it failed and left, 0: its connection dropped); MSG_FAILED:
+ * the sender's own run failed and it is leaving (a goodbye after which it is gone). */
+enum { MSG_HELLO = 1, MSG_UID = 2, MSG_SUBUID = 3, MSG_P2P = 4, MSG_DEAD = 5, MSG_BYE = 6, MSG_FAILED = 7 };
 
 /* One frame on the wire, followed by len payload bytes (at most sizeof(ncclUniqueId)). Both ends
  * are this same program on hosts of one byte order; fields are fixed-size. */
@@ -312,6 +316,28 @@ static void mark_dead(hs_real_comm *c, int rank, const char *why) {
   pthread_mutex_unlock(&c->mu);
 }
 
+/* The peer at the other end of a reader's socket is gone (failed: it said its run failed;
+ * else its connection dropped): marked dead unless this rank is closing itself, and rank 0 tells
+ * the others. */
+static void peer_gone(hs_real_comm *c, int peer, int failed) {
+  pthread_mutex_lock(&c->mu);
+  int closing = c->closing;
+  pthread_mutex_unlock(&c->mu);
+  if (closing) return;
+  char why[128];
+  if (failed) snprintf(why, sizeof why, "rank %d failed and left the run", peer);
+  else snprintf(why, sizeof why, "rank %d closed its control connection without saying goodbye (its process died?)", peer);
+  mark_dead(c, peer, why);
+  if (c->rank == 0) {
+    nc_frame f = {.src = 0, .kind = MSG_DEAD, .n = peer, .tag = (uint64_t)failed};
+    for (int i = 1; i < c->world; i++)
+      if (i != peer) {
+        f.dst = i;
+        (void)send_frame(c, i, &f, NULL);
+      }
+  }
+}
+
 static void *reader_main(void *p) {
   nc_reader *r = p;
   hs_real_comm *c = r->c;
@@ -325,23 +351,7 @@ static void *reader_main(void *p) {
     if (read_all(fd, &m->f, sizeof m->f, NULL) || m->f.len < 0 || m->f.len > (int)sizeof m->data ||
         (m->f.len > 0 && read_all(fd, m->data, (size_t)m->f.len, NULL))) {
       free(m);
-      pthread_mutex_lock(&c->mu);
-      int closing = c->closing;
-      pthread_mutex_unlock(&c->mu);
-      if (!closing) {
-        char why[128];
-        snprintf(why, sizeof why, "rank %d closed its control connection without saying goodbye (its process died?)",
-                 r->peer);
-        mark_dead(c, r->peer, why);
-        if (c->rank == 0) { /* tell the others */
-          nc_frame f = {.src = 0, .kind = MSG_DEAD, .n = r->peer};
-          for (int i = 1; i < c->world; i++)
-            if (i != r->peer) {
-              f.dst = i;
-              (void)send_frame(c, i, &f, NULL);
-            }
-        }
-      }
+      peer_gone(c, r->peer, 0);
       break;
     }
     if (m->f.dst != c->rank) { /* rank 0 relays */
@@ -351,14 +361,17 @@ static void *reader_main(void *p) {
     }
     if (m->f.kind == MSG_DEAD) {
       char why[128];
-      snprintf(why, sizeof why, "rank %lld's process died (rank 0 lost its control connection)", (long long)m->f.n);
+      if (m->f.tag) snprintf(why, sizeof why, "rank %lld failed and left the run (rank 0 says)", (long long)m->f.n);
+      else snprintf(why, sizeof why, "rank %lld's process died (rank 0 lost its control connection)", (long long)m->f.n);
       mark_dead(c, (int)m->f.n, why);
       free(m);
       continue;
     }
-    if (m->f.kind == MSG_BYE) {
+    if (m->f.kind == MSG_BYE || m->f.kind == MSG_FAILED) {
+      int failed = m->f.kind == MSG_FAILED;
       free(m);
-      break; /* the peer ended normally; its EOF is expected */
+      if (failed) peer_gone(c, r->peer, 1);
+      break; /* the peer has left; its EOF is expected */
     }
     pthread_mutex_lock(&c->mu);
     nc_msg **q = &c->inbox;
@@ -687,10 +700,10 @@ static void rank_close(hs_real_comm *c) {
   if (c->stream) (void)cudaStreamDestroy(c->stream);
   if (c->bounce) (void)cudaFree(c->bounce);
   if (c->one) (void)cudaFree(c->one);
-  /* Goodbye, then wake the readers. */
+  /* Goodbye (or, after a failure, "failed"), then wake the readers. */
   for (int i = 0; i < c->world; i++)
     if (c->sock[i] >= 0) {
-      nc_frame f = {.src = c->rank, .dst = i, .kind = MSG_BYE};
+      nc_frame f = {.src = c->rank, .dst = i, .kind = clean && !c->comms_aborted ? MSG_BYE : MSG_FAILED};
       (void)send_frame(c, i, &f, NULL);
       shutdown(c->sock[i], SHUT_RDWR);
     }

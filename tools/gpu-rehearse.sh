@@ -97,14 +97,24 @@ for v in HETSIM_CUDNN_PATH HETSIM_NCCL_PATH HETSIM_CUBLAS_PATH; do
   if [[ "$chosen" == "$site"/nvidia/* ]]; then ok "gpu-env.sh: $v=$chosen"; else bad "gpu-env.sh: $v=${chosen:-unset}, not under $site/nvidia"; fi
 done
 res=$(ls -d "$T"/work/notebooks-data/gpu-* 2>/dev/null | head -1)
-if [ -n "$res" ] && [ -f "$res/doctor.txt" ]; then
+if [ -n "$res" ] && [ -f "$res/doctor.json" ]; then
+  # One line per library ("ok cuDNN 9.19.0 PATH"), and the GPU check's status, from doctor's JSON.
+  dj=$(python3 - "$res/doctor.json" <<'PY' 2>&1
+import json, sys
+for c in json.load(open(sys.argv[1]))["checks"]:
+    if c["section"] == "library" and c["name"] in ("cuBLAS", "cuDNN", "NCCL"):
+        print(c["status"], c["name"], c["version"], c["path"])
+    if c["section"] == "gpu" and c["name"] == "GPU":
+        print(c["status"], "GPU")
+PY
+)
   for lib in cuBLAS cuDNN NCCL; do
-    line=$(grep -E "^(ok|missing) +$lib [0-9(]" "$res/doctor.txt" | head -1)
+    line=$(grep -E "^[a-z]+ $lib " <<<"$dj" | head -1)
     if [[ "$line" == ok* && "$line" == *"$site"/nvidia/* ]]; then ok "doctor: $line"; else bad "doctor: ${line:-no $lib line}"; fi
   done
-  if grep -q "^missing GPU" "$res/doctor.txt"; then ok "doctor: no GPU here, as expected"; else bad "doctor found a GPU without a driver?"; fi
+  if grep -q "^missing GPU" <<<"$dj"; then ok "doctor: no GPU here, as expected"; else bad "doctor found a GPU without a driver?"; fi
 else
-  bad "no results folder with doctor.txt under $T/work/notebooks-data"
+  bad "no results folder with doctor.json under $T/work/notebooks-data"
 fi
 steps=$(bash "$REPO/tools/gpu-check.sh" --list | wc -l)
 rows=$([ -n "$res" ] && tail -n +2 "$res/summary.tsv" | cut -f1 | sort -u | wc -l)
