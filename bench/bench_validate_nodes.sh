@@ -20,23 +20,19 @@ T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 "$H" calib --device cpu --model mlp --batches 8,16,32,48 --db "$T/v.db" --max-reps 6 --min-reps 3 --warmup 1 \
   --comm-max 256KiB >/dev/null 2>&1
-cat >"$T/n1.yaml" <<'YAML'
-name: one-node
-network: {bandwidth: 1Gbps, latency: 50us}
-device_types:
-  c: {compute: {t0: 1ms, per_sample: 0.1ms}}
-nodes:
-  - {name: n0, link: {bandwidth: 8GB/s, latency: 5us}, devices: [{type: c, count: 2}]}
-YAML
-cat >"$T/n2.yaml" <<'YAML'
-name: two-nodes
-network: {bandwidth: 1Gbps, latency: 50us}
-device_types:
-  c: {compute: {t0: 1ms, per_sample: 0.1ms}}
-nodes:
-  - {name: n0, link: {bandwidth: 8GB/s, latency: 5us}, devices: [{type: c, count: 1}]}
-  - {name: n1, link: {bandwidth: 8GB/s, latency: 5us}, devices: [{type: c, count: 1}]}
-YAML
+# cluster NODES: two cpu workers, on one node or one on each of two (a 1 Gbps network).
+cluster() {
+  echo "name: nodes-$1"
+  echo "network: {bandwidth: 1Gbps, latency: 50us}"
+  echo "device_types:"
+  echo "  c: {compute: {t0: 1ms, per_sample: 0.1ms}}"
+  echo "nodes:"
+  for k in $(seq 0 $(($1 - 1))); do
+    echo "  - {name: n$k, link: {bandwidth: 8GB/s, latency: 5us}, devices: [{type: c, count: $((2 / $1))}]}"
+  done
+}
+cluster 1 >"$T/n1.yaml"
+cluster 2 >"$T/n2.yaml"
 printf "nodes\tseed\treal_comm_ms\tsim_comm_ms\tmean_iter_error"
 if [ -n "$OTHER" ]; then printf "\tother_sim_comm_ms\tother_mean_iter_error"; fi
 printf "\n"
