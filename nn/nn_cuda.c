@@ -49,6 +49,20 @@
 #include "nn/nn_cuda_plan.h"
 #include "nn/nn_cudalib.h"
 
+int hs_cuda_stream_drained(void *stream, double within_s) {
+  struct timespec dl;
+  hs_deadline_in(&dl, within_s);
+  for (;;) {
+    cudaError_t e = cudaStreamQuery((cudaStream_t)stream);
+    if (e != cudaErrorNotReady) {
+      (void)cudaGetLastError(); /* a failed stream has ended its work too */
+      return 1;
+    }
+    if (hs_deadline_past(&dl)) return 0;
+    nanosleep(&(struct timespec){0, 50000}, NULL);
+  }
+}
+
 #if HETSIM_HAVE_CUDNN
 
 /* cuBLAS workspace: set explicitly so that no call allocates inside a CUDA graph capture (the
@@ -696,23 +710,6 @@ static int cuda_open(hs_net *n, const float *init, hs_diag *d) {
 /* How long close waits for the net's queued work to end. */
 #define CLOSE_DRAIN_S 60.0
 
-/* 1 once the stream has nothing left to run (or has failed, which ends its work too), 0 when
- * it still runs after within_s: polled, since cudaStreamSynchronize would wait for a kernel
- * that never ends. */
-static int stream_drained(cudaStream_t st, double within_s) {
-  struct timespec dl;
-  hs_deadline_in(&dl, within_s);
-  for (;;) {
-    cudaError_t e = cudaStreamQuery(st);
-    if (e != cudaErrorNotReady) {
-      (void)cudaGetLastError();
-      return 1;
-    }
-    if (hs_deadline_past(&dl)) return 0;
-    nanosleep(&(struct timespec){0, 100000}, NULL);
-  }
-}
-
 static void cuda_close(hs_net *n) {
   cu_net *cn = n->impl;
   if (!cn) return;
@@ -724,7 +721,7 @@ static void cuda_close(hs_net *n) {
   } else if (cn->stream) {
     (void)cudaSetDevice(cn->device);
   }
-  if (cn->stream && !stream_drained(cn->stream, CLOSE_DRAIN_S)) {
+  if (cn->stream && !hs_cuda_stream_drained(cn->stream, CLOSE_DRAIN_S)) {
     /* The device never finished the net's work: its memory, handles, plans, context and SM
      * groups stay to the process's exit, since freeing any of them would wait for that work. */
     if (cn->ctx) (void)cn->drv->cuCtxSetCurrent(prev == cn->ctx ? NULL : prev);
@@ -1285,6 +1282,12 @@ int hs_net_cuda_record_owner(const void *dev_ptr, void **event, hs_diag *d) {
 #endif /* HETSIM_HAVE_CUDNN */
 
 #else /* !HETSIM_HAVE_CUDA */
+
+int hs_cuda_stream_drained(void *stream, double within_s) {
+  (void)stream;
+  (void)within_s;
+  return 1;
+}
 
 int hs_net_cuda_capture_step(hs_net *n, const hs_sgd *opt, hs_diag *d) {
   (void)n;

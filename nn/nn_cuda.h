@@ -50,4 +50,10 @@ const char *hs_net_cuda_math(const hs_net *n);
  * HS_ENOTFOUND when no open cuda net holds dev_ptr. Thread-safe. */
 int hs_net_cuda_record_owner(const void *dev_ptr, void **event, hs_diag *d);
 
+/* 1 once the CUDA stream (a cudaStream_t, in the calling thread's current context) has nothing
+ * left to run, or has failed (which ends its work too); 0 when it still runs after within_s
+ * seconds. Polled, never cudaStreamSynchronize, so that a kernel that does not end cannot hang
+ * the caller. 1 in a build without CUDA. */
+int hs_cuda_stream_drained(void *stream, double within_s);
+
 #endif

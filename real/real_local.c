@@ -99,21 +99,6 @@ static int rt_fail(const hs_real_comm *c, cudaError_t e, const char *what, hs_di
                      "local comm (%s): %s: %s", c->device, what, cudaGetErrorString(e));
 }
 
-/* Polls the reduction stream (primary context current) until the device has done its work, or
- * until within_s have passed: 0 when done, HS_ERUNTIME when not, or the device's error. Never a
- * cudaStreamSynchronize, which would wait for a kernel that does not end. */
-static int drain(hs_real_comm *c, double within_s) {
-  struct timespec dl;
-  hs_deadline_in(&dl, within_s);
-  for (;;) {
-    cudaError_t e = cudaStreamQuery(c->stream);
-    if (e == cudaSuccess) return 0;
-    if (e != cudaErrorNotReady) return HS_ERUNTIME;
-    if (hs_deadline_past(&dl)) return HS_ERUNTIME;
-    nanosleep(&(struct timespec){0, 50000}, NULL);
-  }
-}
-
 /* "cuda:I" or "cuda:I/sm=N" -> I. */
 static int device_ordinal(const char *dev, int *ordinal, hs_diag *d) {
   const char *why = "expected \"cuda:I\" or \"cuda:I/sm=N\"";
@@ -145,7 +130,7 @@ static void local_close(hs_real_comm *c) {
     CUcontext prev = NULL;
     (void)c->drv->cuCtxGetCurrent(&prev);
     if (c->drv->cuCtxSetCurrent(c->primary) == CUDA_SUCCESS) {
-      if (c->stream && drain(c, c->cfg.timeout_s)) c->wedged = 1;
+      if (c->stream && !hs_cuda_stream_drained(c->stream, c->cfg.timeout_s)) c->wedged = 1;
       if (c->stream) (void)cudaStreamDestroy(c->stream); /* returns at once; freed when idle */
       while (c->pool && !c->wedged) {
         lc_buf *b = c->pool;
@@ -303,7 +288,7 @@ static int reduce(hs_real_comm *c, lc_slot *s, const struct timespec *dl, hs_dia
     /* After a failure the stream may still use the vector: it is freed once the device is done
      * with it (bounded), or else left allocated and the backend marked wedged, so that no later
      * all-reduce starts and local_close frees nothing the stream may still touch. */
-    if (rc && !drain(c, c->cfg.timeout_s)) (void)cudaFree(b->p), free(b);
+    if (rc && hs_cuda_stream_drained(c->stream, c->cfg.timeout_s)) (void)cudaFree(b->p), free(b);
     else if (rc) {
       pthread_mutex_lock(&c->mu);
       c->wedged = 1;
