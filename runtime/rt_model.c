@@ -74,14 +74,19 @@ void hs_runtime_model_allreduced(hs_runtime_model *m, hs_comm_what what, const f
   else memcpy(m->global, red, (size_t)m->P * sizeof *m->global);
 }
 
+/* y *= a, blocked as the vec_ functions (one array: nothing to alias). */
+static void scale_in_place(float *y, float a, int64_t n) {
+  int64_t i = 0;
+  for (; i + VBLOCK <= n; i += VBLOCK)
+    for (int k = 0; k < VBLOCK; k++) y[i + k] *= a;
+  for (; i < n; i++) y[i] *= a;
+}
+
 void hs_runtime_model_push(hs_runtime_model *m, hs_comm_what what, hs_ps_mode mode, float *buf, double batch,
                            double weight, double lr) {
   int64_t P = m->P;
   /* The server scales what arrives (after decompression) by the push's weight. */
-  if (weight > 0 && weight != 1) {
-    float wt = (float)weight;
-    for (int64_t j = 0; j < P; j++) buf[j] *= wt;
-  }
+  if (weight > 0 && weight != 1) scale_in_place(buf, (float)weight, P);
   if (mode == HS_PS_ACCUMULATE) {
     float s = what == HS_COMM_GRAD ? (float)batch : 1.0f;
     hs_runtime_vec_axpy(m->acc, buf, s, P);
@@ -104,10 +109,40 @@ void hs_runtime_model_apply(hs_runtime_model *m, double lr) {
   m->acc_w = 0;
 }
 
-void hs_runtime_model_delta(float *delta, const float *x, float *base, int64_t n) {
-  for (int64_t j = 0; j < n; j++) {
-    float v = x[j];
-    delta[j] = v - base[j];
-    base[j] = v;
+/* The two cases of hs_runtime_model_delta, blocked as the vec_ functions: with restrict-qualified
+ * arrays that do not overlap GCC vectorises the blocks (the plain loop, which had to allow for
+ * any overlap, ran one float at a time: 7.5% of a real ashl run's samples, 2026-11-28). */
+static void delta_in_place(float *restrict x, float *restrict base, int64_t n) {
+  int64_t i = 0;
+  for (; i + VBLOCK <= n; i += VBLOCK)
+    for (int k = 0; k < VBLOCK; k++) {
+      float v = x[i + k];
+      x[i + k] = v - base[i + k];
+      base[i + k] = v;
+    }
+  for (; i < n; i++) {
+    float v = x[i];
+    x[i] = v - base[i];
+    base[i] = v;
   }
+}
+
+static void delta_apart(float *restrict delta, const float *restrict x, float *restrict base, int64_t n) {
+  int64_t i = 0;
+  for (; i + VBLOCK <= n; i += VBLOCK)
+    for (int k = 0; k < VBLOCK; k++) {
+      float v = x[i + k];
+      delta[i + k] = v - base[i + k];
+      base[i + k] = v;
+    }
+  for (; i < n; i++) {
+    float v = x[i];
+    delta[i] = v - base[i];
+    base[i] = v;
+  }
+}
+
+void hs_runtime_model_delta(float *delta, const float *x, float *base, int64_t n) {
+  if (delta == x) delta_in_place(delta, base, n);
+  else delta_apart(delta, x, base, n);
 }

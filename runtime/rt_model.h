@@ -64,7 +64,8 @@ void hs_runtime_model_push(hs_runtime_model *m, hs_comm_what what, hs_ps_mode mo
 /* Applies the accumulated pushes (nothing when none) and empties the accumulator. */
 void hs_runtime_model_apply(hs_runtime_model *m, double lr);
 
-/* delta = x - base, then base = x (n floats); delta may be x itself (in place). */
+/* delta = x - base, then base = x (n floats); delta is x itself (in place), or overlaps neither
+ * x nor base; base overlaps neither. */
 void hs_runtime_model_delta(float *delta, const float *x, float *base, int64_t n);
 
 #endif
