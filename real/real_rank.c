@@ -296,8 +296,7 @@ static int do_push(exec *e, const cmd *c, double *dur, hs_diag *d) {
   if (c->m.what == HS_COMM_GRAD) {
     rc = hs_net_get_grads(e->tw.net, e->host, d);
   } else {
-    rc = hs_net_get_params(e->tw.net, e->host, d);
-    if (!rc) hs_runtime_model_delta(e->host, e->host, e->base, e->P);
+    rc = hs_real_worker_model_delta(&e->tw, e->host, e->base, e->P, d);
   }
   if (rc) return rc;
   double t0 = hs_real_mono();

@@ -499,8 +499,7 @@ static int do_push(real *s, int w, rop *op, hs_diag *d) {
   } else {
     /* The progress since the last sync or push; the base moves to the model sent. */
     rc = settle_base(x, d);
-    if (!rc) rc = hs_net_get_params(x->tw.net, x->host, d);
-    if (!rc) hs_runtime_model_delta(x->host, x->host, x->base, s->P);
+    if (!rc) rc = hs_real_worker_model_delta(&x->tw, x->host, x->base, s->P, d);
   }
   /* A compressed update (gradient or model delta): the server receives what the compressor
    * lets through, as in the simulator's proxy model. */

@@ -7,6 +7,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "runtime/rt_model.h"
+
 double hs_real_mono(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -112,4 +114,14 @@ void hs_real_worker_free(hs_real_worker *w) {
   w->x = NULL;
   w->y = NULL;
   w->cap = 0;
+}
+
+int hs_real_worker_model_delta(hs_real_worker *w, float *out, float *base, int64_t P, hs_diag *d) {
+  if (!strcmp(hs_net_backend(w->net), "cpu")) {
+    hs_runtime_model_delta(out, hs_net_params(w->net), base, P);
+    return 0;
+  }
+  int rc = hs_net_get_params(w->net, out, d);
+  if (!rc) hs_runtime_model_delta(out, out, base, P);
+  return rc;
 }

@@ -60,6 +60,11 @@ int hs_real_sleep(double slow, double sec, double timeout, hs_real_stopped_fn *s
 int hs_real_worker_compress(hs_real_worker *w, const hs_compressor *c, double ratio, float *g, int64_t n,
                             uint64_t seed, int worker, hs_diag *d);
 
+/* The worker's progress for a MODEL push: out = its net's parameters - base, then base = the
+ * parameters (P floats each, host memory). A host net's parameters are read where they are (one
+ * pass); a device net's are copied out into out first. */
+int hs_real_worker_model_delta(hs_real_worker *w, float *out, float *base, int64_t P, hs_diag *d);
+
 /* Frees the batch buffers and the compressor state (not the net). */
 void hs_real_worker_free(hs_real_worker *w);
 
