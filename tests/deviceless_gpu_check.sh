@@ -132,4 +132,19 @@ if (cd "$B" && HETSIM_SOURCE_DIR="$B" tests/test_gpu_probe >/dev/null 2>&1); [ $
   check no_gpu_bench_skipped test "$(awk -F'\t' '$1 == "bench" {print $2}' "$S4")" = skipped
   check no_gpu_bench_jsonl_empty test ! -s "$TMP/res4/bench.jsonl"
 fi
+# 9. Nothing a step started outlives it: a test program that leaves a process behind in a
+# process group of its own (as an inner `timeout` makes), which the step's timeout does not
+# reach, finds it ended once the step is over (each step runs in a session of its own).
+if command -v setsid >/dev/null; then
+  cat >"$B/tests/test_gpu_probe" <<'SH'
+#!/usr/bin/env bash
+timeout 300 sleep 300 >/dev/null 2>&1 &
+echo $! >"$LEFT_PID"
+exit 77
+SH
+  chmod +x "$B/tests/test_gpu_probe"
+  LEFT_PID="$TMP/left.pid" bash "$B/gpu-check.sh" --step ctest-gpu --out "$TMP/res5" --budget 300 >"$TMP/run7" 2>&1
+  check step_leaves_nothing test -s "$TMP/left.pid" -a ! -e "/proc/$(cat "$TMP/left.pid" 2>/dev/null || echo 0)"
+  check step_sid_not_packed test ! -e "$TMP/res5/.step-sid"
+fi
 cli_finish

@@ -564,6 +564,7 @@ PY
 if [ -n "$INTERNAL" ]; then
   [ -n "$OUT" ] || die_usage "--internal-step needs --out"
   cd "$OUT" || exit 1
+  echo "$$" >.step-sid # the session the runner ends after the step (setsid: this shell leads it)
   # The cli_gpu_*.sh tests read rows with the sqlite3 shell; a GPU machine may not have it.
   if ! command -v sqlite3 >/dev/null && command -v python3 >/dev/null; then
     mkdir -p "$OUT/.shim"
@@ -619,10 +620,14 @@ done_before() {
 # pack: the results folder as one .tar.gz (--pack), written beside and then moved into place.
 pack() {
   [ -n "$PACK" ] || return 0
-  tar -C "$(dirname "$OUT")" --exclude=.shim -czf "$PACK.part" "$(basename "$OUT")" && mv -f "$PACK.part" "$PACK" ||
+  tar -C "$(dirname "$OUT")" --exclude=.shim --exclude=.step-sid -czf "$PACK.part" "$(basename "$OUT")" && mv -f "$PACK.part" "$PACK" ||
     echo "gpu-check.sh: could not write $PACK" >&2
 }
 
+# Each step in a session of its own where setsid is at hand (util-linux), so that nothing it
+# started outlives it.
+SETSID=()
+command -v setsid >/dev/null && SETSID=(setsid)
 start=$(date +%s)
 worst=0
 while read -r s; do
@@ -641,10 +646,25 @@ while read -r s; do
   fi
   echo "step $s (at most ${limit}s) ..."
   t0=$(date +%s)
+  rm -f "$OUT/.step-sid"
   STEP_DEADLINE=$(( $(date +%s) + limit )) \
-    timeout -k 15 "$limit" bash "$0" --internal-step "$s" --bundle "$BUNDLE" --out "$OUT" >"$OUT/logs/$s.log" 2>&1 \
-    </dev/null # (the loop's own input is the list of steps)
+    timeout -k 15 "$limit" ${SETSID[@]+"${SETSID[@]}"} bash "$0" --internal-step "$s" --bundle "$BUNDLE" --out "$OUT" \
+    >"$OUT/logs/$s.log" 2>&1 </dev/null # (the loop's own input is the list of steps)
   rc=$?
+  # Whatever the step left running ends with it: the forked ranks of a test, an inner
+  # `timeout`'s own process group, which the step's timeout does not reach. The step ran in a
+  # session of its own (setsid), led by the shell that wrote .step-sid.
+  # SIGTERM first (calib stops cleanly on it, keeping what it measured), SIGKILL after 10 s.
+  if [ ${#SETSID[@]} -gt 0 ] && [ -s "$OUT/.step-sid" ]; then
+    sid=$(cat "$OUT/.step-sid")
+    if pkill -TERM -s "$sid" 2>/dev/null; then
+      for _ in $(seq 20); do pgrep -s "$sid" >/dev/null || break; sleep 0.5; done
+      pkill -KILL -s "$sid" 2>/dev/null
+    elif ! command -v pkill >/dev/null; then
+      kill -TERM -- "-$sid" 2>/dev/null && sleep 2 && kill -KILL -- "-$sid" 2>/dev/null
+    fi
+  fi
+  rm -f "$OUT/.step-sid"
   secs=$(( $(date +%s) - t0 ))
   case $rc in
     0) status=ok ;;
