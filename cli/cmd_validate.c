@@ -571,11 +571,10 @@ int hs_cmd_validate(int argc, char **argv) {
   double wake = 0;
   int have_wake = wake_time(perf_store, comm_dev, &wake) > 0 || wake_time(perf_store, r.opt.device_name, &wake) > 0;
   /* hetsim real runs every worker on this machine, whatever nodes the cluster file names (the
-   * runtimes emulate compute and comm slowdowns, not links between nodes): the simulation puts
-   * them all on the first node, whose link the calibrated ring becomes. */
+   * runtimes emulate compute and comm slowdowns, not links between nodes; joins, the events
+   * that name a node, are refused before a real run): the simulation puts them all on the
+   * first node, whose link the calibrated ring becomes. */
   for (int w = 0; w < spec.n_workers; w++) spec.workers[w].node = 0;
-  for (int e = 0; e < spec.n_events; e++)
-    if (spec.events[e].kind == HS_EVENT_JOIN) spec.events[e].node = 0;
   hs_link_spec ring = {.bandwidth = b_ar, .latency = 0};
   if (n > 1) ring = hs_ring_link(a_ar + upd + backend->handoffs_per_allreduce * wake, b_ar, n);
   spec.network = ring;

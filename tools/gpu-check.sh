@@ -295,6 +295,12 @@ calib_step() {
   return $rc
 }
 
+# worse CUR NEW: the exit status of two calibrations together: a failure (the first one) over
+# partial (75) over 0.
+worse() {
+  if [ "$1" != 0 ] && [ "$1" != 75 ]; then echo "$1"; elif [ "$2" != 0 ]; then echo "$2"; else echo "$1"; fi
+}
+
 # The calibration tables as CSV, through hetsim's own query command.
 export_calib() {
   local t
@@ -428,13 +434,11 @@ step_body() {
       # local step's three-worker runs share gradients (validate reads it; real_comm_calib.h).
       # Then the rest of the zoo, compute only. A failure keeps the points stored so far: they
       # are exported too. Partial (75) when either stopped at its share of the time.
-      local rc=0 r
+      local rc=0
       calib_step calib-whole.json 2 --device cuda:0 --model resnet18 --max-reps 20 --comm-world 3 --db calib.db
-      r=$?
-      [ "$r" != 0 ] && rc=$r
+      rc=$(worse "$rc" $?)
       calib_step calib-whole-zoo.json 1 --device cuda:0 --model "${MODELS#resnet18,}" --max-reps 20 --no-comm --db calib.db
-      r=$?
-      if [ "$r" = 75 ] && [ "$rc" = 0 ]; then rc=75; elif [ "$r" != 0 ] && [ "$r" != 75 ]; then rc=$r; fi
+      rc=$(worse "$rc" $?)
       [ -f calib.db ] && { export_calib || { [ "$rc" = 0 ] && rc=1; }; }
       return $rc
       ;;
@@ -447,15 +451,14 @@ step_body() {
       # ones do not fit on the GPU together, so those time compute only.
       # resnet18 only (the local step's model: a minute or less a partition does not cover the
       # zoo). Each partition gets an equal share of the time left; one stopped at its share
-      # makes the step partial (75), unless another failed.
-      local comm r shares=3
+      # makes the step partial (75), unless one failed.
+      local comm shares=3
       for s in $(part "$sms" 8) $(part "$sms" 4) $(part "$sms" 2); do
         comm=(--no-comm)
         [ "$s" = "$(part "$sms" 8)" ] && comm=(--comm-world 3)
         calib_step "calib-sm$s.json" "$shares" --device "cuda:0/sm=$s" --model resnet18 --batches 8,16,32,64,128 \
           --max-reps 20 "${comm[@]}" --db calib.db
-        r=$?
-        if [ "$r" = 75 ] && [ "$rc" = 0 ]; then rc=75; elif [ "$r" != 0 ] && [ "$r" != 75 ]; then rc=1; fi
+        rc=$(worse "$rc" $?)
         shares=$((shares - 1))
       done
       export_calib || { [ "$rc" = 0 ] && rc=1; }
