@@ -37,6 +37,7 @@
 
 #include <math.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -49,18 +50,32 @@
 #include "nn/nn_cuda_plan.h"
 #include "nn/nn_cudalib.h"
 
-int hs_cuda_stream_drained(void *stream, double within_s) {
-  struct timespec dl;
+/* How long a wait spins (yielding the core) before it polls every 50 us: the CUDA runtime's
+ * default schedule spins for the whole wait when the process has fewer contexts than cores, so a
+ * step's short waits keep that latency, and only long ones (a large batch on a few SMs) sleep. */
+#define SPIN_S 2e-3
+
+/* Waits until the event (or, with ev NULL, the stream) has no work left, polling: cudaSuccess,
+ * the error that ended the work, or cudaErrorNotReady once within_s has passed. Never
+ * cudaStreamSynchronize, so that a kernel that does not end cannot hang the caller. */
+static cudaError_t poll_done(cudaStream_t stream, cudaEvent_t ev, double within_s) {
+  struct timespec spin, dl;
+  hs_deadline_in(&spin, SPIN_S < within_s ? SPIN_S : within_s);
   hs_deadline_in(&dl, within_s);
   for (;;) {
-    cudaError_t e = cudaStreamQuery((cudaStream_t)stream);
-    if (e != cudaErrorNotReady) {
-      (void)cudaGetLastError(); /* a failed stream has ended its work too */
-      return 1;
-    }
-    if (hs_deadline_past(&dl)) return 0;
-    nanosleep(&(struct timespec){0, 50000}, NULL);
+    cudaError_t e = ev ? cudaEventQuery(ev) : cudaStreamQuery(stream);
+    if (e != cudaErrorNotReady) return e;
+    if (hs_deadline_past(&dl)) return cudaErrorNotReady;
+    if (hs_deadline_past(&spin)) nanosleep(&(struct timespec){0, 50000}, NULL);
+    else sched_yield();
   }
+}
+
+int hs_cuda_stream_drained(void *stream, double within_s) {
+  cudaError_t e = poll_done((cudaStream_t)stream, NULL, within_s);
+  if (e == cudaErrorNotReady) return 0;
+  (void)cudaGetLastError(); /* a failed stream has ended its work too */
+  return 1;
 }
 
 #if HETSIM_HAVE_CUDNN
@@ -129,6 +144,8 @@ typedef struct cu_net {
   int fwd_train;
   cudaGraphExec_t step;   /* captured step, or NULL */
   int step_batch;
+  double wait_s;          /* the longest one wait for the device (hs_net_options.wait_s) */
+  int wedged;             /* a wait ran out: the device may still use the net's memory */
 } cu_net;
 
 /* --- error reporting ---------------------------------------------------------------------- */
@@ -165,8 +182,26 @@ static int dnn_err(const cu_net *cn, cudnnStatus_t s, const char *what, hs_diag 
 
 /* Makes the net's context current on this thread (entry points may come from any thread). */
 static int bind(const cu_net *cn, hs_diag *d) {
+  if (cn->wedged)
+    return hs_diag_set(d, HS_ERUNTIME,
+                       "cuda net: an earlier wait for the device ran out (%.3g s); the net is "
+                       "unusable",
+                       cn->wait_s);
   if (cn->ctx) return drv_err(cn->drv, cn->drv->cuCtxSetCurrent(cn->ctx), "cuCtxSetCurrent", d);
   return cuda_err(cudaSetDevice(cn->device), "cudaSetDevice", d);
+}
+
+/* Waits for the net's stream (ev NULL) or one of its events, at most wait_s. A wait that runs
+ * out leaves work queued that may still read or write the net's memory: the net is wedged, every
+ * later call fails (bind), and close frees nothing the device may still use. */
+static int net_wait(cu_net *cn, cudaEvent_t ev, const char *what, hs_diag *d) {
+  cudaError_t e = poll_done(cn->stream, ev, cn->wait_s);
+  if (e != cudaErrorNotReady) return cuda_err(e, what, d);
+  cn->wedged = 1;
+  return hs_diag_set(d, HS_ERUNTIME,
+                     "CUDA: %s: the device did not finish within %.3g s (hs_net_options.wait_s); "
+                     "the net is unusable",
+                     what, cn->wait_s);
 }
 
 static int dev_alloc(void **p, size_t bytes, const char *what, hs_diag *d) {
@@ -321,7 +356,7 @@ static int workspace_reserve(void *ctx, int64_t bytes, hs_diag *d) {
   int rc = dev_alloc(&p, (size_t)bytes, "cudaMalloc (cuDNN workspace)", d);
   /* No queued convolution may still use the old one: cudaFree "may" synchronize, no more
    * (cuda_runtime_api.h), so the stream is waited for first. */
-  if (!rc) rc = cuda_err(cudaStreamSynchronize(cn->stream), "cudaStreamSynchronize (before a new workspace)", d);
+  if (!rc) rc = net_wait(cn, NULL, "waiting for the stream (before a new workspace)", d);
   if (rc) {
     dev_free(p);
     return rc;
@@ -459,7 +494,7 @@ static int ensure_capacity(cu_net *cn, hs_net *n, int batch, hs_diag *d) {
     return rc;
   }
   /* The old buffers go once no queued work uses them (cudaFree need not wait). */
-  if ((rc = cuda_err(cudaStreamSynchronize(cn->stream), "cudaStreamSynchronize (before new buffers)", d))) {
+  if ((rc = net_wait(cn, NULL, "waiting for the stream (before new buffers)", d))) {
     bufs_free(&b, cn->n_layers);
     return rc;
   }
@@ -595,8 +630,8 @@ static int bn_buffers(cu_net *cn, const hs_net *n, hs_diag *d) {
                     "cudaMemcpyAsync (batchnorm statistics)", d);
     /* A copy from pageable memory "might" return before it has read it (the CUDA runtime's API
      * synchronization behaviour): the host array goes only once the stream is done. */
-    if (!rc) rc = cuda_err(cudaStreamSynchronize(cn->stream), "cudaStreamSynchronize", d);
-    free(host);
+    if (!rc) rc = net_wait(cn, NULL, "waiting for the batchnorm statistics' copy", d);
+    if (!cn->wedged) free(host); /* else the copy may still read it */
     if (rc) return rc;
     cn->fixed_bytes += (int64_t)(4 * c * sizeof(float));
   }
@@ -605,6 +640,7 @@ static int bn_buffers(cu_net *cn, const hs_net *n, hs_diag *d) {
 
 static int cuda_open_impl(hs_net *n, cu_net *cn, const float *init, hs_diag *d) {
   hs_diag why = {0};
+  cn->wait_s = n->opts.wait_s; /* nn_net.c has set the default */
   int rc = hs_cuda_math_from_env(&cn->math, d);
   if (rc) return rc;
   cn->dnn = hs_cudnn_api_get(&why);
@@ -683,7 +719,7 @@ static int cuda_open_impl(hs_net *n, cu_net *cn, const float *init, hs_diag *d) 
   rc = layers_plan(cn, n, d);
   if (!rc) rc = bn_buffers(cn, n, d);
   if (!rc) rc = ensure_capacity(cn, n, n->opts.max_batch > 0 ? n->opts.max_batch : 1, d);
-  if (!rc) rc = cuda_err(cudaStreamSynchronize(cn->stream), "cudaStreamSynchronize", d);
+  if (!rc) rc = net_wait(cn, NULL, "waiting for the initial copies", d);
   return rc;
 }
 
@@ -721,7 +757,8 @@ static void cuda_close(hs_net *n) {
   } else if (cn->stream) {
     (void)cudaSetDevice(cn->device);
   }
-  if (cn->stream && !hs_cuda_stream_drained(cn->stream, CLOSE_DRAIN_S)) {
+  /* A wedged net has waited its wait_s already: one more second, in case it has just ended. */
+  if (cn->stream && !hs_cuda_stream_drained(cn->stream, cn->wedged ? 1.0 : CLOSE_DRAIN_S)) {
     /* The device never finished the net's work: its memory, handles, plans, context and SM
      * groups stay to the process's exit, since freeing any of them would wait for that work. */
     if (cn->ctx) (void)cn->drv->cuCtxSetCurrent(prev == cn->ctx ? NULL : prev);
@@ -783,7 +820,7 @@ static int cuda_load(hs_net *n, const float *x, const int32_t *y, int batch, hs_
                                   cudaMemcpyHostToDevice, cn->stream),
                   "cudaMemcpyAsync (labels)", d);
   /* Pageable sources: wait, so the caller may reuse its arrays as soon as we return. */
-  if (!rc) rc = cuda_err(cudaStreamSynchronize(cn->stream), "cudaStreamSynchronize", d);
+  if (!rc) rc = net_wait(cn, NULL, "waiting for the batch's copy", d);
   if (rc) return rc;
   cn->batch = batch;
   cn->fwd_batch = 0; /* result and backward need a forward pass of this batch */
@@ -1036,7 +1073,7 @@ static int cuda_result(hs_net *n, double *loss, int *correct, hs_diag *d) {
   if (!rc)
     rc = cuda_err(cudaMemcpyAsync(&r, cn->res, sizeof r, cudaMemcpyDeviceToHost, cn->stream),
                   "cudaMemcpyAsync (loss)", d);
-  if (!rc) rc = cuda_err(cudaStreamSynchronize(cn->stream), "cudaStreamSynchronize", d);
+  if (!rc) rc = net_wait(cn, NULL, "waiting for the loss", d);
   if (rc) return rc;
   if (r.bad_label)
     return hs_diag_set(d, HS_EINVAL, "result: %d labels outside [0, %d)", r.bad_label,
@@ -1055,7 +1092,7 @@ static int cuda_copy(hs_net *n, hs_net_vec which, int to_host, float *host, hs_d
     rc = cuda_err(to_host ? cudaMemcpyAsync(host, dev, bytes, cudaMemcpyDeviceToHost, cn->stream)
                           : cudaMemcpyAsync(dev, host, bytes, cudaMemcpyHostToDevice, cn->stream),
                   to_host ? "cudaMemcpyAsync (to host)" : "cudaMemcpyAsync (to device)", d);
-  if (!rc) rc = cuda_err(cudaStreamSynchronize(cn->stream), "cudaStreamSynchronize", d);
+  if (!rc) rc = net_wait(cn, NULL, "waiting for the copy", d);
   return rc;
 }
 
@@ -1084,8 +1121,8 @@ static int cuda_elapsed(hs_net *n, int from, int to, double *seconds, hs_diag *d
                        cn->marked[from] ? to : from);
   float ms = 0.0f;
   int rc = bind(cn, d);
-  if (!rc) rc = cuda_err(cudaEventSynchronize(cn->marks[to]), "cudaEventSynchronize", d);
-  if (!rc) rc = cuda_err(cudaEventSynchronize(cn->marks[from]), "cudaEventSynchronize", d);
+  if (!rc) rc = net_wait(cn, cn->marks[to], "waiting for a mark", d);
+  if (!rc) rc = net_wait(cn, cn->marks[from], "waiting for a mark", d);
   if (!rc)
     rc = cuda_err(cudaEventElapsedTime(&ms, cn->marks[from], cn->marks[to]),
                   "cudaEventElapsedTime", d);
@@ -1096,7 +1133,7 @@ static int cuda_elapsed(hs_net *n, int from, int to, double *seconds, hs_diag *d
 static int cuda_sync(hs_net *n, hs_diag *d) {
   cu_net *cn = n->impl;
   int rc = bind(cn, d);
-  return rc ? rc : cuda_err(cudaStreamSynchronize(cn->stream), "cudaStreamSynchronize", d);
+  return rc ? rc : net_wait(cn, NULL, "waiting for the stream", d);
 }
 
 static int64_t cuda_bytes(const hs_net *n) {
@@ -1146,7 +1183,7 @@ int hs_net_cuda_capture_step(hs_net *n, const hs_sgd *opt, hs_diag *d) {
   if (cn->batch <= 0) return hs_diag_set(d, HS_EINVAL, "capture: no batch loaded");
   int rc = bind(cn, d);
   if (!rc) rc = prepare_plans(cn, n, d);
-  if (!rc) rc = cuda_err(cudaStreamSynchronize(cn->stream), "cudaStreamSynchronize", d);
+  if (!rc) rc = net_wait(cn, NULL, "waiting for the stream (before capture)", d);
   if (rc) return rc;
   if (cn->step) {
     (void)cudaGraphExecDestroy(cn->step);

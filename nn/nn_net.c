@@ -121,6 +121,12 @@ int hs_net_open_graph(hs_net **out, const char *device, hs_graph *g, const hs_ne
     goto fail;
   }
   if (opts.threads == 0) opts.threads = 1;
+  if (!(opts.wait_s >= 0.0) || opts.wait_s > HS_NET_WAIT_MAX_S) { /* NaN too */
+    rc = hs_diag_set(d, HS_EINVAL, "net: options: expected wait_s in [0, %g] s, got %g",
+                     HS_NET_WAIT_MAX_S, opts.wait_s);
+    goto fail;
+  }
+  if (opts.wait_s == 0.0) opts.wait_s = HS_NET_WAIT_DEFAULT_S;
   if (hs_graph_count(g) < 2) {
     rc = hs_diag_set(d, HS_EINVAL, "net: graph \"%s\" has no layer after its input",
                      hs_graph_name(g));

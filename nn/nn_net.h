@@ -36,7 +36,8 @@
  *   real runtime's cpu backend runs one worker per thread). opts.threads bounds the threads the
  *   cpu backend itself uses for one net (0 = 1).
  * - Calls on a cuda net are asynchronous on the net's stream: hs_net_result, hs_net_elapsed and
- *   the get_ functions wait for it; hs_net_sync waits explicitly.
+ *   the get_ functions wait for it; hs_net_sync waits explicitly. Every wait is bounded by
+ *   opts.wait_s (a kernel that never ends fails the call instead of hanging its thread).
  * Units: seconds, bytes, samples. */
 #ifndef HS_NN_NET_H
 #define HS_NN_NET_H
@@ -51,7 +52,13 @@ typedef struct hs_net_options {
   uint64_t seed;   /* weight initialisation */
   int max_batch;   /* samples to allocate for up front; 0 = grow on demand */
   int threads;     /* cpu backend: threads for one net's kernels; 0 = 1 */
+  double wait_s;   /* cuda backend: the longest one call waits for the device, seconds; 0 =
+                      HS_NET_WAIT_DEFAULT_S. A wait that runs out fails with HS_ERUNTIME and
+                      leaves the net unusable (close still works) */
 } hs_net_options;
+
+#define HS_NET_WAIT_DEFAULT_S 600.0
+#define HS_NET_WAIT_MAX_S 86400.0
 
 /* SGD with momentum and weight decay, as torch.optim.SGD (dampening 0, not Nesterov):
  *   g = grad + weight_decay * w;  v = momentum * v + g;  w = w - lr * v.

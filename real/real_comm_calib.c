@@ -6,6 +6,7 @@
 
 #include "calib/cal_store.h"
 #include "nn/nn_net.h"
+#include "real/real_worker.h"
 
 enum { MIN_BYTES = 4096, MAX_WORLD = 64 };
 
@@ -129,7 +130,7 @@ int hs_real_comm_calibrate(hs_store *s, int64_t dev_id, const hs_real_comm_calib
   }
   /* The all-reduce's buffers: the gradients of `world` nets of the model on the device, as
    * the workers of a run hold them (the local backend finds each one's owning net). */
-  hs_net_options no = {.seed = 1};
+  hs_net_options no = hs_real_net_options(1, o->timeout_s);
   for (int i = 0; i < o->world && !rc; i++)
     if (!(rc = hs_net_open(&nets[i], o->device, o->model, &no, d))) grads[i] = hs_net_grads(nets[i]);
   if (rc) {

@@ -59,7 +59,7 @@
  * Barrier: a one-float all-reduce over the world communicator.
  *
  * Threading: a process has one rank; calls may come from several threads and are serialised on
- * the backend's stream by a mutex. NOT RUN ON A GPU YET: this file compiles and links here (no
+ * the backend's stream by a mutex; each makes the backend's GPU current on its thread first. NOT RUN ON A GPU YET: this file compiles and links here (no
  * GPU on the machines that wrote it); see docs/gpu.md. */
 #include <errno.h>
 #include <math.h>
@@ -235,6 +235,7 @@ typedef struct nc_reader {
 struct hs_real_comm {
   hs_real_comm_config cfg;
   char device[64];
+  int ordinal; /* the GPU, whose primary context the stream, event and communicators are of */
   int rank, world;
   const hs_nccl_api *nccl;
   int sock[NC_MAX_WORLD];          /* rank 0: one per peer; others: sock[0] */
@@ -443,6 +444,17 @@ static int after_abort(const hs_real_comm *c, const char *what, hs_diag *d) {
   return hs_diag_set(d, c->fail_code ? c->fail_code : HS_ERUNTIME,
                      "nccl %s on rank %d: the communicators were aborted after an earlier failure: %s", what,
                      c->rank, c->fail_msg);
+}
+
+/* Makes the backend's GPU (its primary context) current on the calling thread, which may not be
+ * the thread that opened the backend, and whose current context after_owner may have set to a
+ * net's green context: the stream, the event and the copies belong to the primary one (gpu held). */
+static int bind_gpu(const hs_real_comm *c, const char *what, hs_diag *d) {
+  cudaError_t e = cudaSetDevice(c->ordinal);
+  if (e == cudaSuccess) return 0;
+  (void)cudaGetLastError();
+  return hs_diag_set(d, HS_ERUNTIME, "nccl %s on rank %d: cudaSetDevice(%d): %s", what, c->rank, c->ordinal,
+                     cudaGetErrorString(e));
 }
 
 static int nccl_fail(hs_real_comm *c, ncclResult_t r, ncclComm_t comm, const char *what, hs_diag *d) {
@@ -694,12 +706,16 @@ static void rank_close(hs_real_comm *c) {
   pthread_mutex_lock(&c->mu);
   c->closing = 1;
   pthread_mutex_unlock(&c->mu);
-  /* The communicators are gone: nothing NCCL enqueued can still use these. */
-  if (c->stream) (void)cudaStreamSynchronize(c->stream);
-  if (c->ev) (void)cudaEventDestroy(c->ev);
-  if (c->stream) (void)cudaStreamDestroy(c->stream);
-  if (c->bounce) (void)cudaFree(c->bounce);
-  if (c->one) (void)cudaFree(c->one);
+  /* The communicators are gone: nothing NCCL enqueued can still use these, once the stream has
+   * drained (polled for one timeout: a copy that never ends leaves them to the process's exit
+   * rather than hanging close). */
+  if (c->stream) (void)cudaSetDevice(c->ordinal);
+  if (!c->stream || hs_cuda_stream_drained(c->stream, c->cfg.timeout_s)) {
+    if (c->ev) (void)cudaEventDestroy(c->ev);
+    if (c->stream) (void)cudaStreamDestroy(c->stream);
+    if (c->bounce) (void)cudaFree(c->bounce);
+    if (c->one) (void)cudaFree(c->one);
+  }
   /* Goodbye (or, after a failure, "failed"), then wake the readers. */
   for (int i = 0; i < c->world; i++)
     if (c->sock[i] >= 0) {
@@ -753,6 +769,7 @@ static int rank_open(hs_real_comm **out, const hs_real_comm_config *cfg, hs_diag
   snprintf(c->device, sizeof c->device, "%s", cfg->device);
   c->cfg.device = c->device;
   if (!(c->cfg.timeout_s > 0)) c->cfg.timeout_s = 60;
+  c->ordinal = ordinal;
   c->rank = l.rank;
   c->world = l.world;
   c->dead_rank = -1;
@@ -909,6 +926,7 @@ static int rank_allreduce(hs_real_comm *c, uint64_t op, int rank, float *buf, in
   ncclComm_t comm = NULL;
   rc = after_abort(c, "all-reduce", d);
   if (!rc) rc = after_owner(c, buf, d);
+  if (!rc) rc = bind_gpu(c, "all-reduce", d);
   if (!rc) rc = sub_comm(c, mask, &comm, &dl, d);
   ncclRedOp_t rop;
   int have_op = 0;
@@ -934,6 +952,7 @@ static int rank_allreduce(hs_real_comm *c, uint64_t op, int rank, float *buf, in
 static int p2p(hs_real_comm *c, int send, int peer, float *host, int64_t n, const struct timespec *dl, hs_diag *d) {
   const char *what = send ? "send" : "recv";
   int rc = after_abort(c, what, d);
+  if (!rc) rc = bind_gpu(c, what, d);
   if (rc) return rc;
   ncclComm_t comm = c->world_comm;
   /* The host-to-device copy is ordinary stream work ahead of the send: no NCCL state involved. */
@@ -1055,6 +1074,7 @@ static int rank_barrier(hs_real_comm *c, int rank, hs_diag *d) {
   hs_deadline_in(&dl, c->cfg.timeout_s);
   pthread_mutex_lock(&c->gpu);
   rc = after_abort(c, "barrier", d);
+  if (!rc) rc = bind_gpu(c, "barrier", d);
   ncclComm_t comm = c->world_comm;
   if (!rc)
     rc = enqueued(c, c->nccl->ncclAllReduce(c->one, c->one, 1, ncclFloat32, ncclSum, comm, c->stream), comm, &dl,

@@ -217,7 +217,7 @@ static int probe(exec *e, hs_diag *d) {
 
 static int exec_setup(exec *e, hs_diag *d) {
   const hs_real_config *cfg = e->cfg;
-  hs_net_options no = {.seed = cfg->seed, .max_batch = 0, .threads = 1};
+  hs_net_options no = hs_real_net_options(cfg->seed, cfg->timeout_s);
   int rc;
   if ((rc = hs_shards_open(&e->sh, hs_data_count(cfg->train), e->n, NULL, cfg->seed, d)) ||
       (rc = hs_net_open(&e->tw.net, cfg->device, cfg->model, &no, d)))
@@ -1112,7 +1112,7 @@ static int run_root(crd *s, const hs_real_launch *l, int *fds, int pair[2]) {
     if (r < 0) return r;
     c->w[r].active = 1; /* every worker stays active: join and leave events are refused (check_config) */
   }
-  hs_net_options no = {.seed = cfg->seed, .max_batch = 0, .threads = 1};
+  hs_net_options no = hs_real_net_options(cfg->seed, cfg->timeout_s);
   hs_net *probe_net = NULL;
   if ((rc = hs_net_open(&probe_net, cfg->device, cfg->model, &no, &c->diag))) return rc;
   s->P = hs_net_param_count(probe_net);

@@ -756,7 +756,7 @@ static int setup(real *s, const hs_real_config *cfg, hs_shards *sh) {
     if (r < 0) return r;
     c->w[r].active = 1;
   }
-  hs_net_options no = {.seed = cfg->seed, .max_batch = 0, .threads = 1};
+  hs_net_options no = hs_real_net_options(cfg->seed, cfg->timeout_s);
   for (int i = 0; i < s->core.n; i++) {
     rworker *x = &s->w[i];
     const char *dev = cfg->worker_devices && cfg->worker_devices[i] ? cfg->worker_devices[i] : cfg->device;

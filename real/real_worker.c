@@ -15,6 +15,10 @@ double hs_real_mono(void) {
   return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+hs_net_options hs_real_net_options(uint64_t seed, double timeout_s) {
+  return (hs_net_options){.seed = seed, .max_batch = 0, .threads = 1, .wait_s = timeout_s > 0 ? timeout_s : 60};
+}
+
 int hs_real_worker_step(hs_real_worker *w, const hs_dataset *train, int batch, double *loss, hs_diag *d) {
   if (batch > w->cap) {
     int c, h, wd;

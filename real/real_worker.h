@@ -35,6 +35,11 @@ typedef struct hs_real_worker {
 /* CLOCK_MONOTONIC, s. */
 double hs_real_mono(void);
 
+/* The options a worker's net opens with in both runtimes: the run's seed, one thread, and every
+ * wait for a GPU bounded by the run's timeout (timeout_s <= 0: 60 s, as the run's other waits),
+ * so that a kernel that never ends fails the run instead of hanging a worker. */
+hs_net_options hs_real_net_options(uint64_t seed, double timeout_s);
+
 /* Loads the worker's next batch of `batch` samples of train into its net and runs a training
  * forward and backward pass: the gradients are in the net, the loss in *loss. */
 int hs_real_worker_step(hs_real_worker *w, const hs_dataset *train, int batch, double *loss, hs_diag *d);

@@ -2,6 +2,7 @@
  * arithmetic against a hand computation, forward passes against naive references, batchnorm
  * in training and evaluation mode, argument errors, batch growth and running out of memory,
  * and a short training run that must learn. Gradients are checked in test_nn_grad.c. */
+#include <math.h>
 #include <stdint.h>
 
 #include "nn/nn_backend.h"
@@ -424,6 +425,17 @@ static void test_bad_device(void) {
   ASSERT_CONTAINS(d.msg, "mlp");
   hs_net_options o = {.threads = -1};
   ASSERT_EQ(hs_net_open(&n, "cpu", "mlp", &o, &d), HS_EINVAL);
+  /* The bound on a cuda net's waits: a negative, NaN or over-long one is refused for every
+   * device, so that a script's mistake shows on the cpu too. */
+  const double bad_wait[] = {-1.0, NAN, HS_NET_WAIT_MAX_S * 2};
+  for (int i = 0; i < 3; i++) {
+    o = (hs_net_options){.wait_s = bad_wait[i]};
+    ASSERT_EQ(hs_net_open(&n, "cpu", "mlp", &o, &d), HS_EINVAL);
+    ASSERT_CONTAINS(d.msg, "wait_s");
+  }
+  o = (hs_net_options){.wait_s = 0.5};
+  ASSERT_EQ(hs_net_open(&n, "cpu", "mlp", &o, &d), 0);
+  hs_net_close(n);
 }
 
 static void test_bad_calls(void) {
