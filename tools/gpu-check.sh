@@ -34,9 +34,9 @@
 #                     packages, the libraries gpu-env.sh chose), hetsim doctor --json and cuDNN's
 #                     device-properties JSON (one run of its probes)
 #   deviceless        (30) cuDNN plans for every zoo convolution from that recorded JSON
-#   ctest-gpu         (240) the gpu-labelled tests (ctest -L gpu where a build tree is carried,
-#                     else the carried test programs and scripts one by one, each at most 90 s;
-#                     skipped when every one of them skipped)
+#   ctest-gpu         (240) the gpu-labelled tests (ctest -L gpu's programs and scripts, carried
+#                     in the bundle, run one by one, each at most 90 s; skipped when every one
+#                     of them skipped)
 #   bench             (120) resnet18 training throughput: hetsim eager and CUDA graph, strict
 #                     and fast math, and PyTorch (bench/torch_resnet18.py) on the same GPU: its
 #                     default math eager and as a CUDA graph, and strict math eager
@@ -124,7 +124,7 @@ what() {
   case "$1" in
     doctor) echo "hetsim doctor --json --cudnn-deviceprop cudnn-deviceprop.json > doctor.json" ;;
     deviceless) echo "HETSIM_CUDNN_DEVICEPROP=cudnn-deviceprop.json tests/test_deviceless_cudnn > deviceless.txt" ;;
-    ctest-gpu) echo "ctest -L gpu (build tree) or each tests/test_gpu_* and tests/cli_gpu_*.sh, at most 90 s each > ctest-gpu.txt" ;;
+    ctest-gpu) echo "each tests/test_gpu_* and tests/cli_gpu_*.sh (ctest -L gpu's), at most 90 s each > ctest-gpu.txt" ;;
     agreement) echo "HETSIM_CUDA_MATH=strict|fast tests/test_gpu_nn > agreement-strict.txt, agreement-fast.txt" ;;
     bench) echo "bench/bench_gpu_nn --model resnet18 --batch 256 [--graph] --json (strict, fast); python3 bench/torch_resnet18.py --math default [--graph], --math strict --json > bench.jsonl" ;;
     calib-whole) echo "hetsim calib --device cuda:0 --model resnet18 --comm-world 3 --db calib.db --json > calib-whole.json (compute, and the local backend's all-reduce and send/recv), then --model ${MODELS#resnet18,} --no-comm > calib-whole-zoo.json; CSV exports" ;;
@@ -385,10 +385,6 @@ step_body() {
       return "${PIPESTATUS[0]}"
       ;;
     ctest-gpu)
-      if [ -f "$BUNDLE/build/CTestTestfile.cmake" ] && command -v ctest >/dev/null; then
-        ctest --test-dir "$BUNDLE/build" -L gpu --output-on-failure | tee ctest-gpu.txt
-        return "${PIPESTATUS[0]}"
-      fi
       run_tests 2>&1 | tee ctest-gpu.txt
       return "${PIPESTATUS[0]}"
       ;;
