@@ -77,6 +77,11 @@ int hs_net_init_params(const hs_graph *g, const int64_t *param_off, uint64_t see
 int hs_net_open_graph(hs_net **out, const char *device, hs_graph *g, const hs_net_options *o,
                       hs_diag *d);
 
+/* HS_EINVAL, naming the first batchnorm layer, when a training forward pass of `batch` samples
+ * would give one of them a single value per channel (PyTorch refuses it too: no variance); 0
+ * otherwise. Both backends check before running anything. */
+int hs_net_check_train_batch(const hs_net *n, int batch, hs_diag *d);
+
 /* cpu backend: caps the bytes the net may hold (hs_net_bytes); a load that would grow past the
  * cap fails with HS_ENOMEM as a real allocation failure does. 0 removes the cap. Lets tests
  * exercise the out-of-memory path, and lets a caller emulate a device's memory on the CPU. */

@@ -705,19 +705,14 @@ static void linear_backward(cpu_net *c, cpu_layer *cl, const float *w, float *dw
 
 /* --- batchnorm ----------------------------------------------------------------------------- */
 
-static int bn_forward(hs_net *n, cpu_layer *cl, const float *gamma, const float *beta,
-                      int batch, int train, hs_diag *d) {
+static void bn_forward(hs_net *n, cpu_layer *cl, const float *gamma, const float *beta,
+                       int batch, int train) {
   cpu_net *c = impl(n);
   const hs_layer *l = cl->l;
   const float *x = c->layers[l->in[0]].out;
   float *y = cl->out;
   int C = l->in_c;
-  int64_t hw = (int64_t)l->in_h * l->in_w, m = hw * batch;
-  if (train && m < 2)
-    return hs_diag_set(d, HS_EINVAL, "%s: batchnorm layer %d: training needs more than one "
-                       "value per channel (batch %d of %lldx%lld maps), as PyTorch does",
-                       n->model, (int)(cl - c->layers), batch, (long long)l->in_h,
-                       (long long)l->in_w);
+  int64_t hw = (int64_t)l->in_h * l->in_w, m = hw * batch; /* m >= 2 in training (cpu_forward) */
   for (int ch = 0; ch < C; ch++) {
     float mean, rstd;
     if (train) {
@@ -755,7 +750,6 @@ static int bn_forward(hs_net *n, cpu_layer *cl, const float *gamma, const float 
       for (int64_t i = 0; i < hw; i++) yc[i] = xc[i] * a + bsh;
     }
   }
-  return 0;
 }
 
 static void bn_backward(cpu_net *c, cpu_layer *cl, const float *gamma, float *dgamma,
@@ -1087,6 +1081,8 @@ static int cpu_forward(hs_net *n, int train, hs_diag *d) {
     return hs_diag_set(d, HS_EINVAL, "%s: forward: no batch loaded (call hs_net_load first)",
                        n->model);
   int batch = c->batch;
+  int rc = train ? hs_net_check_train_batch(n, batch, d) : 0;
+  if (rc) return rc;
   c->fwd = 0;
   for (int i = 1; i < c->count; i++) {
     cpu_layer *cl = &c->layers[i];
@@ -1101,11 +1097,7 @@ static int cpu_forward(hs_net *n, int train, hs_diag *d) {
     case HS_LAYER_LINEAR:
       linear_forward(c, cl, p, l->bias ? p + (int64_t)l->in_c * l->out_c : NULL, batch);
       break;
-    case HS_LAYER_BATCHNORM2D: {
-      int rc = bn_forward(n, cl, p, p + l->in_c, batch, train, d);
-      if (rc) return rc;
-      break;
-    }
+    case HS_LAYER_BATCHNORM2D: bn_forward(n, cl, p, p + l->in_c, batch, train); break;
     case HS_LAYER_RELU: act_forward(c, cl, batch, INFINITY); break;
     case HS_LAYER_RELU6: act_forward(c, cl, batch, 6.0f); break;
     case HS_LAYER_MAXPOOL2D: maxpool_forward(c, cl, batch); break;

@@ -204,6 +204,15 @@ static int net_wait(cu_net *cn, cudaEvent_t ev, const char *what, hs_diag *d) {
                      what, cn->wait_s);
 }
 
+/* Before a copy between the device and pageable host memory, which "might be synchronous with
+ * respect to host" (cuda_runtime_api.h): inside the call, beyond any bound. Waiting (bounded)
+ * until the stream is idle first leaves the copy nothing to wait for but itself. */
+static int idle(cu_net *cn, const char *copy_of, hs_diag *d) {
+  char what[96];
+  snprintf(what, sizeof what, "waiting for the stream (before copying %s)", copy_of);
+  return net_wait(cn, NULL, what, d);
+}
+
 static int dev_alloc(void **p, size_t bytes, const char *what, hs_diag *d) {
   *p = NULL;
   if (bytes == 0) return 0;
@@ -813,8 +822,10 @@ static int cuda_load(hs_net *n, const float *x, const int32_t *y, int batch, hs_
   if (!rc) rc = ensure_capacity(cn, n, batch, d);
   if (rc) return rc;
   size_t xb = (size_t)batch * (size_t)out_elems(hs_graph_layer(n->graph, 0)) * sizeof(float);
-  rc = cuda_err(cudaMemcpyAsync(cn->x, x, xb, cudaMemcpyHostToDevice, cn->stream),
-                "cudaMemcpyAsync (input batch)", d);
+  rc = idle(cn, "the batch", d);
+  if (!rc)
+    rc = cuda_err(cudaMemcpyAsync(cn->x, x, xb, cudaMemcpyHostToDevice, cn->stream),
+                  "cudaMemcpyAsync (input batch)", d);
   if (!rc)
     rc = cuda_err(cudaMemcpyAsync(cn->labels, y, (size_t)batch * sizeof(int32_t),
                                   cudaMemcpyHostToDevice, cn->stream),
@@ -855,7 +866,7 @@ static hs_cuk_pool pool_of(const hs_layer *l, int batch) {
 static int forward_layers(cu_net *cn, hs_net *n, int train, hs_diag *d) {
   const int B = cn->batch;
   cudaStream_t s = cn->stream;
-  int rc = 0;
+  int rc = train ? hs_net_check_train_batch(n, B, d) : 0;
   for (int i = 1; i < cn->n_layers && !rc; i++) {
     const hs_layer *l = hs_graph_layer(n->graph, i);
     cu_layer *L = &cn->layers[i];
@@ -1070,6 +1081,7 @@ static int cuda_result(hs_net *n, double *loss, int *correct, hs_diag *d) {
   if (cn->fwd_batch <= 0) return hs_diag_set(d, HS_EINVAL, "result: no forward pass yet");
   hs_cuk_result r;
   int rc = bind(cn, d);
+  if (!rc) rc = idle(cn, "the loss", d);
   if (!rc)
     rc = cuda_err(cudaMemcpyAsync(&r, cn->res, sizeof r, cudaMemcpyDeviceToHost, cn->stream),
                   "cudaMemcpyAsync (loss)", d);
@@ -1088,6 +1100,7 @@ static int cuda_copy(hs_net *n, hs_net_vec which, int to_host, float *host, hs_d
   float *dev = which == HS_NET_GRADS ? n->grads : n->params;
   size_t bytes = (size_t)n->n_params * sizeof(float);
   int rc = bind(cn, d);
+  if (!rc && bytes) rc = idle(cn, to_host ? "to the host" : "to the device", d);
   if (!rc && bytes)
     rc = cuda_err(to_host ? cudaMemcpyAsync(host, dev, bytes, cudaMemcpyDeviceToHost, cn->stream)
                           : cudaMemcpyAsync(dev, host, bytes, cudaMemcpyHostToDevice, cn->stream),

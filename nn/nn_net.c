@@ -250,6 +250,17 @@ int hs_net_load(hs_net *n, const float *x, const int32_t *y, int batch, hs_diag 
   return n->be->load(n, x, y, batch, d);
 }
 
+int hs_net_check_train_batch(const hs_net *n, int batch, hs_diag *d) {
+  for (int i = 1; i < hs_graph_count(n->graph); i++) {
+    const hs_layer *l = hs_graph_layer(n->graph, i);
+    if (l->kind == HS_LAYER_BATCHNORM2D && (int64_t)l->in_h * l->in_w * batch < 2)
+      return hs_diag_set(d, HS_EINVAL, "%s: batchnorm layer %d: training needs more than one "
+                         "value per channel (batch %d of %dx%d maps), as PyTorch does",
+                         n->model, i, batch, l->in_h, l->in_w);
+  }
+  return 0;
+}
+
 int hs_net_forward(hs_net *n, int train, hs_diag *d) {
   return n->be->forward(n, train ? 1 : 0, d);
 }
