@@ -95,6 +95,10 @@ typedef struct hs_conv_model {
 
 extern const hs_conv_model hs_conv_analytic;
 extern const hs_conv_model hs_conv_proxy;
+/* 1 when the proxy can train `model` for n_workers workers (a Fashion-MNIST model of the zoo, at
+ * most 256 workers), as its set-up requires; 0 otherwise. Lets a caller choose another model
+ * before a run rather than fail in it (hetsim validate). */
+int hs_conv_proxy_supports(const char *model, int n_workers);
 
 /* NULL if unknown. */
 const hs_conv_model *hs_conv_find(const char *name);

@@ -246,10 +246,18 @@ static int compress(proxy *p, int w, const hs_conv_op *op, float *g, hs_diag *d)
 
 /* --- the table ---------------------------------------------------------------------------- */
 
+static int fashion_mnist_model(const char *model) {
+  const hs_model_info *mi = model ? hs_zoo_find(model) : NULL;
+  return mi && !strcmp(mi->dataset, "fashion-mnist");
+}
+
+int hs_conv_proxy_supports(const char *model, int n_workers) {
+  return fashion_mnist_model(model) && n_workers <= HS_PROXY_MAX_WORKERS;
+}
+
 static int p_init(void *st, const hs_conv_config *c, hs_diag *d) {
   proxy *p = st;
-  const hs_model_info *mi = hs_zoo_find(c->model);
-  if (!mi || strcmp(mi->dataset, "fashion-mnist"))
+  if (!fashion_mnist_model(c->model))
     return hs_diag_set(d, HS_EINVAL, "--convergence proxy trains mlp or cnn on Fashion-MNIST; "
                        "model %s is not supported (use --convergence analytic)", c->model);
   if (c->n_workers > HS_PROXY_MAX_WORKERS)

@@ -381,6 +381,18 @@ assert d["sim_step"]["comm_s"] <= bound, (d["sim_step"], bound)' "$T/out"
 expect_exit validate_asp_text 0 "$H" validate "${asp:-0}" --db "$T/v.db"
 check validate_asp_text_says grep -q "staleness of the updates   real [0-9.e+-]*, simulated [0-9.e+-]* versions behind" "$T/out"
 
+# A run of a model the proxy cannot train (resnet18: not a Fashion-MNIST model) is validated on
+# time alone: it was refused outright ("--convergence proxy trains mlp or cnn"), which would have
+# lost every validate of gpu-check's local step.
+expect_exit calib_resnet18 0 "$H" calib --device cpu --model resnet18 --batches 1,2,4 --warmup 1 --db "$T/r.db"
+expect_exit real_resnet18 0 "$H" real --policy ssgd --model resnet18 --workers 2 --global-batch 4 --iterations 2 \
+  --eval-every 1 --eval-samples 8 --train-samples 16 --db "$T/r.db" --calib "$T/r.db" --json
+rid=$(sed -n 's/.*"run_id": \([0-9]*\).*/\1/p' "$T/out")
+expect_exit validate_resnet18 0 "$H" validate "${rid:-0}" --db "$T/r.db" --json
+check validate_resnet18_time_only python3 -c 'import json,sys; d=json.load(open(sys.argv[1]))
+assert d["final_loss"] is not None and d["sim_time_to_loss_s"] is None and d["total_time_error"] is not None, d' "$T/out"
+check validate_resnet18_no_proxy test "$(sqlite3 "$T/r.db" "SELECT count(*) FROM run WHERE kind = 'sim' AND json_extract(options, '$.convergence') = 'none'")" = 1
+
 # Bad input: exit 2 with a clear message.
 expect_exit validate_no_run 2 "$H" validate 999 --db "$T/v.db"
 check validate_no_run_says grep -q "has no run 999" "$T/err"
