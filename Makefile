@@ -9,12 +9,14 @@ DEB_PACKAGES = cmake make gcc pkg-config libgsl-dev libyaml-dev libsqlite3-dev l
 # What only the tests need (not `make run`): Chromium renders `hetsim report` pages, Pillow
 # reads its screenshots, Jupyter executes the notebooks in notebooks-data/, the sqlite3 shell
 # checks rows from the CLI tests, Open MPI runs the sweep over ranks, and PyTorch (CPU) runs
-# tools/hetsim_profile.py and bench/ddp_train.py in tests/cli_profile.sh. They are installed
+# tools/hetsim_profile.py and bench/ddp_train.py in tests/cli_profile.sh, and g++ builds
+# test_deviceless_cuda_kernels (the CUDA kernels under an emulation on the CPU). They are installed
 # before configuring, so that the MPI sweep driver is built too.
 TEST_DEB_PACKAGES = sqlite3 chromium python3-pil python3-matplotlib python3-pandas jupyter-nbconvert \
   python3-nbformat python3-ipykernel \
   openmpi-bin libopenmpi-dev \
-  python3-torch python3-torchvision
+  python3-torch python3-torchvision \
+  g++
 SUDO = $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: all deps test-deps install-debs build run test asan bench clean gpu-bundle fuzz valgrind

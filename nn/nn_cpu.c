@@ -817,7 +817,7 @@ static void maxpool_forward(cpu_net *c, cpu_layer *cl, int batch) {
         for (int ih = h0; ih < h1; ih++)
           for (int iw = w0; iw < w1; iw++) {
             float v = xp[ih * W + iw];
-            if (v > bv || (isnan(v) && !isnan(bv))) {
+            if (v > bv || isnan(v)) { /* PyTorch's rule: the last NaN of a window wins */
               bv = v;
               best = ih * W + iw;
             }

@@ -194,8 +194,9 @@ __global__ void relu_backward_kernel(const float *y, const float *dy, float *dx,
   }
 }
 
-/* Index (row * w + col) in the plane of the first maximum of output window (oy, ox); -1 when the
- * window holds no input pixel. */
+/* Index (row * w + col) in the plane of the maximum of output window (oy, ox) by PyTorch's rule
+ * (the first of equal values; a NaN takes over, and so does a later NaN: the scan does not stop);
+ * -1 when the window holds no input pixel. */
 __device__ int window_argmax(const float *plane, const hs_cuk_pool p, int oy, int ox) {
   int y0 = oy * p.stride - p.pad, x0 = ox * p.stride - p.pad;
   int best = -1;
@@ -210,7 +211,6 @@ __device__ int window_argmax(const float *plane, const hs_cuk_pool p, int oy, in
       if (best < 0 || v > bestv || isnan(v)) {
         best = yy * p.w + xx;
         bestv = v;
-        if (isnan(v)) return best;
       }
     }
   }

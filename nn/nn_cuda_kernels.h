@@ -19,7 +19,8 @@
  *   not depend on how many SMs run them and stays close to a sequential sum. They use `scratch`,
  *   hs_cuk_scratch_doubles(c_max) doubles of device memory for channel counts up to c_max.
  * - Max pooling keeps no index: backward finds each window's first maximum again (PyTorch's
- *   rule: strictly greater, or NaN), so a tie sends the gradient to the earliest position.
+ *   rule: strictly greater, or NaN), so a tie sends the gradient to the earliest position and
+ *   two NaNs in a window send it to the last (as the cpu backend does).
  *   Average pooling counts padding in the divisor (count_include_pad). */
 #ifndef HS_NN_CUDA_KERNELS_H
 #define HS_NN_CUDA_KERNELS_H
@@ -36,7 +37,8 @@ extern "C" {
 typedef struct hs_cuk_result {
   double loss;  /* mean cross-entropy over the batch */
   int correct;  /* samples whose first arg-max logit is the label */
-  int bad_label; /* samples whose label was outside [0, classes) (their loss is not counted) */
+  int bad_label; /* samples whose label was outside [0, classes) (their loss is not summed; the
+                    mean still divides by n: the net refuses such a batch before, nn_net.c) */
 } hs_cuk_result;
 
 /* Doubles of scratch the reductions need for up to c_max channels. */
