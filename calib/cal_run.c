@@ -278,7 +278,7 @@ static int calibrate_model(hs_store *s, const hs_cal_device *dev, int64_t dev_id
   if (o->progress) hs_progress_update(o->progress, sw->done);
   if ((rc = hs_cal_sweep_init(&cs, n_todo, HS_CAL_PHASES, HS_CAL_STEP, &o->rule, d))) goto out;
   if (n_todo) {
-    hs_net_options no = {.seed = o->seed, .max_batch = 0, .threads = dev->threads};
+    hs_net_options no = {.seed = o->seed, .max_batch = 0, .threads = dev->threads, .wait_s = o->wait_s};
     if ((rc = hs_net_open(&n, dev->spec, mr->model, &no, d))) goto out;
     for (int r = 0; r < n_rivals && !rc; r++) {
       no.seed = o->seed + 1 + (uint64_t)r;

@@ -65,6 +65,8 @@ typedef struct hs_cal_opts {
   uint64_t seed;               /* weights and inputs */
   volatile sig_atomic_t *stop; /* may be NULL */
   hs_progress *progress;       /* may be NULL; total = points to visit */
+  double wait_s;               /* a GPU net's longest wait for its device (hs_net_options);
+                                  0 = the nets' default */
 } hs_cal_opts;
 
 typedef struct hs_cal_model_result {

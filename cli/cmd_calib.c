@@ -485,6 +485,9 @@ int hs_cmd_calib(int argc, char **argv) {
   calib_interrupted = 0;
   hs_cli_catch_signal(SIGINT, on_sigint, &old_sa);
   hs_cli_catch_signal(SIGTERM, on_sigint, &old_term);
+  /* A kernel that never ends fails the calibration within its time limit (the nets' waits stop
+   * at it; the limit's flag is read only between steps), not past the caller's own timeout. */
+  if (a.time_limit > 0 && a.time_limit < HS_NET_WAIT_DEFAULT_S) a.o.wait_s = a.time_limit;
   time_limit limit;
   hs_cal_result res;
   memset(&res, 0, sizeof res);
@@ -506,8 +509,9 @@ int hs_cmd_calib(int argc, char **argv) {
     }
     hs_real_comm_calib_opts co = {.backend = "local", .device = dev.spec, .model = big,
                                   .world = a.o.comm_world, .max_bytes = a.o.comm_max_bytes,
+                                  /* unpinned, as a real run on a GPU device is (hs_real_pins) */
                                   .timing = {.rule = a.o.rule, .warmup = a.o.warmup, .stop = &calib_interrupted,
-                                             .no_pin = a.o.no_pin}};
+                                             .no_pin = 1}};
     if (!(rc = hs_real_comm_calibrate(store, res.device_id, &co, res.comm, &d))) {
       res.n_comm = 2;
       snprintf(res.comm_note, sizeof res.comm_note, "the local backend's communication, timed through it on %s's "

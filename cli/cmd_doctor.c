@@ -236,20 +236,22 @@ static void add_probe(doctor *doc, const char *name, const hs_probe_result *r) {
   c->expected = r->expected;
 }
 
+/* NCCL's last: its communicators' set-up is the one call here without a bound, and a failure
+ * of it can leave the device unusable for what would come after. */
 static void check_probes(doctor *doc) {
   hs_probe_result r;
   hs_probe_cudnn_conv(&r);
   add_probe(doc, "cuDNN convolution", &r);
   hs_probe_cublas_gemm(&r);
   add_probe(doc, "cuBLAS GEMM", &r);
-  hs_probe_nccl_allreduce(1, &r);
-  add_probe(doc, "NCCL all-reduce 1 rank", &r);
-  hs_probe_nccl_allreduce(2, &r);
-  add_probe(doc, "NCCL 2 ranks on 1 GPU", &r);
   hs_probe_green_ctx(&r);
   add_probe(doc, "green contexts", &r);
   hs_probe_mps(&r);
   add_probe(doc, "MPS", &r);
+  hs_probe_nccl_allreduce(1, &r);
+  add_probe(doc, "NCCL all-reduce 1 rank", &r);
+  hs_probe_nccl_allreduce(2, &r);
+  add_probe(doc, "NCCL 2 ranks on 1 GPU", &r);
 }
 
 /* --cudnn-deviceprop FILE: cuDNN's description of GPU 0 (the JSON that cuDNN builds plans from
@@ -472,8 +474,10 @@ int hs_cmd_doctor(int argc, char **argv) {
   check_mpi(doc);
   check_loaded(doc);
   check_gpus(doc);
-  check_probes(doc);
+  /* The properties file before the probes: the deviceless step needs it even if a probe hangs
+   * and doctor is killed. */
   int prop_rc = deviceprop ? check_deviceprop(doc, deviceprop) : 0;
+  check_probes(doc);
   check_data(doc);
   check_store(doc);
   if (json) print_json(doc);

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "core/core_buildinfo.h"
+#include "nn/nn_cuda.h"
 #include "nn/nn_cuda_plan.h"
 #include "nn/nn_cudalib.h"
 
@@ -461,6 +462,8 @@ done:
 #if HETSIM_HAVE_NCCL
 #define NCCL_COUNT 1024
 #define NCCL_MAX_RANKS 2
+/* How long the probe waits for its all-reduce. */
+#define NCCL_PROBE_WAIT_S 30.0
 
 void hs_probe_nccl_allreduce(int ranks, hs_probe_result *r) {
   result_init(r);
@@ -481,6 +484,7 @@ void hs_probe_nccl_allreduce(int ranks, hs_probe_result *r) {
   if (!driver_ready(r)) return;
   ncclComm_t comms[NCCL_MAX_RANKS] = {0};
   cudaStream_t streams[NCCL_MAX_RANKS] = {0};
+  int stuck = 0;
   float *buf[NCCL_MAX_RANKS] = {0};
   int devs[NCCL_MAX_RANKS] = {0};
   probe_mem m = {0};
@@ -515,8 +519,16 @@ void hs_probe_nccl_allreduce(int ranks, hs_probe_result *r) {
     e = nc->ncclAllReduce(buf[i], buf[i], NCCL_COUNT, ncclFloat, ncclSum, comms[i], streams[i]);
   ncclResult_t e2 = nc->ncclGroupEnd();
   if (e == ncclSuccess) e = e2;
+  /* Polled, so that an all-reduce that never ends (ranks sharing a GPU wait for each other)
+   * fails the probe instead of hanging doctor: its communicators are then aborted, and what
+   * the streams may still use is left to the process's exit. */
   for (int i = 0; i < ranks && e == ncclSuccess; i++) {
-    cudaError_t ce = cudaStreamSynchronize(streams[i]);
+    if (!hs_cuda_stream_drained(streams[i], NCCL_PROBE_WAIT_S)) {
+      stuck = 1;
+      result_set(r, HS_PROBE_FAILED, "all-reduce: not done within %.0f s", NCCL_PROBE_WAIT_S);
+      goto done;
+    }
+    cudaError_t ce = cudaStreamSynchronize(streams[i]); /* drained: its status at once */
     if (ce != cudaSuccess) {
       result_set(r, HS_PROBE_FAILED, "all-reduce: %s", cudaGetErrorString(ce));
       goto done;
@@ -541,6 +553,11 @@ void hs_probe_nccl_allreduce(int ranks, hs_probe_result *r) {
     result_set(r, HS_PROBE_OK, "all-reduce of %d floats, %d rank%s on GPU 0: max error %.2g (NCCL %s)",
                NCCL_COUNT, ranks, ranks > 1 ? "s" : "", err, st->version_str);
 done:
+  if (stuck) {
+    for (int i = 0; i < ranks; i++)
+      if (comms[i]) nc->ncclCommAbort(comms[i]);
+    return;
+  }
   probe_free(&m);
   for (int i = 0; i < ranks; i++) {
     if (comms[i]) nc->ncclCommDestroy(comms[i]);

@@ -273,6 +273,17 @@ calib_name() {
     echo "$2 ($1 SMs)"
 }
 
+# has_fit NAME: 0 when calib.db holds resnet18's chosen step fit for the device NAME, which
+# `hetsim real --calib` needs for its --device and for each worker's own device.
+has_fit() {
+  local n
+  [ -f calib.db ] || return 1
+  n=$("$H" query --db calib.db sql "SELECT count(*) FROM perf_model p JOIN device d ON d.id = p.device_id
+    WHERE d.name = '${1//\'/\'\'}' AND p.model = 'resnet18' AND p.phase = 'step' AND p.chosen = 1" --csv 2>/dev/null |
+    tail -n 1 | tr -d '\r')
+  [ "${n:-0}" -ge 1 ] 2>/dev/null
+}
+
 # calib_step OUT.json SHARES ARGS...: runs `hetsim calib ARGS... --json >OUT.json` with a
 # --time-limit of 1/SHARES of what is left of the step's limit (STEP_DEADLINE, from the runner)
 # less 20 s for the exports after it, at least 10 s: calib then stops by itself, keeping what it
@@ -482,9 +493,25 @@ step_body() {
       s2=$(part "$sms" 4)
       s3=$(part "$sms" 2)
       # The calibration (calib-whole, calib-partitions) serves the policy's predictions and
-      # validate's simulation; without it the run times a few steps itself.
-      local calib=()
+      # validate's simulation. A run given --calib refuses to start without a fit for its
+      # --device and for each worker's partition, so a run is given it only when all of those
+      # are there (calib-partitions may have been cut short); without it the run times a few
+      # steps itself.
+      local whole parts_calib=() equal_calib=() calib=()
       [ -f calib.db ] && calib=(--calib calib.db)
+      whole=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["device"]["name"])' calib-whole.json 2>/dev/null ||
+        echo "$name")
+      if has_fit "$whole" && has_fit "$(calib_name "$s1" "$name")" && has_fit "$(calib_name "$s2" "$name")" &&
+        has_fit "$(calib_name "$s3" "$name")"; then
+        parts_calib=(--calib calib.db)
+      else
+        echo "calib.db lacks resnet18 on the whole GPU or on a partition: the partition runs predict from their own steps"
+      fi
+      if has_fit "$(calib_name "$s1" "$name")"; then
+        equal_calib=(--calib calib.db)
+      else
+        echo "calib.db lacks resnet18 on $s1 SMs: the equal run predicts from its own steps"
+      fi
       # One GPU as a heterogeneous cluster: three workers on partitions of three sizes (7/8 of
       # the SMs together; evaluations on the whole GPU, --device's default cuda:0). Their
       # compute names the partitions' calibrations (calib-partitions), for `hetsim sim` below:
@@ -501,20 +528,20 @@ nodes:
     devices: [{type: small}, {type: medium}, {type: large}]
 EOF
       local common=(--model resnet18 --iterations 40 --eval-every 20 --eval-samples 256 --train-samples 2048
-                    ${calib[@]+"${calib[@]}"} --db local.db --json)
+                    --db local.db --json)
       "$H" real --backend local --cluster local-parts.yaml --policy ssgd --global-batch 96 "${common[@]}" \
-        >local-parts-ssgd.json || rc=1
+        ${parts_calib[@]+"${parts_calib[@]}"} >local-parts-ssgd.json || rc=1
       "$H" real --backend local --cluster local-parts.yaml --policy localsgd --global-batch 96 "${common[@]}" \
-        >local-parts-localsgd.json || rc=1
+        ${parts_calib[@]+"${parts_calib[@]}"} >local-parts-localsgd.json || rc=1
       # lbb on the partitions: with calib.db each worker is predicted by its partition's
       # calibration (hs_real_plan_worker_perf), so its batches should follow the partitions' sizes.
       "$H" real --backend local --cluster local-parts.yaml --policy lbb --global-batch 96 "${common[@]}" \
-        >local-parts-lbb.json || rc=1
+        ${parts_calib[@]+"${parts_calib[@]}"} >local-parts-lbb.json || rc=1
       "$H" query --db local.db sql "SELECT r.id, s.worker, avg(s.batch), avg(s.compute_end_s - s.start_s) FROM step s
         JOIN run r ON r.id = s.run_id WHERE r.policy = 'lbb' AND r.kind = 'real' GROUP BY r.id, s.worker" \
         --csv >local-parts-lbb-batches.csv || rc=1
       "$H" real --backend local --device "cuda:0/sm=$s1" --workers 3 --policy ssgd --global-batch 96 "${common[@]}" \
-        >local-equal-ssgd.json || rc=1
+        ${equal_calib[@]+"${equal_calib[@]}"} >local-equal-ssgd.json || rc=1
       # Each run's partitions and the names their calibrations have, as the runs recorded them.
       "$H" query --db local.db sql "SELECT id, json_extract(options, '\$.type_devices') FROM run WHERE kind = 'real'" \
         --csv >local-type-devices.csv || rc=1
@@ -527,7 +554,7 @@ EOF
       done
       # The simulator on the same cluster, each type on its partition's calibration, with the
       # cluster file's own links (validate's are the local backend's, as calibrated).
-      if [ -f calib.db ]; then
+      if [ ${#parts_calib[@]} -gt 0 ]; then
         "$H" sim --cluster local-parts.yaml --policy ssgd --model resnet18 --global-batch 96 --iterations 40 \
           --calib calib.db --db local.db --json >local-parts-sim-ssgd.json || rc=1
       fi
