@@ -15,7 +15,7 @@
 #include "nn/nn_graph.h"
 #include "nn/nn_net.h"
 
-#define HS_NET_BACKEND_VERSION 2
+#define HS_NET_BACKEND_VERSION 3
 
 typedef enum hs_net_vec { HS_NET_PARAMS = 0, HS_NET_GRADS = 1 } hs_net_vec;
 
@@ -45,6 +45,8 @@ struct hs_net_backend {
    * of host memory) instead of n->grads; n->grads is then left unspecified. NULL: nn_net.c
    * runs backward and copies n->grads to host. */
   int (*backward_into)(hs_net *n, float *host, hs_diag *d);
+  /* Appended in version 3. hs_net_prepare (batch >= 1, checked); NULL: nothing to prepare. */
+  int (*prepare)(hs_net *n, int batch, hs_diag *d);
 };
 
 struct hs_net {

@@ -361,6 +361,10 @@ nomem:
                      (long long)n->n_params);
 }
 
+static int cpu_prepare(hs_net *n, int batch, hs_diag *d) {
+  return batch > impl(n)->cap ? grow(n, batch, d) : 0;
+}
+
 static int cpu_load(hs_net *n, const float *x, const int32_t *y, int batch, hs_diag *d) {
   cpu_net *c = impl(n);
   if (batch > c->cap) {
@@ -1274,4 +1278,5 @@ const struct hs_net_backend hs_net_backend_cpu = {
   .sync = cpu_sync,
   .bytes = cpu_bytes,
   .backward_into = cpu_backward_into,
+  .prepare = cpu_prepare,
 };

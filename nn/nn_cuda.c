@@ -1154,6 +1154,28 @@ static int64_t cuda_bytes(const hs_net *n) {
   return cn ? cn->fixed_bytes + cn->act_bytes + cn->ws_bytes : 0;
 }
 
+/* Every plan a training step of `batch` samples executes (forward, and both backward passes
+ * where they run). */
+static int prepare_plans(cu_net *cn, const hs_net *n, int batch, hs_diag *d) {
+  for (int i = 1; i < cn->n_layers; i++) {
+    const hs_layer *l = hs_graph_layer(n->graph, i);
+    if (l->kind != HS_LAYER_CONV2D) continue;
+    hs_cuplan *p;
+    int rc = plan_get(cn, n, i, CONV_FWD, batch, &p, d);
+    if (!rc) rc = plan_get(cn, n, i, CONV_WGRAD, batch, &p, d);
+    if (!rc && cn->layers[i].need_dx[0]) rc = plan_get(cn, n, i, CONV_DGRAD, batch, &p, d);
+    if (rc) return rc;
+  }
+  return 0;
+}
+
+static int cuda_prepare(hs_net *n, int batch, hs_diag *d) {
+  cu_net *cn = n->impl;
+  int rc = bind(cn, d);
+  if (!rc) rc = ensure_capacity(cn, n, batch, d);
+  return rc ? rc : prepare_plans(cn, n, batch, d);
+}
+
 const struct hs_net_backend hs_net_backend_cuda = {
     .version = HS_NET_BACKEND_VERSION,
     .name = "cuda",
@@ -1170,24 +1192,12 @@ const struct hs_net_backend hs_net_backend_cuda = {
     .elapsed = cuda_elapsed,
     .sync = cuda_sync,
     .bytes = cuda_bytes,
+    .prepare = cuda_prepare,
 };
 
 /* --- captured step (nn_cuda.h) ------------------------------------------------------------ */
 
 /* Builds every plan the step at the loaded batch needs, outside the capture. */
-static int prepare_plans(cu_net *cn, const hs_net *n, hs_diag *d) {
-  for (int i = 1; i < cn->n_layers; i++) {
-    const hs_layer *l = hs_graph_layer(n->graph, i);
-    if (l->kind != HS_LAYER_CONV2D) continue;
-    hs_cuplan *p;
-    int rc = plan_get(cn, n, i, CONV_FWD, cn->batch, &p, d);
-    if (!rc) rc = plan_get(cn, n, i, CONV_WGRAD, cn->batch, &p, d);
-    if (!rc && cn->layers[i].need_dx[0]) rc = plan_get(cn, n, i, CONV_DGRAD, cn->batch, &p, d);
-    if (rc) return rc;
-  }
-  return 0;
-}
-
 int hs_net_cuda_capture_step(hs_net *n, const hs_sgd *opt, hs_diag *d) {
   if (!n || n->be != &hs_net_backend_cuda || !n->impl)
     return hs_diag_set(d, HS_EUNSUPPORTED, "capture: %s is not a cuda net",
@@ -1195,7 +1205,7 @@ int hs_net_cuda_capture_step(hs_net *n, const hs_sgd *opt, hs_diag *d) {
   cu_net *cn = n->impl;
   if (cn->batch <= 0) return hs_diag_set(d, HS_EINVAL, "capture: no batch loaded");
   int rc = bind(cn, d);
-  if (!rc) rc = prepare_plans(cn, n, d);
+  if (!rc) rc = prepare_plans(cn, n, cn->batch, d);
   if (!rc) rc = net_wait(cn, NULL, "waiting for the stream (before capture)", d);
   if (rc) return rc;
   if (cn->step) {

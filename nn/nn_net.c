@@ -238,6 +238,12 @@ void hs_net_input_shape(const hs_net *n, int *c, int *h, int *w) {
 
 /* --- training calls ------------------------------------------------------------------------ */
 
+int hs_net_prepare(hs_net *n, int batch, hs_diag *d) {
+  if (batch < 1)
+    return hs_diag_set(d, HS_EINVAL, "%s: prepare: expected a batch >= 1, got %d", n->model, batch);
+  return n->be->prepare ? n->be->prepare(n, batch, d) : 0;
+}
+
 int hs_net_load(hs_net *n, const float *x, const int32_t *y, int batch, hs_diag *d) {
   if (batch < 1)
     return hs_diag_set(d, HS_EINVAL, "%s: load: expected a batch >= 1, got %d", n->model, batch);

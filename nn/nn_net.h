@@ -80,6 +80,14 @@ int64_t hs_net_param_count(const hs_net *n);
 void hs_net_input_shape(const hs_net *n, int *c, int *h, int *w);
 int hs_net_classes(const hs_net *n);
 
+/* Makes the net ready for steps of `batch` samples without running one: its buffers hold the
+ * batch and, on a cuda net, the cuDNN plans of every convolution at that batch are built (what
+ * a first step would otherwise do inside its time: a few milliseconds a plan). Parameters and
+ * batchnorm statistics stay as they are; buffers that grow drop the loaded batch and the last
+ * forward pass's results, as the load of a larger batch does (load again). A later hs_net_load
+ * of this batch or a smaller one allocates nothing. HS_EINVAL for batch < 1; HS_ENOMEM as
+ * hs_net_load, the net left usable at the batches it held. */
+int hs_net_prepare(hs_net *n, int batch, hs_diag *d);
 /* Copies a batch of inputs (batch x C x H x W fp32) and labels (int32 in [0, classes)) into the
  * net. A label out of range is HS_EINVAL. */
 int hs_net_load(hs_net *n, const float *x, const int32_t *y, int batch, hs_diag *d);

@@ -220,7 +220,8 @@ static int exec_setup(exec *e, hs_diag *d) {
   hs_net_options no = hs_real_net_options(cfg->seed, cfg->timeout_s);
   int rc;
   if ((rc = hs_shards_open(&e->sh, hs_data_count(cfg->train), e->n, NULL, cfg->seed, d)) ||
-      (rc = hs_net_open(&e->tw.net, cfg->device, cfg->model, &no, d)))
+      (rc = hs_net_open(&e->tw.net, cfg->device, cfg->model, &no, d)) ||
+      (rc = hs_real_worker_prepare(&e->tw, cfg->global_batch, e->n, d)))
     return rc;
   e->P = hs_net_param_count(e->tw.net);
   size_t bytes = (size_t)e->P * sizeof(float);

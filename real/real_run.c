@@ -760,7 +760,9 @@ static int setup(real *s, const hs_real_config *cfg, hs_shards *sh) {
   for (int i = 0; i < s->core.n; i++) {
     rworker *x = &s->w[i];
     const char *dev = cfg->worker_devices && cfg->worker_devices[i] ? cfg->worker_devices[i] : cfg->device;
-    if ((rc = hs_net_open(&x->tw.net, dev, cfg->model, &no, &s->core.diag))) return rc;
+    if ((rc = hs_net_open(&x->tw.net, dev, cfg->model, &no, &s->core.diag)) ||
+        (rc = hs_real_worker_prepare(&x->tw, cfg->global_batch, s->core.n, &s->core.diag)))
+      return rc;
     if (i == 0) s->P = hs_net_param_count(x->tw.net);
     x->host = malloc((size_t)s->P * sizeof *x->host);
     x->base = malloc((size_t)s->P * sizeof *x->base);

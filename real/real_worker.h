@@ -40,6 +40,13 @@ double hs_real_mono(void);
  * so that a kernel that never ends fails the run instead of hanging a worker. */
 hs_net_options hs_real_net_options(uint64_t seed, double timeout_s);
 
+/* Before the run's clock starts: the worker's net made ready for steps of an equal share of the
+ * global batch (hs_net_prepare: buffers, and on a GPU every convolution's cuDNN plans), so that
+ * the first timed step is a step and not also the set-up. A policy that gives a worker another
+ * batch later (lbb, proportional) still builds that batch's plans inside the step that first
+ * uses it. */
+int hs_real_worker_prepare(hs_real_worker *w, int64_t global_batch, int workers, hs_diag *d);
+
 /* Loads the worker's next batch of `batch` samples of train into its net and runs a training
  * forward and backward pass: the gradients are in the net, the loss in *loss. */
 int hs_real_worker_step(hs_real_worker *w, const hs_dataset *train, int batch, double *loss, hs_diag *d);

@@ -321,6 +321,34 @@ out:
   hs_net_close(n);
 }
 
+/* Prepare grows the buffers and builds the plans of a batch without a step: loading that batch
+ * then allocates nothing, and a training step at it runs (resnet18: convolutions in every
+ * direction, so every plan kind was built ahead). */
+static void test_prepare(void) {
+  hs_net_options o = {.seed = 2};
+  hs_diag d = {0};
+  hs_net *n = NULL;
+  batch_data b = {0};
+  if (hs_net_open(&n, "cuda:0", "resnet18", &o, &d) || make_batch(n, 8, 4, &b)) {
+    HS_FAIL_AT("open: %s", d.msg);
+    goto out;
+  }
+  int64_t before = hs_net_bytes(n);
+  ASSERT_EQ(hs_net_prepare(n, 8, &d), 0);
+  int64_t prepared = hs_net_bytes(n);
+  ASSERT(prepared > before);
+  ASSERT_EQ(hs_net_load(n, b.x, b.y, b.n, &d), 0);
+  ASSERT_EQ(hs_net_forward(n, 1, &d), 0);
+  ASSERT_EQ(hs_net_backward(n, &d), 0);
+  double loss = NAN;
+  ASSERT_EQ(hs_net_result(n, &loss, NULL, &d), 0);
+  ASSERT(isfinite(loss));
+  ASSERT_EQ(hs_net_bytes(n), prepared); /* nothing allocated by the step: not a plan's workspace */
+out:
+  free_batch(&b);
+  hs_net_close(n);
+}
+
 static const hs_test_case cases[] = {
     {"mlp_agrees", test_mlp_agrees},
     {"cnn_agrees", test_cnn_agrees},
@@ -330,6 +358,7 @@ static const hs_test_case cases[] = {
     {"captured_step", test_captured_step},
     {"out_of_memory_leaves_net_usable", test_out_of_memory_leaves_net_usable},
     {"marks", test_marks},
+    {"prepare", test_prepare},
     {NULL, NULL},
 };
 

@@ -495,6 +495,24 @@ static void test_batch_growth(void) {
   ASSERT(hs_net_bytes(n) > bytes2);
   ASSERT(l64 == eval_loss(big, x, y, B, 1, NULL)); /* grown or allocated up front: same */
   ASSERT(l2 == eval_loss(n, x, y, 2, 1, NULL));   /* smaller batches still fit */
+  /* prepare: the buffers of a batch without a step (the grown buffers drop the loaded batch, as
+   * a larger load does), and loading the prepared batch then allocates nothing */
+  hs_net *p = open_model("cnn", 6, 0);
+  if (p) {
+    ASSERT(l2 == eval_loss(p, x, y, 2, 1, NULL));
+    ASSERT_EQ(hs_net_prepare(p, 0, &d), HS_EINVAL);
+    ASSERT_CONTAINS(d.msg, "batch >= 1");
+    ASSERT_EQ(hs_net_prepare(p, B, &d), 0);
+    int64_t prepared = hs_net_bytes(p);
+    ASSERT(prepared > bytes2);
+    double again = NAN;
+    ASSERT_EQ(hs_net_result(p, &again, NULL, &d), HS_EINVAL);
+    ASSERT_EQ(hs_net_prepare(p, 2, &d), 0); /* smaller: nothing to do */
+    ASSERT_EQ(hs_net_bytes(p), prepared);
+    ASSERT(l64 == eval_loss(p, x, y, B, 1, NULL));
+    ASSERT_EQ(hs_net_bytes(p), prepared);
+    hs_net_close(p);
+  }
   /* out of memory: a cap just above what the net holds refuses the next growth, and the net
    * goes on at the batches it had */
   hs_net *m = open_model("cnn", 6, 0);
