@@ -143,14 +143,17 @@ static int discover_cuda(hs_cal_device *dev, hs_diag *d) {
   if (dev->sm_partition > 0 && dev->sm_count > 0 && dev->sm_partition > dev->sm_count)
     return hs_diag_set(d, HS_EINVAL, "%s: the GPU has %d SMs, fewer than the partition's %d", dev->spec,
                        dev->sm_count, dev->sm_partition);
+  /* Partitions are granted in whole groups of the driver's granule (nn_cuda.c splits the GPU
+   * into them once): the SMs those groups cover bound what partitions can have together. */
+  CUdevResource all;
+  memset(&all, 0, sizeof all);
+  CUresult res = cu->cuDeviceGetDevResource(cd, &all, CU_DEV_RESOURCE_TYPE_SM);
+  unsigned g = res == CUDA_SUCCESS ? hs_cudrv_sm_granule(&all) : 0;
+  if (g && dev->sm_count > 0) dev->sm_grouped = (int)((unsigned)dev->sm_count / g * g);
   if (dev->sm_partition > 0) {
-    /* A partition is granted in whole groups of the driver's granule (nn_cuda.c takes them so):
-     * the device is what a net on it gets, not what was asked. */
-    CUdevResource all;
-    memset(&all, 0, sizeof all);
-    if ((r = cu->cuDeviceGetDevResource(cd, &all, CU_DEV_RESOURCE_TYPE_SM)) != CUDA_SUCCESS)
-      return cu_fail(cu, r, "reading its SM resource (green contexts)", dev, d);
-    unsigned g = hs_cudrv_sm_granule(&all), granted = hs_cudrv_sm_granted((unsigned)dev->sm_partition, g);
+    /* The device is what a net on it gets, not what was asked. */
+    if (res != CUDA_SUCCESS) return cu_fail(cu, res, "reading its SM resource (green contexts)", dev, d);
+    unsigned granted = hs_cudrv_sm_granted((unsigned)dev->sm_partition, g);
     if (dev->sm_count > 0 && granted > (unsigned)dev->sm_count)
       return hs_diag_set(d, HS_EINVAL, "%s: partitions are whole groups of %u SMs on this GPU, so %d SMs round up "
                          "to %u, more than its %d", dev->spec, g, dev->sm_partition, granted, dev->sm_count);

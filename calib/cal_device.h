@@ -27,6 +27,9 @@ typedef struct hs_cal_device {
                                   groups), the count the name gives */
   int sm_requested;            /* discovered partition: the SMs asked for; else 0 */
   int sm_count;                /* GPU SMs, or the cpu's online cores; 0 = unknown */
+  int sm_grouped;              /* GPU: the SMs in whole groups of the driver's granule, what
+                                  partitions can be granted together (132 -> 128 in groups of
+                                  8); 0 = unknown (a driver without green contexts) */
   int64_t memory_bytes;        /* bytes; 0 = unknown */
   char uuid[64];               /* GPU UUID; empty for the cpu */
   char compute_capability[16]; /* "9.0"; empty for the cpu */

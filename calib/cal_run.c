@@ -9,6 +9,7 @@
 #include "calib/cal_comm.h"
 #include "core/core_affinity.h"
 #include "core/core_rng.h"
+#include "nn/nn_cuda.h"
 #include "nn/nn_net.h"
 
 enum { COMM_MIN_BYTES = 4096 };
@@ -280,6 +281,13 @@ static int calibrate_model(hs_store *s, const hs_cal_device *dev, int64_t dev_id
   if (n_todo) {
     hs_net_options no = {.seed = o->seed, .max_batch = 0, .threads = dev->threads, .wait_s = o->wait_s};
     if ((rc = hs_net_open(&n, dev->spec, mr->model, &no, d))) goto out;
+    /* The points are stored under the name discovery gave ("NAME (16 SMs)", from the granule it
+     * read): a net granted another count would file them under the wrong partition. */
+    if (dev->sm_partition > 0 && hs_net_cuda_sm_count(n) != dev->sm_partition) {
+      rc = hs_diag_set(d, HS_ERUNTIME, "%s: the net was granted %d SMs where discovery expected %d (the name "
+                       "\"%s\"); no point stored", dev->spec, hs_net_cuda_sm_count(n), dev->sm_partition, dev->name);
+      goto out;
+    }
     for (int r = 0; r < n_rivals && !rc; r++) {
       no.seed = o->seed + 1 + (uint64_t)r;
       rc = hs_net_open(&rivals[r].net, dev->spec, mr->model, &no, d);

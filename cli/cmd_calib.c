@@ -454,6 +454,15 @@ int hs_cmd_calib(int argc, char **argv) {
   if (a.comm != 0 && strcmp(dev.kind, "cpu") && a.o.comm_world > 64)
     return bad("--comm-world: on a GPU the local backend's all-reduce is timed over at most 64 nets, got %d",
                a.o.comm_world);
+  /* Timing the local backend's all-reduce opens --comm-world nets of the partition at once, and
+   * green contexts never share an SM: what cannot be granted is refused now, not after the
+   * whole compute sweep. */
+  if (a.comm != 0 && dev.sm_partition > 0 && dev.sm_grouped > 0 &&
+      (long long)a.o.comm_world * dev.sm_partition > dev.sm_grouped)
+    return bad("--comm-world %d: timing the all-reduce opens %d nets of %d SMs, %lld SMs together, more than the %d "
+               "in this GPU's whole groups; add --no-comm or lower --comm-world",
+               a.o.comm_world, a.o.comm_world, dev.sm_partition, (long long)a.o.comm_world * dev.sm_partition,
+               dev.sm_grouped);
   /* Open the device once before the database: a device that cannot run says so now. */
   hs_net *probe = NULL;
   hs_net_options no = {.seed = a.o.seed, .threads = dev.threads};

@@ -183,12 +183,13 @@ int hs_real_plan_type_devices(const hs_real_plan *p, const hs_cluster_spec *spec
     snprintf(r->device_name, sizeof r->device_name, "%s", dev.name);
   }
   /* Green contexts never share an SM (nn_cuda.h): partitions that need more SMs together than the
-   * GPU has cannot all be granted. */
-  if (p->dev.sm_count > 0 && sms > p->dev.sm_count)
+   * GPU's whole groups cover (else, unknown, than it has) cannot all be granted. */
+  int usable = p->dev.sm_grouped > 0 ? p->dev.sm_grouped : p->dev.sm_count;
+  if (usable > 0 && sms > usable)
     return hs_diag_set(d, HS_EINVAL, "%s: the partitions of the workers%s need %lld SMs together (each "
-                       "rounded up to the driver's groups), more than the %d of %s (%s)", spec->path,
-                       p->dev.sm_partition ? " and of the evaluation net (--device)" : "", sms,
-                       p->dev.sm_count, p->device, p->dev.name);
+                       "rounded up to the driver's groups), more than the %d %sof %s (%s)", spec->path,
+                       p->dev.sm_partition ? " and of the evaluation net (--device)" : "", sms, usable,
+                       p->dev.sm_grouped > 0 ? "in whole groups " : "", p->device, p->dev.name);
   return 0;
 }
 
