@@ -7,11 +7,16 @@
  * Each step is forward (batch statistics) + backward + SGD (lr 0.1, momentum 0.9, weight decay
  * 5e-4) on one synthetic CIFAR-shaped batch loaded once, so the figure is compute alone, as the
  * PyTorch script measures it. --graph captures the whole step as one CUDA graph and replays it.
- * Time runs between two CUDA events around the timed steps. The math (HETSIM_CUDA_MATH: strict, the
- * default, or fast; docs/gpu.md) is part of the report. Exits 77 with "no GPU" where the
+ * Time runs between two CUDA events around the timed steps. Also reported, by the wall clock:
+ * prepare_s, what hs_net_prepare takes at the batch (every convolution's cuDNN plans: what a
+ * real run does before its clock starts), and first_step_s, the first step after it (always
+ * run, as the first warm-up step, even with --warmup 0: lazy module loading and whatever else a
+ * first step still pays). The math (HETSIM_CUDA_MATH: strict, the default, or fast;
+ * docs/gpu.md) is part of the report. Exits 77 with "no GPU" where the
  * device cannot be opened (no GPU, no driver, no cuDNN), 2 on bad usage, 1 on a failure. */
 #include <stdint.h>
 #include <stdio.h>
+#include <time.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -24,6 +29,12 @@ static int usage(const char *argv0) {
           " [--graph] [--json]\n",
           argv0);
   return 2;
+}
+
+static double wall(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
 static int step(hs_net *n, const hs_sgd *sgd, int graph, hs_diag *d) {
@@ -82,10 +93,17 @@ int main(int argc, char **argv) {
   for (int i = 0; i < batch; i++) y[i] = i % hs_net_classes(n);
 
   const hs_sgd sgd = {.lr = 0.1, .momentum = 0.9, .weight_decay = 5e-4};
-  double seconds = 0.0, loss = 0.0;
-  rc = hs_net_load(n, x, y, batch, &d);
-  /* Warm-up builds the cuDNN plans and workspaces; a capture needs them first as well. */
-  for (int i = 0; i < warmup && !rc; i++) rc = step(n, &sgd, 0, &d);
+  double seconds = 0.0, loss = 0.0, prepare_s = 0.0, first_step_s = 0.0;
+  double t = wall();
+  rc = hs_net_prepare(n, batch, &d);
+  prepare_s = wall() - t;
+  if (!rc) rc = hs_net_load(n, x, y, batch, &d);
+  t = wall();
+  if (!rc) rc = step(n, &sgd, 0, &d);
+  if (!rc) rc = hs_net_sync(n, &d);
+  first_step_s = wall() - t;
+  /* Warm-up: the workspaces settle, clocks ramp up; a capture needs the plans first as well. */
+  for (int i = 1; i < warmup && !rc; i++) rc = step(n, &sgd, 0, &d);
   if (!rc && graph) rc = hs_net_cuda_capture_step(n, &sgd, &d);
   if (!rc && graph) rc = step(n, &sgd, 1, &d); /* first launch uploads the graph */
   if (!rc) rc = hs_net_sync(n, &d);
@@ -102,13 +120,16 @@ int main(int argc, char **argv) {
   const char *math = hs_net_cuda_math(n); /* as the net read HETSIM_CUDA_MATH when it opened */
   if (json)
     printf("{\"model\": \"%s\", \"device\": \"%s\", \"batch\": %d, \"steps\": %d, \"math\": \"%s\", "
-           "\"graph\": %s, \"step_s\": %.6g, \"images_per_s\": %.6g, \"loss\": %.6g, \"bytes\": %lld}\n",
+           "\"graph\": %s, \"step_s\": %.6g, \"images_per_s\": %.6g, \"loss\": %.6g, \"bytes\": %lld, "
+           "\"prepare_s\": %.6g, \"first_step_s\": %.6g}\n",
            model, device, batch, steps, math, graph ? "true" : "false", seconds / steps, ips,
-           loss, (long long)hs_net_bytes(n));
+           loss, (long long)hs_net_bytes(n), prepare_s, first_step_s);
   else
-    printf("%s on %s, batch %d, %d steps, math %s%s: %.3f ms/step, %.1f images/s (loss %.4f, %.2f GiB)\n",
+    printf("%s on %s, batch %d, %d steps, math %s%s: %.3f ms/step, %.1f images/s (loss %.4f, %.2f GiB; "
+           "prepare %.1f ms, first step %.1f ms)\n",
            model, device, batch, steps, math, graph ? " (CUDA graph)" : "",
-           1e3 * seconds / steps, ips, loss, (double)hs_net_bytes(n) / (double)(1 << 30));
+           1e3 * seconds / steps, ips, loss, (double)hs_net_bytes(n) / (double)(1 << 30), 1e3 * prepare_s,
+           1e3 * first_step_s);
 out:
   free(x);
   free(y);
