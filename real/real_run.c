@@ -335,10 +335,15 @@ static int run_stopped(void *ctx) {
 static int do_compute(real *s, int w, const item *it, hs_diag *d) {
   rworker *x = &s->w[w];
   hs_rt_worker *cw = &s->core.w[w];
+  /* A batch this worker has not had before gets its buffers and, on a GPU, its cuDNN plans
+   * before the step's clock starts (real_worker.h): a policy that moves batches (lbb) is shown
+   * the step, not the set-up. Nothing to do for a batch it has had. */
+  int rc = hs_net_prepare(x->tw.net, it->batch, d);
+  if (rc) return rc;
   pthread_mutex_lock(&s->mu);
   double slow = cw->slowdown > 1 ? cw->slowdown : 1.0;
   double start = now_of(s);
-  int rc = hs_rt_core_record_open(&s->core, w, it->batch, start);
+  rc = hs_rt_core_record_open(&s->core, w, it->batch, start);
   x->in_step = 1;
   pthread_mutex_unlock(&s->mu);
   if (rc) return hs_diag_set(d, rc, "%s", s->core.diag.msg);

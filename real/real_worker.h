@@ -42,9 +42,9 @@ hs_net_options hs_real_net_options(uint64_t seed, double timeout_s);
 
 /* Before the run's clock starts: the worker's net made ready for steps of an equal share of the
  * global batch (hs_net_prepare: buffers, and on a GPU every convolution's cuDNN plans), so that
- * the first timed step is a step and not also the set-up. A policy that gives a worker another
- * batch later (lbb, proportional) still builds that batch's plans inside the step that first
- * uses it. */
+ * the first timed step is a step and not also the set-up. A batch a policy gives a worker later
+ * (lbb, proportional) is prepared the same way by the runtime before that step's clock starts:
+ * its set-up is time the worker spends before the step, not in it. */
 int hs_real_worker_prepare(hs_real_worker *w, int64_t global_batch, int workers, hs_diag *d);
 
 /* Loads the worker's next batch of `batch` samples of train into its net and runs a training
