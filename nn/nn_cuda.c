@@ -33,6 +33,17 @@
 
 #include "core/core_buildinfo.h"
 
+#define WEDGED_MAX 64
+static int wedged_devices[WEDGED_MAX];
+
+void hs_cuda_mark_wedged(int ordinal) {
+  if (ordinal >= 0 && ordinal < WEDGED_MAX) __atomic_store_n(&wedged_devices[ordinal], 1, __ATOMIC_RELEASE);
+}
+
+int hs_cuda_device_wedged(int ordinal) {
+  return ordinal >= 0 && ordinal < WEDGED_MAX && __atomic_load_n(&wedged_devices[ordinal], __ATOMIC_ACQUIRE);
+}
+
 #if HETSIM_HAVE_CUDA
 
 #include <math.h>
@@ -198,6 +209,7 @@ static int net_wait(cu_net *cn, cudaEvent_t ev, const char *what, hs_diag *d) {
   cudaError_t e = poll_done(cn->stream, ev, cn->wait_s);
   if (e != cudaErrorNotReady) return cuda_err(e, what, d);
   cn->wedged = 1;
+  hs_cuda_mark_wedged(cn->device);
   return hs_diag_set(d, HS_ERUNTIME,
                      "CUDA: %s: the device did not finish within %.3g s (hs_net_options.wait_s); "
                      "the net is unusable",
@@ -766,9 +778,13 @@ static void cuda_close(hs_net *n) {
   } else if (cn->stream) {
     (void)cudaSetDevice(cn->device);
   }
-  /* A wedged net has waited its wait_s already: one more second, in case it has just ended. */
-  if (cn->stream && !hs_cuda_stream_drained(cn->stream, cn->wedged ? 1.0 : CLOSE_DRAIN_S)) {
-    /* The device never finished the net's work: its memory, handles, plans, context and SM
+  /* A wedged net has waited its wait_s already: one more second, in case it has just ended. A
+   * net on a device that another net or a backend left wedged frees nothing either: cudaFree
+   * and cublasDestroy may wait for the whole device. */
+  int drained = !cn->stream || hs_cuda_stream_drained(cn->stream, cn->wedged ? 1.0 : CLOSE_DRAIN_S);
+  if (!drained) hs_cuda_mark_wedged(cn->device);
+  if (!drained || hs_cuda_device_wedged(cn->device)) {
+    /* The device never finished the work: the net's memory, handles, plans, context and SM
      * groups stay to the process's exit, since freeing any of them would wait for that work. */
     if (cn->ctx) (void)cn->drv->cuCtxSetCurrent(prev == cn->ctx ? NULL : prev);
     n->params = n->grads = NULL;

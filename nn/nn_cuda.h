@@ -56,4 +56,11 @@ int hs_net_cuda_record_owner(const void *dev_ptr, void **event, hs_diag *d);
  * the caller. 1 in a build without CUDA. */
 int hs_cuda_stream_drained(void *stream, double within_s);
 
+/* GPU `ordinal` had work that did not end within a bound (a net's wait, a backend's reduction or
+ * teardown): for the rest of the process, closing a net or a comm backend on it leaves their
+ * memory and handles to the process's exit, since freeing them (cudaFree, cublasDestroy) may
+ * wait for the whole device. Thread-safe; ordinals outside [0, 64) are ignored (never wedged). */
+void hs_cuda_mark_wedged(int ordinal);
+int hs_cuda_device_wedged(int ordinal);
+
 #endif

@@ -76,6 +76,7 @@ struct hs_real_comm {
   hs_real_comm *host; /* the inner cpu backend: send, recv, barrier */
   const hs_cudrv_api *drv;
   CUdevice dev;
+  int ordinal;
   CUcontext primary;
   int retained;
   cudaStream_t stream; /* in the primary context */
@@ -123,14 +124,19 @@ static void local_close(hs_real_comm *c) {
     free(s->ev);
     free(s);
   }
-  /* A wedged stream (or one that does not drain now, within the run's timeout) keeps its
-   * scratch vectors and the primary context: freeing either would wait for the device's work,
-   * which has not ended. They are left to the process's exit. */
-  if (c->retained && !c->wedged) {
+  /* A wedged stream (or one that does not drain now, within the run's timeout), or a device
+   * another user left wedged (nn_cuda.h), keeps its scratch vectors and the primary context:
+   * freeing either would wait for the device's work, which has not ended. They are left to the
+   * process's exit. */
+  if (c->wedged) hs_cuda_mark_wedged(c->ordinal);
+  if (c->retained && !c->wedged && !hs_cuda_device_wedged(c->ordinal)) {
     CUcontext prev = NULL;
     (void)c->drv->cuCtxGetCurrent(&prev);
     if (c->drv->cuCtxSetCurrent(c->primary) == CUDA_SUCCESS) {
-      if (c->stream && !hs_cuda_stream_drained(c->stream, c->cfg.timeout_s)) c->wedged = 1;
+      if (c->stream && !hs_cuda_stream_drained(c->stream, c->cfg.timeout_s)) {
+        c->wedged = 1;
+        hs_cuda_mark_wedged(c->ordinal);
+      }
       if (c->stream) (void)cudaStreamDestroy(c->stream); /* returns at once; freed when idle */
       while (c->pool && !c->wedged) {
         lc_buf *b = c->pool;
@@ -177,6 +183,7 @@ static int local_open(hs_real_comm **out, const hs_real_comm_config *cfg, hs_dia
   c->drv = drv;
   pthread_mutex_init(&c->mu, NULL);
   hs_cond_init_monotonic(&c->cv);
+  c->ordinal = ordinal;
   CUresult r = drv->cuDeviceGet(&c->dev, ordinal);
   if (r != CUDA_SUCCESS) {
     rc = drv_fail(c, r, "cuDeviceGet", d);

@@ -710,7 +710,9 @@ static void rank_close(hs_real_comm *c) {
    * drained (polled for one timeout: a copy that never ends leaves them to the process's exit
    * rather than hanging close). */
   if (c->stream) (void)cudaSetDevice(c->ordinal);
-  if (!c->stream || hs_cuda_stream_drained(c->stream, c->cfg.timeout_s)) {
+  int drained = !c->stream || hs_cuda_stream_drained(c->stream, c->cfg.timeout_s);
+  if (!drained) hs_cuda_mark_wedged(c->ordinal);
+  if (drained && !hs_cuda_device_wedged(c->ordinal)) {
     if (c->ev) (void)cudaEventDestroy(c->ev);
     if (c->stream) (void)cudaStreamDestroy(c->stream);
     if (c->bounce) (void)cudaFree(c->bounce);
