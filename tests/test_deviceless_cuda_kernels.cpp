@@ -689,6 +689,27 @@ int ref_window_max(const float *plane, const hs_cuk_pool &p, int oy, int ox, flo
   return best;
 }
 
+/* What a pooling backward should write: per input, the sum of the gradients routed to it, of
+ * their magnitudes, and their count; checked against dx (over what it held with accumulate),
+ * each routed term and the sum rounding in float at most (hits + slack) times. */
+struct routed {
+  std::vector<double> grad, gabs;
+  std::vector<int> hits;
+  explicit routed(size_t n) : grad(n, 0.0), gabs(n, 0.0), hits(n, 0) {}
+  void add(size_t i, double g) {
+    grad[i] += g;
+    gabs[i] += fabs(g);
+    hits[i]++;
+  }
+  void check(checker &k, dev<float> &dx, const std::vector<float> &dx0, int accumulate, int slack) {
+    for (size_t i = 0; i < grad.size(); i++) {
+      double prev = accumulate ? dx0[i] : 0.0;
+      k.near("dx", (int64_t)i, dx[i], prev + grad[i], FLT_EPSILON * (hits[i] + slack) * (gabs[i] + fabs(prev)));
+    }
+    k.guards("dx", dx);
+  }
+};
+
 /* Kinds of max-pooling input: continuous values, few levels (ties everywhere, some -inf), or
  * continuous values with NaNs placed by the caller. */
 enum pool_data { kContinuous, kTies };
@@ -719,26 +740,17 @@ void check_maxpool(const hs_cuk_pool &p, pool_data kind, int accumulate, uint64_
   k.status("forward rc", hs_cuk_maxpool_forward(x.p(), y.p(), &p, nullptr), cudaSuccess);
   k.status("backward rc", hs_cuk_maxpool_backward(x.p(), dy.p(), dx.p(), &p, accumulate, nullptr),
            cudaSuccess);
-  std::vector<double> grad((size_t)in, 0.0), gabs((size_t)in, 0.0);
-  std::vector<int> hits((size_t)in, 0);
+  routed want((size_t)in);
   for (int64_t o = 0; o < out; o++) {
     int64_t plane = o / plane_out;
     int oy = (int)(o % plane_out / p.ow), ox = (int)(o % p.ow);
     float v;
     int a = ref_window_max(x.p() + plane * plane_in, p, oy, ox, &v);
     k.same("y", o, y[(size_t)o], v);
-    size_t target = (size_t)(plane * plane_in + a);
-    grad[target] += dy[(size_t)o];
-    gabs[target] += fabs(dy[(size_t)o]);
-    hits[target]++;
+    want.add((size_t)(plane * plane_in + a), dy[(size_t)o]);
   }
-  for (int64_t i = 0; i < in; i++) {
-    size_t I = (size_t)i;
-    double prev = accumulate ? dx0[I] : 0.0;
-    k.near("dx", i, dx[I], prev + grad[I], FLT_EPSILON * (hits[I] + 1) * (gabs[I] + fabs(prev)));
-  }
+  want.check(k, dx, dx0, accumulate, 1);
   k.guards("y", y);
-  k.guards("dx", dx);
 }
 
 void test_maxpool(void) {
@@ -790,8 +802,7 @@ void check_avgpool(const hs_cuk_pool &p, int accumulate, uint64_t seed) {
   k.status("forward rc", hs_cuk_avgpool_forward(x.p(), y.p(), &p, nullptr), cudaSuccess);
   k.status("backward rc", hs_cuk_avgpool_backward(dy.p(), dx.p(), &p, accumulate, nullptr),
            cudaSuccess);
-  std::vector<double> grad((size_t)in, 0.0), gabs((size_t)in, 0.0);
-  std::vector<int> hits((size_t)in, 0);
+  routed want((size_t)in);
   for (int64_t o = 0; o < out; o++) {
     int64_t plane = o / plane_out;
     int oy = (int)(o % plane_out / p.ow), ox = (int)(o % p.ow);
@@ -803,19 +814,12 @@ void check_avgpool(const hs_cuk_pool &p, int accumulate, uint64_t seed) {
         size_t i = (size_t)(plane * plane_in + yy * p.w + xx);
         s += x[i];
         sa += fabs(x[i]);
-        grad[i] += dy[(size_t)o] / kk;
-        gabs[i] += fabs(dy[(size_t)o]) / kk;
-        hits[i]++;
+        want.add(i, dy[(size_t)o] / kk);
       }
     k.near("y", o, y[(size_t)o], s / kk, (kk + 2) * FLT_EPSILON * sa / kk);
   }
-  for (int64_t i = 0; i < in; i++) {
-    size_t I = (size_t)i;
-    double prev = accumulate ? dx0[I] : 0.0;
-    k.near("dx", i, dx[I], prev + grad[I], FLT_EPSILON * (hits[I] + 2) * (gabs[I] + fabs(prev)));
-  }
+  want.check(k, dx, dx0, accumulate, 2);
   k.guards("y", y);
-  k.guards("dx", dx);
 }
 
 void test_avgpool(void) {
