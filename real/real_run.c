@@ -433,13 +433,9 @@ static int do_allreduce(real *s, int w, rop *op, hs_diag *d) {
   rc = cm->allreduce(s->comm, op->id, w, buf, s->P, op->ws, op->n, op->wts, d);
   if (rc) return rc;
   /* The reduced vector, in host memory: a host backend's buffer is the net's own (read in
-   * place, no copy); a device backend's is copied out. */
+   * place, no copy); a device backend's is copied out by the one participant that updates the
+   * global model with it (every participant's buffer holds the same), below. */
   const float *red = buf;
-  if (cm->device_buffers) {
-    rc = op->what == HS_COMM_GRAD ? hs_net_get_grads(x->tw.net, x->host, d) : hs_net_get_params(x->tw.net, x->host, d);
-    if (rc) return rc;
-    red = x->host;
-  }
   /* A host net that holds the model the update applies to updates its own parameters with it
    * instead of copying the global model in (`own`). */
   int host_grad = op->what == HS_COMM_GRAD && !cm->device_buffers;
@@ -457,13 +453,21 @@ static int do_allreduce(real *s, int w, rop *op, hs_diag *d) {
     int fuse = host_grad && x->net_synced && cw->version == s->core.version;
     s->global_busy = 1;
     pthread_mutex_unlock(&s->mu);
+    if (cm->device_buffers) {
+      rc = op->what == HS_COMM_GRAD ? hs_net_get_grads(x->tw.net, x->host, d) : hs_net_get_params(x->tw.net, x->host, d);
+      red = x->host;
+    }
     /* rt_model's one expression, so that the global model and every net updated in place
      * round alike and stay bit-identical. */
-    hs_runtime_model_allreduced(&s->gm, op->what, red, op->lr, fuse ? own : NULL);
+    if (!rc) hs_runtime_model_allreduced(&s->gm, op->what, red, op->lr, fuse ? own : NULL);
     pthread_mutex_lock(&s->mu);
     s->global_busy = 0;
-    op->global_applied = 1;
     pthread_cond_broadcast(&s->cv);
+    if (rc) { /* the copy out failed: the global model is as it was, and the run fails */
+      pthread_mutex_unlock(&s->mu);
+      return rc;
+    }
+    op->global_applied = 1;
     global_update(s);
     if (fuse) {
       cw->version = s->core.version;
