@@ -1213,7 +1213,6 @@ const struct hs_net_backend hs_net_backend_cuda = {
 
 /* --- captured step (nn_cuda.h) ------------------------------------------------------------ */
 
-/* Builds every plan the step at the loaded batch needs, outside the capture. */
 int hs_net_cuda_capture_step(hs_net *n, const hs_sgd *opt, hs_diag *d) {
   if (!n || n->be != &hs_net_backend_cuda || !n->impl)
     return hs_diag_set(d, HS_EUNSUPPORTED, "capture: %s is not a cuda net",

@@ -82,7 +82,7 @@ int hs_net_classes(const hs_net *n);
 
 /* Makes the net ready for steps of `batch` samples without running one: its buffers hold the
  * batch and, on a cuda net, the cuDNN plans of every convolution at that batch are built (what
- * a first step would otherwise do inside its time: a few milliseconds a plan). Parameters and
+ * a first step would otherwise do inside its time; bench_gpu_nn measures it). Parameters and
  * batchnorm statistics stay as they are; buffers that grow drop the loaded batch and the last
  * forward pass's results, as the load of a larger batch does (load again). A later hs_net_load
  * of this batch or a smaller one allocates nothing. HS_EINVAL for batch < 1; HS_ENOMEM as
