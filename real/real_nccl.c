@@ -59,8 +59,9 @@
  * Barrier: a one-float all-reduce over the world communicator.
  *
  * Threading: a process has one rank; calls may come from several threads and are serialised on
- * the backend's stream by a mutex; each makes the backend's GPU current on its thread first. NOT RUN ON A GPU YET: this file compiles and links here (no
- * GPU on the machines that wrote it); see docs/gpu.md. */
+ * the backend's stream by a mutex; each makes the backend's GPU current on its thread first.
+ * NOT RUN ON A GPU YET: this file compiles and links here (no GPU on the machines that wrote
+ * it); see docs/gpu.md. */
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
