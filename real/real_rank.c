@@ -344,8 +344,8 @@ static int execute(exec *e, const cmd *c, cmsg *rep, hs_diag *d) {
   }
   switch (c->m.kind) {
   case C_COMPUTE: {
-    /* A new batch's set-up before the step's clock, as real_run.c's do_compute. */
-    int rc = hs_net_prepare(e->tw.net, c->m.batch, d);
+    /* The batch's set-up before the step's clock (real_worker.h). */
+    int rc = hs_real_worker_ready(&e->tw, c->m.batch, d);
     if (rc) return rc;
     double loss = NAN, t0 = hs_real_mono();
     rc = hs_real_worker_step(&e->tw, e->cfg->train, c->m.batch, &loss, d);

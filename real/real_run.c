@@ -335,10 +335,9 @@ static int run_stopped(void *ctx) {
 static int do_compute(real *s, int w, const item *it, hs_diag *d) {
   rworker *x = &s->w[w];
   hs_rt_worker *cw = &s->core.w[w];
-  /* A batch this worker has not had before gets its buffers and, on a GPU, its cuDNN plans
-   * before the step's clock starts (real_worker.h): a policy that moves batches (lbb) is shown
-   * the step, not the set-up. Nothing to do for a batch it has had. */
-  int rc = hs_net_prepare(x->tw.net, it->batch, d);
+  /* The batch's set-up before the step's clock (real_worker.h): a policy that moves batches
+   * (lbb) is shown the step. */
+  int rc = hs_real_worker_ready(&x->tw, it->batch, d);
   if (rc) return rc;
   pthread_mutex_lock(&s->mu);
   double slow = cw->slowdown > 1 ? cw->slowdown : 1.0;

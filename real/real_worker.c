@@ -22,11 +22,20 @@ hs_net_options hs_real_net_options(uint64_t seed, double timeout_s) {
 int hs_real_worker_prepare(hs_real_worker *w, int64_t global_batch, int workers, hs_diag *d) {
   int64_t share = workers > 0 ? global_batch / workers : global_batch;
   hs_diag pd = {0};
-  int rc = hs_net_prepare(w->net, share < 1 ? 1 : share > INT32_MAX ? INT32_MAX : (int)share, &pd);
+  int batch = share < 1 ? 1 : share > INT32_MAX ? INT32_MAX : (int)share;
+  int rc = hs_net_prepare(w->net, batch, &pd);
+  if (!rc) w->prepared = batch;
   /* Out of memory at the equal share is not the run's failure: the policy may give this worker
    * less (the net stays usable at what it holds), and a batch that does not fit fails its step. */
   if (rc && rc != HS_ENOMEM) return hs_diag_set(d, rc, "%s", pd.msg);
   return 0;
+}
+
+int hs_real_worker_ready(hs_real_worker *w, int batch, hs_diag *d) {
+  if (batch == w->prepared) return 0;
+  int rc = hs_net_prepare(w->net, batch, d);
+  if (!rc) w->prepared = batch;
+  return rc;
 }
 
 int hs_real_worker_step(hs_real_worker *w, const hs_dataset *train, int batch, double *loss, hs_diag *d) {

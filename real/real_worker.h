@@ -30,6 +30,7 @@ typedef struct hs_real_worker {
   double cx_param;
   float *cbuf;        /* a vector padded to the compressor's matrix view */
   int64_t cn;         /* its floats */
+  int prepared;       /* the batch the net was last prepared for (hs_real_worker_ready); 0 none */
 } hs_real_worker;
 
 /* CLOCK_MONOTONIC, s. */
@@ -42,10 +43,12 @@ hs_net_options hs_real_net_options(uint64_t seed, double timeout_s);
 
 /* Before the run's clock starts: the worker's net made ready for steps of an equal share of the
  * global batch (hs_net_prepare: buffers, and on a GPU every convolution's cuDNN plans), so that
- * the first timed step is a step and not also the set-up. A batch a policy gives a worker later
- * (lbb, proportional) is prepared the same way by the runtime before that step's clock starts:
- * its set-up is time the worker spends before the step, not in it. */
+ * the first timed step is a step and not also the set-up. */
 int hs_real_worker_prepare(hs_real_worker *w, int64_t global_batch, int workers, hs_diag *d);
+/* Before a step's clock starts, in both runtimes: the net made ready for `batch` (hs_net_prepare)
+ * unless it was for the worker's last one, so that a batch a policy gives later (lbb,
+ * proportional) costs its set-up before the step, not in it, and a repeated batch costs nothing. */
+int hs_real_worker_ready(hs_real_worker *w, int batch, hs_diag *d);
 
 /* Loads the worker's next batch of `batch` samples of train into its net and runs a training
  * forward and backward pass: the gradients are in the net, the loss in *loss. */
