@@ -48,6 +48,10 @@ typedef struct hs_real_comm_config {
   const char *device; /* local: the GPU ("cuda:0"); others: ignored */
 } hs_real_comm_config;
 
+/* The bound a timeout_s of the real mode's stands for (a run's, a backend's): itself, or 60 s
+ * where it is not positive (NaN too). */
+static inline double hs_real_timeout(double timeout_s) { return timeout_s > 0 ? timeout_s : 60; }
+
 typedef struct hs_real_comm_ops {
   int version; /* HS_REAL_COMM_VERSION */
   const char *name;

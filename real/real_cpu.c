@@ -69,7 +69,7 @@ static int cpu_open(hs_real_comm **out, const hs_real_comm_config *cfg, hs_diag 
   if (!c) return hs_diag_set(d, HS_ENOMEM, "out of memory for the cpu comm backend");
   c->cfg = *cfg;
   c->cfg.device = NULL;
-  if (!(c->cfg.timeout_s > 0)) c->cfg.timeout_s = 60;
+  c->cfg.timeout_s = hs_real_timeout(c->cfg.timeout_s);
   pthread_mutex_init(&c->mu, NULL);
   hs_cond_init_monotonic(&c->cv);
   *out = c;

@@ -179,7 +179,7 @@ static int local_open(hs_real_comm **out, const hs_real_comm_config *cfg, hs_dia
   c->cfg = *cfg;
   snprintf(c->device, sizeof c->device, "%s", cfg->device);
   c->cfg.device = c->device;
-  if (!(c->cfg.timeout_s > 0)) c->cfg.timeout_s = 60;
+  c->cfg.timeout_s = hs_real_timeout(c->cfg.timeout_s);
   c->drv = drv;
   pthread_mutex_init(&c->mu, NULL);
   hs_cond_init_monotonic(&c->cv);

@@ -771,7 +771,7 @@ static int rank_open(hs_real_comm **out, const hs_real_comm_config *cfg, hs_diag
   c->cfg = *cfg;
   snprintf(c->device, sizeof c->device, "%s", cfg->device);
   c->cfg.device = c->device;
-  if (!(c->cfg.timeout_s > 0)) c->cfg.timeout_s = 60;
+  c->cfg.timeout_s = hs_real_timeout(c->cfg.timeout_s);
   c->ordinal = ordinal;
   c->rank = l.rank;
   c->world = l.world;

@@ -450,7 +450,7 @@ static int exec_init(exec *e, const hs_real_config *cfg, int rank, int n, int of
   e->fd = fd;
   e->probe = rank == 0 && !cfg->perf;
   e->probe_t0 = e->probe_k = NAN;
-  e->timeout = cfg->timeout_s > 0 ? cfg->timeout_s : 60;
+  e->timeout = hs_real_timeout(cfg->timeout_s);
   e->wake[0] = e->wake[1] = -1;
   pthread_mutex_init(&e->mu, NULL);
   pthread_mutex_init(&e->smu, NULL);
@@ -1078,7 +1078,7 @@ static int check_config(const hs_real_config *cfg, const hs_real_launch *l, int 
 /* Ranks other than 0: connect, run this rank's executor until rank 0 says stop. */
 static int run_leaf(const hs_real_config *cfg, const hs_real_launch *l, int n, hs_diag *d) {
   int fds[HS_RANK_MAX_WORLD];
-  double timeout = cfg->timeout_s > 0 ? cfg->timeout_s : 60;
+  double timeout = hs_real_timeout(cfg->timeout_s);
   int rc = hs_rank_star_open("control channel", l->master_addr, l->master_port + 1, l->rank, l->world, timeout, fds, d);
   if (rc) return rc;
   exec e;
@@ -1160,7 +1160,7 @@ int hs_real_rank_run(const hs_real_config *cfg, const hs_real_launch *l, hs_real
   s->world = l->world;
   s->off = l->world - n;
   s->x0 = x0;
-  s->timeout = cfg->timeout_s > 0 ? cfg->timeout_s : 60;
+  s->timeout = hs_real_timeout(cfg->timeout_s);
   s->probe_t0 = s->probe_k = NAN;
   rc = run_root(s, l, fds, pair);
   if (!s->core.done) finish(s);

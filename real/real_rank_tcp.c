@@ -199,7 +199,7 @@ int hs_rank_star_open(const char *what, const char *addr, int port, int rank, in
   struct addrinfo *ai = NULL;
   int rc = resolve(addr, port, &ai, d, what);
   if (rc) return rc;
-  double deadline = hs_real_mono() + (timeout_s > 0 ? timeout_s : 60);
+  double deadline = hs_real_mono() + hs_real_timeout(timeout_s);
   rc = rank == 0 ? star_root(what, ai, port, world, deadline, fds, d)
                  : star_leaf(what, ai, addr, port, rank, world, deadline, fds, d);
   freeaddrinfo(ai);
@@ -269,7 +269,7 @@ static int tcp_open(hs_real_comm **out, const hs_real_comm_config *cfg, hs_diag 
   c->rank = l.rank;
   c->world = l.world;
   c->n = cfg->n;
-  c->timeout_s = cfg->timeout_s > 0 ? cfg->timeout_s : 60;
+  c->timeout_s = hs_real_timeout(cfg->timeout_s);
   c->abort_pipe[0] = c->abort_pipe[1] = -1;
   for (int i = 0; i < HS_RANK_MAX_WORLD; i++) c->fds[i] = -1;
   if (pipe2(c->abort_pipe, O_CLOEXEC | O_NONBLOCK)) {

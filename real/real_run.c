@@ -351,7 +351,7 @@ static int do_compute(real *s, int w, const item *it, hs_diag *d) {
   if ((rc = hs_real_worker_step(&x->tw, s->cfg->train, it->batch, &loss, d))) return rc;
   double tc = mono() - t0;
   /* The emulated slowdown: the step lasts slow * tc. */
-  double timeout = s->cfg->timeout_s > 0 ? s->cfg->timeout_s : 60;
+  double timeout = hs_real_timeout(s->cfg->timeout_s);
   if ((rc = hs_real_sleep(slow, (slow - 1.0) * tc, timeout, run_stopped, s, d))) return rc;
   pthread_mutex_lock(&s->mu);
   double end = now_of(s);

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "real/real_comm.h"
 #include "runtime/rt_model.h"
 
 double hs_real_mono(void) {
@@ -16,7 +17,7 @@ double hs_real_mono(void) {
 }
 
 hs_net_options hs_real_net_options(uint64_t seed, double timeout_s) {
-  return (hs_net_options){.seed = seed, .max_batch = 0, .threads = 1, .wait_s = timeout_s > 0 ? timeout_s : 60};
+  return (hs_net_options){.seed = seed, .max_batch = 0, .threads = 1, .wait_s = hs_real_timeout(timeout_s)};
 }
 
 int hs_real_worker_prepare(hs_real_worker *w, int64_t global_batch, int workers, hs_diag *d) {
