@@ -85,6 +85,9 @@ typedef struct rworker {
    * global model in. base_stale: `base` (the model at the last sync) is the net's parameters,
    * not yet copied out; it is copied before they change or are read as the base. */
   int net_synced, base_stale;
+  /* s, s/sample: the pre-run fit of its device (NaN when the config has perf); workers on
+   * one device share the fit of the first of them (probe_devices) */
+  double probe_t0, probe_k;
 } rworker;
 
 typedef struct real {
@@ -110,7 +113,6 @@ typedef struct real {
   hs_runtime_timers timers;
   hs_rt_evals evals;       /* models of the updates due an evaluation (rt_evals.h) */
   hs_net *eval_net;
-  double probe_t0, probe_k;
   hs_cpus cpus;            /* the CPUs the run may use; worker i's lane is pinned to the i-th */
   int pin;                 /* hs_real_pins */
 } real;
@@ -227,7 +229,7 @@ static double drv_now(hs_rt_core *c) { return now_of(R(c)); }
 static double drv_predict(hs_rt_core *c, int w, int batch) {
   real *s = R(c);
   const hs_perf_model *own = s->cfg->worker_perf && w >= 0 ? s->cfg->worker_perf[w] : NULL;
-  return hs_runtime_predict(own ? own : s->cfg->perf, s->probe_t0, s->probe_k, c->w[w].slowdown, batch);
+  return hs_runtime_predict(own ? own : s->cfg->perf, s->w[w].probe_t0, s->w[w].probe_k, c->w[w].slowdown, batch);
 }
 
 static int drv_compute(hs_rt_core *c, int w, int batch) {
@@ -759,6 +761,38 @@ int hs_real_check(const hs_real_config *cfg, int n, int evaluates, hs_diag *d) {
   return 0;
 }
 
+const char *hs_real_worker_device(const hs_real_config *cfg, int w) {
+  return cfg->worker_devices && cfg->worker_devices[w] ? cfg->worker_devices[w] : cfg->device;
+}
+
+int hs_real_first_on_device(const hs_real_config *cfg, int w) {
+  const char *dev = hs_real_worker_device(cfg, w);
+  for (int i = 0; i < w; i++)
+    if (!strcmp(hs_real_worker_device(cfg, i), dev)) return i;
+  return w;
+}
+
+/* Without a calibrated step model: a linear fit of steps timed before the run, one per distinct
+ * device (hs_real_worker_device), so that workers on partitions of different sizes are
+ * predicted apart; the workers on one device share the fit of the first of them, timed on its
+ * net. A probe restarts that worker's iterator on the shards it was given. */
+static int probe_devices(real *s, const hs_shards *sh) {
+  const hs_real_config *cfg = s->cfg;
+  for (int i = 0; i < s->core.n; i++) {
+    rworker *x = &s->w[i];
+    int first = hs_real_first_on_device(cfg, i);
+    if (first < i) {
+      x->probe_t0 = s->w[first].probe_t0;
+      x->probe_k = s->w[first].probe_k;
+      continue;
+    }
+    int rc = hs_real_worker_probe(&x->tw, cfg->train, cfg->global_batch / s->core.n, &x->probe_t0, &x->probe_k,
+                                  &s->core.diag);
+    if (rc || (rc = hs_data_iter_init(&x->tw.it, cfg->train, sh, i, 0, &s->core.diag))) return rc;
+  }
+  return 0;
+}
+
 /* After hs_real_check. */
 static int setup(real *s, const hs_real_config *cfg, hs_shards *sh) {
   const hs_cluster_spec *spec = cfg->cluster;
@@ -767,7 +801,6 @@ static int setup(real *s, const hs_real_config *cfg, hs_shards *sh) {
   hs_real_job(cfg, &job);
   hs_rt_core_set_job(c, &job);
   s->cfg = cfg;
-  s->probe_t0 = s->probe_k = NAN;
   int n = spec ? spec->n_workers : cfg->n_workers;
   int rc;
   if ((rc = hs_runtime_check_caps(cfg->policy, cfg->params, spec, HS_REAL_THREADS_CAPS, "threaded real", &c->diag)))
@@ -780,6 +813,7 @@ static int setup(real *s, const hs_real_config *cfg, hs_shards *sh) {
   if (!s->w) return hs_rt_core_fail(&s->core, HS_ENOMEM, "out of memory for %d workers", n);
   for (int i = 0; i < n; i++) {
     pthread_cond_init(&s->w[i].ln.cv, NULL);
+    s->w[i].probe_t0 = s->w[i].probe_k = NAN;
     int r = hs_rt_core_add_worker(c, spec ? spec->workers[i].slowdown : 1.0, 1.0, cfg->lr, 0.0);
     if (r < 0) return r;
     c->w[r].active = 1;
@@ -787,7 +821,7 @@ static int setup(real *s, const hs_real_config *cfg, hs_shards *sh) {
   hs_net_options no = hs_real_net_options(cfg->seed, cfg->timeout_s);
   for (int i = 0; i < s->core.n; i++) {
     rworker *x = &s->w[i];
-    const char *dev = cfg->worker_devices && cfg->worker_devices[i] ? cfg->worker_devices[i] : cfg->device;
+    const char *dev = hs_real_worker_device(cfg, i);
     if ((rc = hs_net_open(&x->tw.net, dev, cfg->model, &no, &s->core.diag)) ||
         (rc = hs_real_worker_prepare(&x->tw, cfg->global_batch, s->core.n, &s->core.diag)))
       return rc;
@@ -804,13 +838,7 @@ static int setup(real *s, const hs_real_config *cfg, hs_shards *sh) {
   for (int i = 0; i < s->core.n; i++) memcpy(s->w[i].base, s->gm.global, (size_t)s->P * sizeof *s->gm.global);
   if (cfg->test && (rc = hs_net_open(&s->eval_net, cfg->device, cfg->model, &no, &s->core.diag))) return rc;
   hs_rt_evals_init(&s->evals, s->eval_net, cfg->test, s->P, cfg->target_loss > 0 || cfg->target_accuracy > 0);
-  if (!cfg->perf) {
-    /* The probe restarts worker 0's iterator on the shards it was given. */
-    if ((rc = hs_real_worker_probe(&s->w[0].tw, cfg->train, cfg->global_batch / s->core.n, &s->probe_t0, &s->probe_k,
-                                   &s->core.diag)))
-      return rc;
-    if ((rc = hs_data_iter_init(&s->w[0].tw.it, cfg->train, sh, 0, 0, &s->core.diag))) return rc;
-  }
+  if (!cfg->perf && (rc = probe_devices(s, sh))) return rc;
   hs_real_comm_config cc = {.world = s->core.n + 1, .n = s->P, .timeout_s = cfg->timeout_s, .device = cfg->device};
   if ((rc = cfg->comm->open(&s->comm, &cc, &s->core.diag))) return rc;
   return 0; /* the core schedules the cluster events and runs the policy's init (hs_rt_core_open) */
@@ -854,8 +882,8 @@ static void teardown(real *s) {
  * unwritten) and fills the result by the core's rule (rt_core.h). */
 static int fill_result(real *s, hs_real_result *res) {
   res->n_workers = s->core.n;
-  res->probe_t0 = s->probe_t0;
-  res->probe_k = s->probe_k;
+  res->probe_t0 = s->w[0].probe_t0;
+  res->probe_k = s->w[0].probe_k;
   res->workers = calloc((size_t)s->core.n, sizeof *res->workers);
   if (!res->workers) return hs_rt_core_fail(&s->core, HS_ENOMEM, "out of memory");
   int64_t steps = 0;

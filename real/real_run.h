@@ -109,8 +109,9 @@ typedef struct hs_real_config {
   double target_loss;             /* end at the first evaluation with loss <= this; 0 = none */
   double target_accuracy;         /* end at the first evaluation with accuracy >= this (a
                                    * fraction); 0 = none. With target_loss too, both must be met. */
-  /* The device's calibrated step model (hs_rt_predict); NULL: a linear fit of steps timed on
-   * worker 0 before the run starts. */
+  /* The device's calibrated step model (hs_rt_predict); NULL: a linear fit of steps timed
+   * before the run starts, on worker 0 (the ranks), or once per device (the threads:
+   * hs_real_first_on_device). */
   const hs_perf_model *perf;
   hs_real_step_sink *sink;        /* may be NULL */
   void *sink_ctx;
@@ -134,7 +135,7 @@ typedef struct hs_real_result {
   hs_summary summary;             /* wall_s is left for the caller; events = steps run */
   int n_workers;
   hs_real_worker_stats *workers;  /* free with hs_real_result_free */
-  double probe_t0, probe_k;       /* s, s/sample: the pre-run fit, NaN when perf was given */
+  double probe_t0, probe_k;       /* s, s/sample: worker 0's pre-run fit, NaN when perf was given */
 } hs_real_result;
 
 int hs_real_run(const hs_real_config *cfg, hs_real_result *res, hs_diag *d);
@@ -145,6 +146,13 @@ int hs_real_run(const hs_real_config *cfg, hs_real_result *res, hs_diag *d);
  * test set): 0, or HS_EINVAL with the message in d. */
 void hs_real_job(const hs_real_config *cfg, hs_rt_core_job *j);
 int hs_real_check(const hs_real_config *cfg, int n, int evaluates, hs_diag *d);
+
+/* Worker w's device: its own (worker_devices) or the config's `device`. */
+const char *hs_real_worker_device(const hs_real_config *cfg, int w);
+/* The first worker whose device is worker w's (w when none before it): without `perf`, the
+ * threads time steps once per device before the run, on that worker's net, and predict every
+ * worker on the device from that fit. */
+int hs_real_first_on_device(const hs_real_config *cfg, int w);
 
 /* Whether hs_real_run pins the threads of a run of `workers` workers under cfg (1 or 0); fills
  * cpus with the CPUs it would use. */

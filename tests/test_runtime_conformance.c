@@ -500,7 +500,22 @@ static void test_caps_refused_before_the_run(void) {
   hs_cluster_spec_free(&spec);
 }
 
+/* Without a calibration the threads time steps once per device: the workers on one device share
+ * the fit of the first of them (hs_real_first_on_device). */
+static void test_first_on_device(void) {
+  const char *devs[] = {"cuda:0/sm=16", NULL, "cuda:0/sm=48", "cuda:0/sm=16", "cuda:0", "cuda:0/sm=48"};
+  hs_real_config cfg = {.device = "cuda:0", .worker_devices = devs};
+  ASSERT_STR(hs_real_worker_device(&cfg, 1), "cuda:0"); /* no device of its own: --device's */
+  ASSERT_STR(hs_real_worker_device(&cfg, 2), "cuda:0/sm=48");
+  static const int first[] = {0, 1, 2, 0, 1, 2};
+  for (int w = 0; w < 6; w++) ASSERT_EQ(hs_real_first_on_device(&cfg, w), first[w]);
+  /* Without devices of their own, every worker is on --device: one fit, worker 0's. */
+  cfg.worker_devices = NULL;
+  for (int w = 0; w < 6; w++) ASSERT_EQ(hs_real_first_on_device(&cfg, w), 0);
+}
+
 static const hs_test_case cases[] = {
+    {"first_on_device", test_first_on_device},
     {"caps_refused_before_the_run", test_caps_refused_before_the_run},
     {"scripted_policy_same_in_all", test_scripted_policy_same_in_all},
     {"every_policy_same_iterations", test_every_policy_same_iterations},
