@@ -33,22 +33,10 @@
 
 #include "core/core_buildinfo.h"
 
-#define WEDGED_MAX 64
-static int wedged_devices[WEDGED_MAX];
-
-void hs_cuda_mark_wedged(int ordinal) {
-  if (ordinal >= 0 && ordinal < WEDGED_MAX) __atomic_store_n(&wedged_devices[ordinal], 1, __ATOMIC_RELEASE);
-}
-
-int hs_cuda_device_wedged(int ordinal) {
-  return ordinal >= 0 && ordinal < WEDGED_MAX && __atomic_load_n(&wedged_devices[ordinal], __ATOMIC_ACQUIRE);
-}
-
 #if HETSIM_HAVE_CUDA
 
 #include <math.h>
 #include <pthread.h>
-#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -59,35 +47,8 @@ int hs_cuda_device_wedged(int ordinal) {
 #include "nn/nn_backend.h"
 #include "nn/nn_cuda_kernels.h"
 #include "nn/nn_cuda_plan.h"
+#include "nn/nn_cuda_wait.h"
 #include "nn/nn_cudalib.h"
-
-/* How long a wait spins (yielding the core) before it polls every 50 us: the CUDA runtime's
- * default schedule spins for the whole wait when the process has fewer contexts than cores, so a
- * step's short waits keep that latency, and only long ones (a large batch on a few SMs) sleep. */
-#define SPIN_S 2e-3
-
-/* Waits until the event (or, with ev NULL, the stream) has no work left, polling: cudaSuccess,
- * the error that ended the work, or cudaErrorNotReady once within_s has passed. Never
- * cudaStreamSynchronize, so that a kernel that does not end cannot hang the caller. */
-static cudaError_t poll_done(cudaStream_t stream, cudaEvent_t ev, double within_s) {
-  struct timespec spin, dl;
-  hs_deadline_in(&spin, SPIN_S < within_s ? SPIN_S : within_s);
-  hs_deadline_in(&dl, within_s);
-  for (;;) {
-    cudaError_t e = ev ? cudaEventQuery(ev) : cudaStreamQuery(stream);
-    if (e != cudaErrorNotReady) return e;
-    if (hs_deadline_past(&dl)) return cudaErrorNotReady;
-    if (hs_deadline_past(&spin)) nanosleep(&(struct timespec){0, 50000}, NULL);
-    else sched_yield();
-  }
-}
-
-int hs_cuda_stream_drained(void *stream, double within_s) {
-  cudaError_t e = poll_done((cudaStream_t)stream, NULL, within_s);
-  if (e == cudaErrorNotReady) return 0;
-  (void)cudaGetLastError(); /* a failed stream has ended its work too */
-  return 1;
-}
 
 #if HETSIM_HAVE_CUDNN
 
@@ -206,7 +167,7 @@ static int bind(const cu_net *cn, hs_diag *d) {
  * out leaves work queued that may still read or write the net's memory: the net is wedged, every
  * later call fails (bind), and close frees nothing the device may still use. */
 static int net_wait(cu_net *cn, cudaEvent_t ev, const char *what, hs_diag *d) {
-  cudaError_t e = poll_done(cn->stream, ev, cn->wait_s);
+  cudaError_t e = hs_cuda_poll_done(cn->stream, ev, cn->wait_s);
   if (e != cudaErrorNotReady) return cuda_err(e, what, d);
   cn->wedged = 1;
   hs_cuda_mark_wedged(cn->device);
@@ -1357,12 +1318,6 @@ int hs_net_cuda_record_owner(const void *dev_ptr, void **event, hs_diag *d) {
 #endif /* HETSIM_HAVE_CUDNN */
 
 #else /* !HETSIM_HAVE_CUDA */
-
-int hs_cuda_stream_drained(void *stream, double within_s) {
-  (void)stream;
-  (void)within_s;
-  return 1;
-}
 
 int hs_net_cuda_capture_step(hs_net *n, const hs_sgd *opt, hs_diag *d) {
   (void)n;
