@@ -34,6 +34,7 @@
 #define HS_REAL_COMM_H
 
 #include <stdint.h>
+#include <time.h>
 
 #include "core/core_error.h"
 
@@ -47,6 +48,13 @@ typedef struct hs_real_comm_config {
   double timeout_s;   /* bound on every wait; <= 0 = 60 s */
   const char *device; /* local: the GPU ("cuda:0"); others: ignored */
 } hs_real_comm_config;
+
+/* CLOCK_MONOTONIC, s: the clock of every bound and timestamp of the real mode. */
+static inline double hs_real_mono(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
 
 /* The bound a timeout_s of the real mode's stands for (a run's, a backend's): itself, or 60 s
  * where it is not positive (NaN too). */

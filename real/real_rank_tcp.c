@@ -18,7 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "real/real_worker.h"
+#include "real/real_comm.h"
 
 static int ms_until(double deadline) {
   double s = deadline - hs_real_mono();

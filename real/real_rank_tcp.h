@@ -35,7 +35,7 @@ int hs_rank_star_open(const char *what, const char *addr, int port, int rank, in
                       int *fds, hs_diag *d);
 void hs_rank_star_close(int *fds, int world);
 
-/* Writes or reads exactly n bytes before the absolute deadline (hs_real_mono, real_worker.h), giving up early when
+/* Writes or reads exactly n bytes before the absolute deadline (hs_real_mono, real_comm.h), giving up early when
  * abort_fd (-1 = none) becomes readable. 0; -1 the peer closed or the socket failed; -2 the
  * deadline passed; -3 aborted. */
 int hs_rank_write(int fd, const void *p, size_t n, double deadline, int abort_fd);

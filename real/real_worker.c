@@ -10,12 +10,6 @@
 #include "real/real_comm.h"
 #include "runtime/rt_model.h"
 
-double hs_real_mono(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 hs_net_options hs_real_net_options(uint64_t seed, double timeout_s) {
   return (hs_net_options){.seed = seed, .max_batch = 0, .threads = 1, .wait_s = hs_real_timeout(timeout_s)};
 }

@@ -33,9 +33,6 @@ typedef struct hs_real_worker {
   int prepared;       /* the batch the net was last prepared for (hs_real_worker_ready); 0 none */
 } hs_real_worker;
 
-/* CLOCK_MONOTONIC, s. */
-double hs_real_mono(void);
-
 /* The options a worker's net opens with in both runtimes: the run's seed, one thread, and every
  * wait for a GPU bounded by the run's timeout (timeout_s <= 0: 60 s, as the run's other waits),
  * so that a kernel that never ends fails the run instead of hanging a worker. */
