@@ -794,8 +794,8 @@ static int rank_open(hs_real_comm **out, const hs_real_comm_config *cfg, hs_diag
     goto fail;
   }
   ncclUniqueId id;
+  c->nccl = nccl; /* bootstrap's rank 0 calls ncclGetUniqueId */
   if ((rc = bootstrap(c, &l, &id, &dl, d))) goto fail;
-  c->nccl = nccl;
   for (int i = 0; i < c->world; i++)
     if (c->sock[i] >= 0) {
       c->readers[i] = (nc_reader){.c = c, .peer = i};
@@ -1014,7 +1014,9 @@ static int rank_recv(hs_real_comm *c, int rank, int peer, uint64_t tag, float *b
   struct timespec dl;
   hs_deadline_in(&dl, c->cfg.timeout_s);
   pthread_mutex_lock(&c->gpu);
-  for (;;) {
+  /* After an abort, the stored failure: not a wait for an announcement that may never come. */
+  rc = after_abort(c, "recv", d);
+  while (!rc) {
     /* A transfer that came in while another was wanted. */
     nc_msg *got = NULL;
     pthread_mutex_lock(&c->mu);
