@@ -46,6 +46,7 @@
 #include "core/core_deadline.h"
 #include "nn/nn_backend.h"
 #include "nn/nn_cuda_kernels.h"
+#include "nn/nn_cuda_part.h"
 #include "nn/nn_cuda_plan.h"
 #include "nn/nn_cuda_wait.h"
 #include "nn/nn_cudalib.h"
@@ -58,10 +59,6 @@
 
 enum { CONV_FWD = HS_CUPLAN_FWD, CONV_DGRAD = HS_CUPLAN_DGRAD, CONV_WGRAD = HS_CUPLAN_WGRAD,
        CONV_DIRS = HS_CUPLAN_DIRS };
-
-/* GPUs and SM groups the process-wide partition table can hold. */
-#define CU_MAX_GPUS 16
-#define CU_MAX_GROUPS 128
 
 typedef struct cu_layer {
   float *y, *dy;   /* output and its gradient (batch capacity); a view for flatten; NULL for the
@@ -83,11 +80,9 @@ typedef struct cu_net {
   struct cu_net *next_open; /* the process-wide list of open cuda nets */
   int device;
   hs_cuda_math math;
-  CUgreenCtx green;   /* NULL for the whole GPU */
+  hs_cuda_part part;  /* "cuda:I/sm=N": its SM groups, green context and stream (nn_cuda_part.h) */
   CUcontext ctx;      /* the green context as a context; NULL for the whole GPU */
   CUcontext caller;   /* what the opening thread had current, given back when open ends */
-  int n_groups;       /* SM groups of the device's table this net holds */
-  int groups[CU_MAX_GROUPS];
   int sm_count;       /* SMs granted (a partition) or the whole GPU's */
   cudaStream_t stream;
   cudnnHandle_t cudnn;
@@ -134,14 +129,6 @@ static int cuda_err(cudaError_t e, const char *what, hs_diag *d) {
                      cudaGetErrorName(e));
 }
 
-static int drv_err(const hs_cudrv_api *drv, CUresult r, const char *what, hs_diag *d) {
-  if (r == CUDA_SUCCESS) return 0;
-  const char *s = NULL;
-  if (drv->cuGetErrorString(r, &s) != CUDA_SUCCESS || !s) s = "unknown driver error";
-  return hs_diag_set(d, r == CUDA_ERROR_OUT_OF_MEMORY ? HS_ENOMEM : HS_ERUNTIME,
-                     "CUDA driver: %s: %s (%d)", what, s, (int)r);
-}
-
 static int blas_err(const cu_net *cn, cublasStatus_t s, const char *what, hs_diag *d) {
   if (s == CUBLAS_STATUS_SUCCESS) return 0;
   return hs_diag_set(d, s == CUBLAS_STATUS_ALLOC_FAILED ? HS_ENOMEM : HS_ERUNTIME,
@@ -159,7 +146,7 @@ static int bind(const cu_net *cn, hs_diag *d) {
                        "cuda net: an earlier wait for the device ran out (%.3g s); the net is "
                        "unusable",
                        cn->wait_s);
-  if (cn->ctx) return drv_err(cn->drv, cn->drv->cuCtxSetCurrent(cn->ctx), "cuCtxSetCurrent", d);
+  if (cn->ctx) return hs_cudrv_err(cn->drv, cn->drv->cuCtxSetCurrent(cn->ctx), "cuCtxSetCurrent", d);
   return cuda_err(cudaSetDevice(cn->device), "cudaSetDevice", d);
 }
 
@@ -196,104 +183,13 @@ static void dev_free(void *p) {
   if (p) (void)cudaFree(p);
 }
 
-/* --- process-wide: SM groups per GPU, open nets ------------------------------------------- */
+/* --- process-wide: open nets --------------------------------------------------------------- */
 
-/* Green contexts partition a GPU, which every net of the process shares, so the partitions are
- * handed out from one table per GPU, the only state here that is not a net's own (like the
- * libraries in nn_cudalib.h, the device is process-wide). The whole GPU's SMs are split once
- * into groups of the smallest size the driver allows (minSmPartitionSize, aligned to
- * smCoscheduledAlignment: 8 SMs on compute capability 9.0), and a net asking for N SMs takes
- * enough free groups to hold N; a descriptor may combine several results of one split
- * (cuDevResourceGenerateDesc), while a result can never be split again. So partitions of
- * different sizes never share an SM, and a net's partition is N rounded up to whole groups.
- * The table also lists the open cuda nets, so that a communication backend holding only a
- * device pointer can find the net (and stream) it belongs to (hs_net_cuda_record_owner). */
-typedef struct sm_table {
-  int ready;              /* the split was made */
-  unsigned sm_total;      /* SMs of the GPU */
-  unsigned granule;       /* SMs of the smallest group the driver allows */
-  int n_groups;
-  CUdevResource groups[CU_MAX_GROUPS]; /* one split of the whole GPU */
-  int holder[CU_MAX_GROUPS];           /* 0 free, else 1 */
-} sm_table;
-
+/* The open cuda nets, so that a communication backend holding only a device pointer can find the
+ * net (and stream) it belongs to (hs_net_cuda_record_owner). The SM groups of the partitions are
+ * nn_cuda_part.c's. */
 static pthread_mutex_t reg_mu = PTHREAD_MUTEX_INITIALIZER;
-static sm_table sm_tables[CU_MAX_GPUS];
 static cu_net *open_nets;
-
-/* Splits GPU dev (ordinal) into groups once (reg_mu held). */
-static int sm_table_ready(const hs_cudrv_api *drv, int ordinal, CUdevice dev, sm_table *t, hs_diag *d) {
-  if (t->ready) return 0;
-  CUdevResource all;
-  memset(&all, 0, sizeof all);
-  int rc = drv_err(drv, drv->cuDeviceGetDevResource(dev, &all, CU_DEV_RESOURCE_TYPE_SM),
-                   "cuDeviceGetDevResource", d);
-  if (rc) return rc;
-  unsigned g = hs_cudrv_sm_granule(&all);
-  unsigned nb = 0;
-  /* A NULL result asks how many groups the split makes. */
-  rc = drv_err(drv, drv->cuDevSmResourceSplitByCount(NULL, &nb, &all, NULL, 0, g),
-               "cuDevSmResourceSplitByCount (count)", d);
-  if (rc) return rc;
-  if (nb > CU_MAX_GROUPS) nb = CU_MAX_GROUPS;
-  if (nb < 1)
-    return hs_diag_set(d, HS_EUNSUPPORTED, "GPU %d (%u SMs) cannot be split into partitions of %u SMs",
-                       ordinal, all.sm.smCount, g);
-  memset(t->groups, 0, sizeof t->groups);
-  rc = drv_err(drv, drv->cuDevSmResourceSplitByCount(t->groups, &nb, &all, NULL, 0, g),
-               "cuDevSmResourceSplitByCount", d);
-  if (rc) return rc;
-  t->sm_total = all.sm.smCount;
-  t->granule = g;
-  t->n_groups = (int)nb;
-  memset(t->holder, 0, sizeof t->holder);
-  t->ready = 1;
-  return 0;
-}
-
-/* Takes free groups of GPU `ordinal` holding at least `want` SMs for cn (reg_mu held); fills
- * res[0..*n) with them. */
-static int sm_take(cu_net *cn, const hs_net *n, CUdevice dev, unsigned want, CUdevResource *res, int *n_res,
-                   hs_diag *d) {
-  if (n->ordinal >= CU_MAX_GPUS)
-    return hs_diag_set(d, HS_EUNSUPPORTED, "%s: green contexts on GPUs past %d are not supported", n->device,
-                       CU_MAX_GPUS - 1);
-  sm_table *t = &sm_tables[n->ordinal];
-  int rc = sm_table_ready(cn->drv, n->ordinal, dev, t, d);
-  if (rc) return rc;
-  if (want > t->sm_total)
-    return hs_diag_set(d, HS_EINVAL, "%s: GPU %d has %u SMs, fewer than the %u asked for", n->device,
-                       n->ordinal, t->sm_total, want);
-  unsigned got = 0, free_sms = 0, in_groups = 0;
-  int k = 0;
-  for (int i = 0; i < t->n_groups; i++) {
-    in_groups += t->groups[i].sm.smCount;
-    if (t->holder[i]) continue;
-    free_sms += t->groups[i].sm.smCount;
-    if (got < want) {
-      cn->groups[k] = i;
-      res[k++] = t->groups[i];
-      got += t->groups[i].sm.smCount;
-    }
-  }
-  if (got < want)
-    return hs_diag_set(d, HS_ELIMIT, "%s: GPU %d's partitions are used up: %u SMs asked, %u free (the GPU's %u SMs "
-                       "make %d groups of %u for green contexts, %u SMs in all; other nets of this process hold the "
-                       "rest): use fewer or smaller partitions",
-                       n->device, n->ordinal, want, free_sms, t->sm_total, t->n_groups, t->granule, in_groups);
-  for (int i = 0; i < k; i++) t->holder[cn->groups[i]] = 1;
-  cn->n_groups = k;
-  *n_res = k;
-  return 0;
-}
-
-static void sm_give_back(cu_net *cn, int ordinal) {
-  if (!cn->n_groups || ordinal < 0 || ordinal >= CU_MAX_GPUS) return;
-  pthread_mutex_lock(&reg_mu);
-  for (int i = 0; i < cn->n_groups; i++) sm_tables[ordinal].holder[cn->groups[i]] = 0;
-  cn->n_groups = 0;
-  pthread_mutex_unlock(&reg_mu);
-}
 
 static void net_list_add(cu_net *cn) {
   pthread_mutex_lock(&reg_mu);
@@ -516,39 +412,18 @@ static int ensure_capacity(cu_net *cn, hs_net *n, int batch, hs_diag *d) {
 
 static void cuda_close(hs_net *n);
 
-/* Creates the green context of n->sm_partition SMs (taken from the GPU's table of SM groups, so
- * no other net of the process shares them) and its stream, made current. cn->sm_count is what
- * the driver granted: the request rounded up to whole groups. */
+/* Takes n->sm_partition SMs of the GPU for the net (nn_cuda_part.h: SM groups no other net of the
+ * process holds, a green context on them and its stream) and makes the green context current.
+ * cn->sm_count is what the driver granted: the request rounded up to whole groups. */
 static int green_open(cu_net *cn, const hs_net *n, hs_diag *d) {
   const hs_cudrv_api *drv = cn->drv;
-  int rc = drv_err(drv, drv->cuInit(0), "cuInit", d);
-  CUdevice dev;
-  if (!rc) rc = drv_err(drv, drv->cuDeviceGet(&dev, n->ordinal), "cuDeviceGet", d);
+  int rc = hs_cuda_part_open(&cn->part, drv, n->ordinal, (unsigned)n->sm_partition, n->device, d);
   if (rc) return rc;
-  CUdevResource part[CU_MAX_GROUPS];
-  int n_part = 0;
-  pthread_mutex_lock(&reg_mu);
-  rc = sm_take(cn, n, dev, (unsigned)n->sm_partition, part, &n_part, d);
-  pthread_mutex_unlock(&reg_mu);
-  if (rc) return rc;
-  CUdevResourceDesc desc;
-  rc = drv_err(drv, drv->cuDevResourceGenerateDesc(&desc, part, (unsigned)n_part), "cuDevResourceGenerateDesc", d);
-  if (!rc)
-    rc = drv_err(drv, drv->cuGreenCtxCreate(&cn->green, desc, dev, CU_GREEN_CTX_DEFAULT_STREAM), "cuGreenCtxCreate", d);
-  CUdevResource granted;
-  memset(&granted, 0, sizeof granted);
-  if (!rc)
-    rc = drv_err(drv, drv->cuGreenCtxGetDevResource(cn->green, &granted, CU_DEV_RESOURCE_TYPE_SM),
-                 "cuGreenCtxGetDevResource", d);
-  if (!rc) cn->sm_count = (int)granted.sm.smCount;
-  if (!rc) rc = drv_err(drv, drv->cuCtxFromGreenCtx(&cn->ctx, cn->green), "cuCtxFromGreenCtx", d);
-  if (!rc) rc = drv_err(drv, drv->cuCtxGetCurrent(&cn->caller), "cuCtxGetCurrent", d);
-  if (!rc) rc = drv_err(drv, drv->cuCtxSetCurrent(cn->ctx), "cuCtxSetCurrent", d);
-  CUstream s = NULL;
-  if (!rc)
-    rc = drv_err(drv, drv->cuGreenCtxStreamCreate(&s, cn->green, CU_STREAM_NON_BLOCKING, 0),
-                 "cuGreenCtxStreamCreate", d);
-  cn->stream = s; /* CUstream and cudaStream_t are the same type */
+  cn->ctx = cn->part.ctx;
+  cn->stream = (cudaStream_t)cn->part.stream; /* CUstream and cudaStream_t are the same type */
+  cn->sm_count = cn->part.sm_count;
+  rc = hs_cudrv_err(drv, drv->cuCtxGetCurrent(&cn->caller), "cuCtxGetCurrent", d);
+  if (!rc) rc = hs_cudrv_err(drv, drv->cuCtxSetCurrent(cn->ctx), "cuCtxSetCurrent", d);
   if (rc) hs_diag_prefix(d, "%s", n->device);
   return rc;
 }
@@ -778,17 +653,15 @@ static void cuda_close(hs_net *n) {
   if (cn->cublas) (void)cn->blas->cublasDestroy(cn->cublas);
   dev_free(cn->blas_ws);
   if (cn->cudnn) (void)cn->dnn->cudnnDestroy(cn->cudnn);
-  if (cn->green) {
-    if (cn->stream) (void)cn->drv->cuStreamDestroy(cn->stream);
-    (void)cn->drv->cuGreenCtxDestroy(cn->green);
+  if (cn->part.green || cn->part.n_groups) {
+    /* The stream, the green context, then the SM groups (nn_cuda_part.h). */
+    hs_cuda_part_close(&cn->part, cn->drv);
     /* The caller's context back, but never the destroyed one (NULL: the runtime then returns
      * to the primary context). */
-    (void)cn->drv->cuCtxSetCurrent(prev == cn->ctx ? NULL : prev);
+    if (cn->ctx) (void)cn->drv->cuCtxSetCurrent(prev == cn->ctx ? NULL : prev);
   } else if (cn->stream) {
     (void)cudaStreamDestroy(cn->stream);
   }
-  /* The SM groups go back only now that the green context using them is gone. */
-  sm_give_back(cn, n->ordinal);
   free(cn);
   n->impl = NULL;
 }

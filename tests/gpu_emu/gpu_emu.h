@@ -77,6 +77,13 @@ void hs_emu_stream_hold(cudaStream_t s, int delta, const char *who);
  * is retained now (-1 for a device it does not have). It lives in the driver's library, which
  * hetsim's loader opens: a test finds it with dlsym. */
 int hs_emu_driver_primary_refs(int dev);
+/* The emulated driver's green context g: its SMs as a bit set (bit i: SM i) in sms[0..words), and
+ * their count; -1 for a green context it did not make or that was destroyed (dlsym it too). */
+struct CUgreenCtx_st;
+int hs_emu_driver_green_sms(struct CUgreenCtx_st *g, unsigned long long *sms, int words);
+/* The SMs a kernel on `stream` may use: its green context's, or the whole device's (132) for a
+ * stream made otherwise (dlsym it, or call it from a library the driver's symbols reach). */
+int hs_emu_driver_stream_sms(void *stream);
 
 /* Counters of what the emulated NCCL was asked to do in this process, for the tests' checks. */
 typedef struct hs_emu_nccl_stats {
