@@ -381,6 +381,12 @@ void hs_emu_stream_hold(cudaStream_t s, int delta, const char *who) {
 
 /* --- the runtime API ------------------------------------------------------------------------ */
 
+cudaError_t cudaRuntimeGetVersion(int *runtimeVersion) {
+  if (!runtimeVersion) return fail(cudaErrorInvalidValue);
+  *runtimeVersion = CUDART_VERSION;
+  return cudaSuccess;
+}
+
 cudaError_t cudaGetDeviceCount(int *count) {
   if (!count) return fail(cudaErrorInvalidValue);
   *count = device_count();

@@ -62,7 +62,7 @@
 
 #include "tests/gpu_emu/gpu_emu.h"
 
-#define EMU_VERSION 22803
+#define EMU_VERSION 22803 /* HS_EMU_NCCL_VERSION replaces it (NCCL's numbering: 23007 is 2.30.7) */
 #define EMU_MAX_RANKS 4
 #define EMU_MAX_COUNT (1 << 14) /* floats per rank and operation */
 #define NSLOT 4                  /* collectives in flight per communicator */
@@ -157,6 +157,19 @@ static pthread_mutex_t reg_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct ncclComm *all_comms;
 static char last_error[512];
 static unsigned long id_counter;
+
+/* The version this emulation reports, and whether ranks may share a GPU (NCCL 2.30's
+ * NCCL_MULTI_RANK_GPU_ENABLE; earlier versions refuse it). */
+static int emu_version(void) {
+  const char *v = getenv("HS_EMU_NCCL_VERSION");
+  int n = v ? atoi(v) : 0;
+  return n >= 20000 ? n : EMU_VERSION;
+}
+
+static int multi_rank_gpu(void) {
+  const char *e = getenv("NCCL_MULTI_RANK_GPU_ENABLE");
+  return emu_version() >= 23000 && e && atoi(e) != 0;
+}
 
 static _Thread_local int group_depth;
 static _Thread_local int group_n;
@@ -391,8 +404,12 @@ static ncclResult_t join(struct ncclComm *c) {
     for (int i = 0; r == ncclSuccess && i < k->nranks; i++)
       for (int j = i + 1; r == ncclSuccess && j < k->nranks; j++)
         if (s->device[i] == s->device[j])
-          r = set_error(ncclInvalidUsage, "Duplicate GPU detected : rank %d and rank %d both on CUDA device %d", i, j,
-                        s->device[i]);
+          if (!multi_rank_gpu())
+            r = emu_version() < 23000
+                    ? set_error(ncclInvalidUsage, "Duplicate GPU detected : rank %d and rank %d both on CUDA device %d",
+                                i, j, s->device[i])
+                    : set_error(ncclInvalidUsage, "Multiple Ranks are using the same GPU/Partition. Set "
+                                "NCCL_MULTI_RANK_GPU_ENABLE=1 to enable this configuration.");
   }
   seg_unlock(s);
   if (r == ncclSuccess) hs_emu_jitter(200, 2000);
@@ -623,7 +640,7 @@ static ncclResult_t issue(struct ncclComm *c, kernel *kn, cudaStream_t stream, i
 
 ncclResult_t ncclGetVersion(int *version) {
   if (!version) return ncclInvalidArgument;
-  *version = EMU_VERSION;
+  *version = emu_version();
   return ncclSuccess;
 }
 
@@ -736,11 +753,20 @@ ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId commId,
   return ncclCommInitRankConfig(comm, nranks, commId, rank, NULL);
 }
 
-/* One process, several GPUs: every rank's set-up is started, then all are awaited. */
+/* One process, several GPUs: every rank's set-up is started, then all are awaited. The devlist is
+ * checked as NCCL's init.cc does: every entry a device of the machine, and no device twice unless
+ * several ranks may share a GPU (NCCL 2.30 and NCCL_MULTI_RANK_GPU_ENABLE=1). */
 ncclResult_t ncclCommInitAll(ncclComm_t *comms, int ndev, const int *devlist) {
   int count = 0;
-  if (!comms || ndev < 1 || ndev > EMU_MAX_RANKS || cudaGetDeviceCount(&count) != cudaSuccess || ndev > count)
-    return set_error(ncclInvalidArgument, "ncclCommInitAll: %d devices (the machine has %d)", ndev, count);
+  if (!comms || ndev < 1 || ndev > EMU_MAX_RANKS || cudaGetDeviceCount(&count) != cudaSuccess)
+    return set_error(ncclInvalidArgument, "ncclCommInitAll: %d devices", ndev);
+  for (int i = 0; i < ndev; i++) {
+    int dev = devlist ? devlist[i] : i;
+    if (dev < 0 || dev >= count) return set_error(ncclInvalidArgument, "Invalid device %d (totalnDev=%d)", dev, count);
+    for (int j = 0; devlist && j < i; j++)
+      if (devlist[j] == dev && !multi_rank_gpu())
+        return set_error(ncclInvalidUsage, "ncclCommInitAll: device %d twice in the device list", dev);
+  }
   ncclUniqueId id;
   ncclResult_t r = ncclGetUniqueId(&id);
   if (r != ncclSuccess) return r;
@@ -965,11 +991,16 @@ ncclResult_t ncclCommDestroy(ncclComm_t comm) {
   pthread_mutex_lock(&c->mu);
   int fin = c->finalize;
   pthread_mutex_unlock(&c->mu);
-  if (st == ncclSuccess && fin != 2)
+  /* A blocking communicator may be destroyed without a finalize (NCCL's own examples do): the
+   * destroy then finalizes it, waiting for its work, which must have ended, or the wait has no
+   * bound. A non-blocking one is hetsim's bounded kind: finalized and polled first. */
+  int busy = __atomic_load_n(&c->k->inflight, __ATOMIC_ACQUIRE) > 0;
+  if (st == ncclSuccess && fin != 2 && (!c->blocking || busy))
     hs_emu_violation("ncclCommDestroy on rank %d of a communicator whose ncclCommFinalize %s: nccl.h makes "
                      "ncclCommDestroy non-blocking only once the finalize's state is ncclSuccess; before that it may "
                      "wait for every peer without bound",
-                     c->k->rank, fin ? "has not reached ncclSuccess" : "was never called");
+                     c->k->rank, fin ? "has not reached ncclSuccess" : busy ? "was never called, with work in flight"
+                                                                            : "was never called");
   stat_add(&hs_emu_nccl_stats_get()->destroyed);
   comm_free(c, "ncclCommDestroy");
   return ncclSuccess;
