@@ -1,8 +1,6 @@
 /* nn_cuda_part: the SM groups of each GPU and the green contexts made on them (nn_cuda_part.h). */
 #include "nn/nn_cuda_part.h"
 
-#include "core/core_buildinfo.h"
-
 #if HETSIM_HAVE_CUDA
 
 #include <pthread.h>

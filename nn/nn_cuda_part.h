@@ -16,7 +16,11 @@
 #ifndef HS_NN_CUDA_PART_H
 #define HS_NN_CUDA_PART_H
 
+#include "core/core_buildinfo.h"
 #include "core/core_error.h"
+
+#if HETSIM_HAVE_CUDA
+
 #include "nn/nn_cudalib.h"
 
 /* GPUs and SM groups the table can hold. */
@@ -51,5 +55,7 @@ void hs_cuda_part_close(hs_cuda_part *p, const hs_cudrv_api *drv);
 /* A driver call's failure as a diagnostic: HS_ENOMEM for CUDA_ERROR_OUT_OF_MEMORY, else
  * HS_ERUNTIME, "CUDA driver: WHAT: the driver's text (code)"; 0 for CUDA_SUCCESS. */
 int hs_cudrv_err(const hs_cudrv_api *drv, CUresult r, const char *what, hs_diag *d);
+
+#endif /* HETSIM_HAVE_CUDA */
 
 #endif

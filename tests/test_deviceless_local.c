@@ -18,7 +18,6 @@
  * - abort: abort from another thread ends an all-reduce in progress, and no later one starts;
  * - host_traffic: send, recv and barrier go through the inner cpu backend.
  * Exits 77 (skipped) in builds without CUDA. */
-#include <dlfcn.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -153,15 +152,10 @@ static const hs_cudrv_api *driver(void) {
 
 /* How often the emulated driver's device 0 primary context is retained now. */
 static int primary_refs(void) {
-  void *h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
+  void *sym = hs_emu_driver_sym("hs_emu_driver_primary_refs");
   int (*refs)(int) = NULL;
-  if (h) {
-    void *sym = dlsym(h, "hs_emu_driver_primary_refs");
-    memcpy(&refs, &sym, sizeof sym);
-  }
-  int r = refs ? refs(0) : -1;
-  if (h) dlclose(h);
-  return r;
+  memcpy(&refs, &sym, sizeof sym);
+  return refs ? refs(0) : -1;
 }
 
 static hs_real_comm *open_local(int world, double timeout_s) {

@@ -12,7 +12,6 @@
  * - refusals: more SMs than the GPU has, a GPU the machine does not have;
  * - threads: partitions opened and closed from several threads at once never share an SM.
  * Exits 77 (skipped) in builds without CUDA. */
-#include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -45,15 +44,10 @@ static const hs_cudrv_api *driver(void) {
 
 /* The emulated driver's account of a green context's SMs (its count, or -1). */
 static int green_sms(const hs_cuda_part *p, unsigned long long *sms) {
-  void *h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
+  void *sym = hs_emu_driver_sym("hs_emu_driver_green_sms");
   int (*get)(struct CUgreenCtx_st *, unsigned long long *, int) = NULL;
-  if (h) {
-    void *sym = dlsym(h, "hs_emu_driver_green_sms");
-    memcpy(&get, &sym, sizeof sym);
-  }
-  int n = get ? get(p->green, sms, WORDS) : -1;
-  if (h) dlclose(h);
-  return n;
+  memcpy(&get, &sym, sizeof sym);
+  return get ? get(p->green, sms, WORDS) : -1;
 }
 
 /* Every two of parts[0..n) share no SM, and each has the SMs it was granted. */

@@ -17,6 +17,7 @@
  * from freed memory. The process ends with its executors idle; they are detached. */
 #include "tests/gpu_emu/gpu_emu.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -380,6 +381,14 @@ void hs_emu_stream_hold(cudaStream_t s, int delta, const char *who) {
 }
 
 /* --- the runtime API ------------------------------------------------------------------------ */
+
+void *hs_emu_driver_sym(const char *name) {
+  void *h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
+  if (!h) return NULL;
+  void *sym = dlsym(h, name);
+  dlclose(h); /* the loader's handle keeps the library loaded */
+  return sym;
+}
 
 cudaError_t cudaRuntimeGetVersion(int *runtimeVersion) {
   if (!runtimeVersion) return fail(cudaErrorInvalidValue);

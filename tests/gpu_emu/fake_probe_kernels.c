@@ -4,7 +4,6 @@
  * hs_emu_driver_stream_sms, found with dlsym), SPIN_UNIT_S a wave; so partitions isolate by
  * construction, and what the test checks is the probe's own use of the driver and its
  * arithmetic, not a GPU's. The output is written as the kernel would (every thread's float). */
-#include <dlfcn.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -29,15 +28,10 @@ static void spin_run(void *p) {
 }
 
 static int stream_sms(void *stream) {
-  void *h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
+  void *sym = hs_emu_driver_sym("hs_emu_driver_stream_sms");
   int (*get)(void *) = NULL;
-  if (h) {
-    void *sym = dlsym(h, "hs_emu_driver_stream_sms");
-    memcpy(&get, &sym, sizeof sym);
-  }
-  int n = get ? get(stream) : 0;
-  if (h) dlclose(h);
-  return n;
+  memcpy(&get, &sym, sizeof sym);
+  return get ? get(stream) : 0;
 }
 
 int hs_probe_spin_launch(void *stream, float *out, int blocks, int threads, int iters) {

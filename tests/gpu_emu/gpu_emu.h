@@ -73,6 +73,10 @@ cudaError_t hs_emu_stream_submit(cudaStream_t s, void (*fn)(void *), void *arg);
  * holder in that message. */
 void hs_emu_stream_hold(cudaStream_t s, int delta, const char *who);
 
+/* A symbol of the emulated driver's library (libcuda.so.1), once hetsim's loader has opened it;
+ * NULL before, or for a name it does not have. The driver's own extras below are found so. */
+void *hs_emu_driver_sym(const char *name);
+
 /* The emulated driver (fake_cuda_driver.c, libcuda.so.1): how often device dev's primary context
  * is retained now (-1 for a device it does not have). It lives in the driver's library, which
  * hetsim's loader opens: a test finds it with dlsym. */
