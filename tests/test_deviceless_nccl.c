@@ -66,7 +66,6 @@ int main(void) {
 #include "nn/nn_cudalib.h"
 #include "real/real_comm.h"
 #include "real/real_nccl.h"
-#include "real/real_worker.h"
 #include "tests/gpu_emu/gpu_emu.h"
 
 #define NF 1000 /* floats per buffer (cfg.n) */

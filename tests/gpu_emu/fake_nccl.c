@@ -248,13 +248,20 @@ static void check_live(const void *p, int64_t count, const char *what, const cor
     hs_emu_violation("%s kernel on rank %d: buffer %p was freed before the kernel ended", what, k->rank, p);
 }
 
-/* An aborted kernel leaves its output undefined: NaN here. Its buffer must still be live: the
- * caller may free it only once the stream has drained. */
-static void poison(float *out, int64_t count, const char *what, const core *k) {
-  if (!hs_emu_device_range(out, (size_t)count * sizeof(float), NULL))
+/* An aborted kernel ends some tens of milliseconds after the abort (it has to notice it) and
+ * uses its buffer until then, so the buffer must still be live: the caller may free it only once
+ * the stream has drained. */
+static void wind_down(const float *buf, int64_t count, const char *what, const core *k) {
+  hs_emu_jitter(20000, 40000);
+  if (!hs_emu_device_range(buf, (size_t)count * sizeof(float), NULL))
     hs_emu_violation("%s kernel on rank %d, aborted: its buffer %p was freed while the kernel still ran (before the "
                      "stream drained)",
-                     what, k->rank, (void *)out);
+                     what, k->rank, (const void *)buf);
+}
+
+/* An aborted kernel leaves its output undefined: NaN here. */
+static void poison(float *out, int64_t count, const char *what, const core *k) {
+  wind_down(out, count, what, k);
   for (int64_t i = 0; i < count; i++) out[i] = NAN;
 }
 
@@ -326,7 +333,8 @@ static void send_kernel(kernel *kn) {
     while (!stop && b->taken != kn->seq + 1) stop = seg_wait(k, &dl, "ncclSend");
   }
   seg_unlock(s);
-  if (!stop) stat_add(&hs_emu_nccl_stats_get()->kernels);
+  if (stop) wind_down(kn->in, kn->count, "ncclSend", k);
+  else stat_add(&hs_emu_nccl_stats_get()->kernels);
 }
 
 static void recv_kernel(kernel *kn) {
