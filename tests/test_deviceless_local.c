@@ -196,11 +196,11 @@ static void test_refusals(void) {
 /* One worker's thread: its net, its part in each all-reduce. */
 typedef struct worker {
   hs_real_comm *c;
-  int rank, world, ops;
+  int rank, ops;
   emu_net net;
   int fails;
   hs_diag d;
-  int leave_at; /* all-reduce number it does not come to (missing), or -1 */
+  int leave_at; /* all-reduce number it does not come to (missing), or 0 */
   int got_rc;   /* the last all-reduce's status */
 } worker;
 
@@ -274,7 +274,7 @@ static void test_weighted_three(void) {
   if (!c) return;
   worker ws[3];
   for (int i = 0; i < 3; i++) {
-    ws[i] = (worker){.c = c, .rank = i, .world = 3, .ops = 12, .leave_at = -1};
+    ws[i] = (worker){.c = c, .rank = i, .ops = 12};
     ASSERT_EQ(net_open(&ws[i].net), 0);
   }
   run_workers(ws, 3, weighted_worker);
@@ -318,7 +318,7 @@ static void test_wide(void) {
   if (!c) return;
   worker ws[WIDE];
   for (int i = 0; i < WIDE; i++) {
-    ws[i] = (worker){.c = c, .rank = i, .world = WIDE, .leave_at = -1};
+    ws[i] = (worker){.c = c, .rank = i};
     ASSERT_EQ(net_open(&ws[i].net), 0);
   }
   run_workers(ws, WIDE, wide_worker);
@@ -354,7 +354,7 @@ static void test_missing(void) {
   if (!c) return;
   worker ws[3];
   for (int i = 0; i < 3; i++) {
-    ws[i] = (worker){.c = c, .rank = i, .world = 3, .leave_at = i == 2 ? 1 : -1};
+    ws[i] = (worker){.c = c, .rank = i, .leave_at = i == 2 ? 1 : 0};
     ASSERT_EQ(net_open(&ws[i].net), 0);
   }
   double t0 = hs_real_mono();
@@ -416,7 +416,7 @@ static void *host_peer(void *p) {
 static void test_host_traffic(void) {
   hs_real_comm *c = open_local(2, 10);
   if (!c) return;
-  worker peer = {.c = c, .rank = 1, .world = 2};
+  worker peer = {.c = c, .rank = 1};
   pthread_t th;
   ASSERT_EQ(pthread_create(&th, NULL, host_peer, &peer), 0);
   hs_diag d = {0};

@@ -148,13 +148,17 @@ static void set_launch(int rank, int world, int port) {
   setenv("MASTER_PORT", b, 1);
 }
 
+/* device NULL: the rank's own GPU, cuda:RANK. */
 static int open_rank(hs_real_comm **c, int rank, int world, double timeout_s, const char *device, hs_diag *d) {
+  char own[16];
+  if (!device) {
+    snprintf(own, sizeof own, "cuda:%d", rank);
+    device = own;
+  }
   set_launch(rank, world, env_int("HS_NCCL_EMU_PORT"));
   hs_real_comm_config cc = {.world = world, .n = NF, .timeout_s = timeout_s, .device = device};
   return hs_real_comm_nccl_rank.open(c, &cc, d);
 }
-
-static void own_device(char *b, size_t len, int rank) { snprintf(b, len, "cuda:%d", rank); }
 
 /* Writes one byte to the fd named by an environment variable (the parent's pipe). */
 static void tell_parent(const char *var) {
@@ -306,11 +310,9 @@ static int owned_allreduce(hs_real_comm *c, int rank, int world, uint64_t op, co
 }
 
 static int functional_main(int rank, int world) {
-  char dev_name[16];
-  own_device(dev_name, sizeof dev_name, rank);
   hs_diag d = {0};
   hs_real_comm *c = NULL;
-  STEP(10, !open_rank(&c, rank, world, 10, dev_name, &d), "open: %s", d.msg);
+  STEP(10, !open_rank(&c, rank, world, 10, NULL, &d), "open: %s", d.msg);
   STEP(11, hs_real_nccl_rank(c) == rank, "hs_real_nccl_rank says %d", hs_real_nccl_rank(c));
   float *dev = NULL;
   STEP(12, cudaMalloc((void **)&dev, NF * sizeof(float)) == cudaSuccess && !fill(dev, rank, value), "cuda set-up");
@@ -397,11 +399,9 @@ static int after_failure(hs_real_comm *c, int rank, int world, int peer, float *
 
 /* killed_rank / killed_hub. busy: in an all-reduce when the victim dies; idle: starts one after. */
 static int survivor_main(int rank, int busy, int victim) {
-  char dev_name[16];
-  own_device(dev_name, sizeof dev_name, rank);
   hs_diag d = {0};
   hs_real_comm *c = NULL;
-  STEP(10, !open_rank(&c, rank, 3, 30, dev_name, &d), "open: %s", d.msg);
+  STEP(10, !open_rank(&c, rank, 3, 30, NULL, &d), "open: %s", d.msg);
   float *dev = NULL;
   STEP(11, cudaMalloc((void **)&dev, NF * sizeof(float)) == cudaSuccess && !fill(dev, rank, value), "cuda set-up");
   tell_parent("HS_NCCL_EMU_OPENED_FD");
@@ -427,11 +427,9 @@ static int survivor_main(int rank, int busy, int victim) {
 }
 
 static int victim_main(int rank) {
-  char dev_name[16];
-  own_device(dev_name, sizeof dev_name, rank);
   hs_diag d = {0};
   hs_real_comm *c = NULL;
-  STEP(10, !open_rank(&c, rank, 3, 30, dev_name, &d), "open: %s", d.msg);
+  STEP(10, !open_rank(&c, rank, 3, 30, NULL, &d), "open: %s", d.msg);
   tell_parent("HS_NCCL_EMU_OPENED_FD");
   for (int i = 0; i < 600; i++) nanosleep(&(struct timespec){0, 100000000L}, NULL);
   return 20; /* never reached: the parent kills it */
@@ -439,13 +437,11 @@ static int victim_main(int rank) {
 
 /* timeout: rank 0 all-reduces; rank 1 never joins, then, once rank 0 has left, tries a barrier. */
 static int late_main(int rank) {
-  char dev_name[16];
-  own_device(dev_name, sizeof dev_name, rank);
   hs_diag d = {0};
   hs_real_comm *c = NULL;
   static const int ranks[2] = {0, 1};
   if (rank == 0) {
-    STEP(10, !open_rank(&c, 0, 2, 1.0, dev_name, &d), "open: %s", d.msg);
+    STEP(10, !open_rank(&c, 0, 2, 1.0, NULL, &d), "open: %s", d.msg);
     float *dev = NULL;
     STEP(11, cudaMalloc((void **)&dev, NF * sizeof(float)) == cudaSuccess && !fill(dev, rank, value), "cuda set-up");
     double t0 = hs_real_mono();
@@ -459,7 +455,7 @@ static int late_main(int rank) {
     cudaFree(dev);
     return rc ? rc : all_freed();
   }
-  STEP(10, !open_rank(&c, 1, 2, 20, dev_name, &d), "open: %s", d.msg);
+  STEP(10, !open_rank(&c, 1, 2, 20, NULL, &d), "open: %s", d.msg);
   tell_parent("HS_NCCL_EMU_OPENED_FD");
   STEP(11, !wait_parent("HS_NCCL_EMU_GO_FD"), "no word from the parent");
   double t0 = hs_real_mono();
@@ -474,11 +470,9 @@ static int late_main(int rank) {
 
 /* stalled_send: rank 0's send kernels never deliver (HS_EMU_NCCL_STALL_SEND); rank 1 receives. */
 static int stalled_main(int rank) {
-  char dev_name[16];
-  own_device(dev_name, sizeof dev_name, rank);
   hs_diag d = {0};
   hs_real_comm *c = NULL;
-  STEP(10, !open_rank(&c, rank, 2, 1.0, dev_name, &d), "open: %s", d.msg);
+  STEP(10, !open_rank(&c, rank, 2, 1.0, NULL, &d), "open: %s", d.msg);
   float host[NF];
   for (int i = 0; i < NF; i++) host[i] = (float)i;
   double t0 = hs_real_mono();
@@ -501,11 +495,9 @@ static void *aborter(void *p) {
 }
 
 static int abort_main(int rank) {
-  char dev_name[16];
-  own_device(dev_name, sizeof dev_name, rank);
   hs_diag d = {0};
   hs_real_comm *c = NULL;
-  STEP(10, !open_rank(&c, rank, 2, 10, dev_name, &d), "open: %s", d.msg);
+  STEP(10, !open_rank(&c, rank, 2, 10, NULL, &d), "open: %s", d.msg);
   double t0 = hs_real_mono();
   int rc;
   if (rank == 0) {
@@ -533,11 +525,9 @@ static int abort_main(int rank) {
 
 /* killed_in_teardown: rank 0 closes at once, its finalize waiting for rank 1, which is killed. */
 static int teardown_main(int rank) {
-  char dev_name[16];
-  own_device(dev_name, sizeof dev_name, rank);
   hs_diag d = {0};
   hs_real_comm *c = NULL;
-  STEP(10, !open_rank(&c, rank, 2, 30, dev_name, &d), "open: %s", d.msg);
+  STEP(10, !open_rank(&c, rank, 2, 30, NULL, &d), "open: %s", d.msg);
   tell_parent("HS_NCCL_EMU_OPENED_FD");
   if (rank == 1) {
     for (int i = 0; i < 600; i++) nanosleep(&(struct timespec){0, 100000000L}, NULL);
@@ -556,12 +546,10 @@ static int teardown_main(int rank) {
 
 /* missing_rank: a rank alone in a world of two fails its open at the timeout. */
 static int alone_main(int rank) {
-  char dev_name[16];
-  own_device(dev_name, sizeof dev_name, rank);
   hs_diag d = {0};
   hs_real_comm *c = NULL;
   double t0 = hs_real_mono();
-  int rc = open_rank(&c, rank, 2, 1.0, dev_name, &d);
+  int rc = open_rank(&c, rank, 2, 1.0, NULL, &d);
   double took = hs_real_mono() - t0;
   STEP(10, rc == HS_ERUNTIME && strstr(d.msg, rank ? "could not reach rank 0" : "heard from 1 of 2"),
        "open without the other rank: %d %s", rc, d.msg);
