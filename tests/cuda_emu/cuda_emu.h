@@ -27,14 +27,14 @@
  * result in the interleavings the schedules make), real warp scheduling (lanes of a warp do not
  * run in lock step), shared memory left over from a previous block (static arrays keep it, a
  * GPU's are undefined), dynamic shared memory, atomics, streams (a launch completes before it
- * returns), the accuracy of the GPU's math functions (rsqrtf is exact here, at most 2 ulp off on
+ * returns, unless a stream runner hands it to the emulated runtime's streams: below), the accuracy of the GPU's math functions (rsqrtf is exact here, at most 2 ulp off on
  * a GPU; exp and log are the host's), and nvcc's contraction of a * b + c into fmaf.
  *
- * Under AddressSanitizer the fibers are announced to ASan (see cuda_emu.cpp); ASan still prints
- * once that it "doesn't fully support makecontext/swapcontext", which is expected.
+ * Under AddressSanitizer the fibers are announced to ASan (see cuda_emu.cpp).
  *
- * State: one emulation per process (CUDA's built-in variables are globals), not reentrant and not
- * thread-safe. Fiber stacks are kept for later launches; hs_emu_shutdown releases them. */
+ * State: one emulation per process (CUDA's built-in variables are globals), not reentrant. Not
+ * thread-safe, except launches handed to streams (below), which run one grid at a time. Fiber
+ * stacks are kept for later launches; hs_emu_shutdown releases them. */
 #ifndef HS_CUDA_EMU_H
 #define HS_CUDA_EMU_H
 
@@ -134,9 +134,11 @@ inline hs_emu_config hs_emu_cfg(dim3 grid, dim3 block, size_t shmem = 0,
   return hs_emu_config{grid, block, shmem, stream, file, line};
 }
 
-/* Runs fn(closure) once per thread of the configured grid; the launch's status (also left for
- * cudaGetLastError when it is an error). */
-cudaError_t hs_emu_run(const hs_emu_config &cfg, void (*fn)(void *), void *closure);
+/* Runs fn(closure) once per thread of the configured grid, then release(closure); the launch's
+ * status (also left for cudaGetLastError when it is an error). With a stream runner set (below),
+ * only the configuration is checked now, and the grid runs when the stream reaches it. */
+cudaError_t hs_emu_run(const hs_emu_config &cfg, void (*fn)(void *), void *closure,
+                       void (*release)(void *));
 
 /* kernel<<<cfg>>>(args...): the arguments are copied once, as CUDA copies them at the launch,
  * and each thread calls the kernel with its own copies of them. */
@@ -146,15 +148,32 @@ cudaError_t hs_emu_launch(void (*kernel)(P...), const hs_emu_config &cfg, A &&..
   struct closure {
     void (*kernel)(P...);
     std::tuple<P...> args;
-  } c{kernel, std::tuple<P...>(std::forward<A>(args)...)};
+  };
+  closure *c = new closure{kernel, std::tuple<P...>(std::forward<A>(args)...)};
   return hs_emu_run(
       cfg,
       [](void *p) {
         closure *cl = static_cast<closure *>(p);
         std::apply(cl->kernel, cl->args);
       },
-      &c);
+      c, [](void *p) { delete static_cast<closure *>(p); });
 }
+
+/* --- launches on streams ------------------------------------------------------------------ */
+
+/* By default a launch runs at once, in the calling thread, as test_deviceless_cuda_kernels
+ * wants. A test built on the emulated runtime of tests/gpu_emu (gpu_emu.h) hands the launches to
+ * its streams instead: after hs_emu_set_stream_runner(submit, on_error), a launch whose
+ * configuration is valid becomes work that stream `cfg.stream` owns (submit is
+ * hs_emu_stream_submit_owned), run in stream order on the stream's thread, perhaps again and
+ * again when it was captured into a CUDA graph; invalid configurations are reported through
+ * on_error (hs_emu_set_last_error), for the launching thread's cudaGetLastError. Grids run one
+ * at a time, process-wide (the emulation's state is global). A grid that fails then (a barrier
+ * that cannot complete, ...) ends the process with the emulation's message: the launch has
+ * returned long ago, and a GPU would report the failure to every later call. */
+typedef cudaError_t (*hs_emu_submit_fn)(cudaStream_t stream, void (*fn)(void *), void *arg,
+                                        void (*release)(void *));
+void hs_emu_set_stream_runner(hs_emu_submit_fn submit, void (*on_error)(cudaError_t));
 
 /* --- knobs and counters for the tests ------------------------------------------------------- */
 

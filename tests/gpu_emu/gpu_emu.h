@@ -15,7 +15,10 @@
  *   behave as documented (cudaMemcpy from pageable memory returns before its copy has landed;
  *   cudaMemcpyAsync to pageable memory is synchronous with the host);
  * - several GPUs may be emulated (HS_EMU_GPUS, default 1); streams, events and memory belong to
- *   the device current on the calling thread when they were created.
+ *   the device current on the calling thread when they were created; each device holds
+ *   HS_EMU_DEVICE_MEM bytes (default 8 GiB);
+ * - stream capture and CUDA graphs follow the programming guide's rules (fake_cudart.c says
+ *   which, and what it does not model).
  * A misuse that the documentation calls an error returns the documented error; one that would
  * corrupt data silently or hang a real GPU is a VIOLATION: a message on stderr, then abort(), so
  * that the test that provoked it fails loudly.
@@ -61,7 +64,8 @@ int hs_emu_stream_device(cudaStream_t s);
 /* Work a library puts on a user's stream (NCCL's kernels): runs fn(arg) on the stream's
  * executor in order with the rest of its work. Unlike the runtime API's calls, this one is
  * allowed while the stream has work held back (hs_emu_stream_hold). cudaErrorInvalidResourceHandle
- * for a stream that is not live. */
+ * for a stream that is not live, cudaErrorStreamCaptureImplicit for the legacy stream while a
+ * blocking stream captures; on a capturing stream it is a violation (not modelled). */
 cudaError_t hs_emu_stream_submit(cudaStream_t s, void (*fn)(void *), void *arg);
 
 /* A library says that it will put work on s later (delta +1: NCCL returned ncclInProgress and
@@ -72,6 +76,28 @@ cudaError_t hs_emu_stream_submit(cudaStream_t s, void (*fn)(void *), void *arg);
  * and such a call would see the stream without the work it means to follow. `who` names the
  * holder in that message. */
 void hs_emu_stream_hold(cudaStream_t s, int delta, const char *who);
+
+/* Work a library or an emulated kernel owns (cuDNN's and cuBLAS's work, kernel launches of
+ * tests/cuda_emu): like hs_emu_stream_submit, but arg belongs to the stream from the call on,
+ * and the work may be captured.
+ * fn(arg) may run more than once: while s is capturing (cudaStreamBeginCapture) the work is
+ * recorded into the capture instead of run, and each launch of a graph made from it runs it
+ * again. release(arg) (may be NULL) runs exactly once, when nothing will run fn(arg) again:
+ * after it ran, or when the capture is abandoned or the graph and every executable graph
+ * instantiated from it are destroyed. cudaErrorInvalidResourceHandle for a stream that is not
+ * live, cudaErrorStreamCaptureInvalidated for a capture that was invalidated and
+ * cudaErrorStreamCaptureImplicit for the legacy stream while a blocking stream captures (arg is
+ * released then). */
+cudaError_t hs_emu_stream_submit_owned(cudaStream_t s, void (*fn)(void *), void *arg, void (*release)(void *));
+
+/* Sets the calling thread's last error (what cudaGetLastError returns next), as a launch that
+ * fails does. */
+void hs_emu_set_last_error(cudaError_t e);
+
+/* 1 when the calling thread has a stream capture under way whose mode forbids potentially
+ * unsafe calls (cudaStreamCaptureModeGlobal or ThreadLocal): a library that would allocate
+ * device memory now (cuBLAS without a workspace of the user's) must not. */
+int hs_emu_thread_capturing(void);
 
 /* A symbol of the emulated driver's library (libcuda.so.1), once hetsim's loader has opened it;
  * NULL before, or for a name it does not have. The driver's own extras below are found so. */
