@@ -197,8 +197,31 @@ CUresult cuDevicePrimaryCtxRelease(CUdevice dev) {
   return CUDA_SUCCESS;
 }
 
+/* A thread that ends gives up the green context current on it: the driver's per-thread state
+ * (the context stack) ends with the thread, and a thread that no longer runs cannot race.
+ * (An assumption: cuda.h says a green context is current to one thread at a time, and nothing
+ * of threads that end.) */
+static pthread_key_t exit_key;
+static pthread_once_t exit_once = PTHREAD_ONCE_INIT;
+
+static void thread_ends(void *arg) {
+  int me = (int)(intptr_t)arg;
+  pthread_mutex_lock(&mu);
+  for (struct CUgreenCtx_st *x = greens; x; x = x->next)
+    if (x->current_on == me) x->current_on = 0;
+  pthread_mutex_unlock(&mu);
+}
+
+static void exit_key_make(void) {
+  if (pthread_key_create(&exit_key, thread_ends) != 0) hs_emu_violation("pthread_key_create failed");
+}
+
 static int my_thread(void) {
-  if (!thread_id) thread_id = __atomic_add_fetch(&next_thread, 1, __ATOMIC_ACQ_REL);
+  if (!thread_id) {
+    thread_id = __atomic_add_fetch(&next_thread, 1, __ATOMIC_ACQ_REL);
+    pthread_once(&exit_once, exit_key_make);
+    (void)pthread_setspecific(exit_key, (void *)(intptr_t)thread_id);
+  }
   return thread_id;
 }
 

@@ -64,7 +64,7 @@
 
 #define EMU_VERSION 22803 /* HS_EMU_NCCL_VERSION replaces it (NCCL's numbering: 23007 is 2.30.7) */
 #define EMU_MAX_RANKS 4
-#define EMU_MAX_COUNT (1 << 14) /* floats per rank and operation */
+#define EMU_MAX_COUNT (1 << 18) /* floats per rank and operation (mlp has 203,530 parameters) */
 #define NSLOT 4                  /* collectives in flight per communicator */
 #define MAX_OPS 64               /* live PreMulSum operators per communicator */
 #define MAX_GROUP 256            /* operations in one group */
