@@ -901,8 +901,12 @@ cudaError_t cudaMalloc(void **devPtr, size_t size) {
   return cudaSuccess;
 }
 
-/* Frees at once, without waiting for the device: work still queued that uses the memory is
- * reported when it runs. */
+/* Waits for the work of every stream of the allocation's device first (bounded, as every wait
+ * here): "Managing memory allocations using cudaMalloc and cudaFree causes the GPU to synchronize
+ * across all executing CUDA streams" (programming guide, "Stream-Ordered Memory Allocator").
+ * So a free while a kernel that never ends is queued (an NCCL collective whose peer is gone,
+ * not aborted) is a violation: on a GPU it would not return. Work enqueued later that uses the
+ * memory is reported when it runs. */
 cudaError_t cudaFree(void *devPtr) {
   if (!devPtr) return cudaSuccess;
   lock();
@@ -910,6 +914,12 @@ cudaError_t cudaFree(void *devPtr) {
   if (e != cudaSuccess) {
     unlock();
     return fail(e);
+  }
+  const emu_alloc *a = find_alloc(devPtr, 1);
+  if (a) {
+    int dev = a->device;
+    for (struct CUstream_st *t = all_streams; t; t = t->next_all)
+      if (t->device == dev) wait_ticket(t, t->enq, "cudaFree"); /* destroyed ones still drain */
   }
   emu_alloc *hit = NULL;
   int freed_before = 0;
