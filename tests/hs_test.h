@@ -70,10 +70,13 @@ static inline void hs_test_unlink_db(const char *path) {
   snprintf(side, sizeof side, "%s-shm", path), unlink(side);
 }
 
+/* Runs the cases whose names contain one of the arguments (all of them without arguments). */
 static inline int hs_test_main(const char *suite, const hs_test_case *cases, int argc, char **argv) {
   int passed = 0, failed = 0;
   for (const hs_test_case *t = cases; t->name; t++) {
-    if (argc > 1 && !strstr(t->name, argv[1])) continue;
+    int chosen = argc < 2;
+    for (int i = 1; i < argc && !chosen; i++) chosen = strstr(t->name, argv[i]) != NULL;
+    if (!chosen) continue;
     hs_test_failed_now = 0;
     t->fn();
     if (hs_test_failed_now) {
