@@ -676,10 +676,19 @@ ncclResult_t ncclGetUniqueId(ncclUniqueId *uniqueId) {
   if (!uniqueId) return set_error(ncclInvalidArgument, "ncclGetUniqueId: NULL");
   const char *dir = getenv("HS_EMU_DIR");
   char path[NCCL_UNIQUE_ID_BYTES];
-  int n = snprintf(path, sizeof path, "%s/nccl-%ld-%lu", dir && *dir ? dir : "/tmp", (long)getpid(),
-                   __atomic_add_fetch(&id_counter, 1, __ATOMIC_RELAXED));
-  if (n < 0 || (size_t)n >= sizeof path) return set_error(ncclSystemError, "HS_EMU_DIR is too long for a unique id");
-  int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  /* The file of a communicator whose ranks were killed stays behind, and process ids come back:
+   * the clock is in the name, and a name taken is passed over. */
+  int fd = -1;
+  for (int tries = 0; fd < 0 && tries < 64; tries++) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    int n = snprintf(path, sizeof path, "%s/nccl-%ld-%lu-%llx", dir && *dir ? dir : "/tmp", (long)getpid(),
+                     __atomic_add_fetch(&id_counter, 1, __ATOMIC_RELAXED),
+                     (unsigned long long)ts.tv_sec * 1000000000ull + (unsigned long long)ts.tv_nsec);
+    if (n < 0 || (size_t)n >= sizeof path) return set_error(ncclSystemError, "HS_EMU_DIR is too long for a unique id");
+    fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0 && errno != EEXIST) break;
+  }
   if (fd < 0) return set_error(ncclSystemError, "%s: %s", path, strerror(errno));
   if (ftruncate(fd, (off_t)sizeof(seg))) {
     close(fd);
@@ -704,7 +713,7 @@ ncclResult_t ncclGetUniqueId(ncclUniqueId *uniqueId) {
   __atomic_store_n(&s->magic, SEG_MAGIC, __ATOMIC_RELEASE);
   munmap(s, sizeof *s);
   memset(uniqueId, 0, sizeof *uniqueId);
-  memcpy(uniqueId->internal, path, (size_t)n);
+  memcpy(uniqueId->internal, path, strlen(path));
   return ncclSuccess;
 }
 
