@@ -2,24 +2,24 @@
  *
  * Each emulated thread of a block runs on a fiber (a stack of its own, started as a ucontext). A
  * fiber whose thread returns takes the next thread not yet started, on the same stack and without
- * a context switch, so a kernel without barriers costs a function call per thread; a thread that waits at a
- * barrier keeps its fiber, and another fiber starts the next thread. Switches go straight from
- * fiber to fiber (a _setjmp and a _longjmp each); the launching code's context is resumed when
- * the block is done or has failed. With a stream runner (cuda_emu.h) the launching code is a
- * stream's thread of the emulated runtime, one grid at a time under run_mu.
+ * a context switch, so a kernel without barriers costs a function call per thread; a thread that
+ * waits at a barrier keeps its fiber, and another fiber starts the next thread. Switches go
+ * straight from fiber to fiber (a _setjmp and a _longjmp each); the launching code's context is
+ * resumed when the block is done or has failed. With a stream runner (cuda_emu.h) the launching
+ * code is a stream's thread of the emulated runtime, one grid at a time under run_mu.
  *
  * Under AddressSanitizer every switch is announced with __sanitizer_start_switch_fiber and
  * __sanitizer_finish_switch_fiber, so that ASan knows which stack is current; fiber stacks are
  * mmap'd with a guard page below them, so an overflow faults instead of corrupting memory. */
 #include "cuda_emu.h"
 
+#include <setjmp.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <setjmp.h>
 #include <ucontext.h>
 #include <unistd.h>
 
@@ -414,7 +414,7 @@ namespace {
 hs_emu_submit_fn runner_submit;
 void (*runner_set_error)(cudaError_t);
 std::mutex run_mu; /* one grid at a time, and the counters */
-thread_local bool running_grid; /* this thread runs a grid now (emu.cur says which thread) */
+thread_local bool running_grid; /* this OS thread runs a grid now: a launch from it is a kernel's */
 
 /* Runs a launch whose configuration is valid (run_mu held when on a stream). */
 cudaError_t run_grid(const hs_emu_config &cfg, void (*fn)(void *), void *closure) {
@@ -480,7 +480,8 @@ void hs_emu_set_stream_runner(hs_emu_submit_fn submit, void (*on_error)(cudaErro
 
 cudaError_t hs_emu_run(const hs_emu_config &cfg, void (*fn)(void *), void *closure,
                        void (*release)(void *)) {
-  if (running_grid) fatal("%s:%d: a launch from inside a kernel (not emulated)", cfg.file, cfg.line);
+  if (running_grid)
+    fatal("%s:%d: a launch from inside a kernel (not emulated)", cfg.file, cfg.line);
   cudaError_t e = cudaSuccess;
   {
     std::lock_guard<std::mutex> hold(run_mu);

@@ -21,14 +21,15 @@
  * Grid and block sizes are the ones the launch asks for, checked against CUDA's limits
  * (cudaErrorInvalidConfiguration).
  *
- * What it does not model: memory (host memory stands for device memory; no coalescing, caches,
- * or memory ordering between threads, and every write is seen at once by every later read), data
+ * What it does not model: memory (host memory stands for device memory; no coalescing, caches, or
+ * memory ordering between threads, and every write is seen at once by every later read), data
  * races (threads switch only at barriers and shuffles, so a race shows only where it changes a
  * result in the interleavings the schedules make), real warp scheduling (lanes of a warp do not
- * run in lock step), shared memory left over from a previous block (static arrays keep it, a
- * GPU's are undefined), dynamic shared memory, atomics, streams (a launch completes before it
- * returns, unless a stream runner hands it to the emulated runtime's streams: below), the accuracy of the GPU's math functions (rsqrtf is exact here, at most 2 ulp off on
- * a GPU; exp and log are the host's), and nvcc's contraction of a * b + c into fmaf.
+ * run in lock step), shared memory left over from a previous block (static arrays keep it, a GPU's
+ * are undefined), dynamic shared memory, atomics, streams (a launch completes before it returns,
+ * unless a stream runner hands it to the emulated runtime's streams: below), the accuracy of the
+ * GPU's math functions (rsqrtf is exact here, at most 2 ulp off on a GPU; exp and log are the
+ * host's), and nvcc's contraction of a * b + c into fmaf.
  *
  * Under AddressSanitizer the fibers are announced to ASan (see cuda_emu.cpp).
  *

@@ -88,7 +88,8 @@ void hs_emu_stream_hold(cudaStream_t s, int delta, const char *who);
  * live, cudaErrorStreamCaptureInvalidated for a capture that was invalidated and
  * cudaErrorStreamCaptureImplicit for the legacy stream while a blocking stream captures (arg is
  * released then). */
-cudaError_t hs_emu_stream_submit_owned(cudaStream_t s, void (*fn)(void *), void *arg, void (*release)(void *));
+cudaError_t hs_emu_stream_submit_owned(cudaStream_t s, void (*fn)(void *), void *arg,
+                                       void (*release)(void *));
 
 /* Sets the calling thread's last error (what cudaGetLastError returns next), as a launch that
  * fails does. */
