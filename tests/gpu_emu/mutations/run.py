@@ -1,16 +1,17 @@
 #!/usr/bin/env python3
 """Mutation check of the deviceless GPU tests (docs/gpu.md): puts each mutation of a list
-(nccl.py, local.py, part.py, probe.py here) into its source file in turn, rebuilds the test in
-BUILD, runs it, and says whether the test caught it (failed) or not; the source is restored after
-each, and at the end, whatever happens. Run from the repository root, with nothing uncommitted in
-the mutated files:
+(nccl.py, local.py, part.py, probe.py, cuda.py, cuda_part.py, cuda_plan.py here) into its source
+file in turn, rebuilds the test in BUILD, runs it, and says whether the test caught it (failed)
+or not; the source is restored after each, and at the end, whatever happens. Run from the
+repository root, with nothing uncommitted in the mutated files:
 
-    python3 tests/gpu_emu/mutations/run.py BUILD [nccl local part probe]
+    python3 tests/gpu_emu/mutations/run.py BUILD [nccl local part probe cuda cuda_part cuda_plan]
     python3 tests/gpu_emu/mutations/run.py BUILD nccl:M8,M9     only those of a list
 
 Each mutation takes a build and a run (a few seconds; the nccl ones that break the bounds wait
-for the emulation's bound, up to 80 s). Exit status 0 when every mutation not marked "not
-expected to show" was caught."""
+for the emulation's bound, up to 80 s; the cuda ones train nets, 15-40 s, and W3 hangs until
+ctest's 240 s). Exit status 0 when every mutation not marked "not expected to show" was
+caught."""
 import importlib.util
 import os
 import subprocess
@@ -32,7 +33,7 @@ def main():
         print(__doc__)
         return 2
     build = os.path.abspath(sys.argv[1])
-    sets = sys.argv[2:] or ["nccl", "local", "part", "probe"]
+    sets = sys.argv[2:] or ["nccl", "local", "part", "probe", "cuda", "cuda_part", "cuda_plan"]
     missed = 0
     for arg in sets:
         name, _, only = arg.partition(":")

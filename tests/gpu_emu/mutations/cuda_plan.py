@@ -1,0 +1,11 @@
+# Mutations of the math filter in nn/nn_cuda_plan.c that test_deviceless_gpu_nn should catch
+# (run.py): its cuda nets run in strict math and are compared with the cpu nets.
+SOURCE = "nn/nn_cuda_plan.c"
+TEST = "test_deviceless_gpu_nn"
+M = [
+("T1", "strict math admits TF32 tensor-core engines",
+ [("(1u << CUDNN_NUMERICAL_NOTE_TENSOR_CORE) |", "")]),
+("T2", "strict math admits non-deterministic engines (not expected to show: a split-K engine moves results by an "
+       "ulp from run to run, far inside every tolerance of the test)",
+ [("(1u << CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC) |", "")]),
+]
