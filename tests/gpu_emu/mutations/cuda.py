@@ -35,8 +35,7 @@ M = [
   if (!rc)
     rc = blas_err(cn, cn->blas->cublasSetStream(cn->cublas, cn->stream), "cublasSetStream", d);
 """)]),
-("C11", "strict math lets cuBLAS use TF32 tensor cores (not expected to show: the test sets NVIDIA_TF32_OVERRIDE=0, "
-        "which turns TF32 off in cuBLAS whatever the handle's math mode says)",
+("C11", "strict math lets cuBLAS use TF32 tensor cores",
  [("(cublasMath_t)(CUBLAS_DEFAULT_MATH |", "(cublasMath_t)(CUBLAS_TF32_TENSOR_OP_MATH |")]),
 ("C12", "parameters and gradients are copied to the host with cudaMemcpy (the legacy stream, which does not wait for "
         "the net's non-blocking stream) and no wait for the net's work",
@@ -48,8 +47,7 @@ M = [
 ("C13", "a copy of the parameters or gradients moves n_params bytes, not n_params floats",
  [("size_t bytes = (size_t)n->n_params * sizeof(float);\n  int rc = bind(cn, d);",
    "size_t bytes = (size_t)n->n_params;\n  int rc = bind(cn, d);")]),
-("C14", "the loss gradient is taken over the batch capacity, not the loaded batch (not expected to show: every case "
-        "loads exactly its max_batch (or prepared) samples before a step)",
+("C14", "the loss gradient is taken over the batch capacity, not the loaded batch",
  [("rc = kern(hs_cuk_xent_backward(cn->layers[last].y, cn->labels, B, n->classes,",
    "rc = kern(hs_cuk_xent_backward(cn->layers[last].y, cn->labels, cn->cap, n->classes,")]),
 ("C15", "growing the buffers frees the old ones before the new are allocated: a batch that does not fit leaves the "
