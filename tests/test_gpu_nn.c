@@ -2,12 +2,15 @@
  * batch must give the same loss, the same gradients and the same parameters after a few SGD
  * steps, to fp32 round-off. Needs a GPU: exits 77 (skipped) where "cuda:0" cannot be opened.
  *
- * The nets run under strict math (HETSIM_CUDA_MATH unset: full fp32, deterministic engines), and
- * nothing else asks the libraries for fp32: NVIDIA_TF32_OVERRIDE=0 would turn TF32 off in cuDNN
- * and cuBLAS whatever the nets ask, and hide a strict net that lets TF32 in. What remains
- * differs only in summation order, hence the relative tolerances below. */
+ * Under strict math (the default: full fp32, deterministic engines) nothing else asks the
+ * libraries for fp32: NVIDIA_TF32_OVERRIDE=0 would turn TF32 off in cuDNN and cuBLAS whatever
+ * the nets ask, and hide a strict net that lets TF32 in. Under HETSIM_CUDA_MATH=fast
+ * (gpu-check.sh's agreement step) the test sets it, so that the fast engines other than TF32
+ * (non-deterministic, FFT, Winograd) are compared. What remains differs only in summation order,
+ * hence the relative tolerances below. */
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "nn/nn_backend.h"
 #include "nn/nn_cuda.h"
@@ -377,8 +380,10 @@ static const hs_test_case cases[] = {
 };
 
 int main(int argc, char **argv) {
-  unsetenv("HETSIM_CUDA_MATH");
-  unsetenv("NVIDIA_TF32_OVERRIDE");
+  /* Before the first CUDA call: cuDNN and cuBLAS read it when they start. */
+  const char *math = getenv("HETSIM_CUDA_MATH");
+  if (math && !strcmp(math, "fast")) setenv("NVIDIA_TF32_OVERRIDE", "0", 1);
+  else unsetenv("NVIDIA_TF32_OVERRIDE");
   hs_net_options o = {.seed = 1};
   hs_diag d = {0};
   hs_net *probe = NULL;

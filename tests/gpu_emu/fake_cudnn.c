@@ -55,7 +55,8 @@
  * How it is hostile:
  * - The heuristics answer, in a fixed order, first what a careless caller must not take: a TF32
  *   tensor-core engine (CUDNN_NUMERICAL_NOTE_TENSOR_CORE, run-time compiled; it rounds its
- *   operands to TF32 when it runs, so its results differ from fp32), a split-K engine with
+ *   operands to TF32 when it runs, so its results differ from fp32, unless NVIDIA_TF32_OVERRIDE
+ *   was 0 when the library started), a split-K engine with
  *   atomic adds (CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC: its results move by an ulp at random
  *   from run to run), a Winograd engine where one applies (deterministic, fp32 accumulation);
  *   then an fp32 engine whose plan fails to finalize (CUDNN_STATUS_NOT_SUPPORTED_SHARED_MEMORY_INSUFFICIENT:
@@ -1858,6 +1859,20 @@ cudnnStatus_t cudnnSetStream(cudnnHandle_t handle, cudaStream_t streamId) {
 
 /* --- execution ------------------------------------------------------------------------------ */
 
+/* NVIDIA_TF32_OVERRIDE=0 when the library started: TF32 off in cuDNN whatever an engine would
+ * use ("will override any defaults or programmatic configuration of NVIDIA libraries", the
+ * variable's documentation); the TF32 engine then computes in full fp32. */
+static int tf32_off;
+static pthread_once_t tf32_once = PTHREAD_ONCE_INIT;
+static void tf32_read(void) {
+  const char *e = getenv("NVIDIA_TF32_OVERRIDE");
+  tf32_off = e && !strcmp(e, "0");
+}
+static int tf32_overridden(void) {
+  pthread_once(&tf32_once, tf32_read);
+  return tf32_off;
+}
+
 /* One convolution on a stream: copies of everything it reads. */
 typedef struct work {
   dir_t dir;
@@ -2249,6 +2264,7 @@ cudnnStatus_t cudnnBackendExecute(cudnnHandle_t handle, cudnnBackendDescriptor_t
   w->dir = o->dir;
   w->engine = p->eng.index;
   w->prec = engines[p->eng.index].prec;
+  if (w->prec == PREC_TF32 && tf32_overridden()) w->prec = PREC_EXACT;
   for (int r = 0; r < 3; r++) {
     const tensor_s *t = &o->t[r];
     int i = 0;
