@@ -131,6 +131,28 @@ static pid_t spawn(const char *role, int port) {
   return pid;
 }
 
+/* spawn, with the child's stdout a pipe whose read end goes to *rfd; -1 when there is none. */
+static pid_t spawn_piped(const char *role, int port, int *rfd) {
+  int fds[2];
+  if (pipe(fds)) return -1;
+  fflush(NULL);
+  pid_t pid = fork();
+  if (pid == 0) {
+    dup2(fds[1], 1);
+    close(fds[0]);
+    close(fds[1]);
+    char b[16];
+    snprintf(b, sizeof b, "%d", port);
+    setenv("HS_GPU_REAL_ROLE", role, 1);
+    setenv("HS_GPU_REAL_PORT", b, 1);
+    execl("/proc/self/exe", "test_gpu_real", (char *)NULL);
+    _exit(127);
+  }
+  close(fds[1]);
+  *rfd = fds[0];
+  return pid;
+}
+
 /* A child's exit status when NCCL refused two ranks on one GPU: the case cannot run here. */
 #define REFUSED 3
 
@@ -297,15 +319,16 @@ static void test_nccl_one_rank(void) {
   if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) HS_FAIL_AT("the rank ended with status 0x%x", st);
 }
 
-/* Rank 0 waits in an all-reduce that rank 1 never joins: rank 1 is killed by the parent once it
- * has opened (it writes a byte to the pipe, then sleeps). Rank 0's exit status: 0 when the
- * all-reduce failed with a message that names rank 1's death. */
+/* Rank 0 waits in an all-reduce that rank 1 never joins: rank 1 is killed by the parent once both
+ * have opened (each writes a byte to its pipe; rank 1 then sleeps). Rank 0's exit status: 0 when
+ * the all-reduce failed with a message that names rank 1's death. */
 static int survivor_main(int port) {
   set_launch(0, port, 2);
   hs_diag d = {0};
   hs_real_comm *c = NULL;
   hs_real_comm_config cc = {.world = 2, .n = NC_FLOATS, .timeout_s = 120, .device = "cuda:0"};
   if (hs_real_comm_nccl_rank.open(&c, &cc, &d)) return open_failed(0, &d, 10);
+  (void)!write(1, "x", 1); /* opened: the parent kills rank 1 now */
   float *dev = NULL;
   int status = cudaMalloc((void **)&dev, NC_FLOATS * sizeof(float)) != cudaSuccess ? 11 : 0;
   static const int ranks[2] = {0, 1};
@@ -337,26 +360,17 @@ static void test_nccl_killed_rank(void) {
     return;
   }
   int port = port_base() + 1;
-  int fds[2];
-  ASSERT_EQ(pipe(fds), 0);
-  fflush(NULL);
-  pid_t victim = fork();
-  if (victim == 0) {
-    dup2(fds[1], 1);
-    close(fds[0]);
-    close(fds[1]);
-    setenv("HS_GPU_REAL_ROLE", "victim", 1);
-    char b[16];
-    snprintf(b, sizeof b, "%d", port);
-    setenv("HS_GPU_REAL_PORT", b, 1);
-    execl("/proc/self/exe", "test_gpu_real", (char *)NULL);
-    _exit(127);
-  }
-  close(fds[1]);
-  pid_t survivor = spawn("survivor", port);
+  /* Both ranks say on stdout (a pipe each) that they opened; the victim is killed only then,
+   * or the survivor's own set-up, still under way, would be what notices the death. */
+  int vfd = -1, sfd = -1;
+  pid_t victim = spawn_piped("victim", port, &vfd);
+  pid_t survivor = spawn_piped("survivor", port, &sfd);
+  ASSERT(victim > 0 && survivor > 0);
   char x;
-  int opened = read(fds[0], &x, 1) == 1;
-  close(fds[0]);
+  int opened = read(vfd, &x, 1) == 1;
+  opened = read(sfd, &x, 1) == 1 && opened;
+  close(vfd);
+  close(sfd);
   kill(victim, SIGKILL);
   int vst = 0, st = 0;
   waitpid(victim, &vst, 0);
