@@ -70,6 +70,23 @@ static inline void hs_test_unlink_db(const char *path) {
   snprintf(side, sizeof side, "%s-shm", path), unlink(side);
 }
 
+/* Sets this process's launch as torchrun would for rank `rank` of `world` with its rendezvous on
+ * 127.0.0.1:port (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT), and clears what would make
+ * hetsim read another launcher's (mpirun's, torchrun's agent store). */
+static inline void hs_test_set_torchrun(int rank, int world, int port) {
+  char b[32];
+  unsetenv("OMPI_COMM_WORLD_RANK");
+  unsetenv("OMPI_COMM_WORLD_SIZE");
+  unsetenv("TORCHELASTIC_USE_AGENT_STORE");
+  snprintf(b, sizeof b, "%d", rank);
+  setenv("RANK", b, 1);
+  snprintf(b, sizeof b, "%d", world);
+  setenv("WORLD_SIZE", b, 1);
+  setenv("MASTER_ADDR", "127.0.0.1", 1);
+  snprintf(b, sizeof b, "%d", port);
+  setenv("MASTER_PORT", b, 1);
+}
+
 /* Runs the cases whose names contain one of the arguments (all of them without arguments). */
 static inline int hs_test_main(const char *suite, const hs_test_case *cases, int argc, char **argv) {
   int passed = 0, failed = 0;

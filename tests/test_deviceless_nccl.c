@@ -134,20 +134,6 @@ static int env_int(const char *name) {
 
 static float value(int rank, int64_t i) { return 0.5f * (float)(rank + 1) + 0.01f * (float)(i % 37); }
 
-static void set_launch(int rank, int world, int port) {
-  char b[32];
-  unsetenv("OMPI_COMM_WORLD_RANK");
-  unsetenv("OMPI_COMM_WORLD_SIZE");
-  unsetenv("TORCHELASTIC_USE_AGENT_STORE");
-  snprintf(b, sizeof b, "%d", rank);
-  setenv("RANK", b, 1);
-  snprintf(b, sizeof b, "%d", world);
-  setenv("WORLD_SIZE", b, 1);
-  setenv("MASTER_ADDR", "127.0.0.1", 1);
-  snprintf(b, sizeof b, "%d", port);
-  setenv("MASTER_PORT", b, 1);
-}
-
 /* device NULL: the rank's own GPU, cuda:RANK. */
 static int open_rank(hs_real_comm **c, int rank, int world, double timeout_s, const char *device, hs_diag *d) {
   char own[16];
@@ -155,7 +141,7 @@ static int open_rank(hs_real_comm **c, int rank, int world, double timeout_s, co
     snprintf(own, sizeof own, "cuda:%d", rank);
     device = own;
   }
-  set_launch(rank, world, env_int("HS_NCCL_EMU_PORT"));
+  hs_test_set_torchrun(rank, world, env_int("HS_NCCL_EMU_PORT"));
   hs_real_comm_config cc = {.world = world, .n = NF, .timeout_s = timeout_s, .device = device};
   return hs_real_comm_nccl_rank.open(c, &cc, d);
 }
@@ -690,10 +676,10 @@ static void test_loader_and_refusals(void) {
   unsetenv("RANK"), unsetenv("WORLD_SIZE"), unsetenv("OMPI_COMM_WORLD_RANK"), unsetenv("OMPI_COMM_WORLD_SIZE");
   ASSERT_EQ(hs_real_comm_nccl_rank.open(&c, &cc, &d), HS_EINVAL);
   ASSERT_CONTAINS(d.msg, "mpirun");
-  set_launch(0, 3, 1);
+  hs_test_set_torchrun(0, 3, 1);
   ASSERT_EQ(hs_real_comm_nccl_rank.open(&c, &cc, &d), HS_EINVAL);
   ASSERT_CONTAINS(d.msg, "world-size mismatch");
-  set_launch(0, 2, 1);
+  hs_test_set_torchrun(0, 2, 1);
   setenv("HS_EMU_GPUS", "1", 1);
   cc.device = "cuda:5";
   ASSERT_EQ(hs_real_comm_nccl_rank.open(&c, &cc, &d), HS_EINVAL);

@@ -116,11 +116,19 @@ out:
 #define NC_FLOATS 1000
 
 /* A child must not inherit the parent's CUDA state (CUDA does not survive fork): it runs this
- * program again with its role in HS_GPU_REAL_ROLE ("rank0", "rank1", "victim", "survivor"). */
-static pid_t spawn(const char *role, int port) {
+ * program again with its role in HS_GPU_REAL_ROLE ("rank0", "rank1", "victim", "survivor").
+ * With rfd, the child's stdout is a pipe whose read end goes to *rfd. -1 when it cannot start. */
+static pid_t spawn(const char *role, int port, int *rfd) {
+  int fds[2] = {-1, -1};
+  if (rfd && pipe(fds)) return -1;
   fflush(NULL);
   pid_t pid = fork();
   if (pid == 0) {
+    if (rfd) {
+      dup2(fds[1], 1);
+      close(fds[0]);
+      close(fds[1]);
+    }
     char b[16];
     snprintf(b, sizeof b, "%d", port);
     setenv("HS_GPU_REAL_ROLE", role, 1);
@@ -128,28 +136,10 @@ static pid_t spawn(const char *role, int port) {
     execl("/proc/self/exe", "test_gpu_real", (char *)NULL);
     _exit(127);
   }
-  return pid;
-}
-
-/* spawn, with the child's stdout a pipe whose read end goes to *rfd; -1 when there is none. */
-static pid_t spawn_piped(const char *role, int port, int *rfd) {
-  int fds[2];
-  if (pipe(fds)) return -1;
-  fflush(NULL);
-  pid_t pid = fork();
-  if (pid == 0) {
-    dup2(fds[1], 1);
-    close(fds[0]);
+  if (rfd) {
     close(fds[1]);
-    char b[16];
-    snprintf(b, sizeof b, "%d", port);
-    setenv("HS_GPU_REAL_ROLE", role, 1);
-    setenv("HS_GPU_REAL_PORT", b, 1);
-    execl("/proc/self/exe", "test_gpu_real", (char *)NULL);
-    _exit(127);
+    *rfd = fds[0];
   }
-  close(fds[1]);
-  *rfd = fds[0];
   return pid;
 }
 
@@ -177,20 +167,9 @@ static int open_failed(int rank, const hs_diag *d, int code) {
   return refused ? REFUSED : code;
 }
 
-static void set_launch(int rank, int port, int world) {
-  char b[32];
-  snprintf(b, sizeof b, "%d", rank);
-  setenv("RANK", b, 1);
-  snprintf(b, sizeof b, "%d", world);
-  setenv("WORLD_SIZE", b, 1);
-  setenv("MASTER_ADDR", "127.0.0.1", 1);
-  snprintf(b, sizeof b, "%d", port);
-  setenv("MASTER_PORT", b, 1);
-}
-
 /* One rank of the functional case; the exit status says which step failed (0 = all passed). */
 static int rank_main(int rank, int port) {
-  set_launch(rank, port, 2);
+  hs_test_set_torchrun(rank, 2, port);
   hs_diag d = {0};
   hs_real_comm *c = NULL;
   hs_real_comm_config cc = {.world = 2, .n = NC_FLOATS, .timeout_s = 60, .device = "cuda:0"};
@@ -238,7 +217,7 @@ static void test_nccl_two_ranks(void) {
     return;
   }
   int port = port_base();
-  pid_t kids[2] = {spawn("rank0", port), spawn("rank1", port)};
+  pid_t kids[2] = {spawn("rank0", port, NULL), spawn("rank1", port, NULL)};
   int st[2] = {0, 0};
   for (int r = 0; r < 2; r++) waitpid(kids[r], &st[r], 0);
   for (int r = 0; r < 2; r++)
@@ -254,7 +233,7 @@ static void test_nccl_two_ranks(void) {
  * after an SGD update of that net, which runs asynchronously on the net's stream; the exit
  * status says which step failed (0 = all passed). */
 static int solo_main(int port) {
-  set_launch(0, port, 1);
+  hs_test_set_torchrun(0, 1, port);
   hs_diag d = {0};
   hs_net *net = NULL;
   hs_net_options o = {.seed = 5};
@@ -313,7 +292,7 @@ static void test_nccl_one_rank(void) {
     printf("  (not run: %s)\n", why);
     return;
   }
-  pid_t kid = spawn("solo", port_base() + 2);
+  pid_t kid = spawn("solo", port_base() + 2, NULL);
   int st = 0;
   waitpid(kid, &st, 0);
   if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) HS_FAIL_AT("the rank ended with status 0x%x", st);
@@ -323,7 +302,7 @@ static void test_nccl_one_rank(void) {
  * have opened (each writes a byte to its pipe; rank 1 then sleeps). Rank 0's exit status: 0 when
  * the all-reduce failed with a message that names rank 1's death. */
 static int survivor_main(int port) {
-  set_launch(0, port, 2);
+  hs_test_set_torchrun(0, 2, port);
   hs_diag d = {0};
   hs_real_comm *c = NULL;
   hs_real_comm_config cc = {.world = 2, .n = NC_FLOATS, .timeout_s = 120, .device = "cuda:0"};
@@ -344,7 +323,7 @@ static int survivor_main(int port) {
 
 /* The victim: opens as rank 1, says so on stdout (a pipe to the parent), then waits to be killed. */
 static int victim_main(int port) {
-  set_launch(1, port, 2);
+  hs_test_set_torchrun(1, 2, port);
   hs_diag d = {0};
   hs_real_comm *c = NULL;
   hs_real_comm_config cc = {.world = 2, .n = NC_FLOATS, .timeout_s = 120, .device = "cuda:0"};
@@ -363,8 +342,8 @@ static void test_nccl_killed_rank(void) {
   /* Both ranks say on stdout (a pipe each) that they opened; the victim is killed only then,
    * or the survivor's own set-up, still under way, would be what notices the death. */
   int vfd = -1, sfd = -1;
-  pid_t victim = spawn_piped("victim", port, &vfd);
-  pid_t survivor = spawn_piped("survivor", port, &sfd);
+  pid_t victim = spawn("victim", port, &vfd);
+  pid_t survivor = spawn("survivor", port, &sfd);
   ASSERT(victim > 0 && survivor > 0);
   char x;
   int opened = read(vfd, &x, 1) == 1;
