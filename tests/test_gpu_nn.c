@@ -279,6 +279,55 @@ out:
   hs_net_close(graph);
 }
 
+/* Strict math gives the same bits run after run (docs/gpu.md): two training passes over one
+ * batch, with no update between them, give bit-identical losses and gradients. A
+ * non-deterministic engine (atomic adds in a varying order) would move some by an ulp. Fast math
+ * allows such engines, so there the case only says so. */
+static void test_strict_is_deterministic(void) {
+  const char *math = getenv("HETSIM_CUDA_MATH");
+  if (math && math[0] && strcmp(math, "strict")) {
+    printf("  (HETSIM_CUDA_MATH=%s: fast math is not deterministic)\n", math);
+    return;
+  }
+  hs_net_options o = {.seed = 4, .max_batch = 16};
+  hs_diag d = {0};
+  hs_net *n = NULL;
+  batch_data b = {0};
+  float *g[2] = {NULL, NULL};
+  double loss[2] = {NAN, NAN};
+  if (hs_net_open(&n, "cuda:0", "cnn", &o, &d)) {
+    HS_FAIL_AT("open: %s", d.msg);
+    return;
+  }
+  int64_t np = hs_net_param_count(n);
+  g[0] = malloc((size_t)np * sizeof *g[0]);
+  g[1] = malloc((size_t)np * sizeof *g[1]);
+  if (!g[0] || !g[1] || make_batch(n, 16, 6, &b)) {
+    HS_FAIL_AT("out of memory");
+    goto out;
+  }
+  int rc = hs_net_load(n, b.x, b.y, b.n, &d);
+  for (int k = 0; k < 2 && !rc; k++) {
+    rc = hs_net_forward(n, 1, &d);
+    if (!rc) rc = hs_net_backward(n, &d);
+    if (!rc) rc = hs_net_result(n, &loss[k], NULL, &d);
+    if (!rc) rc = hs_net_get_grads(n, g[k], &d);
+  }
+  if (rc) {
+    HS_FAIL_AT("step: %s", d.msg);
+    goto out;
+  }
+  ASSERT(memcmp(&loss[0], &loss[1], sizeof loss[0]) == 0);
+  int64_t differ = 0;
+  for (int64_t i = 0; i < np; i++) differ += memcmp(&g[0][i], &g[1][i], sizeof g[0][i]) != 0;
+  if (differ) HS_FAIL_AT("%lld of %lld gradients differ between two passes", (long long)differ, (long long)np);
+out:
+  free(g[0]);
+  free(g[1]);
+  free_batch(&b);
+  hs_net_close(n);
+}
+
 /* A batch that cannot fit is HS_ENOMEM, and the net still trains at the batch it held. */
 static void test_out_of_memory_leaves_net_usable(void) {
   hs_net_options o = {.seed = 1, .max_batch = 4};
@@ -373,6 +422,7 @@ static const hs_test_case cases[] = {
     {"mixed_layers_agree", test_mixed_layers_agree},
     {"green_partition_agrees", test_green_partition_agrees},
     {"captured_step", test_captured_step},
+    {"strict_is_deterministic", test_strict_is_deterministic},
     {"out_of_memory_leaves_net_usable", test_out_of_memory_leaves_net_usable},
     {"marks", test_marks},
     {"prepare", test_prepare},

@@ -5,7 +5,6 @@ TEST = "test_deviceless_gpu_nn"
 M = [
 ("T1", "strict math admits TF32 tensor-core engines",
  [("(1u << CUDNN_NUMERICAL_NOTE_TENSOR_CORE) |", "")]),
-("T2", "strict math admits non-deterministic engines (not expected to show: a split-K engine moves results by an "
-       "ulp from run to run, far inside every tolerance of the test)",
+("T2", "strict math admits non-deterministic engines (strict_is_deterministic: two passes differ by an ulp)",
  [("(1u << CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC) |", "")]),
 ]
