@@ -27,8 +27,9 @@
  * "cuda:I/sm=N" that stream belongs to a green context on SM groups no other net of the process
  * holds (nn_cuda.h), made current with the stream so that the cuDNN and cuBLAS handles, events and
  * kernels live in it; cuDNN's heuristics and cuBLAS are told the partition's granted SM count.
- * Every entry point makes the net's context current on the calling thread, so a net may move
- * between threads (one at a time, as nn_net.h says). */
+ * Every entry point makes the net's context current on the calling thread and gives the thread
+ * its own back before it returns, so a net may move between threads (one at a time, as nn_net.h
+ * says) and no thread keeps a green context that another may need. */
 #include "nn/nn_cuda.h"
 
 #include "core/core_buildinfo.h"
@@ -139,15 +140,30 @@ static int dnn_err(const cu_net *cn, cudnnStatus_t s, const char *what, hs_diag 
   return hs_cuplan_dnn_err(cn->dnn, s, what, d);
 }
 
-/* Makes the net's context current on this thread (entry points may come from any thread). */
-static int bind(const cu_net *cn, hs_diag *d) {
+/* Makes the net's context current on this thread (entry points may come from any thread), the
+ * thread's own context kept in *prev for unbind. A green context may be current to only one
+ * thread at a time (cuda.h, cuGreenCtxCreate): every entry point that binds unbinds before it
+ * returns, so that the next call, from whichever thread, finds it free. A net on the whole GPU
+ * uses the device's primary context, which any thread may hold. */
+static int bind(const cu_net *cn, CUcontext *prev, hs_diag *d) {
+  *prev = cn->ctx; /* nothing to give back until the net's context is made current below */
   if (cn->wedged)
     return hs_diag_set(d, HS_ERUNTIME,
                        "cuda net: an earlier wait for the device ran out (%.3g s); the net is "
                        "unusable",
                        cn->wait_s);
-  if (cn->ctx) return hs_cudrv_err(cn->drv, cn->drv->cuCtxSetCurrent(cn->ctx), "cuCtxSetCurrent", d);
-  return cuda_err(cudaSetDevice(cn->device), "cudaSetDevice", d);
+  if (!cn->ctx) return cuda_err(cudaSetDevice(cn->device), "cudaSetDevice", d);
+  CUcontext cur = NULL;
+  int rc = hs_cudrv_err(cn->drv, cn->drv->cuCtxGetCurrent(&cur), "cuCtxGetCurrent", d);
+  if (!rc) rc = hs_cudrv_err(cn->drv, cn->drv->cuCtxSetCurrent(cn->ctx), "cuCtxSetCurrent", d);
+  if (!rc) *prev = cur;
+  return rc;
+}
+
+/* Gives the thread back the context bind found current (for a green net that bind made current;
+ * nothing otherwise). */
+static void unbind(const cu_net *cn, CUcontext prev) {
+  if (cn->ctx && prev != cn->ctx) (void)cn->drv->cuCtxSetCurrent(prev);
 }
 
 /* Waits for the net's stream (ev NULL) or one of its events, at most wait_s. A wait that runs
@@ -668,11 +684,11 @@ static void cuda_close(hs_net *n) {
 
 static int cuda_load(hs_net *n, const float *x, const int32_t *y, int batch, hs_diag *d) {
   cu_net *cn = n->impl; /* nn_net.c has checked the batch and the labels */
-  int rc = bind(cn, d);
+  CUcontext prev;
+  int rc = bind(cn, &prev, d);
   if (!rc) rc = ensure_capacity(cn, n, batch, d);
-  if (rc) return rc;
   size_t xb = (size_t)batch * (size_t)out_elems(hs_graph_layer(n->graph, 0)) * sizeof(float);
-  rc = idle(cn, "the batch", d);
+  if (!rc) rc = idle(cn, "the batch", d);
   if (!rc)
     rc = cuda_err(cudaMemcpyAsync(cn->x, x, xb, cudaMemcpyHostToDevice, cn->stream),
                   "cudaMemcpyAsync (input batch)", d);
@@ -682,6 +698,7 @@ static int cuda_load(hs_net *n, const float *x, const int32_t *y, int batch, hs_
                   "cudaMemcpyAsync (labels)", d);
   /* Pageable sources: wait, so the caller may reuse its arrays as soon as we return. */
   if (!rc) rc = net_wait(cn, NULL, "waiting for the batch's copy", d);
+  unbind(cn, prev);
   if (rc) return rc;
   cn->batch = batch;
   cn->fwd_batch = 0; /* result and backward need a forward pass of this batch */
@@ -905,8 +922,10 @@ static int update_params(cu_net *cn, hs_net *n, const hs_sgd *o, hs_diag *d) {
 static int cuda_forward(hs_net *n, int train, hs_diag *d) {
   cu_net *cn = n->impl;
   if (cn->batch <= 0) return hs_diag_set(d, HS_EINVAL, "forward: no batch loaded");
-  int rc = bind(cn, d);
+  CUcontext prev;
+  int rc = bind(cn, &prev, d);
   if (!rc) rc = forward_layers(cn, n, train, d);
+  unbind(cn, prev);
   cn->fwd_batch = rc ? 0 : cn->batch;
   cn->fwd_train = train;
   return rc;
@@ -916,26 +935,34 @@ static int cuda_backward(hs_net *n, hs_diag *d) {
   cu_net *cn = n->impl;
   if (cn->fwd_batch <= 0 || !cn->fwd_train || cn->fwd_batch != cn->batch)
     return hs_diag_set(d, HS_EINVAL, "backward: needs a training forward pass of the loaded batch");
-  int rc = bind(cn, d);
-  return rc ? rc : backward_layers(cn, n, d);
+  CUcontext prev;
+  int rc = bind(cn, &prev, d);
+  if (!rc) rc = backward_layers(cn, n, d);
+  unbind(cn, prev);
+  return rc;
 }
 
 static int cuda_update(hs_net *n, const hs_sgd *o, hs_diag *d) {
   cu_net *cn = n->impl;
-  int rc = bind(cn, d);
-  return rc ? rc : update_params(cn, n, o, d);
+  CUcontext prev;
+  int rc = bind(cn, &prev, d);
+  if (!rc) rc = update_params(cn, n, o, d);
+  unbind(cn, prev);
+  return rc;
 }
 
 static int cuda_result(hs_net *n, double *loss, int *correct, hs_diag *d) {
   cu_net *cn = n->impl;
   if (cn->fwd_batch <= 0) return hs_diag_set(d, HS_EINVAL, "result: no forward pass yet");
   hs_cuk_result r;
-  int rc = bind(cn, d);
+  CUcontext prev;
+  int rc = bind(cn, &prev, d);
   if (!rc) rc = idle(cn, "the loss", d);
   if (!rc)
     rc = cuda_err(cudaMemcpyAsync(&r, cn->res, sizeof r, cudaMemcpyDeviceToHost, cn->stream),
                   "cudaMemcpyAsync (loss)", d);
   if (!rc) rc = net_wait(cn, NULL, "waiting for the loss", d);
+  unbind(cn, prev);
   if (rc) return rc;
   if (r.bad_label)
     return hs_diag_set(d, HS_EINVAL, "result: %d labels outside [0, %d)", r.bad_label,
@@ -949,30 +976,36 @@ static int cuda_copy(hs_net *n, hs_net_vec which, int to_host, float *host, hs_d
   cu_net *cn = n->impl;
   float *dev = which == HS_NET_GRADS ? n->grads : n->params;
   size_t bytes = (size_t)n->n_params * sizeof(float);
-  int rc = bind(cn, d);
+  CUcontext prev;
+  int rc = bind(cn, &prev, d);
   if (!rc && bytes) rc = idle(cn, to_host ? "to the host" : "to the device", d);
   if (!rc && bytes)
     rc = cuda_err(to_host ? cudaMemcpyAsync(host, dev, bytes, cudaMemcpyDeviceToHost, cn->stream)
                           : cudaMemcpyAsync(dev, host, bytes, cudaMemcpyHostToDevice, cn->stream),
                   to_host ? "cudaMemcpyAsync (to host)" : "cudaMemcpyAsync (to device)", d);
   if (!rc) rc = net_wait(cn, NULL, "waiting for the copy", d);
+  unbind(cn, prev);
   return rc;
 }
 
 static int cuda_zero_momentum(hs_net *n, hs_diag *d) {
   cu_net *cn = n->impl;
-  int rc = bind(cn, d);
+  CUcontext prev;
+  int rc = bind(cn, &prev, d);
   if (!rc && n->n_params)
     rc = cuda_err(cudaMemsetAsync(cn->momentum, 0, (size_t)n->n_params * sizeof(float),
                                   cn->stream),
                   "cudaMemsetAsync (momentum)", d);
+  unbind(cn, prev);
   return rc;
 }
 
 static int cuda_mark(hs_net *n, int slot, hs_diag *d) {
   cu_net *cn = n->impl; /* nn_net.c has checked the slot */
-  int rc = bind(cn, d);
+  CUcontext prev;
+  int rc = bind(cn, &prev, d);
   if (!rc) rc = cuda_err(cudaEventRecord(cn->marks[slot], cn->stream), "cudaEventRecord", d);
+  unbind(cn, prev);
   if (!rc) cn->marked[slot] = 1;
   return rc;
 }
@@ -983,20 +1016,25 @@ static int cuda_elapsed(hs_net *n, int from, int to, double *seconds, hs_diag *d
     return hs_diag_set(d, HS_EINVAL, "elapsed: slot %d was never marked",
                        cn->marked[from] ? to : from);
   float ms = 0.0f;
-  int rc = bind(cn, d);
+  CUcontext prev;
+  int rc = bind(cn, &prev, d);
   if (!rc) rc = net_wait(cn, cn->marks[to], "waiting for a mark", d);
   if (!rc) rc = net_wait(cn, cn->marks[from], "waiting for a mark", d);
   if (!rc)
     rc = cuda_err(cudaEventElapsedTime(&ms, cn->marks[from], cn->marks[to]),
                   "cudaEventElapsedTime", d);
+  unbind(cn, prev);
   if (!rc) *seconds = (double)ms / 1000.0;
   return rc;
 }
 
 static int cuda_sync(hs_net *n, hs_diag *d) {
   cu_net *cn = n->impl;
-  int rc = bind(cn, d);
-  return rc ? rc : net_wait(cn, NULL, "waiting for the stream", d);
+  CUcontext prev;
+  int rc = bind(cn, &prev, d);
+  if (!rc) rc = net_wait(cn, NULL, "waiting for the stream", d);
+  unbind(cn, prev);
+  return rc;
 }
 
 static int64_t cuda_bytes(const hs_net *n) {
@@ -1021,9 +1059,12 @@ static int prepare_plans(cu_net *cn, const hs_net *n, int batch, hs_diag *d) {
 
 static int cuda_prepare(hs_net *n, int batch, hs_diag *d) {
   cu_net *cn = n->impl;
-  int rc = bind(cn, d);
+  CUcontext prev;
+  int rc = bind(cn, &prev, d);
   if (!rc) rc = ensure_capacity(cn, n, batch, d);
-  return rc ? rc : prepare_plans(cn, n, batch, d);
+  if (!rc) rc = prepare_plans(cn, n, batch, d);
+  unbind(cn, prev);
+  return rc;
 }
 
 const struct hs_net_backend hs_net_backend_cuda = {
@@ -1047,14 +1088,9 @@ const struct hs_net_backend hs_net_backend_cuda = {
 
 /* --- captured step (nn_cuda.h) ------------------------------------------------------------ */
 
-int hs_net_cuda_capture_step(hs_net *n, const hs_sgd *opt, hs_diag *d) {
-  if (!n || n->be != &hs_net_backend_cuda || !n->impl)
-    return hs_diag_set(d, HS_EUNSUPPORTED, "capture: %s is not a cuda net",
-                       n ? n->device : "(null)");
-  cu_net *cn = n->impl;
-  if (cn->batch <= 0) return hs_diag_set(d, HS_EINVAL, "capture: no batch loaded");
-  int rc = bind(cn, d);
-  if (!rc) rc = prepare_plans(cn, n, cn->batch, d);
+/* The capture, with the net's context current. */
+static int capture_step(cu_net *cn, hs_net *n, const hs_sgd *opt, hs_diag *d) {
+  int rc = prepare_plans(cn, n, cn->batch, d);
   if (!rc) rc = net_wait(cn, NULL, "waiting for the stream (before capture)", d);
   if (rc) return rc;
   if (cn->step) {
@@ -1086,6 +1122,19 @@ int hs_net_cuda_capture_step(hs_net *n, const hs_sgd *opt, hs_diag *d) {
   return 0;
 }
 
+int hs_net_cuda_capture_step(hs_net *n, const hs_sgd *opt, hs_diag *d) {
+  if (!n || n->be != &hs_net_backend_cuda || !n->impl)
+    return hs_diag_set(d, HS_EUNSUPPORTED, "capture: %s is not a cuda net",
+                       n ? n->device : "(null)");
+  cu_net *cn = n->impl;
+  if (cn->batch <= 0) return hs_diag_set(d, HS_EINVAL, "capture: no batch loaded");
+  CUcontext prev;
+  int rc = bind(cn, &prev, d);
+  if (!rc) rc = capture_step(cn, n, opt, d);
+  unbind(cn, prev);
+  return rc;
+}
+
 int hs_net_cuda_replay_step(hs_net *n, hs_diag *d) {
   if (!n || n->be != &hs_net_backend_cuda || !n->impl)
     return hs_diag_set(d, HS_EUNSUPPORTED, "replay: %s is not a cuda net",
@@ -1094,8 +1143,10 @@ int hs_net_cuda_replay_step(hs_net *n, hs_diag *d) {
   if (!cn->step || cn->step_batch != cn->batch)
     return hs_diag_set(d, HS_EINVAL, "replay: no step captured at the loaded batch (%d)",
                        cn->batch);
-  int rc = bind(cn, d);
+  CUcontext prev;
+  int rc = bind(cn, &prev, d);
   if (!rc) rc = cuda_err(cudaGraphLaunch(cn->step, cn->stream), "cudaGraphLaunch", d);
+  unbind(cn, prev);
   if (rc) return rc;
   cn->fwd_batch = cn->batch;
   cn->fwd_train = 1;
@@ -1131,10 +1182,12 @@ int hs_net_cuda_record_owner(const void *dev_ptr, void **event, hs_diag *d) {
     /* The event is made in the net's context and recorded on its one stream, which carries all
      * of the net's work: it completes when everything the net has enqueued so far is done. */
     cudaEvent_t ev = NULL;
-    rc = bind(owner, d);
+    CUcontext prev;
+    rc = bind(owner, &prev, d);
     if (!rc) rc = cuda_err(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming), "cudaEventCreate", d);
     if (!rc) rc = cuda_err(cudaEventRecord(ev, owner->stream), "cudaEventRecord (net's stream)", d);
     if (rc && ev) (void)cudaEventDestroy(ev);
+    unbind(owner, prev);
     if (!rc) *event = ev;
     if (rc) hs_diag_prefix(d, "%s", owner->net->device);
   }
