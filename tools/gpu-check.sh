@@ -16,7 +16,10 @@
 # Options: --bundle DIR (default: this script's folder, or the repository's build-gpu bundle),
 # --out DIR (default ROOT/notebooks-data/gpu-<card>), --root ROOT (default the bundle's root),
 # --card NAME, --step-limit SECONDS (every step's limit, in place of each step's own),
-# --budget SECONDS (default 280: the whole run), --pack FILE (after every step, FILE is written
+# --budget SECONDS (default 280: the whole run), --models LIST (default
+# resnet18,cnn,mlp,mobilenetv2,vgg16: the first is the model of calib-partitions, local and nccl
+# and calib-whole's first calibration, the others calib-whole's zoo; the deviceless rehearsal,
+# tests/deviceless_gpu_check_emu.sh, gives mlp), --pack FILE (after every step, FILE is written
 # anew as a .tar.gz of the results folder, so that a run cut off still leaves its results in one
 # file; FILE must not be inside the results folder).
 #
@@ -68,7 +71,7 @@
 set -u
 
 STEPS=(doctor deviceless ctest-gpu bench calib-whole profile calib-partitions local agreement nccl)
-MODELS=resnet18,cnn,mlp,mobilenetv2,vgg16 # resnet18 first: the local step's model
+MODELS=resnet18,cnn,mlp,mobilenetv2,vgg16 # resnet18 first: the local step's model (--models)
 
 # limit STEP: the most seconds STEP may run (the header's list; --step-limit replaces it).
 limit() {
@@ -128,10 +131,10 @@ what() {
     ctest-gpu) echo "each tests/test_gpu_* and tests/cli_gpu_*.sh (ctest -L gpu's), at most 90 s each > ctest-gpu.txt" ;;
     agreement) echo "HETSIM_CUDA_MATH=fast tests/test_gpu_nn > agreement-fast.txt (strict: ctest-gpu's)" ;;
     bench) echo "bench/bench_gpu_nn --model resnet18 --batch 256 [--graph] --json (strict, fast); python3 bench/torch_resnet18.py --math default [--graph], --math strict --json > bench.jsonl" ;;
-    calib-whole) echo "hetsim calib --device cuda:0 --model resnet18 --comm-world 3 --db calib.db --json > calib-whole.json (compute, and the local backend's all-reduce and send/recv), then --model ${MODELS#resnet18,} --no-comm > calib-whole-zoo.json; CSV exports" ;;
-    calib-partitions) echo "hetsim calib --device cuda:0/sm=S --model resnet18 --batches 8,16,32,64,128 --db calib.db, S = 1/8 (with --comm-world 3), 1/4, 1/2 (--no-comm) of the SMs; CSV exports" ;;
+    calib-whole) echo "hetsim calib --device cuda:0 --model $RUN_MODEL --comm-world 3 --db calib.db --json > calib-whole.json (compute, and the local backend's all-reduce and send/recv), then --model ${ZOO:-(none)} --no-comm > calib-whole-zoo.json; CSV exports" ;;
+    calib-partitions) echo "hetsim calib --device cuda:0/sm=S --model $RUN_MODEL --batches 8,16,32,64,128 --db calib.db, S = 1/8 (with --comm-world 3), 1/4, 1/2 (--no-comm) of the SMs; CSV exports" ;;
     profile) echo "python3 tools/hetsim_profile.py --model M --device cuda:0 --math strict --out profile-M.json for M in cnn, resnet18, mobilenetv2" ;;
-    local) echo "hetsim real --backend local --cluster local-parts.yaml (real_device cuda:0/sm=S, S = 1/8, 1/4, 1/2 of the SMs; ssgd, localsgd, lbb with its batches per worker) and --device cuda:0/sm=S --workers 3 ... --db local.db; hetsim validate RUN --calib calib.db --json; hetsim sim --cluster local-parts.yaml --calib calib.db --json" ;;
+    local) echo "hetsim real --backend local --cluster local-parts.yaml (real_device cuda:0/sm=S, S = 1/8, 1/4, 1/2 of the SMs; ssgd, localsgd, lbb with its batches per worker) and --device cuda:0/sm=S --workers 3 ... --db local.db; hetsim validate RUN --calib calib.db --json > local-validate-RUN.json; hetsim sim --cluster local-parts.yaml --calib calib.db --json" ;;
     nccl) echo "two ranks RANK=0,1 WORLD_SIZE=2 hetsim real --backend nccl --device cuda:0 ... (NCCL 2.30+), --db nccl.db" ;;
   esac
 }
@@ -154,6 +157,7 @@ while [ $# -gt 0 ]; do
     --from) [ $# -ge 2 ] || die_usage "--from needs a name"; is_step "$2" || die_usage "unknown step \"$2\" (steps: ${STEPS[*]})"; FROM=$2; shift ;;
     --step-limit) [ $# -ge 2 ] && [[ $2 =~ ^[0-9]+$ ]] && [ "$2" -ge 1 ] || die_usage "--step-limit needs seconds (a positive integer)"; STEP_LIMIT=$2; shift ;;
     --budget) [ $# -ge 2 ] && [[ $2 =~ ^[0-9]+$ ]] && [ "$2" -ge 1 ] || die_usage "--budget needs seconds (a positive integer)"; BUDGET=$2; shift ;;
+    --models) [ $# -ge 2 ] && [[ $2 =~ ^[a-z0-9_]+(,[a-z0-9_]+)*$ ]] || die_usage "--models needs model names, comma-separated"; MODELS=$2; shift ;;
     --internal-step) INTERNAL=$2; shift ;; # the script runs each step as a process of its own
     *) die_usage "unknown argument \"$1\"" ;;
   esac
@@ -161,6 +165,10 @@ while [ $# -gt 0 ]; do
 done
 [ -n "$FROM" ] && [ ${#ONLY[@]} -gt 0 ] && die_usage "give --step or --from, not both"
 [ "$RESUME" = 1 ] && [ ${#ONLY[@]} -gt 0 ] && die_usage "give --step or --resume, not both (--step runs a step again)"
+
+RUN_MODEL=${MODELS%%,*}                            # calib-partitions', local's and nccl's model
+ZOO=""
+[[ $MODELS == *,* ]] && ZOO=${MODELS#*,}           # calib-whole's other models
 
 if [ "$LIST" = 1 ]; then
   printf '%s\n' "${STEPS[@]}"
@@ -274,13 +282,13 @@ calib_name() {
     echo "$2 ($1 SMs)"
 }
 
-# has_fit NAME: 0 when calib.db holds resnet18's chosen step fit for the device NAME, which
+# has_fit NAME: 0 when calib.db holds RUN_MODEL's chosen step fit for the device NAME, which
 # `hetsim real --calib` needs for its --device and for each worker's own device.
 has_fit() {
   local n
   [ -f calib.db ] || return 1
   n=$("$H" query --db calib.db sql "SELECT count(*) FROM perf_model p JOIN device d ON d.id = p.device_id
-    WHERE d.name = '${1//\'/\'\'}' AND p.model = 'resnet18' AND p.phase = 'step' AND p.chosen = 1" --csv 2>/dev/null |
+    WHERE d.name = '${1//\'/\'\'}' AND p.model = '$RUN_MODEL' AND p.phase = 'step' AND p.chosen = 1" --csv 2>/dev/null |
     tail -n 1 | tr -d '\r')
   [ "${n:-0}" -ge 1 ] 2>/dev/null
 }
@@ -436,16 +444,18 @@ step_body() {
       return $rc
       ;;
     calib-whole)
-      # First what the local step needs, in half the time: resnet18, and with it (calib times
+      # First what the local step needs, in half the time: its model (resnet18), and with it (calib times
       # communication after the models) the local backend's all-reduce over three nets, as the
       # local step's three-worker runs share gradients (validate reads it; real_comm_calib.h).
       # Then the rest of the zoo, compute only. A failure keeps the points stored so far: they
       # are exported too. Partial (75) when either stopped at its share of the time.
       local rc=0
-      calib_step calib-whole.json 2 --device cuda:0 --model resnet18 --max-reps 20 --comm-world 3 --db calib.db
+      calib_step calib-whole.json 2 --device cuda:0 --model "$RUN_MODEL" --max-reps 20 --comm-world 3 --db calib.db
       rc=$(worse "$rc" $?)
-      calib_step calib-whole-zoo.json 1 --device cuda:0 --model "${MODELS#resnet18,}" --max-reps 20 --no-comm --db calib.db
-      rc=$(worse "$rc" $?)
+      if [ -n "$ZOO" ]; then
+        calib_step calib-whole-zoo.json 1 --device cuda:0 --model "$ZOO" --max-reps 20 --no-comm --db calib.db
+        rc=$(worse "$rc" $?)
+      fi
       [ -f calib.db ] && { export_calib || { [ "$rc" = 0 ] && rc=1; }; }
       return $rc
       ;;
@@ -463,7 +473,7 @@ step_body() {
       for s in $(part "$sms" 8) $(part "$sms" 4) $(part "$sms" 2); do
         comm=(--no-comm)
         [ "$s" = "$(part "$sms" 8)" ] && comm=(--comm-world 3)
-        calib_step "calib-sm$s.json" "$shares" --device "cuda:0/sm=$s" --model resnet18 --batches 8,16,32,64,128 \
+        calib_step "calib-sm$s.json" "$shares" --device "cuda:0/sm=$s" --model "$RUN_MODEL" --batches 8,16,32,64,128 \
           --max-reps 20 "${comm[@]}" --db calib.db
         rc=$(worse "$rc" $?)
         shares=$((shares - 1))
@@ -505,12 +515,12 @@ step_body() {
         has_fit "$(calib_name "$s3" "$name")"; then
         parts_calib=(--calib calib.db)
       else
-        echo "calib.db lacks resnet18 on the whole GPU or on a partition: the partition runs predict from their own steps"
+        echo "calib.db lacks $RUN_MODEL on the whole GPU or on a partition: the partition runs predict from their own steps"
       fi
       if has_fit "$(calib_name "$s1" "$name")"; then
         equal_calib=(--calib calib.db)
       else
-        echo "calib.db lacks resnet18 on $s1 SMs: the equal run predicts from its own steps"
+        echo "calib.db lacks $RUN_MODEL on $s1 SMs: the equal run predicts from its own steps"
       fi
       # One GPU as a heterogeneous cluster: three workers on partitions of three sizes (7/8 of
       # the SMs together; evaluations on the whole GPU, --device's default cuda:0). Their
@@ -527,7 +537,7 @@ nodes:
   - name: gpu0
     devices: [{type: small}, {type: medium}, {type: large}]
 EOF
-      local common=(--model resnet18 --iterations 40 --eval-every 20 --eval-samples 256 --train-samples 2048
+      local common=(--model "$RUN_MODEL" --iterations 40 --eval-every 20 --eval-samples 256 --train-samples 2048
                     --db local.db --json)
       "$H" real --backend local --cluster local-parts.yaml --policy ssgd --global-batch 96 "${common[@]}" \
         ${parts_calib[@]+"${parts_calib[@]}"} >local-parts-ssgd.json || rc=1
@@ -550,15 +560,16 @@ EOF
       # calib-partitions timed it (comm_backend "local" in its JSON); its answers are recorded
       # as they are.
       for id in $("$H" query --db local.db sql "SELECT id FROM run WHERE kind = 'real'" --csv | tail -n +2); do
-        "$H" validate "$(echo "$id" | tr -d '\r')" --db local.db ${calib[@]+"${calib[@]}"} --json >>local-validate.jsonl || rc=1
+        id=$(echo "$id" | tr -d '\r')
+        "$H" validate "$id" --db local.db ${calib[@]+"${calib[@]}"} --json >"local-validate-$id.json" || rc=1
       done
       # The simulator on the same cluster, each type on its partition's calibration, with the
       # cluster file's own links (validate's are the local backend's, as calibrated).
       if [ ${#parts_calib[@]} -gt 0 ]; then
-        "$H" sim --cluster local-parts.yaml --policy ssgd --model resnet18 --global-batch 96 --iterations 40 \
+        "$H" sim --cluster local-parts.yaml --policy ssgd --model "$RUN_MODEL" --global-batch 96 --iterations 40 \
           --calib calib.db --db local.db --json >local-parts-sim-ssgd.json || rc=1
       fi
-      cat local-*.json local-type-devices.csv local-parts-lbb-batches.csv local-validate.jsonl 2>/dev/null
+      cat local-*.json local-type-devices.csv local-parts-lbb-batches.csv 2>/dev/null
       return $rc
       ;;
     nccl)
@@ -575,7 +586,7 @@ PY
       fi
       for r in 0 1; do
         NCCL_MULTI_RANK_GPU_ENABLE=1 RANK=$r LOCAL_RANK=$r WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=29611 \
-          "$H" real --backend nccl --device cuda:0 --workers 2 --policy ssgd --model resnet18 --global-batch 64 \
+          "$H" real --backend nccl --device cuda:0 --workers 2 --policy ssgd --model "$RUN_MODEL" --global-batch 64 \
           --iterations 30 --eval-every 15 --eval-samples 256 --train-samples 2048 --timeout 60s --db nccl.db --json \
           >"nccl-rank$r.json" 2>"nccl-rank$r.err" &
         pids+=($!)
@@ -674,7 +685,7 @@ while read -r s; do
   t0=$(date +%s)
   rm -f "$OUT/.step-sid"
   STEP_DEADLINE=$(( $(date +%s) + limit )) \
-    timeout -k 15 "$limit" ${SETSID[@]+"${SETSID[@]}"} bash "$0" --internal-step "$s" --bundle "$BUNDLE" --out "$OUT" \
+    timeout -k 15 "$limit" ${SETSID[@]+"${SETSID[@]}"} bash "$0" --internal-step "$s" --bundle "$BUNDLE" --out "$OUT" --models "$MODELS" \
     >"$OUT/logs/$s.log" 2>&1 </dev/null # (the loop's own input is the list of steps)
   rc=$?
   # Whatever the step left running ends with it: the forked ranks of a test, an inner

@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
 """Mutation check of the deviceless GPU tests (docs/gpu.md): puts each mutation of a list
-(nccl.py, local.py, part.py, probe.py, cuda.py, cuda_part.py, cuda_plan.py here) into its source
-file in turn, rebuilds the test in BUILD, runs it, and says whether the test caught it (failed)
+(nccl.py, local.py, part.py, probe.py, cuda.py, cuda_part.py, cuda_plan.py, cli.py here) into its
+source file in turn, rebuilds the test's program in BUILD (the list's TARGET, else its TEST), runs it, and says whether the test caught it (failed)
 or not; the source is restored after each, and at the end, whatever happens. Run from the
 repository root, with nothing uncommitted in the mutated files:
 
-    python3 tests/gpu_emu/mutations/run.py BUILD [nccl local part probe cuda cuda_part cuda_plan]
+    python3 tests/gpu_emu/mutations/run.py BUILD [nccl local part probe cuda cuda_part cuda_plan cli]
     python3 tests/gpu_emu/mutations/run.py BUILD nccl:M8,M9     only those of a list
 
 Each mutation takes a build and a run (a few seconds; the nccl ones that break the bounds wait
@@ -33,7 +33,7 @@ def main():
         print(__doc__)
         return 2
     build = os.path.abspath(sys.argv[1])
-    sets = sys.argv[2:] or ["nccl", "local", "part", "probe", "cuda", "cuda_part", "cuda_plan"]
+    sets = sys.argv[2:] or ["nccl", "local", "part", "probe", "cuda", "cuda_part", "cuda_plan", "cli"]
     missed = 0
     for arg in sets:
         name, _, only = arg.partition(":")
@@ -41,6 +41,7 @@ def main():
         if only:
             mod.M = [m for m in mod.M if m[0] in only.split(",")]
         path = mod.SOURCE
+        target = getattr(mod, "TARGET", mod.TEST)
         original = open(path).read()
         try:
             for mid, what, reps in mod.M:
@@ -51,7 +52,7 @@ def main():
                         return 2
                     text = text.replace(old, new)
                 open(path, "w").write(text)
-                b = subprocess.run(["cmake", "--build", build, "--target", mod.TEST], capture_output=True, text=True)
+                b = subprocess.run(["cmake", "--build", build, "--target", target], capture_output=True, text=True)
                 if b.returncode:
                     print(f"{mid}: does not build\n{b.stdout[-800:]}{b.stderr[-800:]}", flush=True)
                     return 2
@@ -65,7 +66,7 @@ def main():
                       flush=True)
         finally:
             open(path, "w").write(original)
-            subprocess.run(["cmake", "--build", build, "--target", mod.TEST], capture_output=True)
+            subprocess.run(["cmake", "--build", build, "--target", target], capture_output=True)
     return 1 if missed else 0
 
 

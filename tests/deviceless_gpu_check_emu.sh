@@ -1,0 +1,115 @@
+#!/usr/bin/env bash
+# tools/gpu-check.sh rehearsed on the emulated GPU (label deviceless): a bundle assembled from
+# this build by tools/gpu-build.sh --no-build, with hetsim_emu (hetsim on the emulated CUDA
+# runtime, driver, cuDNN, cuBLAS and NCCL 2.30, tests/gpu_emu) as its hetsim and the deviceless
+# test_gpu_nn as its test_gpu_nn, runs the steps that need no PyTorch on a GPU: doctor (with
+# cuDNN's device-properties JSON), deviceless, calib-whole, calib-partitions, local (three
+# partitions of different sizes, validate of each run, sim on the partitions' calibrations),
+# agreement (cpu against cuda under fast math) and nccl (two ranks on one GPU). Every step must
+# end ok and leave its files. The model is mlp (--models mlp): the emulation computes on the
+# CPU; the GPU run uses resnet18. What this cannot check: the real libraries and hardware (their
+# numerics, speed, the SMs a partition really gets); see docs/gpu.md.
+# Usage: bash tests/deviceless_gpu_check_emu.sh SOURCE_DIR BUILD_DIR [STEP...]
+# STEPs: those to run and check (default all of the above; the sanitizer build gives the quick
+# ones, where calibrating and training under ASan would take minutes).
+set -u
+SRC=${1:?usage: deviceless_gpu_check_emu.sh SOURCE_DIR BUILD_DIR [STEP...]}
+BUILD=${2:?usage: deviceless_gpu_check_emu.sh SOURCE_DIR BUILD_DIR [STEP...]}
+shift 2
+. "$SRC/tests/cli-lib.sh"
+cli_setup "$BUILD/hetsim" "$SRC"
+CHECK_PREFIX=gpu_check_emu.
+
+for p in hetsim hetsim_emu test_deviceless_gpu_nn test_deviceless_cudnn test_gpu_nn bench_gpu_nn; do
+  [ -x "$BUILD/$p" ] || { echo "$BUILD/$p is not built (a build without CUDA or the emulation?): skipped"; exit 77; }
+done
+for t in timeout python3; do
+  command -v "$t" >/dev/null || { echo "$t is needed: skipped"; exit 77; }
+done
+
+B="$TMP/bundle"
+if bash "$SRC/tools/gpu-build.sh" "$BUILD" --no-build --out "$B" --no-tar >"$TMP/build.out" 2>&1; then
+  ok assemble
+else
+  bad assemble "$(tail -3 "$TMP/build.out")"
+fi
+cp -f "$BUILD/hetsim_emu" "$B/hetsim"
+cp -f "$BUILD/test_deviceless_gpu_nn" "$B/tests/test_gpu_nn"
+
+# The emulated GPU: its driver where the loader looks, its cuDNN, cuBLAS and NCCL where hetsim's
+# loader looks first; NCCL 2.30, which lets two ranks share a GPU when asked.
+export LD_LIBRARY_PATH="$BUILD/gpu-emu-driver${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export HETSIM_CUDNN_PATH="$BUILD/gpu-emu" HETSIM_CUBLAS_PATH="$BUILD/gpu-emu" HETSIM_NCCL_PATH="$BUILD/gpu-emu"
+export HS_EMU_NCCL_VERSION=23007 NCCL_MULTI_RANK_GPU_ENABLE=1
+
+STEPS=(doctor deviceless calib-whole calib-partitions local agreement nccl)
+[ $# -gt 0 ] && STEPS=("$@")
+ran() { [[ " ${STEPS[*]} " == *" $1 "* ]]; }
+args=()
+for s in "${STEPS[@]}"; do args+=(--step "$s"); done
+R="$TMP/res"
+bash "$B/gpu-check.sh" --models mlp "${args[@]}" --out "$R" --budget 1200 >"$TMP/run" 2>&1
+rc=$?
+check run_exit_0 test "$rc" = 0 || { cat "$TMP/run"; tail -n 5 "$R"/logs/*.log; }
+S="$R/summary.tsv"
+for s in "${STEPS[@]}"; do
+  check "${s}_ok" test "$(awk -F'\t' -v s="$s" '$1 == s {print $2}' "$S")" = ok || tail -n 5 "$R/logs/$s.log"
+done
+
+# doctor: the GPU, and cuDNN's device properties as the deviceless step reads them.
+if ran doctor; then
+  check doctor_sms python3 -c 'import json, sys; assert json.load(open(sys.argv[1]))["gpus"][0]["sms"] == 132' \
+    "$R/doctor.json"
+  check deviceprop_json python3 -c 'import json, sys; assert json.load(open(sys.argv[1]))["multiProcessorCount"] == 132' \
+    "$R/cudnn-deviceprop.json"
+fi
+
+# calib-whole and calib-partitions: mlp on the whole GPU and on 16, 32 and 64 SMs (1/8, 1/4 and
+# 1/2 of 132, in multiples of 8), each with a chosen step fit; the CSV exports.
+if ran calib-whole && ran calib-partitions; then
+  DB="$R/calib.db"
+  check calib_devices test "$(rows "$DB" "SELECT name FROM device ORDER BY name" | tr '\n' '|')" = \
+    "gpu_emu device 0|gpu_emu device 0 (16 SMs)|gpu_emu device 0 (32 SMs)|gpu_emu device 0 (64 SMs)|"
+  check calib_fits test "$(val "$DB" "SELECT count(*) FROM perf_model WHERE model = 'mlp' AND phase = 'step' AND chosen = 1")" = 4
+  for f in calib-device.csv calib-calib_sample.csv calib-perf_model.csv calib-sm16.json calib-sm32.json calib-sm64.json; do
+    check "file_$f" test -s "$R/$f"
+  done
+fi
+
+# local: four runs (ssgd, localsgd and lbb on the three partitions; ssgd on three equal ones),
+# complete, each worker on the partition its type names, each validated; the simulator on the
+# partitions' calibrations.
+if ran local; then
+  L="$R/local.db"
+  check local_runs test "$(val "$L" "SELECT count(*) FROM run WHERE kind = 'real' AND status = 'complete'")" = 4
+  check local_type_devices grep -q 'cuda:0/sm=64' "$R/local-type-devices.csv"
+  check local_lbb_batches test "$(tail -n +2 "$R/local-parts-lbb-batches.csv" | wc -l)" = 3
+  n_valid=0
+  for f in "$R"/local-validate-*.json; do
+    python3 -c 'import json, sys; j = json.load(open(sys.argv[1])); assert j["comm_backend"] == "local"' "$f" &&
+      n_valid=$((n_valid + 1))
+  done
+  check local_validated test "$n_valid" = 4
+  check local_validate_types python3 -c 'import json, sys
+t = json.load(open(sys.argv[1]))["type_calibrations"]
+assert t["large"] == "gpu_emu device 0 (64 SMs)", t' "$R/local-validate-1.json"
+  check local_sim python3 -c 'import json, sys; assert json.load(open(sys.argv[1]))["status"] == "complete"' \
+    "$R/local-parts-sim-ssgd.json"
+fi
+
+# agreement: test_gpu_nn under fast math, every case passed.
+if ran agreement; then
+  check agreement_cases grep -q ' passed, 0 failed' "$R/agreement-fast.txt"
+fi
+
+# nccl: rank 0 completes one run of two workers and stores it; rank 1 prints nothing (both ended
+# with status 0: the step is ok above).
+if ran nccl; then
+  check nccl_rank0_complete python3 -c 'import json, sys; assert json.load(open(sys.argv[1]))["status"] == "complete"' \
+    "$R/nccl-rank0.json"
+  check nccl_rank1_quiet test ! -s "$R/nccl-rank1.json"
+  check nccl_run_stored test "$(val "$R/nccl.db" "SELECT s.workers || ' ' || r.status || ' ' || json_extract(r.options, '$.backend') FROM run r
+    JOIN summary s ON s.run_id = r.id WHERE r.kind = 'real'")" = "2 complete nccl"
+fi
+
+cli_finish
