@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # tools/gpu-check.sh rehearsed on the emulated GPU (label deviceless): a bundle assembled from
 # this build by tools/gpu-build.sh --no-build, with hetsim_emu (hetsim on the emulated CUDA
-# runtime, driver, cuDNN, cuBLAS and NCCL 2.30, tests/gpu_emu) as its hetsim and the deviceless
-# test_gpu_nn as its test_gpu_nn, runs the steps that need no PyTorch on a GPU: doctor (with
-# cuDNN's device-properties JSON), deviceless, calib-whole, calib-partitions, local (three
-# partitions of different sizes, validate of each run, sim on the partitions' calibrations),
-# agreement (cpu against cuda under fast math) and nccl (two ranks on one GPU). Every step must
+# runtime, driver, cuDNN, cuBLAS and NCCL 2.30, tests/gpu_emu) as its hetsim, the GPU test
+# programs built deviceless in place of its test_gpu_* and the emulation's nvidia-smi on PATH,
+# runs the steps that need no PyTorch on a GPU: doctor (with cuDNN's device-properties JSON),
+# deviceless, ctest-gpu (test_gpu_probe, test_gpu_nn, test_gpu_real, cli_gpu_real.sh and
+# cli_gpu_ranks.sh; test_gpu_partitions is left out, its 30 s run by its own deviceless test),
+# calib-whole, calib-partitions, local (three partitions of different sizes, validate of each
+# run, sim on the partitions' calibrations), agreement (cpu against cuda under fast math) and
+# nccl (two ranks on one GPU). Every step must
 # end ok and leave its files. The model is mlp (--models mlp): the emulation computes on the
 # CPU; the GPU run uses resnet18. What this cannot check: the real libraries and hardware (their
 # numerics, speed, the SMs a partition really gets); see docs/gpu.md.
@@ -20,7 +23,8 @@ shift 2
 cli_setup "$BUILD/hetsim" "$SRC"
 CHECK_PREFIX=gpu_check_emu.
 
-for p in hetsim hetsim_emu test_deviceless_gpu_nn test_deviceless_cudnn test_gpu_nn bench_gpu_nn; do
+for p in hetsim hetsim_emu test_deviceless_gpu_nn test_deviceless_gpu_probe test_deviceless_gpu_real \
+  test_deviceless_cudnn test_gpu_nn bench_gpu_nn; do
   [ -x "$BUILD/$p" ] || { echo "$BUILD/$p is not built (a build without CUDA or the emulation?): skipped"; exit 77; }
 done
 for t in timeout python3; do
@@ -34,7 +38,9 @@ else
   bad assemble "$(tail -3 "$TMP/build.out")"
 fi
 cp -f "$BUILD/hetsim_emu" "$B/hetsim"
-cp -f "$BUILD/test_deviceless_gpu_nn" "$B/tests/test_gpu_nn"
+rm -f "$B"/tests/test_gpu_*
+for t in nn probe real; do cp -f "$BUILD/test_deviceless_gpu_$t" "$B/tests/test_gpu_$t"; done
+mkdir -p "$TMP/bin" && cp "$SRC/tests/gpu_emu/nvidia-smi" "$TMP/bin/" && export PATH="$TMP/bin:$PATH"
 
 # The emulated GPU: its driver where the loader looks, its cuDNN, cuBLAS and NCCL where hetsim's
 # loader looks first; NCCL 2.30, which lets two ranks share a GPU when asked.
@@ -42,7 +48,7 @@ export LD_LIBRARY_PATH="$BUILD/gpu-emu-driver${LD_LIBRARY_PATH:+:$LD_LIBRARY_PAT
 export HETSIM_CUDNN_PATH="$BUILD/gpu-emu" HETSIM_CUBLAS_PATH="$BUILD/gpu-emu" HETSIM_NCCL_PATH="$BUILD/gpu-emu"
 export HS_EMU_NCCL_VERSION=23007 NCCL_MULTI_RANK_GPU_ENABLE=1
 
-STEPS=(doctor deviceless calib-whole calib-partitions local agreement nccl)
+STEPS=(doctor deviceless ctest-gpu calib-whole calib-partitions local agreement nccl)
 [ $# -gt 0 ] && STEPS=("$@")
 ran() { [[ " ${STEPS[*]} " == *" $1 "* ]]; }
 args=()
@@ -62,6 +68,11 @@ if ran doctor; then
     "$R/doctor.json"
   check deviceprop_json python3 -c 'import json, sys; assert json.load(open(sys.argv[1]))["multiProcessorCount"] == 132' \
     "$R/cudnn-deviceprop.json"
+fi
+
+# ctest-gpu: three programs and two scripts, every one passed (none skipped).
+if ran ctest-gpu; then
+  check ctest_gpu_all_passed grep -q '^tests passed: 5, failed: 0' "$R/ctest-gpu.txt"
 fi
 
 # calib-whole and calib-partitions: mlp on the whole GPU and on 16, 32 and 64 SMs (1/8, 1/4 and
