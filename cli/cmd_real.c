@@ -410,7 +410,8 @@ int hs_cmd_real(int argc, char **argv) {
   if (hs_cal_device_granted_note(&plan.dev, note, sizeof note)) fprintf(stderr, "hetsim real: %s\n", note);
   /* The workers' own devices: found on this machine, fitting its GPU, named as their
    * calibrations are (recorded in the run's options). */
-  if (n_own && (rc = hs_real_plan_type_devices(&plan, &spec, &ro, &d))) {
+  if (n_own ? (rc = hs_real_plan_type_devices(&plan, &spec, &ro, &d))
+            : (rc = hs_real_plan_partitions(&plan, n_workers, &d))) {
     fprintf(stderr, "hetsim real: %s\n", d.msg);
     goto out;
   }

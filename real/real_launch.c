@@ -146,6 +146,19 @@ int hs_real_plan_devices(const hs_real_plan *p, const hs_cluster_spec *spec, con
   return 0;
 }
 
+/* Green contexts never share an SM (nn_cuda.h): partitions that need `sms` SMs together (each
+ * rounded up to the driver's groups), more than the GPU's whole groups cover (else, unknown, than
+ * it has), cannot all be granted. `where` names what asked for them. */
+static int partitions_fit(const hs_real_plan *p, long long sms, const char *where, hs_diag *d) {
+  int usable = p->dev.sm_grouped > 0 ? p->dev.sm_grouped : p->dev.sm_count;
+  if (usable > 0 && sms > usable)
+    return hs_diag_set(d, HS_EINVAL, "%s: the partitions of the workers%s need %lld SMs together (each "
+                       "rounded up to the driver's groups), more than the %d %sof GPU %d", where,
+                       p->dev.sm_partition ? " and of the evaluation net (--device)" : "", sms, usable,
+                       p->dev.sm_grouped > 0 ? "in whole groups " : "", p->dev.ordinal);
+  return 0;
+}
+
 int hs_real_plan_type_devices(const hs_real_plan *p, const hs_cluster_spec *spec,
                               hs_real_options *ro, hs_diag *d) {
   int rc;
@@ -182,15 +195,14 @@ int hs_real_plan_type_devices(const hs_real_plan *p, const hs_cluster_spec *spec
     snprintf(r->device, sizeof r->device, "%s", t->real_device);
     snprintf(r->device_name, sizeof r->device_name, "%s", dev.name);
   }
-  /* Green contexts never share an SM (nn_cuda.h): partitions that need more SMs together than the
-   * GPU's whole groups cover (else, unknown, than it has) cannot all be granted. */
-  int usable = p->dev.sm_grouped > 0 ? p->dev.sm_grouped : p->dev.sm_count;
-  if (usable > 0 && sms > usable)
-    return hs_diag_set(d, HS_EINVAL, "%s: the partitions of the workers%s need %lld SMs together (each "
-                       "rounded up to the driver's groups), more than the %d %sof %s (%s)", spec->path,
-                       p->dev.sm_partition ? " and of the evaluation net (--device)" : "", sms, usable,
-                       p->dev.sm_grouped > 0 ? "in whole groups " : "", p->device, p->dev.name);
-  return 0;
+  return partitions_fit(p, sms, spec->path, d);
+}
+
+int hs_real_plan_partitions(const hs_real_plan *p, int n_workers, hs_diag *d) {
+  if (p->multi || p->dev.sm_partition <= 0) return 0;
+  char where[96];
+  snprintf(where, sizeof where, "--device %s, %d workers", p->device, n_workers);
+  return partitions_fit(p, (long long)(n_workers + 1) * p->dev.sm_partition, where, d);
 }
 
 int hs_real_plan_worker_perf(const hs_cluster_spec *spec, const hs_real_options *ro, hs_store *store,

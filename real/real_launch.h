@@ -60,6 +60,13 @@ int hs_real_plan_devices(const hs_real_plan *p, const hs_cluster_spec *spec, con
  * so). */
 int hs_real_plan_type_devices(const hs_real_plan *p, const hs_cluster_spec *spec,
                               hs_real_options *ro, hs_diag *d);
+/* On threads with --device a partition (after hs_cal_device_discover of p->dev), where no
+ * worker has a device of its own: the n_workers workers' partitions and the evaluation net's,
+ * all of --device's size, must fit the GPU together, as hs_real_plan_type_devices checks for a
+ * cluster file's devices; HS_EINVAL naming --device where they cannot. 0 for a whole GPU, the
+ * cpu, or one process per worker (each its own process: partitions of different processes are
+ * not exclusive). */
+int hs_real_plan_partitions(const hs_real_plan *p, int n_workers, hs_diag *d);
 /* The step model of each worker for `hetsim real --calib`: a worker whose device type runs on a
  * device of its own (ro->type_devices, from hs_real_plan_type_devices) gets that device's
  * calibration of `model` from store, the others NULL (the calibration of --device). models has

@@ -123,4 +123,27 @@ if ran nccl; then
     JOIN summary s ON s.run_id = r.id WHERE r.kind = 'real'")" = "2 complete nccl"
 fi
 
+# Bad input that only the GPU can judge, refused with exit 2 before anything is stored (the
+# emulated GPU: 132 SMs, 128 of them in whole groups of 8).
+E="$B/hetsim"
+q_args=(--backend local --policy ssgd --model mlp --iterations 3 --global-batch 48 --train-samples 300
+        --eval-samples 60)
+expect_exit bad_partitions_together 2 "$E" real "${q_args[@]}" --device cuda:0/sm=64 --workers 3 --db "$TMP/bad.db"
+check bad_partitions_says_why grep -q 'need 256 SMs together.*more than the 128 in whole groups of GPU 0' "$TMP/err"
+check bad_partitions_nothing_stored test ! -e "$TMP/bad.db"
+expect_exit bad_partition_size 2 "$E" real "${q_args[@]}" --device cuda:0/sm=200 --workers 1 --db "$TMP/bad.db"
+check bad_partition_size_says_why grep -q 'the GPU has 132 SMs, fewer than the partition' "$TMP/err"
+cat >"$TMP/big.yaml" <<'EOF2'
+name: too-big
+network: {bandwidth: 100GB/s, latency: 5us}
+device_types:
+  half: {compute: {t0: 1ms, per_sample: 1ms}, real_device: "cuda:0/sm=64"}
+nodes:
+  - name: gpu0
+    devices: [{type: half}, {type: half}, {type: half}]
+EOF2
+expect_exit bad_cluster_partitions 2 "$E" real "${q_args[@]}" --cluster "$TMP/big.yaml" --db "$TMP/bad.db"
+check bad_cluster_names_file grep -q "big.yaml: the partitions of the workers need 192 SMs together" "$TMP/err"
+check bad_cluster_nothing_stored test ! -e "$TMP/bad.db"
+
 cli_finish
