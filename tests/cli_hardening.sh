@@ -84,7 +84,10 @@ S="$TMP/s.db"
 # In its own process group, so that one kill -9 takes the sweep and its workers.
 setsid "$HETSIM" sweep --grid "$TMP/grid.yaml" --db "$S" --jobs 2 >"$TMP/sweep1.out" 2>&1 &
 sp=$!
-wait_for "$S.w0" "SELECT count(*) FROM run WHERE status = 'complete'"
+# A point counts as done once its complete run is tagged with the point's key, which the sweep
+# does just after the run ends (cli/cmd_sweep.c): a kill between the two leaves an untagged run,
+# and the resume rightly runs that point again. So wait for a tagged one.
+wait_for "$S.w0" "SELECT count(*) FROM run WHERE status = 'complete' AND json_extract(options, '\$.sweep_point') IS NOT NULL"
 kill -9 -- "-$sp" 2>/dev/null
 wait "$sp" 2>/dev/null
 # wait returns when the sweep itself is gone; its workers, killed too, may still be exiting
