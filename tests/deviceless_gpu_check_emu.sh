@@ -123,6 +123,24 @@ if ran nccl; then
     JOIN summary s ON s.run_id = r.id WHERE r.kind = 'real'")" = "2 complete nccl"
 fi
 
+# Every policy on the local backend (its all-reduce, send/recv and parameter server on device
+# memory), three workers on partitions of 16 SMs: each run completes and every worker steps. With
+# the local step, which the sanitizer build leaves out (minutes under ASan).
+if ran local; then
+  P="$TMP/policies.db"
+  for p in $("$HETSIM" policies | awk '/^[a-z]/ {print $1}'); do
+    spec=$p
+    # adsp's defaults commit once a minute (tests/cli_real.sh).
+    [ "$p" = adsp ] && spec="adsp:period=0.1s,commits=20,min_interval=0.002s"
+    expect_exit "local_policy_$p" 0 timeout 120 "$B/hetsim" real --backend local --device cuda:0/sm=16 --workers 3 \
+      --policy "$spec" --model mlp --iterations 8 --global-batch 48 --train-samples 480 --eval-samples 60 \
+      --eval-every 4 --db "$P" --json
+    id=$(sed -n 's/.*"run_id": \([0-9]*\).*/\1/p' "$TMP/out")
+    check "local_policy_${p}_complete" test -n "$id" -a "$(val "$P" "SELECT status FROM run WHERE id = ${id:-0}")" = complete
+    check "local_policy_${p}_workers" test "$(val "$P" "SELECT count(*) FROM worker WHERE run_id = ${id:-0} AND steps > 0")" = 3
+  done
+fi
+
 # Bad input that only the GPU can judge, refused with exit 2 before anything is stored (the
 # emulated GPU: 132 SMs, 128 of them in whole groups of 8).
 E="$B/hetsim"
