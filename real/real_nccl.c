@@ -634,9 +634,14 @@ static int bootstrap(hs_real_comm *c, const hs_real_launch *l, ncclUniqueId *id,
       nc_frame f = {.src = c->rank, .dst = 0, .kind = MSG_HELLO};
       nc_frame u;
       if (send_frame(c, 0, &f, NULL) || read_all(s, &u, sizeof u, dl) || u.kind != MSG_UID ||
-          u.len != (int32_t)sizeof *id || read_all(s, id, sizeof *id, dl))
-        rc = hs_diag_set(d, HS_ERUNTIME, "nccl bootstrap: rank %d got no unique id from rank 0 within %.3g s", c->rank,
-                         c->cfg.timeout_s);
+          u.len != (int32_t)sizeof *id || read_all(s, id, sizeof *id, dl)) {
+        if (hs_deadline_past(dl))
+          rc = hs_diag_set(d, HS_ERUNTIME, "nccl bootstrap: rank %d got no unique id from rank 0 within %.3g s",
+                           c->rank, c->cfg.timeout_s);
+        else /* rank 0 closed the connection, or sent something else: its own message says why */
+          rc = hs_diag_set(d, HS_ERUNTIME, "nccl bootstrap: rank 0 closed the connection before it sent rank %d the "
+                           "unique id (did rank 0 fail or die?)", c->rank);
+      }
     }
   }
   freeaddrinfo(ai);
@@ -993,8 +998,11 @@ static int rank_send(hs_real_comm *c, int rank, int peer, uint64_t tag, const fl
   struct timespec dl;
   hs_deadline_in(&dl, c->cfg.timeout_s);
   pthread_mutex_lock(&c->gpu);
+  /* After an abort, the stored failure, before the peer is told of a transfer that will not
+   * come (it would wait for it to the deadline, or to this rank's goodbye). */
+  rc = after_abort(c, "send", d);
   nc_frame f = {.src = rank, .dst = peer, .kind = MSG_P2P, .tag = tag, .n = n};
-  if (send_frame(c, route(c, peer), &f, NULL)) {
+  if (!rc && send_frame(c, route(c, peer), &f, NULL)) {
     pthread_mutex_lock(&c->mu);
     rc = stop_reason(c, "send", d);
     pthread_mutex_unlock(&c->mu);
