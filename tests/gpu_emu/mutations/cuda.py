@@ -45,8 +45,8 @@ M = [
    """  if (!rc && bytes)
     rc = cuda_err(to_host ? cudaMemcpy(host, dev, bytes, cudaMemcpyDeviceToHost)""")]),
 ("C13", "a copy of the parameters or gradients moves n_params bytes, not n_params floats",
- [("size_t bytes = (size_t)n->n_params * sizeof(float);\n  int rc = bind(cn, d);",
-   "size_t bytes = (size_t)n->n_params;\n  int rc = bind(cn, d);")]),
+ [("size_t bytes = (size_t)n->n_params * sizeof(float);\n  CUcontext prev;",
+   "size_t bytes = (size_t)n->n_params;\n  CUcontext prev;")]),
 ("C14", "the loss gradient is taken over the batch capacity, not the loaded batch",
  [("rc = kern(hs_cuk_xent_backward(cn->layers[last].y, cn->labels, B, n->classes,",
    "rc = kern(hs_cuk_xent_backward(cn->layers[last].y, cn->labels, cn->cap, n->classes,")]),
