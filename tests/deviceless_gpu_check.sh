@@ -59,6 +59,9 @@ expect_exit usage_bad_step 2 bash "$B/gpu-check.sh" --step nosuch
 expect_exit usage_step_and_from 2 bash "$B/gpu-check.sh" --step doctor --from local
 expect_exit usage_bad_limit 2 bash "$B/gpu-check.sh" --step-limit 0
 expect_exit usage_unknown 2 bash "$B/gpu-check.sh" --frobnicate
+expect_exit usage_bad_models 2 bash "$B/gpu-check.sh" --models "mlp cnn"
+bash "$B/gpu-check.sh" --dry-run --models mlp,cnn --step calib-whole --step local >"$TMP/dry6" 2>&1
+check dry_run_models grep -q -- '--model mlp --comm-world 3 .* then --model cnn --no-comm' "$TMP/dry6"
 
 # 4. A run here: doctor cannot record the device properties (no GPU), so its step fails; the
 # deviceless step, which needs that file, fails too, yet runs; both are in the summary.

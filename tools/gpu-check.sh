@@ -157,7 +157,7 @@ while [ $# -gt 0 ]; do
     --from) [ $# -ge 2 ] || die_usage "--from needs a name"; is_step "$2" || die_usage "unknown step \"$2\" (steps: ${STEPS[*]})"; FROM=$2; shift ;;
     --step-limit) [ $# -ge 2 ] && [[ $2 =~ ^[0-9]+$ ]] && [ "$2" -ge 1 ] || die_usage "--step-limit needs seconds (a positive integer)"; STEP_LIMIT=$2; shift ;;
     --budget) [ $# -ge 2 ] && [[ $2 =~ ^[0-9]+$ ]] && [ "$2" -ge 1 ] || die_usage "--budget needs seconds (a positive integer)"; BUDGET=$2; shift ;;
-    --models) [ $# -ge 2 ] && [[ $2 =~ ^[a-z0-9_]+(,[a-z0-9_]+)*$ ]] || die_usage "--models needs model names, comma-separated"; MODELS=$2; shift ;;
+    --models) [ $# -ge 2 ] && [[ $2 =~ ^[A-Za-z0-9_.-]+(,[A-Za-z0-9_.-]+)*$ ]] || die_usage "--models needs model names, comma-separated"; MODELS=$2; shift ;;
     --internal-step) INTERNAL=$2; shift ;; # the script runs each step as a process of its own
     *) die_usage "unknown argument \"$1\"" ;;
   esac
@@ -444,9 +444,10 @@ step_body() {
       return $rc
       ;;
     calib-whole)
-      # First what the local step needs, in half the time: its model (resnet18), and with it (calib times
-      # communication after the models) the local backend's all-reduce over three nets, as the
-      # local step's three-worker runs share gradients (validate reads it; real_comm_calib.h).
+      # First what the local step needs, in half the time: its model (resnet18), and with it
+      # (calib times communication after the models) the local backend's all-reduce over three
+      # nets, as the local step's three-worker runs share gradients (validate reads it;
+      # real_comm_calib.h).
       # Then the rest of the zoo, compute only. A failure keeps the points stored so far: they
       # are exported too. Partial (75) when either stopped at its share of the time.
       local rc=0
