@@ -1,17 +1,18 @@
 #!/usr/bin/env bash
-# tools/gpu-check.sh rehearsed on the emulated GPU (label deviceless): a bundle assembled from
-# this build by tools/gpu-build.sh --no-build, with hetsim_emu (hetsim on the emulated CUDA
-# runtime, driver, cuDNN, cuBLAS and NCCL 2.30, tests/gpu_emu) as its hetsim, the GPU test
-# programs built deviceless in place of its test_gpu_* and the emulation's nvidia-smi on PATH,
-# runs the steps that need no PyTorch on a GPU: doctor (with cuDNN's device-properties JSON),
+# tools/gpu-check.sh rehearsed on the emulated GPU (label deviceless). A bundle assembled from
+# this build by tools/gpu-build.sh --no-build gets hetsim_emu (hetsim on the emulated CUDA
+# runtime, driver, cuDNN, cuBLAS and NCCL 2.30 of tests/gpu_emu) as its hetsim, the GPU test
+# programs built deviceless as its test_gpu_*, and the emulation's nvidia-smi on PATH. It runs
+# the steps that need no PyTorch on a GPU: doctor (with cuDNN's device-properties JSON),
 # deviceless, ctest-gpu (test_gpu_probe, test_gpu_nn, test_gpu_real, cli_gpu_real.sh and
 # cli_gpu_ranks.sh; test_gpu_partitions is left out, its 30 s run by its own deviceless test),
 # calib-whole, calib-partitions, local (three partitions of different sizes, validate of each
 # run, sim on the partitions' calibrations), agreement (cpu against cuda under fast math) and
-# nccl (two ranks on one GPU). Every step must
-# end ok and leave its files. The model is mlp (--models mlp): the emulation computes on the
-# CPU; the GPU run uses resnet18. What this cannot check: the real libraries and hardware (their
-# numerics, speed, the SMs a partition really gets); see docs/gpu.md.
+# nccl (two ranks on one GPU). Every step must end ok and leave its files. The model is mlp
+# (--models mlp): the emulation computes on the CPU; the GPU run uses resnet18. Then, with the
+# local step, every policy on the local backend's partitions; last, the partition requests only
+# a GPU can refuse (exit 2, nothing stored). What this cannot check: the real libraries and
+# hardware (their numerics, speed, the SMs a partition really gets); see docs/gpu.md.
 # Usage: bash tests/deviceless_gpu_check_emu.sh SOURCE_DIR BUILD_DIR [STEP...]
 # STEPs: those to run and check (default all of the above; the sanitizer build gives the quick
 # ones, where calibrating and training under ASan would take minutes).
