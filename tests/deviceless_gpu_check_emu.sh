@@ -4,8 +4,9 @@
 # runtime, driver, cuDNN, cuBLAS and NCCL 2.30 of tests/gpu_emu) as its hetsim, the GPU test
 # programs built deviceless as its test_gpu_*, and the emulation's nvidia-smi on PATH. It runs
 # the steps that need no PyTorch on a GPU: doctor (with cuDNN's device-properties JSON),
-# deviceless, ctest-gpu (test_gpu_probe, test_gpu_nn, test_gpu_real, cli_gpu_real.sh and
-# cli_gpu_ranks.sh; test_gpu_partitions is left out, its 30 s run by its own deviceless test),
+# deviceless, ctest-gpu (test_gpu_probe, test_gpu_real, cli_gpu_real.sh and cli_gpu_ranks.sh;
+# test_gpu_partitions and strict math's test_gpu_nn are left out, run by their own deviceless
+# tests; ctest-gpu runs last, once test_gpu_nn has served the agreement step),
 # calib-whole, calib-partitions, local (three partitions of different sizes, validate of each
 # run, sim on the partitions' calibrations), agreement (cpu against cuda under fast math) and
 # nccl (two ranks on one GPU). Every step must end ok and leave its files. The model is mlp
@@ -53,10 +54,20 @@ STEPS=(doctor deviceless ctest-gpu calib-whole calib-partitions local agreement 
 [ $# -gt 0 ] && STEPS=("$@")
 ran() { [[ " ${STEPS[*]} " == *" $1 "* ]]; }
 args=()
-for s in "${STEPS[@]}"; do args+=(--step "$s"); done
+for s in "${STEPS[@]}"; do [ "$s" = ctest-gpu ] || args+=(--step "$s"); done
 R="$TMP/res"
-bash "$B/gpu-check.sh" --models mlp "${args[@]}" --out "$R" --budget 1200 >"$TMP/run" 2>&1
-rc=$?
+rc=0
+if [ ${#args[@]} -gt 0 ]; then
+  bash "$B/gpu-check.sh" --models mlp "${args[@]}" --out "$R" --budget 1200 >"$TMP/run" 2>&1
+  rc=$?
+fi
+# ctest-gpu without test_gpu_nn: test_deviceless_gpu_nn runs the same program under strict math.
+if ran ctest-gpu; then
+  rm -f "$B/tests/test_gpu_nn"
+  bash "$B/gpu-check.sh" --models mlp --step ctest-gpu --out "$R" --budget 300 >>"$TMP/run" 2>&1
+  r=$?
+  [ "$rc" = 0 ] && rc=$r
+fi
 check run_exit_0 test "$rc" = 0 || { cat "$TMP/run"; tail -n 5 "$R"/logs/*.log; }
 S="$R/summary.tsv"
 for s in "${STEPS[@]}"; do
@@ -71,9 +82,9 @@ if ran doctor; then
     "$R/cudnn-deviceprop.json"
 fi
 
-# ctest-gpu: three programs and two scripts, every one passed (none skipped).
+# ctest-gpu: two programs and two scripts, every one passed (none skipped).
 if ran ctest-gpu; then
-  check ctest_gpu_all_passed grep -q '^tests passed: 5, failed: 0' "$R/ctest-gpu.txt"
+  check ctest_gpu_all_passed grep -q '^tests passed: 4, failed: 0' "$R/ctest-gpu.txt"
 fi
 
 # calib-whole and calib-partitions: mlp on the whole GPU and on 16, 32 and 64 SMs (1/8, 1/4 and
