@@ -89,7 +89,9 @@ static void usage(FILE *out) {
 "                        the parameter server (for push/pull policies; worker w is rank w+1)\n"
 "  --db FILE             results database (default %s)\n"
 "  --json                print the summary as one JSON object on stdout (the keys of\n"
-"                        `hetsim sim --json`; sim_time_s is the measured training time)\n"
+"                        `hetsim sim --json`; sim_time_s is the measured training time;\n"
+"                        step_fits: each worker's step times t0_s + per_sample_s * b timed\n"
+"                        before the run, which the policy predicted it by; null with --calib)\n"
 "\n"
 "Multi-process runs: `mpirun -np N hetsim real ...`, or one process per rank with RANK,\n"
 "WORLD_SIZE, MASTER_ADDR and MASTER_PORT set as torchrun does (ports MASTER_PORT and\n"
@@ -230,7 +232,7 @@ static int parse_args(int argc, char **argv, real_args *a) {
 }
 
 static void print_summary(const real_args *a, int64_t run_id, const char *status, const char *cluster,
-                          const hs_summary *m) {
+                          const hs_summary *m, const hs_real_result *res) {
   if (a->json) {
     hs_json j;
     hs_json_init(&j, stdout, 1);
@@ -245,6 +247,20 @@ static void print_summary(const real_args *a, int64_t run_id, const char *status
     hs_json_key(&j, "global_batch"); hs_json_int(&j, a->global_batch);
     hs_json_key(&j, "seed"); hs_json_uint(&j, a->seed);
     hs_cli_json_summary(&j, m, 1);
+    /* What a policy's predictions of each worker's steps came from without --calib. */
+    hs_json_key(&j, "step_fits");
+    if (!res->fits) {
+      hs_json_null(&j);
+    } else {
+      hs_json_array_begin(&j);
+      for (int i = 0; i < res->n_workers; i++) {
+        hs_json_object_begin(&j);
+        hs_json_key(&j, "t0_s"); hs_json_double(&j, res->fits[i].t0);
+        hs_json_key(&j, "per_sample_s"); hs_json_double(&j, res->fits[i].k);
+        hs_json_object_end(&j);
+      }
+      hs_json_array_end(&j);
+    }
     hs_json_key(&j, "db"); hs_json_string(&j, a->db);
     hs_json_object_end(&j);
     return;
@@ -571,7 +587,7 @@ int hs_cmd_real(int argc, char **argv) {
     if (multi && (rc == HS_EUNSUPPORTED || rc == HS_EINVAL)) status = 2;
     goto out;
   }
-  print_summary(&a, rctx.id, st, cname, &res.summary);
+  print_summary(&a, rctx.id, st, cname, &res.summary, &res);
   if (err) fprintf(stderr, "hetsim real: run %lld %s: %s\n", (long long)rctx.id, st, err);
   status = res.status == HS_REAL_COMPLETE ? 0 : 1;
 

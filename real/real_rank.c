@@ -88,7 +88,8 @@ typedef struct snap {
 
 typedef struct exec {
   const hs_real_config *cfg;
-  int rank, worker, n, fd, probe; /* rank: in the comm; worker: whose shard (the server: 0's) */
+  int rank, worker, n, fd;        /* rank: in the comm; worker: whose shard (the server: 0's) */
+  int probe;                      /* times its steps before the run (a worker's rank, no perf) */
   int server;                     /* the parameter-server rank: replica is the global model */
   float *base, *srv_buf;          /* worker: the model at its last sync; server: a transfer */
   int world;
@@ -208,11 +209,12 @@ static int exec_stopped(void *ctx) {
   return stop;
 }
 
-/* The pre-run fit of real_worker.h; the data iterator then restarts on this rank's shard. */
+/* The pre-run fit of real_worker.h, on this rank's own device (every worker's rank times its
+ * steps at once, as they will train); the data iterator then restarts on its worker's shard. */
 static int probe(exec *e, hs_diag *d) {
   int rc = hs_real_worker_probe(&e->tw, e->cfg->train, e->cfg->global_batch / e->n, &e->probe_t0, &e->probe_k, d);
   if (rc) return rc;
-  return hs_data_iter_init(&e->tw.it, e->cfg->train, e->sh, e->rank, 0, d);
+  return hs_data_iter_init(&e->tw.it, e->cfg->train, e->sh, e->worker, 0, d);
 }
 
 static int exec_setup(exec *e, hs_diag *d) {
@@ -448,7 +450,7 @@ static int exec_init(exec *e, const hs_real_config *cfg, int rank, int n, int of
   e->n = n;
   e->world = n + off;
   e->fd = fd;
-  e->probe = rank == 0 && !cfg->perf;
+  e->probe = !e->server && !cfg->perf;
   e->probe_t0 = e->probe_k = NAN;
   e->timeout = hs_real_timeout(cfg->timeout_s);
   e->wake[0] = e->wake[1] = -1;
@@ -510,6 +512,7 @@ typedef struct cworker {
    * once none, the step runs since step_start (s), which the summary counts up to the end. */
   int ahead;
   double step_start;
+  double probe_t0, probe_k; /* its rank's pre-run fit (READY), NaN with a perf model */
 } cworker;
 
 typedef struct cop {
@@ -541,7 +544,6 @@ typedef struct crd {
   hs_runtime_timers timers;
   hs_net *eval_net;
   hs_rt_evals evals;       /* models waiting for their evaluation, in order (rt_evals.h) */
-  double probe_t0, probe_k;
 } crd;
 
 static crd *R(hs_rt_core *c) { return (crd *)c; }
@@ -601,7 +603,7 @@ static int flush_record(crd *s, int w) { return settle(s, hs_rt_core_flush(&s->c
 static double drv_now(hs_rt_core *c) { return now_of(R(c)); }
 static double drv_predict(hs_rt_core *c, int w, int batch) {
   crd *s = R(c);
-  return hs_runtime_predict(s->cfg->perf, s->probe_t0, s->probe_k, c->w[w].slowdown, batch);
+  return hs_runtime_predict(s->cfg->perf, s->w[w].probe_t0, s->w[w].probe_k, c->w[w].slowdown, batch);
 }
 
 static int drv_compute(hs_rt_core *c, int w, int batch) {
@@ -1022,9 +1024,9 @@ static int await_ready(crd *s) {
       else {
         ready[i] = 1;
         got++;
-        if (i == 0) {
-          s->probe_t0 = m.dur;
-          s->probe_k = m.loss;
+        if (i >= s->off) { /* a worker's rank: its own fit (NaN with a perf model) */
+          s->w[i - s->off].probe_t0 = m.dur;
+          s->w[i - s->off].probe_k = m.loss;
         }
       }
       free(pl);
@@ -1040,10 +1042,12 @@ static int await_ready(crd *s) {
  * Returns the first error of a write; the result is filled either way. */
 static int fill_result(crd *s, hs_real_result *res, int write) {
   res->n_workers = s->n;
-  res->probe_t0 = s->probe_t0;
-  res->probe_k = s->probe_k;
+  res->probe_t0 = s->w[0].probe_t0;
+  res->probe_k = s->w[0].probe_k;
   res->workers = calloc((size_t)s->n, sizeof *res->workers);
-  if (!res->workers) return cfail(s, HS_ENOMEM, "out of memory");
+  if (!s->cfg->perf) res->fits = calloc((size_t)s->n, sizeof *res->fits);
+  if (!res->workers || (!s->cfg->perf && !res->fits)) return cfail(s, HS_ENOMEM, "out of memory");
+  for (int i = 0; res->fits && i < s->n; i++) res->fits[i] = (hs_real_fit){s->w[i].probe_t0, s->w[i].probe_k};
   int64_t steps = 0;
   int rc = 0;
   for (int i = 0; i < s->n; i++) {
@@ -1112,6 +1116,7 @@ static int run_root(crd *s, const hs_real_launch *l, int *fds, int pair[2]) {
   s->w = calloc((size_t)s->n, sizeof *s->w);
   if (!s->w) return hs_diag_set(&c->diag, HS_ENOMEM, "out of memory for %d workers", s->n);
   for (int i = 0; i < s->n; i++) {
+    s->w[i].probe_t0 = s->w[i].probe_k = NAN;
     int r = hs_rt_core_add_worker(c, cfg->cluster ? cfg->cluster->workers[i].slowdown : 1.0, 1.0, cfg->lr, 0.0);
     if (r < 0) return r;
     c->w[r].active = 1; /* every worker stays active: join and leave events are refused (check_config) */
@@ -1161,7 +1166,6 @@ int hs_real_rank_run(const hs_real_config *cfg, const hs_real_launch *l, hs_real
   s->off = l->world - n;
   s->x0 = x0;
   s->timeout = hs_real_timeout(cfg->timeout_s);
-  s->probe_t0 = s->probe_k = NAN;
   rc = run_root(s, l, fds, pair);
   if (!s->core.done) finish(s);
   /* Tell every rank to stop (with the outcome), then let worker 0's executor end. */

@@ -885,7 +885,9 @@ static int fill_result(real *s, hs_real_result *res) {
   res->probe_t0 = s->w[0].probe_t0;
   res->probe_k = s->w[0].probe_k;
   res->workers = calloc((size_t)s->core.n, sizeof *res->workers);
-  if (!res->workers) return hs_rt_core_fail(&s->core, HS_ENOMEM, "out of memory");
+  if (!s->cfg->perf) res->fits = calloc((size_t)s->core.n, sizeof *res->fits);
+  if (!res->workers || (!s->cfg->perf && !res->fits)) return hs_rt_core_fail(&s->core, HS_ENOMEM, "out of memory");
+  for (int i = 0; res->fits && i < s->core.n; i++) res->fits[i] = (hs_real_fit){s->w[i].probe_t0, s->w[i].probe_k};
   int64_t steps = 0;
   for (int i = 0; i < s->core.n; i++) {
     int rc = s->w[i].in_step ? 0 : hs_rt_core_flush(&s->core, i);
@@ -973,5 +975,7 @@ int hs_real_run(const hs_real_config *cfg, hs_real_result *res, hs_diag *d) {
 
 void hs_real_result_free(hs_real_result *res) {
   free(res->workers);
+  free(res->fits);
   res->workers = NULL;
+  res->fits = NULL;
 }

@@ -130,12 +130,22 @@ typedef struct hs_real_config {
  * the end; steps and samples are finished steps. */
 typedef hs_rt_worker_stats hs_real_worker_stats;
 
+/* A step-time fit t(b) = t0 + k·b, s and s/sample. */
+typedef struct hs_real_fit {
+  double t0, k;
+} hs_real_fit;
+
 typedef struct hs_real_result {
   hs_real_status status;
   hs_summary summary;             /* wall_s is left for the caller; events = steps run */
   int n_workers;
   hs_real_worker_stats *workers;  /* free with hs_real_result_free */
   double probe_t0, probe_k;       /* s, s/sample: worker 0's pre-run fit, NaN when perf was given */
+  /* Per worker (n_workers entries; NULL when perf was given): the pre-run fit t(b) = t0 + k·b
+   * that a policy's predictions of its steps come from (before its slowdown). The threads time
+   * one worker per device and share its fit; the ranks time every worker's rank on its own
+   * device. Freed by hs_real_result_free. */
+  hs_real_fit *fits;
 } hs_real_result;
 
 int hs_real_run(const hs_real_config *cfg, hs_real_result *res, hs_diag *d);

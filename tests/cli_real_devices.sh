@@ -105,6 +105,9 @@ cpu_name=$(val "$T/cpu.db" "SELECT json_extract(options, '\$.device_name') FROM 
 check cpu_types.recorded test "$(val "$T/cpu.db" "SELECT json_extract(options, '\$.type_devices.big.device') || '|' ||
   json_extract(options, '\$.type_devices.mid.device') || '|' || (json_extract(options, '\$.type_devices.big.device_name') = '$cpu_name') || '|' ||
   coalesce(json_extract(options, '\$.type_devices.small'), 'none') FROM run WHERE id = $id")" = "cpu|cpu|1|none"
+# Every type is on this cpu, one device: worker 0's steps, timed before the run, predict all three.
+check cpu_types.step_fits test "$(python3 -c 'import json, sys
+f = json.load(open(sys.argv[1]))["step_fits"]; print(len(f), all(x == f[0] for x in f))' "$T/out")" = "3 True"
 check cpu_types.worker_rows test "$(val "$T/cpu.db" "SELECT group_concat(device_type, '|') FROM (SELECT device_type FROM worker WHERE run_id = $id ORDER BY idx)")" = "big|mid|small"
 # With --calib, each type with a device of its own is predicted by that device's calibration
 # (here all are this cpu's: lbb runs; test_calib's worker_perf checks the mapping by type).
@@ -112,6 +115,7 @@ expect_exit cpu_types_calib 0 "$H" calib --device cpu --model mlp --batches 8,16
   --warmup 1 --db "$T/calib.db"
 expect_exit cpu_types_calib_run 0 "$H" "${real[@]/ssgd/lbb}" --cluster cpu-types.yaml --calib "$T/calib.db" --db "$T/cpu.db" --json
 check cpu_types_calib_run.complete grep -q '"status": "complete"' "$T/out"
+check cpu_types_calib_run.no_step_fits grep -q '"step_fits": null' "$T/out"
 # validate gives a type that ran on a device of its own (other than --device's) that device's
 # calibration. On a cpu every type is on this cpu, so the run's record is edited to say that
 # type big ran on a partition, whose calibration is then missing (exit 2, naming the type and

@@ -120,6 +120,17 @@ check ssgd_same_as_threads test "$(q "SELECT count(*) = 4 AND max(abs(a.loss - b
     ON a.step = b.step AND a.run_id = ${thr:-0} AND b.run_id = ${mp:-0}")" = 1 ||
   q "SELECT run_id, step, loss FROM eval WHERE run_id IN (${thr:-0}, ${mp:-0}) ORDER BY step, run_id"
 
+# What lbb and the other balancing policies predict each worker by (step_fits in the JSON): the
+# threads time worker 0 alone for both workers of one device; every rank times its own steps, on
+# its own device, so the two ranks' fits are two timings (never bit for bit the same), not rank
+# 0's copied (as before 2026-11-28).
+fits() { python3 -c 'import json, math, sys
+f = json.load(open(sys.argv[1]))["step_fits"]
+assert all(math.isfinite(x["t0_s"]) and x["t0_s"] >= 0 and math.isfinite(x["per_sample_s"]) for x in f), f
+print(len(f), "same" if all(x == f[0] for x in f) else "apart")' "$1"; }
+check step_fits_threads_share test "$(fits "$T/out.thr")" = "2 same"
+check step_fits_ranks_own test "$(fits "$T/out.0")" = "2 apart" || grep -A9 step_fits "$T/out.0"
+
 # --- parameter-server policies: three ranks, rank 0 the server -------------------------------------
 # An asynchronous policy's iteration is one worker's push, and its evaluations wobble with the
 # timing of real processes: asp and ssp train for 60 pushes, ps-bsp for 20 rounds.
@@ -129,6 +140,7 @@ for p in asp ps-bsp ssp; do
   torchrun_like 3 --policy "$p" --server-rank "${common[@]}" --iterations $iters --json
   check "server_${p}_exit" test "$(cat "$T/rc.0") $(cat "$T/rc.1") $(cat "$T/rc.2")" = "0 0 0" || head -c 600 "$T/err.0" "$T/err.1" "$T/err.2"
   check_run "server_$p" "$T/out.0" $iters
+  check "server_${p}_step_fits" test "$(fits "$T/out.0")" = "2 apart" # the workers' ranks 1 and 2
   # Both workers' first pushes start from version 0: unless one worker made every push, some
   # push is stale (cli_real.sh).
   if [ "$p" != ps-bsp ]; then
