@@ -39,7 +39,8 @@ typedef struct cmsg {
   int32_t kind, worker, batch, what, n, code, snapshot, len; /* len: payload bytes */
   int32_t ps_mode, peer;                                     /* S_PUSH, S_PULL: the worker's rank */
   uint64_t tag, op;
-  double lr, slowdown, dur, loss; /* READY: dur, loss = the probe's t0 and k */
+  double lr, slowdown, dur, loss; /* READY: dur, loss = the probe's t0 and k; payload: the step
+                                     model of the rank's --calib, if any (hs_perf_model) */
   double weight;                  /* S_PUSH: hs_comm_opts.weight */
 } cmsg;
 
@@ -394,8 +395,12 @@ static void exec_run(exec *e) {
     e->rc = rc;
     e->diag = d;
   } else {
+    /* What predicts this worker's steps: its own device's calibration (this process's --calib,
+     * for its --device) or the fit of its steps timed just now. */
     cmsg ready = {.kind = R_READY, .worker = e->worker, .op = (uint64_t)e->P, .dur = e->probe_t0, .loss = e->probe_k};
-    if (exec_send(e, &ready, NULL))
+    const hs_perf_model *own = e->server ? NULL : e->cfg->perf;
+    if (own) ready.len = (int32_t)sizeof *own;
+    if (exec_send(e, &ready, own))
       e->rc = hs_diag_set(&e->diag, HS_ERUNTIME, "rank 0 went away during start-up");
   }
   if (e->rc) e->failed = 1;
@@ -512,7 +517,11 @@ typedef struct cworker {
    * once none, the step runs since step_start (s), which the summary counts up to the end. */
   int ahead;
   double step_start;
-  double probe_t0, probe_k; /* its rank's pre-run fit (READY), NaN with a perf model */
+  /* What predicts its steps, from its rank's READY: the calibration of that rank's device
+   * (its --calib), or else the fit of steps its rank timed before the run (NaN otherwise). */
+  int has_perf;
+  hs_perf_model perf;
+  double probe_t0, probe_k;
 } cworker;
 
 typedef struct cop {
@@ -603,7 +612,8 @@ static int flush_record(crd *s, int w) { return settle(s, hs_rt_core_flush(&s->c
 static double drv_now(hs_rt_core *c) { return now_of(R(c)); }
 static double drv_predict(hs_rt_core *c, int w, int batch) {
   crd *s = R(c);
-  return hs_runtime_predict(s->cfg->perf, s->w[w].probe_t0, s->w[w].probe_k, c->w[w].slowdown, batch);
+  const cworker *x = &s->w[w];
+  return hs_runtime_predict(x->has_perf ? &x->perf : NULL, x->probe_t0, x->probe_k, c->w[w].slowdown, batch);
 }
 
 static int drv_compute(hs_rt_core *c, int w, int batch) {
@@ -972,6 +982,23 @@ static void coordinate(crd *s) {
 }
 
 /* Waits for every rank's READY (or its error), bounded. */
+/* What predicts the steps of the worker of rank i, from its READY m (payload pl): the step model
+ * its rank loaded from its own --calib for its own device, or the fit of the steps it timed. */
+static int take_prediction(crd *s, int i, const cmsg *m, const void *pl) {
+  cworker *x = &s->w[i - s->off];
+  x->probe_t0 = m->dur;
+  x->probe_k = m->loss;
+  if (m->len == 0) return 0;
+  const hs_perf_model *pm = pl;
+  if (m->len != (int32_t)sizeof *pm || (unsigned)pm->form >= HS_PERF_FORMS || pm->n_points < 0 ||
+      pm->n_points > HS_PERF_MAX_POINTS || pm->max_batch < 0)
+    return cfail(s, HS_EINVAL, "rank %d sent a step model this hetsim cannot read (the same hetsim build on "
+                 "every rank?)", i);
+  x->perf = *pm;
+  x->has_perf = 1;
+  return 0;
+}
+
 static int await_ready(crd *s) {
   int got = 0;
   char *ready = calloc((size_t)s->world, 1);
@@ -1024,10 +1051,7 @@ static int await_ready(crd *s) {
       else {
         ready[i] = 1;
         got++;
-        if (i >= s->off) { /* a worker's rank: its own fit (NaN with a perf model) */
-          s->w[i - s->off].probe_t0 = m.dur;
-          s->w[i - s->off].probe_k = m.loss;
-        }
+        if (i >= s->off) rc = take_prediction(s, i, &m, pl);
       }
       free(pl);
     }
@@ -1045,8 +1069,10 @@ static int fill_result(crd *s, hs_real_result *res, int write) {
   res->probe_t0 = s->w[0].probe_t0;
   res->probe_k = s->w[0].probe_k;
   res->workers = calloc((size_t)s->n, sizeof *res->workers);
-  if (!s->cfg->perf) res->fits = calloc((size_t)s->n, sizeof *res->fits);
-  if (!res->workers || (!s->cfg->perf && !res->fits)) return cfail(s, HS_ENOMEM, "out of memory");
+  int fitted = 0; /* a worker predicted by a fit (a rank without --calib) */
+  for (int i = 0; i < s->n; i++) fitted |= !s->w[i].has_perf;
+  if (fitted) res->fits = calloc((size_t)s->n, sizeof *res->fits);
+  if (!res->workers || (fitted && !res->fits)) return cfail(s, HS_ENOMEM, "out of memory");
   for (int i = 0; res->fits && i < s->n; i++) res->fits[i] = (hs_real_fit){s->w[i].probe_t0, s->w[i].probe_k};
   int64_t steps = 0;
   int rc = 0;

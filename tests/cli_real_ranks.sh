@@ -131,6 +131,32 @@ print(len(f), "same" if all(x == f[0] for x in f) else "apart")' "$1"; }
 check step_fits_threads_share test "$(fits "$T/out.thr")" = "2 same"
 check step_fits_ranks_own test "$(fits "$T/out.0")" = "2 apart" || grep -A9 step_fits "$T/out.0"
 
+# With --calib, each rank loads its own device's step model from its own --calib and rank 0
+# predicts that rank's worker by it (before 2026-11-28: every worker by rank 0's). Both ranks are
+# on this cpu, so rank 1's database says its device is 10 times slower, as a card of another
+# kind would be: lbb then gives worker 1 about a tenth of the samples (equal shares before).
+"$H" calib --device cpu --model mlp --batches 8,16,24 --min-reps 3 --max-reps 5 --warmup 1 --db "$T/fast.db" \
+  >"$T/calib.out" 2>&1
+cp "$T/fast.db" "$T/slow.db"
+sqlite3 "$T/slow.db" "UPDATE calib_sample SET median_s = 10 * median_s, p10_s = 10 * p10_s, p90_s = 10 * p90_s;
+  UPDATE perf_model SET chosen = (form = 'linear') WHERE phase = 'step';
+  UPDATE perf_model SET params = json_object('t0', 10 * json_extract(params, '\$.t0'), 'k', 10 * json_extract(params, '\$.k'))
+    WHERE phase = 'step' AND form = 'linear'"
+next_port
+for r in 0 1; do
+  db=fast.db
+  [ $r = 1 ] && db=slow.db
+  (RANK=$r WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port timeout 120 "$H" real --policy lbb "${common[@]}" \
+     --iterations 10 --calib "$T/$db" --json >"$T/out.$r" 2>"$T/err.$r"; echo $? >"$T/rc.$r") &
+done
+wait
+check calib_per_rank_exit test "$(cat "$T/rc.0") $(cat "$T/rc.1")" = "0 0" || head -c 600 "$T/err.0" "$T/err.1"
+check calib_per_rank_no_fits grep -q '"step_fits": null' "$T/out.0"
+id=$(sed -n 's/.*"run_id": \([0-9]*\).*/\1/p' "$T/out.0")
+check calib_per_rank_batches test "$(q "SELECT sum(worker = 1) > 0 AND sum(CASE worker WHEN 1 THEN batch END) * 4 <
+    sum(CASE worker WHEN 0 THEN batch END) FROM step WHERE run_id = ${id:-0}")" = 1 ||
+  q "SELECT worker, group_concat(batch) FROM step WHERE run_id = ${id:-0} GROUP BY worker"
+
 # --- parameter-server policies: three ranks, rank 0 the server -------------------------------------
 # An asynchronous policy's iteration is one worker's push, and its evaluations wobble with the
 # timing of real processes: asp and ssp train for 60 pushes, ps-bsp for 20 rounds.
