@@ -398,9 +398,21 @@ static void exec_run(exec *e) {
     /* What predicts this worker's steps: its own device's calibration (this process's --calib,
      * for its --device) or the fit of its steps timed just now. */
     cmsg ready = {.kind = R_READY, .worker = e->worker, .op = (uint64_t)e->P, .dur = e->probe_t0, .loss = e->probe_k};
-    const hs_perf_model *own = e->server ? NULL : e->cfg->perf;
-    if (own) ready.len = (int32_t)sizeof *own;
-    if (exec_send(e, &ready, own))
+    const hs_perf_model *pm = e->server ? NULL : e->cfg->perf;
+    hs_perf_model own; /* sent whole: its padding and unused points zeroed, not left unset */
+    memset(&own, 0, sizeof own);
+    if (pm) {
+      own.form = pm->form;
+      memcpy(own.p, pm->p, sizeof own.p);
+      own.max_batch = pm->max_batch;
+      own.n_points = pm->n_points;
+      for (int i = 0; i < pm->n_points && i < HS_PERF_MAX_POINTS; i++) {
+        own.pt_batch[i] = pm->pt_batch[i];
+        own.pt_s[i] = pm->pt_s[i];
+      }
+      ready.len = (int32_t)sizeof own;
+    }
+    if (exec_send(e, &ready, &own))
       e->rc = hs_diag_set(&e->diag, HS_ERUNTIME, "rank 0 went away during start-up");
   }
   if (e->rc) e->failed = 1;
