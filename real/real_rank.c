@@ -993,7 +993,6 @@ static void coordinate(crd *s) {
   }
 }
 
-/* Waits for every rank's READY (or its error), bounded. */
 /* What predicts the steps of the worker of rank i, from its READY m (payload pl): the step model
  * its rank loaded from its own --calib for its own device, or the fit of the steps it timed. */
 static int take_prediction(crd *s, int i, const cmsg *m, const void *pl) {
@@ -1011,6 +1010,7 @@ static int take_prediction(crd *s, int i, const cmsg *m, const void *pl) {
   return 0;
 }
 
+/* Waits for every rank's READY (or its error), bounded. */
 static int await_ready(crd *s) {
   int got = 0;
   char *ready = calloc((size_t)s->world, 1);
