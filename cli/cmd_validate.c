@@ -537,6 +537,10 @@ int hs_cmd_validate(int argc, char **argv) {
     goto out;
   }
   const char *cb = backend->name;
+  /* A multi-process run (real/real_rank.h) moved its bytes over TCP between processes and its
+   * commands over a control channel, neither of which has a calibration yet: it is simulated
+   * as the threads' run over the same backend, and the output says so. */
+  int multi = r.opt.launch[0] && strcmp(r.opt.launch, "none") != 0;
   const char *comm_dev = cdev;
   if (cdev != r.opt.device_name && comm_fit(perf_store, cdev, cb, "p2p", 2, &a_p2p, &b_p2p) <= 0) comm_dev = r.opt.device_name;
   if ((n > 1 && comm_fit(perf_store, comm_dev, cb, "allreduce", n, &a_ar, &b_ar) <= 0) ||
@@ -814,6 +818,7 @@ int hs_cmd_validate(int argc, char **argv) {
     }
     hs_json_key(&j, "update_s"); hs_json_double(&j, upd);
     hs_json_key(&j, "comm_backend"); hs_json_string(&j, cb);
+    hs_json_key(&j, "launch"); hs_json_string(&j, multi ? r.opt.launch : "none");
     hs_json_key(&j, "message_bytes"); hs_json_double(&j, msg);
     hs_json_key(&j, "allreduce_s"); if (n > 1) hs_json_double(&j, a_ar + msg / b_ar); else hs_json_null(&j);
     hs_json_key(&j, "p2p_s"); hs_json_double(&j, a_p2p + msg / b_p2p);
@@ -859,6 +864,10 @@ int hs_cmd_validate(int argc, char **argv) {
     printf("validation %lld of real run %lld (%s on %s), simulated as run %lld%s\n", (long long)vid, id,
            pol->name, r.opt.device_name, (long long)sim.id,
            reused ? " (reused: stored by an earlier validate with the same inputs)" : "");
+    if (multi)
+      printf("  runtime                    one process per worker (%s): its TCP all-reduce and control messages "
+             "are not calibrated; simulated as the threads over the %s backend, so expect it short\n",
+             r.opt.launch, cb);
     printf("  compute calibration        %s%s\n", cdev,
            cdev == r.opt.device_name && n > 1 ? " (steps timed alone; `hetsim calib --concurrent N` times them as N workers share the machine)" : "");
     for (int t = 0; n_own_types && t < spec.n_types; t++)

@@ -159,6 +159,16 @@ check calib_per_rank_batches test "$(q "SELECT sum(worker = 1) = 1 AND sum(CASE 
     sum(CASE worker WHEN 0 THEN batch END) FROM step WHERE run_id = ${id:-0} AND step = 0")" = 1 ||
   q "SELECT worker, group_concat(batch) FROM step WHERE run_id = ${id:-0} GROUP BY worker"
 
+# validate simulates a multi-process run as the threads' run over its backend (the ranks' TCP
+# all-reduce and control channel have no calibration yet), and says so; a threads' run not.
+"$H" validate "${mp:-0}" --db "$T/r.db" --calib "$T/fast.db" >"$T/val.mp" 2>&1
+check validate_ranks_says grep -q "one process per worker (torchrun): its TCP all-reduce and control messages are not calibrated" \
+  "$T/val.mp" || head -c 600 "$T/val.mp"
+"$H" validate "${mp:-0}" --db "$T/r.db" --calib "$T/fast.db" --json >"$T/val.mp.json" 2>&1
+check validate_ranks_json grep -q '"launch": "torchrun"' "$T/val.mp.json"
+"$H" validate "${thr:-0}" --db "$T/r.db" --calib "$T/fast.db" --json >"$T/val.thr.json" 2>&1
+check validate_threads_json grep -q '"launch": "none"' "$T/val.thr.json" || head -c 600 "$T/val.thr.json"
+
 # --- parameter-server policies: three ranks, rank 0 the server -------------------------------------
 # An asynchronous policy's iteration is one worker's push, and its evaluations wobble with the
 # timing of real processes: asp and ssp train for 60 pushes, ps-bsp for 20 rounds.
