@@ -11,7 +11,11 @@
 #include "nn/nn_probe.h"
 #include "tests/gpu_emu/gpu_emu.h"
 
-#define SPIN_UNIT_S 50e-6 /* a wave of one block per SM */
+/* A wave of one block per SM. Long enough that a loaded machine's late wake-up from the sleep
+ * (2.3 ms seen on a 4.4 ms kernel with the rehearsal running beside it, 2026-11-29, which took
+ * the speed ratio of 8 and 24 SMs to 1.97 against the probe's bound of 2) stays small beside
+ * the kernel: 132 and 44 ms there now, each timed 4 times. */
+#define SPIN_UNIT_S 500e-6
 
 typedef struct spin_launch {
   float *out;
