@@ -105,6 +105,10 @@ void hs_cli_versions_json(char *buf, size_t len);
 struct hs_json;
 struct hs_summary;
 void hs_cli_json_summary(struct hs_json *j, const struct hs_summary *m, int conv);
+/* A real run without a cluster file, by its backend: the cluster name it is stored under and
+ * its workers' device type. cpu: "cpu-threads" and "cpu" (its multi-process runs too: the name
+ * predates them); local: "cuda-threads" and "cuda"; nccl: "cuda-ranks" and "cuda". */
+void hs_cli_real_cluster_name(const char *backend, const char **cluster, const char **type);
 /* The convergence lines of a human summary on stdout: final loss, final accuracy (when it is a
  * number) and, when target is set, the time to the target or "not reached". */
 void hs_cli_print_convergence(const struct hs_summary *m, int target);

@@ -225,6 +225,12 @@ void hs_cli_versions_json(char *buf, size_t len) {
            HETSIM_VERSION, GSL_VERSION, sqlite3_libversion(), yaml_get_version_string());
 }
 
+void hs_cli_real_cluster_name(const char *backend, const char **cluster, const char **type) {
+  int local = backend && !strcmp(backend, "local"), nccl = backend && !strcmp(backend, "nccl");
+  *cluster = local ? "cuda-threads" : nccl ? "cuda-ranks" : "cpu-threads";
+  *type = local || nccl ? "cuda" : "cpu";
+}
+
 void hs_cli_json_summary(hs_json *j, const hs_summary *m, int conv) {
   hs_json_key(j, "workers"); hs_json_int(j, m->workers);
   hs_json_key(j, "iterations"); hs_json_int(j, m->iterations);

@@ -489,7 +489,9 @@ int hs_cmd_real(int argc, char **argv) {
   char command[4096], options[2048 + HS_REAL_MAX_TYPE_DEVICES * 512], versions[512], cname[96];
   hs_cli_join_argv(argc, argv, command, sizeof command);
   int workers = have_spec ? spec.n_workers : (int)a.workers;
-  snprintf(cname, sizeof cname, "%s", have_spec ? spec.name : "cpu-threads");
+  const char *bare_cluster, *bare_type; /* without a cluster file */
+  hs_cli_real_cluster_name(a.backend, &bare_cluster, &bare_type);
+  snprintf(cname, sizeof cname, "%s", have_spec ? spec.name : bare_cluster);
   /* Whether the workers' threads will be pinned (hs_real_pins), as the run's options say. */
   hs_real_pin pin = a.no_pin ? HS_PIN_NONE : HS_PIN_AUTO;
   int pinned = hs_real_plan_pinned(&plan, pin, workers);
@@ -567,7 +569,7 @@ int hs_cmd_real(int argc, char **argv) {
     if (!rows) src = hs_diag_set(&sd, HS_ENOMEM, "out of memory");
     for (int i = 0; rows && i < res.n_workers; i++) {
       const hs_real_worker_stats *w = &res.workers[i];
-      const char *type = have_spec ? spec.types[spec.workers[i].type].name : "cpu";
+      const char *type = have_spec ? spec.types[spec.workers[i].type].name : bare_type;
       const char *node = have_spec ? spec.nodes[spec.workers[i].node].name : plan.dev.host;
       rows[i] = (hs_worker_row){.index = i, .device_type = type, .node = node, .joined_at_s = w->joined_at,
                                 .left_at_s = w->left_at, .initial_batch = w->initial_batch,

@@ -492,10 +492,13 @@ int hs_cmd_validate(int argc, char **argv) {
    * and hashed into the validation key, which earlier validations' keys must keep matching. */
   const char *text = r.cluster_text;
   if (!text) {
-    /* The threads' cluster, written by the one writer of cluster files (core_config_write.h);
+    /* The run's bare cluster, written by the one writer of cluster files (core_config_write.h);
      * its numbers are placeholders that the calibration replaces below. */
     hs_link_spec link = {.bandwidth = 1e9, .latency = 1e-6};
-    hs_device_type cpu_type = {.name = "cpu", .compute = {.kind = HS_COMPUTE_INLINE, .t0 = 1e-3, .per_sample = 1e-3}};
+    const char *cname, *tname; /* the names the run was stored with (a cpu run's as ever) */
+    hs_cli_real_cluster_name(r.opt.backend, &cname, &tname);
+    hs_device_type dev_type = {.compute = {.kind = HS_COMPUTE_INLINE, .t0 = 1e-3, .per_sample = 1e-3}};
+    snprintf(dev_type.name, sizeof dev_type.name, "%s", tname);
     hs_node_spec host = {.name = "host", .link = link};
     int nw = r.opt.workers > 0 ? r.opt.workers : 0;
     hs_worker_spec *ws = calloc(nw > 0 ? (size_t)nw : 1, sizeof *ws);
@@ -505,8 +508,9 @@ int hs_cmd_validate(int argc, char **argv) {
       goto out;
     }
     for (int w = 0; w < nw; w++) ws[w] = (hs_worker_spec){.type = 0, .node = 0, .slowdown = 1, .comm_slowdown = 1};
-    hs_cluster_spec threads = {.name = "cpu-threads", .network = link, .n_types = 1, .types = &cpu_type,
+    hs_cluster_spec threads = {.network = link, .n_types = 1, .types = &dev_type,
                                .n_nodes = 1, .nodes = &host, .n_workers = nw, .workers = ws};
+    snprintf(threads.name, sizeof threads.name, "%s", cname);
     rc = hs_cluster_write_yaml(&threads, &gen, NULL, &d);
     free(ws);
     if (rc) {

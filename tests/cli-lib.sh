@@ -26,10 +26,11 @@ cli_setup() {
 }
 
 # cli_cleanup: what the exit trap does; a script that must undo more calls it from its own trap.
+# HETSIM_KEEP_TMP=1 keeps TMP (its path on stderr) to look at after a failure.
 cli_cleanup() {
   local p
   for p in ${kill_at_exit[@]+"${kill_at_exit[@]}"}; do kill -9 "$p" 2>/dev/null; done
-  rm -rf "$TMP"
+  if [ -n "${HETSIM_KEEP_TMP:-}" ]; then echo "kept $TMP" >&2; else rm -rf "$TMP"; fi
 }
 
 # cli_summary prints the "N passed, M failed" line; cli_finish prints it and exits 0 when every

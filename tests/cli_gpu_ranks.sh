@@ -61,6 +61,10 @@ for p in ssgd localsgd; do
   check "nccl_${p}_complete" test "$(q "SELECT kind || ' ' || status FROM run WHERE id = $id")" = "real complete"
   check "nccl_${p}_iterations" test "$(q "SELECT iterations FROM summary WHERE run_id = $id")" = 40
   check "nccl_${p}_workers" test "$(q "SELECT count(*) FROM worker WHERE run_id = $id AND steps > 0")" = 2
+  check "nccl_${p}_names" test "$(q "SELECT cluster_name || ' ' || (SELECT group_concat(DISTINCT device_type) FROM worker
+      WHERE run_id = $id) FROM run WHERE id = $id")" = "cuda-ranks cuda"
+  check "nccl_${p}_step_fits" test "$(python3 -c 'import json, sys
+print(len([f for f in json.load(open(sys.argv[1]))["step_fits"] if f["t0_s"] is not None]))' "$T/out.0")" = 2
   check "nccl_${p}_loss_falls" test "$(q "SELECT (SELECT loss FROM eval WHERE run_id = $id ORDER BY step DESC LIMIT 1)
       < 0.75 * ln(10)")" = 1
 done

@@ -27,6 +27,10 @@ check local_ssgd_json test -n "$id"
 if [ -n "$id" ]; then
   check local_ssgd_complete test "$(q "SELECT kind || ' ' || status FROM run WHERE id = $id")" = "real complete"
   check local_ssgd_workers test "$(q "SELECT count(*) FROM worker WHERE run_id = $id AND steps > 0")" = 3
+  # Without a cluster file a run on the local backend is stored as cuda threads (not the cpu's).
+  check local_ssgd_names test "$(q "SELECT cluster_name || ' ' || (SELECT group_concat(DISTINCT device_type) FROM worker
+      WHERE run_id = $id) FROM run WHERE id = $id")" = "cuda-threads cuda"
+  check local_ssgd_json_cluster grep -q '"cluster": "cuda-threads"' "$T/out"
   check local_ssgd_loss_falls test "$(q "SELECT (SELECT loss FROM eval WHERE run_id = $id ORDER BY step LIMIT 1) >
       (SELECT loss FROM eval WHERE run_id = $id ORDER BY step DESC LIMIT 1)")" = 1
 fi
