@@ -126,13 +126,24 @@ if ran agreement; then
 fi
 
 # nccl: rank 0 completes one run of two workers and stores it; rank 1 prints nothing (both ended
-# with status 0: the step is ok above).
+# with status 0: the step is ok above). Then the same step under NCCL 2.28: one rank.
 if ran nccl; then
   check nccl_rank0_complete python3 -c 'import json, sys; assert json.load(open(sys.argv[1]))["status"] == "complete"' \
     "$R/nccl-rank0.json"
   check nccl_rank1_quiet test ! -s "$R/nccl-rank1.json"
   check nccl_run_stored test "$(val "$R/nccl.db" "SELECT s.workers || ' ' || r.status || ' ' || json_extract(r.options, '$.backend') FROM run r
     JOIN summary s ON s.run_id = r.id WHERE r.kind = 'real'")" = "2 complete nccl"
+  # Under NCCL 2.28, as on the lent machine (its PyTorch's wheel), doctor's two-rank probe says
+  # missing and the step runs one rank instead of skipping: ok, one worker stored.
+  R1="$TMP/res-nccl228"
+  HS_EMU_NCCL_VERSION=22803 NCCL_MULTI_RANK_GPU_ENABLE= bash "$B/gpu-check.sh" --models mlp --step doctor --step nccl \
+    --out "$R1" --budget 300 >"$TMP/run-nccl228" 2>&1
+  check nccl228_one_rank_ok test "$(awk -F'\t' '$1 == "nccl" {print $2}' "$R1/summary.tsv")" = ok ||
+    { tail -n 5 "$TMP/run-nccl228"; tail -n 5 "$R1/logs/nccl.log"; }
+  check nccl228_says grep -q "NCCL does not allow two ranks on one GPU here (doctor: missing; NCCL 2.30+ needed): one rank" \
+    "$R1/logs/nccl.log"
+  check nccl228_run_stored test "$(val "$R1/nccl.db" "SELECT s.workers || ' ' || r.status || ' ' || json_extract(r.options, '$.backend') FROM run r
+    JOIN summary s ON s.run_id = r.id WHERE r.kind = 'real'")" = "1 complete nccl"
 fi
 
 # Every policy on the local backend (its all-reduce, send/recv and parameter server on device

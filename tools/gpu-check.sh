@@ -57,7 +57,8 @@
 #                     calibrations
 #   agreement         (60) cpu-vs-cuda agreement (test_gpu_nn) under fast math (strict math's
 #                     is ctest-gpu's run of it)
-#   nccl              (90) hetsim real --backend nccl, two ranks on GPU 0 (where NCCL allows it)
+#   nccl              (90) hetsim real --backend nccl, two ranks on GPU 0 (where NCCL allows it;
+#                     else one rank, world size 1)
 #
 # Results (one folder to commit): summary.tsv (step, status, exit code, seconds, note: the
 # failing step's last message; a step run again gets a row more, and its last row counts;
@@ -135,7 +136,7 @@ what() {
     calib-partitions) echo "hetsim calib --device cuda:0/sm=S --model $RUN_MODEL --batches 8,16,32,64,128 --db calib.db, S = 1/8 (with --comm-world 3), 1/4, 1/2 (--no-comm) of the SMs; CSV exports" ;;
     profile) echo "python3 tools/hetsim_profile.py --model M --device cuda:0 --math strict --out profile-M.json for M in cnn, resnet18, mobilenetv2" ;;
     local) echo "hetsim real --backend local --cluster local-parts.yaml (real_device cuda:0/sm=S, S = 1/8, 1/4, 1/2 of the SMs; ssgd, localsgd, lbb with its batches per worker) and --device cuda:0/sm=S --workers 3 ... --db local.db; hetsim validate RUN --calib calib.db --json > local-validate-RUN.json; hetsim sim --cluster local-parts.yaml --calib calib.db --json" ;;
-    nccl) echo "two ranks RANK=0,1 WORLD_SIZE=2 hetsim real --backend nccl --device cuda:0 ... (NCCL 2.30+), --db nccl.db" ;;
+    nccl) echo "two ranks RANK=0,1 WORLD_SIZE=2 hetsim real --backend nccl --device cuda:0 ... (NCCL 2.30+; else one rank), --db nccl.db" ;;
   esac
 }
 
@@ -582,8 +583,15 @@ print(c[0]["status"] if c else "")
 PY
 )
       if [ "$two" != ok ]; then
-        echo "NCCL does not allow two ranks on one GPU here (doctor: ${two:-unknown}; NCCL 2.30+ needed): skipped"
-        return 77
+        # One rank then: the whole nccl path of hetsim real (launch, control channel, NCCL's
+        # communicator, all-reduce and teardown, the stored run) on the GPU, of world size 1.
+        echo "NCCL does not allow two ranks on one GPU here (doctor: ${two:-unknown}; NCCL 2.30+ needed): one rank"
+        RANK=0 LOCAL_RANK=0 WORLD_SIZE=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=29611 \
+          "$H" real --backend nccl --device cuda:0 --workers 1 --policy ssgd --model "$RUN_MODEL" --global-batch 32 \
+          --iterations 30 --eval-every 15 --eval-samples 256 --train-samples 2048 --timeout 60s --db nccl.db --json \
+          >nccl-rank0.json 2>nccl-rank0.err || rc=1
+        cat nccl-rank0.json nccl-rank0.err
+        return $rc
       fi
       for r in 0 1; do
         NCCL_MULTI_RANK_GPU_ENABLE=1 RANK=$r LOCAL_RANK=$r WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=29611 \
