@@ -23,6 +23,7 @@
 #include "nn/nn_zoo.h"
 #include "policies/pol_registry.h"
 #include "real/real_launch.h"
+#include "real/real_rank.h"
 
 /* The one piece of process-wide state: a signal handler can reach nothing else. */
 static volatile sig_atomic_t real_interrupted;
@@ -329,6 +330,21 @@ static int check_events(const hs_cluster_spec *spec, int multi) {
   return rc;
 }
 
+/* A failure of this machine's own (its device, calibration, data) before the run: printed, and,
+ * on a rank other than 0, sent to rank 0 (hs_real_rank_report), which would otherwise wait out
+ * --timeout for a rank that never comes and say only that. */
+static void local_failure(const hs_real_plan *plan, double timeout, int rc, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void local_failure(const hs_real_plan *plan, double timeout, int rc, const char *fmt, ...) {
+  char msg[1200];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  fprintf(stderr, "hetsim real: %s\n", msg);
+  if (plan->multi && plan->launch.rank > 0) (void)hs_real_rank_report(&plan->launch, timeout, rc, msg);
+}
+
 int hs_cmd_real(int argc, char **argv) {
   real_args a;
   int rc = parse_args(argc, argv, &a);
@@ -383,13 +399,13 @@ int hs_cmd_real(int argc, char **argv) {
       goto out;
     }
     if ((rc = hs_real_plan_devices(&plan, &spec, worker_devices, &n_own, &d))) {
-      fprintf(stderr, "hetsim real: %s\n", d.msg);
+      local_failure(&plan, a.timeout, rc, "%s", d.msg);
       goto out;
     }
   }
   int n_workers = have_spec ? spec.n_workers : (int)a.workers;
   if ((rc = hs_real_plan_workers(&plan, n_workers, a.timeout, &d))) {
-    fprintf(stderr, "hetsim real: %s\n", d.msg);
+    local_failure(&plan, a.timeout, rc, "%s", d.msg);
     goto out;
   }
   if (a.global_batch < n_workers) {
@@ -419,7 +435,7 @@ int hs_cmd_real(int argc, char **argv) {
   char pstr[1024];
   hs_params_format(&params, pstr, sizeof pstr);
   if ((rc = hs_cal_device_discover(&plan.dev, &d))) {
-    fprintf(stderr, "hetsim real: --device %s: %s\n", a.device, d.msg);
+    local_failure(&plan, a.timeout, rc, "--device %s: %s", a.device, d.msg);
     goto out;
   }
   char note[512];
@@ -428,13 +444,13 @@ int hs_cmd_real(int argc, char **argv) {
    * calibrations are (recorded in the run's options). */
   if (n_own ? (rc = hs_real_plan_type_devices(&plan, &spec, &ro, &d))
             : (rc = hs_real_plan_partitions(&plan, n_workers, &d))) {
-    fprintf(stderr, "hetsim real: %s\n", d.msg);
+    local_failure(&plan, a.timeout, rc, "%s", d.msg);
     goto out;
   }
   if (a.calib) {
     if ((rc = hs_store_open(&calib_store, a.calib, HS_STORE_READONLY, &d)) ||
         (rc = hs_perf_load(calib_store, plan.dev.name, a.model, &perf, NULL, &d))) {
-      fprintf(stderr, "hetsim real: --calib %s: %s\n", a.calib, d.msg);
+      local_failure(&plan, a.timeout, rc, "--calib %s: %s", a.calib, d.msg);
       goto out;
     }
     have_perf = 1;
@@ -449,13 +465,13 @@ int hs_cmd_real(int argc, char **argv) {
         goto out;
       }
       if ((rc = hs_real_plan_worker_perf(&spec, &ro, calib_store, a.model, type_perf, worker_perf, &d))) {
-        fprintf(stderr, "hetsim real: --calib %s: %s\n", a.calib, d.msg);
+        local_failure(&plan, a.timeout, rc, "--calib %s: %s", a.calib, d.msg);
         goto out;
       }
     }
   }
   if ((rc = open_data(&a, mi, &train, &test, &d))) {
-    fprintf(stderr, "hetsim real: %s\n", d.msg);
+    local_failure(&plan, a.timeout, rc, "%s", d.msg);
     status = hs_exit_code(rc) == 2 || rc == HS_ENOTFOUND ? 2 : 1;
     goto out;
   }

@@ -1118,6 +1118,33 @@ static int check_config(const hs_real_config *cfg, const hs_real_launch *l, int 
 }
 
 /* Ranks other than 0: connect, run this rank's executor until rank 0 says stop. */
+int hs_real_rank_report(const hs_real_launch *l, double timeout_s, int code, const char *msg) {
+  if (l->rank <= 0) return -1;
+  int fds[HS_RANK_MAX_WORLD];
+  double timeout = hs_real_timeout(timeout_s);
+  hs_diag d = {0};
+  /* Rank 0 may have failed the same way (the same machine, the same files): then nobody
+   * listens, and this rank gives up after a short wait instead of the whole bound. */
+  if (hs_rank_star_open("control channel", l->master_addr, l->master_port + 1, l->rank, l->world,
+                        fmin(timeout, HS_REAL_RANK_REPORT_WAIT_S), fds, &d))
+    return -1;
+  char text[sizeof d.msg + 32];
+  snprintf(text, sizeof text, "rank %d: %s", l->rank, msg);
+  cmsg m = {.kind = R_ERROR, .code = code < 0 ? code : HS_ERUNTIME, .len = (int32_t)strlen(text)};
+  int rc = send_msg(fds[0], &m, text, timeout);
+  /* Close only once rank 0 has it: at its stop, or when it closes (its beats meanwhile). */
+  double dl = hs_real_mono() + timeout;
+  for (int stop = 0; !rc && !stop;) {
+    cmsg r;
+    void *pl;
+    if (recv_msg(fds[0], &r, &pl, dl, -1)) break;
+    stop = r.kind == C_STOP;
+    free(pl);
+  }
+  hs_rank_star_close(fds, l->world);
+  return rc ? -1 : 0;
+}
+
 static int run_leaf(const hs_real_config *cfg, const hs_real_launch *l, int n, hs_diag *d) {
   int fds[HS_RANK_MAX_WORLD];
   double timeout = hs_real_timeout(cfg->timeout_s);

@@ -41,9 +41,14 @@
  * reports nothing for cfg->timeout_s, and every comm wait is bounded by it too. Rank 0 then
  * tells the other ranks to stop; ranks whose rank 0 went away end with HS_ERUNTIME.
  *
- * Contract: as hs_real_run on rank 0 (res filled, sinks called). On other ranks the sinks,
- * cfg->test and cfg->perf are not used, res holds no workers, and the return value is 0 once
- * rank 0 said stop, or the rank's own error. Units: seconds, samples, floats. */
+ * Predictions (the core's predict_compute): each worker's rank sends rank 0, with its READY, the
+ * step model of its own cfg->perf (its --calib, for its own device) or, without one, the fit of
+ * steps it timed before the run on its own device (all ranks at once); rank 0 predicts each
+ * worker by its rank's.
+ *
+ * Contract: as hs_real_run on rank 0 (res filled, sinks called). On other ranks the sinks and
+ * cfg->test are not used, res holds no workers, and the return value is 0 once rank 0 said
+ * stop, or the rank's own error. Units: seconds, samples, floats. */
 #ifndef HS_REAL_RANK_H
 #define HS_REAL_RANK_H
 
@@ -55,5 +60,14 @@
 #define HS_REAL_RANKS_CAPS 0u
 
 int hs_real_rank_run(const hs_real_config *cfg, const hs_real_launch *launch, hs_real_result *res, hs_diag *d);
+
+/* A rank other than 0 that fails before its run (its own device, calibration or data) tells
+ * rank 0 why: it joins the control channel, as hs_real_rank_run would, and sends `msg` as its
+ * start-up error, which rank 0 then fails the run with, and waits for rank 0's stop. Joining
+ * is bounded by HS_REAL_RANK_REPORT_WAIT_S (or timeout_s where smaller; <= 0: 60 s), since rank
+ * 0 may have failed alike and never listen, the stop by timeout_s. Returns 0, or -1 when rank 0
+ * could not be told (rank 0's own timeout then ends the run, saying only who is missing). */
+#define HS_REAL_RANK_REPORT_WAIT_S 10.0
+int hs_real_rank_report(const hs_real_launch *launch, double timeout_s, int code, const char *msg);
 
 #endif
