@@ -1,22 +1,24 @@
 #!/usr/bin/env bash
 # How far `hetsim validate` is from a multi-process run (one process per worker, torchrun-style
 # on localhost, the cpu backend over TCP) against a threads' run of the same job, on this
-# machine: a cpu calibration of mlp, then REPS pairs, alternating, of a real ssgd run of ITER
-# iterations (2 workers, global batch 64) as two ranks and as two threads, each validated on the
+# machine: a cpu calibration of MODEL (default mlp), then REPS pairs, alternating, of a real ssgd
+# run of ITER iterations (2 workers, global batch 64) as two ranks and as two threads, each
+# validated on the
 # calibration. validate simulates both as the threads over the cpu backend (the ranks' TCP
 # all-reduce and control channel have no calibration yet): the ranks' error is what that costs.
 # Prints one line per run: kind, rep, the real and simulated mean communication per step (ms),
 # validate's mean iteration error and total time error.
 #
-#   bash bench/bench_validate_ranks.sh HETSIM [ITER] [REPS]
+#   bash bench/bench_validate_ranks.sh HETSIM [ITER] [REPS] [MODEL]
 set -eu
-H=${1:?usage: bench_validate_ranks.sh HETSIM [ITER] [REPS]}
+H=${1:?usage: bench_validate_ranks.sh HETSIM [ITER] [REPS] [MODEL]}
 ITER=${2:-200}
 REPS=${3:-5}
+MODEL=${4:-mlp}
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
-"$H" calib --device cpu --model mlp --db "$T/c.db" >/dev/null 2>&1
-job=(--model mlp --global-batch 64 --workers 2 --train-samples 5000 --eval-samples 300 --policy ssgd
+"$H" calib --device cpu --model "$MODEL" --db "$T/c.db" >/dev/null 2>&1
+job=(--model "$MODEL" --global-batch 64 --workers 2 --train-samples 5000 --eval-samples 300 --policy ssgd
      --iterations "$ITER" --db "$T/r.db" --json)
 port=$((21000 + ($$ % 500) * 8))
 printf "kind\trep\treal_comm_ms\tsim_comm_ms\tmean_iter_error\ttotal_time_error\n"
