@@ -3,9 +3,9 @@
 # on localhost, the cpu backend over TCP) against a threads' run of the same job, on this
 # machine: a cpu calibration of MODEL (default mlp), then REPS pairs, alternating, of a real ssgd
 # run of ITER iterations (2 workers, global batch 64) as two ranks and as two threads, each
-# validated on the
-# calibration. validate simulates both as the threads over the cpu backend (the ranks' TCP
-# all-reduce and control channel have no calibration yet): the ranks' error is what that costs.
+# validated on the calibration. validate simulates both as the threads over the cpu backend (the
+# ranks' TCP all-reduce and control channel have no calibration yet): the ranks' error is what
+# that costs.
 # Prints one line per run: kind, rep, the real and simulated mean communication per step (ms),
 # validate's mean iteration error and total time error.
 #
