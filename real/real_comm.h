@@ -47,6 +47,10 @@ typedef struct hs_real_comm_config {
   int64_t n;          /* floats of the largest buffer (one model or gradient) */
   double timeout_s;   /* bound on every wait; <= 0 = 60 s */
   const char *device; /* local: the GPU ("cuda:0"); others: ignored */
+  /* Per-process backends (the ranks'): while open waits for its peers, a nonzero *cancel (read
+   * atomically) ends it with HS_EINTR, as the multi-process runtime sets it when rank 0 says stop
+   * during start-up (a rank that will never come). NULL: the timeout alone bounds it. */
+  const int *cancel;
 } hs_real_comm_config;
 
 /* CLOCK_MONOTONIC, s: the clock of every bound and timestamp of the real mode. */

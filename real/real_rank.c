@@ -110,6 +110,7 @@ typedef struct exec {
   cmd *head, *tail;
   int silent; /* the reader heard nothing from rank 0 within the bound (with lost) */
   int stop, stop_code, lost, failed; /* stop_code: the run's outcome on rank 0 (0, or HS_E*) */
+  int cancel_open; /* set (atomically) with stop or lost: ends the comm's open (its cfg.cancel) */
   snap *snaps; /* rank 0: worker 0's replica at the evaluated iterations (mu) */
   double probe_t0, probe_k;
   int rc; /* the executor's result */
@@ -177,6 +178,7 @@ static void *reader_main(void *p) {
         if (r == -2) e->silent = 1;
       }
       pthread_cond_broadcast(&e->cv);
+      __atomic_store_n(&e->cancel_open, 1, __ATOMIC_RELAXED);
       if (e->comm) e->cfg->comm->abort(e->comm);
       pthread_mutex_unlock(&e->mu);
       free(pl);
@@ -185,6 +187,7 @@ static void *reader_main(void *p) {
     cmd *c = calloc(1, sizeof *c);
     if (!c) {
       e->lost = 1;
+      __atomic_store_n(&e->cancel_open, 1, __ATOMIC_RELAXED);
       pthread_cond_broadcast(&e->cv);
       pthread_mutex_unlock(&e->mu);
       free(pl);
@@ -238,7 +241,8 @@ static int exec_setup(exec *e, hs_diag *d) {
       (rc = hs_data_iter_init(&e->tw.it, cfg->train, e->sh, e->worker, 0, d)))
     return rc;
   memcpy(e->base, e->gm.global, bytes);
-  hs_real_comm_config cc = {.world = e->world, .n = e->P, .timeout_s = e->timeout, .device = cfg->device};
+  hs_real_comm_config cc = {.world = e->world, .n = e->P, .timeout_s = e->timeout, .device = cfg->device,
+                            .cancel = &e->cancel_open};
   hs_real_comm *comm = NULL;
   if ((rc = cfg->comm->open(&comm, &cc, d))) return rc;
   pthread_mutex_lock(&e->mu);
@@ -1126,7 +1130,7 @@ int hs_real_rank_report(const hs_real_launch *l, double timeout_s, int code, con
   /* Rank 0 may have failed the same way (the same machine, the same files): then nobody
    * listens, and this rank gives up after a short wait instead of the whole bound. */
   if (hs_rank_star_open("control channel", l->master_addr, l->master_port + 1, l->rank, l->world,
-                        fmin(timeout, HS_REAL_RANK_REPORT_WAIT_S), fds, &d))
+                        fmin(timeout, HS_REAL_RANK_REPORT_WAIT_S), NULL, fds, &d))
     return -1;
   char text[sizeof d.msg + 32];
   snprintf(text, sizeof text, "rank %d: %s", l->rank, msg);
@@ -1148,7 +1152,8 @@ int hs_real_rank_report(const hs_real_launch *l, double timeout_s, int code, con
 static int run_leaf(const hs_real_config *cfg, const hs_real_launch *l, int n, hs_diag *d) {
   int fds[HS_RANK_MAX_WORLD];
   double timeout = hs_real_timeout(cfg->timeout_s);
-  int rc = hs_rank_star_open("control channel", l->master_addr, l->master_port + 1, l->rank, l->world, timeout, fds, d);
+  int rc = hs_rank_star_open("control channel", l->master_addr, l->master_port + 1, l->rank, l->world, timeout, NULL,
+                             fds, d);
   if (rc) return rc;
   exec e;
   if (exec_init(&e, cfg, l->rank, n, l->world - n, fds[0])) {
@@ -1171,7 +1176,7 @@ static int run_root(crd *s, const hs_real_launch *l, int *fds, int pair[2]) {
   hs_rt_core_job job;
   hs_real_job(cfg, &job);
   hs_rt_core_set_job(c, &job);
-  int rc = hs_rank_star_open("control channel", l->master_addr, l->master_port + 1, 0, s->world, s->timeout, fds,
+  int rc = hs_rank_star_open("control channel", l->master_addr, l->master_port + 1, 0, s->world, s->timeout, NULL, fds,
                              &c->diag);
   if (rc) return rc;
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair))

@@ -69,6 +69,19 @@ int hs_rank_read(int fd, void *p, size_t n, double deadline, int abort_fd) {
 typedef struct hello {
   int32_t magic, rank, world, pad;
 } hello;
+
+static int cancelled(const int *cancel) { return cancel && __atomic_load_n(cancel, __ATOMIC_RELAXED); }
+
+/* wait_fd in slices of at most 0.1 s while cancel (NULL: none) may end the wait: 0 ready, -2 the
+ * deadline passed, -4 cancelled, -1 failed. */
+static int wait_fd_cancel(int fd, short ev, double deadline, const int *cancel) {
+  for (;;) {
+    if (cancelled(cancel)) return -4;
+    double until = cancel ? fmin(deadline, hs_real_mono() + 0.1) : deadline;
+    int w = wait_fd(fd, ev, until, -1);
+    if (w != -2 || hs_real_mono() >= deadline) return w;
+  }
+}
 #define HELLO_MAGIC 0x48535231 /* "HSR1" */
 
 static int resolve(const char *addr, int port, struct addrinfo **out, hs_diag *d, const char *what) {
@@ -93,8 +106,8 @@ void hs_rank_star_close(int *fds, int world) {
     }
 }
 
-static int star_root(const char *what, const struct addrinfo *ai, int port, int world, double deadline, int *fds,
-                     hs_diag *d) {
+static int star_root(const char *what, const struct addrinfo *ai, int port, int world, double deadline,
+                     const int *cancel, int *fds, hs_diag *d) {
   int ls = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (ls < 0) return hs_diag_set(d, HS_ERUNTIME, "%s: socket: %s", what, strerror(errno));
   int one = 1;
@@ -107,7 +120,12 @@ static int star_root(const char *what, const struct addrinfo *ai, int port, int 
   }
   int got = 0, rc = 0;
   while (got < world - 1) {
-    int w = wait_fd(ls, POLLIN, deadline, -1);
+    int w = wait_fd_cancel(ls, POLLIN, deadline, cancel);
+    if (w == -4) {
+      rc = hs_diag_set(d, HS_EINTR, "%s: cancelled while %d of the %d other ranks had connected (the run ended)",
+                       what, got, world - 1);
+      break;
+    }
     if (w) {
       rc = hs_diag_set(d, HS_ERUNTIME, "%s: only %d of the %d other ranks connected to rank 0 in time", what, got,
                        world - 1);
@@ -160,14 +178,21 @@ int hs_rank_connect(int fd, const struct sockaddr *addr, socklen_t len, double d
 }
 
 static int star_leaf(const char *what, const struct addrinfo *ai, const char *addr, int port, int rank, int world,
-                     double deadline, int *fds, hs_diag *d) {
+                     double deadline, const int *cancel, int *fds, hs_diag *d) {
   for (;;) {
+    if (cancelled(cancel)) return hs_diag_set(d, HS_EINTR, "%s: rank %d: cancelled (the run ended)", what, rank);
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0) return hs_diag_set(d, HS_ERUNTIME, "%s: socket: %s", what, strerror(errno));
     if (!hs_rank_connect(fd, ai->ai_addr, ai->ai_addrlen, deadline)) {
       nodelay(fd);
       hello h = {.magic = HELLO_MAGIC, .rank = rank, .world = world}, ok;
       int r = hs_rank_write(fd, &h, sizeof h, deadline, -1);
+      /* Rank 0's answer comes once every rank has connected. */
+      if (!r) r = wait_fd_cancel(fd, POLLIN, deadline, cancel);
+      if (r == -4) {
+        close(fd);
+        return hs_diag_set(d, HS_EINTR, "%s: rank %d: cancelled (the run ended)", what, rank);
+      }
       if (!r) r = hs_rank_read(fd, &ok, sizeof ok, deadline, -1);
       if (r || ok.magic != HELLO_MAGIC) {
         close(fd);
@@ -190,7 +215,7 @@ static int star_leaf(const char *what, const struct addrinfo *ai, const char *ad
 }
 
 int hs_rank_star_open(const char *what, const char *addr, int port, int rank, int world, double timeout_s,
-                      int *fds, hs_diag *d) {
+                      const int *cancel, int *fds, hs_diag *d) {
   for (int i = 0; i < HS_RANK_MAX_WORLD; i++) fds[i] = -1;
   if (world < 1 || world > HS_RANK_MAX_WORLD || rank < 0 || rank >= world)
     return hs_diag_set(d, HS_EINVAL, "%s: rank %d of a world of %d (at most %d ranks)", what, rank, world,
@@ -200,8 +225,8 @@ int hs_rank_star_open(const char *what, const char *addr, int port, int rank, in
   int rc = resolve(addr, port, &ai, d, what);
   if (rc) return rc;
   double deadline = hs_real_mono() + hs_real_timeout(timeout_s);
-  rc = rank == 0 ? star_root(what, ai, port, world, deadline, fds, d)
-                 : star_leaf(what, ai, addr, port, rank, world, deadline, fds, d);
+  rc = rank == 0 ? star_root(what, ai, port, world, deadline, cancel, fds, d)
+                 : star_leaf(what, ai, addr, port, rank, world, deadline, cancel, fds, d);
   freeaddrinfo(ai);
   if (rc) hs_rank_star_close(fds, world);
   return rc;
@@ -280,7 +305,8 @@ static int tcp_open(hs_real_comm **out, const hs_real_comm_config *cfg, hs_diag 
     tcp_close(c);
     return hs_diag_set(d, HS_ENOMEM, "out of memory for the cpu comm's buffer of %lld floats", (long long)cfg->n);
   }
-  if ((rc = hs_rank_star_open("cpu comm", l.master_addr, l.master_port, c->rank, c->world, c->timeout_s, c->fds, d))) {
+  if ((rc = hs_rank_star_open("cpu comm", l.master_addr, l.master_port, c->rank, c->world, c->timeout_s, cfg->cancel,
+                              c->fds, d))) {
     tcp_close(c);
     return rc;
   }

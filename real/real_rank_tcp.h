@@ -30,9 +30,11 @@
 #define HS_RANK_MAX_WORLD 256
 
 /* Opens the star. fds has HS_RANK_MAX_WORLD slots, all set: rank 0 gets fds[r] for r >= 1,
- * the others fds[0]; unused slots are -1. `what` names the channel in messages. */
+ * the others fds[0]; unused slots are -1. `what` names the channel in messages. A nonzero
+ * *cancel (NULL: none; read atomically, looked at every 0.1 s) ends the wait for the other ranks
+ * with HS_EINTR. */
 int hs_rank_star_open(const char *what, const char *addr, int port, int rank, int world, double timeout_s,
-                      int *fds, hs_diag *d);
+                      const int *cancel, int *fds, hs_diag *d);
 void hs_rank_star_close(int *fds, int world);
 
 /* Writes or reads exactly n bytes before the absolute deadline (hs_real_mono, real_comm.h), giving up early when

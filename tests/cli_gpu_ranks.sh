@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # hetsim real on the nccl backend in multi-process mode (real/real_rank.h over
 # real/real_nccl.c): two torchrun-style ranks train mlp under ssgd and localsgd (ncclAllReduce),
-# the loss falls and rank 0 stores complete rows; a bad device index exits 2; a rank killed
+# the loss falls and rank 0 stores complete rows; a bad device index exits 2; a rank that fails
+# before its run tells rank 0, which ends at once; a rank killed
 # mid-run ends the other within 60 s and the run is marked failed.
 # Two ranks take two GPUs (--device cuda:local), or share GPU 0 where NCCL allows it (2.30+ with
 # NCCL_MULTI_RANK_GPU_ENABLE=1). Needs a GPU and NCCL: exits 77 (skipped) without them (mlp
@@ -75,6 +76,21 @@ two_ranks --policy ssgd "${common[@]}" --device cuda:99
 check nccl_bad_device_exit test "$(cat "$T/rc.0") $(cat "$T/rc.1")" = "2 2"
 check nccl_bad_device_says grep -q "bad device index" "$T/err.0"
 check nccl_bad_device_stores_nothing test "$(q "SELECT count(*) FROM run")" = "$before"
+
+# Rank 1 fails before its run (its --calib is missing): it tells rank 0, which fails the run with
+# that message at once (NCCL's bootstrap, waiting for rank 1, is cancelled), not after --timeout.
+next_port
+start=$SECONDS
+for r in 0 1; do
+  extra=()
+  [ $r = 1 ] && extra=(--calib "$T/missing.db")
+  (RANK=$r LOCAL_RANK=$r WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port timeout --foreground 300 "$H" real \
+     --policy ssgd "${common[@]}" --timeout 60s ${extra[@]+"${extra[@]}"} >"$T/out.$r" 2>"$T/err.$r"; echo $? >"$T/rc.$r") &
+done
+wait
+check nccl_rank_failure_exits test "$(cat "$T/rc.0") $(cat "$T/rc.1")" = "1 2" || head -c 600 "$T/err.0" "$T/err.1"
+check nccl_rank_failure_told grep -q "failed: rank 1: --calib $T/missing.db" "$T/err.0"
+check nccl_rank_failure_within_30s test $((SECONDS - start)) -lt 30
 
 # Rank 1 killed mid-run: rank 0 ends by itself within 60 s, the run is failed, rows stay.
 next_port
