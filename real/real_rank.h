@@ -39,7 +39,9 @@
  * Faults and bounds: a rank whose control connection closes (its process died) ends the run on
  * rank 0 with HS_ERUNTIME naming the rank; so does a worker with actions outstanding that
  * reports nothing for cfg->timeout_s, and every comm wait is bounded by it too. Rank 0 then
- * tells the other ranks to stop; ranks whose rank 0 went away end with HS_ERUNTIME.
+ * tells the other ranks to stop; ranks whose rank 0 went away end with HS_ERUNTIME. A rank that
+ * fails during start-up (or before it, hs_real_rank_report) sends rank 0 its error, and rank 0's
+ * stop then also ends the ranks' waits in the comm's open (hs_real_comm_config.cancel).
  *
  * Predictions (the core's predict_compute): each worker's rank sends rank 0, with its READY, the
  * step model of its own cfg->perf (its --calib, for its own device) or, without one, the fit of

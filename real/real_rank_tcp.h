@@ -14,7 +14,8 @@
  * otherwise: the multi-process runtime only issues all-reduces over every worker). send/recv
  * work between rank 0 and another rank, in order (a tag that is not the next one is an
  * error). Every wait is bounded by cfg.timeout_s; a peer whose socket closes is HS_ERUNTIME
- * naming its rank ("its process died?"); abort wakes every wait with HS_EINTR.
+ * naming its rank ("its process died?"); abort wakes every wait with HS_EINTR, and cfg.cancel
+ * ends open's wait for the other ranks with HS_EINTR.
  *
  * Threading: calls on one comm come from one thread at a time (the rank's executor); abort
  * may come from any thread. Units: seconds, floats. */
