@@ -66,10 +66,6 @@ int hs_rank_read(int fd, void *p, size_t n, double deadline, int abort_fd) {
   return 0;
 }
 
-typedef struct hello {
-  int32_t magic, rank, world, pad;
-} hello;
-
 static int cancelled(const int *cancel) { return cancel && __atomic_load_n(cancel, __ATOMIC_RELAXED); }
 
 /* wait_fd in slices of at most 0.1 s while cancel (NULL: none) may end the wait: 0 ready, -2 the
@@ -82,6 +78,10 @@ static int wait_fd_cancel(int fd, short ev, double deadline, const int *cancel) 
     if (w != -2 || hs_real_mono() >= deadline) return w;
   }
 }
+
+typedef struct hello {
+  int32_t magic, rank, world, pad;
+} hello;
 #define HELLO_MAGIC 0x48535231 /* "HSR1" */
 
 static int resolve(const char *addr, int port, struct addrinfo **out, hs_diag *d, const char *what) {
