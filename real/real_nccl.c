@@ -565,27 +565,15 @@ static int device_ordinal(const char *dev, int *ordinal, hs_diag *d) {
   return 0;
 }
 
-/* Whether the runtime gave up on this open (hs_real_comm_config.cancel). */
-static int open_cancelled(const hs_real_comm *c) {
-  return c->cfg.cancel && __atomic_load_n(c->cfg.cancel, __ATOMIC_RELAXED);
-}
-
-/* Waits until fd is readable: 0, -1 at the deadline (or an error), -2 cancelled (looked at every
- * 0.1 s). */
+/* hs_rank_wait for fd readable by dl, or the runtime's giving up on this open
+ * (hs_real_comm_config.cancel): 0, -2 the deadline, -4 cancelled, -1 failed. */
 static int wait_readable(const hs_real_comm *c, int fd, const struct timespec *dl) {
-  for (;;) {
-    if (open_cancelled(c)) return -2;
-    int ms = ms_left(dl);
-    struct pollfd pf = {.fd = fd, .events = POLLIN};
-    int r = poll(&pf, 1, c->cfg.cancel && ms > 100 ? 100 : ms);
-    if (r < 0 && errno == EINTR) continue;
-    if (r > 0) return 0;
-    if (r < 0 || hs_deadline_past(dl)) return -1;
-  }
+  return hs_rank_wait(fd, POLLIN, hs_real_mono() + ms_left(dl) / 1000.0, c->cfg.cancel);
 }
 
 /* The control channel: rank 0 accepts world-1 connections, the others connect; then rank 0
- * sends the world's unique id. A cancelled open (open_cancelled) ends with HS_EINTR. */
+ * sends the world's unique id. A cancelled open (hs_real_comm_config.cancel) ends with
+ * HS_EINTR. */
 static int bootstrap(hs_real_comm *c, const hs_real_launch *l, ncclUniqueId *id, const struct timespec *dl,
                      hs_diag *d) {
   char port[16];
@@ -609,7 +597,7 @@ static int bootstrap(hs_real_comm *c, const hs_real_launch *l, ncclUniqueId *id,
     if (ls < 0) rc = hs_diag_set(d, HS_ERUNTIME, "nccl bootstrap: rank 0 cannot listen on port %s: %s", port, strerror(errno));
     for (int got = 1; !rc && got < c->world;) {
       int w = wait_readable(c, ls, dl);
-      if (w == -2) {
+      if (w == -4) {
         rc = hs_diag_set(d, HS_EINTR, "nccl bootstrap: cancelled when rank 0 had heard from %d of %d ranks (the "
                          "run ended)", got, c->world);
         break;
@@ -638,7 +626,7 @@ static int bootstrap(hs_real_comm *c, const hs_real_launch *l, ncclUniqueId *id,
     }
   } else {
     int s = -1;
-    while (s < 0 && !hs_deadline_past(dl) && !open_cancelled(c)) {
+    while (s < 0 && !hs_deadline_past(dl) && !hs_rank_cancelled(c->cfg.cancel)) {
       for (struct addrinfo *a = ai; a && s < 0; a = a->ai_next) {
         s = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
         if (s >= 0 && hs_rank_connect(s, a->ai_addr, a->ai_addrlen, hs_real_mono() + ms_left(dl) / 1000.0)) {
@@ -648,7 +636,7 @@ static int bootstrap(hs_real_comm *c, const hs_real_launch *l, ncclUniqueId *id,
       }
       if (s < 0) nanosleep(&(struct timespec){0, 100000000L}, NULL);
     }
-    if (s < 0 && open_cancelled(c)) {
+    if (s < 0 && hs_rank_cancelled(c->cfg.cancel)) {
       rc = hs_diag_set(d, HS_EINTR, "nccl bootstrap: rank %d: cancelled before it reached rank 0 (the run ended)",
                        c->rank);
     } else if (s < 0) {
@@ -660,7 +648,7 @@ static int bootstrap(hs_real_comm *c, const hs_real_launch *l, ncclUniqueId *id,
       nc_frame u;
       /* Rank 0 sends the unique id once every rank has said hello. */
       int w = send_frame(c, 0, &f, NULL) ? -1 : wait_readable(c, s, dl);
-      if (w == -2)
+      if (w == -4)
         rc = hs_diag_set(d, HS_EINTR, "nccl bootstrap: rank %d: cancelled while it waited for the unique id (the run "
                          "ended)", c->rank);
       else if (w || read_all(s, &u, sizeof u, dl) || u.kind != MSG_UID || u.len != (int32_t)sizeof *id ||

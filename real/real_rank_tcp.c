@@ -66,13 +66,11 @@ int hs_rank_read(int fd, void *p, size_t n, double deadline, int abort_fd) {
   return 0;
 }
 
-static int cancelled(const int *cancel) { return cancel && __atomic_load_n(cancel, __ATOMIC_RELAXED); }
+int hs_rank_cancelled(const int *cancel) { return cancel && __atomic_load_n(cancel, __ATOMIC_RELAXED); }
 
-/* wait_fd in slices of at most 0.1 s while cancel (NULL: none) may end the wait: 0 ready, -2 the
- * deadline passed, -4 cancelled, -1 failed. */
-static int wait_fd_cancel(int fd, short ev, double deadline, const int *cancel) {
+int hs_rank_wait(int fd, short ev, double deadline, const int *cancel) {
   for (;;) {
-    if (cancelled(cancel)) return -4;
+    if (hs_rank_cancelled(cancel)) return -4;
     double until = cancel ? fmin(deadline, hs_real_mono() + 0.1) : deadline;
     int w = wait_fd(fd, ev, until, -1);
     if (w != -2 || hs_real_mono() >= deadline) return w;
@@ -120,7 +118,7 @@ static int star_root(const char *what, const struct addrinfo *ai, int port, int 
   }
   int got = 0, rc = 0;
   while (got < world - 1) {
-    int w = wait_fd_cancel(ls, POLLIN, deadline, cancel);
+    int w = hs_rank_wait(ls, POLLIN, deadline, cancel);
     if (w == -4) {
       rc = hs_diag_set(d, HS_EINTR, "%s: cancelled while %d of the %d other ranks had connected (the run ended)",
                        what, got, world - 1);
@@ -180,7 +178,7 @@ int hs_rank_connect(int fd, const struct sockaddr *addr, socklen_t len, double d
 static int star_leaf(const char *what, const struct addrinfo *ai, const char *addr, int port, int rank, int world,
                      double deadline, const int *cancel, int *fds, hs_diag *d) {
   for (;;) {
-    if (cancelled(cancel)) return hs_diag_set(d, HS_EINTR, "%s: rank %d: cancelled (the run ended)", what, rank);
+    if (hs_rank_cancelled(cancel)) return hs_diag_set(d, HS_EINTR, "%s: rank %d: cancelled (the run ended)", what, rank);
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0) return hs_diag_set(d, HS_ERUNTIME, "%s: socket: %s", what, strerror(errno));
     if (!hs_rank_connect(fd, ai->ai_addr, ai->ai_addrlen, deadline)) {
@@ -188,7 +186,7 @@ static int star_leaf(const char *what, const struct addrinfo *ai, const char *ad
       hello h = {.magic = HELLO_MAGIC, .rank = rank, .world = world}, ok;
       int r = hs_rank_write(fd, &h, sizeof h, deadline, -1);
       /* Rank 0's answer comes once every rank has connected. */
-      if (!r) r = wait_fd_cancel(fd, POLLIN, deadline, cancel);
+      if (!r) r = hs_rank_wait(fd, POLLIN, deadline, cancel);
       if (r == -4) {
         close(fd);
         return hs_diag_set(d, HS_EINTR, "%s: rank %d: cancelled (the run ended)", what, rank);

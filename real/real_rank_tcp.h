@@ -44,6 +44,13 @@ void hs_rank_star_close(int *fds, int world);
 int hs_rank_write(int fd, const void *p, size_t n, double deadline, int abort_fd);
 int hs_rank_read(int fd, void *p, size_t n, double deadline, int abort_fd);
 
+/* Whether *cancel (NULL: none) says to give up, read atomically. */
+int hs_rank_cancelled(const int *cancel);
+/* Waits until fd is ready for ev (POLLIN, POLLOUT; a closed or failed socket counts as ready)
+ * before the absolute deadline (hs_real_mono), looking at *cancel (NULL: none) every 0.1 s:
+ * 0 ready, -2 the deadline passed, -4 cancelled, -1 poll failed. */
+int hs_rank_wait(int fd, short ev, double deadline, const int *cancel);
+
 /* connect() by the absolute deadline (hs_real_mono): non-blocking, then polled, since a
  * blocking connect to an address that drops SYNs waits out the kernel's retries (about two
  * minutes) whatever the timeout. 0 connected (the socket blocking again, as its users expect),
