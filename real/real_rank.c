@@ -1082,8 +1082,6 @@ static int await_ready(crd *s) {
  * Returns the first error of a write; the result is filled either way. */
 static int fill_result(crd *s, hs_real_result *res, int write) {
   res->n_workers = s->n;
-  res->probe_t0 = s->w[0].probe_t0;
-  res->probe_k = s->w[0].probe_k;
   res->workers = calloc((size_t)s->n, sizeof *res->workers);
   int fitted = 0; /* a worker predicted by a fit (a rank without --calib) */
   for (int i = 0; i < s->n; i++) fitted |= !s->w[i].has_perf;

@@ -882,8 +882,6 @@ static void teardown(real *s) {
  * unwritten) and fills the result by the core's rule (rt_core.h). */
 static int fill_result(real *s, hs_real_result *res) {
   res->n_workers = s->core.n;
-  res->probe_t0 = s->w[0].probe_t0;
-  res->probe_k = s->w[0].probe_k;
   res->workers = calloc((size_t)s->core.n, sizeof *res->workers);
   if (!s->cfg->perf) res->fits = calloc((size_t)s->core.n, sizeof *res->fits);
   if (!res->workers || (!s->cfg->perf && !res->fits)) return hs_rt_core_fail(&s->core, HS_ENOMEM, "out of memory");

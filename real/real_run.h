@@ -140,11 +140,11 @@ typedef struct hs_real_result {
   hs_summary summary;             /* wall_s is left for the caller; events = steps run */
   int n_workers;
   hs_real_worker_stats *workers;  /* free with hs_real_result_free */
-  double probe_t0, probe_k;       /* s, s/sample: worker 0's pre-run fit, NaN when perf was given */
-  /* Per worker (n_workers entries; NULL when perf was given): the pre-run fit t(b) = t0 + k·b
-   * that a policy's predictions of its steps come from (before its slowdown). The threads time
-   * one worker per device and share its fit; the ranks time every worker's rank on its own
-   * device. Freed by hs_real_result_free. */
+  /* Per worker (n_workers entries): the pre-run fit t(b) = t0 + k·b that a policy's predictions
+   * of its steps come from (before its slowdown). The threads time one worker per device and
+   * share its fit; the ranks time every worker's rank on its own device. NULL when every worker
+   * is predicted by a calibration (perf; in multi-process mode, each rank's own), NaN for such a
+   * worker among fitted ones. Freed by hs_real_result_free. */
   hs_real_fit *fits;
 } hs_real_result;
 
