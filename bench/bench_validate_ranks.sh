@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # How far `hetsim validate` is from a multi-process run (one process per worker, torchrun-style
 # on localhost, the cpu backend over TCP) against a threads' run of the same job, on this
-# machine: a cpu calibration of MODEL (default mlp), then REPS pairs, alternating, of a real ssgd
-# run of ITER iterations (2 workers, global batch 64) as two ranks and as two threads, each
-# validated on the calibration. validate simulates both as the threads over the cpu backend (the
-# ranks' TCP all-reduce and control channel have no calibration yet): the ranks' error is what
-# that costs.
-# Prints one line per run: kind, rep, the real and simulated mean communication per step (ms),
-# validate's mean iteration error and total time error.
+# machine: a cpu calibration of MODEL (default mlp), copied as it is (c0.db), then the
+# multi-process channel timed by `hetsim calib --device cpu` as two ranks (c.db: backend tcp),
+# then REPS pairs, alternating, of a real ssgd run of ITER iterations (2 workers, global batch
+# 64) as two ranks and as two threads. Each ranks run is validated twice: on c.db (kind
+# `ranks`: its channel calibrated) and on c0.db (kind `ranks_uncal`: simulated as the threads
+# over the cpu backend, as validate did before the channel had a calibration); each threads run
+# on c.db.
+# Prints one line per validation: kind, rep, the real and simulated mean communication per step
+# (ms), validate's mean iteration error and total time error.
 #
 #   bash bench/bench_validate_ranks.sh HETSIM [ITER] [REPS] [MODEL]
 set -eu
@@ -18,12 +20,18 @@ MODEL=${4:-mlp}
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 "$H" calib --device cpu --model "$MODEL" --db "$T/c.db" >/dev/null 2>&1
+cp "$T/c.db" "$T/c0.db"
+port=$((21000 + ($$ % 500) * 8))
+for r in 0 1; do
+  RANK=$r WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port timeout 300 "$H" calib --device cpu --model "$MODEL" \
+    --db "$T/c.db" >"$T/cal.$r" 2>&1 &
+done
+wait
 job=(--model "$MODEL" --global-batch 64 --workers 2 --train-samples 5000 --eval-samples 300 --policy ssgd
      --iterations "$ITER" --db "$T/r.db" --json)
-port=$((21000 + ($$ % 500) * 8))
 printf "kind\trep\treal_comm_ms\tsim_comm_ms\tmean_iter_error\ttotal_time_error\n"
-line() { # KIND REP RUN_ID
-  "$H" validate "$3" --db "$T/r.db" --calib "$T/c.db" --json | python3 -c 'import json, sys
+line() { # KIND REP RUN_ID [CALIB]
+  "$H" validate "$3" --db "$T/r.db" --calib "${4:-$T/c.db}" --json | python3 -c 'import json, sys
 v = json.load(sys.stdin)
 print("%s\t%s\t%.4f\t%.4f\t%+.4f\t%+.4f" % (sys.argv[1], sys.argv[2], 1e3 * v["real_step"]["comm_s"], 1e3 * v["sim_step"]["comm_s"],
       v["mean_iter_error"], v["total_time_error"]))' "$1" "$2"
@@ -34,7 +42,9 @@ for rep in $(seq 1 "$REPS"); do
     RANK=$r WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port timeout 300 "$H" real "${job[@]}" >"$T/out.$r" 2>"$T/err.$r" &
   done
   wait
-  line ranks "$rep" "$(sed -n 's/.*"run_id": \([0-9]*\).*/\1/p' "$T/out.0")"
+  id=$(sed -n 's/.*"run_id": \([0-9]*\).*/\1/p' "$T/out.0")
+  line ranks "$rep" "$id"
+  line ranks_uncal "$rep" "$id" "$T/c0.db"
   "$H" real "${job[@]}" >"$T/out.thr" 2>"$T/err.thr"
   line threads "$rep" "$(sed -n 's/.*"run_id": \([0-9]*\).*/\1/p' "$T/out.thr")"
 done

@@ -265,18 +265,15 @@ fail:
   return rc;
 }
 
-int hs_cal_forget(hs_store *s, int64_t dev, const char *model, hs_diag *d) {
+/* Runs the two deletions sqls[0..2) with ?1 = dev, ?2 = key, in one transaction. */
+static int forget(hs_store *s, const char *const sqls[2], int64_t dev, const char *key, hs_diag *d) {
   int nested, rc = tx_begin(s, &nested, d);
   if (rc) return rc;
-  static const char *const sqls[] = {
-      "DELETE FROM calib_sample WHERE device_id = ?1 AND model = ?2",
-      "DELETE FROM perf_model WHERE device_id = ?1 AND model = ?2",
-  };
   for (int i = 0; i < 2; i++) {
     sqlite3_stmt *st = NULL;
     if ((rc = prep(s, &st, sqls[i], d))) goto fail;
     sqlite3_bind_int64(st, 1, dev);
-    sqlite3_bind_text(st, 2, model, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 2, key, -1, SQLITE_STATIC);
     if ((rc = run(s, st, sqls[i], d))) goto fail;
   }
   if ((rc = tx_commit(s, nested, d))) goto fail;
@@ -284,6 +281,22 @@ int hs_cal_forget(hs_store *s, int64_t dev, const char *model, hs_diag *d) {
 fail:
   rollback(s, nested);
   return rc;
+}
+
+int hs_cal_forget(hs_store *s, int64_t dev, const char *model, hs_diag *d) {
+  static const char *const sqls[] = {
+      "DELETE FROM calib_sample WHERE device_id = ?1 AND model = ?2",
+      "DELETE FROM perf_model WHERE device_id = ?1 AND model = ?2",
+  };
+  return forget(s, sqls, dev, model, d);
+}
+
+int hs_cal_forget_comm(hs_store *s, int64_t dev, const char *backend, hs_diag *d) {
+  static const char *const sqls[] = {
+      "DELETE FROM comm_sample WHERE device_id = ?1 AND backend = ?2",
+      "DELETE FROM comm_model WHERE device_id = ?1 AND backend = ?2",
+  };
+  return forget(s, sqls, dev, backend, d);
 }
 
 /* Reads (x, y) pairs from a prepared statement into fresh arrays. */

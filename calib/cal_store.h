@@ -75,6 +75,8 @@ int hs_cal_store_sample(hs_store *s, int64_t dev, const char *model, int batch, 
                         const hs_cal_stats *cs, hs_diag *d);
 /* Deletes every sample and fit of (device, model) (for --redo). */
 int hs_cal_forget(hs_store *s, int64_t dev, const char *model, hs_diag *d);
+/* Deletes every comm_sample and comm_model row of (device, backend) (for --redo). */
+int hs_cal_forget_comm(hs_store *s, int64_t dev, const char *backend, hs_diag *d);
 /* The stored medians of one phase, by batch (the newest row of each batch); the caller frees
  * *batch and *time. *n may be 0. */
 int hs_cal_load_samples(hs_store *s, int64_t dev, const char *model, hs_cal_phase phase,

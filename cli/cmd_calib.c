@@ -27,6 +27,7 @@
 #include "nn/nn_net.h"
 #include "nn/nn_zoo.h"
 #include "real/real_comm_calib.h"
+#include "real/real_rank_tcp.h"
 
 /* The one piece of process-wide state: a signal handler can reach nothing else. 1: SIGINT or
  * SIGTERM; 2: --time-limit reached (set by the limit's thread). */
@@ -144,6 +145,7 @@ typedef struct calib_args {
   int n_batches;
   int json, comm, redo, threads;
   double time_limit; /* s; 0 = none */
+  const char *steps_only; /* the first option given that only the steps' timing takes */
   hs_cal_opts o;
 } calib_args;
 
@@ -229,6 +231,10 @@ static int parse_args(int argc, char **argv, calib_args *a) {
   int c, rc;
   double v;
   while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+    if (!a->steps_only && (c == O_BATCHES || c == O_NOCOMM || c == O_COMMWORLD || c == O_PIN || c == O_CONCURRENT ||
+                           c == O_THREADS))
+      for (const struct option *o = opts; o->name; o++)
+        if (o->val == c) a->steps_only = o->name;
     switch (c) {
     case O_DEVICE: a->device = optarg; break;
     case O_MODEL:
@@ -306,7 +312,7 @@ static int parse_args(int argc, char **argv, calib_args *a) {
 }
 
 static void print_json(const calib_args *a, const hs_cal_device *dev, const hs_cal_result *r,
-                       const char *status) {
+                       const hs_real_launch *l, const char *status) {
   hs_json j;
   hs_json_init(&j, stdout, 1);
   hs_json_object_begin(&j);
@@ -382,6 +388,15 @@ static void print_json(const calib_args *a, const hs_cal_device *dev, const hs_c
     hs_json_null(&j);
   }
   hs_json_key(&j, "comm_note"); hs_json_string(&j, r->comm_note[0] ? r->comm_note : NULL);
+  hs_json_key(&j, "launch");
+  if (l) {
+    hs_json_object_begin(&j);
+    hs_json_key(&j, "source"); hs_json_string(&j, l->source);
+    hs_json_key(&j, "world"); hs_json_int(&j, l->world);
+    hs_json_object_end(&j);
+  } else {
+    hs_json_null(&j);
+  }
   hs_json_object_end(&j);
 }
 
@@ -414,16 +429,34 @@ static void print_text(const calib_args *a, const hs_cal_device *dev, const hs_c
     else
       printf("  comm %s %s (world %d): not fitted: %s\n", c->backend, c->op, c->world_size, c->why);
   }
+  const char *hand = r->n_comm && !strcmp(r->comm[0].backend, "tcp")
+                         ? "tcp hand-off (one message between processes, wake)" : "cpu hand-off (wake)";
   if (r->wake_measured)
-    printf("  cpu hand-off (wake): median %.1f us (p10 %.1f, p90 %.1f)\n", r->wake.median_s * 1e6,
-           r->wake.p10_s * 1e6, r->wake.p90_s * 1e6);
+    printf("  %s: median %.1f us (p10 %.1f, p90 %.1f)\n", hand, r->wake.median_s * 1e6, r->wake.p10_s * 1e6,
+           r->wake.p90_s * 1e6);
   else if (r->wake_skipped)
-    printf("  cpu hand-off (wake): already stored\n");
+    printf("  %s: already stored\n", hand);
   if (r->comm_note[0]) printf("  %s\n", r->comm_note);
   printf("  database %s\n", a->db);
 }
 
 static int cmd_import(int argc, char **argv);
+
+/* Under a launcher: this process's part of timing the multi-process channel; rank 0 stores the
+ * device and the points (real/real_comm_calib.h). */
+static int calibrate_ranks(hs_store *store, const hs_cal_device *dev, const hs_real_launch *l,
+                           const hs_real_ranks_calib_opts *ro, hs_cal_result *res, hs_diag *d) {
+  int rc;
+  if (store && (rc = hs_cal_store_device(store, dev, &res->device_id, d))) return rc;
+  int state = 0;
+  if ((rc = hs_real_comm_calibrate_ranks(store, res->device_id, ro, res->comm, &res->wake, &state, d))) return rc;
+  res->n_comm = 2;
+  res->wake_measured = state == 1;
+  res->wake_skipped = state == 2;
+  snprintf(res->comm_note, sizeof res->comm_note, "the channel of %d processes started by %s (backend tcp), "
+           "for runs of one process per worker; the steps are timed without a launcher", l->world, l->source);
+  return 0;
+}
 
 int hs_cmd_calib(int argc, char **argv) {
   if (argc > 1 && !strcmp(argv[1], "import")) return cmd_import(argc - 1, argv + 1);
@@ -433,6 +466,25 @@ int hs_cmd_calib(int argc, char **argv) {
   hs_diag d = {0};
   hs_cal_device dev;
   if ((rc = hs_cal_device_parse(a.device, &dev, &d))) return bad("--device: %s", d.msg);
+  /* Under a launcher (mpirun, torchrun), every process times the channel of a run of one
+   * process per worker on the cpu together, and only that (real/real_comm_calib.h). */
+  hs_real_launch launch;
+  if ((rc = hs_real_launch_read(&launch, 0, &d))) return bad("%s", d.msg);
+  int launched = strcmp(launch.source, "none") != 0;
+  if (launched) {
+    if (strcmp(dev.kind, "cpu"))
+      return bad("--device %s: under %s, hetsim calib times the channel of one process per worker on the cpu, "
+                 "--device cpu (NCCL's is not timed yet)", a.device, launch.source);
+    if (launch.world < 2)
+      return bad("under %s with one process there is no channel to time: start 2 or more (as many as the run's "
+                 "workers), or run hetsim calib without a launcher to time the steps", launch.source);
+    if (a.steps_only)
+      return bad("--%s: under %s, hetsim calib times only the channel between the processes (their number is the "
+                 "world size); time the steps without a launcher", a.steps_only, launch.source);
+    if (launch.world > HS_RANK_MAX_WORLD)
+      return bad("under %s: world size %d; the multi-process channel takes at most %d processes", launch.source,
+                 launch.world, HS_RANK_MAX_WORLD);
+  }
   dev.threads = a.threads;
   if (a.name) snprintf(dev.name, sizeof dev.name, "%s", a.name);
   if ((rc = hs_cal_device_discover(&dev, &d))) {
@@ -472,11 +524,20 @@ int hs_cmd_calib(int argc, char **argv) {
   }
   hs_net_close(probe);
 
-  hs_store *store = NULL;
-  if ((rc = hs_store_open(&store, a.db, 0, &d))) {
+  hs_store *store = NULL; /* rank 0's alone under a launcher */
+  if ((!launched || launch.rank == 0) && (rc = hs_store_open(&store, a.db, 0, &d))) {
     fprintf(stderr, "hetsim calib: %s\n", d.msg);
     return hs_exit_code(rc);
   }
+  int64_t msgs[MAX_MODELS];
+  for (int m = 0; m < a.n_models; m++) {
+    hs_model_stats ms;
+    msgs[m] = hs_zoo_stats(a.models[m], &ms, &d) ? 0 : ms.grad_bytes;
+  }
+  hs_real_ranks_calib_opts ro = {.msg_bytes = msgs, .n_msgs = a.n_models, .max_bytes = a.o.comm_max_bytes,
+                                 .timeout_s = a.time_limit > 0 && a.time_limit < 60 ? a.time_limit : 60,
+                                 .redo = a.redo,
+                                 .timing = {.rule = a.o.rule, .warmup = a.o.warmup, .stop = &calib_interrupted}};
   a.o.models = a.models;
   a.o.n_models = a.n_models;
   a.o.batches = a.batches;
@@ -486,9 +547,12 @@ int hs_cmd_calib(int argc, char **argv) {
   a.o.stop = &calib_interrupted;
   hs_progress prog;
   char label[128];
-  snprintf(label, sizeof label, "calib %s", dev.spec);
-  hs_progress_init(&prog, stderr, label, (double)hs_cal_points(&a.o, &dev));
+  if (launched) snprintf(label, sizeof label, "calib tcp (%s, %d processes)", launch.source, launch.world);
+  else snprintf(label, sizeof label, "calib %s", dev.spec);
+  hs_progress_init(&prog, stderr, label,
+                   launched ? (double)hs_real_ranks_calib_points(&ro) : (double)hs_cal_points(&a.o, &dev));
   a.o.progress = &prog;
+  if (launched && launch.rank == 0) ro.progress = &prog;
 
   struct sigaction old_sa, old_term;
   calib_interrupted = 0;
@@ -502,9 +566,11 @@ int hs_cmd_calib(int argc, char **argv) {
   memset(&res, 0, sizeof res);
   if ((rc = time_limit_start(&limit, a.time_limit)))
     rc = hs_diag_set(&d, HS_ERUNTIME, "--time-limit: cannot start its thread: %s", strerror(rc));
+  else if (launched)
+    rc = calibrate_ranks(store, &dev, &launch, &ro, &res, &d);
   else
     rc = hs_cal_run(store, &dev, &a.o, &res, &d);
-  if (!rc && a.o.comm && strcmp(dev.kind, "cpu")) {
+  if (!rc && !launched && a.o.comm && strcmp(dev.kind, "cpu")) {
     /* On a GPU, the local backend's all-reduce and send/recv, timed through the backend on the
      * gradients of --comm-world nets of the model with the largest gradient among --model, so
      * that the sizes reach every calibrated model's message (real/real_comm_calib.h): what
@@ -533,7 +599,13 @@ int hs_cmd_calib(int argc, char **argv) {
   hs_progress_finish(&prog);
 
   int status = 0;
-  if (rc == HS_EINTR && calib_interrupted == 2) {
+  if (rc && launched && launch.rank != 0) {
+    /* Rank 0 reports the calibration; another rank says only what stopped it. */
+    fprintf(stderr, "hetsim calib: rank %d: %s\n", launch.rank, d.msg);
+    status = 1;
+  } else if (launched && launch.rank != 0) {
+    status = 0;
+  } else if (rc == HS_EINTR && calib_interrupted == 2) {
     fprintf(stderr, "hetsim calib: stopped at --time-limit %g s; the points stored so far are kept, rerun the same "
             "command to resume\n", a.time_limit);
     status = 1;
@@ -542,7 +614,7 @@ int hs_cmd_calib(int argc, char **argv) {
             rc == HS_EINTR ? "" : "; the points stored so far are kept, rerun to resume");
     status = rc == HS_ELIMIT ? 1 : hs_exit_code(rc) == 2 ? 2 : 1;
   } else {
-    if (a.json) print_json(&a, &dev, &res, "complete");
+    if (a.json) print_json(&a, &dev, &res, launched ? &launch : NULL, "complete");
     else print_text(&a, &dev, &res);
     for (int m = 0; m < res.n_models; m++)
       if (!res.models[m].fitted[HS_CAL_STEP]) {

@@ -83,6 +83,7 @@
 #include "policies/pol_registry.h"
 #include "sim/sim_compare.h"
 #include "real/real_comm.h"
+#include "real/real_rank.h"
 #include "sim/sim_conv.h"
 #include "sim/sim_net.h"
 #include "sim/sim_run.h"
@@ -117,8 +118,10 @@ static void usage(FILE *out) {
 "                 calibration's, over the workers the cluster file never slows; null when\n"
 "                 it slows them all), type_calibrations (each device type's, for a run\n"
 "                 whose types ran on devices of their own), launch (none for threads;\n"
-"                 torchrun or mpirun: a multi-process run, simulated as threads, whose\n"
-"                 TCP all-reduce and control messages are not calibrated yet), and with\n"
+"                 torchrun or mpirun: a multi-process run), comm_backend (tcp for a\n"
+"                 multi-process run with a calibration of its channel, else the threads'\n"
+"                 backend, as which it is then simulated), rank_message_s (tcp: one control\n"
+"                 message between processes; else null), and with\n"
 "                 --window K: window,\n"
 "                 window_median_iter_error, window_p95_iter_error, with --against:\n"
 "                 against_run_id, against_intervals, against_median_iter_error,\n"
@@ -545,8 +548,9 @@ int hs_cmd_validate(int argc, char **argv) {
   }
   const char *cb = backend->name;
   /* A multi-process run (real/real_rank.h) moved its bytes over TCP between processes and its
-   * commands over a control channel, neither of which has a calibration yet: it is simulated
-   * as the threads' run over the same backend, and the output says so. */
+   * commands over a control channel: with a calibration of that channel (backend "tcp",
+   * `hetsim calib --device cpu` under a launcher of as many processes) it is simulated with it
+   * below; without one, as the threads' run over the same backend, and the output says so. */
   int multi = r.opt.launch[0] && strcmp(r.opt.launch, "none") != 0;
   const char *comm_dev = cdev;
   if (cdev != r.opt.device_name && comm_fit(perf_store, cdev, cb, "p2p", 2, &a_p2p, &b_p2p) <= 0) comm_dev = r.opt.device_name;
@@ -556,6 +560,24 @@ int hs_cmd_validate(int argc, char **argv) {
             "run `hetsim calib --device %s --model %s%s` first\n", cb, r.opt.device_name, calibp ? calibp : dbp,
             strcmp(cb, "cpu") ? r.opt.device : "cpu", r.model, n > 2 && strcmp(cb, "cpu") ? " --comm-world N" : "");
     goto out;
+  }
+  /* The multi-process channel's calibration, where there is one for the run's world: its
+   * all-reduce and send/recv replace the threads' (the device's own name: `hetsim calib` under
+   * a launcher times the channel, not steps shared by N workers), and each round also costs
+   * the messages and hand-offs of the commands that start its operations (real_rank.h). */
+  double rank_msg = 0;
+  int tcp = 0;
+  if (multi && !strcmp(cb, "cpu")) {
+    double a1 = 0, b1 = 1, a2 = 0, b2 = 1;
+    hs_diag td = {0};
+    if ((n < 2 || comm_fit(perf_store, r.opt.device_name, "tcp", "allreduce", n, &a1, &b1) > 0) &&
+        comm_fit(perf_store, r.opt.device_name, "tcp", "p2p", 2, &a2, &b2) > 0 &&
+        hs_store_comm_latest(perf_store, r.opt.device_name, "tcp", "wake", 2, &rank_msg, &td) > 0) {
+      tcp = 1;
+      cb = "tcp";
+      comm_dev = r.opt.device_name;
+      a_ar = a1, b_ar = b1, a_p2p = a2, b_p2p = b2;
+    }
   }
   /* At the run's message size (the model's gradient, or model, in fp32), the measured time
    * (comm_at) replaces the line's: alpha stays when below it, beta then gives the rest. */
@@ -586,8 +608,13 @@ int hs_cmd_validate(int argc, char **argv) {
    * that name a node, are refused before a real run): the simulation puts them all on the
    * first node, whose link the calibrated ring becomes. */
   for (int w = 0; w < spec.n_workers; w++) spec.workers[w].node = 0;
+  /* What a round costs beyond the bytes: the threads' hand-offs (the backend's count), or the
+   * multi-process runtime's command messages and its ranks' hand-offs (real_rank.h). */
+  int ar_msgs = tcp ? HS_REAL_RANK_MESSAGES_PER_ALLREDUCE : 0, p2p_msgs = tcp ? HS_REAL_RANK_MESSAGES_PER_MESSAGE : 0;
+  int ar_hand = tcp ? HS_REAL_RANK_HANDOFFS_PER_ALLREDUCE : backend->handoffs_per_allreduce;
+  int p2p_hand = tcp ? HS_REAL_RANK_HANDOFFS_PER_MESSAGE : backend->handoffs_per_message;
   hs_link_spec ring = {.bandwidth = b_ar, .latency = 0};
-  if (n > 1) ring = hs_ring_link(a_ar + upd + backend->handoffs_per_allreduce * wake, b_ar, n);
+  if (n > 1) ring = hs_ring_link(a_ar + upd + ar_hand * wake + ar_msgs * rank_msg, b_ar, n);
   spec.network = ring;
   for (int i = 0; i < spec.n_nodes; i++) spec.nodes[i].link = ring;
   /* The simulator caps a parameter-server transfer on the worker's side at the network's
@@ -597,7 +624,7 @@ int hs_cmd_validate(int argc, char **argv) {
    * and pull (0.13 ms instead of 0.016 for mlp's 0.8 MB here); a cluster file of several nodes
    * kept that cap, and its workers apart, a while longer. */
   if (b_p2p > spec.network.bandwidth) spec.network.bandwidth = b_p2p;
-  spec.ps.link = (hs_link_spec){.bandwidth = b_p2p, .latency = a_p2p + backend->handoffs_per_message * wake};
+  spec.ps.link = (hs_link_spec){.bandwidth = b_p2p, .latency = a_p2p + p2p_hand * wake + p2p_msgs * rank_msg};
   spec.ps.update_time = upd;
   /* hetsim real's server (a lane of the threaded runtime, rank 0's server thread) serves one
    * request at a time in arrival order: a pull waits for the updates queued before it. Unless
@@ -830,6 +857,7 @@ int hs_cmd_validate(int argc, char **argv) {
     hs_json_key(&j, "allreduce_s"); if (n > 1) hs_json_double(&j, a_ar + msg / b_ar); else hs_json_null(&j);
     hs_json_key(&j, "p2p_s"); hs_json_double(&j, a_p2p + msg / b_p2p);
     hs_json_key(&j, "wake_s"); if (have_wake) hs_json_double(&j, wake); else hs_json_null(&j);
+    hs_json_key(&j, "rank_message_s"); if (tcp) hs_json_double(&j, rank_msg); else hs_json_null(&j);
     hs_json_key(&j, "jitter_cv"); hs_json_double(&j, jitter);
     hs_json_key(&j, "compute_ratio"); if (isnan(cratio)) hs_json_null(&j); else hs_json_double(&j, cratio);
     json_parts(&j, "real_step", rpart);
@@ -871,10 +899,13 @@ int hs_cmd_validate(int argc, char **argv) {
     printf("validation %lld of real run %lld (%s on %s), simulated as run %lld%s\n", (long long)vid, id,
            pol->name, r.opt.device_name, (long long)sim.id,
            reused ? " (reused: stored by an earlier validate with the same inputs)" : "");
-    if (multi)
+    if (tcp)
+      printf("  runtime                    one process per worker (%s): the tcp channel as `hetsim calib` timed it "
+             "under a launcher of %d processes\n", r.opt.launch, n);
+    else if (multi)
       printf("  runtime                    one process per worker (%s): its TCP all-reduce and control messages "
-             "are not calibrated; simulated as the threads over the %s backend, so expect it short\n",
-             r.opt.launch, cb);
+             "are not calibrated for %d processes (`hetsim calib --device cpu` started as the run was times them); "
+             "simulated as the threads over the %s backend, so expect it short\n", r.opt.launch, n, cb);
     printf("  compute calibration        %s%s\n", cdev,
            cdev == r.opt.device_name && n > 1 ? " (steps timed alone; `hetsim calib --concurrent N` times them as N workers share the machine)" : "");
     for (int t = 0; n_own_types && t < spec.n_types; t++)
@@ -883,9 +914,12 @@ int hs_cmd_validate(int argc, char **argv) {
     if (n > 1)
       printf("  all-reduce of %.4g MB      %.4g ms (measured at the size, %s backend)\n", msg / 1e6, (a_ar + msg / b_ar) * 1e3, cb);
     printf("  send or receive of %.4g MB %.4g ms (measured at the size, %s backend)\n", msg / 1e6, (a_p2p + msg / b_p2p) * 1e3, cb);
+    if (tcp)
+      printf("  control message            %.4g ms each, %d per all-reduce, %d per server message (calibrated)\n",
+             rank_msg * 1e3, ar_msgs, p2p_msgs);
     if (have_wake)
       printf("  thread hand-off            %.4g ms each, %d per all-reduce, %d per server message (calibrated)\n",
-             wake * 1e3, backend->handoffs_per_allreduce, backend->handoffs_per_message);
+             wake * 1e3, ar_hand, p2p_hand);
     else
       printf("  thread hand-off            not calibrated (a calibration older than it): none charged\n");
     printf("  step time jitter           cv %.3f (lognormal, from the calibrated steps' 10th-90th percentiles)\n", jitter);

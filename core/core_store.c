@@ -281,6 +281,47 @@ static const char *const migrations[] = {
     "DROP TABLE comm_sample;"
     "ALTER TABLE comm_sample_v4 RENAME TO comm_sample;"
     "CREATE INDEX comm_sample_key ON comm_sample(backend, op, device_id, bytes);",
+    /* 5: comm_sample and comm_model admit backend 'tcp': the cpu backend between processes, one
+     * per worker (real/real_rank_tcp.h), timed by `hetsim calib` under a launcher (real/
+     * real_comm_calib.h); its 'wake' is one control message from a process to another. Both
+     * tables rebuilt with their rows, as in migration 2. */
+    "CREATE TABLE comm_sample_v5 ("
+    "  id INTEGER PRIMARY KEY,"
+    "  device_id INTEGER REFERENCES device(id) ON DELETE CASCADE,"
+    "  backend TEXT NOT NULL CHECK (backend IN ('nccl', 'local', 'cpu', 'gloo', 'tcp')),"
+    "  op TEXT NOT NULL CHECK (op IN ('allreduce', 'p2p', 'broadcast', 'allgather', 'reducescatter',"
+    "                                 'wake', 'allreduce_step')),"
+    "  world_size INTEGER NOT NULL DEFAULT 2 CHECK (world_size > 0),"
+    "  bytes INTEGER NOT NULL CHECK (bytes >= 0),"
+    "  median_s REAL NOT NULL, p10_s REAL, p90_s REAL,"
+    "  count INTEGER NOT NULL CHECK (count > 0),"
+    "  created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),"
+    "  mean_s REAL CHECK (mean_s IS NULL OR mean_s > 0)"
+    ") STRICT;"
+    "INSERT INTO comm_sample_v5(id, device_id, backend, op, world_size, bytes, median_s, p10_s, p90_s,"
+    "                           count, created_at, mean_s)"
+    "  SELECT id, device_id, backend, op, world_size, bytes, median_s, p10_s, p90_s, count, created_at, mean_s"
+    "  FROM comm_sample;"
+    "DROP TABLE comm_sample;"
+    "ALTER TABLE comm_sample_v5 RENAME TO comm_sample;"
+    "CREATE INDEX comm_sample_key ON comm_sample(backend, op, device_id, bytes);"
+    "CREATE TABLE comm_model_v5 ("
+    "  id INTEGER PRIMARY KEY,"
+    "  device_id INTEGER REFERENCES device(id) ON DELETE CASCADE,"
+    "  backend TEXT NOT NULL CHECK (backend IN ('nccl', 'local', 'cpu', 'gloo', 'tcp')),"
+    "  op TEXT NOT NULL CHECK (op IN ('allreduce', 'p2p', 'broadcast', 'allgather', 'reducescatter')),"
+    "  world_size INTEGER NOT NULL DEFAULT 2 CHECK (world_size > 0),"
+    "  alpha_s REAL NOT NULL CHECK (alpha_s >= 0),"
+    "  beta_bytes_per_s REAL NOT NULL CHECK (beta_bytes_per_s > 0),"
+    "  r2 REAL,"
+    "  created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))"
+    ") STRICT;"
+    "INSERT INTO comm_model_v5(id, device_id, backend, op, world_size, alpha_s, beta_bytes_per_s, r2,"
+    "                          created_at)"
+    "  SELECT id, device_id, backend, op, world_size, alpha_s, beta_bytes_per_s, r2, created_at"
+    "  FROM comm_model;"
+    "DROP TABLE comm_model;"
+    "ALTER TABLE comm_model_v5 RENAME TO comm_model;",
 };
 enum { N_MIGRATIONS = (int)(sizeof migrations / sizeof migrations[0]) };
 _Static_assert(N_MIGRATIONS == HS_STORE_SCHEMA_VERSION, "one migration per schema version");

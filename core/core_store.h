@@ -31,7 +31,7 @@
 struct sqlite3;
 
 /* The newest schema this build knows; docs/schema.md describes it table by table. */
-#define HS_STORE_SCHEMA_VERSION 4
+#define HS_STORE_SCHEMA_VERSION 5
 /* Step rows per transaction in the bulk insert. */
 #define HS_STORE_STEP_BATCH 100000
 /* How long a writer waits for another process's transaction before giving up, in ms. */

@@ -6,6 +6,7 @@
 
 #include "calib/cal_store.h"
 #include "nn/nn_net.h"
+#include "real/real_rank_tcp.h"
 #include "real/real_worker.h"
 
 enum { MIN_BYTES = 4096, MAX_WORLD = 64 };
@@ -153,5 +154,236 @@ out:
   free(grads);
   free(host[0]);
   free(host[1]);
+  return rc;
+}
+
+/* ---- the multi-process channel (hs_real_comm_calibrate_ranks) ---- */
+
+enum { CMD_END = 1, CMD_ALLREDUCE = 2, CMD_P2P = 3, CMD_WAKE = 4, CMD_FLOATS = 4 };
+
+/* One process's side: its rank of the channel, and the operation ids every rank counts alike
+ * (each command, and each operation it starts, takes the next ones on every rank, taking part
+ * or not). */
+typedef struct ranks_side {
+  const hs_real_comm_ops *ops;
+  hs_real_comm *c;
+  int rank, world;
+  uint64_t seq;
+  float *buf, cmd[CMD_FLOATS];
+  int *ranks;
+  double *ones, *wts;
+} ranks_side;
+
+/* The command all-reduce: rank 0's cmd[] (what, and the floats as two exact halves) reaches
+ * every rank. */
+static int ranks_command(ranks_side *x, int what, int64_t n, hs_diag *d) {
+  memset(x->cmd, 0, sizeof x->cmd);
+  if (x->rank == 0) {
+    x->cmd[0] = (float)what;
+    x->cmd[1] = (float)(n >> 12);
+    x->cmd[2] = (float)(n & 4095);
+  }
+  return x->ops->allreduce(x->c, x->seq++, x->rank, x->cmd, CMD_FLOATS, x->ranks, x->world, x->ones, d);
+}
+
+/* The operation a command starts, on this rank; *t (rank 0) its time. */
+static int ranks_op(ranks_side *x, int what, int64_t n, double *t, hs_diag *d) {
+  const hs_real_comm_ops *o = x->ops;
+  int rc = 0;
+  if (what == CMD_ALLREDUCE) {
+    double t0 = hs_real_mono();
+    rc = o->allreduce(x->c, x->seq++, x->rank, x->buf, n, x->ranks, x->world, x->wts, d);
+    *t = hs_real_mono() - t0;
+  } else if (what == CMD_P2P) {
+    uint64_t tag = x->seq++;
+    double t0 = hs_real_mono();
+    if (x->rank == 1) rc = o->send(x->c, 1, 0, tag, x->buf, n, d);
+    else if (x->rank == 0) rc = o->recv(x->c, 0, 1, tag, x->buf, n, d);
+    *t = hs_real_mono() - t0;
+  } else if (what == CMD_WAKE) {
+    uint64_t tag = x->seq;
+    x->seq += 2;
+    if (x->rank == 1) {
+      if (!(rc = o->recv(x->c, 1, 0, tag, x->buf, 1, d))) rc = o->send(x->c, 1, 0, tag + 1, x->buf, 1, d);
+    } else if (x->rank == 0) {
+      /* Busy, as the coordinator is between messages, while rank 1 waits and its CPU goes idle. */
+      double t0 = hs_real_mono();
+      while (hs_real_mono() - t0 < HS_CAL_WAKE_IDLE_S) {
+      }
+      t0 = hs_real_mono();
+      if (!(rc = o->send(x->c, 0, 1, tag, x->buf, 1, d))) rc = o->recv(x->c, 0, 1, tag + 1, x->buf, 1, d);
+      *t = (hs_real_mono() - t0) / 2;
+    }
+  } else {
+    rc = hs_diag_set(d, HS_ERUNTIME, "rank %d: rank 0 sent an unknown command %d", x->rank, what);
+  }
+  return rc;
+}
+
+/* A rank other than 0: serves rank 0's commands until the end. */
+static int ranks_serve(ranks_side *x, hs_diag *d) {
+  for (;;) {
+    int rc = ranks_command(x, 0, 0, d);
+    if (rc) return rc;
+    int what = (int)x->cmd[0];
+    int64_t n = ((int64_t)x->cmd[1] << 12) + (int64_t)x->cmd[2];
+    if (what == CMD_END) return 0;
+    double t;
+    if ((rc = ranks_op(x, what, n, &t, d))) return rc;
+  }
+}
+
+/* Rank 0: one point, `warmup` untimed repetitions, then the rule of cal_time.h. */
+static int ranks_time(ranks_side *x, int what, int64_t n, const hs_cal_comm_opts *o, hs_cal_stats *out, hs_diag *d) {
+  double *samples = malloc((size_t)o->rule.max_reps * sizeof *samples);
+  if (!samples) return hs_diag_set(d, HS_ENOMEM, "out of memory");
+  int k = 0, rc = 0;
+  for (int rep = 0; !rc; rep++) {
+    if (o->stop && *o->stop) {
+      rc = hs_diag_set(d, HS_EINTR, "interrupted");
+      break;
+    }
+    double t = 0;
+    if ((rc = ranks_command(x, what, n, d)) || (rc = ranks_op(x, what, n, &t, d))) break;
+    if (rep < o->warmup) continue;
+    samples[k++] = t;
+    int st = hs_cal_stable(samples, k, &o->rule, d);
+    if (st < 0) rc = st;
+    else if (st) break;
+  }
+  if (!rc) rc = hs_cal_stats_of(samples, k, out, d);
+  free(samples);
+  return rc;
+}
+
+/* The message sizes: MIN_BYTES x 4^k below min(max, the largest message), then the messages,
+ * ascending, without repeats; 4-byte multiples. */
+static int ranks_sizes(const hs_real_ranks_calib_opts *o, int64_t *out, int cap) {
+  int64_t big = 0;
+  for (int i = 0; i < o->n_msgs; i++)
+    if (o->msg_bytes[i] > big) big = o->msg_bytes[i];
+  int k = 0;
+  for (int64_t b = MIN_BYTES; b <= o->max_bytes && b < big && k < cap; b *= 4) out[k++] = b;
+  for (int i = 0; i < o->n_msgs && k < cap; i++) {
+    int64_t b = o->msg_bytes[i] / 4 * 4;
+    int seen = b < 4;
+    for (int j = 0; j < k && !seen; j++) seen = out[j] == b;
+    if (!seen) out[k++] = b;
+  }
+  for (int i = 1; i < k; i++)
+    for (int j = i; j > 0 && out[j - 1] > out[j]; j--) {
+      int64_t t = out[j];
+      out[j] = out[j - 1];
+      out[j - 1] = t;
+    }
+  return k;
+}
+
+enum { RANKS_MAX_SIZES = 48 };
+
+int hs_real_ranks_calib_points(const hs_real_ranks_calib_opts *o) {
+  int64_t sizes[RANKS_MAX_SIZES];
+  return 2 * ranks_sizes(o, sizes, RANKS_MAX_SIZES) + 1;
+}
+
+/* Rank 0: the sizes of one op (cr), each timed unless stored, then the refit. */
+static int ranks_sweep(ranks_side *x, hs_store *s, int64_t dev_id, const hs_real_ranks_calib_opts *o, int what,
+                       const int64_t *sizes, int ns, hs_cal_comm_result *cr, double *done, hs_diag *d) {
+  hs_comm_key key = {.device = dev_id, .backend = "tcp", .op = cr->op, .world_size = cr->world_size};
+  int rc = 0;
+  for (int i = 0; i < ns; i++) {
+    int stored = 0;
+    if ((rc = hs_cal_comm_stored(s, &key, sizes[i], &stored, d))) return rc;
+    if (stored) {
+      cr->skipped++;
+    } else {
+      hs_cal_stats st;
+      if ((rc = ranks_time(x, what, sizes[i] / 4, &o->timing, &st, d))) {
+        hs_diag_prefix(d, "tcp %s of %lld bytes", what == CMD_P2P ? "send/recv" : "all-reduce", (long long)sizes[i]);
+        return rc;
+      }
+      if ((rc = hs_cal_store_comm_sample(s, &key, sizes[i], &st, d))) return rc;
+      cr->measured++;
+    }
+    if (o->progress) hs_progress_update(o->progress, ++*done);
+  }
+  return hs_cal_refit_comm(s, &key, &cr->alpha_s, &cr->beta_bytes_per_s, &cr->r2, &cr->fitted, cr->why,
+                           sizeof cr->why, d);
+}
+
+static int ranks_lead(ranks_side *x, hs_store *s, int64_t dev_id, const hs_real_ranks_calib_opts *o,
+                      const int64_t *sizes, int ns, hs_cal_comm_result cr[2], hs_cal_stats *wake, int *wake_state,
+                      hs_diag *d) {
+  double done = 0;
+  int rc = 0;
+  if (o->redo && (rc = hs_cal_forget_comm(s, dev_id, "tcp", d))) return rc;
+  if ((rc = ranks_sweep(x, s, dev_id, o, CMD_ALLREDUCE, sizes, ns, &cr[0], &done, d)) ||
+      (rc = ranks_sweep(x, s, dev_id, o, CMD_P2P, sizes, ns, &cr[1], &done, d)))
+    return rc;
+  hs_comm_key key = {.device = dev_id, .backend = "tcp", .op = "wake", .world_size = 2};
+  int stored = 0;
+  if ((rc = hs_cal_comm_stored(s, &key, 0, &stored, d))) return rc;
+  if (stored) {
+    *wake_state = 2;
+  } else {
+    if ((rc = ranks_time(x, CMD_WAKE, 1, &o->timing, wake, d))) {
+      hs_diag_prefix(d, "tcp hand-off");
+      return rc;
+    }
+    if ((rc = hs_cal_store_comm_sample(s, &key, 0, wake, d))) return rc;
+    *wake_state = 1;
+  }
+  if (o->progress) hs_progress_update(o->progress, ++done);
+  return 0;
+}
+
+int hs_real_comm_calibrate_ranks(hs_store *s, int64_t dev_id, const hs_real_ranks_calib_opts *o,
+                                 hs_cal_comm_result cr[2], hs_cal_stats *wake, int *wake_state, hs_diag *d) {
+  hs_real_launch l;
+  int rc = hs_real_launch_read(&l, 0, d);
+  if (rc) return rc;
+  if (!strcmp(l.source, "none") || l.world < 2)
+    return hs_diag_set(d, HS_EINVAL, "the multi-process channel is timed by 2 or more processes started by mpirun or "
+                       "torchrun, got %d", l.world < 1 ? 1 : l.world);
+  if (l.rank == 0 && !s) return hs_diag_set(d, HS_EINVAL, "rank 0 of the channel's timing needs the database");
+  if (o->n_msgs < 1) return hs_diag_set(d, HS_EINVAL, "the channel's timing needs a message size");
+  memset(cr, 0, 2 * sizeof *cr);
+  *wake_state = 0;
+  for (int i = 0; i < 2; i++) {
+    snprintf(cr[i].backend, sizeof cr[i].backend, "tcp");
+    snprintf(cr[i].op, sizeof cr[i].op, "%s", i == 0 ? "allreduce" : "p2p");
+    cr[i].world_size = i == 0 ? l.world : 2;
+  }
+  int64_t sizes[RANKS_MAX_SIZES];
+  int ns = ranks_sizes(o, sizes, RANKS_MAX_SIZES);
+  int64_t n = sizes[ns - 1] / 4;
+  ranks_side x = {.ops = &hs_real_comm_tcp_rank, .rank = l.rank, .world = l.world};
+  x.buf = calloc((size_t)n, sizeof *x.buf);
+  x.ranks = malloc((size_t)l.world * sizeof *x.ranks);
+  x.ones = malloc((size_t)l.world * sizeof *x.ones);
+  x.wts = malloc((size_t)l.world * sizeof *x.wts);
+  if (!x.buf || !x.ranks || !x.ones || !x.wts) {
+    rc = hs_diag_set(d, HS_ENOMEM, "out of memory for the channel's buffers of %lld bytes", (long long)n * 4);
+    goto out;
+  }
+  for (int i = 0; i < l.world; i++) x.ranks[i] = i, x.ones[i] = 1, x.wts[i] = 1.0 / l.world;
+  for (int64_t i = 0; i < n; i++) x.buf[i] = (float)(l.rank + 1);
+  hs_real_comm_config cfg = {.world = l.world, .n = n, .timeout_s = o->timeout_s};
+  if ((rc = x.ops->open(&x.c, &cfg, d))) goto out;
+  if (l.rank != 0) {
+    rc = ranks_serve(&x, d);
+  } else {
+    rc = ranks_lead(&x, s, dev_id, o, sizes, ns, cr, wake, wake_state, d);
+    /* The others are told the end unless the channel itself failed (then they fail with it). */
+    hs_diag ed = {0};
+    if (rc != HS_ERUNTIME && ranks_command(&x, CMD_END, 0, &ed) && !rc)
+      rc = hs_diag_set(d, ed.code ? ed.code : HS_ERUNTIME, "%s", ed.msg);
+  }
+out:
+  if (x.c) x.ops->close(x.c);
+  free(x.buf);
+  free(x.ranks);
+  free(x.ones);
+  free(x.wts);
   return rc;
 }

@@ -30,6 +30,7 @@
 #include "calib/cal_comm.h"
 #include "calib/cal_run.h"
 #include "core/core_error.h"
+#include "core/core_progress.h"
 #include "core/core_store.h"
 #include "real/real_comm.h"
 
@@ -51,5 +52,43 @@ typedef struct hs_real_comm_calib_opts {
  * every backend) of o->backend. */
 int hs_real_comm_calibrate(hs_store *s, int64_t dev_id, const hs_real_comm_calib_opts *o,
                            hs_cal_comm_result cr[2], hs_diag *d);
+
+/* The multi-process channel (backend "tcp" in the tables): the cpu backend between processes,
+ * one per rank (hs_real_comm_tcp_rank, real_rank_tcp.h), timed through it by every rank of a
+ * launch (mpirun, torchrun) together, as `hetsim calib --device cpu` does when started under a
+ * launcher; what `hetsim validate` reads for a run of one process per worker on the cpu.
+ *
+ * Rank 0 leads: before each repetition it tells every rank what comes next with an all-reduce
+ * of 4 floats (its own hold the command, the others' are 0, weights 1), then times, on itself:
+ * - allreduce (world: the launch's), sizes 4 KiB x 4^k below min(max_bytes, the largest message),
+ *   and every message of msg_bytes (the models' gradients): from the command's return to its
+ *   all-reduce's (each rank's buffer, of the gradient's size, sent as it lies);
+ * - p2p (world 2): rank 1's send to rank 0 at the same sizes, from the command to the receive's end;
+ * - wake (world 2, 0 bytes): one control message from one process to another waiting in poll,
+ *   half a round trip of a 4-byte message between ranks 0 and 1 after rank 0 has busy-waited
+ *   HS_CAL_WAKE_IDLE_S (cal_comm.h), so that rank 1's CPU went idle as a waiting rank's does.
+ * Repetitions: `warmup` untimed, then timed ones until the rule of cal_time.h stops them. Each
+ * point is stored (on rank 0, in s as device dev_id) unless already there, and the all-reduce
+ * and p2p are refitted (alpha + n/beta); with redo the device's tcp rows are deleted first.
+ *
+ * The other ranks (s NULL) serve rank 0's commands until it says the end (0), or fail with the
+ * channel (rank 0 died: HS_ERUNTIME). Rank 0's *stop ends the timing with HS_EINTR, the other
+ * ranks told first; what was stored stays. Every wait is bounded by timeout_s. Units: bytes, s. */
+typedef struct hs_real_ranks_calib_opts {
+  const int64_t *msg_bytes; /* messages always timed (the models' gradients), n_msgs >= 1 */
+  int n_msgs;
+  int64_t max_bytes;        /* the largest message of the 4^k sizes */
+  double timeout_s;         /* the channel's bound on every wait; <= 0 = 60 s */
+  int redo;
+  hs_cal_comm_opts timing;  /* no_pin is not used: each process is where its launcher put it */
+  hs_progress *progress;    /* rank 0: advanced by one per point timed or found; may be NULL */
+} hs_real_ranks_calib_opts;
+
+/* The points rank 0 visits (sizes x 2 + the wake), for a progress total. */
+int hs_real_ranks_calib_points(const hs_real_ranks_calib_opts *o);
+
+/* cr[0] all-reduce, cr[1] p2p; *wake the hand-off, with *wake_state 1 timed now, 2 already stored. */
+int hs_real_comm_calibrate_ranks(hs_store *s, int64_t dev_id, const hs_real_ranks_calib_opts *o,
+                                 hs_cal_comm_result cr[2], hs_cal_stats *wake, int *wake_state, hs_diag *d);
 
 #endif

@@ -187,6 +187,34 @@ check validate_ranks_says grep -q "one process per worker (torchrun): its TCP al
 check validate_ranks_json grep -q '"launch": "torchrun"' "$T/val.mp.json"
 "$H" validate "${thr:-0}" --db "$T/r.db" --calib "$T/fast.db" --json >"$T/val.thr.json" 2>&1
 check validate_threads_json grep -q '"launch": "none"' "$T/val.thr.json" || head -c 600 "$T/val.thr.json"
+# With the channel calibrated (`hetsim calib` under the same launch: backend tcp), validate
+# simulates the ranks' run with it: its all-reduce at the gradient and 4 control messages and 2
+# hand-offs per round; a threads' run keeps the cpu backend's.
+cp "$T/fast.db" "$T/tcp.db"
+next_port
+for r in 0 1; do
+  (RANK=$r WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port timeout 120 "$H" calib --device cpu --model mlp \
+     --comm-max 16KiB --warmup 1 --min-reps 3 --max-reps 6 --db "$T/tcp.db" >"$T/out.$r" 2>"$T/err.$r"; echo $? >"$T/rc.$r") &
+done
+wait
+check calib_tcp_exit test "$(cat "$T/rc.0") $(cat "$T/rc.1")" = "0 0" || head -c 600 "$T/err.0"
+"$H" validate "${mp:-0}" --db "$T/r.db" --calib "$T/tcp.db" >"$T/val.tcp" 2>&1
+check validate_tcp_says grep -q "one process per worker (torchrun): the tcp channel as \`hetsim calib\` timed it" "$T/val.tcp" ||
+  head -c 600 "$T/val.tcp"
+check validate_tcp_messages grep -q "control message .* 4 per all-reduce, 2 per server message" "$T/val.tcp"
+"$H" validate "${mp:-0}" --db "$T/r.db" --calib "$T/tcp.db" --json >"$T/val.tcp.json" 2>&1
+check validate_tcp_json python3 -c 'import json, sqlite3, sys
+v = json.load(open(sys.argv[1]))
+db = sqlite3.connect(sys.argv[2])
+t = db.execute("SELECT median_s FROM comm_sample WHERE backend = \"tcp\" AND op = \"allreduce\" AND bytes = 814120").fetchone()[0]
+m = db.execute("SELECT median_s FROM comm_sample WHERE backend = \"tcp\" AND op = \"wake\"").fetchone()[0]
+assert v["comm_backend"] == "tcp" and v["launch"] == "torchrun", v
+assert abs(v["allreduce_s"] - t) <= 1e-9 * t and v["rank_message_s"] == m, (v["allreduce_s"], t, v["rank_message_s"], m)' \
+  "$T/val.tcp.json" "$T/tcp.db" || head -c 600 "$T/val.tcp.json"
+"$H" validate "${thr:-0}" --db "$T/r.db" --calib "$T/tcp.db" --json >"$T/val.thr.tcp" 2>&1
+check validate_threads_keep_cpu python3 -c 'import json, sys
+v = json.load(open(sys.argv[1]))
+assert v["comm_backend"] == "cpu" and v["rank_message_s"] is None, v' "$T/val.thr.tcp"
 
 # --- parameter-server policies: three ranks, rank 0 the server -------------------------------------
 # An asynchronous policy's iteration is one worker's push, and its evaluations wobble with the

@@ -125,10 +125,11 @@ static const char undo_v3[] =
     "  beta_bytes_per_s REAL NOT NULL CHECK (beta_bytes_per_s > 0), r2 REAL,"
     "  created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))) STRICT;";
 
-/* Rebuilds comm_sample as an older schema had it: the CHECKs' lists of backends and ops, no
- * mean_s (before version 4), its index; no rows. */
+/* Rebuilds comm_sample as an older schema had it: the CHECKs' lists of backends and ops, mean_s
+ * only when ops admits 'allreduce_step' (both came with version 4), its index; no rows. */
 static void old_comm_sample(hs_store *s, const char *backends, const char *ops) {
-  char sql[1200];
+  char sql[1400];
+  const char *mean = strstr(ops, "'allreduce_step'") ? ", mean_s REAL CHECK (mean_s IS NULL OR mean_s > 0)" : "";
   snprintf(sql, sizeof sql,
            "DROP TABLE comm_sample;"
            "CREATE TABLE comm_sample (id INTEGER PRIMARY KEY,"
@@ -138,9 +139,9 @@ static void old_comm_sample(hs_store *s, const char *backends, const char *ops) 
            "  world_size INTEGER NOT NULL DEFAULT 2 CHECK (world_size > 0),"
            "  bytes INTEGER NOT NULL CHECK (bytes >= 0), median_s REAL NOT NULL, p10_s REAL, p90_s REAL,"
            "  count INTEGER NOT NULL CHECK (count > 0),"
-           "  created_at TEXT NOT NULL DEFAULT (strftime('%%Y-%%m-%%dT%%H:%%M:%%fZ', 'now'))) STRICT;"
+           "  created_at TEXT NOT NULL DEFAULT (strftime('%%Y-%%m-%%dT%%H:%%M:%%fZ', 'now'))%s) STRICT;"
            "CREATE INDEX comm_sample_key ON comm_sample(backend, op, device_id, bytes);",
-           backends, ops);
+           backends, ops, mean);
   ASSERT_EQ(sqlite3_exec(hs_store_db(s), sql, NULL, NULL, NULL), SQLITE_OK);
 }
 
@@ -241,6 +242,55 @@ static void test_migrate_from_v3(void) {
                       " count, mean_s) VALUES (7, 'gloo', 'allreduce', 64, 1e-4, 5, -1)", NULL, NULL, NULL) != SQLITE_OK);
   ASSERT_EQ(sqlite3_exec(hs_store_db(s), "DELETE FROM device WHERE id = 7", NULL, NULL, NULL), SQLITE_OK);
   ASSERT_EQ(q_int(s, "SELECT count(*) FROM comm_sample"), 0);
+  hs_store_close(s);
+  rm_db(p);
+}
+
+/* Takes comm_model back to version 4's: its backend CHECK without 'tcp'. */
+static const char undo_v5_model[] =
+    "DROP TABLE comm_model;"
+    "CREATE TABLE comm_model (id INTEGER PRIMARY KEY,"
+    "  device_id INTEGER REFERENCES device(id) ON DELETE CASCADE,"
+    "  backend TEXT NOT NULL CHECK (backend IN ('nccl', 'local', 'cpu', 'gloo')),"
+    "  op TEXT NOT NULL CHECK (op IN ('allreduce', 'p2p', 'broadcast', 'allgather', 'reducescatter')),"
+    "  world_size INTEGER NOT NULL DEFAULT 2 CHECK (world_size > 0),"
+    "  alpha_s REAL NOT NULL CHECK (alpha_s >= 0),"
+    "  beta_bytes_per_s REAL NOT NULL CHECK (beta_bytes_per_s > 0), r2 REAL,"
+    "  created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))) STRICT;";
+
+/* A file at schema version 4 (neither table admits backend 'tcp') is brought to the current
+ * version: its rows stay, mean_s with them, and 'tcp' rows can be stored in both tables. */
+static void test_migrate_from_v4(void) {
+  const char *p;
+  if (old_store("v4.db", &p, undo_v5_model, "'nccl', 'local', 'cpu', 'gloo'",
+                "'allreduce', 'p2p', 'broadcast', 'allgather', 'reducescatter', 'wake', 'allreduce_step'",
+                "INSERT INTO device(id, name, kind) VALUES (7, 'cpu0', 'cpu');"
+                "INSERT INTO comm_sample(id, device_id, backend, op, world_size, bytes, median_s, count, mean_s)"
+                "  VALUES (3, 7, 'gloo', 'allreduce_step', 2, 4096, 2.5e-4, 20, 3e-4),"
+                "         (4, 7, 'cpu', 'wake', 2, 0, 4e-5, 10, NULL);"
+                "INSERT INTO comm_model(id, device_id, backend, op, world_size, alpha_s, beta_bytes_per_s, r2)"
+                "  VALUES (5, 7, 'cpu', 'allreduce', 2, 1e-5, 1e9, 0.99);"
+                "UPDATE schema_version SET version = 4;",
+                "INSERT INTO comm_sample(device_id, backend, op, bytes, median_s, count)"
+                " VALUES (7, 'tcp', 'allreduce', 4096, 1e-4, 5)"))
+    return;
+  hs_store *s = reopen_current(p);
+  if (!s) return;
+  ASSERT_EQ(q_int(s, "SELECT count(*) FROM comm_sample WHERE id = 3 AND backend = 'gloo' AND op = 'allreduce_step'"
+                     " AND median_s = 2.5e-4 AND mean_s = 3e-4"), 1);
+  ASSERT_EQ(q_int(s, "SELECT count(*) FROM comm_sample WHERE id = 4 AND op = 'wake' AND mean_s IS NULL"), 1);
+  ASSERT_EQ(q_int(s, "SELECT count(*) FROM comm_model WHERE id = 5 AND alpha_s = 1e-5 AND r2 = 0.99"), 1);
+  ASSERT_EQ(q_int(s, "SELECT strict FROM pragma_table_list WHERE name = 'comm_model'"), 1);
+  ASSERT_EQ(sqlite3_exec(hs_store_db(s), "INSERT INTO comm_sample(device_id, backend, op, bytes, median_s, count)"
+                         " VALUES (7, 'tcp', 'allreduce', 4096, 1e-4, 5), (7, 'tcp', 'wake', 0, 3e-5, 9);"
+                         "INSERT INTO comm_model(device_id, backend, op, alpha_s, beta_bytes_per_s)"
+                         " VALUES (7, 'tcp', 'allreduce', 5e-5, 2e9)",
+                         NULL, NULL, NULL), SQLITE_OK);
+  /* Backends outside the list stay refused. */
+  ASSERT(sqlite3_exec(hs_store_db(s), "INSERT INTO comm_model(device_id, backend, op, alpha_s, beta_bytes_per_s)"
+                      " VALUES (7, 'udp', 'allreduce', 0, 1e9)", NULL, NULL, NULL) != SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(hs_store_db(s), "DELETE FROM device WHERE id = 7", NULL, NULL, NULL), SQLITE_OK);
+  ASSERT_EQ(q_int(s, "SELECT count(*) FROM comm_sample") + q_int(s, "SELECT count(*) FROM comm_model"), 0);
   hs_store_close(s);
   rm_db(p);
 }
@@ -1166,6 +1216,7 @@ static const hs_test_case cases[] = {
     {"migrate_from_v1", test_migrate_from_v1},
     {"migrate_from_v2", test_migrate_from_v2},
     {"migrate_from_v3", test_migrate_from_v3},
+    {"migrate_from_v4", test_migrate_from_v4},
     {"newer_schema_refused", test_newer_schema_refused},
     {"readonly", test_readonly},
     {"not_a_database", test_not_a_database},

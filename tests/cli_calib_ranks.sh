@@ -1,0 +1,127 @@
+#!/usr/bin/env bash
+# hetsim calib under a launcher (real/real_comm_calib.h, hs_real_comm_calibrate_ranks): every
+# process of a torchrun-style launch on localhost times the multi-process channel together and
+# rank 0 stores it as backend tcp: the all-reduce at the launch's world size, rank 1's send to
+# rank 0 and one control message, at 4 KiB x 4^k and each model's gradient; a rerun resumes,
+# --redo times again; what only the steps take, a GPU and one process are refused (exit 2,
+# nothing stored); a rank that dies or never comes fails rank 0 in bounded time, naming it.
+# usage: cli_calib_ranks.sh HETSIM_BINARY SOURCE_DIR
+set -u
+. "$(dirname "$0")/cli-lib.sh"
+cli_setup "$@"
+CHECK_TERSE=1
+H=$HETSIM T=$TMP
+DB="$T/c.db"
+cd "$T"
+
+# Two fresh ports per launch (the channel's star takes MASTER_PORT) from a block of this script's.
+port=$((23000 + ($$ % 700) * 64))
+quick=(--device cpu --model mlp --comm-max 64KiB --warmup 1 --min-reps 3 --max-reps 6 --db "$DB")
+
+# Starts WORLD torchrun-style ranks of `hetsim calib ARGS...`; rank r writes $T/out.r, $T/err.r
+# and its exit status to $T/rc.r. Waits for them all.
+launch() {
+  local world=$1; shift
+  port=$((port + 2))
+  local r ps=()
+  for r in $(seq 0 $((world - 1))); do
+    (RANK=$r WORLD_SIZE=$world MASTER_ADDR=127.0.0.1 MASTER_PORT=$port timeout 120 "$H" calib "$@" \
+       >"$T/out.$r" 2>"$T/err.$r"; echo $? >"$T/rc.$r") &
+    ps+=($!)
+  done
+  wait "${ps[@]}"
+}
+
+# --- two processes: the channel timed and stored by rank 0 -------------------------------------
+launch 2 "${quick[@]}" --json
+check two_ranks_exit test "$(cat "$T/rc.0") $(cat "$T/rc.1")" = "0 0" || head -c 600 "$T/err.0" "$T/err.1"
+check rank1_silent test ! -s "$T/out.1"
+check json_launch python3 -c 'import json, sys
+r = json.load(open(sys.argv[1]))
+assert r["status"] == "complete" and r["launch"] == {"source": "torchrun", "world": 2}, r["launch"]
+assert r["models"] == []
+c = {(x["backend"], x["op"], x["world_size"]): x for x in r["comm"]}
+assert set(c) == {("tcp", "allreduce", 2), ("tcp", "p2p", 2)}, c
+for x in c.values():
+    assert x["measured"] == 4 and x["skipped"] == 0 and x["alpha_s"] >= 0 and x["beta_bytes_per_s"] > 0, x
+assert r["wake"]["measured"] == 1 and 0 < r["wake"]["median_s"] < 0.01, r["wake"]
+assert "2 processes started by torchrun" in r["comm_note"]' "$T/out.0" || head -c 800 "$T/out.0"
+# 4 KiB, 16 KiB, 64 KiB (--comm-max) and mlp's gradient (814,120 bytes), for both operations.
+check sizes test "$(q "SELECT group_concat(bytes) FROM (SELECT bytes FROM comm_sample WHERE backend = 'tcp'
+    AND op = 'allreduce' AND world_size = 2 ORDER BY bytes)")" = "4096,16384,65536,814120"
+check p2p_sizes test "$(q "SELECT count(*) FROM comm_sample WHERE backend = 'tcp' AND op = 'p2p' AND world_size = 2")" = 4
+check wake_row test "$(q "SELECT count(*) FROM comm_sample WHERE backend = 'tcp' AND op = 'wake' AND bytes = 0
+    AND median_s > 0 AND count >= 3")" = 1
+check models test "$(q "SELECT count(*) FROM comm_model WHERE backend = 'tcp'")" = 2
+check one_device test "$(q "SELECT count(*) FROM device")" = 1
+check no_steps test "$(q "SELECT (SELECT count(*) FROM calib_sample) + (SELECT count(*) FROM comm_sample WHERE backend <> 'tcp')")" = 0
+# Larger messages take longer: the all-reduce of the gradient against that of 4 KiB.
+check grows test "$(q "SELECT (SELECT median_s FROM comm_sample WHERE backend = 'tcp' AND op = 'allreduce' AND bytes = 814120) >
+    (SELECT median_s FROM comm_sample WHERE backend = 'tcp' AND op = 'allreduce' AND bytes = 4096)")" = 1
+
+# --- a rerun resumes (nothing timed again); --redo times everything again ------------------------
+launch 2 "${quick[@]}"
+check resume_exit test "$(cat "$T/rc.0") $(cat "$T/rc.1")" = "0 0" || head -c 600 "$T/err.0"
+check resume_text grep -q "comm tcp allreduce (world 2): .*(0 sizes timed, 4 stored)" "$T/out.0" || cat "$T/out.0"
+check resume_wake grep -q "tcp hand-off (one message between processes, wake): already stored" "$T/out.0"
+check resume_rows test "$(q "SELECT count(*) FROM comm_sample")" = 9
+q "UPDATE comm_sample SET count = 9999" # a mark that no timing leaves
+launch 2 "${quick[@]}" --redo
+check redo_exit test "$(cat "$T/rc.0") $(cat "$T/rc.1")" = "0 0" || head -c 600 "$T/err.0"
+check redo_rows test "$(q "SELECT count(*) || ' ' || sum(count = 9999) FROM comm_sample")" = "9 0"
+check redo_models test "$(q "SELECT count(*) FROM comm_model")" = 2
+
+# --- three processes: the all-reduce of world 3 joins; p2p and the message are stored already -----
+launch 3 "${quick[@]}" --model mlp
+check three_exit test "$(cat "$T/rc.0") $(cat "$T/rc.1") $(cat "$T/rc.2")" = "0 0 0" || head -c 600 "$T/err.0"
+check three_rows test "$(q "SELECT count(*) FROM comm_sample WHERE backend = 'tcp' AND op = 'allreduce' AND world_size = 3")" = 4
+check three_text grep -q "comm tcp p2p (world 2): .*(0 sizes timed, 4 stored)" "$T/out.0"
+
+# --- refused before anything is stored (exit 2) ---------------------------------------------------
+refused() { # NAME PATTERN WORLD ARGS...
+  local name=$1 pat=$2 world=$3; shift 3
+  rm -f "$T/bad.db"
+  RANK=0 WORLD_SIZE=$world MASTER_ADDR=127.0.0.1 MASTER_PORT=$port timeout 30 "$H" calib "$@" --db "$T/bad.db" \
+    >"$T/out.bad" 2>"$T/err.bad"
+  local rc=$?
+  check "${name}_exit" test "$rc" = 2 || head -c 400 "$T/err.bad"
+  check "${name}_says" grep -q -- "$pat" "$T/err.bad" || head -c 400 "$T/err.bad"
+  check "${name}_nothing" test ! -e "$T/bad.db"
+}
+refused gpu "under torchrun, hetsim calib times the channel of one process per worker on the cpu" 2 --device cuda:0
+refused concurrent "\-\-concurrent: under torchrun, hetsim calib times only the channel" 2 --device cpu --concurrent 2
+refused comm_world "\-\-comm-world: under torchrun" 2 --device cpu --comm-world 3
+refused one_process "under torchrun with one process there is no channel to time" 1 --device cpu
+rm -f "$T/bad.db"
+RANK=5 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port timeout 30 "$H" calib --device cpu --db "$T/bad.db" \
+  >"$T/out.bad" 2>"$T/err.bad"
+check bad_env_exit test $? = 2
+check bad_env_nothing test ! -e "$T/bad.db"
+
+# --- a rank that never comes, or dies mid-way, fails rank 0 in bounded time -----------------------
+port=$((port + 2))
+start=$SECONDS
+RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port timeout 60 "$H" calib "${quick[@]}" --time-limit 3s \
+  >"$T/out.alone" 2>"$T/err.alone"
+check alone_exit test $? = 1
+check alone_bounded test $((SECONDS - start)) -lt 20
+check alone_says grep -q "rank" "$T/err.alone" || head -c 400 "$T/err.alone"
+
+port=$((port + 2))
+rm -f "$T/kill.db"
+RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port "$H" calib --device cpu --model mlp \
+  --min-reps 100000 --max-reps 100000 --db "$T/kill.db" >/dev/null 2>&1 &
+victim=$!
+kill_at_exit+=("$victim")
+(sleep 1.5; kill -9 "$victim" 2>/dev/null) &
+start=$SECONDS
+RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port timeout 60 "$H" calib --device cpu --model mlp \
+  --min-reps 100000 --max-reps 100000 --db "$T/kill.db" >"$T/out.kill" 2>"$T/err.kill"
+check killed_exit test $? = 1 || head -c 400 "$T/err.kill"
+check killed_bounded test $((SECONDS - start)) -lt 30
+check killed_names_rank grep -q "rank 1" "$T/err.kill" || head -c 400 "$T/err.kill"
+check killed_kept grep -q "the points stored so far are kept" "$T/err.kill"
+wait "$victim" 2>/dev/null
+wait
+
+cli_finish
