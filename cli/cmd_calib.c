@@ -132,6 +132,12 @@ static void usage(FILE *out) {
 "                    interrupt does: the step in progress ends, the points stored so far\n"
 "                    are kept, exit 1; the same command run again resumes\n"
 "\n"
+"Under a launcher (mpirun -n N, or RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT as torchrun sets\n"
+"them; N >= 2, as many as the run's processes), --device cpu only: the N processes time the\n"
+"channel of `hetsim real`'s one process per worker instead (all-reduce over N, send/recv and\n"
+"one control message, over TCP through rank 0), which rank 0 stores as backend tcp and\n"
+"`hetsim validate` uses for such runs; options of the steps alone are refused there.\n"
+"\n"
 "SIGINT and SIGTERM stop it the same way. exit status: 0 done, 1 runtime failure, interrupted\n"
 "or out of time (rerun to resume), 2 bad input.\n",
           HS_DEFAULT_DB);

@@ -28,7 +28,12 @@
  * run's backend says a round has (real_comm.h: the cpu backend three on an all-reduce's
  * critical path, added to its alpha, one on each parameter-server message, added to the link's
  * latency; the local backend none, its waits being inside the all-reduce it was timed by);
- * none with a calibration that lacks it. The simulation
+ * none with a calibration that lacks it. A run of one process per worker on the cpu backend
+ * (real/real_rank.h) takes instead, where the calibration has it for the run's world size, the
+ * calibration of its channel (backend "tcp", `hetsim calib` under a launcher):
+ * its all-reduce and send/recv at the message, and per round the commands' control messages
+ * (its "wake") and the ranks' hand-offs (the cpu's), as real_rank.h counts them; without it, it
+ * is simulated as the threads' run and says so. The simulation
  * uses the same policy, parameters, seed and global batch, and the proxy convergence model
  * with the run's learning rate and data sizes, with the run's final loss as its target. It is
  * stored as a run of kind sim.

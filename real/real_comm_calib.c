@@ -356,6 +356,7 @@ int hs_real_comm_calibrate_ranks(hs_store *s, int64_t dev_id, const hs_real_rank
   }
   int64_t sizes[RANKS_MAX_SIZES];
   int ns = ranks_sizes(o, sizes, RANKS_MAX_SIZES);
+  if (ns < 1) return hs_diag_set(d, HS_EINVAL, "the channel's timing needs a message of at least 4 bytes");
   int64_t n = sizes[ns - 1] / 4;
   ranks_side x = {.ops = &hs_real_comm_tcp_rank, .rank = l.rank, .world = l.world};
   x.buf = calloc((size_t)n, sizeof *x.buf);
