@@ -77,6 +77,21 @@ check three_exit test "$(cat "$T/rc.0") $(cat "$T/rc.1") $(cat "$T/rc.2")" = "0 
 check three_rows test "$(q "SELECT count(*) FROM comm_sample WHERE backend = 'tcp' AND op = 'allreduce' AND world_size = 3")" = 4
 check three_text grep -q "comm tcp p2p (world 2): .*(0 sizes timed, 4 stored)" "$T/out.0"
 
+# --- under mpirun (when installed): the same, its launch said so ----------------------------------
+if command -v mpirun >/dev/null 2>&1; then
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+  port=$((port + 2))
+  timeout 120 mpirun --oversubscribe -np 2 -x MASTER_PORT=$port "$H" calib "${quick[@]}" --db "$T/mpi.db" --json \
+    >"$T/out.mpi" 2>"$T/err.mpi"
+  check mpirun_exit test $? = 0 || head -c 600 "$T/err.mpi"
+  check mpirun_launch python3 -c 'import json, sys
+r = json.load(open(sys.argv[1]))
+assert r["launch"] == {"source": "mpirun", "world": 2}, r["launch"]' "$T/out.mpi" || head -c 600 "$T/out.mpi"
+  check mpirun_rows test "$(sqlite3 "$T/mpi.db" "SELECT count(*) FROM comm_sample WHERE backend = 'tcp'")" = 9
+else
+  echo "skip: mpirun is not installed (its checks)"
+fi
+
 # --- refused before anything is stored (exit 2) ---------------------------------------------------
 refused() { # NAME PATTERN WORLD ARGS...
   local name=$1 pat=$2 world=$3; shift 3
@@ -112,6 +127,7 @@ rm -f "$T/kill.db"
 RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port "$H" calib --device cpu --model mlp \
   --min-reps 100000 --max-reps 100000 --db "$T/kill.db" >/dev/null 2>&1 &
 victim=$!
+disown "$victim" # its death by kill -9 is the point: no "Killed" line from this shell
 kill_at_exit+=("$victim")
 (sleep 1.5; kill -9 "$victim" 2>/dev/null) &
 start=$SECONDS
@@ -121,7 +137,6 @@ check killed_exit test $? = 1 || head -c 400 "$T/err.kill"
 check killed_bounded test $((SECONDS - start)) -lt 30
 check killed_names_rank grep -q "rank 1" "$T/err.kill" || head -c 400 "$T/err.kill"
 check killed_kept grep -q "the points stored so far are kept" "$T/err.kill"
-wait "$victim" 2>/dev/null
 wait
 
 cli_finish
