@@ -3,7 +3,7 @@
 # on localhost, the cpu backend over TCP) against a threads' run of the same job, on this
 # machine: a cpu calibration of MODEL (default mlp), copied as it is (c0.db), then the
 # multi-process channel timed by `hetsim calib --device cpu` as two ranks (c.db: backend tcp),
-# then REPS pairs, alternating, of a real ssgd run of ITER iterations (2 workers, global batch
+# then REPS pairs, alternating, of a real POLICY run of ITER iterations (2 workers, global batch
 # 64) as two ranks and as two threads. Each ranks run is validated twice: on c.db (kind
 # `ranks`: its channel calibrated) and on c0.db (kind `ranks_uncal`: simulated as the threads
 # over the cpu backend, as validate did before the channel had a calibration); each threads run
@@ -11,12 +11,17 @@
 # Prints one line per validation: kind, rep, the real and simulated mean communication per step
 # (ms), validate's mean iteration error and total time error.
 #
-#   bash bench/bench_validate_ranks.sh HETSIM [ITER] [REPS] [MODEL]
+# POLICY (default ssgd) may be a parameter-server policy (ps-bsp, asp, ssp): its ranks run has
+# one process more, rank 0 the server (--server-rank); the channel is timed by two processes.
+#
+#   bash bench/bench_validate_ranks.sh HETSIM [ITER] [REPS] [MODEL] [POLICY]
 set -eu
-H=${1:?usage: bench_validate_ranks.sh HETSIM [ITER] [REPS] [MODEL]}
+H=${1:?usage: bench_validate_ranks.sh HETSIM [ITER] [REPS] [MODEL] [POLICY]}
 ITER=${2:-200}
 REPS=${3:-5}
 MODEL=${4:-mlp}
+POLICY=${5:-ssgd}
+case $POLICY in ps-bsp | asp | ssp) server=(--server-rank); world=3 ;; *) server=(); world=2 ;; esac
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 "$H" calib --device cpu --model "$MODEL" --db "$T/c.db" >/dev/null 2>&1
@@ -27,7 +32,7 @@ for r in 0 1; do
     --db "$T/c.db" >"$T/cal.$r" 2>&1 &
 done
 wait
-job=(--model "$MODEL" --global-batch 64 --workers 2 --train-samples 5000 --eval-samples 300 --policy ssgd
+job=(--model "$MODEL" --global-batch 64 --workers 2 --train-samples 5000 --eval-samples 300 --policy "$POLICY"
      --iterations "$ITER" --db "$T/r.db" --json)
 printf "kind\trep\treal_comm_ms\tsim_comm_ms\tmean_iter_error\ttotal_time_error\n"
 line() { # KIND REP RUN_ID [CALIB]
@@ -38,8 +43,9 @@ print("%s\t%s\t%.4f\t%.4f\t%+.4f\t%+.4f" % (sys.argv[1], sys.argv[2], 1e3 * v["r
 }
 for rep in $(seq 1 "$REPS"); do
   port=$((port + 2))
-  for r in 0 1; do
-    RANK=$r WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port timeout 300 "$H" real "${job[@]}" >"$T/out.$r" 2>"$T/err.$r" &
+  for r in $(seq 0 $((world - 1))); do
+    RANK=$r WORLD_SIZE=$world MASTER_ADDR=127.0.0.1 MASTER_PORT=$port timeout 300 "$H" real "${job[@]}" \
+      ${server[@]+"${server[@]}"} >"$T/out.$r" 2>"$T/err.$r" &
   done
   wait
   id=$(sed -n 's/.*"run_id": \([0-9]*\).*/\1/p' "$T/out.0")

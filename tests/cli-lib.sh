@@ -129,6 +129,20 @@ fashion_mnist_or_synthetic() {
   FMNIST=synthetic
 }
 
+# ranks WORLD PORT ARGS...: starts WORLD torchrun-style processes (RANK, WORLD_SIZE, MASTER_ADDR
+# 127.0.0.1, MASTER_PORT PORT) of `$HETSIM ARGS...`, each bounded by 120 s; rank r writes
+# $TMP/out.r, $TMP/err.r and its exit status to $TMP/rc.r. Waits for them all.
+ranks() {
+  local world=$1 port=$2 r ps=()
+  shift 2
+  for r in $(seq 0 $((world - 1))); do
+    (RANK=$r WORLD_SIZE=$world MASTER_ADDR=127.0.0.1 MASTER_PORT=$port timeout 120 "$HETSIM" "$@" \
+       >"$TMP/out.$r" 2>"$TMP/err.$r"; echo $? >"$TMP/rc.$r") &
+    ps+=($!)
+  done
+  wait "${ps[@]}"
+}
+
 # ends_within_60s NAME PID: a check that background process PID ends by itself within 60 s (it
 # is killed after that); then waits for it and returns its exit status.
 ends_within_60s() {

@@ -18,18 +18,12 @@ cd "$T"
 port=$((23000 + ($$ % 700) * 64))
 quick=(--device cpu --model mlp --comm-max 64KiB --warmup 1 --min-reps 3 --max-reps 6 --db "$DB")
 
-# Starts WORLD torchrun-style ranks of `hetsim calib ARGS...`; rank r writes $T/out.r, $T/err.r
-# and its exit status to $T/rc.r. Waits for them all.
+# Starts WORLD torchrun-style ranks of `hetsim calib ARGS...` on fresh ports (ranks, cli-lib.sh:
+# $T/out.r, $T/err.r, $T/rc.r).
 launch() {
   local world=$1; shift
   port=$((port + 2))
-  local r ps=()
-  for r in $(seq 0 $((world - 1))); do
-    (RANK=$r WORLD_SIZE=$world MASTER_ADDR=127.0.0.1 MASTER_PORT=$port timeout 120 "$H" calib "$@" \
-       >"$T/out.$r" 2>"$T/err.$r"; echo $? >"$T/rc.$r") &
-    ps+=($!)
-  done
-  wait "${ps[@]}"
+  ranks "$world" "$port" calib "$@"
 }
 
 # --- two processes: the channel timed and stored by rank 0 -------------------------------------

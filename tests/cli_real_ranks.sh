@@ -26,18 +26,12 @@ next_port() { port=$((port + 2)); }
 common=(--model mlp --global-batch 32 --workers 2 --train-samples 1000 --eval-samples 300
         --eval-every 5 --db "$T/r.db")
 
-# Starts WORLD torchrun-style ranks of `hetsim real ARGS...` on localhost; rank r writes
-# $T/out.r, $T/err.r and its exit status to $T/rc.r. Waits for them all.
+# Starts WORLD torchrun-style ranks of `hetsim real ARGS...` on localhost on fresh ports (ranks,
+# cli-lib.sh: $T/out.r, $T/err.r, $T/rc.r).
 torchrun_like() {
   local world=$1; shift
   next_port
-  local r ps=()
-  for r in $(seq 0 $((world - 1))); do
-    (RANK=$r WORLD_SIZE=$world MASTER_ADDR=127.0.0.1 MASTER_PORT=$port timeout 120 "$H" real "$@" \
-       >"$T/out.$r" 2>"$T/err.$r"; echo $? >"$T/rc.$r") &
-    ps+=($!)
-  done
-  wait "${ps[@]}"
+  ranks "$world" "$port" real "$@"
 }
 
 # Checks the run that rank 0 reported in $2 (JSON): complete, $3 (default 20) iterations, both
@@ -192,11 +186,7 @@ check validate_threads_json grep -q '"launch": "none"' "$T/val.thr.json" || head
 # hand-offs per round; a threads' run keeps the cpu backend's.
 cp "$T/fast.db" "$T/tcp.db"
 next_port
-for r in 0 1; do
-  (RANK=$r WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port timeout 120 "$H" calib --device cpu --model mlp \
-     --comm-max 16KiB --warmup 1 --min-reps 3 --max-reps 6 --db "$T/tcp.db" >"$T/out.$r" 2>"$T/err.$r"; echo $? >"$T/rc.$r") &
-done
-wait
+ranks 2 "$port" calib --device cpu --model mlp --comm-max 16KiB --warmup 1 --min-reps 3 --max-reps 6 --db "$T/tcp.db"
 check calib_tcp_exit test "$(cat "$T/rc.0") $(cat "$T/rc.1")" = "0 0" || head -c 600 "$T/err.0"
 "$H" validate "${mp:-0}" --db "$T/r.db" --calib "$T/tcp.db" >"$T/val.tcp" 2>&1
 check validate_tcp_says grep -q "one process per worker (torchrun): the tcp channel as \`hetsim calib\` timed it" "$T/val.tcp" ||
