@@ -9,7 +9,9 @@
 # over the cpu backend, as validate did before the channel had a calibration); each threads run
 # on c.db.
 # Prints one line per validation: kind, rep, the real and simulated mean communication per step
-# (ms), validate's mean iteration error and total time error.
+# (ms), validate's mean iteration error and total time error, and the calibration it used: the
+# backend, the all-reduce and send/recv at the gradient (ms), one control message between
+# processes (us; - without the channel) and the threads' hand-off (us).
 #
 # POLICY (default ssgd) may be a parameter-server policy (ps-bsp, asp, ssp): its ranks run has
 # one process more, rank 0 the server (--server-rank); the channel is timed by two processes.
@@ -34,12 +36,14 @@ done
 wait
 job=(--model "$MODEL" --global-batch 64 --workers 2 --train-samples 5000 --eval-samples 300 --policy "$POLICY"
      --iterations "$ITER" --db "$T/r.db" --json)
-printf "kind\trep\treal_comm_ms\tsim_comm_ms\tmean_iter_error\ttotal_time_error\n"
+printf "kind\trep\treal_comm_ms\tsim_comm_ms\tmean_iter_error\ttotal_time_error\tcomm_backend\tallreduce_ms\tp2p_ms\tmessage_us\twake_us\n"
 line() { # KIND REP RUN_ID [CALIB]
   "$H" validate "$3" --db "$T/r.db" --calib "${4:-$T/c.db}" --json | python3 -c 'import json, sys
 v = json.load(sys.stdin)
-print("%s\t%s\t%.4f\t%.4f\t%+.4f\t%+.4f" % (sys.argv[1], sys.argv[2], 1e3 * v["real_step"]["comm_s"], 1e3 * v["sim_step"]["comm_s"],
-      v["mean_iter_error"], v["total_time_error"]))' "$1" "$2"
+us = lambda x: "-" if x is None else "%.1f" % (1e6 * x)
+print("%s\t%s\t%.4f\t%.4f\t%+.4f\t%+.4f\t%s\t%.4f\t%.4f\t%s\t%s" % (sys.argv[1], sys.argv[2], 1e3 * v["real_step"]["comm_s"],
+      1e3 * v["sim_step"]["comm_s"], v["mean_iter_error"], v["total_time_error"], v["comm_backend"],
+      1e3 * v["allreduce_s"], 1e3 * v["p2p_s"], us(v["rank_message_s"]), us(v["wake_s"])))' "$1" "$2"
 }
 for rep in $(seq 1 "$REPS"); do
   port=$((port + 2))

@@ -615,9 +615,10 @@ int hs_cmd_validate(int argc, char **argv) {
   for (int w = 0; w < spec.n_workers; w++) spec.workers[w].node = 0;
   /* What a round costs beyond the bytes: the threads' hand-offs (the backend's count), or the
    * multi-process runtime's command messages and its ranks' hand-offs (real_rank.h). */
-  int ar_msgs = tcp ? HS_REAL_RANK_MESSAGES_PER_ALLREDUCE : 0, p2p_msgs = tcp ? HS_REAL_RANK_MESSAGES_PER_MESSAGE : 0;
-  int ar_hand = tcp ? HS_REAL_RANK_HANDOFFS_PER_ALLREDUCE : backend->handoffs_per_allreduce;
-  int p2p_hand = tcp ? HS_REAL_RANK_HANDOFFS_PER_MESSAGE : backend->handoffs_per_message;
+  double ar_msgs = tcp ? HS_REAL_RANK_OPS_PER_ALLREDUCE * HS_REAL_RANK_MESSAGES_PER_OP : 0;
+  double p2p_msgs = tcp ? HS_REAL_RANK_OPS_PER_MESSAGE * HS_REAL_RANK_MESSAGES_PER_OP : 0;
+  double ar_hand = tcp ? HS_REAL_RANK_OPS_PER_ALLREDUCE * HS_REAL_RANK_HANDOFFS_PER_OP : backend->handoffs_per_allreduce;
+  double p2p_hand = tcp ? HS_REAL_RANK_OPS_PER_MESSAGE * HS_REAL_RANK_HANDOFFS_PER_OP : backend->handoffs_per_message;
   hs_link_spec ring = {.bandwidth = b_ar, .latency = 0};
   if (n > 1) ring = hs_ring_link(a_ar + upd + ar_hand * wake + ar_msgs * rank_msg, b_ar, n);
   spec.network = ring;
@@ -920,10 +921,10 @@ int hs_cmd_validate(int argc, char **argv) {
       printf("  all-reduce of %.4g MB      %.4g ms (measured at the size, %s backend)\n", msg / 1e6, (a_ar + msg / b_ar) * 1e3, cb);
     printf("  send or receive of %.4g MB %.4g ms (measured at the size, %s backend)\n", msg / 1e6, (a_p2p + msg / b_p2p) * 1e3, cb);
     if (tcp)
-      printf("  control message            %.4g ms each, %d per all-reduce, %d per server message (calibrated)\n",
+      printf("  control message            %.4g ms each, %g per all-reduce, %g per server message (calibrated)\n",
              rank_msg * 1e3, ar_msgs, p2p_msgs);
     if (have_wake)
-      printf("  thread hand-off            %.4g ms each, %d per all-reduce, %d per server message (calibrated)\n",
+      printf("  thread hand-off            %.4g ms each, %g per all-reduce, %g per server message (calibrated)\n",
              wake * 1e3, ar_hand, p2p_hand);
     else
       printf("  thread hand-off            not calibrated (a calibration older than it): none charged\n");

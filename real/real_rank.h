@@ -58,15 +58,18 @@
 #include "real/real_run.h"
 
 /* What a round costs beyond its operations, for a model of the run (`hetsim validate`): each
- * operation starts with a command from the coordinator to the rank (a control message), which
- * the rank's reader hands to its executor (a thread hand-off, comm_sample op "wake" of backend
- * cpu), and ends with its report back (a control message, op "wake" of backend tcp). A
- * synchronous round computes and then all-reduces: two operations, one after the other, on the
- * critical path; a parameter-server message is one operation of a worker. */
-#define HS_REAL_RANK_MESSAGES_PER_ALLREDUCE 4
-#define HS_REAL_RANK_HANDOFFS_PER_ALLREDUCE 2
-#define HS_REAL_RANK_MESSAGES_PER_MESSAGE 2
-#define HS_REAL_RANK_HANDOFFS_PER_MESSAGE 1
+ * operation (a compute, an all-reduce, a push, a pull) starts with a command from the
+ * coordinator to the rank (a control message, comm_sample op "wake" of backend tcp), which the
+ * rank's reader hands to its executor (a thread hand-off, op "wake" of backend cpu), and ends
+ * with its report back (a control message). A synchronous all-reduce round is two operations
+ * one after the other on the critical path (compute, all-reduce); a parameter-server step is
+ * three (compute, push, pull): one and a half per message. (A server's own commands run beside
+ * its workers' and are not counted; ps-bsp's apply between the pushes and the pulls is one more
+ * operation of the server a round, not counted either.) */
+#define HS_REAL_RANK_MESSAGES_PER_OP 2
+#define HS_REAL_RANK_HANDOFFS_PER_OP 1
+#define HS_REAL_RANK_OPS_PER_ALLREDUCE 2.0
+#define HS_REAL_RANK_OPS_PER_MESSAGE 1.5
 
 /* What the multi-process runtime can do (pol_policy.h's HS_CAP_*): none of the extras; the CLI
  * checks a run against it with hs_runtime_check_caps (runtime/rt_core.h) before storing. */

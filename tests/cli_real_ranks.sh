@@ -183,7 +183,7 @@ check validate_ranks_json grep -q '"launch": "torchrun"' "$T/val.mp.json"
 check validate_threads_json grep -q '"launch": "none"' "$T/val.thr.json" || head -c 600 "$T/val.thr.json"
 # With the channel calibrated (`hetsim calib` under the same launch: backend tcp), validate
 # simulates the ranks' run with it: its all-reduce at the gradient and 4 control messages and 2
-# hand-offs per round; a threads' run keeps the cpu backend's.
+# hand-offs per round (3 and 1.5 per server message); a threads' run keeps the cpu backend's.
 cp "$T/fast.db" "$T/tcp.db"
 next_port
 ranks 2 "$port" calib --device cpu --model mlp --comm-max 16KiB --warmup 1 --min-reps 3 --max-reps 6 --db "$T/tcp.db"
@@ -191,7 +191,7 @@ check calib_tcp_exit test "$(cat "$T/rc.0") $(cat "$T/rc.1")" = "0 0" || head -c
 "$H" validate "${mp:-0}" --db "$T/r.db" --calib "$T/tcp.db" >"$T/val.tcp" 2>&1
 check validate_tcp_says grep -q "one process per worker (torchrun): the tcp channel as \`hetsim calib\` timed it" "$T/val.tcp" ||
   head -c 600 "$T/val.tcp"
-check validate_tcp_messages grep -q "control message .* 4 per all-reduce, 2 per server message" "$T/val.tcp"
+check validate_tcp_messages grep -q "control message .* 4 per all-reduce, 3 per server message" "$T/val.tcp"
 "$H" validate "${mp:-0}" --db "$T/r.db" --calib "$T/tcp.db" --json >"$T/val.tcp.json" 2>&1
 check validate_tcp_json python3 -c 'import json, sqlite3, sys
 v = json.load(open(sys.argv[1]))
