@@ -237,8 +237,7 @@ static int parse_args(int argc, char **argv, calib_args *a) {
   int c, rc;
   double v;
   while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-    if (!a->steps_only && (c == O_BATCHES || c == O_NOCOMM || c == O_COMMWORLD || c == O_PIN || c == O_CONCURRENT ||
-                           c == O_THREADS))
+    if (!a->steps_only && (c == O_BATCHES || c == O_NOCOMM || c == O_COMMWORLD || c == O_CONCURRENT || c == O_THREADS))
       for (const struct option *o = opts; o->name; o++)
         if (o->val == c) a->steps_only = o->name;
     switch (c) {
@@ -543,7 +542,8 @@ int hs_cmd_calib(int argc, char **argv) {
   hs_real_ranks_calib_opts ro = {.msg_bytes = msgs, .n_msgs = a.n_models, .max_bytes = a.o.comm_max_bytes,
                                  .timeout_s = a.time_limit > 0 && a.time_limit < 60 ? a.time_limit : 60,
                                  .redo = a.redo,
-                                 .timing = {.rule = a.o.rule, .warmup = a.o.warmup, .stop = &calib_interrupted}};
+                                 .timing = {.rule = a.o.rule, .warmup = a.o.warmup, .stop = &calib_interrupted,
+                                            .no_pin = a.o.no_pin}};
   a.o.models = a.models;
   a.o.n_models = a.n_models;
   a.o.batches = a.batches;

@@ -102,9 +102,15 @@ typedef struct hs_real_launch {
   int master_port;      /* the first of hetsim's two ports (data channel; control at +1) */
   int agent_store;      /* 1 under torchrun's agent store: master_port is MASTER_PORT + 1 */
   const char *source;   /* "mpirun", "torchrun", or "none" */
+  /* The ranks on this machine and this process's place among them: OMPI_COMM_WORLD_LOCAL_RANK
+   * and _LOCAL_SIZE (mpirun), LOCAL_RANK and LOCAL_WORLD_SIZE (torchrun); where the launcher
+   * sets neither and MASTER_ADDR is a loopback address (127.x, localhost, ::1), every rank is
+   * on this machine (rank, world). -1 when not known (a malformed value included: they only
+   * decide pinning, real_rank.h). */
+  int local_rank, local_world;
 } hs_real_launch;
 /* Reads OMPI_COMM_WORLD_RANK/SIZE (mpirun) or RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT
- * (torchrun). HS_EINVAL with a message for a malformed or inconsistent environment (a rank not
+ * (torchrun), and the local placement (above). HS_EINVAL with a message for a malformed or inconsistent environment (a rank not
  * below the world size, a world size that differs from `expect_world` when that is > 0, a
  * missing MASTER_ADDR or MASTER_PORT). A process with neither set gets source "none". Under
  * torchrun with TORCHELASTIC_USE_AGENT_STORE=True (torch >= 2: the agent's store listens on

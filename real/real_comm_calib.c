@@ -6,6 +6,7 @@
 
 #include "calib/cal_store.h"
 #include "nn/nn_net.h"
+#include "real/real_rank.h"
 #include "real/real_rank_tcp.h"
 #include "real/real_worker.h"
 
@@ -359,6 +360,7 @@ int hs_real_comm_calibrate_ranks(hs_store *s, int64_t dev_id, const hs_real_rank
   if (ns < 1) return hs_diag_set(d, HS_EINVAL, "the channel's timing needs a message of at least 4 bytes");
   int64_t n = sizes[ns - 1] / 4;
   ranks_side x = {.ops = &hs_real_comm_tcp_rank, .rank = l.rank, .world = l.world};
+  int pinned = 0;
   x.buf = calloc((size_t)n, sizeof *x.buf);
   x.ranks = malloc((size_t)l.world * sizeof *x.ranks);
   x.ones = malloc((size_t)l.world * sizeof *x.ones);
@@ -369,6 +371,11 @@ int hs_real_comm_calibrate_ranks(hs_store *s, int64_t dev_id, const hs_real_rank
   }
   for (int i = 0; i < l.world; i++) x.ranks[i] = i, x.ones[i] = 1, x.wts[i] = 1.0 / l.world;
   for (int64_t i = 0; i < n; i++) x.buf[i] = (float)(l.rank + 1);
+  /* Each process on its own CPU where the run's ranks would be (hs_real_rank_pins). */
+  hs_real_config pin_as = {.device = "cpu", .pin = o->timing.no_pin ? HS_PIN_NONE : HS_PIN_AUTO};
+  hs_cpus cpus;
+  int k;
+  pinned = hs_real_rank_pins(&pin_as, &l, 0, &cpus, &k) && !hs_pin_self(&cpus, k);
   hs_real_comm_config cfg = {.world = l.world, .n = n, .timeout_s = o->timeout_s};
   if ((rc = x.ops->open(&x.c, &cfg, d))) goto out;
   if (l.rank != 0) {
@@ -381,6 +388,7 @@ int hs_real_comm_calibrate_ranks(hs_store *s, int64_t dev_id, const hs_real_rank
       rc = hs_diag_set(d, ed.code ? ed.code : HS_ERUNTIME, "%s", ed.msg);
   }
 out:
+  if (pinned) (void)hs_pin_restore(&cpus);
   if (x.c) x.ops->close(x.c);
   free(x.buf);
   free(x.ranks);

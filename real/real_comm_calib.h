@@ -80,7 +80,7 @@ typedef struct hs_real_ranks_calib_opts {
   int64_t max_bytes;        /* the largest message of the 4^k sizes */
   double timeout_s;         /* the channel's bound on every wait; <= 0 = 60 s */
   int redo;
-  hs_cal_comm_opts timing;  /* no_pin is not used: each process is where its launcher put it */
+  hs_cal_comm_opts timing;  /* no_pin 0: each process pinned as the run's ranks (hs_real_rank_pins) */
   hs_progress *progress;    /* rank 0: advanced by one per point timed or found; may be NULL */
 } hs_real_ranks_calib_opts;
 

@@ -229,7 +229,8 @@ int hs_real_plan_worker_perf(const hs_cluster_spec *spec, const hs_real_options 
 int hs_real_plan_pinned(const hs_real_plan *p, hs_real_pin pin, int n_workers) {
   hs_real_config cfg = {.device = p->device, .pin = pin};
   hs_cpus cpus;
-  return !p->multi && hs_real_pins(&cfg, n_workers, &cpus);
+  int k;
+  return p->multi ? hs_real_rank_pins(&cfg, &p->launch, 0, &cpus, &k) : hs_real_pins(&cfg, n_workers, &cpus);
 }
 
 int hs_real_plan_run(const hs_real_plan *p, const hs_real_config *cfg, hs_real_result *res,

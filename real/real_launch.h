@@ -76,8 +76,8 @@ int hs_real_plan_partitions(const hs_real_plan *p, int n_workers, hs_diag *d);
 int hs_real_plan_worker_perf(const hs_cluster_spec *spec, const hs_real_options *ro, hs_store *store,
                              const char *model, hs_perf_model *models, const hs_perf_model **out,
                              hs_diag *d);
-/* Whether the run's worker threads will be pinned (hs_real_pins; never for one process per
- * worker). */
+/* Whether the run's worker threads will be pinned (hs_real_pins; for one process per worker,
+ * whether the workers' ranks pin their executors, hs_real_rank_pins, as rank 0's launch shows it). */
 int hs_real_plan_pinned(const hs_real_plan *p, hs_real_pin pin, int n_workers);
 /* Whether the chosen runtime (threads or ranks) can run policy with params on cluster (NULL:
  * none), as far as that shows before the run (hs_runtime_check_caps, runtime/rt_core.h): 0, or

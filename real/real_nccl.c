@@ -86,9 +86,32 @@ static int env_int(const char *name, int *out, hs_diag *d) {
   return 1;
 }
 
+/* A launcher's count that only decides pinning: the value of `name`, or -1 when unset or malformed. */
+static int env_count(const char *name) {
+  const char *s = getenv(name);
+  char *end = NULL;
+  errno = 0;
+  long v = s && *s ? strtol(s, &end, 10) : -1;
+  return s && *s && !*end && !errno && v >= 0 && v <= 1 << 20 ? (int)v : -1;
+}
+
+/* Where the launch's ranks run (hs_real_launch's local_rank, local_world). */
+static void launch_local(hs_real_launch *l) {
+  int mpi = !strcmp(l->source, "mpirun");
+  l->local_rank = env_count(mpi ? "OMPI_COMM_WORLD_LOCAL_RANK" : "LOCAL_RANK");
+  l->local_world = env_count(mpi ? "OMPI_COMM_WORLD_LOCAL_SIZE" : "LOCAL_WORLD_SIZE");
+  if (l->local_rank < 0 && l->local_world < 0 && (!strncmp(l->master_addr, "127.", 4) ||
+                                                  !strcmp(l->master_addr, "localhost") || !strcmp(l->master_addr, "::1"))) {
+    l->local_rank = l->rank;
+    l->local_world = l->world;
+  }
+  if (l->local_rank < 0 || l->local_world < 1 || l->local_rank >= l->local_world) l->local_rank = l->local_world = -1;
+}
+
 int hs_real_launch_read(hs_real_launch *l, int expect_world, hs_diag *d) {
   memset(l, 0, sizeof *l);
   l->rank = l->world = -1;
+  l->local_rank = l->local_world = -1;
   l->source = "none";
   int r = -1, w = -1, got_r, got_w;
   if ((got_r = env_int("OMPI_COMM_WORLD_RANK", &r, d)) < 0) return got_r;
@@ -131,6 +154,7 @@ int hs_real_launch_read(hs_real_launch *l, int expect_world, hs_diag *d) {
   if (l->agent_store && p > 65533)
     return hs_diag_set(d, HS_EINVAL, "MASTER_PORT=%d: torchrun's store holds it, and hetsim needs the two ports after it", p);
   l->master_port = p + l->agent_store;
+  launch_local(l);
   return 0;
 }
 

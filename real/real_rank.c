@@ -89,6 +89,7 @@ typedef struct snap {
 
 typedef struct exec {
   const hs_real_config *cfg;
+  const hs_real_launch *launch;   /* how this process was started */
   int rank, worker, n, fd;        /* rank: in the comm; worker: whose shard (the server: 0's) */
   int probe;                      /* times its steps before the run (a worker's rank, no perf) */
   int server;                     /* the parameter-server rank: replica is the global model */
@@ -391,6 +392,11 @@ static void report_error(exec *e, int rc, const hs_diag *d) {
 
 /* Set-up, READY, then the commands until stop; e->rc and e->diag hold the outcome. */
 static void exec_run(exec *e) {
+  /* On the rank's own CPU, as the threads' workers are (before the probe, which then times the
+   * steps as the run takes them). */
+  hs_cpus cpus;
+  int k;
+  if (hs_real_rank_pins(e->cfg, e->launch, e->server, &cpus, &k)) (void)hs_pin_self(&cpus, k);
   hs_diag d = {0};
   int rc = exec_setup(e, &d);
   if (rc) {
@@ -462,9 +468,10 @@ static void exec_run(exec *e) {
 }
 
 /* rank: in the comm; off: 1 when rank 0 is the parameter server (worker w is then rank w + 1). */
-static int exec_init(exec *e, const hs_real_config *cfg, int rank, int n, int off, int fd) {
+static int exec_init(exec *e, const hs_real_config *cfg, const hs_real_launch *l, int rank, int n, int off, int fd) {
   memset(e, 0, sizeof *e);
   e->cfg = cfg;
+  e->launch = l;
   e->rank = rank;
   e->server = off && rank == 0;
   e->worker = e->server ? 0 : rank - off;
@@ -1154,7 +1161,7 @@ static int run_leaf(const hs_real_config *cfg, const hs_real_launch *l, int n, h
                              fds, d);
   if (rc) return rc;
   exec e;
-  if (exec_init(&e, cfg, l->rank, n, l->world - n, fds[0])) {
+  if (exec_init(&e, cfg, l, l->rank, n, l->world - n, fds[0])) {
     rc = hs_diag_set(d, HS_ERUNTIME, "rank %d: cannot start its control thread", l->rank);
   } else {
     exec_run(&e);
@@ -1196,7 +1203,7 @@ static int run_root(crd *s, const hs_real_launch *l, int *fds, int pair[2]) {
   if (cfg->test) s->eval_net = probe_net;
   else hs_net_close(probe_net);
   hs_rt_evals_init(&s->evals, s->eval_net, cfg->test, s->P, cfg->target_loss > 0 || cfg->target_accuracy > 0);
-  if (exec_init(s->x0, cfg, 0, s->n, s->off, pair[1]) || pthread_create(&s->x0->th, NULL, exec_thread, s->x0))
+  if (exec_init(s->x0, cfg, l, 0, s->n, s->off, pair[1]) || pthread_create(&s->x0->th, NULL, exec_thread, s->x0))
     return hs_diag_set(&c->diag, HS_ERUNTIME, "cannot start rank 0's executor threads");
   s->x0->th_started = 1;
   s->t0 = hs_real_mono();
@@ -1207,6 +1214,13 @@ static int run_root(crd *s, const hs_real_launch *l, int *fds, int pair[2]) {
   if (!rc) rc = settle(s, hs_rt_core_start(c));
   if (!rc && !c->failed) coordinate(s);
   return c->failed ? hs_rt_core_outcome(c) : rc;
+}
+
+int hs_real_rank_pins(const hs_real_config *cfg, const hs_real_launch *l, int server, hs_cpus *cpus, int *k) {
+  if (server || cfg->pin != HS_PIN_AUTO || !cfg->device || strcmp(cfg->device, "cpu")) return 0;
+  if (l->local_world < 2 || l->local_rank < 0 || hs_cpus_allowed(cpus) < l->local_world) return 0;
+  *k = l->local_rank;
+  return 1;
 }
 
 int hs_real_rank_run(const hs_real_config *cfg, const hs_real_launch *l, hs_real_result *res, hs_diag *d) {

@@ -54,6 +54,7 @@
 #ifndef HS_REAL_RANK_H
 #define HS_REAL_RANK_H
 
+#include "core/core_affinity.h"
 #include "real/real_comm.h"
 #include "real/real_run.h"
 
@@ -76,6 +77,16 @@
 #define HS_REAL_RANKS_CAPS 0u
 
 int hs_real_rank_run(const hs_real_config *cfg, const hs_real_launch *launch, hs_real_result *res, hs_diag *d);
+
+/* Pinning (cfg->pin HS_PIN_AUTO, the nets on the cpu): each worker's rank pins its executing
+ * thread (the one that computes and communicates; not its reader, nor rank 0's coordinator) to
+ * the local_rank-th CPU the process may use, where the launch says which ranks share this
+ * machine (launch->local_rank, local_world: real_comm.h) and they are at least 2 with a CPU
+ * each, as the threads pin their workers (real_run.h). A server rank's executor floats, as the
+ * threads' server does. 1 with cpus (the CPUs allowed) and *k (the index into them), else 0.
+ * Unpinned ranks sharing 2 CPUs started one rank's compute only after the other's in 15 of 60
+ * rounds of cnn (docs/performance.md, "Pinned ranks"). */
+int hs_real_rank_pins(const hs_real_config *cfg, const hs_real_launch *launch, int server, hs_cpus *cpus, int *k);
 
 /* A rank other than 0 that fails before its run (its own device, calibration or data) tells
  * rank 0 why: it joins the control channel, as hs_real_rank_run would, and sends `msg` as its

@@ -84,6 +84,21 @@ next_port # the run's control channel took MASTER_PORT+2
 check agent_store_exit test "$(cat "$T/rc.0") $(cat "$T/rc.1")" = "0 0" || head -c 600 "$T/err.0" "$T/err.1"
 check_run agent_store "$T/out.0"
 
+# Pinning (real_rank.h): the ranks of a launch on this machine (a loopback MASTER_ADDR) pin
+# their executors one per CPU when each has one, as --pin auto pins the threads; --pin none and
+# a launcher that says the ranks are not all here leave them to the scheduler. The run's options
+# say so.
+cpus=$(nproc)
+pinned_last() { q "SELECT json_extract(options, '$.pin') || ' ' || json_extract(options, '$.pinned') FROM run ORDER BY id DESC LIMIT 1"; }
+torchrun_like 2 --policy ssgd "${common[@]}" --iterations 5
+check pin_ranks test "$(pinned_last)" = "auto $([ "$cpus" -ge 2 ] && echo 1 || echo 0)"
+torchrun_like 2 --policy ssgd "${common[@]}" --iterations 5 --pin none
+check pin_ranks_none test "$(pinned_last)" = "none 0"
+export LOCAL_WORLD_SIZE=1
+torchrun_like 2 --policy ssgd "${common[@]}" --iterations 5
+unset LOCAL_WORLD_SIZE
+check pin_ranks_not_all_here test "$(pinned_last)" = "auto 0"
+
 # A cluster file's slowdown is emulated on the worker's own rank: 8x (see cli_real.sh for why
 # not 3x).
 slow_cluster slow.yaml 8.0
