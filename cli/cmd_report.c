@@ -589,7 +589,8 @@ static void compute_text(hs_device_type *t, const char *model, char *buf, size_t
 
 static void link_text(const hs_link_spec *l, const hs_link_calib *calib, char *buf, size_t n) {
   char a[32], b[32];
-  if (calib && calib->name[0]) snprintf(buf, n, "measured: %s", calib->name);
+  if (calib && calib->name[0])
+    snprintf(buf, n, "measured: %s%s%s", calib->name, calib->backend[0] ? ", backend " : "", calib->backend);
   else snprintf(buf, n, "%s, %s latency", hs_units_format_bandwidth(l->bandwidth, a, sizeof a),
                 hs_units_format_time(l->latency, b, sizeof b));
 }

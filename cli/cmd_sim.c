@@ -629,7 +629,7 @@ int hs_cmd_sim(int argc, char **argv) {
     else snprintf(n->field, sizeof n->field, "nodes[%d].link", i);
     n->calib = lc->name;
     status = 2;
-    if ((rc = hs_comm_link_load(calib_store, lc->name, spec.n_workers, (double)ms.grad_bytes, link,
+    if ((rc = hs_comm_link_load(calib_store, lc->name, lc->backend, spec.n_workers, (double)ms.grad_bytes, link,
                                  n->how, sizeof n->how, &d))) {
       fprintf(stderr, "hetsim sim: %s:%d:%d: %s.calib: %s\n", spec.path, lc->pos.line, lc->pos.col,
               n->field, d.msg);

@@ -464,20 +464,34 @@ int hs_cluster_find_node(const hs_cluster_spec *spec, const char *name) {
 
 static int parse_link(const cfg *c, const cnode *n, const char *field, hs_link_spec *link,
                       hs_link_calib *cal) {
-  static const char *const keys[] = {"bandwidth", "latency", "calib", NULL};
+  static const char *const keys[] = {"bandwidth", "latency", "calib", "backend", NULL};
+  static const char *const backends[] = {"cpu", "tcp", "local", "nccl", "gloo", NULL};
   char f[512];
   int rc = expect_kind(c, n, field, CN_MAP,
                        "a mapping with keys bandwidth, latency (or calib)");
   if (!rc) rc = check_keys(c, n, field, keys);
   if (rc) return rc;
-  const cnode *v;
+  const cnode *v, *b = map_get(c, n, "backend");
   if ((v = map_get(c, n, "calib"))) {
     if (map_get(c, n, "bandwidth") || map_get(c, n, "latency"))
       return cfg_fail_got(c, n, field, "both \"calib\" and inline numbers",
                           "either {bandwidth, latency} or {calib} (measured communication), not both");
     join_field(f, sizeof f, field, "calib");
     cal->pos = node_pos(v);
-    return get_name(c, v, f, cal->name, sizeof cal->name);
+    if ((rc = get_name(c, v, f, cal->name, sizeof cal->name)) || !b) return rc;
+    const char *t = cn_scalar(c, b);
+    for (int i = 0; t && backends[i]; i++)
+      if (strlen(t) == b->n && !strcmp(t, backends[i])) {
+        snprintf(cal->backend, sizeof cal->backend, "%s", backends[i]);
+        return 0;
+      }
+    join_field(f, sizeof f, field, "backend");
+    return cfg_fail(c, b, f, b, "one of " HS_LINK_BACKENDS " (the communication backend whose measurements to take)");
+  }
+  if (b) {
+    join_field(f, sizeof f, field, "backend");
+    return cfg_fail_got(c, b, f, "a backend without calib",
+                        "backend only with {calib: NAME} (it picks which of NAME's measurements)");
   }
   if ((v = map_get(c, n, "bandwidth"))) {
     join_field(f, sizeof f, field, "bandwidth");

@@ -24,9 +24,12 @@ typedef struct hs_link_spec {
 } hs_link_spec;
 
 /* `{calib: NAME}` in place of a link's numbers: NAME's measured communication (comm_model) sets
- * the link's bandwidth and latency when a run starts (the CLI looks it up); "" = inline numbers. */
+ * the link's bandwidth and latency when a run starts (the CLI looks it up); "" = inline numbers.
+ * `{calib: NAME, backend: B}` takes only backend B's measurements (HS_LINK_BACKENDS); "" = any. */
+#define HS_LINK_BACKENDS "cpu, tcp, local, nccl, gloo"
 typedef struct hs_link_calib {
   char name[128];
+  char backend[16];
   hs_srcpos pos;
 } hs_link_calib;
 

@@ -83,6 +83,10 @@ static void put_link(FILE *f, const hs_link_spec *l, const hs_link_calib *cal) {
   if (cal->name[0]) {
     fputs("{calib: ", f);
     put_string(f, cal->name);
+    if (cal->backend[0]) {
+      fputs(", backend: ", f);
+      put_string(f, cal->backend);
+    }
     fputc('}', f);
     return;
   }

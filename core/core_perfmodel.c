@@ -291,8 +291,9 @@ hs_link_spec hs_ring_link(double alpha, double beta, int n) {
   return (hs_link_spec){.bandwidth = beta * 2.0 * (n - 1) / n, .latency = alpha / (2.0 * (n - 1))};
 }
 
-int hs_comm_link_load(hs_store *s, const char *device, int world, double msg_bytes,
+int hs_comm_link_load(hs_store *s, const char *device, const char *only, int world, double msg_bytes,
                       hs_link_spec *out, char *how, size_t how_len, hs_diag *d) {
+  if (only && !*only) only = NULL;
   sqlite3 *db = hs_store_db(s);
   sqlite3_stmt *st = NULL;
   /* The newest device of that name with a fitted all-reduce model of exactly the run's world
@@ -300,19 +301,22 @@ int hs_comm_link_load(hs_store *s, const char *device, int world, double msg_byt
   const char *sql =
       "SELECT m.alpha_s, m.beta_bytes_per_s, m.op, m.world_size, m.backend, d.id FROM comm_model m"
       " JOIN device d ON d.id = m.device_id WHERE d.name = ?1 AND m.op IN ('p2p', 'allreduce')"
+      " AND (?3 IS NULL OR m.backend = ?3)"
       " ORDER BY (m.op = 'allreduce' AND m.world_size = ?2) DESC, m.op = 'p2p' DESC,"
       " abs(m.world_size - ?2), d.id DESC, m.id DESC LIMIT 1";
   if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
     return hs_diag_set(d, HS_EDB, "database %s: reading comm_model: %s", hs_store_path(s), sqlite3_errmsg(db));
   sqlite3_bind_text(st, 1, device, -1, SQLITE_STATIC);
   sqlite3_bind_int(st, 2, world);
+  if (only) sqlite3_bind_text(st, 3, only, -1, SQLITE_STATIC);
+  else sqlite3_bind_null(st, 3);
   int rc = sqlite3_step(st);
   if (rc != SQLITE_ROW) {
     sqlite3_finalize(st);
     if (rc != SQLITE_DONE)
       return hs_diag_set(d, HS_EDB, "database %s: reading comm_model: %s", hs_store_path(s), sqlite3_errmsg(db));
-    return hs_diag_set(d, HS_ENOTFOUND, "no measured communication (comm_model, op p2p or allreduce) "
-                       "for device \"%s\" in %s", device, hs_store_path(s));
+    return hs_diag_set(d, HS_ENOTFOUND, "no measured communication (comm_model, op p2p or allreduce%s%s) "
+                       "for device \"%s\" in %s", only ? ", backend " : "", only ? only : "", device, hs_store_path(s));
   }
   double alpha = sqlite3_column_double(st, 0), beta = sqlite3_column_double(st, 1);
   char op[16], backend[16];

@@ -98,7 +98,8 @@ int hs_comm_time_interp(struct sqlite3_stmt *st, double bytes, int extrapolate, 
 hs_link_spec hs_ring_link(double alpha, double beta, int n);
 
 /* A link's latency and bandwidth from the device's measured communication (`network:` or
- * `link: {calib: NAME}` in a cluster file) for a run of `world` workers: its fitted all-reduce
+ * `link: {calib: NAME}` in a cluster file) for a run of `world` workers, of `backend` only
+ * (`{calib: NAME, backend: B}`; NULL or "": any, the newest first): its fitted all-reduce
  * model of that world size, else its p2p model, else its all-reduce model of the nearest world
  * size. An all-reduce model of w ranks becomes the link that a ring all-reduce of w ranks needs
  * to take the measured time, so that the simulated ring of `world` reproduces the measurement.
@@ -109,7 +110,7 @@ hs_link_spec hs_ring_link(double alpha, double beta, int n);
  * mean (its median when it has none) is the time instead, and the link is the one whose ring of
  * `world` ranks takes exactly that time at msg_bytes (alpha kept when below it). `how` (may be
  * NULL) says which. HS_ENOTFOUND when the device has no such model. */
-int hs_comm_link_load(hs_store *s, const char *device, int world, double msg_bytes,
+int hs_comm_link_load(hs_store *s, const char *device, const char *backend, int world, double msg_bytes,
                       hs_link_spec *out, char *how, size_t how_len, hs_diag *d);
 
 /* The spread of the device's measured steps of the model as the coefficient of variation of

@@ -53,6 +53,35 @@ check no_steps test "$(q "SELECT (SELECT count(*) FROM calib_sample) + (SELECT c
 check grows test "$(q "SELECT (SELECT median_s FROM comm_sample WHERE backend = 'tcp' AND op = 'allreduce' AND bytes = 814120) >
     (SELECT median_s FROM comm_sample WHERE backend = 'tcp' AND op = 'allreduce' AND bytes = 4096)")" = 1
 
+# --- the simulator takes the channel where a cluster file asks for it ---------------------------
+# `network: {calib: NAME, backend: tcp}` takes the tcp all-reduce of the cluster's 2 workers; a
+# backend the device has no measurement of is refused, naming it (exit 2).
+name=$(q "SELECT name FROM device")
+chan() { # FILE BACKEND
+  cat >"$1" <<YAML
+name: chan
+network: {calib: "$name", backend: $2}
+device_types:
+  c: {compute: {t0: 1ms, per_sample: 0.01ms}}
+nodes:
+  - {name: n0, link: {calib: "$name", backend: $2}, devices: [{type: c, count: 2}]}
+YAML
+}
+chan "$T/tcp.yaml" tcp
+"$H" sim --cluster "$T/tcp.yaml" --calib "$DB" --db "$T/sim.db" --model mlp --policy ssgd --global-batch 64 --iterations 5 --json \
+  >"$T/sim.json" 2>"$T/sim.err"
+check sim_tcp_link python3 -c 'import json, sys
+r = json.load(open(sys.argv[1]))
+links = r["calib_links"]
+assert len(links) == 2 and all(l["measurement"].startswith("tcp allreduce, world size 2") for l in links), links' \
+  "$T/sim.json" || head -c 600 "$T/sim.err" "$T/sim.json"
+chan "$T/cpu.yaml" cpu
+"$H" sim --cluster "$T/cpu.yaml" --calib "$DB" --db "$T/sim.db" --model mlp --policy ssgd --global-batch 64 --iterations 5 \
+  >"$T/sim.out" 2>"$T/sim.err"
+check sim_other_backend_exit test $? = 2
+check sim_other_backend_says grep -q "cpu.yaml:2:.*network.calib: no measured communication (comm_model, op p2p or allreduce, backend cpu)" \
+  "$T/sim.err" || head -c 600 "$T/sim.err"
+
 # --- a rerun resumes (nothing timed again); --redo times everything again ------------------------
 launch 2 "${quick[@]}"
 check resume_exit test "$(cat "$T/rc.0") $(cat "$T/rc.1")" = "0 0" || head -c 600 "$T/err.0"

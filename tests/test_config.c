@@ -244,7 +244,7 @@ static const bad_case bad_cases[] = {
     {"name: c\nnetwork: {bandwidth: 0Gbps}\n" T N, {"c.yaml:2:22: network.bandwidth: expected a bandwidth", "got \"0Gbps\""}},
     {"name: c\nnetwork: {latency: -3us}\n" T N, {"c.yaml:2:20: network.latency: expected a time of at most 1e9 s, like", "got \"-3us\""}},
     {"name: c\nnetwork: {bandwidth: 1Gbps, latncy: 3us}\n" T N,
-     {"c.yaml:2:29: network.latncy: expected one of: bandwidth, latency, calib, got \"latncy\""}},
+     {"c.yaml:2:29: network.latncy: expected one of: bandwidth, latency, calib, backend, got \"latncy\""}},
     {"name: c\n" T "nodes: [{devices: [{type: g}]}, {devices: [{type: g}]}]\n",
      {"c.yaml:1:1: network: expected a mapping {bandwidth, latency} (required with more than one node), got nothing"}},
     /* parameter_server */
@@ -337,6 +337,10 @@ static const bad_case bad_cases[] = {
      {"c.yaml:3:22: device_types.g.compute.mlp.per_sample: expected a time > 0"}},
     {"name: c\nnetwork: {calib: gloo-host, latency: 3us}\n" T N,
      {"c.yaml:2:10: network: expected either {bandwidth, latency} or {calib}", "not both"}},
+    {"name: c\nnetwork: {calib: gloo-host, backend: udp}\n" T N,
+     {"c.yaml:2:38: network.backend: expected one of cpu, tcp, local, nccl, gloo", "got \"udp\""}},
+    {"name: c\nnetwork: {bandwidth: 1GB/s, latency: 3us, backend: tcp}\n" T N,
+     {"c.yaml:2:52: network.backend: expected backend only with {calib: NAME}", "a backend without calib"}},
     {"name: c\ndevice_types:\n  [a]: {compute: {t0: 1ms, per_sample: 1ms}}\n" N,
      {"c.yaml:3:3: device_types (a type name): expected a non-empty string", "got a sequence"}},
     /* nodes */

@@ -34,6 +34,7 @@ static void same_spec(const hs_cluster_spec *a, const hs_cluster_spec *b) {
   ASSERT_STR(a->name, b->name);
   same_link(&a->network, &b->network);
   ASSERT_STR(a->network_calib.name, b->network_calib.name);
+  ASSERT_STR(a->network_calib.backend, b->network_calib.backend);
   ASSERT_EQ(a->ps.present, b->ps.present);
   same_link(&a->ps.link, &b->ps.link);
   ASSERT_SAME(a->ps.update_time, b->ps.update_time);
@@ -56,6 +57,7 @@ static void same_spec(const hs_cluster_spec *a, const hs_cluster_spec *b) {
     ASSERT_STR(a->nodes[i].name, b->nodes[i].name);
     same_link(&a->nodes[i].link, &b->nodes[i].link);
     ASSERT_STR(a->nodes[i].link_calib.name, b->nodes[i].link_calib.name);
+    ASSERT_STR(a->nodes[i].link_calib.backend, b->nodes[i].link_calib.backend);
   }
   ASSERT_EQ(a->n_workers, b->n_workers);
   for (int w = 0; w < a->n_workers && w < b->n_workers; w++) {
@@ -143,6 +145,9 @@ static const char every_field[] =
     "    devices: [{type: a100, count: 2}, {type: \"GTX 750\", slowdown: 2.5, comm_slowdown: 3}, {type: a100}]\n"
     "  - name: \"true\"\n"
     "    link: {bandwidth: 1234567B/s, latency: 0s}\n"
+    "    devices: [{type: cpu, count: 3}, {type: prof}]\n"
+    "  - name: n2\n"
+    "    link: {calib: \"cpu shm\", backend: tcp}\n"
     "    devices: [{type: cpu, count: 3}, {type: prof}]\n"
     "jitter: {calib: \"GeForce GTX 750\"}\n"
     "events:\n"

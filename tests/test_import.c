@@ -425,17 +425,17 @@ static void test_step(void) {
    * MiB (32.3 ms), as a file without the entry. */
   hs_link_spec l;
   char how[256];
-  ASSERT_EQ(hs_comm_link_load(s, "Test GPU T1", 2, 4e6, &l, how, sizeof how, &d), 0);
+  ASSERT_EQ(hs_comm_link_load(s, "Test GPU T1", NULL, 2, 4e6, &l, how, sizeof how, &d), 0);
   ASSERT_REL(ring_time(&l, 2, 4e6), 0.002, 1e-12);
   ASSERT_STR(how, "gloo allreduce_step, world size 2: the gradient's all-reduce as DDP issues it, its mean over 50 steps, at the run's message size");
-  ASSERT_EQ(hs_comm_link_load(s, "Test GPU T1", 2, 4e6 * 1.009, &l, how, sizeof how, &d), 0);
+  ASSERT_EQ(hs_comm_link_load(s, "Test GPU T1", NULL, 2, 4e6 * 1.009, &l, how, sizeof how, &d), 0);
   ASSERT_REL(ring_time(&l, 2, 4e6 * 1.009), 0.002, 1e-12);
   double m = 4e6 * 1.02, sweep = 0.0023 * pow(0.0323 / 0.0023, log(m / 1048576) / log(16.0));
-  ASSERT_EQ(hs_comm_link_load(s, "Test GPU T1", 2, m, &l, how, sizeof how, &d), 0);
+  ASSERT_EQ(hs_comm_link_load(s, "Test GPU T1", NULL, 2, m, &l, how, sizeof how, &d), 0);
   ASSERT_REL(ring_time(&l, 2, m), sweep, 1e-12);
   ASSERT_STR(how, "gloo allreduce, world size 2, beta at the run's message size");
   /* Another world size: the step was not measured there. */
-  ASSERT_EQ(hs_comm_link_load(s, "Test GPU T1", 4, 4e6, &l, how, sizeof how, &d), 0);
+  ASSERT_EQ(hs_comm_link_load(s, "Test GPU T1", NULL, 4, 4e6, &l, how, sizeof how, &d), 0);
   ASSERT_STR(how, "gloo allreduce, world size 2, beta at the run's message size");
   free(text);
   free(a);
