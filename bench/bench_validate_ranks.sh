@@ -13,7 +13,7 @@
 # backend, the all-reduce and send/recv at the gradient (ms), one control message between
 # processes (us; - without the channel) and the threads' hand-off (us).
 #
-# POLICY (default ssgd) may be a parameter-server policy (ps-bsp, asp, ssp): its ranks run has
+# POLICY (default ssgd) may be a parameter-server policy (ps-bsp, asp, ssp, ksync, kasync): its ranks run has
 # one process more, rank 0 the server (--server-rank); the channel is timed by two processes.
 #
 #   bash bench/bench_validate_ranks.sh HETSIM [ITER] [REPS] [MODEL] [POLICY]
@@ -23,7 +23,7 @@ ITER=${2:-200}
 REPS=${3:-5}
 MODEL=${4:-mlp}
 POLICY=${5:-ssgd}
-case $POLICY in ps-bsp | asp | ssp) server=(--server-rank); world=3 ;; *) server=(); world=2 ;; esac
+case ${POLICY%%:*} in ps-bsp | asp | ssp | ksync | kasync) server=(--server-rank); world=3 ;; *) server=(); world=2 ;; esac
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 "$H" calib --device cpu --model "$MODEL" --db "$T/c.db" >/dev/null 2>&1

@@ -22,7 +22,8 @@
  * JSON). The runtime applies every reduced vector and every push to its
  * global model once, in one pass over the parameters before the workers go on; that pass is
  * the calibration's "update" phase (median over the batch sizes), added to the all-reduce's
- * alpha and taken as the parameter server's update time (update_s in the JSON). Each hand-off
+ * alpha and taken as the parameter server's update time (update_s in the JSON), and its time to
+ * add an accumulated push into its accumulator (another pass). Each hand-off
  * between the runtime's threads (a thread woken from a condition variable) costs the
  * calibrated hand-off latency (comm_sample op "wake", wake_s in the JSON), as many as the
  * run's backend says a round has (real_comm.h: the cpu backend three on an all-reduce's
@@ -632,6 +633,9 @@ int hs_cmd_validate(int argc, char **argv) {
   if (b_p2p > spec.network.bandwidth) spec.network.bandwidth = b_p2p;
   spec.ps.link = (hs_link_spec){.bandwidth = b_p2p, .latency = a_p2p + p2p_hand * wake + p2p_msgs * rank_msg};
   spec.ps.update_time = upd;
+  /* The runtime's server adds each accumulated push into its accumulator in one pass over the
+   * parameters (rt_model.h, hs_runtime_model_push), as long as an update takes. */
+  spec.ps.accumulate_time = upd;
   /* hetsim real's server (a lane of the threaded runtime, rank 0's server thread) serves one
    * request at a time in arrival order: a pull waits for the updates queued before it. Unless
    * the run's cluster file says otherwise, the simulation's server does the same; with 2

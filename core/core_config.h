@@ -112,6 +112,9 @@ typedef struct hs_ps_spec {
   int present;              /* 1 when the file has a parameter_server section */
   hs_link_spec link;        /* the server's own link; defaults to the network */
   double update_time;       /* s the server spends applying one update; default 0 */
+  double accumulate_time;   /* s the server spends adding one push into its accumulator (the
+                               policies that accumulate pushes and then apply: ps-bsp, ksync,
+                               kasync); default 0 */
   hs_ps_pull pull;          /* default HS_PS_PULL_AT_ONCE */
   int pull_given;           /* 1 when the file says `pull:` (validate's default differs) */
 } hs_ps_spec;

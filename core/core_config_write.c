@@ -249,6 +249,10 @@ int hs_cluster_write_yaml(const hs_cluster_spec *s, char **text, size_t *len, hs
     put_time(f, s->ps.link.latency);
     fputs(", update_time: ", f);
     put_time(f, s->ps.update_time);
+    if (s->ps.accumulate_time > 0) {
+      fputs(", accumulate_time: ", f);
+      put_time(f, s->ps.accumulate_time);
+    }
     if (s->ps.pull == HS_PS_PULL_AFTER_UPDATES) fputs(", pull: after_updates", f);
     fputs("}\n", f);
   }

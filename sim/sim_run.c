@@ -25,7 +25,8 @@ enum ev_kind {
   EV_TIMER = 6,      /* policy timer, arg = tag */
   EV_CLUSTER = 7,    /* cluster-file event number `arg` */
   EV_JOIN_READY = 8, /* joining worker holds the model */
-  EV_PULL_READY = 9  /* pull op `arg` waited for the updates queued before it (pull: after_updates) */
+  EV_PULL_READY = 9, /* pull op `arg` waited for the updates queued before it (pull: after_updates) */
+  EV_ACCUMULATED = 10 /* the server added push op `arg` into its accumulator (accumulate_time) */
 };
 
 #define NO_WORKER UINT32_MAX
@@ -510,6 +511,8 @@ static int on_flow_start(sim *s, int id) {
   return link_reschedule(s, l);
 }
 
+static int flow_finish(sim *s, int id, double now);
+
 /* A flow's bytes have arrived. */
 static int flow_done(sim *s, int id) {
   sim_op *op = &s->ops[id];
@@ -526,6 +529,21 @@ static int flow_done(sim *s, int id) {
     s->server_free = ta;
     return at(s, ta, EV_APPLY, (uint32_t)w, id);
   }
+  if (op->kind == HS_OP_PUSH && op->ps_mode == HS_PS_ACCUMULATE && s->spec->ps.accumulate_time > 0) {
+    /* ... and adds accumulated ones into its accumulator the same way (none charged when 0). */
+    double ta = (s->server_free > now ? s->server_free : now) + s->spec->ps.accumulate_time;
+    s->server_free = ta;
+    return at(s, ta, EV_ACCUMULATED, (uint32_t)w, id);
+  }
+  return flow_finish(s, id, now);
+}
+
+/* A transfer is over for its worker (at now): counted, recorded and delivered. */
+static int flow_finish(sim *s, int id, double now) {
+  sim_op *op = &s->ops[id];
+  int w = op->worker;
+  hs_rt_worker *x = &s->core.w[w];
+  double t = now - op->start;
   s->pending[w]--;
   if (x->rec_open) x->rec.comm_end_s = now;
   int rc = conv_end(s, id, 0);
@@ -642,6 +660,7 @@ static int dispatch(sim *s, const hs_event *ev) {
   case EV_FLOW_START: return on_flow_start(s, (int)ev->arg);
   case EV_LINK: return on_link(s, (int)ev->worker, (uint64_t)ev->arg);
   case EV_APPLY: return on_apply(s, ev->worker, (int)ev->arg);
+  case EV_ACCUMULATED: return flow_finish(s, (int)ev->arg, now_of(s));
   case EV_TIMER: return hs_rt_core_wake(&s->core, HS_RT_WAKE_TIMER, ev->arg);
   case EV_CLUSTER: return hs_rt_core_wake(&s->core, HS_RT_WAKE_CLUSTER, ev->arg);
   case EV_JOIN_READY: return on_join_ready(s, (int)ev->worker);

@@ -324,6 +324,34 @@ static void test_ps_bsp_server_bottleneck(void) {
   run_free(&r);
 }
 
+/* accumulate_time: the server adds each accumulated push into its accumulator, one at a time,
+ * before the apply (update_time). The four pushes arrive together (they share the server's
+ * link), so a round takes 4 accumulations and the apply more; 0 leaves it as above. */
+static void test_ps_bsp_accumulate_time(void) {
+  char yaml[512];
+  snprintf(yaml, sizeof yaml, "%s", PS_SLOW_SERVER);
+  char *u = strstr(yaml, "update_time: 0s}\n");
+  ASSERT(u != NULL);
+  if (!u) return;
+  const char *with = "update_time: 0.5ms, accumulate_time: 1ms}\n";
+  char *rest = u + strlen("update_time: 0s}\n");
+  memmove(u + strlen(with), rest, strlen(rest) + 1);
+  memcpy(u, with, strlen(with));
+  run r;
+  simulate(&r, yaml, "ps-bsp", 64, 10, 0, 1);
+  ASSERT_EQ(r.rc, 0);
+  double x = 100e-6 + 4 * M_BYTES / (1e9 / 8);
+  double iter = 0.020 + 0.016 + 2 * x + 4 * 1e-3 + 0.5e-3;
+  const hs_step_row *st[64];
+  for (int w = 0; w < 4; w++) {
+    int n = worker_rows(&r, w, st, 64);
+    ASSERT_EQ(n, 10);
+    for (int i = 1; i < n; i++) ASSERT_REL(st[i]->start_s - st[i - 1]->start_s, iter, 1e-9);
+  }
+  ASSERT_REL(r.res.summary.sim_time_s, 10 * iter - x, 1e-9);
+  run_free(&r);
+}
+
 static void test_ssp_s0_equals_bsp(void) {
   static const char *het =
       "name: ps\n"
@@ -602,6 +630,7 @@ static const hs_test_case cases[] = {
     {"overlap_single_bucket_equals_no_overlap", test_overlap_single_bucket_equals_no_overlap},
     {"asp_throughput_server_not_bottleneck", test_asp_throughput_server_not_bottleneck},
     {"ps_bsp_server_bottleneck", test_ps_bsp_server_bottleneck},
+    {"ps_bsp_accumulate_time", test_ps_bsp_accumulate_time},
     {"ps_pull_after_updates", test_ps_pull_after_updates},
     {"ssp_s0_equals_bsp", test_ssp_s0_equals_bsp},
     {"localsgd_rounds", test_localsgd_rounds},
