@@ -16,6 +16,9 @@
 # POLICY (default ssgd) may be a parameter-server policy (ps-bsp, asp, ssp, ksync, kasync): its ranks run has
 # one process more, rank 0 the server (--server-rank); the channel is timed by two processes.
 #
+# OLD=HETSIM2 validates every run with a second build as well (kinds KIND_old): the same runs,
+# the same calibration, the two builds' simulations.
+#
 #   bash bench/bench_validate_ranks.sh HETSIM [ITER] [REPS] [MODEL] [POLICY]
 set -eu
 H=${1:?usage: bench_validate_ranks.sh HETSIM [ITER] [REPS] [MODEL] [POLICY]}
@@ -38,7 +41,13 @@ job=(--model "$MODEL" --global-batch 64 --workers 2 --train-samples 5000 --eval-
      --iterations "$ITER" --db "$T/r.db" --json)
 printf "kind\trep\treal_comm_ms\tsim_comm_ms\tmean_iter_error\ttotal_time_error\tcomm_backend\tallreduce_ms\tp2p_ms\tmessage_us\twake_us\n"
 line() { # KIND REP RUN_ID [CALIB]
-  "$H" validate "$3" --db "$T/r.db" --calib "${4:-$T/c.db}" --json | python3 -c 'import json, sys
+  one "$H" "$@"
+  # OLD=HETSIM2 (another build, e.g. the one before a change): the same run validated by it too
+  [ -z "${OLD:-}" ] || one "$OLD" "$1_old" "${@:2}"
+}
+one() { # HETSIM KIND REP RUN_ID [CALIB]
+  local h=$1; shift
+  "$h" validate "$3" --db "$T/r.db" --calib "${4:-$T/c.db}" --json | python3 -c 'import json, sys
 v = json.load(sys.stdin)
 us = lambda x: "-" if x is None else "%.1f" % (1e6 * x)
 print("%s\t%s\t%.4f\t%.4f\t%+.4f\t%+.4f\t%s\t%.4f\t%.4f\t%s\t%s" % (sys.argv[1], sys.argv[2], 1e3 * v["real_step"]["comm_s"],

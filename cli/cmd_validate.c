@@ -386,6 +386,8 @@ static uint64_t sim_key(long long id, const char *cdev, const hs_perf_model *per
   h = key_add(h, "%s", text);
   h = key_add(h, "%a %a %a %a %a %a %d", spec->network.bandwidth, spec->network.latency, spec->ps.link.bandwidth,
               spec->ps.link.latency, spec->ps.update_time, spec->jitter_cv, (int)spec->ps.pull);
+  /* The server's accumulation (a later change; a key without it stays). */
+  if (spec->ps.accumulate_time > 0) h = key_add(h, "accumulate %a", spec->ps.accumulate_time);
   for (int i = 0; i < spec->n_nodes; i++) h = key_add(h, "%a %a", spec->nodes[i].link.bandwidth, spec->nodes[i].link.latency);
   /* Several nodes' workers simulated on the first (a later change; a key of one node stays). */
   if (spec->n_nodes > 1) h = key_add(h, "all on node 0");
