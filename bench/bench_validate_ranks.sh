@@ -30,6 +30,10 @@ case ${POLICY%%:*} in ps-bsp | asp | ssp | ksync | kasync) server=(--server-rank
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 "$H" calib --device cpu --model "$MODEL" --db "$T/c.db" >/dev/null 2>&1
+# CONCURRENT=2: also the steps timed while 2 nets step at once ("NAME (2 workers)"), which
+# validate then takes for the runs' compute and its spread.
+[ "${CONCURRENT:-1}" = 1 ] ||
+  "$H" calib --device cpu --model "$MODEL" --db "$T/c.db" --concurrent "$CONCURRENT" --no-comm >/dev/null 2>&1
 cp "$T/c.db" "$T/c0.db"
 port=$((21000 + ($$ % 500) * 8))
 for r in 0 1; do
