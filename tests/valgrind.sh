@@ -61,7 +61,8 @@ for s in "$SRC"/tests/cli_*.sh; do
     pass=$((pass + 1)); echo "ok   $name ($((SECONDS - start)) s, $(ls "$TMP"/logs/hetsim.*.log 2>/dev/null | wc -l) hetsim processes)"
   else
     fail=$((fail + 1)); failed+=("$name")
-    echo "FAIL $name (exit $rc)"; grep FAIL "$TMP/$name.out" | head -20; echo "$errs" | head -80
+    # each failed check with what its script printed after it (exit codes, the stderr it shows)
+    echo "FAIL $name (exit $rc)"; grep -A8 '^FAIL' "$TMP/$name.out" | head -80; echo "$errs" | head -80
   fi
 done
 echo "valgrind: $pass passed, $fail failed ${failed[*]:-} ($SECONDS s, $(valgrind --version))"
