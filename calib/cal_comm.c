@@ -224,52 +224,66 @@ int hs_cal_time_allreduce(int world, int64_t bytes, const hs_cal_comm_opts *o,
   return rc;
 }
 
+int hs_cal_time_series(hs_cal_sample_fn *sample, void *ctx, const hs_cal_comm_opts *o, hs_cal_stats *out,
+                       hs_diag *d) {
+  int rc = hs_cal_rule_check(&o->rule, d);
+  if (rc) return rc;
+  double *samples = malloc((size_t)o->rule.max_reps * sizeof *samples);
+  if (!samples) return hs_diag_set(d, HS_ENOMEM, "out of memory for %d samples", o->rule.max_reps);
+  int n = 0;
+  for (int rep = 0; !rc; rep++) {
+    if (o->stop && *o->stop) {
+      rc = hs_diag_set(d, HS_EINTR, "interrupted");
+      break;
+    }
+    double t = 0;
+    if ((rc = sample(ctx, rep, &t, d))) break;
+    if (rep < o->warmup) continue;
+    samples[n++] = t;
+    int st = hs_cal_stable(samples, n, &o->rule, d);
+    if (st < 0) rc = st;
+    else if (st) break;
+  }
+  if (!rc) rc = hs_cal_stats_of(samples, n, out, d);
+  free(samples);
+  return rc;
+}
+
+typedef struct p2p_bufs {
+  char *src, *dst;
+  int64_t bytes;
+} p2p_bufs;
+
+/* What the cpu backend does for one message: send copies into a fresh buffer in its mailbox,
+ * recv copies out of it and frees it. */
+static int p2p_sample(void *ctx, int rep, double *t, hs_diag *d) {
+  p2p_bufs *b = ctx;
+  double t0 = hs_cal_now();
+  char *msg = malloc((size_t)b->bytes);
+  if (!msg) return hs_diag_set(d, HS_ENOMEM, "p2p: out of memory for a message of %lld bytes", (long long)b->bytes);
+  memcpy(msg, b->src, (size_t)b->bytes);
+  memcpy(b->dst, msg, (size_t)b->bytes);
+  free(msg);
+  *t = hs_cal_now() - t0;
+  /* Keep the copy observable so that it is not optimised away. */
+  b->src[rep % b->bytes] = b->dst[(rep + 1) % b->bytes];
+  return 0;
+}
+
 int hs_cal_time_p2p(int64_t bytes, const hs_cal_comm_opts *o, hs_cal_stats *out, hs_diag *d) {
   int rc = hs_cal_rule_check(&o->rule, d);
   if (rc) return rc;
   if (bytes < 1) return hs_diag_set(d, HS_EINVAL, "p2p: message must be at least 1 byte, got %lld", (long long)bytes);
-  char *src = malloc((size_t)bytes), *dst = malloc((size_t)bytes);
-  double *samples = malloc((size_t)o->rule.max_reps * sizeof *samples);
-  if (!src || !dst || !samples) {
+  p2p_bufs b = {.src = malloc((size_t)bytes), .dst = malloc((size_t)bytes), .bytes = bytes};
+  if (!b.src || !b.dst) {
     rc = hs_diag_set(d, HS_ENOMEM, "p2p: out of memory for two buffers of %lld bytes", (long long)bytes);
-    goto out;
+  } else {
+    memset(b.src, 1, (size_t)bytes);
+    memset(b.dst, 0, (size_t)bytes);
+    rc = hs_cal_time_series(p2p_sample, &b, o, out, d);
   }
-  memset(src, 1, (size_t)bytes);
-  memset(dst, 0, (size_t)bytes);
-  int n = 0;
-  for (int rep = 0;; rep++) {
-    if (o->stop && *o->stop) {
-      rc = hs_diag_set(d, HS_EINTR, "interrupted");
-      goto out;
-    }
-    /* What the cpu backend does for one message: send copies into a fresh buffer in its
-     * mailbox, recv copies out of it and frees it. */
-    double t0 = hs_cal_now();
-    char *msg = malloc((size_t)bytes);
-    if (!msg) {
-      rc = hs_diag_set(d, HS_ENOMEM, "p2p: out of memory for a message of %lld bytes", (long long)bytes);
-      goto out;
-    }
-    memcpy(msg, src, (size_t)bytes);
-    memcpy(dst, msg, (size_t)bytes);
-    free(msg);
-    double t = hs_cal_now() - t0;
-    /* Keep the copy observable so that it is not optimised away. */
-    src[rep % bytes] = dst[(rep + 1) % bytes];
-    if (rep < o->warmup) continue;
-    samples[n++] = t;
-    int st = hs_cal_stable(samples, n, &o->rule, d);
-    if (st < 0) {
-      rc = st;
-      goto out;
-    }
-    if (st) break;
-  }
-  rc = hs_cal_stats_of(samples, n, out, d);
-out:
-  free(src);
-  free(dst);
-  free(samples);
+  free(b.src);
+  free(b.dst);
   return rc;
 }
 

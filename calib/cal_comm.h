@@ -59,6 +59,14 @@ int hs_cal_time_lockstep(const hs_cal_lockstep *ls, const hs_cal_comm_opts *o, h
                          hs_diag *d);
 int hs_cal_time_p2p(int64_t bytes, const hs_cal_comm_opts *o, hs_cal_stats *out, hs_diag *d);
 
+/* Repetitions of one operation timed by its caller, one at a time: sample(ctx, rep, &t, d) runs
+ * repetition rep (counted from 0, warm-up included) and gives its time; `warmup` untimed, then
+ * timed ones until the rule of cal_time.h stops them; *stop (checked before each) ends them with
+ * HS_EINTR, and a failing sample ends them with its code. */
+typedef int hs_cal_sample_fn(void *ctx, int rep, double *t, hs_diag *d);
+int hs_cal_time_series(hs_cal_sample_fn *sample, void *ctx, const hs_cal_comm_opts *o, hs_cal_stats *out,
+                       hs_diag *d);
+
 /* Hand-off latency ("wake"): how long a thread blocked on a condition variable takes to run
  * again once another thread signals it, as a lane of the real runtime (real/real_run.c) waits
  * for its next operation and the cpu backend's participants wait for each other. Two threads,

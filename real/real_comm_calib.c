@@ -234,27 +234,23 @@ static int ranks_serve(ranks_side *x, hs_diag *d) {
   }
 }
 
-/* Rank 0: one point, `warmup` untimed repetitions, then the rule of cal_time.h. */
+/* Rank 0: one point (a command and its operation per repetition), timed by hs_cal_time_series. */
+typedef struct ranks_point {
+  ranks_side *x;
+  int what;
+  int64_t n;
+} ranks_point;
+
+static int ranks_sample(void *ctx, int rep, double *t, hs_diag *d) {
+  (void)rep;
+  ranks_point *p = ctx;
+  int rc = ranks_command(p->x, p->what, p->n, d);
+  return rc ? rc : ranks_op(p->x, p->what, p->n, t, d);
+}
+
 static int ranks_time(ranks_side *x, int what, int64_t n, const hs_cal_comm_opts *o, hs_cal_stats *out, hs_diag *d) {
-  double *samples = malloc((size_t)o->rule.max_reps * sizeof *samples);
-  if (!samples) return hs_diag_set(d, HS_ENOMEM, "out of memory");
-  int k = 0, rc = 0;
-  for (int rep = 0; !rc; rep++) {
-    if (o->stop && *o->stop) {
-      rc = hs_diag_set(d, HS_EINTR, "interrupted");
-      break;
-    }
-    double t = 0;
-    if ((rc = ranks_command(x, what, n, d)) || (rc = ranks_op(x, what, n, &t, d))) break;
-    if (rep < o->warmup) continue;
-    samples[k++] = t;
-    int st = hs_cal_stable(samples, k, &o->rule, d);
-    if (st < 0) rc = st;
-    else if (st) break;
-  }
-  if (!rc) rc = hs_cal_stats_of(samples, k, out, d);
-  free(samples);
-  return rc;
+  ranks_point p = {.x = x, .what = what, .n = n};
+  return hs_cal_time_series(ranks_sample, &p, o, out, d);
 }
 
 /* The message sizes: MIN_BYTES x 4^k below min(max, the largest message), then the messages,
