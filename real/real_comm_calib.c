@@ -77,36 +77,82 @@ int hs_real_comm_time_allreduce(const hs_real_comm_ops *ops, hs_real_comm *c, fl
   return time_op(ops, c, bufs, world, 0, n, 1, o, out, d);
 }
 
-/* The sizes of the sweep: MIN_BYTES x 4^k up to min(max, grad), then grad. */
-static int sizes_of(int64_t max, int64_t grad, int64_t *out, int cap) {
+/* The sizes of a sweep: MIN_BYTES x 4^k up to max and below the largest message, then the
+ * messages (each a 4-byte multiple, at least 4), ascending, without repeats; at most cap. */
+static int sizes_of(int64_t max, const int64_t *msgs, int n_msgs, int64_t *out, int cap) {
+  int64_t big = 0;
+  for (int i = 0; i < n_msgs; i++)
+    if (msgs[i] > big) big = msgs[i];
   int k = 0;
-  for (int64_t b = MIN_BYTES; b <= max && b < grad && k < cap - 1; b *= 4) out[k++] = b;
-  out[k++] = grad;
+  for (int64_t b = MIN_BYTES; b <= max && b < big && k < cap; b *= 4) out[k++] = b;
+  for (int i = 0; i < n_msgs && k < cap; i++) {
+    int64_t b = msgs[i] / 4 * 4;
+    int seen = b < 4;
+    for (int j = 0; j < k && !seen; j++) seen = out[j] == b;
+    if (!seen) out[k++] = b;
+  }
+  for (int i = 1; i < k; i++)
+    for (int j = i; j > 0 && out[j - 1] > out[j]; j--) {
+      int64_t t = out[j];
+      out[j] = out[j - 1];
+      out[j - 1] = t;
+    }
   return k;
 }
 
-static int sweep(hs_store *s, int64_t dev_id, const hs_real_comm_calib_opts *o, const hs_real_comm_ops *ops,
-                 hs_real_comm *c, float **bufs, int p2p, int64_t grad_bytes, hs_cal_comm_result *cr, hs_diag *d) {
-  hs_comm_key key = {.device = dev_id, .backend = o->backend, .op = cr->op, .world_size = cr->world_size};
-  int64_t sizes[40];
-  int ns = sizes_of(o->max_bytes, grad_bytes, sizes, 40), rc = 0;
+enum { MAX_SIZES = 48 };
+
+/* Times size i of a sweep (bytes) into *st, its error prefixed with what it timed. */
+typedef int time_size_fn(void *ctx, int i, int64_t bytes, hs_cal_stats *st, hs_diag *d);
+
+/* One op of a sweep (key, cr): each size stored as a comm_sample unless it is already, then the
+ * refit (alpha + n/beta); the progress (may be NULL) advances by one per size, *done counting. */
+static int sweep(hs_store *s, const hs_comm_key *key, const int64_t *sizes, int ns, time_size_fn *time, void *ctx,
+                 hs_progress *prog, double *done, hs_cal_comm_result *cr, hs_diag *d) {
+  int rc = 0;
   for (int i = 0; i < ns; i++) {
     int stored = 0;
-    if ((rc = hs_cal_comm_stored(s, &key, sizes[i], &stored, d))) return rc;
+    if ((rc = hs_cal_comm_stored(s, key, sizes[i], &stored, d))) return rc;
     if (stored) {
       cr->skipped++;
-      continue;
+    } else {
+      hs_cal_stats st;
+      if ((rc = time(ctx, i, sizes[i], &st, d)) || (rc = hs_cal_store_comm_sample(s, key, sizes[i], &st, d)))
+        return rc;
+      cr->measured++;
     }
-    hs_cal_stats st;
-    /* Each size its own range of operation ids (a size is at most max_reps + warmup of them). */
-    uint64_t base = ((uint64_t)i + 1) << 32;
-    if ((rc = time_op(ops, c, bufs, cr->world_size, p2p, sizes[i] / 4, base, &o->timing, &st, d)) ||
-        (rc = hs_cal_store_comm_sample(s, &key, sizes[i], &st, d)))
-      return rc;
-    cr->measured++;
+    if (prog) hs_progress_update(prog, ++*done);
   }
-  return hs_cal_refit_comm(s, &key, &cr->alpha_s, &cr->beta_bytes_per_s, &cr->r2, &cr->fitted, cr->why,
+  return hs_cal_refit_comm(s, key, &cr->alpha_s, &cr->beta_bytes_per_s, &cr->r2, &cr->fitted, cr->why,
                            sizeof cr->why, d);
+}
+
+/* A sweep's size through the threads' backend (hs_real_comm_calibrate). */
+typedef struct backend_sweep {
+  const hs_real_comm_ops *ops;
+  hs_real_comm *c;
+  float **bufs;
+  int world, p2p;
+  const hs_cal_comm_opts *timing;
+} backend_sweep;
+
+static int backend_time(void *ctx, int i, int64_t bytes, hs_cal_stats *st, hs_diag *d) {
+  backend_sweep *b = ctx;
+  /* Each size its own range of operation ids (a size is at most max_reps + warmup of them). */
+  uint64_t base = ((uint64_t)i + 1) << 32;
+  return time_op(b->ops, b->c, b->bufs, b->world, b->p2p, bytes / 4, base, b->timing, st, d);
+}
+
+/* Both ops of hs_real_comm_calibrate on bufs: the all-reduce (cr[0], p2p 0) or send/recv (cr[1]). */
+static int backend_sweep_op(hs_store *s, int64_t dev_id, const hs_real_comm_calib_opts *o, const hs_real_comm_ops *ops,
+                            hs_real_comm *c, float **bufs, int p2p, int64_t grad_bytes, hs_cal_comm_result *cr,
+                            hs_diag *d) {
+  hs_comm_key key = {.device = dev_id, .backend = o->backend, .op = cr->op, .world_size = cr->world_size};
+  int64_t sizes[MAX_SIZES];
+  int ns = sizes_of(o->max_bytes, &grad_bytes, 1, sizes, MAX_SIZES);
+  backend_sweep b = {.ops = ops, .c = c, .bufs = bufs, .world = cr->world_size, .p2p = p2p, .timing = &o->timing};
+  double done = 0;
+  return sweep(s, &key, sizes, ns, backend_time, &b, NULL, &done, cr, d);
 }
 
 int hs_real_comm_calibrate(hs_store *s, int64_t dev_id, const hs_real_comm_calib_opts *o,
@@ -142,12 +188,12 @@ int hs_real_comm_calibrate(hs_store *s, int64_t dev_id, const hs_real_comm_calib
   int64_t n = hs_net_param_count(nets[0]);
   hs_real_comm_config cfg = {.world = o->world, .n = n, .timeout_s = o->timeout_s, .device = o->device};
   if ((rc = ops->open(&c, &cfg, d))) goto out;
-  if ((rc = sweep(s, dev_id, o, ops, c, grads, 0, n * 4, &cr[0], d))) goto out;
+  if ((rc = backend_sweep_op(s, dev_id, o, ops, c, grads, 0, n * 4, &cr[0], d))) goto out;
   /* Send/recv carry the parameter server's traffic in host memory on every backend
    * (real_comm.h), so their buffers are host buffers of the same size. */
   for (int i = 0; i < 2 && !rc; i++)
     if (!(host[i] = calloc((size_t)n, sizeof(float)))) rc = hs_diag_set(d, HS_ENOMEM, "out of memory");
-  if (!rc) rc = sweep(s, dev_id, o, ops, c, host, 1, n * 4, &cr[1], d);
+  if (!rc) rc = backend_sweep_op(s, dev_id, o, ops, c, host, 1, n * 4, &cr[1], d);
 out:
   if (c && ops->close) ops->close(c);
   for (int i = 0; nets && i < o->world; i++) hs_net_close(nets[i]);
@@ -253,59 +299,32 @@ static int ranks_time(ranks_side *x, int what, int64_t n, const hs_cal_comm_opts
   return hs_cal_time_series(ranks_sample, &p, o, out, d);
 }
 
-/* The message sizes: MIN_BYTES x 4^k below min(max, the largest message), then the messages,
- * ascending, without repeats; 4-byte multiples. */
-static int ranks_sizes(const hs_real_ranks_calib_opts *o, int64_t *out, int cap) {
-  int64_t big = 0;
-  for (int i = 0; i < o->n_msgs; i++)
-    if (o->msg_bytes[i] > big) big = o->msg_bytes[i];
-  int k = 0;
-  for (int64_t b = MIN_BYTES; b <= o->max_bytes && b < big && k < cap; b *= 4) out[k++] = b;
-  for (int i = 0; i < o->n_msgs && k < cap; i++) {
-    int64_t b = o->msg_bytes[i] / 4 * 4;
-    int seen = b < 4;
-    for (int j = 0; j < k && !seen; j++) seen = out[j] == b;
-    if (!seen) out[k++] = b;
-  }
-  for (int i = 1; i < k; i++)
-    for (int j = i; j > 0 && out[j - 1] > out[j]; j--) {
-      int64_t t = out[j];
-      out[j] = out[j - 1];
-      out[j - 1] = t;
-    }
-  return k;
-}
-
-enum { RANKS_MAX_SIZES = 48 };
-
 int hs_real_ranks_calib_points(const hs_real_ranks_calib_opts *o) {
-  int64_t sizes[RANKS_MAX_SIZES];
-  return 2 * ranks_sizes(o, sizes, RANKS_MAX_SIZES) + 1;
+  int64_t sizes[MAX_SIZES];
+  return 2 * sizes_of(o->max_bytes, o->msg_bytes, o->n_msgs, sizes, MAX_SIZES) + 1;
 }
 
-/* Rank 0: the sizes of one op (cr), each timed unless stored, then the refit. */
-static int ranks_sweep(ranks_side *x, hs_store *s, int64_t dev_id, const hs_real_ranks_calib_opts *o, int what,
-                       const int64_t *sizes, int ns, hs_cal_comm_result *cr, double *done, hs_diag *d) {
+/* A sweep's size over the channel (rank 0). */
+typedef struct ranks_sweep {
+  ranks_side *x;
+  int what;
+  const hs_cal_comm_opts *timing;
+} ranks_sweep;
+
+static int ranks_time_size(void *ctx, int i, int64_t bytes, hs_cal_stats *st, hs_diag *d) {
+  (void)i;
+  ranks_sweep *r = ctx;
+  int rc = ranks_time(r->x, r->what, bytes / 4, r->timing, st, d);
+  if (rc) hs_diag_prefix(d, "tcp %s of %lld bytes", r->what == CMD_P2P ? "send/recv" : "all-reduce", (long long)bytes);
+  return rc;
+}
+
+/* Rank 0: one op of the channel (cr) at every size. */
+static int ranks_sweep_op(ranks_side *x, hs_store *s, int64_t dev_id, const hs_real_ranks_calib_opts *o, int what,
+                          const int64_t *sizes, int ns, hs_cal_comm_result *cr, double *done, hs_diag *d) {
   hs_comm_key key = {.device = dev_id, .backend = "tcp", .op = cr->op, .world_size = cr->world_size};
-  int rc = 0;
-  for (int i = 0; i < ns; i++) {
-    int stored = 0;
-    if ((rc = hs_cal_comm_stored(s, &key, sizes[i], &stored, d))) return rc;
-    if (stored) {
-      cr->skipped++;
-    } else {
-      hs_cal_stats st;
-      if ((rc = ranks_time(x, what, sizes[i] / 4, &o->timing, &st, d))) {
-        hs_diag_prefix(d, "tcp %s of %lld bytes", what == CMD_P2P ? "send/recv" : "all-reduce", (long long)sizes[i]);
-        return rc;
-      }
-      if ((rc = hs_cal_store_comm_sample(s, &key, sizes[i], &st, d))) return rc;
-      cr->measured++;
-    }
-    if (o->progress) hs_progress_update(o->progress, ++*done);
-  }
-  return hs_cal_refit_comm(s, &key, &cr->alpha_s, &cr->beta_bytes_per_s, &cr->r2, &cr->fitted, cr->why,
-                           sizeof cr->why, d);
+  ranks_sweep r = {.x = x, .what = what, .timing = &o->timing};
+  return sweep(s, &key, sizes, ns, ranks_time_size, &r, o->progress, done, cr, d);
 }
 
 static int ranks_lead(ranks_side *x, hs_store *s, int64_t dev_id, const hs_real_ranks_calib_opts *o,
@@ -314,8 +333,8 @@ static int ranks_lead(ranks_side *x, hs_store *s, int64_t dev_id, const hs_real_
   double done = 0;
   int rc = 0;
   if (o->redo && (rc = hs_cal_forget_comm(s, dev_id, "tcp", d))) return rc;
-  if ((rc = ranks_sweep(x, s, dev_id, o, CMD_ALLREDUCE, sizes, ns, &cr[0], &done, d)) ||
-      (rc = ranks_sweep(x, s, dev_id, o, CMD_P2P, sizes, ns, &cr[1], &done, d)))
+  if ((rc = ranks_sweep_op(x, s, dev_id, o, CMD_ALLREDUCE, sizes, ns, &cr[0], &done, d)) ||
+      (rc = ranks_sweep_op(x, s, dev_id, o, CMD_P2P, sizes, ns, &cr[1], &done, d)))
     return rc;
   hs_comm_key key = {.device = dev_id, .backend = "tcp", .op = "wake", .world_size = 2};
   int stored = 0;
@@ -351,8 +370,8 @@ int hs_real_comm_calibrate_ranks(hs_store *s, int64_t dev_id, const hs_real_rank
     snprintf(cr[i].op, sizeof cr[i].op, "%s", i == 0 ? "allreduce" : "p2p");
     cr[i].world_size = i == 0 ? l.world : 2;
   }
-  int64_t sizes[RANKS_MAX_SIZES];
-  int ns = ranks_sizes(o, sizes, RANKS_MAX_SIZES);
+  int64_t sizes[MAX_SIZES];
+  int ns = sizes_of(o->max_bytes, o->msg_bytes, o->n_msgs, sizes, MAX_SIZES);
   if (ns < 1) return hs_diag_set(d, HS_EINVAL, "the channel's timing needs a message of at least 4 bytes");
   int64_t n = sizes[ns - 1] / 4;
   ranks_side x = {.ops = &hs_real_comm_tcp_rank, .rank = l.rank, .world = l.world};
