@@ -1217,8 +1217,8 @@ static int run_root(crd *s, const hs_real_launch *l, int *fds, int pair[2]) {
 }
 
 int hs_real_rank_pins(const hs_real_config *cfg, const hs_real_launch *l, int server, hs_cpus *cpus, int *k) {
-  if (server || cfg->pin != HS_PIN_AUTO || !cfg->device || strcmp(cfg->device, "cpu")) return 0;
-  if (l->local_world < 2 || l->local_rank < 0 || hs_cpus_allowed(cpus) < l->local_world) return 0;
+  /* The threads' rule (real_run.h), with this machine's ranks for the workers. */
+  if (server || l->local_rank < 0 || !hs_real_pins(cfg, l->local_world, cpus)) return 0;
   *k = l->local_rank;
   return 1;
 }
