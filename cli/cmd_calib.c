@@ -534,10 +534,11 @@ int hs_cmd_calib(int argc, char **argv) {
     fprintf(stderr, "hetsim calib: %s\n", d.msg);
     return hs_exit_code(rc);
   }
-  int64_t msgs[MAX_MODELS];
+  int64_t msgs[MAX_MODELS]; /* each model's gradient (its message), 0 where unknown */
   for (int m = 0; m < a.n_models; m++) {
     hs_model_stats ms;
-    msgs[m] = hs_zoo_stats(a.models[m], &ms, &d) ? 0 : ms.grad_bytes;
+    hs_diag md = {0};
+    msgs[m] = hs_zoo_stats(a.models[m], &ms, &md) ? 0 : ms.grad_bytes;
   }
   hs_real_ranks_calib_opts ro = {.msg_bytes = msgs, .n_msgs = a.n_models, .max_bytes = a.o.comm_max_bytes,
                                  .timeout_s = a.time_limit > 0 && a.time_limit < 60 ? a.time_limit : 60,
@@ -581,13 +582,10 @@ int hs_cmd_calib(int argc, char **argv) {
      * gradients of --comm-world nets of the model with the largest gradient among --model, so
      * that the sizes reach every calibrated model's message (real/real_comm_calib.h): what
      * `hetsim validate` reads for a run with --backend local. */
-    const char *big = a.models[0];
-    int64_t big_bytes = -1;
-    for (int m = 0; m < a.n_models; m++) {
-      hs_model_stats ms;
-      hs_diag md = {0};
-      if (!hs_zoo_stats(a.models[m], &ms, &md) && ms.grad_bytes > big_bytes) big = a.models[m], big_bytes = ms.grad_bytes;
-    }
+    int b = 0;
+    for (int m = 1; m < a.n_models; m++)
+      if (msgs[m] > msgs[b]) b = m;
+    const char *big = a.models[b];
     hs_real_comm_calib_opts co = {.backend = "local", .device = dev.spec, .model = big,
                                   .world = a.o.comm_world, .max_bytes = a.o.comm_max_bytes,
                                   /* unpinned, as a real run on a GPU device is (hs_real_pins) */
