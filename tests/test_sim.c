@@ -297,59 +297,43 @@ static void test_ps_pull_after_updates(void) {
 #undef PULL_YAML
 }
 
-static const char *PS_SLOW_SERVER =
-    "name: ps\n"
-    "network: {bandwidth: 10Gbps, latency: 50us}\n"
-    "parameter_server: {bandwidth: 1Gbps, latency: 100us, update_time: 0s}\n"
-    "device_types:\n"
-    "  a: {compute: {t0: 20ms, per_sample: 1ms}}\n"
-    "nodes:\n"
-    "  - {name: n0, devices: [{type: a, count: 4}]}\n";
-
-static void test_ps_bsp_server_bottleneck(void) {
+/* ps-bsp, 4 workers, 10 rounds on a slow server whose times are `server` (the parameter_server
+ * keys after its link): four flows share the server's 1 Gbit/s, so each push and each pull takes
+ * a + 4M/b_s, and a round takes the step, both transfers and server_s of the server's own work.
+ * The run ends at the 10th apply, before the last pull. */
+static void check_ps_bsp_rounds(const char *server, double server_s) {
+  char yaml[512];
+  snprintf(yaml, sizeof yaml,
+           "name: ps\n"
+           "network: {bandwidth: 10Gbps, latency: 50us}\n"
+           "parameter_server: {bandwidth: 1Gbps, latency: 100us, %s}\n"
+           "device_types:\n"
+           "  a: {compute: {t0: 20ms, per_sample: 1ms}}\n"
+           "nodes:\n"
+           "  - {name: n0, devices: [{type: a, count: 4}]}\n",
+           server);
   run r;
-  simulate(&r, PS_SLOW_SERVER, "ps-bsp", 64, 10, 0, 1);
+  simulate(&r, yaml, "ps-bsp", 64, 10, 0, 1);
   ASSERT_EQ(r.rc, 0);
-  /* Four flows share the server's 1 Gbit/s: each push and each pull takes a + 4M/b_s. */
   double x = 100e-6 + 4 * M_BYTES / (1e9 / 8);
-  double iter = 0.020 + 0.016 + 2 * x;
+  double iter = 0.020 + 0.016 + 2 * x + server_s;
   const hs_step_row *st[64];
   for (int w = 0; w < 4; w++) {
     int n = worker_rows(&r, w, st, 64);
     ASSERT_EQ(n, 10);
     for (int i = 1; i < n; i++) ASSERT_REL(st[i]->start_s - st[i - 1]->start_s, iter, 1e-9);
   }
-  /* The run ends at the 10th apply, before the last pull. */
   ASSERT_REL(r.res.summary.sim_time_s, 10 * iter - x, 1e-9);
   run_free(&r);
 }
+
+static void test_ps_bsp_server_bottleneck(void) { check_ps_bsp_rounds("update_time: 0s", 0); }
 
 /* accumulate_time: the server adds each accumulated push into its accumulator, one at a time,
  * before the apply (update_time). The four pushes arrive together (they share the server's
  * link), so a round takes 4 accumulations and the apply more; 0 leaves it as above. */
 static void test_ps_bsp_accumulate_time(void) {
-  char yaml[512];
-  snprintf(yaml, sizeof yaml, "%s", PS_SLOW_SERVER);
-  char *u = strstr(yaml, "update_time: 0s}\n");
-  ASSERT(u != NULL);
-  if (!u) return;
-  const char *with = "update_time: 0.5ms, accumulate_time: 1ms}\n";
-  char *rest = u + strlen("update_time: 0s}\n");
-  memmove(u + strlen(with), rest, strlen(rest) + 1);
-  memcpy(u, with, strlen(with));
-  run r;
-  simulate(&r, yaml, "ps-bsp", 64, 10, 0, 1);
-  ASSERT_EQ(r.rc, 0);
-  double x = 100e-6 + 4 * M_BYTES / (1e9 / 8);
-  double iter = 0.020 + 0.016 + 2 * x + 4 * 1e-3 + 0.5e-3;
-  const hs_step_row *st[64];
-  for (int w = 0; w < 4; w++) {
-    int n = worker_rows(&r, w, st, 64);
-    ASSERT_EQ(n, 10);
-    for (int i = 1; i < n; i++) ASSERT_REL(st[i]->start_s - st[i - 1]->start_s, iter, 1e-9);
-  }
-  ASSERT_REL(r.res.summary.sim_time_s, 10 * iter - x, 1e-9);
-  run_free(&r);
+  check_ps_bsp_rounds("update_time: 0.5ms, accumulate_time: 1ms", 4 * 1e-3 + 0.5e-3);
 }
 
 static void test_ssp_s0_equals_bsp(void) {
