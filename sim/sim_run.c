@@ -399,6 +399,13 @@ static int start_flow(sim *s, hs_comm_kind kind, int w, const hs_comm_opts *o) {
 static int drv_push(hs_rt_core *c, int w, const hs_comm_opts *o) { return start_flow(S(c), HS_OP_PUSH, w, o); }
 static int drv_pull(hs_rt_core *c, int w, const hs_comm_opts *o) { return start_flow(S(c), HS_OP_PULL, w, o); }
 
+/* The server takes dt of work once it is free, from `from` on, one piece at a time in the order
+ * given: when that piece is done. */
+static double server_take(sim *s, double from, double dt) {
+  s->server_free = (s->server_free > from ? s->server_free : from) + dt;
+  return s->server_free;
+}
+
 static int drv_apply(hs_rt_core *c, const hs_comm_opts *o) {
   sim *s = S(c);
   int id = op_new(s);
@@ -408,8 +415,7 @@ static int drv_apply(hs_rt_core *c, const hs_comm_opts *o) {
   op->worker = -1;
   op->tag = o->tag;
   op->start = now_of(s);
-  double t = (s->server_free > op->start ? s->server_free : op->start) + s->spec->ps.update_time;
-  s->server_free = t;
+  double t = server_take(s, op->start, s->spec->ps.update_time);
   hs_conv_op co = {.kind = HS_OP_APPLY, .what = o->what, .worker = -1};
   int rc = conv_begin(s, id, &co);
   if (rc) return rc;
@@ -525,15 +531,11 @@ static int flow_done(sim *s, int id) {
   if (s->cfg->trace) trace_slice(s, w, op->kind == HS_OP_PUSH ? TK_PUSH : TK_PULL, op->start, now);
   if (op->kind == HS_OP_PUSH && op->ps_mode == HS_PS_APPLY) {
     /* The server applies pushes one at a time, in arrival order. */
-    double ta = (s->server_free > now ? s->server_free : now) + s->spec->ps.update_time;
-    s->server_free = ta;
-    return at(s, ta, EV_APPLY, (uint32_t)w, id);
+    return at(s, server_take(s, now, s->spec->ps.update_time), EV_APPLY, (uint32_t)w, id);
   }
   if (op->kind == HS_OP_PUSH && op->ps_mode == HS_PS_ACCUMULATE && s->spec->ps.accumulate_time > 0) {
     /* ... and adds accumulated ones into its accumulator the same way (none charged when 0). */
-    double ta = (s->server_free > now ? s->server_free : now) + s->spec->ps.accumulate_time;
-    s->server_free = ta;
-    return at(s, ta, EV_ACCUMULATED, (uint32_t)w, id);
+    return at(s, server_take(s, now, s->spec->ps.accumulate_time), EV_ACCUMULATED, (uint32_t)w, id);
   }
   return flow_finish(s, id, now);
 }
