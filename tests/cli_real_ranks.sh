@@ -125,6 +125,8 @@ check huge_slowdown_says grep -q "worker 1 (rank 1): its emulated slowdown (1e+0
 "$H" real --policy ssgd "${common[@]}" --iterations 20 --json >"$T/out.thr" 2>"$T/err.thr"
 thr=$(sed -n 's/.*"run_id": \([0-9]*\).*/\1/p' "$T/out.thr")
 torchrun_like 2 --policy ssgd "${common[@]}" --iterations 20 --json
+check ssgd_ranks_exit test "$(cat "$T/rc.0") $(cat "$T/rc.1")" = "0 0" ||
+  { cat "$T/rc.0" "$T/rc.1"; head -c 600 "$T/err.0" "$T/err.1"; }
 mp=$(sed -n 's/.*"run_id": \([0-9]*\).*/\1/p' "$T/out.0")
 check ssgd_same_as_threads test "$(q "SELECT count(*) = 4 AND max(abs(a.loss - b.loss)) < 1e-4 FROM eval a JOIN eval b
     ON a.step = b.step AND a.run_id = ${thr:-0} AND b.run_id = ${mp:-0}")" = 1 ||
