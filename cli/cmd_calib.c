@@ -452,9 +452,8 @@ static int cmd_import(int argc, char **argv);
 static int calibrate_ranks(hs_store *store, const hs_cal_device *dev, const hs_real_launch *l,
                            const hs_real_ranks_calib_opts *ro, hs_cal_result *res, hs_diag *d) {
   int rc;
-  if (store && (rc = hs_cal_store_device(store, dev, &res->device_id, d))) return rc;
   int state = 0;
-  if ((rc = hs_real_comm_calibrate_ranks(store, res->device_id, ro, res->comm, &res->wake, &state, d))) return rc;
+  if ((rc = hs_real_comm_calibrate_ranks(store, dev, &res->device_id, ro, res->comm, &res->wake, &state, d))) return rc;
   res->n_comm = 2;
   res->wake_measured = state == 1;
   res->wake_skipped = state == 2;
@@ -615,7 +614,7 @@ int hs_cmd_calib(int argc, char **argv) {
     status = 1;
   } else if (rc) {
     fprintf(stderr, "hetsim calib: %s%s\n", d.msg,
-            rc == HS_EINTR ? "" : "; the points stored so far are kept, rerun to resume");
+            rc == HS_EINTR || hs_exit_code(rc) == 2 ? "" : "; the points stored so far are kept, rerun to resume");
     status = rc == HS_ELIMIT ? 1 : hs_exit_code(rc) == 2 ? 2 : 1;
   } else {
     if (a.json) print_json(&a, &dev, &res, launched ? &launch : NULL, "complete");

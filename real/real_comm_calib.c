@@ -206,7 +206,7 @@ out:
 
 /* ---- the multi-process channel (hs_real_comm_calibrate_ranks) ---- */
 
-enum { CMD_END = 1, CMD_ALLREDUCE = 2, CMD_P2P = 3, CMD_WAKE = 4, CMD_FLOATS = 4 };
+enum { CMD_END = 1, CMD_ALLREDUCE = 2, CMD_P2P = 3, CMD_WAKE = 4, CMD_SIZES = 5, CMD_FLOATS = 4 };
 
 /* One process's side: its rank of the channel, and the operation ids every rank counts alike
  * (each command, and each operation it starts, takes the next ones on every rank, taking part
@@ -265,6 +265,41 @@ static int ranks_op(ranks_side *x, int what, int64_t n, double *t, hs_diag *d) {
     rc = hs_diag_set(d, HS_ERUNTIME, "rank %d: rank 0 sent an unknown command %d", x->rank, what);
   }
   return rc;
+}
+
+/* Every rank sizes its buffers by its own list of message sizes (its --model and --comm-max),
+ * and rank 0 times its list: the lists must be the same. Rank 0 sends a digest of its list (24
+ * bits); each rank answers, in a second all-reduce that every rank sums alike, whether its own
+ * list has that digest, and if not its rank and its largest message; all fail together with
+ * HS_EINVAL before anything is timed. */
+static int ranks_agree(ranks_side *x, const int64_t *sizes, int ns, hs_diag *d) {
+  uint64_t h = (uint64_t)ns;
+  for (int i = 0; i < ns; i++) h = h * 0x100000001b3ULL ^ (uint64_t)sizes[i];
+  int64_t digest = (int64_t)((h ^ (h >> 24) ^ (h >> 48)) & 0xffffff);
+  int rc = ranks_command(x, CMD_SIZES, digest, d);
+  if (rc) return rc;
+  int64_t theirs = ((int64_t)x->cmd[1] << 12) + (int64_t)x->cmd[2];
+  if (x->rank != 0 && (int)x->cmd[0] != CMD_SIZES)
+    return hs_diag_set(d, HS_ERUNTIME, "rank %d: rank 0 began with command %d, not the list of sizes (another "
+                       "version of hetsim?)", x->rank, (int)x->cmd[0]);
+  int other = theirs != digest;
+  int64_t big = sizes[ns - 1];
+  x->cmd[0] = (float)other;
+  x->cmd[1] = other ? (float)x->rank : 0;
+  x->cmd[2] = other ? (float)(big >> 12) : 0;
+  x->cmd[3] = other ? (float)(big & 4095) : 0;
+  if ((rc = x->ops->allreduce(x->c, x->seq++, x->rank, x->cmd, CMD_FLOATS, x->ranks, x->world, x->ones, d))) return rc;
+  int n_other = (int)x->cmd[0];
+  if (n_other == 0) return 0;
+  if (x->rank != 0)
+    return hs_diag_set(d, HS_EINVAL, other ? "its message sizes (its --model and --comm-max) differ from rank 0's"
+                                           : "another rank's message sizes differ from rank 0's");
+  if (n_other == 1)
+    return hs_diag_set(d, HS_EINVAL, "rank %d was started with other message sizes than rank 0 (its largest %lld "
+                       "bytes, rank 0's %lld): start every rank with the same --model and --comm-max",
+                       (int)x->cmd[1], ((long long)x->cmd[2] << 12) + (long long)x->cmd[3], (long long)big);
+  return hs_diag_set(d, HS_EINVAL, "%d ranks were started with other message sizes than rank 0: start every rank with "
+                     "the same --model and --comm-max", n_other);
 }
 
 /* A rank other than 0: serves rank 0's commands until the end. */
@@ -353,7 +388,7 @@ static int ranks_lead(ranks_side *x, hs_store *s, int64_t dev_id, const hs_real_
   return 0;
 }
 
-int hs_real_comm_calibrate_ranks(hs_store *s, int64_t dev_id, const hs_real_ranks_calib_opts *o,
+int hs_real_comm_calibrate_ranks(hs_store *s, const hs_cal_device *dev, int64_t *dev_id, const hs_real_ranks_calib_opts *o,
                                  hs_cal_comm_result cr[2], hs_cal_stats *wake, int *wake_state, hs_diag *d) {
   hs_real_launch l;
   int rc = hs_real_launch_read(&l, 0, d);
@@ -392,11 +427,13 @@ int hs_real_comm_calibrate_ranks(hs_store *s, int64_t dev_id, const hs_real_rank
   int k;
   pinned = hs_real_rank_pins(&pin_as, &l, 0, &cpus, &k) && !hs_pin_self(&cpus, k);
   hs_real_comm_config cfg = {.world = l.world, .n = n, .timeout_s = o->timeout_s};
-  if ((rc = x.ops->open(&x.c, &cfg, d))) goto out;
+  if ((rc = x.ops->open(&x.c, &cfg, d)) || (rc = ranks_agree(&x, sizes, ns, d))) goto out;
   if (l.rank != 0) {
     rc = ranks_serve(&x, d);
   } else {
-    rc = ranks_lead(&x, s, dev_id, o, sizes, ns, cr, wake, wake_state, d);
+    /* The device is stored once the ranks agree, so that a refused launch stores nothing. */
+    if (!(rc = hs_cal_store_device(s, dev, dev_id, d)))
+      rc = ranks_lead(&x, s, *dev_id, o, sizes, ns, cr, wake, wake_state, d);
     /* The others are told the end unless the channel itself failed (then they fail with it). */
     hs_diag ed = {0};
     if (rc != HS_ERUNTIME && ranks_command(&x, CMD_END, 0, &ed) && !rc)

@@ -58,8 +58,14 @@ int hs_real_comm_calibrate(hs_store *s, int64_t dev_id, const hs_real_comm_calib
  * launch (mpirun, torchrun) together, as `hetsim calib --device cpu` does when started under a
  * launcher; what `hetsim validate` reads for a run of one process per worker on the cpu.
  *
- * Rank 0 leads: before each repetition it tells every rank what comes next with an all-reduce
- * of 4 floats (its own hold the command, the others' are 0, weights 1), then times, on itself:
+ * Every rank sizes its buffers by its own list of message sizes (from msg_bytes and max_bytes,
+ * as below): first the ranks check that their lists are rank 0's (a digest; two all-reduces of
+ * 4 floats) and all fail with HS_EINVAL, before anything is stored, where one differs (rank 0's
+ * message names the rank and its largest message).
+ *
+ * Rank 0 leads: it stores the device (dev, its id in *dev_id), then before each repetition it
+ * tells every rank what comes next with an all-reduce of 4 floats (its own hold the command,
+ * the others' are 0, weights 1), then times, on itself:
  * - allreduce (world: the launch's), sizes 4 KiB x 4^k below min(max_bytes, the largest message),
  *   and every message of msg_bytes (the models' gradients): from the command's return to its
  *   all-reduce's (each rank's buffer, of the gradient's size, sent as it lies);
@@ -68,7 +74,7 @@ int hs_real_comm_calibrate(hs_store *s, int64_t dev_id, const hs_real_comm_calib
  *   half a round trip of a 4-byte message between ranks 0 and 1 after rank 0 has busy-waited
  *   HS_CAL_WAKE_IDLE_S (cal_comm.h), so that rank 1's CPU went idle as a waiting rank's does.
  * Repetitions: `warmup` untimed, then timed ones until the rule of cal_time.h stops them. Each
- * point is stored (on rank 0, in s as device dev_id) unless already there, and the all-reduce
+ * point is stored (on rank 0, in s as device *dev_id) unless already there, and the all-reduce
  * and p2p are refitted (alpha + n/beta); with redo the device's tcp rows are deleted first.
  *
  * The other ranks (s NULL) serve rank 0's commands until it says the end (0), or fail with the
@@ -88,7 +94,7 @@ typedef struct hs_real_ranks_calib_opts {
 int hs_real_ranks_calib_points(const hs_real_ranks_calib_opts *o);
 
 /* cr[0] all-reduce, cr[1] p2p; *wake the hand-off, with *wake_state 1 timed now, 2 already stored. */
-int hs_real_comm_calibrate_ranks(hs_store *s, int64_t dev_id, const hs_real_ranks_calib_opts *o,
+int hs_real_comm_calibrate_ranks(hs_store *s, const hs_cal_device *dev, int64_t *dev_id, const hs_real_ranks_calib_opts *o,
                                  hs_cal_comm_result cr[2], hs_cal_stats *wake, int *wake_state, hs_diag *d);
 
 #endif

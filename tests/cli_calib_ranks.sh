@@ -3,8 +3,9 @@
 # process of a torchrun-style launch on localhost times the multi-process channel together and
 # rank 0 stores it as backend tcp: the all-reduce at the launch's world size, rank 1's send to
 # rank 0 and one control message, at 4 KiB x 4^k and each model's gradient; a rerun resumes,
-# --redo times again; what only the steps take, a GPU and one process are refused (exit 2,
-# nothing stored); a rank that dies or never comes fails rank 0 in bounded time, naming it.
+# --redo times again; what only the steps take, a GPU, one process and ranks given other message
+# sizes than rank 0 are refused (exit 2, nothing stored); a rank that dies or never comes fails
+# rank 0 in bounded time, naming it.
 # usage: cli_calib_ranks.sh HETSIM_BINARY SOURCE_DIR
 set -u
 . "$(dirname "$0")/cli-lib.sh"
@@ -135,6 +136,22 @@ RANK=5 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port timeout 30 "$H" cali
   >"$T/out.bad" 2>"$T/err.bad"
 check bad_env_exit test $? = 2
 check bad_env_nothing test ! -e "$T/bad.db"
+
+# --- ranks given other message sizes (--model, --comm-max) than rank 0 fail together, before -----
+# anything is stored: rank 0 names the rank and both largest messages (exit 2).
+port=$((port + 2))
+rm -f "$T/mixed.db"
+for r in 0 1; do
+  m=mlp; [ $r = 1 ] && m=cnn
+  (RANK=$r WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port timeout 60 "$H" calib --device cpu --model $m \
+     --db "$T/mixed.db" >"$T/out.$r" 2>"$T/err.$r"; echo $? >"$T/rc.$r") &
+done
+wait
+check mixed_exit test "$(cat "$T/rc.0") $(cat "$T/rc.1")" = "2 1" || head -c 600 "$T/err.0" "$T/err.1"
+check mixed_says grep -q "rank 1 was started with other message sizes than rank 0 (its largest 246824 bytes, rank 0's \
+814120): start every rank with the same --model and --comm-max$" "$T/err.0" || head -c 400 "$T/err.0"
+check mixed_rank1_says grep -q "rank 1: its message sizes (its --model and --comm-max) differ from rank 0's" "$T/err.1"
+check mixed_nothing test "$(sqlite3 "$T/mixed.db" "SELECT (SELECT count(*) FROM device) + (SELECT count(*) FROM comm_sample)")" = 0
 
 # --- a rank that never comes, or dies mid-way, fails rank 0 in bounded time -----------------------
 port=$((port + 2))
