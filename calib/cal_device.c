@@ -100,10 +100,9 @@ static int discover_cpu(hs_cal_device *dev, hs_diag *d) {
 #if HETSIM_HAVE_CUDA
 static int cu_fail(const hs_cudrv_api *cu, CUresult r, const char *what, const hs_cal_device *dev,
                    hs_diag *d) {
-  const char *s = NULL;
-  cu->cuGetErrorString(r, &s);
+  char t[HS_CUDRV_ERROR_TEXT];
   return hs_diag_set(d, r == CUDA_ERROR_NO_DEVICE ? HS_EUNSUPPORTED : HS_ERUNTIME,
-                     "%s: %s: %s", dev->spec, what, s ? s : "unknown CUDA error");
+                     "%s: %s: %s", dev->spec, what, hs_cudrv_error_text(cu, r, t, sizeof t));
 }
 
 static int discover_cuda(hs_cal_device *dev, hs_diag *d) {

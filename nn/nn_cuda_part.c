@@ -6,14 +6,6 @@
 #include <pthread.h>
 #include <string.h>
 
-int hs_cudrv_err(const hs_cudrv_api *drv, CUresult r, const char *what, hs_diag *d) {
-  if (r == CUDA_SUCCESS) return 0;
-  const char *s = NULL;
-  if (drv->cuGetErrorString(r, &s) != CUDA_SUCCESS || !s) s = "unknown driver error";
-  return hs_diag_set(d, r == CUDA_ERROR_OUT_OF_MEMORY ? HS_ENOMEM : HS_ERUNTIME, "CUDA driver: %s: %s (%d)", what, s,
-                     (int)r);
-}
-
 /* One GPU's split into groups, and which are held. */
 typedef struct sm_table {
   int ready;              /* the split was made */

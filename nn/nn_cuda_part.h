@@ -52,10 +52,6 @@ int hs_cuda_part_open(hs_cuda_part *p, const hs_cudrv_api *drv, int ordinal, uns
  * caller makes another current (or NULL) itself. */
 void hs_cuda_part_close(hs_cuda_part *p, const hs_cudrv_api *drv);
 
-/* A driver call's failure as a diagnostic: HS_ENOMEM for CUDA_ERROR_OUT_OF_MEMORY, else
- * HS_ERUNTIME, "CUDA driver: WHAT: the driver's text (code)"; 0 for CUDA_SUCCESS. */
-int hs_cudrv_err(const hs_cudrv_api *drv, CUresult r, const char *what, hs_diag *d);
-
 #endif /* HETSIM_HAVE_CUDA */
 
 #endif

@@ -222,6 +222,40 @@ const hs_cudrv_api *hs_cudrv_api_get(hs_diag *d) {
   return table_or_diag(HS_CUDALIB_DRIVER, &cudrv_table, d);
 }
 
+/* The names of the codes a machine without a usable driver gives, for when the driver cannot
+ * name them itself (the toolkit's stub answers every call, cuGetErrorName included, with
+ * CUDA_ERROR_STUB_LIBRARY). */
+static const char *known_name(CUresult r) {
+  switch (r) {
+  case CUDA_ERROR_STUB_LIBRARY:
+    return "CUDA_ERROR_STUB_LIBRARY: the CUDA toolkit's stub libcuda.so.1 is on the loader path, not an NVIDIA "
+           "driver's";
+  case CUDA_ERROR_NO_DEVICE: return "CUDA_ERROR_NO_DEVICE";
+  case CUDA_ERROR_NOT_INITIALIZED: return "CUDA_ERROR_NOT_INITIALIZED";
+  case CUDA_ERROR_SYSTEM_DRIVER_MISMATCH: return "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH";
+  case CUDA_ERROR_OUT_OF_MEMORY: return "CUDA_ERROR_OUT_OF_MEMORY";
+  default: return NULL;
+  }
+}
+
+const char *hs_cudrv_error_text(const hs_cudrv_api *cu, CUresult r, char *buf, size_t n) {
+  const char *text = NULL, *name = NULL;
+  if (cu && (cu->cuGetErrorString(r, &text) != CUDA_SUCCESS || (text && !*text))) text = NULL;
+  if (cu && (cu->cuGetErrorName(r, &name) != CUDA_SUCCESS || (name && !*name))) name = NULL;
+  if (!name) name = known_name(r);
+  if (text && name) snprintf(buf, n, "%s (%s)", text, name);
+  else if (text || name) snprintf(buf, n, "%s (%d)", text ? text : name, (int)r);
+  else snprintf(buf, n, "unknown CUDA driver error %d", (int)r);
+  return buf;
+}
+
+int hs_cudrv_err(const hs_cudrv_api *cu, CUresult r, const char *what, hs_diag *d) {
+  if (r == CUDA_SUCCESS) return 0;
+  char t[HS_CUDRV_ERROR_TEXT];
+  return hs_diag_set(d, r == CUDA_ERROR_OUT_OF_MEMORY ? HS_ENOMEM : HS_ERUNTIME, "CUDA driver: %s: %s", what,
+                     hs_cudrv_error_text(cu, r, t, sizeof t));
+}
+
 const hs_cublas_api *hs_cublas_api_get(hs_diag *d) {
   return table_or_diag(HS_CUDALIB_CUBLAS, &cublas_table, d);
 }

@@ -150,6 +150,19 @@ typedef struct hs_cublas_api {
 const hs_cudrv_api *hs_cudrv_api_get(hs_diag *d);
 const hs_cublas_api *hs_cublas_api_get(hs_diag *d);
 
+/* What driver result r means, for a message: "the driver's text (ITS_NAME)", as the driver
+ * describes it; the name alone where the driver cannot describe it (cu NULL, or the toolkit's
+ * stub, which answers every call with CUDA_ERROR_STUB_LIBRARY) but hetsim knows the code; else
+ * "unknown CUDA driver error N". Written into buf (n bytes, HS_CUDRV_ERROR_TEXT suffice), which
+ * it returns. */
+enum { HS_CUDRV_ERROR_TEXT = 256 };
+const char *hs_cudrv_error_text(const hs_cudrv_api *cu, CUresult r, char *buf, size_t n);
+
+/* A driver call's failure as a diagnostic: HS_ENOMEM for CUDA_ERROR_OUT_OF_MEMORY, else
+ * HS_ERUNTIME, "CUDA driver: WHAT: " and the result's text (hs_cudrv_error_text); 0 for
+ * CUDA_SUCCESS. */
+int hs_cudrv_err(const hs_cudrv_api *cu, CUresult r, const char *what, hs_diag *d);
+
 /* The SMs of the smallest green-context partition of `all` (a GPU's SM resource from
  * cuDeviceGetDevResource): its minimum partition size aligned to its co-scheduling granularity
  * (8 SMs on compute capability 9.0). Partitions are whole numbers of such groups: one of N SMs

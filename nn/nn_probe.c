@@ -126,25 +126,9 @@ int hs_probe_cuda_runtime_version(int *version, hs_diag *d) {
   return 0;
 }
 
-/* The error's name; the driver's own table first. The toolkit's stub libcuda.so answers even
- * cuGetErrorName with CUDA_ERROR_STUB_LIBRARY, so the codes a machine without a usable driver
- * gives are named here too. */
-static const char *cu_err(const hs_cudrv_api *cu, CUresult e) {
-  const char *s = NULL;
-  if (cu->cuGetErrorName(e, &s) == CUDA_SUCCESS && s) return s;
-  switch (e) {
-  case CUDA_ERROR_STUB_LIBRARY:
-    return "CUDA_ERROR_STUB_LIBRARY (the CUDA toolkit's stub libcuda.so.1 is on the loader path, not an NVIDIA "
-           "driver's)";
-  case CUDA_ERROR_NO_DEVICE: return "CUDA_ERROR_NO_DEVICE";
-  case CUDA_ERROR_NOT_INITIALIZED: return "CUDA_ERROR_NOT_INITIALIZED";
-  case CUDA_ERROR_SYSTEM_DRIVER_MISMATCH: return "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH";
-  default: return "unknown CUDA driver error";
-  }
-}
-
 /* The driver table with cuInit done and at least one device, or NULL with r saying why. */
 static const hs_cudrv_api *driver_ready(hs_probe_result *r) {
+  char et[HS_CUDRV_ERROR_TEXT];
   hs_diag d = {0};
   const hs_cudrv_api *cu = hs_cudrv_api_get(&d);
   if (!cu) {
@@ -155,13 +139,15 @@ static const hs_cudrv_api *driver_ready(hs_probe_result *r) {
   int n = 0;
   if (e == CUDA_SUCCESS) e = cu->cuDeviceGetCount(&n);
   if (e != CUDA_SUCCESS || n < 1) {
-    result_set(r, HS_PROBE_MISSING, "no GPU: %s", e != CUDA_SUCCESS ? cu_err(cu, e) : "0 devices");
+    result_set(r, HS_PROBE_MISSING, "no GPU: %s",
+               e != CUDA_SUCCESS ? hs_cudrv_error_text(cu, e, et, sizeof et) : "0 devices");
     return NULL;
   }
   return cu;
 }
 
 int hs_probe_gpus(hs_gpu_info *out, int max, int *count, hs_diag *d) {
+  char et[HS_CUDRV_ERROR_TEXT];
   *count = 0;
   hs_probe_result r;
   result_init(&r);
@@ -194,7 +180,8 @@ int hs_probe_gpus(hs_gpu_info *out, int max, int *count, hs_diag *d) {
     };
     for (size_t k = 0; k < sizeof attrs / sizeof attrs[0] && e == CUDA_SUCCESS; k++)
       e = cu->cuDeviceGetAttribute(attrs[k].to, attrs[k].a, dev);
-    if (e != CUDA_SUCCESS) return hs_diag_set(d, HS_ERUNTIME, "GPU %d: %s", i, cu_err(cu, e));
+    if (e != CUDA_SUCCESS)
+      return hs_diag_set(d, HS_ERUNTIME, "GPU %d: %s", i, hs_cudrv_error_text(cu, e, et, sizeof et));
     g->memory_bytes = (int64_t)mem;
     const unsigned char *u = (const unsigned char *)uuid.bytes;
     snprintf(g->uuid, sizeof g->uuid,
@@ -585,6 +572,7 @@ static double now_s(void) {
  * negative value with r set. */
 static double time_partition(const hs_cudrv_api *cu, CUdevice dev, CUdevResource *res, int blocks,
                              hs_probe_result *r) {
+  char et[HS_CUDRV_ERROR_TEXT];
   CUdevResourceDesc desc;
   CUgreenCtx green = NULL;
   CUstream stream = NULL;
@@ -597,7 +585,7 @@ static double time_partition(const hs_cudrv_api *cu, CUdevice dev, CUdevResource
   if (e == CUDA_SUCCESS) step = "cuCtxSetCurrent", e = cu->cuCtxSetCurrent(ctx);
   if (e == CUDA_SUCCESS) step = "cuGreenCtxStreamCreate", e = cu->cuGreenCtxStreamCreate(&stream, green, CU_STREAM_NON_BLOCKING, 0);
   if (e != CUDA_SUCCESS) {
-    result_set(r, HS_PROBE_FAILED, "%s (%u SMs): %s", step, res->sm.smCount, cu_err(cu, e));
+    result_set(r, HS_PROBE_FAILED, "%s (%u SMs): %s", step, res->sm.smCount, hs_cudrv_error_text(cu, e, et, sizeof et));
     goto done;
   }
   probe_mem m = {0};
@@ -610,7 +598,7 @@ static double time_partition(const hs_cudrv_api *cu, CUdevice dev, CUdevResource
     e = le == 0 ? cu->cuStreamSynchronize(stream) : CUDA_SUCCESS;
     if (le != 0 || e != CUDA_SUCCESS) {
       result_set(r, HS_PROBE_FAILED, "kernel on %u SMs: %s", res->sm.smCount,
-                 le ? cudaGetErrorString((cudaError_t)le) : cu_err(cu, e));
+                 le ? cudaGetErrorString((cudaError_t)le) : hs_cudrv_error_text(cu, e, et, sizeof et));
       probe_free(&m);
       goto done;
     }
@@ -633,6 +621,7 @@ done:
 }
 
 void hs_probe_green_ctx(hs_probe_result *r) {
+  char et[HS_CUDRV_ERROR_TEXT];
   result_init(r);
   const hs_cudrv_api *cu = driver_ready(r);
   if (!cu) return;
@@ -645,7 +634,7 @@ void hs_probe_green_ctx(hs_probe_result *r) {
   CUresult e = cu->cuDeviceGet(&dev, 0);
   if (e == CUDA_SUCCESS) e = cu->cuDeviceGetDevResource(dev, &all, CU_DEV_RESOURCE_TYPE_SM);
   if (e != CUDA_SUCCESS) {
-    result_set(r, HS_PROBE_FAILED, "cuDeviceGetDevResource: %s", cu_err(cu, e));
+    result_set(r, HS_PROBE_FAILED, "cuDeviceGetDevResource: %s", hs_cudrv_error_text(cu, e, et, sizeof et));
     return;
   }
   unsigned g = hs_cudrv_sm_granule(&all);
@@ -666,7 +655,7 @@ void hs_probe_green_ctx(hs_probe_result *r) {
   }
   if (e != CUDA_SUCCESS || nb < 1) {
     result_set(r, HS_PROBE_FAILED, "cuDevSmResourceSplitByCount(%u, %u of %u SMs): %s", want_small,
-               want_large, all.sm.smCount, e != CUDA_SUCCESS ? cu_err(cu, e) : "no group");
+               want_large, all.sm.smCount, e != CUDA_SUCCESS ? hs_cudrv_error_text(cu, e, et, sizeof et) : "no group");
     return;
   }
   unsigned sm_small = small[0].sm.smCount, sm_large = large[0].sm.smCount;

@@ -90,9 +90,9 @@ struct hs_real_comm {
 };
 
 static int drv_fail(const hs_real_comm *c, CUresult r, const char *what, hs_diag *d) {
-  const char *s = NULL;
-  if (c->drv->cuGetErrorString(r, &s) != CUDA_SUCCESS || !s) s = "unknown error";
-  return hs_diag_set(d, HS_ERUNTIME, "local comm (%s): %s: %s", c->device, what, s);
+  char t[HS_CUDRV_ERROR_TEXT];
+  return hs_diag_set(d, HS_ERUNTIME, "local comm (%s): %s: %s", c->device, what,
+                     hs_cudrv_error_text(c->drv, r, t, sizeof t));
 }
 
 static int rt_fail(const hs_real_comm *c, cudaError_t e, const char *what, hs_diag *d) {
