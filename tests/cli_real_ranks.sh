@@ -20,7 +20,7 @@ fashion_mnist_or_synthetic
 
 # Every run gets two fresh ports (MASTER_PORT for the comm, +1 for the control channel) from a
 # block of 64 of this script's own, away from those of other tests running at the same time.
-port=$((20000 + ($$ % 700) * 64))
+port=$(first_port 0) # cli-lib.sh; the script takes fewer than 64 ports
 next_port() { port=$((port + 2)); }
 
 common=(--model mlp --global-batch 32 --workers 2 --train-samples 1000 --eval-samples 300
@@ -405,5 +405,8 @@ kill -9 $k0
 ends_within_60s killed_rank0_other_ends_within_60s $k1
 check killed_rank0_other_exit test $? = 1
 check killed_rank0_other_says grep -q "rank 0 closed" "$T/err.k1"
+
+# Every port taken lies in the script's block of 64 (first_port).
+check ports_in_block test $((port + 1 - $(first_port 0))) -lt 64
 
 cli_finish
