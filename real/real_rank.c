@@ -38,11 +38,37 @@ enum {
 typedef struct cmsg {
   int32_t kind, worker, batch, what, n, code, snapshot, len; /* len: payload bytes */
   int32_t ps_mode, peer;                                     /* S_PUSH, S_PULL: the worker's rank */
+  int32_t compressor, pad;        /* C_PUSH, C_ALLREDUCE: compressor_id of hs_comm_opts' (0 none) */
   uint64_t tag, op;
   double lr, slowdown, dur, loss; /* READY: dur, loss = the probe's t0 and k; payload: the step
                                      model of the rank's --calib, if any (hs_perf_model) */
   double weight;                  /* S_PUSH: hs_comm_opts.weight */
+  double ratio;                   /* C_PUSH, C_ALLREDUCE: the compressor's setting */
 } cmsg;
+
+/* A compressor on the wire: 1 + its place in hs_compressor_list (the same program on every
+ * rank), 0 for none; the ratio (hs_comm_opts') travels beside it. */
+static int32_t compressor_id(const hs_comm_opts *o) {
+  if (!o || !o->compressor || !(o->ratio > 0)) return 0;
+  const hs_compressor *const *l = hs_compressor_list();
+  for (int32_t i = 0; l[i]; i++)
+    if (l[i] == o->compressor) return i + 1;
+  return 0;
+}
+
+/* The command's compressor (NULL for none), or HS_ERUNTIME for an id this program lacks. */
+static int compressor_of(const cmsg *m, const hs_compressor **c, hs_diag *d) {
+  *c = NULL;
+  if (m->compressor == 0) return 0;
+  const hs_compressor *const *l = hs_compressor_list();
+  for (int32_t i = 0; l[i]; i++)
+    if (i + 1 == m->compressor) {
+      *c = l[i];
+      return 0;
+    }
+  return hs_diag_set(d, HS_ERUNTIME, "operation %llu: unknown compressor %d from rank 0",
+                     (unsigned long long)m->op, (int)m->compressor);
+}
 
 #define MAX_PAYLOAD (1 << 20)
 
@@ -282,10 +308,16 @@ static int do_allreduce(exec *e, const cmd *c, double *dur, hs_diag *d) {
   memcpy(ranks, (const char *)c->payload + (size_t)n * sizeof(double), (size_t)n * sizeof(int32_t));
   const hs_real_comm_ops *cm = e->cfg->comm;
   int grad = c->m.what == HS_COMM_GRAD;
+  const hs_compressor *comp;
+  int rc = compressor_of(&c->m, &comp, d);
+  /* A compressed gradient: what the others receive is what the compressor lets through. */
+  if (!rc && grad && comp)
+    rc = hs_real_worker_compress_grads(&e->tw, cm->device_buffers, e->host, comp, c->m.ratio, e->P, e->cfg->seed,
+                                       e->worker, d);
+  if (rc) return rc;
   double t0 = hs_real_mono();
   float *buf = grad ? hs_net_grads(e->tw.net) : hs_net_params(e->tw.net);
-  int rc = cm->allreduce(e->comm, c->m.op, e->rank, buf, e->P, ranks, n, wts, d);
-  if (rc) return rc;
+  if ((rc = cm->allreduce(e->comm, c->m.op, e->rank, buf, e->P, ranks, n, wts, d))) return rc;
   const float *red = buf;
   if (cm->device_buffers) {
     if ((rc = grad ? hs_net_get_grads(e->tw.net, e->host, d) : hs_net_get_params(e->tw.net, e->host, d))) return rc;
@@ -302,11 +334,15 @@ static int do_allreduce(exec *e, const cmd *c, double *dur, hs_diag *d) {
  * last sync or push, the base moving to the model sent), as real_run.c's do_push. */
 static int do_push(exec *e, const cmd *c, double *dur, hs_diag *d) {
   int rc;
+  const hs_compressor *comp;
+  if ((rc = compressor_of(&c->m, &comp, d))) return rc;
   if (c->m.what == HS_COMM_GRAD) {
     rc = hs_net_get_grads(e->tw.net, e->host, d);
   } else {
     rc = hs_real_worker_model_delta(&e->tw, e->host, e->base, e->P, d);
   }
+  /* A compressed update: the server receives what the compressor lets through (real_run.c). */
+  if (!rc) rc = hs_real_worker_compress(&e->tw, comp, c->m.ratio, e->host, e->P, e->cfg->seed, e->worker, d);
   if (rc) return rc;
   double t0 = hs_real_mono();
   rc = e->cfg->comm->send(e->comm, e->rank, 0, c->m.op, e->host, e->P, d);
@@ -691,7 +727,7 @@ static int drv_allreduce(hs_rt_core *c, const int *ws, int n, const double *weig
   op->seq = ++s->seq;
   int snapshot = snapshot_due(s, op->seq);
   cmsg m = {.kind = C_ALLREDUCE, .what = (int32_t)o->what, .n = n, .op = op->id, .lr = c->w[ws[0]].lr,
-            .len = (int32_t)bytes};
+            .len = (int32_t)bytes, .compressor = compressor_id(o), .ratio = o->ratio};
   for (int i = 0; i < n && !rc; i++) {
     m.snapshot = ws[i] == 0 && snapshot;
     rc = send_cmd(s, ws[i], &m, pl);
@@ -717,7 +753,8 @@ static int drv_push(hs_rt_core *c, int w, const hs_comm_opts *o) {
   op->version = x->version;
   op->step = hs_rt_core_record_step(c, w);
   if (op->ps_mode == HS_PS_APPLY) op->seq = ++s->seq;
-  cmsg m = {.kind = C_PUSH, .what = (int32_t)o->what, .op = op->id};
+  cmsg m = {.kind = C_PUSH, .what = (int32_t)o->what, .op = op->id, .compressor = compressor_id(o),
+            .ratio = o->ratio};
   cmsg sm = {.kind = S_PUSH, .what = (int32_t)o->what, .op = op->id, .peer = w + s->off, .ps_mode = op->ps_mode,
              .lr = x->lr, .weight = o->weight > 0 ? o->weight : 1.0, .batch = x->last_batch > 0 ? x->last_batch : 1,
              .snapshot = op->seq && snapshot_due(s, op->seq)};

@@ -31,8 +31,12 @@
  * server reports an apply-mode push or an apply; evaluations read rank 0's
  * replica (worker 0's, or the server's global model) at that iteration.
  *
- * Refused (HS_EUNSUPPORTED): compression, overlapped and hierarchical all-reduces and
- * all-reduces over a subset of the workers (HS_REAL_RANKS_CAPS, by the core's checks),
+ * Compression (hs_comm_opts.compressor): the worker's rank sends its update, or its gradient
+ * before an all-reduce, through the compressor as the threads' workers do (real_worker.h,
+ * seeded by the run's seed and the worker's index, so that both runtimes send the same).
+ *
+ * Refused (HS_EUNSUPPORTED): overlapped and hierarchical all-reduces and all-reduces over a
+ * subset of the workers (HS_REAL_RANKS_CAPS, by the core's checks),
  * all-reduces with a server rank ("not supported yet"), pushes, pulls and applies without one
  * (start one process more, with --server-rank), leave and join events ("not supported yet").
  *
@@ -72,9 +76,9 @@
 #define HS_REAL_RANK_OPS_PER_ALLREDUCE 2.0
 #define HS_REAL_RANK_OPS_PER_MESSAGE 1.5
 
-/* What the multi-process runtime can do (pol_policy.h's HS_CAP_*): none of the extras; the CLI
+/* What the multi-process runtime can do (pol_policy.h's HS_CAP_*): compression; the CLI
  * checks a run against it with hs_runtime_check_caps (runtime/rt_core.h) before storing. */
-#define HS_REAL_RANKS_CAPS 0u
+#define HS_REAL_RANKS_CAPS HS_CAP_COMPRESSION
 
 int hs_real_rank_run(const hs_real_config *cfg, const hs_real_launch *launch, hs_real_result *res, hs_diag *d);
 

@@ -80,7 +80,9 @@ int hs_rank_wait(int fd, short ev, double deadline, const int *cancel) {
 typedef struct hello {
   int32_t magic, rank, world, pad;
 } hello;
-#define HELLO_MAGIC 0x48535231 /* "HSR1" */
+/* "HSR2": the control channel's commands grew a compressor (2026-11-29); a rank of another
+ * version is taken for not one of ours. */
+#define HELLO_MAGIC 0x48535232
 
 static int resolve(const char *addr, int port, struct addrinfo **out, hs_diag *d, const char *what) {
   char ps[16];

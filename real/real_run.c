@@ -421,16 +421,11 @@ static int do_allreduce(real *s, int w, rop *op, hs_diag *d) {
   double start = now_of(s);
   float *buf = op->what == HS_COMM_GRAD ? hs_net_grads(x->tw.net) : hs_net_params(x->tw.net);
   int rc = 0;
-  if (op->what == HS_COMM_GRAD && op->compressor) {
-    /* A compressed gradient: what the others receive is what the compressor lets through. */
-    if (!cm->device_buffers) {
-      rc = hs_real_worker_compress(&x->tw, op->compressor, op->ratio, buf, s->P, s->cfg->seed, w, d);
-    } else if (!(rc = hs_net_get_grads(x->tw.net, x->host, d)) &&
-               !(rc = hs_real_worker_compress(&x->tw, op->compressor, op->ratio, x->host, s->P, s->cfg->seed, w, d))) {
-      rc = hs_net_set_grads(x->tw.net, x->host, d);
-    }
-    if (rc) return rc;
-  }
+  /* A compressed gradient: what the others receive is what the compressor lets through. */
+  if (op->what == HS_COMM_GRAD &&
+      (rc = hs_real_worker_compress_grads(&x->tw, cm->device_buffers, x->host, op->compressor, op->ratio, s->P,
+                                          s->cfg->seed, w, d)))
+    return rc;
   rc = cm->allreduce(s->comm, op->id, w, buf, s->P, op->ws, op->n, op->wts, d);
   if (rc) return rc;
   /* The reduced vector, in host memory: a host backend's buffer is the net's own (read in

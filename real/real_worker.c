@@ -122,6 +122,15 @@ int hs_real_worker_compress(hs_real_worker *w, const hs_compressor *c, double ra
   return rc;
 }
 
+int hs_real_worker_compress_grads(hs_real_worker *w, int device_buffers, float *host, const hs_compressor *c,
+                                  double ratio, int64_t n, uint64_t seed, int worker, hs_diag *d) {
+  if (!c || !(ratio > 0)) return 0;
+  if (!device_buffers) return hs_real_worker_compress(w, c, ratio, hs_net_grads(w->net), n, seed, worker, d);
+  int rc = hs_net_get_grads(w->net, host, d);
+  if (!rc) rc = hs_real_worker_compress(w, c, ratio, host, n, seed, worker, d);
+  return rc ? rc : hs_net_set_grads(w->net, host, d);
+}
+
 void hs_real_worker_free(hs_real_worker *w) {
   if (w->cx) hs_compress_close(w->cx);
   free(w->cbuf);

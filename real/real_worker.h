@@ -72,6 +72,12 @@ int hs_real_sleep(double slow, double sec, double timeout, hs_real_stopped_fn *s
 int hs_real_worker_compress(hs_real_worker *w, const hs_compressor *c, double ratio, float *g, int64_t n,
                             uint64_t seed, int worker, hs_diag *d);
 
+/* The same on the net's gradient, before an all-reduce of it (n floats): where the backend
+ * reduces host memory (device_buffers 0) in place, in the net's own buffer; where it reduces
+ * device buffers, copied out into host, compressed and copied back. */
+int hs_real_worker_compress_grads(hs_real_worker *w, int device_buffers, float *host, const hs_compressor *c,
+                                  double ratio, int64_t n, uint64_t seed, int worker, hs_diag *d);
+
 /* The worker's progress for a MODEL push: out = its net's parameters - base, then base = the
  * parameters (P floats each, host memory). A host net's parameters are read where they are (one
  * pass); a device net's are copied out into out first. */

@@ -24,6 +24,7 @@
 #include "core/core_config.h"
 #include "nn/nn_data.h"
 #include "nn/nn_zoo.h"
+#include "policies/pol_compress.h"
 #include "policies/pol_registry.h"
 #include "real/real_comm.h"
 #include "real/real_rank.h"
@@ -377,6 +378,118 @@ static void test_scripted_policy_same_in_all(void) {
   free(c);
 }
 
+/* --- compression: the same compressed sends in the threads and the ranks -------------------
+ * Rounds of compute on every worker, then the gradients sent through top-k at g_cz_density
+ * (0: uncompressed): with g_cz_server, pushed to the server (accumulated, one apply, every
+ * worker pulls), else all-reduced. */
+
+static double g_cz_density;
+static int g_cz_server;
+
+typedef struct cz_state {
+  int done, round;
+} cz_state;
+
+static int cz_round(cz_state *s, hs_runtime *rt) {
+  s->done = 0;
+  for (int w = 0; w < WORKERS; w++) {
+    int rc = hs_rt_compute(rt, w, PER_WORKER, (uint64_t)s->round);
+    if (rc) return rc;
+  }
+  return 0;
+}
+
+static int cz_start(void *state, hs_runtime *rt) { return cz_round(state, rt); }
+
+static hs_comm_opts cz_send(void) {
+  hs_comm_opts o = {.what = HS_COMM_GRAD, .ps_mode = HS_PS_ACCUMULATE};
+  if (g_cz_density > 0) o.compressor = &hs_compressor_topk, o.ratio = g_cz_density;
+  return o;
+}
+
+static int cz_on_compute(void *state, hs_runtime *rt, const hs_step_obs *o) {
+  cz_state *s = state;
+  hs_comm_opts co = cz_send();
+  if (g_cz_server) return hs_rt_push(rt, o->worker, &co);
+  if (++s->done < WORKERS) return 0;
+  static const int ws[WORKERS] = {0, 1};
+  return hs_rt_allreduce(rt, ws, WORKERS, NULL, &co);
+}
+
+static int cz_on_comm(void *state, hs_runtime *rt, const hs_comm_obs *o) {
+  cz_state *s = state;
+  hs_comm_opts pull = {.what = HS_COMM_MODEL};
+  if (o->kind == HS_OP_PUSH) {
+    if (++s->done < WORKERS) return 0;
+    s->done = 0;
+    return hs_rt_apply(rt, &pull);
+  }
+  if (o->kind == HS_OP_APPLY) {
+    for (int w = 0; w < WORKERS; w++) {
+      int rc = hs_rt_pull(rt, w, &pull);
+      if (rc) return rc;
+    }
+    return 0;
+  }
+  if (o->kind == HS_OP_PULL && ++s->done < WORKERS) return 0;
+  s->round++;
+  return cz_round(s, rt);
+}
+
+static const hs_policy compressed = {
+    .version = HS_POLICY_VERSION,
+    .name = "compressed",
+    .description = "gradients sent through top-k",
+    .source = "tests/test_runtime_conformance.c",
+    .params = no_params,
+    .state_size = sizeof(cz_state),
+    .start = cz_start,
+    .on_compute = cz_on_compute,
+    .on_comm = cz_on_comm,
+};
+
+/* The largest difference of the step losses of x and y (rows sorted alike), after round 0. */
+static double loss_gap(seen *x, seen *y) {
+  qsort(x->rows, (size_t)x->n_rows, sizeof x->rows[0], row_cmp);
+  qsort(y->rows, (size_t)y->n_rows, sizeof y->rows[0], row_cmp);
+  ASSERT_EQ(x->n_rows, y->n_rows);
+  double gap = 0;
+  for (int k = 0; k < x->n_rows && k < y->n_rows; k++) {
+    ASSERT_EQ(x->rows[k].worker, y->rows[k].worker);
+    ASSERT_EQ(x->rows[k].step, y->rows[k].step);
+    if (x->rows[k].step > 0) gap = fmax(gap, fabs(x->rows[k].loss - y->rows[k].loss));
+  }
+  return gap;
+}
+
+/* The ranks send what the threads send: with a compressed gradient, pushed or all-reduced, their
+ * step losses are the threads' (within the all-reduce's summation order), and not those of the
+ * same runs uncompressed. */
+static void test_compressed_same_in_threads_and_ranks(void) {
+  hs_params none;
+  memset(&none, 0, sizeof none);
+  for (g_cz_server = 0; g_cz_server <= 1; g_cz_server++) {
+    seen *thr = calloc(1, sizeof *thr), *rk = calloc(1, sizeof *rk), *plain = calloc(1, sizeof *plain);
+    g_cz_density = 0.01;
+    outcome a = run_threads(&compressed, &none, WORKERS * PER_WORKER, ROUNDS, thr);
+    outcome b = run_ranks(&compressed, &none, WORKERS * PER_WORKER, ROUNDS, g_cz_server, rk);
+    g_cz_density = 0;
+    outcome c = run_threads(&compressed, &none, WORKERS * PER_WORKER, ROUNDS, plain);
+    if (a.rc || b.rc || c.rc) fprintf(stderr, "  threads: %s; ranks: %s; plain: %s\n", a.d.msg, b.d.msg, c.d.msg);
+    ASSERT_EQ(a.rc, 0);
+    ASSERT_EQ(b.rc, 0);
+    ASSERT_EQ(c.rc, 0);
+    double same = loss_gap(thr, rk), other = loss_gap(thr, plain);
+    printf("     %s: compressed threads vs ranks %.3g, vs uncompressed %.3g\n",
+           g_cz_server ? "pushed" : "all-reduced", same, other);
+    ASSERT(same < 1e-5);
+    ASSERT(other > 1e-4);
+    free(thr);
+    free(rk);
+    free(plain);
+  }
+}
+
 /* Every registered policy on the small scenario: the three runtimes run it to the same number
  * of iterations, and the synchronous ones store the same step rows up to timing. A
  * parameter-server policy runs on the ranks with a server rank (one process more), as the
@@ -520,6 +633,7 @@ static const hs_test_case cases[] = {
     {"scripted_policy_same_in_all", test_scripted_policy_same_in_all},
     {"every_policy_same_iterations", test_every_policy_same_iterations},
     {"ranks_refuse_what_they_cannot", test_ranks_refuse_what_they_cannot},
+    {"compressed_same_in_threads_and_ranks", test_compressed_same_in_threads_and_ranks},
     {NULL, NULL},
 };
 
