@@ -298,10 +298,15 @@ static int open_data(const real_args *a, const hs_model_info *mi, hs_dataset **t
 }
 
 /* The events the real runtimes cannot run, refused before anything is stored (exit 2): a join
- * (no runtime starts a worker mid-run yet), any leave in the multi-process runtime, and a file
- * in which every worker leaves (the run would end with nobody left to train). 0, or 1 after
- * the message. */
-static int check_events(const hs_cluster_spec *spec, int multi) {
+ * (no runtime starts a worker mid-run yet), in the multi-process runtime a leave of worker 0
+ * without a server rank (hs_real_rank_check_events), and a file in which every worker leaves
+ * (the run would end with nobody left to train). 0, or 1 after the message. */
+static int check_events(const hs_cluster_spec *spec, int multi, int server) {
+  hs_diag d = {0};
+  if (multi && hs_real_rank_check_events(spec, server, &d)) {
+    fprintf(stderr, "hetsim real: %s\n", d.msg);
+    return 1;
+  }
   int left = 0, last = -1;
   char *gone = calloc((size_t)(spec->n_workers > 0 ? spec->n_workers : 1), 1);
   if (!gone) {
@@ -312,11 +317,9 @@ static int check_events(const hs_cluster_spec *spec, int multi) {
   for (int i = 0; i < spec->n_events && !rc; i++) {
     const hs_event_spec *e = &spec->events[i];
     if (e->kind == HS_EVENT_SLOWDOWN) continue;
-    if (e->kind == HS_EVENT_JOIN || multi) {
-      fprintf(stderr, "hetsim real: %s:%d:%d: a %s event: %s\n", spec->path, e->pos.line, e->pos.col,
-              e->kind == HS_EVENT_JOIN ? "join" : "leave",
-              e->kind == HS_EVENT_JOIN ? "workers joining mid-run are not supported in real mode yet"
-                                       : "not supported yet in the multi-process runtime (slowdown events are)");
+    if (e->kind == HS_EVENT_JOIN) {
+      fprintf(stderr, "hetsim real: %s:%d:%d: a join event: workers joining mid-run are not supported in real mode "
+              "yet\n", spec->path, e->pos.line, e->pos.col);
       rc = 1;
     } else if (e->worker >= 0 && e->worker < spec->n_workers && !gone[e->worker]) {
       gone[e->worker] = 1;
@@ -396,7 +399,7 @@ int hs_cmd_real(int argc, char **argv) {
   a.device = plan.device;
   int multi = plan.multi;
   if (have_spec) {
-    if (check_events(&spec, multi)) goto out;
+    if (check_events(&spec, multi, a.server_rank)) goto out;
     if (!(worker_devices = calloc((size_t)(spec.n_workers > 0 ? spec.n_workers : 1), sizeof *worker_devices))) {
       fprintf(stderr, "hetsim real: out of memory\n");
       status = 1;

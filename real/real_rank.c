@@ -689,14 +689,21 @@ static int drv_local_update(hs_rt_core *c, int w) {
   return send_cmd(R(c), w, &m, NULL);
 }
 
-/* Every all-reduce covers every worker (a subset is refused by the core: no HS_CAP_SUBSET), so
- * they complete in issue order and the replicas are the global model. */
+/* Every all-reduce has worker 0 among its participants (every active worker's, after a leave a
+ * subset): rank 0's replica, which the run evaluates, is the global model, and the all-reduces
+ * complete in issue order. A worker that left keeps its replica of when it left and computes no
+ * more. */
 static int drv_allreduce(hs_rt_core *c, const int *ws, int n, const double *weights, const hs_comm_opts *o) {
   crd *s = R(c);
   const char *name = s->cfg->policy->name;
   if (s->off)
     return cfail(s, HS_EUNSUPPORTED, "policy %s: all-reduce in a run with a parameter-server rank: not supported yet "
                  "in the multi-process runtime (start one process per worker, without --server-rank)", name);
+  int has0 = 0;
+  for (int i = 0; i < n; i++) has0 |= ws[i] == 0;
+  if (!has0)
+    return cfail(s, HS_EUNSUPPORTED, "policy %s: an all-reduce without worker 0 is not supported by the multi-process "
+                 "real runtime (worker 0's replica is the model the run evaluates)", name);
   char *seen = calloc((size_t)s->n, 1);
   size_t bytes = (size_t)n * (sizeof(double) + sizeof(int32_t));
   char *pl = malloc(bytes);
@@ -1035,7 +1042,10 @@ static void coordinate(crd *s) {
         break;
       }
       heard[i] = hs_real_mono();
-      if (m.kind != R_BEAT) handle(s, i, &m, pl);
+      /* What fell due while the poll slept (a leave, a slowdown, a policy's timer) comes before
+       * any decision the report leads to: a worker that left at 0.05 s starts no step at 0.0501. */
+      if (m.kind != R_BEAT) settle(s, hs_rt_core_timer_fire(&s->core, &s->timers, &next));
+      if (m.kind != R_BEAT && !s->core.done) handle(s, i, &m, pl);
       free(pl);
     }
   }
@@ -1154,13 +1164,19 @@ static int check_config(const hs_real_config *cfg, const hs_real_launch *l, int 
     return hs_diag_set(d, HS_EINVAL, "world-size mismatch: the launcher started %d processes but the run has %d workers "
                        "(one process per worker, plus one for a parameter-server rank)", l->world, n);
   if (l->world > HS_RANK_MAX_WORLD) return hs_diag_set(d, HS_EINVAL, "%d ranks: at most %d", l->world, HS_RANK_MAX_WORLD);
-  const hs_cluster_spec *spec = cfg->cluster;
-  for (int i = 0; spec && i < spec->n_events; i++)
-    if (spec->events[i].kind != HS_EVENT_SLOWDOWN)
-      return hs_diag_set(d, HS_EUNSUPPORTED, "%s:%d: a %s event: not supported yet in the multi-process runtime (slowdown "
-                         "events are)", spec->path, spec->events[i].pos.line,
-                         spec->events[i].kind == HS_EVENT_JOIN ? "join" : "leave");
-  return hs_runtime_check_caps(cfg->policy, cfg->params, spec, HS_REAL_RANKS_CAPS, "multi-process real", d);
+  if ((rc = hs_real_rank_check_events(cfg->cluster, l->world == n + 1, d))) return rc;
+  return hs_runtime_check_caps(cfg->policy, cfg->params, cfg->cluster, HS_REAL_RANKS_CAPS, "multi-process real", d);
+}
+
+int hs_real_rank_check_events(const hs_cluster_spec *spec, int server, hs_diag *d) {
+  for (int i = 0; spec && !server && i < spec->n_events; i++) {
+    const hs_event_spec *e = &spec->events[i];
+    if (e->kind == HS_EVENT_LEAVE && e->worker == 0)
+      return hs_diag_set(d, HS_EUNSUPPORTED, "%s:%d:%d: worker 0 leaves: without --server-rank, worker 0's rank holds "
+                         "the model the run evaluates (and relays the cpu backend's all-reduces), so it stays to the "
+                         "end of a multi-process run; let another worker leave", spec->path, e->pos.line, e->pos.col);
+  }
+  return 0;
 }
 
 /* Ranks other than 0: connect, run this rank's executor until rank 0 says stop. */

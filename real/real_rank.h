@@ -25,7 +25,8 @@
  *
  * Numerics: those of real_run.h. All-reduce GRAD: replica -= lr * sum_i w_i g_i; MODEL:
  * replica = sum_i w_i x_i; each participant then takes its replica. Because every all-reduce
- * covers every worker, the replicas are the global model of the threaded runtime. An iteration
+ * covers every worker still in the run, worker 0 among them, their replicas are the global
+ * model of the threaded runtime (a worker that left keeps the one it had). An iteration
  * is counted when the global model holds the update (the rule of runtime/rt_core.h): here,
  * when the last participant reports the all-reduce (the last replica has it), or when the
  * server reports an apply-mode push or an apply; evaluations read rank 0's
@@ -35,10 +36,13 @@
  * before an all-reduce, through the compressor as the threads' workers do (real_worker.h,
  * seeded by the run's seed and the worker's index, so that both runtimes send the same).
  *
- * Refused (HS_EUNSUPPORTED): overlapped and hierarchical all-reduces and all-reduces over a
- * subset of the workers (HS_REAL_RANKS_CAPS, by the core's checks),
- * all-reduces with a server rank ("not supported yet"), pushes, pulls and applies without one
- * (start one process more, with --server-rank), leave and join events ("not supported yet").
+ * Leave events: the core takes the worker out (rt_core.h); its rank idles to the end. Without a
+ * server rank the policies' all-reduces then cover the workers left, worker 0 always among them.
+ *
+ * Refused (HS_EUNSUPPORTED): overlapped and hierarchical all-reduces (HS_REAL_RANKS_CAPS, by the
+ * core's checks), all-reduces without worker 0, a leave of worker 0 without a server rank
+ * (hs_real_rank_check_events), all-reduces with a server rank ("not supported yet"), pushes,
+ * pulls and applies without one (start one process more, with --server-rank), join events.
  *
  * Faults and bounds: a rank whose control connection closes (its process died) ends the run on
  * rank 0 with HS_ERUNTIME naming the rank; so does a worker with actions outstanding that
@@ -76,9 +80,16 @@
 #define HS_REAL_RANK_OPS_PER_ALLREDUCE 2.0
 #define HS_REAL_RANK_OPS_PER_MESSAGE 1.5
 
-/* What the multi-process runtime can do (pol_policy.h's HS_CAP_*): compression; the CLI
+/* What the multi-process runtime can do (pol_policy.h's HS_CAP_*): compression, all-reduces over
+ * a subset of the workers (with worker 0 among them) and leave events; the CLI
  * checks a run against it with hs_runtime_check_caps (runtime/rt_core.h) before storing. */
-#define HS_REAL_RANKS_CAPS HS_CAP_COMPRESSION
+#define HS_REAL_RANKS_CAPS (HS_CAP_COMPRESSION | HS_CAP_SUBSET | HS_CAP_LEAVE)
+
+/* The events of a multi-process run's cluster file that the capabilities do not cover: without
+ * a server rank (server 0), worker 0 may not leave (its rank's replica is the model the run
+ * evaluates, and the cpu backend reduces at rank 0). 0, or HS_EUNSUPPORTED with
+ * "PATH:LINE:COL: ..." in d. hs_real_rank_run checks it; the CLI calls it before it stores. */
+int hs_real_rank_check_events(const hs_cluster_spec *spec, int server, hs_diag *d);
 
 int hs_real_rank_run(const hs_real_config *cfg, const hs_real_launch *launch, hs_real_result *res, hs_diag *d);
 

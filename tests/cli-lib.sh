@@ -129,14 +129,14 @@ fashion_mnist_or_synthetic() {
   FMNIST=synthetic
 }
 
-# first_port SLOT: the first of the 64 loopback ports a script that starts ranks takes (two per
+# first_port SLOT: the first of the 128 loopback ports a script that starts ranks takes (two per
 # launch: MASTER_PORT and the control channel's next one), from its PID and its SLOT (0, 1, 2:
 # cli_real_ranks, cli_calib_ranks, cli_gpu_ranks), all in 20000-32287: below the kernel's
 # ephemeral ports (32768-60999 here, /proc/sys/net/ipv4/ip_local_port_range). There the ranks'
 # own connections take their local ports, and one closed a moment ago (TIME_WAIT) makes rank 0's
 # bind on it fail ("Address already in use"): a listening port chosen in that range failed a
 # launch now and then.
-first_port() { echo $((20000 + $1 * 4096 + ($$ % 64) * 64)); }
+first_port() { echo $((20000 + $1 * 4096 + ($$ % 32) * 128)); }
 
 # ranks WORLD PORT ARGS...: starts WORLD torchrun-style processes (RANK, WORLD_SIZE, MASTER_ADDR
 # 127.0.0.1, MASTER_PORT PORT) of `$HETSIM ARGS...`, each bounded by 120 s; rank r writes

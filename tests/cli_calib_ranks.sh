@@ -16,7 +16,7 @@ DB="$T/c.db"
 cd "$T"
 
 # Two fresh ports per launch (the channel's star takes MASTER_PORT) from a block of this script's.
-port=$(first_port 1) # cli-lib.sh; the script takes fewer than 64 ports
+port=$(first_port 1) # cli-lib.sh; the script takes fewer than 128 ports
 quick=(--device cpu --model mlp --comm-max 64KiB --warmup 1 --min-reps 3 --max-reps 6 --db "$DB")
 
 # Starts WORLD torchrun-style ranks of `hetsim calib ARGS...` on fresh ports (ranks, cli-lib.sh:
@@ -179,7 +179,7 @@ check killed_names_rank grep -q "rank 1" "$T/err.kill" || head -c 400 "$T/err.ki
 check killed_kept grep -q "the points stored so far are kept" "$T/err.kill"
 wait
 
-# Every port taken lies in the script's block of 64 (first_port).
-check ports_in_block test $((port + 1 - $(first_port 1))) -lt 64
+# Every port taken lies in the script's block of 128 (first_port).
+check ports_in_block test $((port + 1 - $(first_port 1))) -lt 128
 
 cli_finish

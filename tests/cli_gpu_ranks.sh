@@ -28,7 +28,7 @@ else
   export NCCL_MULTI_RANK_GPU_ENABLE=1
 fi
 
-port=$(first_port 2) # cli-lib.sh; the script takes fewer than 64 ports
+port=$(first_port 2) # cli-lib.sh; the script takes fewer than 128 ports
 next_port() { port=$((port + 2)); }
 # Two ranks of `hetsim real ARGS...`; rank r writes out.r, err.r, rc.r.
 two_ranks() {
@@ -114,7 +114,7 @@ check nccl_killed_says grep -q "rank 1" "$T/err.k0"
 check nccl_killed_marked test "$(sqlite3 "$T/k.db" "SELECT status FROM run")" = failed
 check nccl_killed_keeps_rows test "$(sqlite3 "$T/k.db" "SELECT count(*) > 0 FROM step")" = 1
 
-# Every port taken lies in the script's block of 64 (first_port).
-check ports_in_block test $((port + 1 - $(first_port 2))) -lt 64
+# Every port taken lies in the script's block of 128 (first_port).
+check ports_in_block test $((port + 1 - $(first_port 2))) -lt 128
 
 cli_finish

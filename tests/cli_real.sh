@@ -121,19 +121,22 @@ expect_exit batch_below_workers 2 "$H" real --policy ssgd "${common[@]}" --globa
 expect_exit cluster_and_workers 2 "$H" real --policy ssgd "${common[@]}" --cluster slow.yaml
 # Events no real runtime can run are refused at the door: a join (before, a run stored as
 # failed), every worker leaving (before, a run stored as stalled), and in the multi-process
-# runtime any leave (before, refused after the run was stored).
+# runtime without a server rank a leave of worker 0 (whose replica the run evaluates; until
+# 2026-11-29 any leave there, and before that after the run was stored).
 head -n -1 slow.yaml >ev.yaml # without its event
 { cat ev.yaml; echo '  - {at: 1s, join: {type: c, node: n0}}'; } >join.yaml
 { cat ev.yaml; echo '  - {at: 0.5s, leave: 0}'; echo '  - {at: 1s, leave: 1}'; } >allleave.yaml
 { cat ev.yaml; echo '  - {at: 1s, leave: 1}'; } >oneleave.yaml
+{ cat ev.yaml; echo '  - {at: 1s, leave: 0}'; } >leave0.yaml
 ev=(--policy ssgd --model mlp --global-batch 32 --iterations 20 --train-samples 1000 --eval-samples 300 --db "$T/r.db")
 expect_exit join_refused 2 "$H" real "${ev[@]}" --cluster join.yaml
 check join_refused_says grep -q "join.yaml:10:5: a join event: workers joining mid-run are not supported in real mode yet" "$T/err"
 expect_exit all_leave_refused 2 "$H" real "${ev[@]}" --cluster allleave.yaml
 check all_leave_refused_says grep -q "allleave.yaml:11:5: every one of the 2 workers leaves" "$T/err"
-expect_exit ranks_leave_refused 2 env RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=29500 \
-  "$H" real "${ev[@]}" --cluster oneleave.yaml
-check ranks_leave_refused_says grep -q "oneleave.yaml:10:5: a leave event: not supported yet in the multi-process runtime" "$T/err"
+expect_exit ranks_leave0_refused 2 env RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=29500 \
+  "$H" real "${ev[@]}" --cluster leave0.yaml
+check ranks_leave0_refused_says grep -q "leave0.yaml:10:5: worker 0 leaves: without --server-rank, worker 0's rank holds" \
+  "$T/err"
 check bad_input_stores_nothing test "$(q "SELECT count(*) FROM run")" = "$before"
 # One worker leaving is honoured in the threaded runtime (the other trains on).
 expect_exit one_leave_runs 0 "$H" real "${ev[@]}" --cluster oneleave.yaml

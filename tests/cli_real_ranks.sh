@@ -20,7 +20,7 @@ fashion_mnist_or_synthetic
 
 # Every run gets two fresh ports (MASTER_PORT for the comm, +1 for the control channel) from a
 # block of 64 of this script's own, away from those of other tests running at the same time.
-port=$(first_port 0) # cli-lib.sh; the script takes fewer than 64 ports
+port=$(first_port 0) # cli-lib.sh; the script takes fewer than 128 ports
 next_port() { port=$((port + 2)); }
 
 common=(--model mlp --global-batch 32 --workers 2 --train-samples 1000 --eval-samples 300
@@ -247,6 +247,61 @@ done
 check ps_bsp_same_as_ssgd test "$(q "SELECT count(*) = 4 AND max(abs(a.loss - b.loss)) < 1e-3 FROM eval a JOIN eval b
     ON a.step = b.step AND a.run_id = ${thr:-0} AND b.run_id = ${ps:-0}")" = 1
 
+# --- leave events ------------------------------------------------------------------------------
+# A worker that leaves takes no new work and its rank idles to the end: ssgd's all-reduces then
+# cover the workers left (worker 0 among them), the global batch split over them; with a server
+# rank even worker 0 may leave. Without one, a leave of worker 0 (whose replica the run
+# evaluates) is refused at the door by every rank (exit 2, nothing stored).
+leave_cluster() { # FILE WORKER
+  cat >"$1" <<YAML
+name: leave
+network: {bandwidth: 10Gbps, latency: 20us}
+device_types:
+  c: {compute: {t0: 1ms, per_sample: 0.1ms}}
+nodes:
+  - name: n0
+    link: {bandwidth: 8GB/s, latency: 5us}
+    devices: [{type: c, count: 3}]
+events:
+  - {at: 0.05s, leave: $2}
+YAML
+}
+leave_job=(--model mlp --global-batch 48 --train-samples 3000 --eval-samples 300 --eval-every 50 --iterations 300 --json
+           --db "$T/r.db")
+leave_cluster "$T/leave2.yaml" 2
+torchrun_like 3 --policy ssgd --cluster "$T/leave2.yaml" "${leave_job[@]}"
+check leave_ssgd_exit test "$(cat "$T/rc.0") $(cat "$T/rc.1") $(cat "$T/rc.2")" = "0 0 0" ||
+  head -c 600 "$T/err.0" "$T/err.1" "$T/err.2"
+id=$(sed -n 's/.*"run_id": \([0-9]*\).*/\1/p' "$T/out.0")
+check leave_ssgd_complete test "$(q "SELECT r.status || ' ' || s.iterations FROM run r JOIN summary s ON s.run_id = r.id
+    WHERE r.id = ${id:-0}")" = "complete 300"
+# Worker 2's steps (16 samples) all started before the others' first of 24 samples (the global
+# batch split over the two left: the policy's first decision after the leave), and near 0.05 s
+# (a decision made just before the leave may start a step a moment after it); workers 0 and 1
+# went on.
+after_leave() { # RUN WORKER: 1 when WORKER's last step came before the others' first of 24
+  q "SELECT (SELECT max(start_s) FROM step WHERE run_id = $1 AND worker = $2) <
+     (SELECT min(start_s) FROM step WHERE run_id = $1 AND worker <> $2 AND batch = 24)"
+}
+check leave_ssgd_worker2_stops test "$(after_leave "${id:-0}" 2)" = 1
+check leave_ssgd_worker2_near test "$(q "SELECT max(start_s) < 0.05 + 0.05 * ${HETSIM_TEST_SLOW:-1} AND count(*) < 300
+    FROM step WHERE run_id = ${id:-0} AND worker = 2")" = 1
+check leave_ssgd_others_go_on test "$(q "SELECT count(*) = 600 AND max(batch) = 24 AND max(start_s) > 0.05 FROM step
+    WHERE run_id = ${id:-0} AND worker < 2")" = 1
+leave_cluster "$T/leave0.yaml" 0
+torchrun_like 4 --policy asp --server-rank --cluster "$T/leave0.yaml" "${leave_job[@]}"
+check leave_server_exit test "$(cat "$T/rc.0") $(cat "$T/rc.1") $(cat "$T/rc.2") $(cat "$T/rc.3")" = "0 0 0 0" ||
+  head -c 600 "$T/err.0" "$T/err.1"
+id=$(sed -n 's/.*"run_id": \([0-9]*\).*/\1/p' "$T/out.0")
+check leave_server_worker0_stops test "$(after_leave "${id:-0}" 0)" = 1
+check leave_server_others_go_on test "$(q "SELECT count(*) > 0 FROM step WHERE run_id = ${id:-0} AND worker > 0
+    AND start_s > 0.05")" = 1
+runs=$(q "SELECT count(*) FROM run")
+torchrun_like 3 --policy ssgd --cluster "$T/leave0.yaml" "${leave_job[@]}"
+check leave0_refused_exit test "$(cat "$T/rc.0") $(cat "$T/rc.1") $(cat "$T/rc.2")" = "2 2 2"
+check leave0_refused_says grep -q "leave0.yaml:10:5: worker 0 leaves: without --server-rank" "$T/err.0"
+check leave0_refused_stores_nothing test "$(q "SELECT count(*) FROM run")" = "$runs"
+
 # --- mpirun --------------------------------------------------------------------------------
 if command -v mpirun >/dev/null 2>&1; then
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
@@ -408,7 +463,7 @@ ends_within_60s killed_rank0_other_ends_within_60s $k1
 check killed_rank0_other_exit test $? = 1
 check killed_rank0_other_says grep -q "rank 0 closed" "$T/err.k1"
 
-# Every port taken lies in the script's block of 64 (first_port).
-check ports_in_block test $((port + 1 - $(first_port 0))) -lt 64
+# Every port taken lies in the script's block of 128 (first_port).
+check ports_in_block test $((port + 1 - $(first_port 0))) -lt 128
 
 cli_finish

@@ -544,21 +544,21 @@ static void test_every_policy_same_iterations(void) {
   }
 }
 
-/* A policy that all-reduces over worker 0 alone: the core refuses it, in its words, on a
- * runtime without HS_CAP_SUBSET (the ranks), and the run fails with every rank ending. */
+/* A policy that all-reduces over worker 1 alone: the ranks refuse it (worker 0's replica is the
+ * model they evaluate), in their words, and the run fails with every rank ending. */
 static int sub_start(void *state, hs_runtime *rt) {
   (void)state;
   return hs_rt_compute(rt, 0, PER_WORKER, 1);
 }
 static int sub_on_compute(void *state, hs_runtime *rt, const hs_step_obs *o) {
   (void)state, (void)o;
-  static const int ws[1] = {0};
+  static const int ws[1] = {1};
   return hs_rt_allreduce(rt, ws, 1, NULL, NULL);
 }
 static const hs_policy subset = {
     .version = HS_POLICY_VERSION,
     .name = "subset",
-    .description = "an all-reduce over one of two workers",
+    .description = "an all-reduce over worker 1 alone",
     .source = "tests/test_runtime_conformance.c",
     .params = no_params,
     .state_size = 1,
@@ -572,8 +572,8 @@ static void test_ranks_refuse_what_they_cannot(void) {
   seen *c = calloc(1, sizeof *c);
   outcome rr = run_ranks(&subset, &none, WORKERS * PER_WORKER, ROUNDS, 0, c);
   ASSERT_EQ(rr.rc, HS_EUNSUPPORTED);
-  ASSERT_STR(rr.d.msg, "policy subset: an all-reduce over a subset of the workers is not supported by the "
-                       "multi-process real runtime");
+  ASSERT_STR(rr.d.msg, "policy subset: an all-reduce without worker 0 is not supported by the multi-process real "
+                       "runtime (worker 0's replica is the model the run evaluates)");
   free(c);
 }
 
@@ -608,8 +608,23 @@ static void test_caps_refused_before_the_run(void) {
   ASSERT_EQ(hs_cluster_parse(&spec, "leave.yaml", LEAVE, strlen(LEAVE), &d), 0);
   ASSERT_EQ(hs_policy_parse("ssgd", &pol, &p, &d), 0);
   ASSERT_EQ(hs_runtime_check_caps(pol, &p, &spec, HS_REAL_THREADS_CAPS, "threaded real", &d), 0);
-  ASSERT_EQ(hs_runtime_check_caps(pol, &p, &spec, HS_REAL_RANKS_CAPS, "multi-process real", &d), HS_EUNSUPPORTED);
-  ASSERT_STR(d.msg, "leave.yaml:8: a leave event: not supported by the multi-process real runtime");
+  ASSERT_EQ(hs_runtime_check_caps(pol, &p, &spec, HS_REAL_RANKS_CAPS, "multi-process real", &d), 0);
+  ASSERT_EQ(hs_real_rank_check_events(&spec, 0, &d), 0);
+  hs_cluster_spec_free(&spec);
+  /* Worker 0 may leave the ranks only where a server rank holds the model. */
+  static const char *LEAVE0 = "name: leave0\n"
+                              "network: {bandwidth: 10Gbps, latency: 20us}\n"
+                              "device_types:\n"
+                              "  g: {compute: {t0: 10ms, per_sample: 1ms}}\n"
+                              "nodes:\n"
+                              "  - {name: n0, devices: [{type: g, count: 2}]}\n"
+                              "events:\n"
+                              "  - {at: 1s, leave: 0}\n";
+  memset(&spec, 0, sizeof spec);
+  ASSERT_EQ(hs_cluster_parse(&spec, "leave0.yaml", LEAVE0, strlen(LEAVE0), &d), 0);
+  ASSERT_EQ(hs_real_rank_check_events(&spec, 1, &d), 0);
+  ASSERT_EQ(hs_real_rank_check_events(&spec, 0, &d), HS_EUNSUPPORTED);
+  ASSERT_CONTAINS(d.msg, "leave0.yaml:8:5: worker 0 leaves: without --server-rank");
   hs_cluster_spec_free(&spec);
 }
 
