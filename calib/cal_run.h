@@ -38,6 +38,7 @@
 #include <signal.h>
 #include <stdint.h>
 
+#include "calib/cal_compress.h"
 #include "calib/cal_device.h"
 #include "calib/cal_fit.h"
 #include "calib/cal_store.h"
@@ -100,6 +101,10 @@ typedef struct hs_cal_result {
   int wake_measured, wake_skipped;
   hs_cal_stats wake;
   char comm_note[160];         /* why communication was not timed, if it was not */
+  /* The compressors' round trips on the models' gradients (cal_compress.h), timed by the CLI
+   * after the rest. */
+  int n_compress;
+  hs_cal_compress_result compress[HS_CAL_COMPRESS_MAX];
 } hs_cal_result;
 
 /* Points to visit (models x batches, plus message sizes x ops and the hand-off latency when

@@ -538,3 +538,47 @@ int hs_cal_refit_comm(hs_store *s, const hs_comm_key *k, double *alpha_s, double
   *fitted = 1;
   return 0;
 }
+
+/* --- compress_sample ------------------------------------------------------------------------ */
+
+int hs_cal_forget_compress(hs_store *s, int64_t dev, hs_diag *d) {
+  sqlite3_stmt *st = NULL;
+  int rc = prep(s, &st, "DELETE FROM compress_sample WHERE device_id = ?1", d);
+  if (rc) return rc;
+  sqlite3_bind_int64(st, 1, dev);
+  return run(s, st, "deleting compress_sample", d);
+}
+
+int hs_cal_compress_stored(hs_store *s, int64_t dev, const char *compressor, double setting, int64_t elems,
+                           int *stored, hs_diag *d) {
+  sqlite3_stmt *st = NULL;
+  int rc = prep(s, &st,
+                "SELECT count(*) FROM compress_sample WHERE device_id = ?1 AND compressor = ?2 AND setting = ?3 "
+                "AND elems = ?4",
+                d);
+  if (rc) return rc;
+  sqlite3_bind_int64(st, 1, dev);
+  sqlite3_bind_text(st, 2, compressor, -1, SQLITE_STATIC);
+  sqlite3_bind_double(st, 3, setting);
+  sqlite3_bind_int64(st, 4, elems);
+  rc = sqlite3_step(st);
+  *stored = rc == SQLITE_ROW && sqlite3_column_int(st, 0) > 0;
+  sqlite3_finalize(st);
+  return rc == SQLITE_ROW ? 0 : db_fail(s, d, "reading compress_sample");
+}
+
+int hs_cal_store_compress_sample(hs_store *s, int64_t dev, const char *compressor, double setting, int64_t elems,
+                                 const hs_cal_stats *cs, hs_diag *d) {
+  sqlite3_stmt *st = NULL;
+  int rc = prep(s, &st,
+                "INSERT INTO compress_sample(device_id, compressor, setting, elems, median_s, p10_s, p90_s, count) "
+                "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                d);
+  if (rc) return rc;
+  sqlite3_bind_int64(st, 1, dev);
+  sqlite3_bind_text(st, 2, compressor, -1, SQLITE_STATIC);
+  sqlite3_bind_double(st, 3, setting);
+  sqlite3_bind_int64(st, 4, elems);
+  bind_stats(st, 5, cs);
+  return run(s, st, "inserting compress_sample", d);
+}

@@ -117,4 +117,12 @@ int hs_cal_store_comm_model(hs_store *s, const hs_comm_key *k, double alpha_s, d
 int hs_cal_refit_comm(hs_store *s, const hs_comm_key *k, double *alpha_s, double *beta, double *r2,
                       int *fitted, char *why, size_t why_size, hs_diag *d);
 
+/* compress_sample (cal_compress.h): the device's rows deleted (redo); whether a sample of
+ * compressor at setting on elems floats is stored; one stored. */
+int hs_cal_forget_compress(hs_store *s, int64_t dev, hs_diag *d);
+int hs_cal_compress_stored(hs_store *s, int64_t dev, const char *compressor, double setting, int64_t elems,
+                           int *stored, hs_diag *d);
+int hs_cal_store_compress_sample(hs_store *s, int64_t dev, const char *compressor, double setting, int64_t elems,
+                                 const hs_cal_stats *cs, hs_diag *d);
+
 #endif

@@ -392,6 +392,19 @@ static void print_json(const calib_args *a, const hs_cal_device *dev, const hs_c
   } else {
     hs_json_null(&j);
   }
+  hs_json_key(&j, "compress"); hs_json_array_begin(&j);
+  for (int i = 0; i < r->n_compress; i++) {
+    const hs_cal_compress_result *c = &r->compress[i];
+    hs_json_object_begin(&j);
+    hs_json_key(&j, "compressor"); hs_json_string(&j, c->compressor);
+    hs_json_key(&j, "setting"); hs_json_double(&j, c->setting);
+    hs_json_key(&j, "elems"); hs_json_int(&j, c->elems);
+    hs_json_key(&j, "measured"); hs_json_int(&j, c->stats.count > 0);
+    hs_json_key(&j, "median_s"); hs_json_double(&j, c->stats.count > 0 ? c->stats.median_s : NAN);
+    hs_json_key(&j, "model_s"); hs_json_double(&j, c->model_s);
+    hs_json_object_end(&j);
+  }
+  hs_json_array_end(&j);
   hs_json_key(&j, "comm_note"); hs_json_string(&j, r->comm_note[0] ? r->comm_note : NULL);
   hs_json_key(&j, "launch");
   if (l) {
@@ -442,6 +455,15 @@ static void print_text(const calib_args *a, const hs_cal_device *dev, const hs_c
   else if (r->wake_skipped)
     printf("  %s: already stored\n", hand);
   if (r->comm_note[0]) printf("  %s\n", r->comm_note);
+  for (int i = 0; i < r->n_compress; i++) {
+    const hs_cal_compress_result *c = &r->compress[i];
+    if (c->stats.count > 0)
+      printf("  compress %s %g on %lld floats: median %.3g ms a round trip (p10 %.3g, p90 %.3g; the cost model's "
+             "reference device %.3g ms)\n", c->compressor, c->setting, (long long)c->elems, c->stats.median_s * 1e3,
+             c->stats.p10_s * 1e3, c->stats.p90_s * 1e3, c->model_s * 1e3);
+    else
+      printf("  compress %s %g on %lld floats: already stored\n", c->compressor, c->setting, (long long)c->elems);
+  }
   printf("  database %s\n", a->db);
 }
 
@@ -555,8 +577,15 @@ int hs_cmd_calib(int argc, char **argv) {
   char label[128];
   if (launched) snprintf(label, sizeof label, "calib tcp (%s, %d processes)", launch.source, launch.world);
   else snprintf(label, sizeof label, "calib %s", dev.spec);
+  /* With communication (not --no-comm) and not as N workers at once, the compressors too. */
+  int64_t elems[MAX_MODELS];
+  int n_elems = 0;
+  for (int m = 0; m < a.n_models; m++)
+    if (msgs[m] >= 4) elems[n_elems++] = msgs[m] / 4;
+  int compress_too = !launched && a.o.comm && a.o.concurrent <= 1 && n_elems > 0;
   hs_progress_init(&prog, stderr, label,
-                   launched ? (double)hs_real_ranks_calib_points(&ro) : (double)hs_cal_points(&a.o, &dev));
+                   launched ? (double)hs_real_ranks_calib_points(&ro)
+                            : (double)hs_cal_points(&a.o, &dev) + (compress_too ? hs_cal_compress_points(elems, n_elems) : 0));
   a.o.progress = &prog;
   if (launched && launch.rank == 0) ro.progress = &prog;
 
@@ -595,6 +624,14 @@ int hs_cmd_calib(int argc, char **argv) {
       snprintf(res.comm_note, sizeof res.comm_note, "the local backend's communication, timed through it on %s's "
                "gradients; NCCL's is not timed yet", big);
     }
+  }
+  /* The compressors' round trips on this host, on each model's gradient (calib/cal_compress.h):
+   * the real runtimes compress on the host whatever the device, one worker at a time. */
+  if (!rc && compress_too) {
+    hs_cal_comm_opts co = {.rule = a.o.rule, .warmup = a.o.warmup, .stop = &calib_interrupted, .no_pin = 1};
+    double done = hs_cal_points(&a.o, &dev);
+    rc = hs_cal_compress(store, res.device_id, elems, n_elems, a.redo, &co, &prog, &done, res.compress, &res.n_compress,
+                         &d);
   }
   time_limit_stop(&limit);
   sigaction(SIGINT, &old_sa, NULL);

@@ -86,6 +86,7 @@
 #include "core/core_runopts.h"
 #include "core/core_store.h"
 #include "nn/nn_zoo.h"
+#include "policies/pol_compress.h"
 #include "policies/pol_registry.h"
 #include "sim/sim_compare.h"
 #include "real/real_comm.h"
@@ -127,7 +128,9 @@ static void usage(FILE *out) {
 "                 torchrun or mpirun: a multi-process run), comm_backend (tcp for a\n"
 "                 multi-process run with a calibration of its channel, else the threads'\n"
 "                 backend, as which it is then simulated), rank_message_s (tcp: one control\n"
-"                 message between processes; else null), and with\n"
+"                 message between processes; else null), compress_roundtrip_s and\n"
+"                 compress_scale (the calibrated top-k round trip on the gradient, and\n"
+"                 it over the compressor's cost model; null when not calibrated), and with\n"
 "                 --window K: window,\n"
 "                 window_median_iter_error, window_p95_iter_error, with --against:\n"
 "                 against_run_id, against_intervals, against_median_iter_error,\n"
@@ -375,7 +378,7 @@ static uint64_t key_add(uint64_t h, const char *fmt, ...) {
  * policy and its parameters, seed, global batch, iterations and the convergence model. */
 static uint64_t sim_key(long long id, const char *cdev, const hs_perf_model *perf, int n_types,
                         const hs_cluster_spec *spec, const char *text, const char *pspec,
-                        const real_run_row *r, const char *cspec) {
+                        const real_run_row *r, const char *cspec, double cscale) {
   uint64_t h = key_add(HS_FNV64_INIT, "hetsim validate 1 %s run %lld", HETSIM_VERSION, id);
   h = key_add(h, "%s", cdev);
   for (int t = 0; t < n_types; t++) {
@@ -391,6 +394,8 @@ static uint64_t sim_key(long long id, const char *cdev, const hs_perf_model *per
   for (int i = 0; i < spec->n_nodes; i++) h = key_add(h, "%a %a", spec->nodes[i].link.bandwidth, spec->nodes[i].link.latency);
   /* Several nodes' workers simulated on the first (a later change; a key of one node stays). */
   if (spec->n_nodes > 1) h = key_add(h, "all on node 0");
+  /* The real runtimes' compression (2026-11-29): sent as fp32, at the calibrated speed. */
+  h = key_add(h, "dense wire, compress %a", cscale);
   return key_add(h, "%s %llu %lld %lld %s", pspec, (unsigned long long)r->seed, (long long)r->global_batch,
                  (long long)r->iterations, cspec);
 }
@@ -649,6 +654,21 @@ int hs_cmd_validate(int argc, char **argv) {
   double jitter = 0;
   if (step_jitter(perf_store, cdev, r.model, &jitter) <= 0) jitter = 0;
   spec.jitter_cv = jitter;
+  /* The real runtimes compress on the host (real/real_worker.h) and send the result as fp32:
+   * each compression takes the round trip `hetsim calib` timed (calib/cal_compress.h) on the
+   * length nearest the model's gradient, as a multiple of the cost model's reference device,
+   * 0 (the reference device's time) without one. */
+  double cscale = 0, c_setting = 0, c_t = 0;
+  int64_t c_elems = 0;
+  hs_diag czd = {0};
+  if (!stats_rc && (hs_store_compress_latest(perf_store, cdev, hs_compressor_topk.name, ms.grad_bytes / 4, &c_setting,
+                                             &c_elems, &c_t, &czd) > 0 ||
+                    hs_store_compress_latest(perf_store, r.opt.device_name, hs_compressor_topk.name,
+                                             ms.grad_bytes / 4, &c_setting, &c_elems, &c_t, &czd) > 0)) {
+    hs_block cb_blk = hs_compress_flat_block((double)c_elems);
+    double model_s = hs_compress_seconds(&hs_compressor_topk, &cb_blk, 1, c_setting);
+    if (model_s > 0) cscale = c_t / model_s;
+  }
   if (!(perf = calloc((size_t)spec.n_types, sizeof *perf))) {
     fprintf(stderr, "hetsim validate: out of memory\n");
     status = 1;
@@ -723,7 +743,8 @@ int hs_cmd_validate(int argc, char **argv) {
    * same inputs (their key) instead of storing a second one. */
   char key[17];
   snprintf(key, sizeof key, "%016llx",
-           (unsigned long long)sim_key(id, cdev, perf, spec.n_types, &spec, text, pspec, &r, conv ? cspec : "none"));
+           (unsigned long long)sim_key(id, cdev, perf, spec.n_types, &spec, text, pspec, &r, conv ? cspec : "none",
+                                               cscale));
   int64_t vid = 0;
   double sim_total = NAN, sim_ttl = NAN;
   int reused = hs_store_validation_find(store, id, key, &vid, &sim.id, &sim_total, &sim_ttl, &d);
@@ -740,6 +761,7 @@ int hs_cmd_validate(int argc, char **argv) {
       .max_iterations = r.iterations, .sink = hs_cli_run_step_sink, .sink_ctx = &sim, .perf = perf,
       .conv = conv, .conv_params = conv ? &cparams : NULL,
       .eval_sink = conv ? hs_cli_eval_sink : NULL, .eval_ctx = &sim.evals,
+      .compress_scale = cscale, .dense_wire = 1,
   };
   if (!reused) {
     char command[256], options[1024];
@@ -871,6 +893,8 @@ int hs_cmd_validate(int argc, char **argv) {
     hs_json_key(&j, "wake_s"); if (have_wake) hs_json_double(&j, wake); else hs_json_null(&j);
     hs_json_key(&j, "rank_message_s"); if (tcp) hs_json_double(&j, rank_msg); else hs_json_null(&j);
     hs_json_key(&j, "jitter_cv"); hs_json_double(&j, jitter);
+    hs_json_key(&j, "compress_roundtrip_s"); if (cscale > 0) hs_json_double(&j, c_t); else hs_json_null(&j);
+    hs_json_key(&j, "compress_scale"); if (cscale > 0) hs_json_double(&j, cscale); else hs_json_null(&j);
     hs_json_key(&j, "compute_ratio"); if (isnan(cratio)) hs_json_null(&j); else hs_json_double(&j, cratio);
     json_parts(&j, "real_step", rpart);
     json_parts(&j, "sim_step", spart);
@@ -935,6 +959,13 @@ int hs_cmd_validate(int argc, char **argv) {
     else
       printf("  thread hand-off            not calibrated (a calibration older than it): none charged\n");
     printf("  step time jitter           cv %.3f (lognormal, from the calibrated steps' 10th-90th percentiles)\n", jitter);
+    if (cscale > 0)
+      printf("  compression (if any)       %s %g on %lld floats %.4g ms a round trip (calibrated, %.3g times the cost "
+             "model's reference device), sent as fp32 as the real runtimes do\n", hs_compressor_topk.name, c_setting,
+             (long long)c_elems, c_t * 1e3, cscale);
+    else
+      printf("  compression (if any)       not calibrated: the cost model's reference device (run `hetsim calib` "
+             "again to time it); sent as fp32 as the real runtimes do\n");
     if (!isnan(cratio))
       printf("  real compute / calibrated  %.3f (median over the steps; 1 = the machine ran at the calibration's speed)\n", cratio);
     printf("  per step, real / simulated compute %.4g / %.4g ms, communication %.4g / %.4g ms, idle %.4g / %.4g ms (means)\n",

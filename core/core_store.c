@@ -322,6 +322,21 @@ static const char *const migrations[] = {
     "  FROM comm_model;"
     "DROP TABLE comm_model;"
     "ALTER TABLE comm_model_v5 RENAME TO comm_model;",
+    /* 6: compress_sample: a compressor's round trip (compress, then decompress, in place on the
+     * host, as the real runtimes send an update through it) on a vector of `elems` floats at
+     * its setting, timed by `hetsim calib` (calib/cal_compress.h), which `hetsim validate`
+     * takes instead of the cost model's reference device. */
+    "CREATE TABLE compress_sample ("
+    "  id INTEGER PRIMARY KEY,"
+    "  device_id INTEGER NOT NULL REFERENCES device(id) ON DELETE CASCADE,"
+    "  compressor TEXT NOT NULL CHECK (compressor IN ('topk', 'qsgd', 'powersgd')),"
+    "  setting REAL NOT NULL CHECK (setting > 0),"
+    "  elems INTEGER NOT NULL CHECK (elems > 0),"
+    "  median_s REAL NOT NULL, p10_s REAL, p90_s REAL,"
+    "  count INTEGER NOT NULL CHECK (count > 0),"
+    "  created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))"
+    ") STRICT;"
+    "CREATE INDEX compress_sample_key ON compress_sample(device_id, compressor, elems);",
 };
 enum { N_MIGRATIONS = (int)(sizeof migrations / sizeof migrations[0]) };
 _Static_assert(N_MIGRATIONS == HS_STORE_SCHEMA_VERSION, "one migration per schema version");
@@ -1810,6 +1825,28 @@ int hs_store_comm_latest(hs_store *s, const char *device, const char *backend, c
   if (rc) return rc;
   if ((rc = step_row(s, st, "reading a communication sample", d)) < 0) return rc;
   if (rc) *t = sqlite3_column_double(st, 0);
+  sqlite3_finalize(st);
+  return rc;
+}
+
+int hs_store_compress_latest(hs_store *s, const char *device, const char *compressor, int64_t elems,
+                             double *setting, int64_t *at_elems, double *t, hs_diag *d) {
+  sqlite3_stmt *st;
+  int rc = prepare_read(s,
+      "SELECT setting, elems, median_s FROM compress_sample JOIN device ON device.id = compress_sample.device_id"
+      " WHERE device.name = ?1 AND compress_sample.compressor = ?2 AND median_s > 0"
+      " ORDER BY abs(compress_sample.elems - ?3), compress_sample.id DESC LIMIT 1",
+      &st, "reading the compressors' calibration", d);
+  if (rc) return rc;
+  sqlite3_bind_text(st, 1, device, -1, SQLITE_STATIC);
+  sqlite3_bind_text(st, 2, compressor, -1, SQLITE_STATIC);
+  sqlite3_bind_int64(st, 3, elems);
+  if ((rc = step_row(s, st, "reading the compressors' calibration", d)) < 0) return rc;
+  if (rc) {
+    *setting = sqlite3_column_double(st, 0);
+    *at_elems = sqlite3_column_int64(st, 1);
+    *t = sqlite3_column_double(st, 2);
+  }
   sqlite3_finalize(st);
   return rc;
 }

@@ -31,7 +31,7 @@
 struct sqlite3;
 
 /* The newest schema this build knows; docs/schema.md describes it table by table. */
-#define HS_STORE_SCHEMA_VERSION 5
+#define HS_STORE_SCHEMA_VERSION 6
 /* Step rows per transaction in the bulk insert. */
 #define HS_STORE_STEP_BATCH 100000
 /* How long a writer waits for another process's transaction before giving up, in ms. */
@@ -151,6 +151,10 @@ int hs_store_comm_time_at(hs_store *s, const char *device, const char *backend, 
  * nearest `world`: for ops measured at one size, such as "wake". 1 found, 0 not. */
 int hs_store_comm_latest(hs_store *s, const char *device, const char *backend, const char *op,
                          int world, double *t, hs_diag *d);
+/* The device's newest round trip of `compressor` (compress_sample, `hetsim calib`) on the vector
+ * length nearest `elems`: its setting, that length and its median time (s). 1 found, 0 not. */
+int hs_store_compress_latest(hs_store *s, const char *device, const char *compressor, int64_t elems,
+                             double *setting, int64_t *at_elems, double *t, hs_diag *d);
 /* The median times of the device's calibration of `model` in `phase` (calib_sample), one per
  * timed batch size, ascending, at most cap. Returns the count. */
 int hs_store_calib_medians(hs_store *s, const char *device, const char *model, const char *phase,

@@ -269,10 +269,11 @@ static int drv_local_update(hs_rt_core *c, int w) {
 }
 
 /* A compressed gradient's bytes follow the compressor's wire format, its n = M/4 floats viewed
- * as one near-square matrix (the simulator knows no layer shapes; see pol_compress.h). */
+ * as one near-square matrix (the simulator knows no layer shapes; see pol_compress.h), unless
+ * the run replicates a real one, which sends them as fp32 (dense_wire). */
 static double op_bytes(const sim *s, const hs_comm_opts *o) {
   double m = s->cfg->grad_bytes;
-  if (o->compressor && o->ratio > 0) {
+  if (o->compressor && o->ratio > 0 && !s->cfg->dense_wire) {
     hs_block b = hs_compress_flat_block(m / 4.0);
     m = hs_compress_bytes(o->compressor, &b, 1, o->ratio);
   }
@@ -280,10 +281,12 @@ static double op_bytes(const sim *s, const hs_comm_opts *o) {
 }
 
 /* Compression and decompression time (the compressor's cost model on its reference device),
- * scaled by the slowest participant's compute slowdown; added before the bytes flow. */
+ * scaled by the slowest participant's compute slowdown, or for a real run's replica by the
+ * calibrated compress_scale alone; added before the bytes flow. */
 static double op_compress_time(const sim *s, const hs_comm_opts *o, const int *ws, int n) {
   if (!o->compressor || !(o->ratio > 0)) return 0;
   hs_block b = hs_compress_flat_block(s->cfg->grad_bytes / 4.0);
+  if (s->cfg->compress_scale > 0) return hs_compress_seconds(o->compressor, &b, 1, o->ratio) * s->cfg->compress_scale;
   double slow = 0;
   for (int i = 0; i < n; i++)
     if (s->core.w[ws[i]].slowdown > slow) slow = s->core.w[ws[i]].slowdown;

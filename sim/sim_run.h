@@ -87,6 +87,14 @@ typedef struct hs_sim_config {
   double target_accuracy;         /* end once accuracy >= this (fraction); <= 0 = none */
   hs_eval_sink *eval_sink;        /* may be NULL */
   void *eval_ctx;
+  /* A replica of a real run (`hetsim validate`; 0 otherwise): the real runtimes send an update
+   * through its compressor on the host (real/real_worker.h) and then send the round trip's
+   * result as fp32. With compress_scale > 0 a compression takes its cost model's time
+   * (pol_compress.h) times compress_scale (the calibrated round trip over the model's, calib/
+   * cal_compress.h) on every participant, whatever its compute slowdown (the real runtimes
+   * emulate slowdowns in the steps alone); with dense_wire its bytes stay grad_bytes. */
+  double compress_scale;
+  int dense_wire;
 } hs_sim_config;
 
 typedef struct hs_sim_worker_stats {

@@ -30,6 +30,12 @@ grep -q "mlp: 4 batch sizes timed, 0 already stored" out.txt || fail "calib summ
     AND p10_s > 0 AND p10_s <= median_s AND median_s <= p90_s AND p90_s < 1 AND count >= 3 AND count <= 6")" = 1 ] || fail "wake sample"
 [ "$(q "SELECT count(*) FROM comm_model WHERE op = 'wake'")" = 0 ] || fail "wake has no comm_model"
 grep -q "cpu hand-off (wake): median [0-9.]* us" out.txt || fail "wake printed: $(cat out.txt)"
+# The compressor's round trip on mlp's gradient (203,530 floats; calib/cal_compress.h): one
+# sample, slower on this cpu than the cost model's reference GPU, printed.
+[ "$(q "SELECT count(*) FROM compress_sample WHERE compressor = 'topk' AND setting = 0.1 AND elems = 203530
+    AND p10_s > 0 AND p10_s <= median_s AND median_s <= p90_s AND p90_s < 1 AND count >= 3 AND count <= 6")" = 1 ] ||
+  fail "compress_sample row: $(q "SELECT * FROM compress_sample")"
+grep -q "compress topk 0.1 on 203530 floats: median [0-9.e-]* ms a round trip" out.txt || fail "compress printed: $(cat out.txt)"
 
 # Resume: the stored points are skipped; a new batch size is timed; fits are refitted.
 "$bin" calib --device cpu --model mlp --batches 8,16,32,64,96 --db cal.db "${quick[@]}" > out2.txt 2>&1 || fail "rerun exit status"
@@ -38,17 +44,32 @@ grep -q "mlp: 1 batch sizes timed, 4 already stored" out2.txt || fail "resume: $
 [ "$(q "SELECT count(*) FROM device")" = 1 ] || fail "resume reused the device row"
 [ "$(q "SELECT count(*) FROM comm_sample")" = 9 ] || fail "resume skipped the stored message sizes and hand-off"
 grep -q "cpu hand-off (wake): already stored" out2.txt || fail "resume: wake: $(cat out2.txt)"
+grep -q "compress topk 0.1 on 203530 floats: already stored" out2.txt || fail "resume: compress: $(cat out2.txt)"
+[ "$(q "SELECT count(*) FROM compress_sample")" = 1 ] || fail "resume skipped the stored round trip"
 
 # --pin none (for runs with `hetsim real --pin none`): the concurrent calibration runs unpinned.
 "$bin" calib --device cpu --model mlp --batches 8,16,32 --db pin.db --no-comm --concurrent 2 --pin none \
   --max-reps 4 --min-reps 3 --warmup 1 > /dev/null 2> err.txt || fail "calib --pin none: $(cat err.txt)"
 [ "$(sqlite3 pin.db "SELECT count(*) FROM calib_sample WHERE phase = 'step'")" = 3 ] || fail "calib --pin none rows"
+[ "$(sqlite3 pin.db "SELECT count(*) FROM compress_sample")" = 0 ] || fail "--no-comm times no compressor"
+# --redo times the round trip again (the device's rows deleted first; the mark set between the
+# two runs goes with them).
+for r in 1 2; do
+  "$bin" calib --device cpu --model mlp --batches 8,16,24 --db redo.db "${quick[@]}" --comm-max 16KiB $([ $r = 2 ] && echo --redo) \
+    > /dev/null 2> err.txt || fail "calib redo $r: $(cat err.txt)"
+  [ $r = 1 ] && sqlite3 redo.db "UPDATE compress_sample SET count = 99"
+done
+[ "$(sqlite3 redo.db "SELECT count(*) || ' ' || (max(count) < 99) FROM compress_sample")" = "1 1" ] ||
+  fail "--redo: compress_sample $(sqlite3 redo.db "SELECT * FROM compress_sample")"
 
 # JSON output.
 "$bin" calib --device cpu --model mlp --batches 8,16,32,64,96 --db cal.db "${quick[@]}" --json > out.json || fail "json exit"
 grep -q '"skipped": 5' out.json || fail "json skipped count"
 python3 -c 'import json,sys; w = json.load(open(sys.argv[1]))["wake"]; sys.exit(0 if w == {"measured": 0, "skipped": 1,
   "median_s": None, "p10_s": None, "p90_s": None} else 1)' out.json || fail "json wake: $(cat out.json)"
+python3 -c 'import json,sys; c = json.load(open(sys.argv[1]))["compress"]; sys.exit(0 if len(c) == 1
+  and c[0]["compressor"] == "topk" and c[0]["setting"] == 0.1 and c[0]["elems"] == 203530 and c[0]["measured"] == 0
+  and c[0]["median_s"] is None and 0 < c[0]["model_s"] < 1e-3 else 1)' out.json || fail "json compress: $(cat out.json)"
 python3 -c 'import json,sys; d = json.load(open(sys.argv[1]))["device"]; sys.exit(0 if d["kind"] == "cpu"
   and d["sm_partition"] is None and d["spec"] == "cpu" else 1)' out.json || fail "json device: $(cat out.json)"
 

@@ -5,6 +5,7 @@
 
 #include "core/core_config.h"
 #include "core/core_rng.h"
+#include "policies/pol_compress.h"
 #include "policies/pol_registry.h"
 #include "sim/sim_net.h"
 #include "sim/sim_run.h"
@@ -336,6 +337,63 @@ static void test_ps_bsp_accumulate_time(void) {
   check_ps_bsp_rounds("update_time: 0.5ms, accumulate_time: 1ms", 4 * 1e-3 + 0.5e-3);
 }
 
+/* A real run's replica (`hetsim validate`): one worker computes once and pushes its gradient
+ * through top-k at density 0.1. By default the compression takes the cost model's time times
+ * the worker's slowdown (2 here) and the compressed bytes travel; with compress_scale 100 it
+ * takes 100 model times whatever the slowdown; with dense_wire the gradient's fp32 bytes
+ * travel as well. */
+static int cz_start(void *state, hs_runtime *rt) {
+  (void)state;
+  return hs_rt_compute(rt, 0, 16, 0);
+}
+static int cz_on_compute(void *state, hs_runtime *rt, const hs_step_obs *o) {
+  (void)state, (void)o;
+  hs_comm_opts push = {.what = HS_COMM_GRAD, .compressor = &hs_compressor_topk, .ratio = 0.1};
+  return hs_rt_push(rt, 0, &push);
+}
+static const hs_param_spec cz_params[] = {{NULL, 0, NULL, 0, 0, NULL, NULL}};
+static const hs_policy cz_policy = {.version = HS_POLICY_VERSION, .name = "cz", .description = "one compressed push",
+                                    .source = "tests/test_sim.c", .params = cz_params, .state_size = 1,
+                                    .start = cz_start, .on_compute = cz_on_compute};
+
+static double cz_time(double scale, int dense) {
+  static const char *one =
+      "name: one\n"
+      "network: {bandwidth: 80Gbps, latency: 10us}\n"
+      "parameter_server: {bandwidth: 8Gbps, latency: 100us}\n"
+      "device_types:\n"
+      "  g: {compute: {t0: 10ms, per_sample: 1ms}}\n"
+      "nodes:\n"
+      "  - {name: n0, devices: [{type: g, count: 1, slowdown: 2}]}\n";
+  hs_cluster_spec spec;
+  hs_diag d = {0};
+  memset(&spec, 0, sizeof spec);
+  ASSERT_EQ(hs_cluster_parse(&spec, "one.yaml", one, strlen(one), &d), 0);
+  hs_params none;
+  memset(&none, 0, sizeof none);
+  hs_sim_config cfg = {.cluster = &spec, .model = "resnet18", .grad_bytes = M_BYTES, .param_bytes = M_BYTES,
+                       .dataset_size = 50000, .global_batch = 16, .policy = &cz_policy, .params = &none,
+                       .seed = 1, .max_iterations = 1, .compress_scale = scale, .dense_wire = dense};
+  hs_sim_result res;
+  int rc = hs_sim_run(&cfg, &res, &d);
+  if (rc) fprintf(stderr, "  %s\n", d.msg);
+  ASSERT_EQ(rc, 0);
+  double t = res.summary.sim_time_s;
+  hs_sim_result_free(&res);
+  hs_cluster_spec_free(&spec);
+  return t;
+}
+
+static void test_real_compression(void) {
+  hs_block b = hs_compress_flat_block(M_BYTES / 4);
+  double model = hs_compress_seconds(&hs_compressor_topk, &b, 1, 0.1);
+  double wire = hs_compress_bytes(&hs_compressor_topk, &b, 1, 0.1);
+  double ref = cz_time(0, 0), scaled = cz_time(100, 0), dense = cz_time(100, 1);
+  ASSERT_REL(scaled - ref, (100 - 2) * model, 1e-9);
+  /* The push's bytes at the server link's 1 GB/s. */
+  ASSERT_REL(dense - scaled, (M_BYTES - wire) / 1e9, 1e-9);
+}
+
 static void test_ssp_s0_equals_bsp(void) {
   static const char *het =
       "name: ps\n"
@@ -617,6 +675,7 @@ static const hs_test_case cases[] = {
     {"ps_bsp_accumulate_time", test_ps_bsp_accumulate_time},
     {"ps_pull_after_updates", test_ps_pull_after_updates},
     {"ssp_s0_equals_bsp", test_ssp_s0_equals_bsp},
+    {"real_compression", test_real_compression},
     {"localsgd_rounds", test_localsgd_rounds},
     {"determinism", test_determinism},
     {"jitter_streams", test_jitter_streams},

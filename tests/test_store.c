@@ -154,6 +154,8 @@ static int old_store(const char *name, const char **p, const char *undo, const c
   hs_diag d = {0};
   hs_store *s = new_store(name, p, &d, NULL);
   if (!s) return -1;
+  /* Every version built here is older than migration 6's table. */
+  ASSERT_EQ(sqlite3_exec(hs_store_db(s), "DROP TABLE compress_sample", NULL, NULL, NULL), SQLITE_OK);
   if (undo) ASSERT_EQ(sqlite3_exec(hs_store_db(s), undo, NULL, NULL, NULL), SQLITE_OK);
   old_comm_sample(s, backends, ops);
   ASSERT_EQ(sqlite3_exec(hs_store_db(s), rows, NULL, NULL, NULL), SQLITE_OK);
@@ -291,6 +293,43 @@ static void test_migrate_from_v4(void) {
                       " VALUES (7, 'udp', 'allreduce', 0, 1e9)", NULL, NULL, NULL) != SQLITE_OK);
   ASSERT_EQ(sqlite3_exec(hs_store_db(s), "DELETE FROM device WHERE id = 7", NULL, NULL, NULL), SQLITE_OK);
   ASSERT_EQ(q_int(s, "SELECT count(*) FROM comm_sample") + q_int(s, "SELECT count(*) FROM comm_model"), 0);
+  hs_store_close(s);
+  rm_db(p);
+}
+
+/* A file at schema version 5 (no compress_sample) is brought to the current version: its rows
+ * stay, and a compressor's round trip can be stored (top-k, qsgd and powersgd; no other name),
+ * deleted with its device. */
+static void test_migrate_from_v5(void) {
+  const char *p;
+  if (old_store("v5.db", &p, NULL, "'nccl', 'local', 'cpu', 'gloo', 'tcp'",
+                "'allreduce', 'p2p', 'broadcast', 'allgather', 'reducescatter', 'wake', 'allreduce_step'",
+                "INSERT INTO device(id, name, kind) VALUES (7, 'cpu0', 'cpu');"
+                "INSERT INTO comm_sample(id, device_id, backend, op, world_size, bytes, median_s, count)"
+                "  VALUES (3, 7, 'tcp', 'wake', 2, 0, 3e-5, 9);"
+                "UPDATE schema_version SET version = 5;",
+                "INSERT INTO compress_sample(device_id, compressor, setting, elems, median_s, count)"
+                " VALUES (7, 'topk', 0.1, 1000, 1e-4, 5)"))
+    return;
+  hs_store *s = reopen_current(p);
+  if (!s) return;
+  ASSERT_EQ(q_int(s, "SELECT count(*) FROM comm_sample WHERE id = 3 AND backend = 'tcp' AND op = 'wake'"), 1);
+  ASSERT_EQ(sqlite3_exec(hs_store_db(s), "INSERT INTO compress_sample(device_id, compressor, setting, elems, median_s,"
+                         " count) VALUES (7, 'topk', 0.1, 203530, 1.8e-3, 8), (7, 'topk', 0.1, 61706, 5e-4, 8)",
+                         NULL, NULL, NULL), SQLITE_OK);
+  ASSERT(sqlite3_exec(hs_store_db(s), "INSERT INTO compress_sample(device_id, compressor, setting, elems, median_s,"
+                      " count) VALUES (7, 'randk', 0.1, 1000, 1e-4, 5)", NULL, NULL, NULL) != SQLITE_OK);
+  /* The newest round trip on the length nearest the one asked for. */
+  hs_diag d = {0};
+  double setting = 0, t = 0;
+  int64_t elems = 0;
+  ASSERT_EQ(hs_store_compress_latest(s, "cpu0", "topk", 200000, &setting, &elems, &t, &d), 1);
+  ASSERT_EQ(elems, 203530);
+  ASSERT(setting == 0.1 && t == 1.8e-3);
+  ASSERT_EQ(hs_store_compress_latest(s, "cpu0", "qsgd", 200000, &setting, &elems, &t, &d), 0);
+  ASSERT_EQ(hs_store_compress_latest(s, "gpu9", "topk", 200000, &setting, &elems, &t, &d), 0);
+  ASSERT_EQ(sqlite3_exec(hs_store_db(s), "DELETE FROM device WHERE id = 7", NULL, NULL, NULL), SQLITE_OK);
+  ASSERT_EQ(q_int(s, "SELECT count(*) FROM compress_sample"), 0);
   hs_store_close(s);
   rm_db(p);
 }
@@ -1217,6 +1256,7 @@ static const hs_test_case cases[] = {
     {"migrate_from_v2", test_migrate_from_v2},
     {"migrate_from_v3", test_migrate_from_v3},
     {"migrate_from_v4", test_migrate_from_v4},
+    {"migrate_from_v5", test_migrate_from_v5},
     {"newer_schema_refused", test_newer_schema_refused},
     {"readonly", test_readonly},
     {"not_a_database", test_not_a_database},
