@@ -47,13 +47,13 @@ typedef struct cmsg {
 } cmsg;
 
 /* A compressor on the wire: 1 + its place in hs_compressor_list (the same program on every
- * rank), 0 for none; the ratio (hs_comm_opts') travels beside it. */
+ * rank), 0 for none, -1 for one not in the list; the ratio (hs_comm_opts') travels beside it. */
 static int32_t compressor_id(const hs_comm_opts *o) {
   if (!o || !o->compressor || !(o->ratio > 0)) return 0;
   const hs_compressor *const *l = hs_compressor_list();
   for (int32_t i = 0; l[i]; i++)
     if (l[i] == o->compressor) return i + 1;
-  return 0;
+  return -1;
 }
 
 /* The command's compressor (NULL for none), or HS_ERUNTIME for an id this program lacks. */
@@ -689,6 +689,11 @@ static int drv_local_update(hs_rt_core *c, int w) {
   return send_cmd(R(c), w, &m, NULL);
 }
 
+static int unlisted_compressor(crd *s, const hs_comm_opts *o) {
+  return cfail(s, HS_EUNSUPPORTED, "policy %s: compressor %s is not in hetsim's list (pol_compress.h): the ranks "
+               "cannot name it to each other", s->cfg->policy->name, o->compressor->name);
+}
+
 /* Every all-reduce has worker 0 among its participants (every active worker's, after a leave a
  * subset): rank 0's replica, which the run evaluates, is the global model, and the all-reduces
  * complete in issue order. A worker that left keeps its replica of when it left and computes no
@@ -735,6 +740,7 @@ static int drv_allreduce(hs_rt_core *c, const int *ws, int n, const double *weig
   int snapshot = snapshot_due(s, op->seq);
   cmsg m = {.kind = C_ALLREDUCE, .what = (int32_t)o->what, .n = n, .op = op->id, .lr = c->w[ws[0]].lr,
             .len = (int32_t)bytes, .compressor = compressor_id(o), .ratio = o->ratio};
+  if (m.compressor < 0) rc = unlisted_compressor(s, o);
   for (int i = 0; i < n && !rc; i++) {
     m.snapshot = ws[i] == 0 && snapshot;
     rc = send_cmd(s, ws[i], &m, pl);
@@ -762,6 +768,7 @@ static int drv_push(hs_rt_core *c, int w, const hs_comm_opts *o) {
   if (op->ps_mode == HS_PS_APPLY) op->seq = ++s->seq;
   cmsg m = {.kind = C_PUSH, .what = (int32_t)o->what, .op = op->id, .compressor = compressor_id(o),
             .ratio = o->ratio};
+  if (m.compressor < 0) return unlisted_compressor(s, o);
   cmsg sm = {.kind = S_PUSH, .what = (int32_t)o->what, .op = op->id, .peer = w + s->off, .ps_mode = op->ps_mode,
              .lr = x->lr, .weight = o->weight > 0 ? o->weight : 1.0, .batch = x->last_batch > 0 ? x->last_batch : 1,
              .snapshot = op->seq && snapshot_due(s, op->seq)};
