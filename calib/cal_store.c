@@ -35,6 +35,14 @@ static int run(hs_store *s, sqlite3_stmt *st, const char *what, hs_diag *d) {
   return ok ? 0 : HS_EDB;
 }
 
+/* Steps a prepared count query and finalizes it: *count its one value (0 after a failure). */
+static int read_count(hs_store *s, sqlite3_stmt *st, const char *what, int *count, hs_diag *d) {
+  int rc = sqlite3_step(st);
+  *count = rc == SQLITE_ROW ? sqlite3_column_int(st, 0) : 0;
+  sqlite3_finalize(st);
+  return rc == SQLITE_ROW ? 0 : db_fail(s, d, what);
+}
+
 static int exec(hs_store *s, const char *sql, hs_diag *d) {
   if (sqlite3_exec(hs_store_db(s), sql, NULL, NULL, NULL) != SQLITE_OK) return db_fail(s, d, sql);
   return 0;
@@ -224,10 +232,10 @@ int hs_cal_point_stored(hs_store *s, int64_t dev, const char *model, int batch, 
   sqlite3_bind_int64(st, 1, dev);
   sqlite3_bind_text(st, 2, model, -1, SQLITE_STATIC);
   sqlite3_bind_int(st, 3, batch);
-  rc = sqlite3_step(st);
-  *stored = rc == SQLITE_ROW && sqlite3_column_int(st, 0) == HS_CAL_PHASES;
-  sqlite3_finalize(st);
-  return rc == SQLITE_ROW ? 0 : db_fail(s, d, "reading calib_sample");
+  int phases;
+  rc = read_count(s, st, "reading calib_sample", &phases, d);
+  *stored = phases == HS_CAL_PHASES;
+  return rc;
 }
 
 int hs_cal_store_sample(hs_store *s, int64_t dev, const char *model, int batch, hs_cal_phase phase,
@@ -451,10 +459,10 @@ int hs_cal_comm_stored(hs_store *s, const hs_comm_key *k, int64_t bytes, int *st
   if (rc) return rc;
   bind_comm_key(st, k);
   sqlite3_bind_int64(st, 5, bytes);
-  rc = sqlite3_step(st);
-  *stored = rc == SQLITE_ROW && sqlite3_column_int(st, 0) > 0;
-  sqlite3_finalize(st);
-  return rc == SQLITE_ROW ? 0 : db_fail(s, d, "reading comm_sample");
+  int rows;
+  rc = read_count(s, st, "reading comm_sample", &rows, d);
+  *stored = rows > 0;
+  return rc;
 }
 
 int hs_cal_store_comm_sample(hs_store *s, const hs_comm_key *k, int64_t bytes,
@@ -561,10 +569,10 @@ int hs_cal_compress_stored(hs_store *s, int64_t dev, const char *compressor, dou
   sqlite3_bind_text(st, 2, compressor, -1, SQLITE_STATIC);
   sqlite3_bind_double(st, 3, setting);
   sqlite3_bind_int64(st, 4, elems);
-  rc = sqlite3_step(st);
-  *stored = rc == SQLITE_ROW && sqlite3_column_int(st, 0) > 0;
-  sqlite3_finalize(st);
-  return rc == SQLITE_ROW ? 0 : db_fail(s, d, "reading compress_sample");
+  int rows;
+  rc = read_count(s, st, "reading compress_sample", &rows, d);
+  *stored = rows > 0;
+  return rc;
 }
 
 int hs_cal_store_compress_sample(hs_store *s, int64_t dev, const char *compressor, double setting, int64_t elems,

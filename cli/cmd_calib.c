@@ -577,12 +577,13 @@ int hs_cmd_calib(int argc, char **argv) {
   char label[128];
   if (launched) snprintf(label, sizeof label, "calib tcp (%s, %d processes)", launch.source, launch.world);
   else snprintf(label, sizeof label, "calib %s", dev.spec);
-  /* With communication (not --no-comm) and not as N workers at once, the compressors too. */
+  /* On the cpu, with communication (not --no-comm) and not as N workers at once, the
+   * compressors too (a GPU's runs compress on the host: validate takes the host's cpu's). */
   int64_t elems[MAX_MODELS];
   int n_elems = 0;
   for (int m = 0; m < a.n_models; m++)
     if (msgs[m] >= 4) elems[n_elems++] = msgs[m] / 4;
-  int compress_too = !launched && a.o.comm && a.o.concurrent <= 1 && n_elems > 0;
+  int compress_too = !launched && !strcmp(dev.kind, "cpu") && a.o.comm && a.o.concurrent <= 1 && n_elems > 0;
   hs_progress_init(&prog, stderr, label,
                    launched ? (double)hs_real_ranks_calib_points(&ro)
                             : (double)hs_cal_points(&a.o, &dev) + (compress_too ? hs_cal_compress_points(elems, n_elems) : 0));

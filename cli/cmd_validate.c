@@ -743,8 +743,8 @@ int hs_cmd_validate(int argc, char **argv) {
    * same inputs (their key) instead of storing a second one. */
   char key[17];
   snprintf(key, sizeof key, "%016llx",
-           (unsigned long long)sim_key(id, cdev, perf, spec.n_types, &spec, text, pspec, &r, conv ? cspec : "none",
-                                               cscale));
+           (unsigned long long)sim_key(id, cdev, perf, spec.n_types, &spec, text, pspec, &r,
+                                       conv ? cspec : "none", cscale));
   int64_t vid = 0;
   double sim_total = NAN, sim_ttl = NAN;
   int reused = hs_store_validation_find(store, id, key, &vid, &sim.id, &sim_total, &sim_ttl, &d);
@@ -964,8 +964,8 @@ int hs_cmd_validate(int argc, char **argv) {
              "model's reference device), sent as fp32 as the real runtimes do\n", hs_compressor_topk.name, c_setting,
              (long long)c_elems, c_t * 1e3, cscale);
     else
-      printf("  compression (if any)       not calibrated: the cost model's reference device (run `hetsim calib` "
-             "again to time it); sent as fp32 as the real runtimes do\n");
+      printf("  compression (if any)       not calibrated: the cost model's reference device (`hetsim calib --device "
+             "cpu` on this host times it); sent as fp32 as the real runtimes do\n");
     if (!isnan(cratio))
       printf("  real compute / calibrated  %.3f (median over the steps; 1 = the machine ran at the calibration's speed)\n", cratio);
     printf("  per step, real / simulated compute %.4g / %.4g ms, communication %.4g / %.4g ms, idle %.4g / %.4g ms (means)\n",

@@ -1834,8 +1834,9 @@ int hs_store_compress_latest(hs_store *s, const char *device, const char *compre
   sqlite3_stmt *st;
   int rc = prepare_read(s,
       "SELECT setting, elems, median_s FROM compress_sample JOIN device ON device.id = compress_sample.device_id"
-      " WHERE device.name = ?1 AND compress_sample.compressor = ?2 AND median_s > 0"
-      " ORDER BY abs(compress_sample.elems - ?3), compress_sample.id DESC LIMIT 1",
+      " WHERE (device.name = ?1 OR device.host = (SELECT host FROM device WHERE name = ?1 AND host IS NOT NULL"
+      " ORDER BY id DESC LIMIT 1)) AND compress_sample.compressor = ?2 AND median_s > 0"
+      " ORDER BY device.name = ?1 DESC, abs(compress_sample.elems - ?3), compress_sample.id DESC LIMIT 1",
       &st, "reading the compressors' calibration", d);
   if (rc) return rc;
   sqlite3_bind_text(st, 1, device, -1, SQLITE_STATIC);

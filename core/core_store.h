@@ -152,7 +152,9 @@ int hs_store_comm_time_at(hs_store *s, const char *device, const char *backend, 
 int hs_store_comm_latest(hs_store *s, const char *device, const char *backend, const char *op,
                          int world, double *t, hs_diag *d);
 /* The device's newest round trip of `compressor` (compress_sample, `hetsim calib`) on the vector
- * length nearest `elems`: its setting, that length and its median time (s). 1 found, 0 not. */
+ * length nearest `elems`: its setting, that length and its median time (s); where the device
+ * has none, a device's on the same host (the round trip runs on the host: a GPU device takes
+ * the cpu's). 1 found, 0 not. */
 int hs_store_compress_latest(hs_store *s, const char *device, const char *compressor, int64_t elems,
                              double *setting, int64_t *at_elems, double *t, hs_diag *d);
 /* The median times of the device's calibration of `model` in `phase` (calib_sample), one per

@@ -167,19 +167,25 @@ ends_within_60s() {
 
 # slow_cluster FILE [FACTOR]: writes a cluster of two cpu workers in which worker 1 is FACTOR
 # (default 3.0) times slower from the start (slowdown emulation).
-slow_cluster() {
-  cat >"$1" <<YAML
-name: slow
+slow_cluster() { events_cluster "$1" slow 2 "{at: 0s, worker: 1, slowdown: ${2:-3.0}}"; }
+
+# events_cluster FILE NAME COUNT EVENT...: writes the cluster NAME of COUNT cpu workers on one
+# node with the given events (flow mappings, one per line).
+events_cluster() {
+  local f=$1 name=$2 count=$3 e
+  shift 3
+  cat >"$f" <<YAML
+name: $name
 network: {bandwidth: 10Gbps, latency: 20us}
 device_types:
   c: {compute: {t0: 1ms, per_sample: 0.1ms}}
 nodes:
   - name: n0
     link: {bandwidth: 8GB/s, latency: 5us}
-    devices: [{type: c, count: 2}]
+    devices: [{type: c, count: $count}]
 events:
-  - {at: 0s, worker: 1, slowdown: ${2:-3.0}}
 YAML
+  for e in "$@"; do echo "  - $e" >>"$f"; done
 }
 
 # late_loss RUN: an SQL expression, the upper median of RUN's evaluated losses in the second half

@@ -252,20 +252,7 @@ check ps_bsp_same_as_ssgd test "$(q "SELECT count(*) = 4 AND max(abs(a.loss - b.
 # cover the workers left (worker 0 among them), the global batch split over them; with a server
 # rank even worker 0 may leave. Without one, a leave of worker 0 (whose replica the run
 # evaluates) is refused at the door by every rank (exit 2, nothing stored).
-leave_cluster() { # FILE WORKER
-  cat >"$1" <<YAML
-name: leave
-network: {bandwidth: 10Gbps, latency: 20us}
-device_types:
-  c: {compute: {t0: 1ms, per_sample: 0.1ms}}
-nodes:
-  - name: n0
-    link: {bandwidth: 8GB/s, latency: 5us}
-    devices: [{type: c, count: 3}]
-events:
-  - {at: 0.05s, leave: $2}
-YAML
-}
+leave_cluster() { events_cluster "$1" leave 3 "{at: 0.05s, leave: $2}"; } # FILE WORKER (cli-lib.sh)
 leave_job=(--model mlp --global-batch 48 --train-samples 3000 --eval-samples 300 --eval-every 50 --iterations 300 --json
            --db "$T/r.db")
 leave_cluster "$T/leave2.yaml" 2

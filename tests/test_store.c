@@ -304,7 +304,8 @@ static void test_migrate_from_v5(void) {
   const char *p;
   if (old_store("v5.db", &p, NULL, "'nccl', 'local', 'cpu', 'gloo', 'tcp'",
                 "'allreduce', 'p2p', 'broadcast', 'allgather', 'reducescatter', 'wake', 'allreduce_step'",
-                "INSERT INTO device(id, name, kind) VALUES (7, 'cpu0', 'cpu');"
+                "INSERT INTO device(id, name, kind, host) VALUES (7, 'cpu0', 'cpu', 'h1'), (8, 'gpu0', 'cuda', 'h1'),"
+                "  (9, 'gpu1', 'cuda', 'h2');"
                 "INSERT INTO comm_sample(id, device_id, backend, op, world_size, bytes, median_s, count)"
                 "  VALUES (3, 7, 'tcp', 'wake', 2, 0, 3e-5, 9);"
                 "UPDATE schema_version SET version = 5;",
@@ -328,6 +329,11 @@ static void test_migrate_from_v5(void) {
   ASSERT(setting == 0.1 && t == 1.8e-3);
   ASSERT_EQ(hs_store_compress_latest(s, "cpu0", "qsgd", 200000, &setting, &elems, &t, &d), 0);
   ASSERT_EQ(hs_store_compress_latest(s, "gpu9", "topk", 200000, &setting, &elems, &t, &d), 0);
+  /* A GPU's runs compress on the host: the host's cpu's round trip, none on another host. */
+  elems = 0;
+  ASSERT_EQ(hs_store_compress_latest(s, "gpu0", "topk", 60000, &setting, &elems, &t, &d), 1);
+  ASSERT_EQ(elems, 61706);
+  ASSERT_EQ(hs_store_compress_latest(s, "gpu1", "topk", 60000, &setting, &elems, &t, &d), 0);
   ASSERT_EQ(sqlite3_exec(hs_store_db(s), "DELETE FROM device WHERE id = 7", NULL, NULL, NULL), SQLITE_OK);
   ASSERT_EQ(q_int(s, "SELECT count(*) FROM compress_sample"), 0);
   hs_store_close(s);
