@@ -9,8 +9,9 @@
  *
  * Timed: top-k at HS_CAL_COMPRESS_DENSITY (ashl's default density; the only compressor a policy
  * sends through) on each distinct vector length of `elems` (the models' gradients, in floats):
- * `warmup` untimed round trips, then timed ones until the rule of cal_time.h stops them, each on
- * fresh values (their writing untimed), *stop checked before each. Each length is stored as a
+ * `warmup` untimed round trips, then timed ones until the rule of cal_time.h stops them, each as
+ * the runtimes make it (the update copied into the padded matrix and back included) on fresh
+ * values (their writing untimed), *stop checked before each. Each length is stored as a
  * compress_sample of device dev (schema.md) unless one is there already (then skipped, count 0),
  * with redo the device's samples deleted first. One thread; nothing is pinned.
  * Units: s, floats. */
