@@ -21,8 +21,8 @@ int hs_cal_compress_points(const int64_t *elems, int n) {
   return k;
 }
 
-/* One round trip as hs_real_worker_compress makes it (real/real_worker.h): the update copied
- * into the padded matrix, compressed and decompressed there, copied back; on fresh values
+/* One round trip as hs_real_worker_compress makes it (hs_compress_roundtrip_flat: the update
+ * copied into the padded matrix, compressed and decompressed there, copied back); on fresh values
  * each time (written before the clock: a gradient differs from step to step, and error
  * feedback carries the residual of the last). */
 typedef struct trip {
@@ -40,10 +40,7 @@ static int trip_sample(void *ctx, int rep, double *t, hs_diag *d) {
     x->g[i] = (float)((double)(x->rng >> 40) / (double)(1ULL << 24) - 0.5);
   }
   double t0 = hs_cal_now();
-  memcpy(x->padded, x->g, (size_t)x->n * sizeof *x->g);
-  memset(x->padded + x->n, 0, (size_t)(x->m - x->n) * sizeof *x->g);
-  int rc = hs_compress_roundtrip(x->cx, x->padded, d);
-  if (!rc) memcpy(x->g, x->padded, (size_t)x->n * sizeof *x->g);
+  int rc = hs_compress_roundtrip_flat(x->cx, x->g, x->n, x->padded, d);
   *t = hs_cal_now() - t0;
   return rc;
 }

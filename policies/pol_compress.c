@@ -370,6 +370,14 @@ void hs_compress_close(hs_compress_ctx *x) {
 }
 
 int hs_compress_roundtrip(hs_compress_ctx *x, float *g, hs_diag *d) { return x->c->roundtrip(x, g, d); }
+
+int hs_compress_roundtrip_flat(hs_compress_ctx *x, float *g, int64_t n, float *padded, hs_diag *d) {
+  memcpy(padded, g, (size_t)n * sizeof *g);
+  memset(padded + n, 0, (size_t)(x->n - n) * sizeof *padded);
+  int rc = hs_compress_roundtrip(x, padded, d);
+  if (!rc) memcpy(g, padded, (size_t)n * sizeof *g);
+  return rc;
+}
 const float *hs_compress_residual(const hs_compress_ctx *x) { return x->residual; }
 int64_t hs_compress_size(const hs_compress_ctx *x) { return x->n; }
 

@@ -96,6 +96,11 @@ int hs_compress_open(hs_compress_ctx **out, const hs_compressor *c, double param
 void hs_compress_close(hs_compress_ctx *x);
 /* g has sum(rows*cols) floats. */
 int hs_compress_roundtrip(hs_compress_ctx *x, float *g, hs_diag *d);
+/* A vector g of n floats through x in place, as one flat block (x opened on
+ * hs_compress_flat_block(n)): copied into padded (rows * cols floats, the padding zeroed),
+ * round-tripped there, copied back. How the real runtimes, the proxy and the calibration send
+ * an update through a compressor. */
+int hs_compress_roundtrip_flat(hs_compress_ctx *x, float *g, int64_t n, float *padded, hs_diag *d);
 /* The error-feedback residual (NULL for qsgd, which is unbiased and keeps none). */
 const float *hs_compress_residual(const hs_compress_ctx *x);
 int64_t hs_compress_size(const hs_compress_ctx *x); /* floats */

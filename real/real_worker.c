@@ -100,11 +100,8 @@ int hs_real_worker_compress(hs_real_worker *w, const hs_compressor *c, double ra
                             uint64_t seed, int worker, hs_diag *d) {
   if (!c || !(ratio > 0)) return 0;
   hs_block b = hs_compress_flat_block((double)n);
-  if (!w->cbuf) {
-    w->cn = (int64_t)(b.rows * b.cols);
-    if (!(w->cbuf = calloc((size_t)w->cn, sizeof *w->cbuf)))
-      return hs_diag_set(d, HS_ENOMEM, "out of memory for the compressor's buffer");
-  }
+  if (!w->cbuf && !(w->cbuf = calloc((size_t)(b.rows * b.cols), sizeof *w->cbuf)))
+    return hs_diag_set(d, HS_ENOMEM, "out of memory for the compressor's buffer");
   if (w->cx && (w->cx_c != c || w->cx_param != ratio)) {
     hs_compress_close(w->cx);
     w->cx = NULL;
@@ -115,11 +112,7 @@ int hs_real_worker_compress(hs_real_worker *w, const hs_compressor *c, double ra
     w->cx_c = c;
     w->cx_param = ratio;
   }
-  memcpy(w->cbuf, g, (size_t)n * sizeof *g);
-  memset(w->cbuf + n, 0, (size_t)(w->cn - n) * sizeof *w->cbuf);
-  int rc = hs_compress_roundtrip(w->cx, w->cbuf, d);
-  if (!rc) memcpy(g, w->cbuf, (size_t)n * sizeof *g);
-  return rc;
+  return hs_compress_roundtrip_flat(w->cx, g, n, w->cbuf, d);
 }
 
 int hs_real_worker_compress_grads(hs_real_worker *w, int device_buffers, float *host, const hs_compressor *c,

@@ -29,7 +29,6 @@ typedef struct hs_real_worker {
   const hs_compressor *cx_c;
   double cx_param;
   float *cbuf;        /* a vector padded to the compressor's matrix view */
-  int64_t cn;         /* its floats */
   int prepared;       /* the batch the net was last prepared for (hs_real_worker_ready); 0 none */
 } hs_real_worker;
 

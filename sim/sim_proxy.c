@@ -106,7 +106,6 @@ typedef struct proxy {
   int32_t *by;
   int bcap;                   /* samples the batch buffers hold */
   float *cbuf;                /* a gradient padded to the compressor's matrix view */
-  int64_t cn;                 /* its floats */
   int64_t sample_size;
   int eval_n;
   uint64_t seed;
@@ -221,8 +220,7 @@ static int compress(proxy *p, int w, const hs_conv_op *op, float *g, hs_diag *d)
   p_worker *x = &p->w[w];
   if (!p->cbuf) {
     hs_block b = hs_compress_flat_block((double)p->P);
-    p->cn = b.rows * b.cols;
-    if (!(p->cbuf = calloc((size_t)p->cn, sizeof(float))))
+    if (!(p->cbuf = calloc((size_t)(b.rows * b.cols), sizeof(float))))
       return hs_diag_set(d, HS_ENOMEM, "proxy convergence: out of memory");
   }
   if (x->cx && (x->cx_c != op->compressor || x->cx_param != op->ratio)) {
@@ -237,11 +235,7 @@ static int compress(proxy *p, int w, const hs_conv_op *op, float *g, hs_diag *d)
     x->cx_c = op->compressor;
     x->cx_param = op->ratio;
   }
-  memcpy(p->cbuf, g, (size_t)p->P * sizeof(float));
-  memset(p->cbuf + p->P, 0, (size_t)(p->cn - p->P) * sizeof(float));
-  int rc = hs_compress_roundtrip(x->cx, p->cbuf, d);
-  if (!rc) memcpy(g, p->cbuf, (size_t)p->P * sizeof(float));
-  return rc;
+  return hs_compress_roundtrip_flat(x->cx, g, p->P, p->cbuf, d);
 }
 
 /* --- the table ---------------------------------------------------------------------------- */
