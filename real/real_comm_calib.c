@@ -221,16 +221,27 @@ typedef struct ranks_side {
   double *ones, *wts;
 } ranks_side;
 
-/* The command all-reduce: rank 0's cmd[] (what, and the floats as two exact halves) reaches
- * every rank. */
+/* A count below 2^36 in two floats, each half exact (and exact in a sum over ranks of whom one
+ * holds it), and back. */
+static void put_count(float *f, int64_t n) {
+  f[0] = (float)(n >> 12);
+  f[1] = (float)(n & 4095);
+}
+static int64_t get_count(const float *f) { return ((int64_t)f[0] << 12) + (int64_t)f[1]; }
+
+/* Every rank's cmd[] summed (weights 1) into every rank's. */
+static int ranks_sum(ranks_side *x, hs_diag *d) {
+  return x->ops->allreduce(x->c, x->seq++, x->rank, x->cmd, CMD_FLOATS, x->ranks, x->world, x->ones, d);
+}
+
+/* The command all-reduce: rank 0's cmd[] (what, and n as put_count) reaches every rank. */
 static int ranks_command(ranks_side *x, int what, int64_t n, hs_diag *d) {
   memset(x->cmd, 0, sizeof x->cmd);
   if (x->rank == 0) {
     x->cmd[0] = (float)what;
-    x->cmd[1] = (float)(n >> 12);
-    x->cmd[2] = (float)(n & 4095);
+    put_count(x->cmd + 1, n);
   }
-  return x->ops->allreduce(x->c, x->seq++, x->rank, x->cmd, CMD_FLOATS, x->ranks, x->world, x->ones, d);
+  return ranks_sum(x, d);
 }
 
 /* The operation a command starts, on this rank; *t (rank 0) its time. */
@@ -278,17 +289,19 @@ static int ranks_agree(ranks_side *x, const int64_t *sizes, int ns, hs_diag *d) 
   int64_t digest = (int64_t)((h ^ (h >> 24) ^ (h >> 48)) & 0xffffff);
   int rc = ranks_command(x, CMD_SIZES, digest, d);
   if (rc) return rc;
-  int64_t theirs = ((int64_t)x->cmd[1] << 12) + (int64_t)x->cmd[2];
+  int64_t theirs = get_count(x->cmd + 1);
   if (x->rank != 0 && (int)x->cmd[0] != CMD_SIZES)
     return hs_diag_set(d, HS_ERUNTIME, "rank %d: rank 0 began with command %d, not the list of sizes (another "
                        "version of hetsim?)", x->rank, (int)x->cmd[0]);
   int other = theirs != digest;
   int64_t big = sizes[ns - 1];
-  x->cmd[0] = (float)other;
-  x->cmd[1] = other ? (float)x->rank : 0;
-  x->cmd[2] = other ? (float)(big >> 12) : 0;
-  x->cmd[3] = other ? (float)(big & 4095) : 0;
-  if ((rc = x->ops->allreduce(x->c, x->seq++, x->rank, x->cmd, CMD_FLOATS, x->ranks, x->world, x->ones, d))) return rc;
+  memset(x->cmd, 0, sizeof x->cmd);
+  if (other) {
+    x->cmd[0] = 1;
+    x->cmd[1] = (float)x->rank;
+    put_count(x->cmd + 2, big);
+  }
+  if ((rc = ranks_sum(x, d))) return rc;
   int n_other = (int)x->cmd[0];
   if (n_other == 0) return 0;
   if (x->rank != 0)
@@ -297,7 +310,7 @@ static int ranks_agree(ranks_side *x, const int64_t *sizes, int ns, hs_diag *d) 
   if (n_other == 1)
     return hs_diag_set(d, HS_EINVAL, "rank %d was started with other message sizes than rank 0 (its largest %lld "
                        "bytes, rank 0's %lld): start every rank with the same --model and --comm-max",
-                       (int)x->cmd[1], ((long long)x->cmd[2] << 12) + (long long)x->cmd[3], (long long)big);
+                       (int)x->cmd[1], (long long)get_count(x->cmd + 2), (long long)big);
   return hs_diag_set(d, HS_EINVAL, "%d ranks were started with other message sizes than rank 0: start every rank with "
                      "the same --model and --comm-max", n_other);
 }
@@ -308,7 +321,7 @@ static int ranks_serve(ranks_side *x, hs_diag *d) {
     int rc = ranks_command(x, 0, 0, d);
     if (rc) return rc;
     int what = (int)x->cmd[0];
-    int64_t n = ((int64_t)x->cmd[1] << 12) + (int64_t)x->cmd[2];
+    int64_t n = get_count(x->cmd + 1);
     if (what == CMD_END) return 0;
     double t;
     if ((rc = ranks_op(x, what, n, &t, d))) return rc;
