@@ -557,6 +557,14 @@ int hs_cal_forget_compress(hs_store *s, int64_t dev, hs_diag *d) {
   return run(s, st, "deleting compress_sample", d);
 }
 
+/* compress_sample's key into ?1 to ?4. */
+static void bind_compress_key(sqlite3_stmt *st, int64_t dev, const char *compressor, double setting, int64_t elems) {
+  sqlite3_bind_int64(st, 1, dev);
+  sqlite3_bind_text(st, 2, compressor, -1, SQLITE_STATIC);
+  sqlite3_bind_double(st, 3, setting);
+  sqlite3_bind_int64(st, 4, elems);
+}
+
 int hs_cal_compress_stored(hs_store *s, int64_t dev, const char *compressor, double setting, int64_t elems,
                            int *stored, hs_diag *d) {
   sqlite3_stmt *st = NULL;
@@ -565,10 +573,7 @@ int hs_cal_compress_stored(hs_store *s, int64_t dev, const char *compressor, dou
                 "AND elems = ?4",
                 d);
   if (rc) return rc;
-  sqlite3_bind_int64(st, 1, dev);
-  sqlite3_bind_text(st, 2, compressor, -1, SQLITE_STATIC);
-  sqlite3_bind_double(st, 3, setting);
-  sqlite3_bind_int64(st, 4, elems);
+  bind_compress_key(st, dev, compressor, setting, elems);
   int rows;
   rc = read_count(s, st, "reading compress_sample", &rows, d);
   *stored = rows > 0;
@@ -583,10 +588,7 @@ int hs_cal_store_compress_sample(hs_store *s, int64_t dev, const char *compresso
                 "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
                 d);
   if (rc) return rc;
-  sqlite3_bind_int64(st, 1, dev);
-  sqlite3_bind_text(st, 2, compressor, -1, SQLITE_STATIC);
-  sqlite3_bind_double(st, 3, setting);
-  sqlite3_bind_int64(st, 4, elems);
+  bind_compress_key(st, dev, compressor, setting, elems);
   bind_stats(st, 5, cs);
   return run(s, st, "inserting compress_sample", d);
 }

@@ -1051,8 +1051,10 @@ static void coordinate(crd *s) {
       heard[i] = hs_real_mono();
       /* What fell due while the poll slept (a leave, a slowdown, a policy's timer) comes before
        * any decision the report leads to: a worker that left at 0.05 s starts no step at 0.0501. */
-      if (m.kind != R_BEAT) settle(s, hs_rt_core_timer_fire(&s->core, &s->timers, &next));
-      if (m.kind != R_BEAT && !s->core.done) handle(s, i, &m, pl);
+      if (m.kind != R_BEAT) {
+        settle(s, hs_rt_core_timer_fire(&s->core, &s->timers, &next));
+        if (!s->core.done) handle(s, i, &m, pl);
+      }
       free(pl);
     }
   }
