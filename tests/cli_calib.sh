@@ -51,7 +51,7 @@ grep -q "compress topk 0.1 on 203530 floats: already stored" out2.txt || fail "r
 "$bin" calib --device cpu --model mlp --batches 8,16,32 --db pin.db --no-comm --concurrent 2 --pin none \
   --max-reps 4 --min-reps 3 --warmup 1 > /dev/null 2> err.txt || fail "calib --pin none: $(cat err.txt)"
 [ "$(sqlite3 pin.db "SELECT count(*) FROM calib_sample WHERE phase = 'step'")" = 3 ] || fail "calib --pin none rows"
-[ "$(sqlite3 pin.db "SELECT count(*) FROM compress_sample")" = 0 ] || fail "--no-comm times no compressor"
+[ "$(sqlite3 pin.db "SELECT count(*) FROM compress_sample")" = 0 ] || fail "--no-comm (with --concurrent here) times no compressor"
 # --redo times the round trip again (the device's rows deleted first; the mark set between the
 # two runs goes with them).
 for r in 1 2; do
