@@ -3,6 +3,7 @@
 
 #include <pthread.h>
 #include <sched.h>
+#include <unistd.h>
 
 int hs_cpus_allowed(hs_cpus *c) {
   cpu_set_t set;
@@ -27,3 +28,14 @@ int hs_pin_self(const hs_cpus *c, int k) {
 }
 
 int hs_pin_restore(const hs_cpus *c) { return set_self(c, -1); }
+
+void hs_touch_pages(void *p, size_t bytes) {
+  if (!p) return;
+  long page = sysconf(_SC_PAGESIZE);
+  size_t step = page > 0 ? (size_t)page : 4096;
+  /* Read and written back through a volatile pointer, so that the compiler keeps every access
+   * and the bytes stay what they were. */
+  volatile unsigned char *b = p;
+  for (size_t i = 0; i < bytes; i += step) b[i] = b[i];
+  if (bytes) b[bytes - 1] = b[bytes - 1];
+}

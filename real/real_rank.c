@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/core_affinity.h"
 #include "nn/nn_eval.h"
 #include "nn/nn_net.h"
 #include "real/real_worker.h"
@@ -264,6 +265,8 @@ static int exec_setup(exec *e, hs_diag *d) {
   if (e->server) e->srv_buf = malloc(bytes);
   if (!e->host || !e->base || (e->server && !e->srv_buf))
     return hs_diag_set(d, HS_ENOMEM, "out of memory for the model replica");
+  hs_touch_pages(e->host, bytes); /* the base: by the copy below */
+  if (e->server) hs_touch_pages(e->srv_buf, bytes);
   if ((rc = hs_net_get_params(e->tw.net, e->gm.global, d)) ||
       (rc = hs_data_iter_init(&e->tw.it, cfg->train, e->sh, e->worker, 0, d)))
     return rc;

@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/core_affinity.h"
 #include "real/real_comm.h"
 
 static int ms_until(double deadline) {
@@ -305,6 +306,7 @@ static int tcp_open(hs_real_comm **out, const hs_real_comm_config *cfg, hs_diag 
     tcp_close(c);
     return hs_diag_set(d, HS_ENOMEM, "out of memory for the cpu comm's buffer of %lld floats", (long long)cfg->n);
   }
+  if (c->tmp) hs_touch_pages(c->tmp, (size_t)cfg->n * sizeof *c->tmp);
   if ((rc = hs_rank_star_open("cpu comm", l.master_addr, l.master_port, c->rank, c->world, c->timeout_s, cfg->cancel,
                               c->fds, d))) {
     tcp_close(c);

@@ -824,11 +824,13 @@ static int setup(real *s, const hs_real_config *cfg, hs_shards *sh) {
     x->host = malloc((size_t)s->P * sizeof *x->host);
     x->base = malloc((size_t)s->P * sizeof *x->base);
     if (!x->host || !x->base) return hs_rt_core_fail(&s->core, HS_ENOMEM, "out of memory for worker %d's buffers", i);
+    hs_touch_pages(x->host, (size_t)s->P * sizeof *x->host); /* the base: by the copy below */
     if ((rc = hs_data_iter_init(&x->tw.it, cfg->train, sh, i, 0, &s->core.diag))) return rc;
   }
   if ((rc = hs_runtime_model_open(&s->gm, s->P, &s->core.diag))) return rc;
   s->srv_buf = malloc((size_t)s->P * sizeof *s->srv_buf);
   if (!s->srv_buf) return hs_rt_core_fail(&s->core, HS_ENOMEM, "out of memory for the parameter server's buffer");
+  hs_touch_pages(s->srv_buf, (size_t)s->P * sizeof *s->srv_buf);
   if ((rc = hs_net_get_params(s->w[0].tw.net, s->gm.global, &s->core.diag))) return rc;
   for (int i = 0; i < s->core.n; i++) memcpy(s->w[i].base, s->gm.global, (size_t)s->P * sizeof *s->gm.global);
   if (cfg->test && (rc = hs_net_open(&s->eval_net, cfg->device, cfg->model, &no, &s->core.diag))) return rc;

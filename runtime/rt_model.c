@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/core_affinity.h"
+
 int hs_runtime_model_open(hs_runtime_model *m, int64_t P, hs_diag *d) {
   memset(m, 0, sizeof *m);
   m->P = P;
@@ -13,6 +15,9 @@ int hs_runtime_model_open(hs_runtime_model *m, int64_t P, hs_diag *d) {
     hs_runtime_model_close(m);
     return hs_diag_set(d, HS_ENOMEM, "out of memory for the global model (%lld floats)", (long long)P);
   }
+  /* Mapped now, not in the run's first update (core_affinity.h). */
+  hs_touch_pages(m->global, (size_t)(P > 0 ? P : 1) * sizeof *m->global);
+  hs_touch_pages(m->acc, (size_t)(P > 0 ? P : 1) * sizeof *m->acc);
   return 0;
 }
 

@@ -2,6 +2,8 @@
 #define _GNU_SOURCE /* sched_getaffinity, sched_getcpu */
 #include <pthread.h>
 #include <sched.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "core/core_affinity.h"
 #include "hs_test.h"
@@ -73,12 +75,39 @@ static void test_threads_get_their_own_cpu(void) {
   ASSERT_EQ(allowed_now(), c.n);
 }
 
+/* hs_touch_pages maps every page of a buffer (mincore: resident) and keeps its bytes. */
+static void test_touch_maps_every_page(void) {
+  enum { PAGES = 64 };
+  size_t page = (size_t)sysconf(_SC_PAGESIZE), bytes = PAGES * page - 100;
+  unsigned char *b = mmap(NULL, PAGES * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT(b != MAP_FAILED);
+  if (b == MAP_FAILED) return;
+  madvise(b, PAGES * page, MADV_NOHUGEPAGE); /* one fault must not map them all */
+  b[0] = 7;
+  b[10 * page + 3] = 9;
+  unsigned char vec[PAGES];
+  ASSERT_EQ(mincore(b, PAGES * page, vec), 0);
+  int resident = 0;
+  for (int i = 0; i < PAGES; i++) resident += vec[i] & 1;
+  ASSERT(resident < PAGES); /* the test can tell */
+  hs_touch_pages(b, bytes);
+  ASSERT_EQ(mincore(b, PAGES * page, vec), 0);
+  for (int i = 0; i < PAGES; i++) ASSERT_EQ(vec[i] & 1, 1);
+  ASSERT_EQ(b[0], 7);
+  ASSERT_EQ(b[10 * page + 3], 9);
+  ASSERT_EQ(b[bytes - 1], 0);
+  hs_touch_pages(NULL, 100);
+  hs_touch_pages(b, 0);
+  munmap(b, PAGES * page);
+}
+
 int main(int argc, char **argv) {
   static const hs_test_case cases[] = {
       {"allowed_matches_the_system", test_allowed_matches_the_system},
       {"pin_and_restore", test_pin_and_restore},
       {"bad_requests_leave_the_thread_alone", test_bad_requests_leave_the_thread_alone},
       {"threads_get_their_own_cpu", test_threads_get_their_own_cpu},
+      {"touch_maps_every_page", test_touch_maps_every_page},
       {NULL, NULL},
   };
   return hs_test_main("affinity", cases, argc, argv);

@@ -51,6 +51,47 @@ static void test_time_allreduce_cpu(void) {
   for (int i = 0; i < W; i++) free(bufs[i]);
 }
 
+/* The cpu backend's mailbox (real_cpu.c): messages matched by tag, more of them in flight than
+ * the buffers mapped at open, one longer than the size it was opened for, and buffers reused
+ * after a receive carrying the new message's bytes, not an old one's. */
+static void fill(float *b, int64_t n, float v) {
+  for (int64_t i = 0; i < n; i++) b[i] = v + (float)i;
+}
+
+static void test_cpu_mailbox(void) {
+  enum { N = 3000, K = 5 };
+  hs_diag d = {0};
+  hs_real_comm *c = NULL;
+  hs_real_comm_config cfg = {.world = 2, .n = N, .timeout_s = 5};
+  ASSERT_EQ(hs_real_comm_cpu.open(&c, &cfg, &d), 0);
+  if (!c) return;
+  float *out = malloc((N + 500) * sizeof *out), *in = malloc((N + 500) * sizeof *in);
+  for (int round = 0; round < 2; round++) {
+    for (int t = 0; t < K; t++) {
+      fill(out, N, (float)(100 * round + t));
+      ASSERT_EQ(hs_real_comm_cpu.send(c, 0, 1, (uint64_t)t, out, N, &d), 0);
+    }
+    fill(out, N + 500, -1.0f);
+    ASSERT_EQ(hs_real_comm_cpu.send(c, 0, 1, K, out, N + 500, &d), 0);
+    ASSERT_EQ(hs_real_comm_cpu.recv(c, 1, 0, K, in, N + 500, &d), 0);
+    ASSERT_EQ(in[N + 499], N + 499 - 1.0f);
+    for (int t = K - 1; t >= 0; t--) { /* by tag, in another order than sent */
+      ASSERT_EQ(hs_real_comm_cpu.recv(c, 1, 0, (uint64_t)t, in, N, &d), 0);
+      ASSERT_EQ(in[0], (float)(100 * round + t));
+      ASSERT_EQ(in[N - 1], (float)(100 * round + t + N - 1));
+    }
+  }
+  /* A short message into a longer receive is refused, and its buffer kept. */
+  ASSERT_EQ(hs_real_comm_cpu.send(c, 0, 1, 7, out, 10, &d), 0);
+  ASSERT_EQ(hs_real_comm_cpu.recv(c, 1, 0, 7, in, N, &d), HS_ERUNTIME);
+  ASSERT_CONTAINS(d.msg, "10 floats from rank 0, expected 3000");
+  hs_real_comm_cpu.abort(c);
+  ASSERT_EQ(hs_real_comm_cpu.send(c, 0, 1, 8, out, N, &d), HS_EINTR);
+  hs_real_comm_cpu.close(c);
+  free(out);
+  free(in);
+}
+
 static hs_store *fresh_store(char *path, size_t n, int64_t *dev_id) {
   snprintf(path, n, "/tmp/hs-test-real-comm-calib-%d.db", (int)getpid());
   hs_test_unlink_db(path);
@@ -139,6 +180,7 @@ static void test_calibrate_cpu(void) {
 int main(int argc, char **argv) {
   static const hs_test_case cases[] = {
       {"time_allreduce_cpu", test_time_allreduce_cpu},
+      {"cpu_mailbox", test_cpu_mailbox},
       {"calibrate_cpu", test_calibrate_cpu},
       {NULL, NULL},
   };
