@@ -297,18 +297,19 @@ static int open_data(const real_args *a, const hs_model_info *mi, hs_dataset **t
   return rc;
 }
 
-/* The events the real runtimes cannot run, refused before anything is stored (exit 2): a join
- * (no runtime starts a worker mid-run yet), in the multi-process runtime a leave of worker 0
- * without a server rank (hs_real_rank_check_events), and a file in which every worker leaves
- * (the run would end with nobody left to train). 0, or 1 after the message. */
+/* The events the real runtimes cannot run, refused before anything is stored (exit 2): in the
+ * multi-process runtime a join (it has a process per worker from the start) and a leave of
+ * worker 0 without a server rank (hs_real_rank_check_events), and in either a file in which
+ * every worker, joiners included, leaves (the run would end with nobody left to train). 0, or
+ * 1 after the message. */
 static int check_events(const hs_cluster_spec *spec, int multi, int server) {
   hs_diag d = {0};
   if (multi && hs_real_rank_check_events(spec, server, &d)) {
     fprintf(stderr, "hetsim real: %s\n", d.msg);
     return 1;
   }
-  int left = 0, last = -1;
-  char *gone = calloc((size_t)(spec->n_workers > 0 ? spec->n_workers : 1), 1);
+  int left = 0, last = -1, all = hs_cluster_all_workers(spec);
+  char *gone = calloc((size_t)(all > 0 ? all : 1), 1);
   if (!gone) {
     fprintf(stderr, "hetsim real: out of memory\n");
     return 1;
@@ -317,20 +318,21 @@ static int check_events(const hs_cluster_spec *spec, int multi, int server) {
   for (int i = 0; i < spec->n_events && !rc; i++) {
     const hs_event_spec *e = &spec->events[i];
     if (e->kind == HS_EVENT_SLOWDOWN) continue;
-    if (e->kind == HS_EVENT_JOIN) {
-      fprintf(stderr, "hetsim real: %s:%d:%d: a join event: workers joining mid-run are not supported in real mode "
-              "yet\n", spec->path, e->pos.line, e->pos.col);
+    if (e->kind == HS_EVENT_JOIN && multi) {
+      fprintf(stderr, "hetsim real: %s:%d:%d: a join event: workers joining mid-run are not supported by the "
+              "multi-process runtime (a process per worker from the start); the threaded runtime runs them\n",
+              spec->path, e->pos.line, e->pos.col);
       rc = 1;
-    } else if (e->worker >= 0 && e->worker < spec->n_workers && !gone[e->worker]) {
+    } else if (e->kind == HS_EVENT_LEAVE && e->worker >= 0 && e->worker < all && !gone[e->worker]) {
       gone[e->worker] = 1;
       left++;
       last = i;
     }
   }
-  if (!rc && spec->n_workers > 0 && left == spec->n_workers) {
+  if (!rc && all > 0 && left == all) {
     fprintf(stderr, "hetsim real: %s:%d:%d: every one of the %d workers leaves (the last here): the run would end with "
             "no worker to train; keep at least one\n", spec->path, spec->events[last].pos.line,
-            spec->events[last].pos.col, spec->n_workers);
+            spec->events[last].pos.col, all);
     rc = 1;
   }
   free(gone);
@@ -400,7 +402,8 @@ int hs_cmd_real(int argc, char **argv) {
   int multi = plan.multi;
   if (have_spec) {
     if (check_events(&spec, multi, a.server_rank)) goto out;
-    if (!(worker_devices = calloc((size_t)(spec.n_workers > 0 ? spec.n_workers : 1), sizeof *worker_devices))) {
+    int all = hs_cluster_all_workers(&spec);
+    if (!(worker_devices = calloc((size_t)(all > 0 ? all : 1), sizeof *worker_devices))) {
       fprintf(stderr, "hetsim real: out of memory\n");
       status = 1;
       goto out;
@@ -411,6 +414,7 @@ int hs_cmd_real(int argc, char **argv) {
     }
   }
   int n_workers = have_spec ? spec.n_workers : (int)a.workers;
+  int all_workers = have_spec ? hs_cluster_all_workers(&spec) : n_workers; /* the joiners too */
   if ((rc = hs_real_plan_workers(&plan, n_workers, a.timeout, &d))) {
     local_failure(&plan, a.timeout, rc, "%s", d.msg);
     goto out;
@@ -419,10 +423,10 @@ int hs_cmd_real(int argc, char **argv) {
     fprintf(stderr, "hetsim real: --global-batch %lld is smaller than the %d workers\n", (long long)a.global_batch, n_workers);
     goto out;
   }
-  if (a.train_samples > 0 && a.train_samples < n_workers) {
-    /* Each worker trains on its own shard of the samples: none may be empty. */
+  if (a.train_samples > 0 && a.train_samples < all_workers) {
+    /* Each worker, a joiner too, trains on its own shard of the samples: none may be empty. */
     fprintf(stderr, "hetsim real: --train-samples %lld is fewer than the %d workers: every worker needs a "
-            "shard of at least one sample\n", (long long)a.train_samples, n_workers);
+            "shard of at least one sample\n", (long long)a.train_samples, all_workers);
     goto out;
   }
   const hs_model_info *mi = hs_zoo_find(a.model);
@@ -450,7 +454,7 @@ int hs_cmd_real(int argc, char **argv) {
   /* The workers' own devices: found on this machine, fitting its GPU, named as their
    * calibrations are (recorded in the run's options). */
   if (n_own ? (rc = hs_real_plan_type_devices(&plan, &spec, &ro, &d))
-            : (rc = hs_real_plan_partitions(&plan, n_workers, &d))) {
+            : (rc = hs_real_plan_partitions(&plan, all_workers, &d))) {
     local_failure(&plan, a.timeout, rc, "%s", d.msg);
     goto out;
   }
@@ -465,7 +469,7 @@ int hs_cmd_real(int argc, char **argv) {
      * calibrations, so that a policy sees unequal partitions as unequal. */
     if (n_own) {
       type_perf = calloc(HS_REAL_MAX_TYPE_DEVICES, sizeof *type_perf);
-      worker_perf = calloc((size_t)spec.n_workers, sizeof *worker_perf);
+      worker_perf = calloc((size_t)all_workers, sizeof *worker_perf);
       if (!type_perf || !worker_perf) {
         fprintf(stderr, "hetsim real: out of memory\n");
         status = 1;
@@ -517,7 +521,7 @@ int hs_cmd_real(int argc, char **argv) {
   snprintf(cname, sizeof cname, "%s", have_spec ? spec.name : bare_cluster);
   /* Whether the workers' threads will be pinned (hs_real_pins), as the run's options say. */
   hs_real_pin pin = a.no_pin ? HS_PIN_NONE : HS_PIN_AUTO;
-  int pinned = hs_real_plan_pinned(&plan, pin, workers);
+  int pinned = hs_real_plan_pinned(&plan, pin, all_workers);
   ro.workers = workers;
   ro.iterations = a.iterations;
   ro.epochs = a.epochs;
@@ -592,8 +596,10 @@ int hs_cmd_real(int argc, char **argv) {
     if (!rows) src = hs_diag_set(&sd, HS_ENOMEM, "out of memory");
     for (int i = 0; rows && i < res.n_workers; i++) {
       const hs_real_worker_stats *w = &res.workers[i];
-      const char *type = have_spec ? spec.types[spec.workers[i].type].name : bare_type;
-      const char *node = have_spec ? spec.nodes[spec.workers[i].node].name : plan.dev.host;
+      int ti = 0, ni = 0;
+      if (have_spec) ti = hs_cluster_worker_type(&spec, i, &ni); /* a joiner: its event's */
+      const char *type = have_spec ? spec.types[ti].name : bare_type;
+      const char *node = have_spec ? spec.nodes[ni].name : plan.dev.host;
       rows[i] = (hs_worker_row){.index = i, .device_type = type, .node = node, .joined_at_s = w->joined_at,
                                 .left_at_s = w->left_at, .initial_batch = w->initial_batch,
                                 .steps = w->steps, .samples = w->samples, .busy_s = w->busy_s,

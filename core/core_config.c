@@ -460,6 +460,27 @@ int hs_cluster_find_node(const hs_cluster_spec *spec, const char *name) {
   return -1;
 }
 
+int hs_cluster_all_workers(const hs_cluster_spec *spec) {
+  int n = spec->n_workers;
+  for (int i = 0; i < spec->n_events; i++) n += spec->events[i].kind == HS_EVENT_JOIN;
+  return n;
+}
+
+int hs_cluster_worker_type(const hs_cluster_spec *spec, int w, int *node) {
+  if (w < 0) return -1;
+  if (w < spec->n_workers) {
+    if (node) *node = spec->workers[w].node;
+    return spec->workers[w].type;
+  }
+  int k = w - spec->n_workers;
+  for (int i = 0; i < spec->n_events; i++)
+    if (spec->events[i].kind == HS_EVENT_JOIN && k-- == 0) {
+      if (node) *node = spec->events[i].node;
+      return spec->events[i].type;
+    }
+  return -1;
+}
+
 /* ---------- sections ---------- */
 
 static int parse_link(const cfg *c, const cnode *n, const char *field, hs_link_spec *link,

@@ -180,4 +180,12 @@ int hs_cluster_resolve_compute(hs_cluster_spec *spec, const char *model,
 int hs_cluster_find_type(const hs_cluster_spec *spec, const char *name);
 int hs_cluster_find_node(const hs_cluster_spec *spec, const char *name);
 
+/* Every worker a run of spec has at some time: the initial ones and one per join event. They
+ * are numbered as the runtimes number them: the initial workers in file order, then the joins
+ * in the order of their times (events are sorted, stably). hs_cluster_worker_type gives worker
+ * w's device type in that numbering and, when node is not NULL, its node in *node; -1 when
+ * there is no such worker. */
+int hs_cluster_all_workers(const hs_cluster_spec *spec);
+int hs_cluster_worker_type(const hs_cluster_spec *spec, int w, int *node);
+
 #endif

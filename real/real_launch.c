@@ -138,8 +138,8 @@ int hs_real_plan_devices(const hs_real_plan *p, const hs_cluster_spec *spec, con
                               "cannot reach another GPU: workers on several GPUs are not supported",
                               p->dev.ordinal);
   }
-  for (int w = 0; w < spec->n_workers; w++) {
-    const hs_device_type *t = &spec->types[spec->workers[w].type];
+  for (int w = 0; w < hs_cluster_all_workers(spec); w++) {
+    const hs_device_type *t = &spec->types[hs_cluster_worker_type(spec, w, NULL)];
     devs[w] = t->real_device[0] ? t->real_device : NULL;
     if (devs[w]) (*n_own)++;
   }
@@ -167,8 +167,8 @@ int hs_real_plan_type_devices(const hs_real_plan *p, const hs_cluster_spec *spec
   ro->n_type_devices = 0;
   for (int i = 0; i < spec->n_types; i++) {
     const hs_device_type *t = &spec->types[i];
-    int workers = 0;
-    for (int w = 0; w < spec->n_workers; w++) workers += spec->workers[w].type == i;
+    int workers = 0, all = hs_cluster_all_workers(spec);
+    for (int w = 0; w < all; w++) workers += hs_cluster_worker_type(spec, w, NULL) == i;
     if (!workers) continue;
     hs_cal_device dev;
     if (!t->real_device[0]) {
@@ -217,8 +217,8 @@ int hs_real_plan_worker_perf(const hs_cluster_spec *spec, const hs_real_options 
       return hs_diag_set(d, rc, "device type %s runs on %s (%s): %s", t->type, t->device, t->device_name, why);
     }
   }
-  for (int w = 0; w < spec->n_workers; w++) {
-    const char *type = spec->types[spec->workers[w].type].name;
+  for (int w = 0; w < hs_cluster_all_workers(spec); w++) {
+    const char *type = spec->types[hs_cluster_worker_type(spec, w, NULL)].name;
     out[w] = NULL;
     for (int k = 0; k < ro->n_type_devices; k++)
       if (!strcmp(ro->type_devices[k].type, type)) out[w] = &models[k];

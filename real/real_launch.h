@@ -45,10 +45,10 @@ const char *hs_real_devices_gpu(const hs_cluster_spec *spec, char *buf, size_t l
 /* Per-worker devices from the cluster file's `real_device` keys (core_config.h), checked against
  * the chosen backend and device: the cpu backend takes only `cpu`; the nccl backend none (each
  * rank is on --device); the local backend only partitions or the whole of its own GPU (the one
- * --device names: its all-reduce runs on one GPU). Fills devs[i] (spec->n_workers entries,
- * allocated by the caller) with worker i's device, NULL for a worker on p->device, and sets
- * *n_own to the workers with a device of their own. HS_EINVAL with FILE:LINE:COL where a key is
- * refused. Needs no GPU. */
+ * --device names: its all-reduce runs on one GPU). Fills devs[i] (hs_cluster_all_workers
+ * entries, joiners included, allocated by the caller) with worker i's device, NULL for a
+ * worker on p->device, and sets *n_own to the workers with a device of their own. HS_EINVAL
+ * with FILE:LINE:COL where a key is refused. Needs no GPU. */
 int hs_real_plan_devices(const hs_real_plan *p, const hs_cluster_spec *spec, const char **devs,
                          int *n_own, hs_diag *d);
 /* On the machine (after hs_cal_device_discover of p->dev): discovers the device of every type
@@ -70,7 +70,7 @@ int hs_real_plan_partitions(const hs_real_plan *p, int n_workers, hs_diag *d);
 /* The step model of each worker for `hetsim real --calib`: a worker whose device type runs on a
  * device of its own (ro->type_devices, from hs_real_plan_type_devices) gets that device's
  * calibration of `model` from store, the others NULL (the calibration of --device). models has
- * room for HS_REAL_MAX_TYPE_DEVICES; out (spec->n_workers entries) points into it. A device
+ * room for HS_REAL_MAX_TYPE_DEVICES; out (hs_cluster_all_workers entries) points into it. A device
  * with no calibration of the model is HS_ENOTFOUND naming the type, its device and what the
  * store has. */
 int hs_real_plan_worker_perf(const hs_cluster_spec *spec, const hs_real_options *ro, hs_store *store,

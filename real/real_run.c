@@ -28,7 +28,8 @@ typedef enum item_kind {
   IT_PULL = 4,       /* worker: receive the global model */
   IT_SRV_PUSH = 5,   /* server: receive a push and apply or accumulate it */
   IT_SRV_PULL = 6,   /* server: send the global model */
-  IT_SRV_APPLY = 7   /* server: apply the accumulated pushes */
+  IT_SRV_APPLY = 7,  /* server: apply the accumulated pushes */
+  IT_JOIN = 8        /* worker: take the global model, then join (a join event) */
 } item_kind;
 
 /* One communication the policy issued; shared by the items of every lane it involves. */
@@ -101,7 +102,11 @@ typedef struct real {
   pthread_cond_t watch_cv;
   hs_real_comm *comm;
   int64_t P;               /* parameters */
-  rworker *w;              /* beside the core's worker table */
+  /* Every worker the run will have: the cluster file's and one per join event, numbered as
+   * the core numbers them (hs_cluster_all_workers). Their nets, buffers, shards and lanes are
+   * made before the run; a joiner's enters the core at its event. The server's rank is n_all. */
+  int n_all;
+  rworker *w;              /* beside the core's worker table, n_all of them */
   lane srv;
   float *srv_buf;
   hs_runtime_model gm;     /* the global model and the server's accumulator (rt_model.h) */
@@ -136,7 +141,7 @@ static void finish_run(real *s) {
   s->ended = 1;
   pthread_cond_broadcast(&s->cv);
   pthread_cond_signal(&s->watch_cv);
-  for (int i = 0; s->w && i < s->core.n; i++) pthread_cond_signal(&s->w[i].ln.cv);
+  for (int i = 0; s->w && i < s->n_all; i++) pthread_cond_signal(&s->w[i].ln.cv);
   pthread_cond_signal(&s->srv.cv);
   if (s->comm) s->cfg->comm->abort(s->comm);
 }
@@ -294,6 +299,21 @@ static int drv_apply(hs_rt_core *c, const hs_comm_opts *o) {
   return enqueue(s, &s->srv, IT_SRV_APPLY, 0, 0, op);
 }
 
+/* A join event (mu held, the watcher's thread): the next worker of the numbering enters the
+ * core, joining but not active, at the global learning rate; its lane takes the global model
+ * and then reports it joined (do_join). Its net, buffers, shard and lane were made before the
+ * run (setup). */
+static int drv_join(hs_rt_core *c, const hs_event_spec *e) {
+  real *s = R(c);
+  if (c->n >= s->n_all)
+    return hs_rt_core_fail(c, HS_EINVAL, "%s:%d: a join event beyond the %d workers the run was set up for",
+                           s->cfg->cluster->path, e->pos.line, s->n_all);
+  int w = hs_rt_core_add_worker(c, 1.0, 1.0, c->global_lr, now_of(s));
+  if (w < 0) return w;
+  c->w[w].joining = 1;
+  return enqueue(s, &s->w[w].ln, IT_JOIN, 0, 0, NULL);
+}
+
 /* Timers and cluster events wait in the runtime's heap; the watcher fires them. */
 static int drv_wake_at(hs_rt_core *c, double t, hs_rt_wake_kind kind, int64_t arg) {
   real *s = R(c);
@@ -317,7 +337,7 @@ static const hs_rt_driver threads_driver = {
     .predict = drv_predict,
     .set_lr = NULL, /* the core keeps the global learning rate (core.global_lr) */
     .slowdown = hs_rt_core_slowdown_compute_only,
-    .join = NULL, /* refused before the run (setup) */
+    .join = drv_join,
     .caps = HS_REAL_THREADS_CAPS,
 };
 
@@ -531,7 +551,7 @@ static int do_push(real *s, int w, rop *op, hs_diag *d) {
   if (!rc) rc = hs_real_worker_compress(&x->tw, op->compressor, op->ratio, msg, s->P, s->cfg->seed, w, d);
   if (rc) return rc;
   double start = now_of(s);
-  rc = s->cfg->comm->send(s->comm, w, s->core.n, op->id, msg, s->P, d);
+  rc = s->cfg->comm->send(s->comm, w, s->n_all, op->id, msg, s->P, d);
   pthread_mutex_lock(&s->mu);
   comm_done(s, w, start, now_of(s));
   pthread_mutex_unlock(&s->mu);
@@ -539,7 +559,7 @@ static int do_push(real *s, int w, rop *op, hs_diag *d) {
 }
 
 static int do_srv_push(real *s, rop *op, hs_diag *d) {
-  int rc = s->cfg->comm->recv(s->comm, s->core.n, op->worker, op->id, s->srv_buf, s->P, d);
+  int rc = s->cfg->comm->recv(s->comm, s->n_all, op->worker, op->id, s->srv_buf, s->P, d);
   if (rc) return rc;
   /* The pass over the parameters runs outside the lock, so that the workers' lanes do not
    * wait for it to record a step or start one: global_busy keeps every other reader and
@@ -579,7 +599,7 @@ static int do_srv_pull(real *s, rop *op, hs_diag *d) {
   op->version = s->core.version;
   s->global_busy = 1;
   pthread_mutex_unlock(&s->mu);
-  int rc = s->cfg->comm->send(s->comm, s->core.n, op->worker, op->id, s->gm.global, s->P, d);
+  int rc = s->cfg->comm->send(s->comm, s->n_all, op->worker, op->id, s->gm.global, s->P, d);
   pthread_mutex_lock(&s->mu);
   s->global_busy = 0;
   pthread_cond_broadcast(&s->cv);
@@ -593,7 +613,7 @@ static int do_pull(real *s, int w, rop *op, hs_diag *d) {
   double start = now_of(s);
   /* A host net receives the model straight into its parameters, which then stand for the base. */
   int host = !s->cfg->comm->device_buffers;
-  int rc = s->cfg->comm->recv(s->comm, w, s->core.n, op->id, host ? hs_net_params(x->tw.net) : x->host, s->P, d);
+  int rc = s->cfg->comm->recv(s->comm, w, s->n_all, op->id, host ? hs_net_params(x->tw.net) : x->host, s->P, d);
   if (!rc && !host) rc = hs_net_set_params(x->tw.net, x->host, d);
   if (rc) return rc;
   pthread_mutex_lock(&s->mu);
@@ -607,6 +627,18 @@ static int do_pull(real *s, int w, rop *op, hs_diag *d) {
   deliver_comm(s, HS_OP_PULL, w, first, 0, tag);
   pthread_mutex_unlock(&s->mu);
   return 0;
+}
+
+/* A joining worker's lane: it takes the global model, and then the core marks it active and
+ * tells the policy (hs_rt_core_joined), as the simulator's joiner does once it has fetched the
+ * model. One that left meanwhile (not joining any more) stays out. */
+static int do_join(real *s, int w, hs_diag *d) {
+  pthread_mutex_lock(&s->mu);
+  int rc = 0;
+  if (!s->core.done && s->core.w[w].joining) rc = take_global(s, w, d);
+  if (!rc && !s->core.done && s->core.w[w].joining) settle(s, hs_rt_core_joined(&s->core, w, now_of(s)));
+  pthread_mutex_unlock(&s->mu);
+  return rc;
 }
 
 static int do_srv_apply(real *s, rop *op) {
@@ -637,8 +669,8 @@ static void *lane_main(void *p) {
   lane_arg *a = p;
   real *s = a->s;
   int rank = a->rank;
-  lane *l = rank < s->core.n ? &s->w[rank].ln : &s->srv;
-  if (s->pin && rank < s->core.n) hs_pin_self(&s->cpus, rank); /* the server's lane floats */
+  lane *l = rank < s->n_all ? &s->w[rank].ln : &s->srv;
+  if (s->pin && rank < s->n_all) hs_pin_self(&s->cpus, rank); /* the server's lane floats */
   pthread_mutex_lock(&s->mu);
   for (;;) {
     while (!l->head && !s->core.done) pthread_cond_wait(&l->cv, &s->mu);
@@ -659,13 +691,14 @@ static void *lane_main(void *p) {
     case IT_SRV_PUSH: rc = do_srv_push(s, it->op, &d); break;
     case IT_SRV_PULL: rc = do_srv_pull(s, it->op, &d); break;
     case IT_SRV_APPLY: rc = do_srv_apply(s, it->op); break;
+    case IT_JOIN: rc = do_join(s, rank, &d); break;
     }
     free(it);
     pthread_mutex_lock(&s->mu);
     l->busy = 0;
     if (rc) {
       /* hs_diag_prefix adds the ": " itself. */
-      if (rank < s->core.n) hs_diag_prefix(&d, "worker %d", rank);
+      if (rank < s->n_all) hs_diag_prefix(&d, "worker %d", rank);
       else hs_diag_prefix(&d, "parameter server");
       lane_failed(s, rc, &d);
     }
@@ -770,10 +803,11 @@ int hs_real_first_on_device(const hs_real_config *cfg, int w) {
 /* Without a calibrated step model: a linear fit of steps timed before the run, one per distinct
  * device (hs_real_worker_device), so that workers on partitions of different sizes are
  * predicted apart; the workers on one device share the fit of the first of them, timed on its
- * net. A probe restarts that worker's iterator on the shards it was given. */
+ * net (joiners too: theirs is timed before the run). A probe restarts that worker's iterator on
+ * the shards it was given. */
 static int probe_devices(real *s, const hs_shards *sh) {
   const hs_real_config *cfg = s->cfg;
-  for (int i = 0; i < s->core.n; i++) {
+  for (int i = 0; i < s->n_all; i++) {
     rworker *x = &s->w[i];
     int first = hs_real_first_on_device(cfg, i);
     if (first < i) {
@@ -800,25 +834,26 @@ static int setup(real *s, const hs_real_config *cfg, hs_shards *sh) {
   int rc;
   if ((rc = hs_runtime_check_caps(cfg->policy, cfg->params, spec, HS_REAL_THREADS_CAPS, "threaded real", &c->diag)))
     return rc;
-  for (int i = 0; spec && i < spec->n_events; i++)
-    if (spec->events[i].kind == HS_EVENT_JOIN)
-      return hs_rt_core_fail(c, HS_EUNSUPPORTED, "%s:%d: a join event: workers joining mid-run are not supported in "
-                             "real mode yet", spec->path, spec->events[i].pos.line);
-  s->w = calloc((size_t)n, sizeof *s->w);
-  if (!s->w) return hs_rt_core_fail(&s->core, HS_ENOMEM, "out of memory for %d workers", n);
-  for (int i = 0; i < n; i++) {
+  s->n_all = spec ? hs_cluster_all_workers(spec) : n;
+  s->w = calloc((size_t)s->n_all, sizeof *s->w);
+  if (!s->w) return hs_rt_core_fail(&s->core, HS_ENOMEM, "out of memory for %d workers", s->n_all);
+  for (int i = 0; i < s->n_all; i++) {
     pthread_cond_init(&s->w[i].ln.cv, NULL);
     s->w[i].probe_t0 = s->w[i].probe_k = NAN;
+  }
+  /* The joiners' slots too: a lane keeps a pointer into the core's table across its waits. */
+  if ((rc = hs_rt_core_reserve(c, s->n_all))) return rc;
+  for (int i = 0; i < n; i++) {
     int r = hs_rt_core_add_worker(c, spec ? spec->workers[i].slowdown : 1.0, 1.0, cfg->lr, 0.0);
     if (r < 0) return r;
     c->w[r].active = 1;
   }
   hs_net_options no = hs_real_net_options(cfg->seed, cfg->timeout_s);
-  for (int i = 0; i < s->core.n; i++) {
+  for (int i = 0; i < s->n_all; i++) {
     rworker *x = &s->w[i];
     const char *dev = hs_real_worker_device(cfg, i);
     if ((rc = hs_net_open(&x->tw.net, dev, cfg->model, &no, &s->core.diag)) ||
-        (rc = hs_real_worker_prepare(&x->tw, cfg->global_batch, s->core.n, &s->core.diag)))
+        (rc = hs_real_worker_prepare(&x->tw, cfg->global_batch, n, &s->core.diag)))
       return rc;
     if (i == 0) s->P = hs_net_param_count(x->tw.net);
     x->host = malloc((size_t)s->P * sizeof *x->host);
@@ -832,17 +867,17 @@ static int setup(real *s, const hs_real_config *cfg, hs_shards *sh) {
   if (!s->srv_buf) return hs_rt_core_fail(&s->core, HS_ENOMEM, "out of memory for the parameter server's buffer");
   hs_touch_pages(s->srv_buf, (size_t)s->P * sizeof *s->srv_buf);
   if ((rc = hs_net_get_params(s->w[0].tw.net, s->gm.global, &s->core.diag))) return rc;
-  for (int i = 0; i < s->core.n; i++) memcpy(s->w[i].base, s->gm.global, (size_t)s->P * sizeof *s->gm.global);
+  for (int i = 0; i < s->n_all; i++) memcpy(s->w[i].base, s->gm.global, (size_t)s->P * sizeof *s->gm.global);
   if (cfg->test && (rc = hs_net_open(&s->eval_net, cfg->device, cfg->model, &no, &s->core.diag))) return rc;
   hs_rt_evals_init(&s->evals, s->eval_net, cfg->test, s->P, cfg->target_loss > 0 || cfg->target_accuracy > 0);
   if (!cfg->perf && (rc = probe_devices(s, sh))) return rc;
-  hs_real_comm_config cc = {.world = s->core.n + 1, .n = s->P, .timeout_s = cfg->timeout_s, .device = cfg->device};
+  hs_real_comm_config cc = {.world = s->n_all + 1, .n = s->P, .timeout_s = cfg->timeout_s, .device = cfg->device};
   if ((rc = cfg->comm->open(&s->comm, &cc, &s->core.diag))) return rc;
   return 0; /* the core schedules the cluster events and runs the policy's init (hs_rt_core_open) */
 }
 
 static void teardown(real *s) {
-  int n = s->core.n;
+  int n = s->n_all;
   hs_rt_core_close(&s->core); /* the policy's fini */
   /* The backend first: the local one's reduction stream reads and writes the nets' buffers, so
    * it drains (or, wedged, keeps them) before the nets free them. */
@@ -909,18 +944,20 @@ int hs_real_run(const hs_real_config *cfg, hs_real_result *res, hs_diag *d) {
   pthread_cond_init(&s->srv.cv, NULL);
   hs_shards *sh = NULL;
   int n = cfg->cluster ? cfg->cluster->n_workers : cfg->n_workers;
+  /* A shard for every worker the run will have, the joiners' included (setup). */
+  int n_all = cfg->cluster ? hs_cluster_all_workers(cfg->cluster) : n;
   int rc = hs_real_check(cfg, n, 1, &s->core.diag);
-  if (!rc) rc = hs_shards_open(&sh, hs_data_count(cfg->train), n, NULL, cfg->seed, &s->core.diag);
+  if (!rc) rc = hs_shards_open(&sh, hs_data_count(cfg->train), n_all, NULL, cfg->seed, &s->core.diag);
   if (!rc) rc = setup(s, cfg, sh);
   lane_arg *args = NULL;
   int started = 0;
-  if (!rc && !(args = calloc((size_t)s->core.n + 1, sizeof *args))) rc = hs_rt_core_fail(&s->core, HS_ENOMEM, "out of memory");
+  if (!rc && !(args = calloc((size_t)s->n_all + 1, sizeof *args))) rc = hs_rt_core_fail(&s->core, HS_ENOMEM, "out of memory");
   if (!rc) {
-    s->pin = hs_real_pins(cfg, s->core.n, &s->cpus);
+    s->pin = hs_real_pins(cfg, s->n_all, &s->cpus);
     s->t0 = mono();
-    for (int i = 0; i <= s->core.n && !rc; i++) {
+    for (int i = 0; i <= s->n_all && !rc; i++) {
       args[i] = (lane_arg){.s = s, .rank = i};
-      lane *l = i < s->core.n ? &s->w[i].ln : &s->srv;
+      lane *l = i < s->n_all ? &s->w[i].ln : &s->srv;
       if (pthread_create(&l->th, NULL, lane_main, &args[i])) rc = hs_rt_core_fail(&s->core, HS_ERUNTIME, "could not start thread %d", i);
       else l->started = 1, started++;
     }
@@ -936,8 +973,8 @@ int hs_real_run(const hs_real_config *cfg, hs_real_result *res, hs_diag *d) {
     pthread_mutex_lock(&s->mu);
     finish_run(s);
     pthread_mutex_unlock(&s->mu);
-    for (int i = 0; i <= s->core.n; i++) {
-      lane *l = i < s->core.n ? &s->w[i].ln : &s->srv;
+    for (int i = 0; i <= s->n_all; i++) {
+      lane *l = i < s->n_all ? &s->w[i].ln : &s->srv;
       if (l->started) pthread_join(l->th, NULL);
     }
   }

@@ -34,15 +34,19 @@
  * A gradient or model delta sent with a compressor goes through the compressor's real round
  * trip (pol_compress.h, one context per worker, as the simulator's proxy model), so what the
  * others or the server receive is what the compressor lets through; the bytes on the wire stay
- * fp32. Overlapped and hierarchical all-reduces and join events are refused
- * (HS_REAL_THREADS_CAPS; hs_runtime_check_caps before the run).
+ * fp32. Overlapped and hierarchical all-reduces are refused (HS_REAL_THREADS_CAPS;
+ * hs_runtime_check_caps before the run).
  *
  * Time: CLOCK_MONOTONIC, 0 at the start of the run. Heterogeneity on one machine is emulated
  * from the cluster file: a worker whose compute slowdown is s (its initial `slowdown`, then the
  * slowdown events at their times) measures the real compute time t of a step and then sleeps
  * (s - 1) * t, so the step lasts s * t, with s read when the step starts, exactly as the
  * simulator applies a slowdown. s < 1 cannot be emulated and counts as 1; comm_slowdown is
- * not emulated. `leave` events are honoured; `join` events are refused (HS_EUNSUPPORTED).
+ * not emulated. `leave` events are honoured. `join` events too: every worker the run will
+ * have (hs_cluster_all_workers) gets its net, buffers, shard of the training data and lane
+ * before the run (the data is sharded over all of them; without joins, as before), so a joiner
+ * costs no set-up inside the run; at its event it enters the core with the next number, takes
+ * the global model (as the simulator's joiner fetches it) and then joins the policy's groups.
  *
  * Contract: hs_real_run returns 0 when the run ended (result.status says how) or a negative
  * code when it could not start or failed (the diag says why; rows already handed to the sinks
@@ -65,7 +69,7 @@
 
 /* What the threaded runtime can do (pol_policy.h's HS_CAP_*): the CLI checks a run against it
  * with hs_runtime_check_caps (runtime/rt_core.h) before it stores anything. */
-#define HS_REAL_THREADS_CAPS (HS_CAP_COMPRESSION | HS_CAP_SUBSET | HS_CAP_LEAVE)
+#define HS_REAL_THREADS_CAPS (HS_CAP_COMPRESSION | HS_CAP_SUBSET | HS_CAP_LEAVE | HS_CAP_JOIN)
 
 typedef enum hs_real_status {
   HS_REAL_COMPLETE = 0,    /* a stop condition was reached */
@@ -88,7 +92,8 @@ typedef struct hs_real_config {
   int n_workers;                  /* used when cluster is NULL */
   const char *model;
   const char *device;             /* the nets' device: "cpu" */
-  /* Per worker (n workers entries; NULL = every worker on `device`): the local backend's way to
+  /* Per worker (an entry for each of hs_cluster_all_workers, joiners included; NULL = every
+   * worker on `device`): the local backend's way to
    * emulate a heterogeneous cluster on one GPU, partitions of different sizes
    * ("cuda:0/sm=16", "cuda:0/sm=48", ...; nn_cuda.h). The backend and the evaluation net use
    * `device`. */
@@ -119,7 +124,7 @@ typedef struct hs_real_config {
   void *eval_ctx;
   volatile sig_atomic_t *stop;    /* may be NULL */
   hs_real_pin pin;                /* HS_PIN_AUTO (0): see hs_real_pins */
-  /* Per worker (n workers entries; NULL, or a NULL entry: `perf`): the step model of a worker
+  /* Per worker (as worker_devices; NULL, or a NULL entry: `perf`): the step model of a worker
    * on a device of its own (worker_devices), so that a policy sees partitions of different
    * sizes as unequal (hs_real_plan_worker_perf). */
   const hs_perf_model *const *worker_perf;

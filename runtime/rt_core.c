@@ -168,14 +168,18 @@ void hs_rt_core_init(hs_rt_core *c, const hs_rt_driver *drv) {
   c->last_loss = c->last_acc = c->target_time = NAN;
 }
 
+int hs_rt_core_reserve(hs_rt_core *c, int n) {
+  if (n <= c->cap) return 0;
+  hs_rt_worker *w = realloc(c->w, (size_t)n * sizeof *w);
+  if (!w) return hs_rt_core_fail(c, HS_ENOMEM, "out of memory for %d workers", n);
+  c->w = w;
+  c->cap = n;
+  return 0;
+}
+
 int hs_rt_core_add_worker(hs_rt_core *c, double slowdown, double comm_slowdown, double lr, double t) {
-  if (c->n == c->cap) {
-    int nc = c->cap ? 2 * c->cap : 16;
-    hs_rt_worker *w = realloc(c->w, (size_t)nc * sizeof *w);
-    if (!w) return hs_rt_core_fail(c, HS_ENOMEM, "out of memory for %d workers", nc);
-    c->w = w;
-    c->cap = nc;
-  }
+  int rc;
+  if (c->n == c->cap && (rc = hs_rt_core_reserve(c, c->cap ? 2 * c->cap : 16))) return rc;
   hs_rt_worker *x = &c->w[c->n];
   memset(x, 0, sizeof *x);
   x->slowdown = slowdown;

@@ -171,6 +171,9 @@ void hs_rt_core_init(hs_rt_core *c, const hs_rt_driver *drv);
 /* Appends a worker slot (inactive until the driver marks it or hs_rt_core_joined): its index,
  * or HS_ENOMEM. */
 int hs_rt_core_add_worker(hs_rt_core *c, double slowdown, double comm_slowdown, double lr, double t);
+/* Room for n workers in all, so that adding up to n does not move the worker table (a driver
+ * whose threads keep pointers into it while workers join). 0 or HS_ENOMEM. */
+int hs_rt_core_reserve(hs_rt_core *c, int n);
 /* Allocates the policy's state, runs its init, and asks the driver to wake the core at every
  * cluster event; refuses join events when the driver has no join. */
 int hs_rt_core_open(hs_rt_core *c);

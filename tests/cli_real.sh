@@ -119,18 +119,25 @@ expect_exit local_without_gpu 2 "$H" real --policy ssgd "${common[@]}" --backend
 expect_exit no_stop 2 "$H" real --policy ssgd --model mlp --global-batch 8 --db "$T/r.db"
 expect_exit batch_below_workers 2 "$H" real --policy ssgd "${common[@]}" --global-batch 2
 expect_exit cluster_and_workers 2 "$H" real --policy ssgd "${common[@]}" --cluster slow.yaml
-# Events no real runtime can run are refused at the door: a join (before, a run stored as
-# failed), every worker leaving (before, a run stored as stalled), and in the multi-process
-# runtime without a server rank a leave of worker 0 (whose replica the run evaluates; until
-# 2026-11-29 any leave there, and before that after the run was stored).
+# Events a real runtime cannot run are refused at the door: every worker leaving (before, a run
+# stored as stalled), and in the multi-process runtime a join (the threads run them since
+# 2026-11-29; before, every real run refused them) and, without a server rank, a leave of
+# worker 0 (whose replica the run evaluates; until 2026-11-29 any leave there, and before that
+# after the run was stored).
 head -n -1 slow.yaml >ev.yaml # without its event
 { cat ev.yaml; echo '  - {at: 1s, join: {type: c, node: n0}}'; } >join.yaml
 { cat ev.yaml; echo '  - {at: 0.5s, leave: 0}'; echo '  - {at: 1s, leave: 1}'; } >allleave.yaml
 { cat ev.yaml; echo '  - {at: 1s, leave: 1}'; } >oneleave.yaml
 { cat ev.yaml; echo '  - {at: 1s, leave: 0}'; } >leave0.yaml
 ev=(--policy ssgd --model mlp --global-batch 32 --iterations 20 --train-samples 1000 --eval-samples 300 --db "$T/r.db")
-expect_exit join_refused 2 "$H" real "${ev[@]}" --cluster join.yaml
-check join_refused_says grep -q "join.yaml:10:5: a join event: workers joining mid-run are not supported in real mode yet" "$T/err"
+expect_exit ranks_join_refused 2 env RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=29500 \
+  "$H" real "${ev[@]}" --cluster join.yaml
+check ranks_join_refused_says grep -q "join.yaml:10:5: a join event: workers joining mid-run are not supported by the \
+multi-process runtime" "$T/err"
+{ cat ev.yaml; echo '  - {at: 0.5s, leave: 0}'; echo '  - {at: 0.6s, join: {type: c, node: n0}}'
+  echo '  - {at: 0.7s, leave: 1}'; echo '  - {at: 1s, leave: 2}'; } >allleave2.yaml
+expect_exit all_leave_joiner_refused 2 "$H" real "${ev[@]}" --cluster allleave2.yaml
+check all_leave_joiner_refused_says grep -q "allleave2.yaml:13:5: every one of the 3 workers leaves" "$T/err"
 expect_exit all_leave_refused 2 "$H" real "${ev[@]}" --cluster allleave.yaml
 check all_leave_refused_says grep -q "allleave.yaml:11:5: every one of the 2 workers leaves" "$T/err"
 expect_exit ranks_leave0_refused 2 env RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=29500 \
@@ -140,6 +147,39 @@ check ranks_leave0_refused_says grep -q "leave0.yaml:10:5: worker 0 leaves: with
 check bad_input_stores_nothing test "$(q "SELECT count(*) FROM run")" = "$before"
 # One worker leaving is honoured in the threaded runtime (the other trains on).
 expect_exit one_leave_runs 0 "$H" real "${ev[@]}" --cluster oneleave.yaml
+
+# Joins in the threaded runtime: worker 2 joins at 20 ms (ssgd: its first step starts after it,
+# on the model it took, and every all-reduce from then on has three workers), and under asp a
+# joiner that leaves again at 60 ms starts nothing after.
+events_cluster join3.yaml join3 2 "{at: 0.02s, join: {type: c, node: n0}}"
+expect_exit join_runs 0 "$H" real --policy ssgd --model mlp --global-batch 48 --iterations 400 --cluster join3.yaml \
+  --train-samples 1500 --eval-samples 300 --db "$T/j.db" --json
+jid=$(sed -n 's/.*"run_id": \([0-9]*\).*/\1/p' "$T/out")
+jq() { sqlite3 "$T/j.db" "$1"; }
+check join_complete test "$(jq "SELECT status FROM run WHERE id = ${jid:-0}")" = complete
+check join_worker_row test "$(jq "SELECT joined_at_s >= 0.02 AND steps > 0 AND device_type = 'c' AND node = 'n0'
+  FROM worker WHERE run_id = ${jid:-0} AND idx = 2")" = 1
+check join_first_step_after test "$(jq "SELECT min(start_s) >= (SELECT joined_at_s FROM worker WHERE run_id = ${jid:-0}
+  AND idx = 2) FROM step WHERE run_id = ${jid:-0} AND worker = 2")" = 1
+# From the round after its join every round has all three: ssgd splits the 48 samples 24 + 24
+# before and 16 + 16 + 16 after, so worker 0 computes as many steps of 16 as the joiner does (one
+# fewer or more: a step in flight at the end is not recorded), and every step of 24 before them.
+# (Its first step may compute on the model of the round the join fell in, as in the simulator.)
+check join_rounds_of_three test "$(jq "SELECT abs((SELECT count(*) FROM step WHERE run_id = ${jid:-0} AND worker = 0
+  AND batch = 16) - (SELECT count(*) FROM step WHERE run_id = ${jid:-0} AND worker = 2)) <= 1
+  AND (SELECT count(*) FROM step WHERE run_id = ${jid:-0} AND worker = 2 AND batch != 16) = 0
+  AND (SELECT max(step) FROM step WHERE run_id = ${jid:-0} AND worker = 0 AND batch = 24)
+    < (SELECT min(step) FROM step WHERE run_id = ${jid:-0} AND worker = 0 AND batch = 16)")" = 1
+check join_early_rounds_of_two test "$(jq "SELECT count(*) > 0 FROM step WHERE run_id = ${jid:-0} AND worker = 0
+  AND start_s < 0.02")" = 1
+events_cluster joinleave.yaml joinleave 2 "{at: 0.02s, join: {type: c, node: n0}}" "{at: 0.06s, leave: 2}"
+expect_exit join_leave_runs 0 "$H" real --policy asp --model mlp --global-batch 48 --iterations 600 \
+  --cluster joinleave.yaml --train-samples 1500 --eval-samples 300 --db "$T/j.db" --json
+jid=$(sed -n 's/.*"run_id": \([0-9]*\).*/\1/p' "$T/out")
+check join_leave_worker_row test "$(jq "SELECT joined_at_s >= 0.02 AND left_at_s >= 0.06 FROM worker
+  WHERE run_id = ${jid:-0} AND idx = 2")" = 1
+check join_leave_nothing_after test "$(jq "SELECT count(*) FROM step WHERE run_id = ${jid:-0} AND worker = 2
+  AND start_s > (SELECT left_at_s FROM worker WHERE run_id = ${jid:-0} AND idx = 2)")" = 0
 
 # An interrupted run is marked so and keeps its rows.
 "$H" real --policy ssgd --model mlp --global-batch 48 --iterations 100000000 --workers 2 \

@@ -275,6 +275,18 @@ expect_exit real_slow2 0 "$H" real --policy ssgd --model mlp --global-batch 32 -
 sid=$(sed -n 's/.*"run_id": \([0-9]*\).*/\1/p' "$T/out")
 expect_exit validate_slow2 0 "$H" validate "${sid:-0}" --db "$T/v.db" --json
 check validate_all_slowed_no_ratio grep -q '"compute_ratio": null' "$T/out"
+# A run in which a worker joins (the threads run joins since 2026-11-29): the simulation replays
+# the join, so its worker 2 too first computes after 20 ms, and the errors are numbers.
+events_cluster join.yaml join 2 "{at: 0.02s, join: {type: c, node: n0}}"
+expect_exit real_join 0 "$H" real --policy ssgd --model mlp --global-batch 48 --iterations 200 --cluster join.yaml \
+  --train-samples 1500 --eval-samples 300 --eval-every 10 --db "$T/v.db" --calib "$T/v.db" --json
+jid=$(sed -n 's/.*"run_id": \([0-9]*\).*/\1/p' "$T/out")
+expect_exit validate_join 0 "$H" validate "${jid:-0}" --db "$T/v.db" --json
+jsim=$(sed -n 's/.*"sim_run_id": \([0-9]*\).*/\1/p' "$T/out")
+check validate_join_errors python3 -c 'import json,math,sys; d=json.load(open(sys.argv[1]))
+assert all(math.isfinite(d[k]) for k in ("median_iter_error", "mean_iter_error", "total_time_error")), d' "$T/out"
+check validate_join_simulated test "$(q "SELECT min(start_s) >= 0.02 AND count(*) > 0 FROM step
+  WHERE run_id = ${jsim:-0} AND worker = 2")" = 1
 # A cluster file with per-model compute (a form for mlp, and a default): validate simulates
 # with the calibration, not with the file's numbers for mlp (the simulated run would otherwise
 # compute 1 s per step).

@@ -122,6 +122,19 @@ static void test_full_file(void) {
     ASSERT_EQ(e[5].worker, 2);
     ASSERT_REL(e[5].at, 500, 1e-12);
   }
+  /* Every worker the run has: six in the file, then the join's, numbered 6, of its type and
+   * node (as the runtimes number joiners). */
+  ASSERT_EQ(hs_cluster_all_workers(&s), 7);
+  int node = -1;
+  ASSERT_EQ(hs_cluster_worker_type(&s, 2, &node), 1);
+  ASSERT_EQ(node, 0);
+  ASSERT_EQ(hs_cluster_worker_type(&s, 5, &node), 1);
+  ASSERT_EQ(node, 1);
+  ASSERT_EQ(hs_cluster_worker_type(&s, 6, &node), 0);
+  ASSERT_EQ(node, 0);
+  ASSERT_EQ(hs_cluster_worker_type(&s, 0, NULL), 0);
+  ASSERT_EQ(hs_cluster_worker_type(&s, 7, &node), -1);
+  ASSERT_EQ(hs_cluster_worker_type(&s, -1, &node), -1);
   hs_cluster_spec_free(&s);
   ASSERT(s.types == NULL && s.text == NULL && s.n_workers == 0);
   hs_cluster_spec_free(&s); /* twice is harmless */
