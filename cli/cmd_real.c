@@ -298,10 +298,9 @@ static int open_data(const real_args *a, const hs_model_info *mi, hs_dataset **t
 }
 
 /* The events the real runtimes cannot run, refused before anything is stored (exit 2): in the
- * multi-process runtime a join (it has a process per worker from the start) and a leave of
- * worker 0 without a server rank (hs_real_rank_check_events), and in either a file in which
- * every worker, joiners included, leaves (the run would end with nobody left to train). 0, or
- * 1 after the message. */
+ * multi-process runtime a leave of worker 0 without a server rank (hs_real_rank_check_events),
+ * and in either a file in which every worker, joiners included, leaves (the run would end with
+ * nobody left to train). 0, or 1 after the message. */
 static int check_events(const hs_cluster_spec *spec, int multi, int server) {
   hs_diag d = {0};
   if (multi && hs_real_rank_check_events(spec, server, &d)) {
@@ -318,12 +317,7 @@ static int check_events(const hs_cluster_spec *spec, int multi, int server) {
   for (int i = 0; i < spec->n_events && !rc; i++) {
     const hs_event_spec *e = &spec->events[i];
     if (e->kind == HS_EVENT_SLOWDOWN) continue;
-    if (e->kind == HS_EVENT_JOIN && multi) {
-      fprintf(stderr, "hetsim real: %s:%d:%d: a join event: workers joining mid-run are not supported by the "
-              "multi-process runtime (a process per worker from the start); the threaded runtime runs them\n",
-              spec->path, e->pos.line, e->pos.col);
-      rc = 1;
-    } else if (e->kind == HS_EVENT_LEAVE && e->worker >= 0 && e->worker < all && !gone[e->worker]) {
+    if (e->kind == HS_EVENT_LEAVE && e->worker >= 0 && e->worker < all && !gone[e->worker]) {
       gone[e->worker] = 1;
       left++;
       last = i;
@@ -415,7 +409,8 @@ int hs_cmd_real(int argc, char **argv) {
   }
   int n_workers = have_spec ? spec.n_workers : (int)a.workers;
   int all_workers = have_spec ? hs_cluster_all_workers(&spec) : n_workers; /* the joiners too */
-  if ((rc = hs_real_plan_workers(&plan, n_workers, a.timeout, &d))) {
+  /* Under a launcher: a rank for every worker, the joiners' too. */
+  if ((rc = hs_real_plan_workers(&plan, all_workers, a.timeout, &d))) {
     local_failure(&plan, a.timeout, rc, "%s", d.msg);
     goto out;
   }

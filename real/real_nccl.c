@@ -129,8 +129,8 @@ int hs_real_launch_read(hs_real_launch *l, int expect_world, hs_diag *d) {
   if (!got_r || !got_w) return hs_diag_set(d, HS_EINVAL, "%s is set but %s is not", got_r ? rn : wn, got_r ? wn : rn);
   if (w < 1 || r >= w) return hs_diag_set(d, HS_EINVAL, "%s=%d is not below %s=%d", rn, r, wn, w);
   if (expect_world > 0 && w != expect_world)
-    return hs_diag_set(d, HS_EINVAL, "world-size mismatch: %s=%d but the run needs %d processes (one per worker, plus one "
-                       "with a server rank)",
+    return hs_diag_set(d, HS_EINVAL, "world-size mismatch: %s=%d but the run needs %d processes (one per worker, "
+                       "those that join later included, plus one with a server rank)",
                        wn, w, expect_world);
   l->rank = r;
   l->world = w;

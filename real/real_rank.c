@@ -33,7 +33,8 @@ enum {
   S_PUSH = 7, S_PULL = 8, S_APPLY = 9,                                            /* to the server */
   R_READY = 11, R_COMPUTE = 12, R_LOCAL = 13, R_ALLREDUCE = 14, R_ERROR = 15, R_PUSH = 16, R_PULL = 17,
   R_SERVER = 18,
-  C_BEAT = 10, R_BEAT = 19 /* heartbeats both ways: a rank silent for --timeout is taken for stopped */
+  C_BEAT = 10, R_BEAT = 19, /* heartbeats both ways: a rank silent for --timeout is taken for stopped */
+  C_GIVE = 20, R_GIVE = 21  /* worker 0 (no server rank): send its replica to `peer` (a sync) */
 };
 
 typedef struct cmsg {
@@ -42,7 +43,8 @@ typedef struct cmsg {
   int32_t compressor, pad;        /* C_PUSH, C_ALLREDUCE: compressor_id of hs_comm_opts' (0 none) */
   uint64_t tag, op;
   double lr, slowdown, dur, loss; /* READY: dur, loss = the probe's t0 and k; payload: the step
-                                     model of the rank's --calib, if any (hs_perf_model) */
+                                     model of the rank's --calib, if any (hs_perf_model);
+                                     R_ALLREDUCE: loss = the replica's digest */
   double weight;                  /* S_PUSH: hs_comm_opts.weight */
   double ratio;                   /* C_PUSH, C_ALLREDUCE: the compressor's setting */
 } cmsg;
@@ -117,7 +119,9 @@ typedef struct snap {
 typedef struct exec {
   const hs_real_config *cfg;
   const hs_real_launch *launch;   /* how this process was started */
-  int rank, worker, n, fd;        /* rank: in the comm; worker: whose shard (the server: 0's) */
+  int rank, worker, n, fd;        /* rank: in the comm; worker: whose shard (the server: 0's);
+                                     n: every worker of the run, joiners too (the shards) */
+  int n_start;                    /* the workers at the start (the equal share of the batch) */
   int probe;                      /* times its steps before the run (a worker's rank, no perf) */
   int server;                     /* the parameter-server rank: replica is the global model */
   float *base, *srv_buf;          /* worker: the model at its last sync; server: a transfer */
@@ -244,7 +248,7 @@ static int exec_stopped(void *ctx) {
 /* The pre-run fit of real_worker.h, on this rank's own device (every worker's rank times its
  * steps at once, as they will train); the data iterator then restarts on its worker's shard. */
 static int probe(exec *e, hs_diag *d) {
-  int rc = hs_real_worker_probe(&e->tw, e->cfg->train, e->cfg->global_batch / e->n, &e->probe_t0, &e->probe_k, d);
+  int rc = hs_real_worker_probe(&e->tw, e->cfg->train, e->cfg->global_batch / e->n_start, &e->probe_t0, &e->probe_k, d);
   if (rc) return rc;
   return hs_data_iter_init(&e->tw.it, e->cfg->train, e->sh, e->worker, 0, d);
 }
@@ -255,7 +259,7 @@ static int exec_setup(exec *e, hs_diag *d) {
   int rc;
   if ((rc = hs_shards_open(&e->sh, hs_data_count(cfg->train), e->n, NULL, cfg->seed, d)) ||
       (rc = hs_net_open(&e->tw.net, cfg->device, cfg->model, &no, d)) ||
-      (rc = hs_real_worker_prepare(&e->tw, cfg->global_batch, e->n, d)))
+      (rc = hs_real_worker_prepare(&e->tw, cfg->global_batch, e->n_start, d)))
     return rc;
   e->P = hs_net_param_count(e->tw.net);
   size_t bytes = (size_t)e->P * sizeof(float);
@@ -301,7 +305,18 @@ static int keep_snapshot(exec *e, uint64_t op, hs_diag *d) {
   return 0;
 }
 
-static int do_allreduce(exec *e, const cmd *c, double *dur, hs_diag *d) {
+/* A digest of the replica: 64 of its parameters, evenly spread, summed with weights. Replicas
+ * that took the same updates are equal bit for bit, and so are their digests; one that missed an
+ * update differs nearly everywhere. The all-reduce's report carries it, and the coordinator
+ * compares the participants' (handle): a check of the runtime's own bookkeeping that costs 64
+ * reads a round, not a pass over the model. */
+static double replica_digest(const exec *e) {
+  double h = 0;
+  for (int k = 0; k < 64; k++) h += (k + 1) * (double)e->gm.global[(int64_t)k * e->P / 64];
+  return h;
+}
+
+static int do_allreduce(exec *e, const cmd *c, double *dur, double *digest, hs_diag *d) {
   int n = c->m.n;
   if (n < 1 || (size_t)c->m.len != (size_t)n * (sizeof(double) + sizeof(int32_t)) || !c->payload)
     return hs_diag_set(d, HS_ERUNTIME, "all-reduce %llu: a malformed command", (unsigned long long)c->m.op);
@@ -329,6 +344,7 @@ static int do_allreduce(exec *e, const cmd *c, double *dur, hs_diag *d) {
   hs_runtime_model_allreduced(&e->gm, grad ? HS_COMM_GRAD : HS_COMM_MODEL, red, c->m.lr, NULL);
   if ((rc = hs_net_set_params(e->tw.net, e->gm.global, d))) return rc;
   if (c->m.snapshot && (rc = keep_snapshot(e, c->m.op, d))) return rc;
+  *digest = replica_digest(e);
   *dur = hs_real_mono() - t0;
   return 0;
 }
@@ -353,13 +369,15 @@ static int do_push(exec *e, const cmd *c, double *dur, hs_diag *d) {
   return rc;
 }
 
-/* Worker: takes the global model from the server. */
+/* Worker: takes the global model from rank 0: the server's, or (a sync, without a server rank)
+ * worker 0's replica, which then is its replica too. */
 static int do_pull(exec *e, const cmd *c, double *dur, hs_diag *d) {
   double t0 = hs_real_mono();
   int rc = e->cfg->comm->recv(e->comm, e->rank, 0, c->m.op, e->host, e->P, d);
   if (!rc) rc = hs_net_set_params(e->tw.net, e->host, d);
   if (rc) return rc;
   memcpy(e->base, e->host, (size_t)e->P * sizeof *e->base);
+  memcpy(e->gm.global, e->host, (size_t)e->P * sizeof *e->gm.global);
   *dur = hs_real_mono() - t0;
   return 0;
 }
@@ -412,13 +430,20 @@ static int execute(exec *e, const cmd *c, cmsg *rep, hs_diag *d) {
   }
   case C_ALLREDUCE:
     rep->kind = R_ALLREDUCE;
-    return do_allreduce(e, c, &rep->dur, d);
+    return do_allreduce(e, c, &rep->dur, &rep->loss, d); /* loss: the replica's digest */
   case C_PUSH:
     rep->kind = R_PUSH;
     return do_push(e, c, &rep->dur, d);
   case C_PULL:
     rep->kind = R_PULL;
     return do_pull(e, c, &rep->dur, d);
+  case C_GIVE: {
+    rep->kind = R_GIVE;
+    double t0 = hs_real_mono();
+    int rc = e->cfg->comm->send(e->comm, e->rank, c->m.peer, c->m.op, e->gm.global, e->P, d);
+    rep->dur = hs_real_mono() - t0;
+    return rc;
+  }
   default:
     return hs_diag_set(d, HS_ERUNTIME, "unknown command %d from rank 0", c->m.kind);
   }
@@ -506,8 +531,10 @@ static void exec_run(exec *e) {
   if (!lost) e->rc = 0;
 }
 
-/* rank: in the comm; off: 1 when rank 0 is the parameter server (worker w is then rank w + 1). */
-static int exec_init(exec *e, const hs_real_config *cfg, const hs_real_launch *l, int rank, int n, int off, int fd) {
+/* rank: in the comm; n: every worker of the run (n_start at the start, then the joiners); off: 1
+ * when rank 0 is the parameter server (worker w is then rank w + 1). */
+static int exec_init(exec *e, const hs_real_config *cfg, const hs_real_launch *l, int rank, int n, int n_start,
+                     int off, int fd) {
   memset(e, 0, sizeof *e);
   e->cfg = cfg;
   e->launch = l;
@@ -515,6 +542,7 @@ static int exec_init(exec *e, const hs_real_config *cfg, const hs_real_launch *l
   e->server = off && rank == 0;
   e->worker = e->server ? 0 : rank - off;
   e->n = n;
+  e->n_start = n_start;
   e->world = n + off;
   e->fd = fd;
   e->probe = !e->server && !cfg->perf;
@@ -584,11 +612,23 @@ typedef struct cworker {
   int has_perf;
   hs_perf_model perf;
   double probe_t0, probe_k;
+  /* Without a server rank: the iteration (seq) its replica holds once its queued commands
+   * have run. An all-reduce of seq S updates the replicas of S - 1 to S; a participant behind
+   * (a joiner whose all-reduces went on while it took the model) takes worker 0's replica
+   * after it (sync_from0), as the threads' participants take the global model. */
+  uint64_t rv;
+  uint64_t stale_op; /* the all-reduce after which it takes worker 0's replica (its digest differs) */
 } cworker;
+
+/* A cop's kind beyond hs_comm_kind's: a worker takes rank 0's model (sync_from0). */
+enum { OP_SYNC = 100 };
 
 typedef struct cop {
   uint64_t id, seq, tag;   /* seq: the iteration it makes (all-reduce, apply-mode push, apply) */
-  int kind;                /* hs_comm_kind */
+  int kind;                /* hs_comm_kind, or OP_SYNC */
+  int join;                /* OP_SYNC: the worker joins once it holds the model */
+  int digested;            /* all-reduce: digest holds the first up-to-date participant's */
+  double digest;
   int left;                /* reports still to come */
   int worker, ps_mode, got_server, got_worker;
   uint64_t version;        /* push: the worker's version at issue; pull: the version sent */
@@ -600,7 +640,10 @@ typedef struct cop {
 typedef struct crd {
   hs_rt_core core;         /* first member: the runtime core (the policy sees its hs_runtime) */
   const hs_real_config *cfg;
-  int n, off, world;       /* off: 1 when rank 0 is the parameter server; world = n + off */
+  int n, off, world;       /* off: 1 when rank 0 is the parameter server; world = n + off; n:
+                              every worker of the run, joiners too (the core has those that
+                              have joined) */
+  int n_start;             /* the workers at the start */
   int *fds;                /* fds[r]: the control socket of rank r (rank 0: the socket pair) */
   int srv_outstanding;     /* commands the server has not reported yet */
   double timeout;
@@ -645,7 +688,7 @@ static int send_srv(crd *s, cmsg *m) {
   return 0;
 }
 
-static cop *op_new(crd *s, hs_comm_kind kind, const hs_comm_opts *o, int left) {
+static cop *op_new(crd *s, int kind, const hs_comm_opts *o, int left) {
   cop *op = calloc(1, sizeof *op);
   if (!op) {
     cfail(s, HS_ENOMEM, "out of memory for a communication record");
@@ -696,6 +739,8 @@ static int unlisted_compressor(crd *s, const hs_comm_opts *o) {
   return cfail(s, HS_EUNSUPPORTED, "policy %s: compressor %s is not in hetsim's list (pol_compress.h): the ranks "
                "cannot name it to each other", s->cfg->policy->name, o->compressor->name);
 }
+
+static int sync_from0(crd *s, int w, int join);
 
 /* Every all-reduce has worker 0 among its participants (every active worker's, after a leave a
  * subset): rank 0's replica, which the run evaluates, is the global model, and the all-reduces
@@ -749,7 +794,56 @@ static int drv_allreduce(hs_rt_core *c, const int *ws, int n, const double *weig
     rc = send_cmd(s, ws[i], &m, pl);
   }
   free(pl);
+  /* A participant whose replica is behind (it missed all-reduces: a joiner) adds the update to
+   * another model than worker 0's: it takes worker 0's replica after this all-reduce. */
+  for (int i = 0; i < n && !rc; i++) {
+    if (s->w[ws[i]].rv != op->seq - 1) {
+      s->w[ws[i]].stale_op = op->id;
+      rc = sync_from0(s, ws[i], 0);
+    }
+    s->w[ws[i]].rv = op->seq;
+  }
   return rc;
+}
+
+/* Worker w takes rank 0's model: the server's (a pull the policy does not see), or, without a
+ * server rank, worker 0's replica (C_GIVE to worker 0, a pull to w), each command queued behind
+ * what the two ranks already have, so that w holds the model of every operation issued so far.
+ * join: w joins once it has it (sync_done). */
+static int sync_from0(crd *s, int w, int join) {
+  hs_comm_opts none = {0};
+  cop *op = op_new(s, OP_SYNC, &none, 2);
+  if (!op) return HS_ENOMEM;
+  op->worker = w;
+  op->join = join;
+  op->version = s->seq; /* without a server: worker 0's replica then (the server's is reported) */
+  int rc;
+  if (s->off) {
+    cmsg sm = {.kind = S_PULL, .op = op->id, .peer = w + s->off};
+    rc = send_srv(s, &sm);
+  } else {
+    cmsg gm = {.kind = C_GIVE, .op = op->id, .peer = w};
+    rc = send_cmd(s, 0, &gm, NULL);
+  }
+  cmsg m = {.kind = C_PULL, .op = op->id};
+  if (!rc) rc = send_cmd(s, w, &m, NULL);
+  if (!rc) s->w[w].rv = s->seq;
+  return rc;
+}
+
+/* A join event: the next worker of the numbering (its rank has waited since the start) enters
+ * the core, joining, at the global learning rate, and takes rank 0's model; it joins the
+ * policy's groups once it has it (sync_done), as the simulator's joiner does once it has
+ * fetched the model. */
+static int drv_join(hs_rt_core *c, const hs_event_spec *e) {
+  crd *s = R(c);
+  if (c->n >= s->n)
+    return cfail(s, HS_EINVAL, "%s:%d: a join event beyond the %d workers the launch has ranks for",
+                 s->cfg->cluster->path, e->pos.line, s->n);
+  int w = hs_rt_core_add_worker(c, 1.0, 1.0, c->global_lr, now_of(s));
+  if (w < 0) return w;
+  c->w[w].joining = 1;
+  return sync_from0(s, w, 1);
 }
 
 static int no_server(crd *s, const char *what) {
@@ -845,7 +939,7 @@ static const hs_rt_driver ranks_driver = {
     .predict = drv_predict,
     .set_lr = NULL, /* the core keeps the global learning rate (core.global_lr) */
     .slowdown = hs_rt_core_slowdown_compute_only,
-    .join = NULL, /* refused before the run (check_config) */
+    .join = drv_join,
     .caps = HS_REAL_RANKS_CAPS,
 };
 
@@ -885,6 +979,17 @@ static void pull_done(crd *s, const cop *op) {
   deliver(s, HS_OP_PULL, op->worker, op->start, 0, op->tag);
 }
 
+/* Both ends of a sync have reported: the worker holds rank 0's model (of version op->version),
+ * and a joiner joins (unless it left meanwhile). */
+static void sync_done(crd *s, const cop *op) {
+  int w = op->worker;
+  if (op->join) {
+    if (!s->core.w[w].joining) return;
+    if (settle(s, hs_rt_core_joined(&s->core, w, now_of(s)))) return;
+  }
+  s->core.w[w].version = op->version;
+}
+
 /* A report of the parameter server (rank 0's server thread). */
 static void handle_server(crd *s, const cmsg *m) {
   if (s->srv_outstanding < 1) {
@@ -913,6 +1018,10 @@ static void handle_server(crd *s, const cmsg *m) {
   } else if (op->kind == HS_OP_APPLY) {
     on_iteration(s, op);
     deliver(s, HS_OP_APPLY, -1, op->start, 0, op->tag);
+  } else if (op->kind == OP_SYNC) {
+    op->version = s->core.version;
+    op->got_server = 1;
+    if (op->got_worker) sync_done(s, op);
   }
   op_release(s, op);
 }
@@ -955,8 +1064,34 @@ static void handle(crd *s, int chan, const cmsg *m, const char *payload) {
     cfail(s, HS_ERUNTIME, "worker %d reported operation %llu, which is not in flight", w, (unsigned long long)m->op);
     return;
   }
+  if (op->kind == OP_SYNC) {
+    /* Worker 0 gave its replica, or the worker took it (its communication). */
+    if (m->kind == R_GIVE && w == 0 && !s->off) {
+      op->got_server = 1;
+    } else if (m->kind == R_PULL && w == op->worker) {
+      op->got_worker = 1;
+      hs_rt_core_record_comm(&s->core, w, m->dur, now);
+    } else {
+      cfail(s, HS_ERUNTIME, "worker %d (rank %d) sent an unexpected report (%d)", w, chan, m->kind);
+      return;
+    }
+    if (op->got_server && op->got_worker) sync_done(s, op);
+    op_release(s, op);
+    return;
+  }
   hs_rt_core_record_comm(&s->core, w, m->dur, now);
   if (m->kind == R_ALLREDUCE) {
+    /* The up-to-date participants' replicas must now be equal (replica_digest). */
+    if (s->w[w].stale_op != op->id) {
+      if (!op->digested) {
+        op->digest = m->loss;
+        op->digested = 1;
+      } else if (op->digest != m->loss && !(isnan(op->digest) && isnan(m->loss))) {
+        cfail(s, HS_ERUNTIME, "internal: after all-reduce %llu worker %d's replica differs from the other "
+              "participants' (the multi-process runtime lost an update)", (unsigned long long)op->id, w);
+        return;
+      }
+    }
     x->version = op->seq;
     if (op->left == 1) {
       on_iteration(s, op);
@@ -1147,16 +1282,17 @@ static int await_ready(crd *s) {
  * reported) counts as busy from its start; its record is opened for that and not written.
  * Returns the first error of a write; the result is filled either way. */
 static int fill_result(crd *s, hs_real_result *res, int write) {
-  res->n_workers = s->n;
-  res->workers = calloc((size_t)s->n, sizeof *res->workers);
+  int n = s->core.n; /* the workers that joined: not those whose join was still to come */
+  res->n_workers = n;
+  res->workers = calloc((size_t)n, sizeof *res->workers);
   int fitted = 0; /* a worker predicted by a fit (a rank without --calib) */
-  for (int i = 0; i < s->n; i++) fitted |= !s->w[i].has_perf;
-  if (fitted) res->fits = calloc((size_t)s->n, sizeof *res->fits);
+  for (int i = 0; i < n; i++) fitted |= !s->w[i].has_perf;
+  if (fitted) res->fits = calloc((size_t)n, sizeof *res->fits);
   if (!res->workers || (fitted && !res->fits)) return cfail(s, HS_ENOMEM, "out of memory");
-  for (int i = 0; res->fits && i < s->n; i++) res->fits[i] = (hs_real_fit){s->w[i].probe_t0, s->w[i].probe_k};
+  for (int i = 0; res->fits && i < n; i++) res->fits[i] = (hs_real_fit){s->w[i].probe_t0, s->w[i].probe_k};
   int64_t steps = 0;
   int rc = 0;
-  for (int i = 0; i < s->n; i++) {
+  for (int i = 0; i < n; i++) {
     hs_rt_worker *x = &s->core.w[i];
     if (write && !rc) rc = flush_record(s, i);
     if (x->computing && s->w[i].ahead == 0) {
@@ -1169,12 +1305,15 @@ static int fill_result(crd *s, hs_real_result *res, int write) {
   return rc;
 }
 
-static int check_config(const hs_real_config *cfg, const hs_real_launch *l, int n, hs_diag *d) {
-  int rc = hs_real_check(cfg, n, l->rank == 0, d); /* what the threads check too */
+/* n_start: the workers at the start; n: every worker, the joiners too (each has its rank). */
+static int check_config(const hs_real_config *cfg, const hs_real_launch *l, int n_start, int n, hs_diag *d) {
+  int rc = hs_real_check(cfg, n_start, l->rank == 0, d); /* what the threads check too */
   if (rc) return rc;
+  char joiners[64] = "";
+  if (n > n_start) snprintf(joiners, sizeof joiners, " (%d of them joining later)", n - n_start);
   if (l->world != n && l->world != n + 1)
-    return hs_diag_set(d, HS_EINVAL, "world-size mismatch: the launcher started %d processes but the run has %d workers "
-                       "(one process per worker, plus one for a parameter-server rank)", l->world, n);
+    return hs_diag_set(d, HS_EINVAL, "world-size mismatch: the launcher started %d processes but the run has %d workers%s "
+                       "(one process per worker, plus one for a parameter-server rank)", l->world, n, joiners);
   if (l->world > HS_RANK_MAX_WORLD) return hs_diag_set(d, HS_EINVAL, "%d ranks: at most %d", l->world, HS_RANK_MAX_WORLD);
   if ((rc = hs_real_rank_check_events(cfg->cluster, l->world == n + 1, d))) return rc;
   return hs_runtime_check_caps(cfg->policy, cfg->params, cfg->cluster, HS_REAL_RANKS_CAPS, "multi-process real", d);
@@ -1219,14 +1358,14 @@ int hs_real_rank_report(const hs_real_launch *l, double timeout_s, int code, con
   return rc ? -1 : 0;
 }
 
-static int run_leaf(const hs_real_config *cfg, const hs_real_launch *l, int n, hs_diag *d) {
+static int run_leaf(const hs_real_config *cfg, const hs_real_launch *l, int n, int n_start, hs_diag *d) {
   int fds[HS_RANK_MAX_WORLD];
   double timeout = hs_real_timeout(cfg->timeout_s);
   int rc = hs_rank_star_open("control channel", l->master_addr, l->master_port + 1, l->rank, l->world, timeout, NULL,
                              fds, d);
   if (rc) return rc;
   exec e;
-  if (exec_init(&e, cfg, l, l->rank, n, l->world - n, fds[0])) {
+  if (exec_init(&e, cfg, l, l->rank, n, n_start, l->world - n, fds[0])) {
     rc = hs_diag_set(d, HS_ERUNTIME, "rank %d: cannot start its control thread", l->rank);
   } else {
     exec_run(&e);
@@ -1255,11 +1394,12 @@ static int run_root(crd *s, const hs_real_launch *l, int *fds, int pair[2]) {
   s->fds = fds;
   s->w = calloc((size_t)s->n, sizeof *s->w);
   if (!s->w) return hs_diag_set(&c->diag, HS_ENOMEM, "out of memory for %d workers", s->n);
-  for (int i = 0; i < s->n; i++) {
-    s->w[i].probe_t0 = s->w[i].probe_k = NAN;
+  for (int i = 0; i < s->n; i++) s->w[i].probe_t0 = s->w[i].probe_k = NAN;
+  /* The joiners enter the core at their events (drv_join). */
+  for (int i = 0; i < s->n_start; i++) {
     int r = hs_rt_core_add_worker(c, cfg->cluster ? cfg->cluster->workers[i].slowdown : 1.0, 1.0, cfg->lr, 0.0);
     if (r < 0) return r;
-    c->w[r].active = 1; /* every worker stays active: join and leave events are refused (check_config) */
+    c->w[r].active = 1;
   }
   hs_net_options no = hs_real_net_options(cfg->seed, cfg->timeout_s);
   hs_net *probe_net = NULL;
@@ -1268,7 +1408,8 @@ static int run_root(crd *s, const hs_real_launch *l, int *fds, int pair[2]) {
   if (cfg->test) s->eval_net = probe_net;
   else hs_net_close(probe_net);
   hs_rt_evals_init(&s->evals, s->eval_net, cfg->test, s->P, cfg->target_loss > 0 || cfg->target_accuracy > 0);
-  if (exec_init(s->x0, cfg, l, 0, s->n, s->off, pair[1]) || pthread_create(&s->x0->th, NULL, exec_thread, s->x0))
+  if (exec_init(s->x0, cfg, l, 0, s->n, s->n_start, s->off, pair[1]) ||
+      pthread_create(&s->x0->th, NULL, exec_thread, s->x0))
     return hs_diag_set(&c->diag, HS_ERUNTIME, "cannot start rank 0's executor threads");
   s->x0->th_started = 1;
   s->t0 = hs_real_mono();
@@ -1290,10 +1431,11 @@ int hs_real_rank_pins(const hs_real_config *cfg, const hs_real_launch *l, int se
 
 int hs_real_rank_run(const hs_real_config *cfg, const hs_real_launch *l, hs_real_result *res, hs_diag *d) {
   memset(res, 0, sizeof *res);
-  int n = cfg->cluster ? cfg->cluster->n_workers : cfg->n_workers;
-  int rc = check_config(cfg, l, n, d);
+  int n_start = cfg->cluster ? cfg->cluster->n_workers : cfg->n_workers;
+  int n = cfg->cluster ? hs_cluster_all_workers(cfg->cluster) : n_start; /* a rank for each joiner too */
+  int rc = check_config(cfg, l, n_start, n, d);
   if (rc) return rc;
-  if (l->rank != 0) return run_leaf(cfg, l, n, d);
+  if (l->rank != 0) return run_leaf(cfg, l, n, n_start, d);
 
   crd *s = calloc(1, sizeof *s);
   exec *x0 = calloc(1, sizeof *x0);
@@ -1309,6 +1451,7 @@ int hs_real_rank_run(const hs_real_config *cfg, const hs_real_launch *l, hs_real
   hs_rt_core_init(&s->core, &ranks_driver);
   s->cfg = cfg;
   s->n = n;
+  s->n_start = n_start;
   s->world = l->world;
   s->off = l->world - n;
   s->x0 = x0;
@@ -1325,7 +1468,7 @@ int hs_real_rank_run(const hs_real_config *cfg, const hs_real_launch *l, hs_real
    * model, or worker 0's, as every all-reduce covers every worker). */
   int erc = hs_rt_evals_drain(&s->evals, &s->core, x0->th_started && !rc && !s->interrupted ? x0->gm.global : NULL);
   if (!rc) rc = erc;
-  int have_workers = s->w && s->core.n == n;
+  int have_workers = s->w && s->core.n >= n_start;
   res->status = s->stalled ? HS_REAL_STALLED : s->interrupted ? HS_REAL_INTERRUPTED : HS_REAL_COMPLETE;
   if ((!rc || s->core.iterations > 0) && have_workers) {
     int frc = fill_result(s, res, !rc);

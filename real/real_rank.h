@@ -39,10 +39,20 @@
  * Leave events: the core takes the worker out (rt_core.h); its rank idles to the end. Without a
  * server rank the policies' all-reduces then cover the workers left, worker 0 always among them.
  *
+ * Join events: the launch has a rank for every worker the run will have (the cluster file's and
+ * one per join, hs_cluster_all_workers; the data is sharded over all of them), and a joiner's
+ * rank waits, set up, from the start. At its event the worker enters the core with the next
+ * number and takes rank 0's model: the server's, or without a server rank worker 0's replica,
+ * which worker 0 sends after the commands it already has (C_GIVE). It joins the policy once it
+ * holds it. Without a server rank the replicas must agree for an all-reduce of gradients to
+ * leave them equal, so a participant whose replica missed all-reduces (a joiner whose
+ * all-reduces went on while it took the model) takes worker 0's replica again after the
+ * all-reduce it is in, as the threads' participants take the global model.
+ *
  * Refused (HS_EUNSUPPORTED): overlapped and hierarchical all-reduces (HS_REAL_RANKS_CAPS, by the
  * core's checks), all-reduces without worker 0, a leave of worker 0 without a server rank
  * (hs_real_rank_check_events), all-reduces with a server rank ("not supported yet"), pushes,
- * pulls and applies without one (start one process more, with --server-rank), join events.
+ * pulls and applies without one (start one process more, with --server-rank).
  *
  * Faults and bounds: a rank whose control connection closes (its process died) ends the run on
  * rank 0 with HS_ERUNTIME naming the rank; so does a worker with actions outstanding that
@@ -83,7 +93,7 @@
 /* What the multi-process runtime can do (pol_policy.h's HS_CAP_*): compression, all-reduces over
  * a subset of the workers (with worker 0 among them) and leave events; the CLI
  * checks a run against it with hs_runtime_check_caps (runtime/rt_core.h) before storing. */
-#define HS_REAL_RANKS_CAPS (HS_CAP_COMPRESSION | HS_CAP_SUBSET | HS_CAP_LEAVE)
+#define HS_REAL_RANKS_CAPS (HS_CAP_COMPRESSION | HS_CAP_SUBSET | HS_CAP_LEAVE | HS_CAP_JOIN)
 
 /* The events of a multi-process run's cluster file that the capabilities do not cover: without
  * a server rank (server 0), worker 0 may not leave (its rank's replica is the model the run

@@ -120,20 +120,20 @@ expect_exit no_stop 2 "$H" real --policy ssgd --model mlp --global-batch 8 --db 
 expect_exit batch_below_workers 2 "$H" real --policy ssgd "${common[@]}" --global-batch 2
 expect_exit cluster_and_workers 2 "$H" real --policy ssgd "${common[@]}" --cluster slow.yaml
 # Events a real runtime cannot run are refused at the door: every worker leaving (before, a run
-# stored as stalled), and in the multi-process runtime a join (the threads run them since
-# 2026-11-29; before, every real run refused them) and, without a server rank, a leave of
-# worker 0 (whose replica the run evaluates; until 2026-11-29 any leave there, and before that
-# after the run was stored).
+# stored as stalled), and in the multi-process runtime, without a server rank, a leave of worker
+# 0 (whose replica the run evaluates; until 2026-11-29 any leave there, and before that after
+# the run was stored). A join needs a rank of its own there: a launch without one is refused
+# (joins run in both runtimes since 2026-11-29; before, every real run refused them).
 head -n -1 slow.yaml >ev.yaml # without its event
 { cat ev.yaml; echo '  - {at: 1s, join: {type: c, node: n0}}'; } >join.yaml
 { cat ev.yaml; echo '  - {at: 0.5s, leave: 0}'; echo '  - {at: 1s, leave: 1}'; } >allleave.yaml
 { cat ev.yaml; echo '  - {at: 1s, leave: 1}'; } >oneleave.yaml
 { cat ev.yaml; echo '  - {at: 1s, leave: 0}'; } >leave0.yaml
 ev=(--policy ssgd --model mlp --global-batch 32 --iterations 20 --train-samples 1000 --eval-samples 300 --db "$T/r.db")
-expect_exit ranks_join_refused 2 env RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=29500 \
+expect_exit ranks_join_world 2 env RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=29500 \
   "$H" real "${ev[@]}" --cluster join.yaml
-check ranks_join_refused_says grep -q "join.yaml:10:5: a join event: workers joining mid-run are not supported by the \
-multi-process runtime" "$T/err"
+check ranks_join_world_says grep -q "WORLD_SIZE=2 but the run needs 3 processes (one per worker, those that join later \
+included" "$T/err"
 { cat ev.yaml; echo '  - {at: 0.5s, leave: 0}'; echo '  - {at: 0.6s, join: {type: c, node: n0}}'
   echo '  - {at: 0.7s, leave: 1}'; echo '  - {at: 1s, leave: 2}'; } >allleave2.yaml
 expect_exit all_leave_joiner_refused 2 "$H" real "${ev[@]}" --cluster allleave2.yaml

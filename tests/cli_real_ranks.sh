@@ -289,6 +289,34 @@ check leave0_refused_exit test "$(cat "$T/rc.0") $(cat "$T/rc.1") $(cat "$T/rc.2
 check leave0_refused_says grep -q "leave0.yaml:10:5: worker 0 leaves: without --server-rank" "$T/err.0"
 check leave0_refused_stores_nothing test "$(q "SELECT count(*) FROM run")" = "$runs"
 
+# --- join events -------------------------------------------------------------------------------
+# A joiner's rank is started with the others and waits; at its event the worker takes rank 0's
+# model (worker 0's replica, or the server's) and then joins. ssgd: from the round after its
+# join every round has all three (16 samples each instead of 24: worker 0 computes as many
+# steps of 16 as the joiner, give or take the step in flight at the end); asp with a server rank.
+events_cluster "$T/join.yaml" join 2 "{at: 0.02s, join: {type: c, node: n0}}"
+torchrun_like 3 --policy ssgd --cluster "$T/join.yaml" "${leave_job[@]}"
+check join_ssgd_exit test "$(cat "$T/rc.0") $(cat "$T/rc.1") $(cat "$T/rc.2")" = "0 0 0" ||
+  head -c 600 "$T/err.0" "$T/err.1" "$T/err.2"
+id=$(sed -n 's/.*"run_id": \([0-9]*\).*/\1/p' "$T/out.0")
+check join_ssgd_complete test "$(q "SELECT r.status || ' ' || s.iterations FROM run r JOIN summary s ON s.run_id = r.id
+    WHERE r.id = ${id:-0}")" = "complete 300"
+check join_ssgd_worker_row test "$(q "SELECT joined_at_s >= 0.02 AND steps > 0 FROM worker WHERE run_id = ${id:-0}
+    AND idx = 2")" = 1
+check join_ssgd_after test "$(q "SELECT min(start_s) >= 0.02 AND min(model_version) > 0 FROM step
+    WHERE run_id = ${id:-0} AND worker = 2")" = 1
+check join_ssgd_rounds_of_three test "$(q "SELECT abs((SELECT count(*) FROM step WHERE run_id = ${id:-0} AND worker = 0
+    AND batch = 16) - (SELECT count(*) FROM step WHERE run_id = ${id:-0} AND worker = 2)) <= 1
+    AND (SELECT max(step) FROM step WHERE run_id = ${id:-0} AND worker = 0 AND batch = 24)
+      < (SELECT min(step) FROM step WHERE run_id = ${id:-0} AND worker = 0 AND batch = 16)")" = 1
+check join_ssgd_loss_falls test "$(q "SELECT $(late_loss "${id:-0}") < 0.75 * ln(10)")" = 1
+torchrun_like 4 --policy asp --server-rank --cluster "$T/join.yaml" "${leave_job[@]}"
+check join_server_exit test "$(cat "$T/rc.0") $(cat "$T/rc.1") $(cat "$T/rc.2") $(cat "$T/rc.3")" = "0 0 0 0" ||
+  head -c 600 "$T/err.0" "$T/err.3"
+id=$(sed -n 's/.*"run_id": \([0-9]*\).*/\1/p' "$T/out.0")
+check join_server_worker_row test "$(q "SELECT w.joined_at_s >= 0.02 AND w.steps > 0 AND (SELECT min(start_s) FROM step
+    WHERE run_id = ${id:-0} AND worker = 2) >= 0.02 FROM worker w WHERE w.run_id = ${id:-0} AND w.idx = 2")" = 1
+
 # --- mpirun --------------------------------------------------------------------------------
 if command -v mpirun >/dev/null 2>&1; then
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
