@@ -314,16 +314,15 @@ static int check_events(const hs_cluster_spec *spec, int multi, int server) {
     return 1;
   }
   int rc = 0;
-  for (int i = 0; i < spec->n_events && !rc; i++) {
+  for (int i = 0; i < spec->n_events; i++) {
     const hs_event_spec *e = &spec->events[i];
-    if (e->kind == HS_EVENT_SLOWDOWN) continue;
     if (e->kind == HS_EVENT_LEAVE && e->worker >= 0 && e->worker < all && !gone[e->worker]) {
       gone[e->worker] = 1;
       left++;
       last = i;
     }
   }
-  if (!rc && all > 0 && left == all) {
+  if (all > 0 && left == all) {
     fprintf(stderr, "hetsim real: %s:%d:%d: every one of the %d workers leaves (the last here): the run would end with "
             "no worker to train; keep at least one\n", spec->path, spec->events[last].pos.line,
             spec->events[last].pos.col, all);
@@ -394,10 +393,11 @@ int hs_cmd_real(int argc, char **argv) {
   }
   a.device = plan.device;
   int multi = plan.multi;
+  int n_workers = have_spec ? spec.n_workers : (int)a.workers;
+  int all_workers = have_spec ? hs_cluster_all_workers(&spec) : n_workers; /* the joiners too */
   if (have_spec) {
     if (check_events(&spec, multi, a.server_rank)) goto out;
-    int all = hs_cluster_all_workers(&spec);
-    if (!(worker_devices = calloc((size_t)(all > 0 ? all : 1), sizeof *worker_devices))) {
+    if (!(worker_devices = calloc((size_t)(all_workers > 0 ? all_workers : 1), sizeof *worker_devices))) {
       fprintf(stderr, "hetsim real: out of memory\n");
       status = 1;
       goto out;
@@ -407,8 +407,6 @@ int hs_cmd_real(int argc, char **argv) {
       goto out;
     }
   }
-  int n_workers = have_spec ? spec.n_workers : (int)a.workers;
-  int all_workers = have_spec ? hs_cluster_all_workers(&spec) : n_workers; /* the joiners too */
   /* Under a launcher: a rank for every worker, the joiners' too. */
   if ((rc = hs_real_plan_workers(&plan, all_workers, a.timeout, &d))) {
     local_failure(&plan, a.timeout, rc, "%s", d.msg);

@@ -617,10 +617,11 @@ int hs_cmd_validate(int argc, char **argv) {
   double wake = 0;
   int have_wake = wake_time(perf_store, comm_dev, &wake) > 0 || wake_time(perf_store, r.opt.device_name, &wake) > 0;
   /* hetsim real runs every worker on this machine, whatever nodes the cluster file names (the
-   * runtimes emulate compute and comm slowdowns, not links between nodes; joins, the events
-   * that name a node, are refused before a real run): the simulation puts them all on the
-   * first node, whose link the calibrated ring becomes. */
+   * runtimes emulate compute and comm slowdowns, not links between nodes): the simulation puts
+   * them all, joiners too, on the first node, whose link the calibrated ring becomes. */
   for (int w = 0; w < spec.n_workers; w++) spec.workers[w].node = 0;
+  for (int i = 0; i < spec.n_events; i++)
+    if (spec.events[i].kind == HS_EVENT_JOIN) spec.events[i].node = 0;
   /* What a round costs beyond the bytes: the threads' hand-offs (the backend's count), or the
    * multi-process runtime's command messages and its ranks' hand-offs (real_rank.h). */
   double ar_msgs = tcp ? HS_REAL_RANK_OPS_PER_ALLREDUCE * HS_REAL_RANK_MESSAGES_PER_OP : 0;
