@@ -378,6 +378,24 @@ int hs_compress_roundtrip_flat(hs_compress_ctx *x, float *g, int64_t n, float *p
   if (!rc) memcpy(g, padded, (size_t)n * sizeof *g);
   return rc;
 }
+int hs_compress_slot_send(hs_compress_slot *s, const hs_compressor *c, double param, float *g, int64_t n,
+                          float *padded, uint64_t seed, uint64_t stream, hs_diag *d) {
+  if (s->cx && (s->c != c || s->param != param)) hs_compress_slot_close(s);
+  if (!s->cx) {
+    hs_block b = hs_compress_flat_block((double)n);
+    int rc = hs_compress_open(&s->cx, c, param, &b, 1, seed, stream, d);
+    if (rc) return rc;
+    s->c = c;
+    s->param = param;
+  }
+  return hs_compress_roundtrip_flat(s->cx, g, n, padded, d);
+}
+
+void hs_compress_slot_close(hs_compress_slot *s) {
+  hs_compress_close(s->cx);
+  *s = (hs_compress_slot){0};
+}
+
 const float *hs_compress_residual(const hs_compress_ctx *x) { return x->residual; }
 int64_t hs_compress_size(const hs_compress_ctx *x) { return x->n; }
 

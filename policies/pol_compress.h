@@ -101,6 +101,22 @@ int hs_compress_roundtrip(hs_compress_ctx *x, float *g, hs_diag *d);
  * round-tripped there, copied back. How the real runtimes, the proxy and the calibration send
  * an update through a compressor. */
 int hs_compress_roundtrip_flat(hs_compress_ctx *x, float *g, int64_t n, float *padded, hs_diag *d);
+
+/* A sender's compressor context across its sends of a vector of n floats as one flat block
+ * (the real runtimes' workers, the proxy's): opened at the first compressed send, and again,
+ * its error feedback starting over, when the compressor or its setting changes. Zeroed = none
+ * open. */
+typedef struct hs_compress_slot {
+  hs_compress_ctx *cx;
+  const hs_compressor *c;
+  double param;
+} hs_compress_slot;
+/* g (n floats) through c at param in place with the slot's context (opened on
+ * hs_compress_flat_block(n) with the random stream (seed, stream)): hs_compress_roundtrip_flat,
+ * padded holding the block's rows * cols floats. */
+int hs_compress_slot_send(hs_compress_slot *s, const hs_compressor *c, double param, float *g, int64_t n,
+                          float *padded, uint64_t seed, uint64_t stream, hs_diag *d);
+void hs_compress_slot_close(hs_compress_slot *s);
 /* The error-feedback residual (NULL for qsgd, which is unbiased and keeps none). */
 const float *hs_compress_residual(const hs_compress_ctx *x);
 int64_t hs_compress_size(const hs_compress_ctx *x); /* floats */

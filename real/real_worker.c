@@ -102,17 +102,7 @@ int hs_real_worker_compress(hs_real_worker *w, const hs_compressor *c, double ra
   hs_block b = hs_compress_flat_block((double)n);
   if (!w->cbuf && !(w->cbuf = calloc((size_t)(b.rows * b.cols), sizeof *w->cbuf)))
     return hs_diag_set(d, HS_ENOMEM, "out of memory for the compressor's buffer");
-  if (w->cx && (w->cx_c != c || w->cx_param != ratio)) {
-    hs_compress_close(w->cx);
-    w->cx = NULL;
-  }
-  if (!w->cx) {
-    int rc = hs_compressor_check(c, ratio, d);
-    if (rc || (rc = hs_compress_open(&w->cx, c, ratio, &b, 1, seed, (uint64_t)worker, d))) return rc;
-    w->cx_c = c;
-    w->cx_param = ratio;
-  }
-  return hs_compress_roundtrip_flat(w->cx, g, n, w->cbuf, d);
+  return hs_compress_slot_send(&w->cs, c, ratio, g, n, w->cbuf, seed, (uint64_t)worker, d);
 }
 
 int hs_real_worker_compress_grads(hs_real_worker *w, int device_buffers, float *host, const hs_compressor *c,
@@ -125,9 +115,8 @@ int hs_real_worker_compress_grads(hs_real_worker *w, int device_buffers, float *
 }
 
 void hs_real_worker_free(hs_real_worker *w) {
-  if (w->cx) hs_compress_close(w->cx);
+  hs_compress_slot_close(&w->cs);
   free(w->cbuf);
-  w->cx = NULL;
   w->cbuf = NULL;
   free(w->x);
   free(w->y);

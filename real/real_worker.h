@@ -23,11 +23,8 @@ typedef struct hs_real_worker {
   float *x;           /* input batch buffer */
   int32_t *y;
   int cap;            /* samples the buffers hold */
-  /* The compressor state of what it sends (error feedback persists across sends), opened at
-   * the first compressed send and again when the compressor or its ratio changes. */
-  hs_compress_ctx *cx;
-  const hs_compressor *cx_c;
-  double cx_param;
+  /* The compressor state of what it sends (error feedback persists across sends). */
+  hs_compress_slot cs;
   float *cbuf;        /* a vector padded to the compressor's matrix view */
   int prepared;       /* the batch the net was last prepared for (hs_real_worker_ready); 0 none */
 } hs_real_worker;

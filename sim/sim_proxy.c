@@ -66,9 +66,7 @@ typedef struct p_worker {
   int last_batch;
   double lr;
   hs_data_iter it;
-  hs_compress_ctx *cx;        /* the compressor state of its sent updates */
-  const hs_compressor *cx_c;
-  double cx_param;
+  hs_compress_slot cs;        /* the compressor state of its sent updates */
 } p_worker;
 
 typedef struct p_op {
@@ -223,19 +221,7 @@ static int compress(proxy *p, int w, const hs_conv_op *op, float *g, hs_diag *d)
     if (!(p->cbuf = calloc((size_t)(b.rows * b.cols), sizeof(float))))
       return hs_diag_set(d, HS_ENOMEM, "proxy convergence: out of memory");
   }
-  if (x->cx && (x->cx_c != op->compressor || x->cx_param != op->ratio)) {
-    hs_compress_close(x->cx);
-    x->cx = NULL;
-  }
-  if (!x->cx) {
-    int rc = hs_compressor_check(op->compressor, op->ratio, d);
-    hs_block b = hs_compress_flat_block((double)p->P);
-    if (rc || (rc = hs_compress_open(&x->cx, op->compressor, op->ratio, &b, 1, p->seed, (uint64_t)w, d)))
-      return rc;
-    x->cx_c = op->compressor;
-    x->cx_param = op->ratio;
-  }
-  return hs_compress_roundtrip_flat(x->cx, g, p->P, p->cbuf, d);
+  return hs_compress_slot_send(&x->cs, op->compressor, op->ratio, g, p->P, p->cbuf, p->seed, (uint64_t)w, d);
 }
 
 /* --- the table ---------------------------------------------------------------------------- */
@@ -284,7 +270,7 @@ static void p_fini(void *st) {
     free(p->w[i].x);
     free(p->w[i].g);
     free(p->w[i].base);
-    hs_compress_close(p->w[i].cx);
+    hs_compress_slot_close(&p->w[i].cs);
   }
   free(p->w);
   for (int64_t i = 0; i < p->cap_ops; i++) {
