@@ -416,10 +416,10 @@ int hs_cmd_real(int argc, char **argv) {
     fprintf(stderr, "hetsim real: --global-batch %lld is smaller than the %d workers\n", (long long)a.global_batch, n_workers);
     goto out;
   }
-  if (a.train_samples > 0 && a.train_samples < all_workers) {
-    /* Each worker, a joiner too, trains on its own shard of the samples: none may be empty. */
+  if (a.train_samples > 0 && a.train_samples < n_workers) {
+    /* Each worker trains on its own shard of the samples (a joiner shares one): none may be empty. */
     fprintf(stderr, "hetsim real: --train-samples %lld is fewer than the %d workers: every worker needs a "
-            "shard of at least one sample\n", (long long)a.train_samples, all_workers);
+            "shard of at least one sample\n", (long long)a.train_samples, n_workers);
     goto out;
   }
   const hs_model_info *mi = hs_zoo_find(a.model);

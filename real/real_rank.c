@@ -119,9 +119,10 @@ typedef struct snap {
 typedef struct exec {
   const hs_real_config *cfg;
   const hs_real_launch *launch;   /* how this process was started */
-  int rank, worker, n, fd;        /* rank: in the comm; worker: whose shard (the server: 0's);
-                                     n: every worker of the run, joiners too (the shards) */
-  int n_start;                    /* the workers at the start (the equal share of the batch) */
+  int rank, worker, n, fd;        /* rank: in the comm; worker: its index (the server: 0);
+                                     n: every worker of the run, joiners too */
+  int n_start;                    /* the workers at the start: the shards (worker w reads shard
+                                     w mod n_start), the equal share of the batch */
   int probe;                      /* times its steps before the run (a worker's rank, no perf) */
   int server;                     /* the parameter-server rank: replica is the global model */
   float *base, *srv_buf;          /* worker: the model at its last sync; server: a transfer */
@@ -250,14 +251,14 @@ static int exec_stopped(void *ctx) {
 static int probe(exec *e, hs_diag *d) {
   int rc = hs_real_worker_probe(&e->tw, e->cfg->train, e->cfg->global_batch / e->n_start, &e->probe_t0, &e->probe_k, d);
   if (rc) return rc;
-  return hs_data_iter_init(&e->tw.it, e->cfg->train, e->sh, e->worker, 0, d);
+  return hs_data_iter_init(&e->tw.it, e->cfg->train, e->sh, e->worker % e->n_start, 0, d);
 }
 
 static int exec_setup(exec *e, hs_diag *d) {
   const hs_real_config *cfg = e->cfg;
   hs_net_options no = hs_real_net_options(cfg->seed, cfg->timeout_s);
   int rc;
-  if ((rc = hs_shards_open(&e->sh, hs_data_count(cfg->train), e->n, NULL, cfg->seed, d)) ||
+  if ((rc = hs_shards_open(&e->sh, hs_data_count(cfg->train), e->n_start, NULL, cfg->seed, d)) ||
       (rc = hs_net_open(&e->tw.net, cfg->device, cfg->model, &no, d)) ||
       (rc = hs_real_worker_prepare(&e->tw, cfg->global_batch, e->n_start, d)))
     return rc;
@@ -272,7 +273,7 @@ static int exec_setup(exec *e, hs_diag *d) {
   hs_touch_pages(e->host, bytes); /* the base: by the copy below */
   if (e->server) hs_touch_pages(e->srv_buf, bytes);
   if ((rc = hs_net_get_params(e->tw.net, e->gm.global, d)) ||
-      (rc = hs_data_iter_init(&e->tw.it, cfg->train, e->sh, e->worker, 0, d)))
+      (rc = hs_data_iter_init(&e->tw.it, cfg->train, e->sh, e->worker % e->n_start, 0, d)))
     return rc;
   memcpy(e->base, e->gm.global, bytes);
   hs_real_comm_config cc = {.world = e->world, .n = e->P, .timeout_s = e->timeout, .device = cfg->device,
@@ -837,13 +838,8 @@ static int sync_from0(crd *s, int w, int join) {
  * fetched the model. */
 static int drv_join(hs_rt_core *c, const hs_event_spec *e) {
   crd *s = R(c);
-  if (c->n >= s->n)
-    return cfail(s, HS_EINVAL, "%s:%d: a join event beyond the %d workers the launch has ranks for",
-                 s->cfg->cluster->path, e->pos.line, s->n);
-  int w = hs_rt_core_add_worker(c, 1.0, 1.0, c->global_lr, now_of(s));
-  if (w < 0) return w;
-  c->w[w].joining = 1;
-  return sync_from0(s, w, 1);
+  int w = hs_rt_core_add_joiner(c, e, s->n);
+  return w < 0 ? w : sync_from0(s, w, 1);
 }
 
 static int no_server(crd *s, const char *what) {

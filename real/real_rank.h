@@ -40,8 +40,8 @@
  * server rank the policies' all-reduces then cover the workers left, worker 0 always among them.
  *
  * Join events: the launch has a rank for every worker the run will have (the cluster file's and
- * one per join, hs_cluster_all_workers; the data is sharded over all of them), and a joiner's
- * rank waits, set up, from the start. At its event the worker enters the core with the next
+ * one per join, hs_cluster_all_workers; a joiner w reads shard w mod N of the N workers at the
+ * start, as in the threads), and a joiner's rank waits, set up, from the start. At its event the worker enters the core with the next
  * number and takes rank 0's model: the server's, or without a server rank worker 0's replica,
  * which worker 0 sends after the commands it already has (C_GIVE). It joins the policy once it
  * holds it. Without a server rank the replicas must agree for an all-reduce of gradients to

@@ -103,9 +103,11 @@ typedef struct real {
   hs_real_comm *comm;
   int64_t P;               /* parameters */
   /* Every worker the run will have: the cluster file's and one per join event, numbered as
-   * the core numbers them (hs_cluster_all_workers). Their nets, buffers, shards and lanes are
-   * made before the run; a joiner's enters the core at its event. The server's rank is n_all. */
-  int n_all;
+   * the core numbers them (hs_cluster_all_workers). Their nets, buffers, data iterators and
+   * lanes are made before the run; a joiner's enters the core at its event. The server's rank
+   * is n_all. The data is sharded over the n_start workers at the start, and worker w reads
+   * shard w mod n_start (a joiner shares a shard, as the simulator's proxy's joiners do). */
+  int n_all, n_start;
   rworker *w;              /* beside the core's worker table, n_all of them */
   lane srv;
   float *srv_buf;
@@ -305,13 +307,8 @@ static int drv_apply(hs_rt_core *c, const hs_comm_opts *o) {
  * run (setup). */
 static int drv_join(hs_rt_core *c, const hs_event_spec *e) {
   real *s = R(c);
-  if (c->n >= s->n_all)
-    return hs_rt_core_fail(c, HS_EINVAL, "%s:%d: a join event beyond the %d workers the run was set up for",
-                           s->cfg->cluster->path, e->pos.line, s->n_all);
-  int w = hs_rt_core_add_worker(c, 1.0, 1.0, c->global_lr, now_of(s));
-  if (w < 0) return w;
-  c->w[w].joining = 1;
-  return enqueue(s, &s->w[w].ln, IT_JOIN, 0, 0, NULL);
+  int w = hs_rt_core_add_joiner(c, e, s->n_all);
+  return w < 0 ? w : enqueue(s, &s->w[w].ln, IT_JOIN, 0, 0, NULL);
 }
 
 /* Timers and cluster events wait in the runtime's heap; the watcher fires them. */
@@ -815,9 +812,9 @@ static int probe_devices(real *s, const hs_shards *sh) {
       x->probe_k = s->w[first].probe_k;
       continue;
     }
-    int rc = hs_real_worker_probe(&x->tw, cfg->train, cfg->global_batch / s->core.n, &x->probe_t0, &x->probe_k,
+    int rc = hs_real_worker_probe(&x->tw, cfg->train, cfg->global_batch / s->n_start, &x->probe_t0, &x->probe_k,
                                   &s->core.diag);
-    if (rc || (rc = hs_data_iter_init(&x->tw.it, cfg->train, sh, i, 0, &s->core.diag))) return rc;
+    if (rc || (rc = hs_data_iter_init(&x->tw.it, cfg->train, sh, i % s->n_start, 0, &s->core.diag))) return rc;
   }
   return 0;
 }
@@ -834,6 +831,7 @@ static int setup(real *s, const hs_real_config *cfg, hs_shards *sh) {
   int rc;
   if ((rc = hs_runtime_check_caps(cfg->policy, cfg->params, spec, HS_REAL_THREADS_CAPS, "threaded real", &c->diag)))
     return rc;
+  s->n_start = n;
   s->n_all = spec ? hs_cluster_all_workers(spec) : n;
   s->w = calloc((size_t)s->n_all, sizeof *s->w);
   if (!s->w) return hs_rt_core_fail(&s->core, HS_ENOMEM, "out of memory for %d workers", s->n_all);
@@ -860,7 +858,7 @@ static int setup(real *s, const hs_real_config *cfg, hs_shards *sh) {
     x->base = malloc((size_t)s->P * sizeof *x->base);
     if (!x->host || !x->base) return hs_rt_core_fail(&s->core, HS_ENOMEM, "out of memory for worker %d's buffers", i);
     hs_touch_pages(x->host, (size_t)s->P * sizeof *x->host); /* the base: by the copy below */
-    if ((rc = hs_data_iter_init(&x->tw.it, cfg->train, sh, i, 0, &s->core.diag))) return rc;
+    if ((rc = hs_data_iter_init(&x->tw.it, cfg->train, sh, i % n, 0, &s->core.diag))) return rc;
   }
   if ((rc = hs_runtime_model_open(&s->gm, s->P, &s->core.diag))) return rc;
   s->srv_buf = malloc((size_t)s->P * sizeof *s->srv_buf);
@@ -944,10 +942,8 @@ int hs_real_run(const hs_real_config *cfg, hs_real_result *res, hs_diag *d) {
   pthread_cond_init(&s->srv.cv, NULL);
   hs_shards *sh = NULL;
   int n = cfg->cluster ? cfg->cluster->n_workers : cfg->n_workers;
-  /* A shard for every worker the run will have, the joiners' included (setup). */
-  int n_all = cfg->cluster ? hs_cluster_all_workers(cfg->cluster) : n;
   int rc = hs_real_check(cfg, n, 1, &s->core.diag);
-  if (!rc) rc = hs_shards_open(&sh, hs_data_count(cfg->train), n_all, NULL, cfg->seed, &s->core.diag);
+  if (!rc) rc = hs_shards_open(&sh, hs_data_count(cfg->train), n, NULL, cfg->seed, &s->core.diag);
   if (!rc) rc = setup(s, cfg, sh);
   lane_arg *args = NULL;
   int started = 0;

@@ -43,10 +43,11 @@
  * (s - 1) * t, so the step lasts s * t, with s read when the step starts, exactly as the
  * simulator applies a slowdown. s < 1 cannot be emulated and counts as 1; comm_slowdown is
  * not emulated. `leave` events are honoured. `join` events too: every worker the run will
- * have (hs_cluster_all_workers) gets its net, buffers, shard of the training data and lane
- * before the run (the data is sharded over all of them; without joins, as before), so a joiner
- * costs no set-up inside the run; at its event it enters the core with the next number, takes
- * the global model (as the simulator's joiner fetches it) and then joins the policy's groups.
+ * have (hs_cluster_all_workers) gets its net, buffers, data iterator and lane before the run,
+ * so a joiner costs no set-up inside the run; at its event it enters the core with the next
+ * number, takes the global model (as the simulator's joiner fetches it) and then joins the
+ * policy's groups. The data is sharded over the workers at the start; a joiner w reads shard
+ * w mod N of them, as the simulator's proxy convergence model's joiners do.
  *
  * Contract: hs_real_run returns 0 when the run ended (result.status says how) or a negative
  * code when it could not start or failed (the diag says why; rows already handed to the sinks

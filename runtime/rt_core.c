@@ -177,6 +177,15 @@ int hs_rt_core_reserve(hs_rt_core *c, int n) {
   return 0;
 }
 
+int hs_rt_core_add_joiner(hs_rt_core *c, const hs_event_spec *e, int room) {
+  if (c->n >= room)
+    return hs_rt_core_fail(c, HS_EINVAL, "%s:%d: a join event beyond the %d workers the run was set up for",
+                           c->cluster ? c->cluster->path : "cluster", e->pos.line, room);
+  int w = hs_rt_core_add_worker(c, 1.0, 1.0, c->global_lr, now_of(c));
+  if (w >= 0) c->w[w].joining = 1;
+  return w;
+}
+
 int hs_rt_core_add_worker(hs_rt_core *c, double slowdown, double comm_slowdown, double lr, double t) {
   int rc;
   if (c->n == c->cap && (rc = hs_rt_core_reserve(c, c->cap ? 2 * c->cap : 16))) return rc;

@@ -174,6 +174,11 @@ int hs_rt_core_add_worker(hs_rt_core *c, double slowdown, double comm_slowdown, 
 /* Room for n workers in all, so that adding up to n does not move the worker table (a driver
  * whose threads keep pointers into it while workers join). 0 or HS_ENOMEM. */
 int hs_rt_core_reserve(hs_rt_core *c, int n);
+/* For a driver that set up `room` workers before the run, the joiners' included (the real
+ * runtimes): the worker of join event e enters the table with the next number, joining (not
+ * active until hs_rt_core_joined), at the global learning rate. Its index, or a failure
+ * (HS_EINVAL naming the event when there is no room left). */
+int hs_rt_core_add_joiner(hs_rt_core *c, const hs_event_spec *e, int room);
 /* Allocates the policy's state, runs its init, and asks the driver to wake the core at every
  * cluster event; refuses join events when the driver has no join. */
 int hs_rt_core_open(hs_rt_core *c);

@@ -188,6 +188,14 @@ YAML
   for e in "$@"; do echo "  - $e" >>"$f"; done
 }
 
+# took_the_model RUN: 1 when worker 2 of RUN, a joiner, first computed on a model at least as new
+# as every all-reduce that worker 0 saw end before the join.
+took_the_model() {
+  q "SELECT (SELECT min(model_version) FROM step WHERE run_id = $1 AND worker = 2) >= coalesce((SELECT 1 +
+     max(model_version) FROM step WHERE run_id = $1 AND worker = 0 AND comm_end_s < (SELECT joined_at_s FROM worker
+     WHERE run_id = $1 AND idx = 2)), 0)"
+}
+
 # late_loss RUN: an SQL expression, the upper median of RUN's evaluated losses in the second half
 # of its steps. Where training ends is checked on it rather than on the last evaluation: an
 # asynchronous policy's evaluations jump with the timing of real threads (asp once ended at

@@ -159,6 +159,7 @@ jq() { sqlite3 "$T/j.db" "$1"; }
 check join_complete test "$(jq "SELECT status FROM run WHERE id = ${jid:-0}")" = complete
 check join_worker_row test "$(jq "SELECT joined_at_s >= 0.02 AND steps > 0 AND device_type = 'c' AND node = 'n0'
   FROM worker WHERE run_id = ${jid:-0} AND idx = 2")" = 1
+check join_took_the_model test "$(DB="$T/j.db" took_the_model "${jid:-0}")" = 1
 check join_first_step_after test "$(jq "SELECT min(start_s) >= (SELECT joined_at_s FROM worker WHERE run_id = ${jid:-0}
   AND idx = 2) FROM step WHERE run_id = ${jid:-0} AND worker = 2")" = 1
 # From the round after its join every round has all three: ssgd splits the 48 samples 24 + 24

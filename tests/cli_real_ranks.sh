@@ -303,8 +303,9 @@ check join_ssgd_complete test "$(q "SELECT r.status || ' ' || s.iterations FROM 
     WHERE r.id = ${id:-0}")" = "complete 300"
 check join_ssgd_worker_row test "$(q "SELECT joined_at_s >= 0.02 AND steps > 0 FROM worker WHERE run_id = ${id:-0}
     AND idx = 2")" = 1
-check join_ssgd_after test "$(q "SELECT min(start_s) >= 0.02 AND min(model_version) > 0 FROM step
-    WHERE run_id = ${id:-0} AND worker = 2")" = 1
+check join_ssgd_after test "$(q "SELECT min(start_s) >= 0.02 FROM step WHERE run_id = ${id:-0} AND worker = 2")" = 1
+# It took the model of every all-reduce that ended before its join (worker 0's replica).
+check join_ssgd_took_the_model test "$(took_the_model "${id:-0}")" = 1
 check join_ssgd_rounds_of_three test "$(q "SELECT abs((SELECT count(*) FROM step WHERE run_id = ${id:-0} AND worker = 0
     AND batch = 16) - (SELECT count(*) FROM step WHERE run_id = ${id:-0} AND worker = 2)) <= 1
     AND (SELECT max(step) FROM step WHERE run_id = ${id:-0} AND worker = 0 AND batch = 24)
