@@ -126,13 +126,16 @@ if ran agreement; then
 fi
 
 # nccl: rank 0 completes one run of two workers and stores it; rank 1 prints nothing (both ended
-# with status 0: the step is ok above). Then the same step under NCCL 2.28: one rank.
+# with status 0: the step is ok above); then a run of three ranks whose third worker joins, and
+# steps. Then the same step under NCCL 2.28: one rank.
 if ran nccl; then
   check nccl_rank0_complete python3 -c 'import json, sys; assert json.load(open(sys.argv[1]))["status"] == "complete"' \
     "$R/nccl-rank0.json"
   check nccl_rank1_quiet test ! -s "$R/nccl-rank1.json"
   check nccl_run_stored test "$(val "$R/nccl.db" "SELECT s.workers || ' ' || r.status || ' ' || json_extract(r.options, '$.backend') FROM run r
-    JOIN summary s ON s.run_id = r.id WHERE r.kind = 'real'")" = "2 complete nccl"
+    JOIN summary s ON s.run_id = r.id WHERE r.kind = 'real' AND r.cluster_name <> 'nccl-join'")" = "2 complete nccl"
+  check nccl_join_stored test "$(val "$R/nccl.db" "SELECT s.workers || ' ' || r.status || ' ' || (SELECT steps > 0 FROM worker
+    WHERE run_id = r.id AND idx = 2) FROM run r JOIN summary s ON s.run_id = r.id WHERE r.cluster_name = 'nccl-join'")" = "3 complete 1"
   # Under NCCL 2.28, as on the lent machine (its PyTorch's wheel), doctor's two-rank probe says
   # missing and the step runs one rank instead of skipping: ok, one worker stored.
   R1="$TMP/res-nccl228"

@@ -58,7 +58,9 @@
 #   agreement         (60) cpu-vs-cuda agreement (test_gpu_nn) under fast math (strict math's
 #                     is ctest-gpu's run of it)
 #   nccl              (90) hetsim real --backend nccl, two ranks on GPU 0 (where NCCL allows it;
-#                     else one rank, world size 1)
+#                     else one rank, world size 1); then three, the third a worker that joins
+#                     at once (a sub-communicator of the first two until it holds worker 0's
+#                     replica, sent over NCCL, then the world's)
 #
 # Results (one folder to commit): summary.tsv (step, status, exit code, seconds, note: the
 # failing step's last message; a step run again gets a row more, and its last row counts;
@@ -136,7 +138,7 @@ what() {
     calib-partitions) echo "hetsim calib --device cuda:0/sm=S --model $RUN_MODEL --batches 8,16,32,64,128 --db calib.db, S = 1/8 (with --comm-world 3), 1/4, 1/2 (--no-comm) of the SMs; CSV exports" ;;
     profile) echo "python3 tools/hetsim_profile.py --model M --device cuda:0 --math strict --out profile-M.json for M in cnn, resnet18, mobilenetv2" ;;
     local) echo "hetsim real --backend local --cluster local-parts.yaml (real_device cuda:0/sm=S, S = 1/8, 1/4, 1/2 of the SMs; ssgd, localsgd, lbb with its batches per worker) and --device cuda:0/sm=S --workers 3 ... --db local.db; hetsim validate RUN --calib calib.db --json > local-validate-RUN.json; hetsim sim --cluster local-parts.yaml --calib calib.db --json" ;;
-    nccl) echo "two ranks RANK=0,1 WORLD_SIZE=2 hetsim real --backend nccl --device cuda:0 ... (NCCL 2.30+; else one rank), --db nccl.db" ;;
+    nccl) echo "two ranks RANK=0,1 WORLD_SIZE=2 hetsim real --backend nccl --device cuda:0 ... (NCCL 2.30+; else one rank), then three with --cluster nccl-join.yaml (a join at 0 s), --db nccl.db" ;;
   esac
 }
 
@@ -602,6 +604,30 @@ PY
       done
       for r in "${pids[@]}"; do wait "$r" || rc=1; done
       cat nccl-rank*.json nccl-rank*.err
+      # Three ranks: two workers, and a third that joins at once. The rounds before it holds
+      # the model run on a sub-communicator of the first two; it takes worker 0's replica over
+      # NCCL's send/recv; then the world's communicator (real/real_rank.h, "Join events").
+      cat >nccl-join.yaml <<'YAML'
+name: nccl-join
+network: {bandwidth: 10Gbps, latency: 20us}
+device_types:
+  g: {compute: {t0: 1ms, per_sample: 0.1ms}}
+nodes:
+  - name: n0
+    devices: [{type: g, count: 2}]
+events:
+  - {at: 0s, join: {type: g, node: n0}}
+YAML
+      pids=()
+      for r in 0 1 2; do
+        NCCL_MULTI_RANK_GPU_ENABLE=1 RANK=$r LOCAL_RANK=$r WORLD_SIZE=3 MASTER_ADDR=127.0.0.1 MASTER_PORT=29615 \
+          "$H" real --backend nccl --device cuda:0 --cluster nccl-join.yaml --policy ssgd --model "$RUN_MODEL" \
+          --global-batch 96 --iterations 30 --eval-every 15 --eval-samples 256 --train-samples 2048 --timeout 60s \
+          --db nccl.db --json >"nccl-join-rank$r.json" 2>"nccl-join-rank$r.err" &
+        pids+=($!)
+      done
+      for r in "${pids[@]}"; do wait "$r" || rc=1; done
+      cat nccl-join-rank*.json nccl-join-rank*.err
       return $rc
       ;;
   esac
