@@ -11,11 +11,11 @@
  * same sums) while the others sleep until it is done: one wake-up each instead of three.
  * Point-to-point: a mailbox of copied messages matched by (source, destination, tag), so a
  * send never waits. A received message's buffer is kept for a later send instead of freed,
- * and `world` buffers of the largest size are allocated and mapped at open
+ * and `world` buffers of the largest size (one model each) are allocated and mapped at open
  * (hs_touch_pages): a send that got fresh memory from malloc would pay the kernel's page
  * faults inside the timed operation, 0.3 ms for 0.8 MB here, and glibc returns large blocks
- * to the kernel when they are freed. Every wait for a partner is a condition wait on CLOCK_MONOTONIC bounded by
- * the timeout, and abort wakes them all; the waits between the all-reduce's kernels, once
+ * to the kernel when they are freed. Every wait for a partner is a condition wait on
+ * CLOCK_MONOTONIC bounded by the timeout, and abort wakes them all; the waits between the all-reduce's kernels, once
  * every participant has arrived, wait only for the others' bounded loops and ignore abort (a
  * participant must not leave while another still reads its buffer). */
 #include <errno.h>
