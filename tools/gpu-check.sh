@@ -607,6 +607,8 @@ PY
       # Three ranks: two workers, and a third that joins at once. The rounds before it holds
       # the model run on a sub-communicator of the first two; it takes worker 0's replica over
       # NCCL's send/recv; then the world's communicator (real/real_rank.h, "Join events").
+      # Short (12 rounds of 16 samples each), so that the step's 90 s hold it on the emulated
+      # GPU under ASan with other tests beside it (the first CI run of it took the step to 94 s).
       cat >nccl-join.yaml <<'YAML'
 name: nccl-join
 network: {bandwidth: 10Gbps, latency: 20us}
@@ -622,7 +624,7 @@ YAML
       for r in 0 1 2; do
         NCCL_MULTI_RANK_GPU_ENABLE=1 RANK=$r LOCAL_RANK=$r WORLD_SIZE=3 MASTER_ADDR=127.0.0.1 MASTER_PORT=29615 \
           "$H" real --backend nccl --device cuda:0 --cluster nccl-join.yaml --policy ssgd --model "$RUN_MODEL" \
-          --global-batch 96 --iterations 30 --eval-every 15 --eval-samples 256 --train-samples 2048 --timeout 60s \
+          --global-batch 48 --iterations 12 --eval-every 6 --eval-samples 128 --train-samples 2048 --timeout 60s \
           --db nccl.db --json >"nccl-join-rank$r.json" 2>"nccl-join-rank$r.err" &
         pids+=($!)
       done
