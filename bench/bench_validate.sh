@@ -19,6 +19,9 @@
 # MODEL, GLOBAL_BATCH, ITERATIONS, TRAIN_SAMPLES (environment) replace mlp, 128, 200 and 6000:
 # e.g. MODEL=cnn GLOBAL_BATCH=384 BATCHES=64,128,160,192,224,256,320 for steps of 20 ms and
 # more (docs/performance.md, "Validation at training-sized steps").
+# CONCURRENT and COMM_WORLD (environment) replace the 2 of `calib --concurrent 2` and the
+# all-reduce's default 2 participants (`calib --comm-world`): e.g. 3 and 3 for a cluster of 3
+# workers (docs/performance.md, "CPU sharing").
 # BATCHES (environment) replaces the calibrated batch sizes, 16,32,48,64,96,128: e.g.
 # BATCHES=16,32,$(seq -s, 40 90),96,128 times every batch lbb picks around 64 (the simulator
 # takes a measured batch's own time, docs/performance.md, "Batch sizes the kernels do not tile").
@@ -48,8 +51,8 @@ for rep in $(seq 1 "$REPS"); do
   s0=$(steal)
   db=$T/v$rep.db
   C="--model $MODEL --batches ${BATCHES:-16,32,48,64,96,128} --db $db --min-reps 20 --max-reps 100 --warmup 5"
-  "$H" calib --device cpu $C >"$T/calib.out"
-  "$H" calib --device cpu $C --concurrent 2 >"$T/calib2.out"
+  "$H" calib --device cpu $C ${COMM_WORLD:+--comm-world "$COMM_WORLD"} >"$T/calib.out"
+  "$H" calib --device cpu $C --concurrent "${CONCURRENT:-2}" ${COMM_WORLD:+--comm-world "$COMM_WORLD"} >"$T/calib2.out"
   for p in $POLICIES; do
     for k in 1 2; do
       "$H" real --backend cpu --model "$MODEL" --policy $p --global-batch "$GB" --iterations "$ITERS" $WORKERS \

@@ -13,6 +13,7 @@
 
 #include "calib/cal_device.h"
 #include "cli/cli.h"
+#include "core/core_affinity.h"
 #include "core/core_config.h"
 #include "core/core_json.h"
 #include "core/core_perfmodel.h"
@@ -528,6 +529,10 @@ int hs_cmd_real(int argc, char **argv) {
   ro.train_samples = a.train_samples;
   ro.timeout_s = a.timeout;
   ro.pinned = pinned;
+  /* What the workers shared: validate says when they were more than the CPUs. */
+  hs_cpus allowed;
+  ro.cpus = hs_cpus_allowed(&allowed);
+  ro.local_ranks = multi && plan.launch.local_world > 0 ? plan.launch.local_world : 0;
   snprintf(ro.backend, sizeof ro.backend, "%s", plan.comm->name);
   snprintf(ro.device, sizeof ro.device, "%s", a.device);
   /* The device name as before this writer escaped strings: characters that would need an

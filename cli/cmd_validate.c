@@ -598,9 +598,12 @@ int hs_cmd_validate(int argc, char **argv) {
   hs_diag md = {0};
   int stats_rc = hs_zoo_stats(r.model, &ms, &md);
   double msg = stats_rc ? 0 : (double)ms.grad_bytes, t_at;
+  int ar_world = 0; /* the participants of the measured all-reduce taken; 0: the fit's */
   if (n > 1 && msg > 0 && comm_at(perf_store, comm_dev, cb, "allreduce", n, msg, &t_at) > 0) {
     if (!(a_ar >= 0 && a_ar < t_at)) a_ar = 0;
     b_ar = msg / (t_at - a_ar);
+    hs_diag wd = {0};
+    if (hs_store_comm_world(perf_store, comm_dev, cb, "allreduce", n, &ar_world, &wd) <= 0) ar_world = 0;
   }
   if (msg > 0 && comm_at(perf_store, comm_dev, cb, "p2p", 2, msg, &t_at) > 0) {
     if (!(a_p2p >= 0 && a_p2p < t_at)) a_p2p = 0;
@@ -616,6 +619,14 @@ int hs_cmd_validate(int argc, char **argv) {
    * and per server message (real_comm.h). */
   double wake = 0;
   int have_wake = wake_time(perf_store, comm_dev, &wake) > 0 || wake_time(perf_store, r.opt.device_name, &wake) > 0;
+  /* On the cpu, the workers' threads (a multi-process run: the processes on rank 0's machine,
+   * the server's included) may have been more than the CPUs the run could use: steps and
+   * all-reduces then also wait for a CPU. `hetsim calib --concurrent N` times the steps as N
+   * share the machine, but the simulator has no model of those waits (3 threads on this
+   * 2-vCPU VM: 42% short with that calibration, 43% without; docs/performance.md, "CPU
+   * sharing"). Said, not modelled. */
+  int sharers = multi ? r.opt.local_ranks : hs_cluster_all_workers(&spec);
+  int crowded = !strcmp(r.opt.device, "cpu") && r.opt.cpus > 0 && sharers > r.opt.cpus;
   /* hetsim real runs every worker on this machine, whatever nodes the cluster file names (the
    * runtimes emulate compute and comm slowdowns, not links between nodes): the simulation puts
    * them all, joiners too, on the first node, whose link the calibrated ring becomes. */
@@ -890,12 +901,15 @@ int hs_cmd_validate(int argc, char **argv) {
     hs_json_key(&j, "launch"); hs_json_string(&j, multi ? r.opt.launch : "none");
     hs_json_key(&j, "message_bytes"); hs_json_double(&j, msg);
     hs_json_key(&j, "allreduce_s"); if (n > 1) hs_json_double(&j, a_ar + msg / b_ar); else hs_json_null(&j);
+    hs_json_key(&j, "allreduce_world"); if (ar_world > 0) hs_json_int(&j, ar_world); else hs_json_null(&j);
     hs_json_key(&j, "p2p_s"); hs_json_double(&j, a_p2p + msg / b_p2p);
     hs_json_key(&j, "wake_s"); if (have_wake) hs_json_double(&j, wake); else hs_json_null(&j);
     hs_json_key(&j, "rank_message_s"); if (tcp) hs_json_double(&j, rank_msg); else hs_json_null(&j);
     hs_json_key(&j, "jitter_cv"); hs_json_double(&j, jitter);
     hs_json_key(&j, "compress_roundtrip_s"); if (cscale > 0) hs_json_double(&j, c_t); else hs_json_null(&j);
     hs_json_key(&j, "compress_scale"); if (cscale > 0) hs_json_double(&j, cscale); else hs_json_null(&j);
+    hs_json_key(&j, "cpus"); if (r.opt.cpus > 0) hs_json_int(&j, r.opt.cpus); else hs_json_null(&j);
+    hs_json_key(&j, "cpu_sharers"); if (r.opt.cpus > 0 && sharers > 0) hs_json_int(&j, sharers); else hs_json_null(&j);
     hs_json_key(&j, "compute_ratio"); if (isnan(cratio)) hs_json_null(&j); else hs_json_double(&j, cratio);
     json_parts(&j, "real_step", rpart);
     json_parts(&j, "sim_step", spart);
@@ -943,12 +957,24 @@ int hs_cmd_validate(int argc, char **argv) {
       printf("  runtime                    one process per worker (%s): its TCP all-reduce and control messages "
              "are not calibrated for %d processes (`hetsim calib --device cpu` started as the run was times them); "
              "simulated as the threads over the %s backend, so expect it short\n", r.opt.launch, n, cb);
+    if (crowded && multi)
+      printf("  CPU sharing                %d processes on %d CPU%s (the server's included): a process waiting for a "
+             "CPU is not simulated, so expect the prediction short; `hetsim calib --concurrent %d` corrects the steps' "
+             "time, not those waits\n", sharers, r.opt.cpus, r.opt.cpus == 1 ? "" : "s", n);
+    else if (crowded)
+      printf("  CPU sharing                %d worker threads on %d CPU%s: a thread waiting for a CPU is not "
+             "simulated, so expect the prediction short; `hetsim calib --concurrent %d` corrects the steps' time, not "
+             "those waits\n", sharers, r.opt.cpus, r.opt.cpus == 1 ? "" : "s", sharers);
     printf("  compute calibration        %s%s\n", cdev,
            cdev == r.opt.device_name && n > 1 ? " (steps timed alone; `hetsim calib --concurrent N` times them as N workers share the machine)" : "");
     for (int t = 0; n_own_types && t < spec.n_types; t++)
       printf("    device type %-14s %s\n", spec.types[t].name, spec.types[t].compute.calib);
     printf("  global model update        %.4g ms per all-reduce or push (calibrated update phase)\n", upd * 1e3);
-    if (n > 1)
+    if (n > 1 && ar_world > 0 && ar_world != n)
+      printf("  all-reduce of %.4g MB      %.4g ms (measured at the size over %d participants, %s backend; the run "
+             "had %d: `hetsim calib --comm-world %d` times that)\n", msg / 1e6, (a_ar + msg / b_ar) * 1e3, ar_world,
+             cb, n, n);
+    else if (n > 1)
       printf("  all-reduce of %.4g MB      %.4g ms (measured at the size, %s backend)\n", msg / 1e6, (a_ar + msg / b_ar) * 1e3, cb);
     printf("  send or receive of %.4g MB %.4g ms (measured at the size, %s backend)\n", msg / 1e6, (a_p2p + msg / b_p2p) * 1e3, cb);
     if (tcp)

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/core_affinity.h"
 #include "core/core_json.h"
 
 /* A double as `hetsim real` has always stored it: every bit (%.17g); JSON has no NaN or
@@ -65,6 +66,8 @@ int hs_real_options_format(const hs_real_options *o, char *buf, size_t len, hs_d
     fputs(",\"target_accuracy\":", f);
     put_number(f, o->target_accuracy);
   }
+  if (o->cpus > 0) fprintf(f, ",\"cpus\":%d", o->cpus);
+  if (o->local_ranks > 0) fprintf(f, ",\"local_ranks\":%d", o->local_ranks);
   if (o->n_type_devices > 0) {
     /* {"TYPE": {"device": ..., "device_name": ...}, ...}: what `hetsim validate` needs to find
      * each worker's calibration. */
@@ -144,6 +147,9 @@ int hs_real_options_parse(const char *json, hs_real_options *o, hs_diag *d) {
   const hs_json_value *p = hs_json_get(root, "pinned");
   o->pinned = p && p->type == HS_JSON_BOOL && p->boolean;
   o->target_accuracy = get_number(root, "target_accuracy");
+  int64_t c = get_int(root, "cpus"), lr = get_int(root, "local_ranks");
+  o->cpus = c < 0 ? 0 : c > HS_CPUS_MAX ? HS_CPUS_MAX : (int)c;
+  o->local_ranks = lr < 0 ? 0 : lr > 1 << 20 ? 1 << 20 : (int)lr;
   const hs_json_value *td = hs_json_get(root, "type_devices");
   for (int i = 0; td && td->type == HS_JSON_OBJECT && i < td->n && o->n_type_devices < HS_REAL_MAX_TYPE_DEVICES; i++) {
     if (td->items[i].type != HS_JSON_OBJECT) continue;

@@ -47,6 +47,10 @@ typedef struct hs_real_options {
   int pinned;                /* whether the worker threads were pinned */
   double target_accuracy;    /* stop condition; 0 = none (the key is written only when set, so
                                 that runs without it keep the text they always had) */
+  int cpus;                  /* the CPUs the recording process (rank 0) could use; 0 = unknown
+                                (runs before 2026-11-29; written only when known) */
+  int local_ranks;           /* a multi-process run: the ranks on rank 0's machine, the server's
+                                included, as the launcher said; 0 = unknown or a threads run */
   /* Per-worker devices (`type_devices`, written last and only when there are some): the
    * device types whose workers ran on a device of their own, in the cluster file's order. */
   int n_type_devices;

@@ -1798,20 +1798,36 @@ int hs_store_comm_fit(hs_store *s, const char *device, const char *backend, cons
   return rc;
 }
 
+/* The world size of the device's comm_sample rows of backend's op nearest ?3 (op ?1, device ?2,
+ * backend ?4): the one hs_store_comm_time_at reads and hs_store_comm_world reports. */
+#define NEAREST_COMM_WORLD                                                                       \
+  "(SELECT world_size FROM comm_sample JOIN device d2 ON d2.id = comm_sample.device_id"          \
+  " WHERE backend = ?4 AND op = ?1 AND d2.name = ?2 ORDER BY abs(world_size - ?3) LIMIT 1)"
+
 int hs_store_comm_time_at(hs_store *s, const char *device, const char *backend, const char *op,
                           int world, double bytes, double *t, hs_diag *d) {
   sqlite3_stmt *st;
   int rc = comm_query(s,
       "SELECT bytes, median_s FROM comm_sample JOIN device ON device.id = comm_sample.device_id"
       " WHERE comm_sample.backend = ?4 AND comm_sample.op = ?1 AND device.name = ?2 AND median_s > 0"
-      " AND comm_sample.world_size = (SELECT world_size FROM comm_sample JOIN device d2 ON d2.id ="
-      " comm_sample.device_id WHERE backend = ?4 AND op = ?1 AND d2.name = ?2"
-      " ORDER BY abs(world_size - ?3) LIMIT 1) ORDER BY bytes, comm_sample.id DESC",
+      " AND comm_sample.world_size = " NEAREST_COMM_WORLD " ORDER BY bytes, comm_sample.id DESC",
       device, backend, op, world, &st, d);
   if (rc) return rc;
   int found = hs_comm_time_interp(st, bytes, 1, t);
   sqlite3_finalize(st);
   return found;
+}
+
+int hs_store_comm_world(hs_store *s, const char *device, const char *backend, const char *op, int world,
+                        int *got, hs_diag *d) {
+  sqlite3_stmt *st;
+  int rc = comm_query(s, "SELECT " NEAREST_COMM_WORLD, device, backend, op, world, &st, d);
+  if (rc) return rc;
+  if ((rc = step_row(s, st, "reading a communication sample", d)) < 0) return rc;
+  if (rc && sqlite3_column_type(st, 0) != SQLITE_NULL) *got = sqlite3_column_int(st, 0);
+  else rc = 0;
+  sqlite3_finalize(st);
+  return rc;
 }
 
 int hs_store_comm_latest(hs_store *s, const char *device, const char *backend, const char *op,

@@ -147,6 +147,10 @@ int hs_store_comm_fit(hs_store *s, const char *device, const char *backend, cons
  * two sizes at either end). 1 found, 0 not. */
 int hs_store_comm_time_at(hs_store *s, const char *device, const char *backend, const char *op,
                           int world, double bytes, double *t, hs_diag *d);
+/* The world size hs_store_comm_time_at reads for `world`: that of the device's comm_sample rows
+ * of backend's op nearest it, into *got. 1 found, 0 not. */
+int hs_store_comm_world(hs_store *s, const char *device, const char *backend, const char *op, int world,
+                        int *got, hs_diag *d);
 /* The device's newest non-negative median of backend's op (comm_sample) at the world size
  * nearest `world`: for ops measured at one size, such as "wake". 1 found, 0 not. */
 int hs_store_comm_latest(hs_store *s, const char *device, const char *backend, const char *op,

@@ -287,6 +287,29 @@ check validate_join_errors python3 -c 'import json,math,sys; d=json.load(open(sy
 assert all(math.isfinite(d[k]) for k in ("median_iter_error", "mean_iter_error", "total_time_error")), d' "$T/out"
 check validate_join_simulated test "$(q "SELECT min(start_s) >= 0.02 AND count(*) > 0 FROM step
   WHERE run_id = ${jsim:-0} AND worker = 2")" = 1
+# What the workers shared (since 2026-11-29): the run records the CPUs it could use, and validate
+# says when its worker threads were more (here 2 threads held to 1 CPU by taskset), and over how
+# many participants the all-reduce it took was timed (the calibration's 2, for a run of 3).
+cpus_here=$(nproc)
+check validate_join_cpus python3 -c 'import json,sys; d=json.load(open(sys.argv[1]))
+assert d["cpus"] == int(sys.argv[2]) and d["cpu_sharers"] == 3, d' "$T/out" "$cpus_here"
+expect_exit real_one_cpu 0 taskset -c "$(taskset -pc $$ | sed 's/.*: *//; s/[-,].*//')" "$H" real --policy ssgd \
+  --model mlp --global-batch 32 --iterations 10 --workers 2 --train-samples 1500 --eval-samples 300 --db "$T/v.db" --json
+oid=$(sed -n 's/.*"run_id": \([0-9]*\).*/\1/p' "$T/out")
+check real_options_cpus test "$(q "SELECT json_extract(options, '$.cpus') FROM run WHERE id = ${oid:-0}")" = 1
+expect_exit validate_one_cpu 0 "$H" validate "${oid:-0}" --db "$T/v.db"
+check validate_one_cpu_says grep -q "CPU sharing  *2 worker threads on 1 CPU: a thread waiting for a CPU is not simulated" "$T/out"
+expect_exit validate_one_cpu_json 0 "$H" validate "${oid:-0}" --db "$T/v.db" --json
+check validate_one_cpu_json_says grep -q '"cpu_sharers": 2,' "$T/out"
+expect_exit validate_two_text 0 "$H" validate "${id:-0}" --db "$T/v.db"
+check validate_two_not_crowded bash -c '[ "$2" -lt 2 ] || ! grep -q "CPU sharing" "$1"' _ "$T/out" "$cpus_here"
+expect_exit real_three 0 "$H" real --policy ssgd --model mlp --global-batch 48 --iterations 10 --workers 3 \
+  --train-samples 1500 --eval-samples 300 --db "$T/v.db" --json
+tid=$(sed -n 's/.*"run_id": \([0-9]*\).*/\1/p' "$T/out")
+expect_exit validate_three 0 "$H" validate "${tid:-0}" --db "$T/v.db"
+check validate_three_world_says grep -q "all-reduce of .* (measured at the size over 2 participants, cpu backend; the run had 3: \`hetsim calib --comm-world 3\` times that)" "$T/out"
+expect_exit validate_three_json 0 "$H" validate "${tid:-0}" --db "$T/v.db" --json
+check validate_three_world_json grep -q '"allreduce_world": 2,' "$T/out"
 # A cluster file with per-model compute (a form for mlp, and a default): validate simulates
 # with the calibration, not with the file's numbers for mlp (the simulated run would otherwise
 # compute 1 s per step).

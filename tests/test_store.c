@@ -13,6 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "core/core_affinity.h"
 #include "core/core_runopts.h"
 #include "core/core_store.h"
 #include "core/core_sweep.h"
@@ -970,6 +971,23 @@ static void test_real_options(void) {
   ASSERT_STR(back.type_devices[1].device, "cuda:0/sm=16");
   ASSERT_STR(back.type_devices[1].device_name, "NVIDIA H100 80GB HBM3 (16 SMs)");
   ASSERT_EQ(back.pinned, 1);
+  ASSERT_EQ(back.cpus, 0);
+  ASSERT_EQ(back.local_ranks, 0);
+
+  /* The CPUs and the ranks on rank 0's machine (since 2026-11-29): written only when known,
+   * before type_devices, and read back; a bad value reads as unknown, a huge one is bounded. */
+  o.cpus = 2;
+  o.local_ranks = 3;
+  ASSERT_EQ(hs_real_options_format(&o, buf, sizeof buf, &d), 0);
+  ASSERT_CONTAINS(buf, "\"pinned\":true,\"cpus\":2,\"local_ranks\":3,\"type_devices\":{");
+  ASSERT_EQ(hs_real_options_parse(buf, &back, &d), 0);
+  ASSERT_EQ(back.cpus, 2);
+  ASSERT_EQ(back.local_ranks, 3);
+  ASSERT_EQ(hs_real_options_parse("{\"cpus\":-4,\"local_ranks\":\"x\"}", &back, &d), 0);
+  ASSERT_EQ(back.cpus, 0);
+  ASSERT_EQ(back.local_ranks, 0);
+  ASSERT_EQ(hs_real_options_parse("{\"cpus\":1e30}", &back, &d), 0);
+  ASSERT_EQ(back.cpus, HS_CPUS_MAX);
 }
 
 static int list_device(void *ctx, const hs_device_fit_row *r) {
