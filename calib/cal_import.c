@@ -364,6 +364,25 @@ static int cmp_compute(const void *a, const void *b) {
   return (x->index > y->index) - (x->index < y->index);
 }
 
+/* The step times must fit, as hs_cal_refit will fit them once stored (the device row is this
+ * document's own: its source carries the content hash), so that a document refused for them is
+ * refused before anything is written, and by hs_cal_import_check too. */
+static int check_step_fit(checker *x, profile *pr, int max_batch) {
+  qsort(pr->compute, (size_t)pr->n_compute, sizeof *pr->compute, cmp_compute);
+  double *b = malloc((size_t)pr->n_compute * sizeof *b), *t = malloc((size_t)pr->n_compute * sizeof *t);
+  int rc = 0, n = 0, fitted = 0;
+  if (!b || !t) rc = hs_diag_set(x->d, HS_ENOMEM, "out of memory");
+  for (int i = 0; !rc && i < pr->n_compute; i++)
+    if (pr->compute[i].phase == HS_CAL_STEP) b[n] = pr->compute[i].batch, t[n] = pr->compute[i].st.median_s, n++;
+  hs_fit_set fs;
+  char why[256] = "";
+  if (!rc) rc = hs_cal_fit_points(HS_CAL_STEP, b, t, n, pr->oom_batch, max_batch, &fs, &fitted, why, sizeof why, x->d);
+  if (!rc && !fitted) rc = bad(x, "$.compute", "the step times cannot be fitted: %s", why);
+  free(b);
+  free(t);
+  return rc;
+}
+
 static int check_compute(checker *x, const hs_json_value *root, profile *pr) {
   static const char *const keys[] = {"batch", "phase", "median_s", "p10_s", "p90_s", "count", "peak_memory_bytes",
                                      "processes", "process_medians_s", NULL};
@@ -427,6 +446,12 @@ static int check_compute(checker *x, const hs_json_value *root, profile *pr) {
         s->st.median_s += pr->compute[k].st.median_s;
         if (pr->compute[k].st.count < s->st.count) s->st.count = pr->compute[k].st.count;
       }
+      if (!isfinite(s->st.median_s)) {
+        char path[64];
+        snprintf(path, sizeof path, "$.compute[%d]", pr->compute[i].index);
+        return bad(x, path, "batch %d: forward + backward + update sum to %g s; expected a finite time", batch,
+                   s->st.median_s);
+      }
     }
     steps++;
     i = j;
@@ -441,13 +466,11 @@ static int check_compute(checker *x, const hs_json_value *root, profile *pr) {
     return bad(x, "$.compute", "step times at %d batch size%s; fitting t(b) and judging it on held-out batch sizes needs at least %d "
                "(or fewer with an oom_batch: the first batch that ran out of memory)",
                steps, steps == 1 ? "" : "s", HS_FIT_MIN_POINTS);
-  if (oom) {
-    int largest = pr->compute[given - 1].batch; /* sorted by batch */
-    if (largest >= oom)
-      return bad(x, "$.oom_batch", "expected a batch above every timed one (the first that ran out of memory), got %lld, but batch %d was timed",
-                 (long long)oom, largest);
-  }
-  return 0;
+  int largest = pr->compute[given - 1].batch; /* sorted by batch */
+  if (oom && largest >= oom)
+    return bad(x, "$.oom_batch", "expected a batch above every timed one (the first that ran out of memory), got %lld, but batch %d was timed",
+               (long long)oom, largest);
+  return check_step_fit(x, pr, oom ? largest : 0);
 }
 
 static int cmp_comm(const void *a, const void *b) {

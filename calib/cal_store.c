@@ -399,19 +399,15 @@ fail:
   return rc;
 }
 
-int hs_cal_refit(hs_store *s, int64_t dev, const char *model, hs_cal_phase phase, int oom_batch,
-                 int max_batch, hs_fit_set *fs, int *fitted, char *why, size_t why_size, hs_diag *d) {
-  double *b = NULL, *t = NULL;
-  int n = 0;
+int hs_cal_fit_points(hs_cal_phase phase, double *b, double *t, int n, int oom_batch, int max_batch,
+                      hs_fit_set *fs, int *fitted, char *why, size_t why_size, hs_diag *d) {
   *fitted = 0;
-  int rc = hs_cal_load_samples(s, dev, model, phase, &b, &t, &n, d);
-  if (rc) return rc;
   /* Points at or beyond a memory limit seen now (stored by an earlier run) are left out. */
   int k = 0;
   for (int i = 0; i < n; i++)
     if (!oom_batch || b[i] < oom_batch) b[k] = b[i], t[k] = t[i], k++;
   hs_diag fd = {0};
-  rc = hs_fit_select(b, t, k, fs, &fd);
+  int rc = hs_fit_select(b, t, k, fs, &fd);
   if (rc == HS_EINVAL && phase == HS_CAL_STEP && k >= 1 && k < HS_FIT_MIN_POINTS && max_batch > 0 &&
       b[k - 1] <= max_batch) {
     /* Memory ran out before a third batch size: the batches a run may use are few, and the
@@ -431,13 +427,29 @@ int hs_cal_refit(hs_store *s, int64_t dev, const char *model, hs_cal_phase phase
     fs->chosen = HS_PERF_LINEAR;
     rc = 0;
   }
-  free(b);
-  free(t);
   if (rc == HS_EINVAL) {
     snprintf(why, why_size, "%s: %.200s", phase_names[phase], fd.msg);
     return 0;
   }
-  if (rc) return hs_diag_set(d, rc, "fitting %s %s: %s", model, phase_names[phase], fd.msg);
+  if (rc) return hs_diag_set(d, rc, "fitting %s: %s", phase_names[phase], fd.msg);
+  *fitted = 1;
+  return 0;
+}
+
+int hs_cal_refit(hs_store *s, int64_t dev, const char *model, hs_cal_phase phase, int oom_batch,
+                 int max_batch, hs_fit_set *fs, int *fitted, char *why, size_t why_size, hs_diag *d) {
+  double *b = NULL, *t = NULL;
+  int n = 0;
+  *fitted = 0;
+  int rc = hs_cal_load_samples(s, dev, model, phase, &b, &t, &n, d);
+  if (rc) return rc;
+  int ok = 0;
+  hs_diag fd = {0};
+  rc = hs_cal_fit_points(phase, b, t, n, oom_batch, max_batch, fs, &ok, why, why_size, &fd);
+  free(b);
+  free(t);
+  if (rc) return hs_diag_set(d, rc, "%s: %s", model, fd.msg);
+  if (!ok) return 0;
   if ((rc = hs_cal_store_fits(s, dev, model, phase, fs, max_batch, d))) return rc;
   *fitted = 1;
   return 0;

@@ -85,6 +85,14 @@ int hs_cal_load_samples(hs_store *s, int64_t dev, const char *model, hs_cal_phas
  * fs->chosen gets chosen = 1. max_batch 0 = NULL (no limit seen). */
 int hs_cal_store_fits(hs_store *s, int64_t dev, const char *model, hs_cal_phase phase,
                       const hs_fit_set *fs, int max_batch, hs_diag *d);
+/* The fit of one phase's medians t[i] at batches b[i] (n of them, ascending, distinct): leaves
+ * out batches >= oom_batch (0: none; b and t are compacted in place), fits every form and chooses
+ * one (hs_fit_select); for the step phase, 1 or 2 batch sizes below a memory limit (max_batch >
+ * 0) take the line through them. *fitted 0 with why when they cannot be fitted (the result is
+ * then 0). Pure: hs_cal_refit stores what this fits, and `hetsim calib import` checks with it
+ * that a profile's step times fit before it writes anything. */
+int hs_cal_fit_points(hs_cal_phase phase, double *b, double *t, int n, int oom_batch, int max_batch,
+                      hs_fit_set *fs, int *fitted, char *why, size_t why_size, hs_diag *d);
 /* The one fitting path of `hetsim calib` and `hetsim calib import`: loads the stored medians of
  * (device, model, phase), leaves out batches >= oom_batch (0: none), fits every form and
  * chooses one (hs_fit_select), and stores the fits with max_batch (hs_cal_store_fits). When the

@@ -2,7 +2,7 @@
  * own code, without libFuzzer, so that the normal suite (and its ASan/UBSan and valgrind runs)
  * catches a regression of any crash the fuzzers found.
  *
- * For each target (cluster_yaml, events_csv, idx, query, json) it feeds every file of
+ * For each target (cluster_yaml, events_csv, idx, query, json, import, sim) it feeds every file of
  * tests/fuzz/regress/TARGET/ (the crash inputs, each added when its bug was fixed) and of
  * tests/fuzz/corpus/TARGET/ (the minimized corpus) to the harness's LLVMFuzzerTestOneInput,
  * included here under another name. A harness that finds a broken invariant traps, which fails
@@ -36,6 +36,12 @@
 #include "cli/cmd_query.c"
 #define LLVMFuzzerTestOneInput fuzz_query_one
 #include "tests/fuzz/fuzz_query.c"
+#undef LLVMFuzzerTestOneInput
+#define LLVMFuzzerTestOneInput fuzz_import_one
+#include "tests/fuzz/fuzz_import.c"
+#undef LLVMFuzzerTestOneInput
+#define LLVMFuzzerTestOneInput fuzz_sim_one
+#include "tests/fuzz/fuzz_sim.c"
 #undef LLVMFuzzerTestOneInput
 
 typedef int one_fn(const uint8_t *data, size_t size);
@@ -84,6 +90,13 @@ static void test_cluster_yaml(void) { replay("cluster_yaml", fuzz_cluster_yaml_o
 static void test_events_csv(void) { replay("events_csv", fuzz_events_csv_one); }
 static void test_idx(void) { replay("idx", fuzz_idx_one); }
 static void test_json(void) { replay("json", fuzz_json_one); }
+static void test_sim(void) { replay("sim", fuzz_sim_one); }
+
+static void test_import(void) {
+  replay("import", fuzz_import_one);
+  hs_store_close(fi_store); /* the harness keeps one store per process */
+  fi_store = NULL;
+}
 
 static void test_query(void) {
   /* The harness sends stdout to /dev/null; put it back afterwards for the test report. */
@@ -104,6 +117,8 @@ int main(int argc, char **argv) {
       {"idx", test_idx},
       {"json", test_json},
       {"query", test_query},
+      {"import", test_import},
+      {"sim", test_sim},
       {NULL, NULL},
   };
   return hs_test_main("fuzz_regress", cases, argc, argv);

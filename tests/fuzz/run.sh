@@ -4,7 +4,7 @@
 #
 # Usage: tests/fuzz/run.sh [SECONDS] [TARGET...]      (default 60 s, all targets)
 #        tests/fuzz/run.sh --build-only [TARGET...]
-# Targets: cluster_yaml events_csv idx query json. Environment: FUZZ_BUILD (default /tmp/hetsim-fuzz),
+# Targets: cluster_yaml events_csv idx query json import sim. Environment: FUZZ_BUILD (default /tmp/hetsim-fuzz),
 # CC (default clang), FUZZ_JOBS (libFuzzer -jobs, default 1).
 #
 # Each target starts from its committed corpus tests/fuzz/corpus/TARGET/ plus seeds (the bundled
@@ -21,18 +21,26 @@ secs=60
 if [ "${1:-}" = "--build-only" ]; then build_only=1; shift; fi
 if [ $# -gt 0 ] && [[ "$1" =~ ^[0-9]+$ ]]; then secs=$1; shift; fi
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(cluster_yaml events_csv idx query json)
+[ ${#targets[@]} -gt 0 ] || targets=(cluster_yaml events_csv idx query json import sim)
 
 CFLAGS=(-std=c11 -g -O1 -fsanitize=fuzzer,address,undefined,float-cast-overflow
         -fno-sanitize-recover=undefined,float-cast-overflow
-        -I"$SRC" -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE)
+        -I"$SRC" -I"$OUT/generated" -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE)
 sources() {
   case "$1" in
     cluster_yaml|events_csv) echo "core/core_config.c core/core_units.c core/core_error.c" ;;
     idx) echo "nn/nn_data.c core/core_rng.c core/core_error.c" ;;
     query) echo "cli/cmd_query.c core/core_store.c core/core_json.c core/core_units.c core/core_error.c" ;;
     json) echo "core/core_json.c core/core_error.c" ;;
-    *) echo "unknown target $1 (cluster_yaml events_csv idx query json)" >&2; exit 2 ;;
+    import) echo "calib/cal_import.c calib/cal_store.c calib/cal_fit.c calib/cal_device.c nn/nn_zoo.c nn/nn_graph.c core/core_store.c core/core_json.c core/core_perfmodel.c core/core_stats.c core/core_error.c" ;;
+    sim) # the simulator with every policy, the convergence models, and what they link (no CUDA)
+      echo "sim/sim_run.c sim/sim_event.c sim/sim_net.c sim/sim_trace.c sim/sim_conv.c sim/sim_conv_analytic.c sim/sim_proxy.c" \
+           "runtime/rt_core.c runtime/rt_evals.c runtime/rt_model.c runtime/rt_runtime.c" \
+           "$(cd "$SRC" && echo policies/*.c)" \
+           "nn/nn_zoo.c nn/nn_graph.c nn/nn_net.c nn/nn_cpu.c nn/nn_blas.c nn/nn_data.c nn/nn_eval.c nn/nn_cuda.c" \
+           "core/core_config.c core/core_units.c core/core_error.c core/core_rng.c core/core_stats.c" \
+           "core/core_perfmodel.c core/core_progress.c core/core_affinity.c core/core_store.c" ;;
+    *) echo "unknown target $1 (cluster_yaml events_csv idx query json import sim)" >&2; exit 2 ;;
   esac
 }
 libs() {
@@ -41,6 +49,8 @@ libs() {
     idx) echo "-lgsl -lgslcblas -lz -lm" ;;
     query) echo "-lsqlite3 -lm" ;;
     json) echo "-lm" ;;
+    import) echo "-lsqlite3 -lgsl -lgslcblas -lopenblas -lm" ;;
+    sim) echo "-lyaml -lsqlite3 -lgsl -lgslcblas -lopenblas -lz -lpthread -lm" ;;
   esac
 }
 seed() { # seed DIR TARGET: inputs that reach deep on the first run
@@ -50,6 +60,20 @@ seed() { # seed DIR TARGET: inputs that reach deep on the first run
     events_csv) cp "$SRC"/traces/*.csv "$dir"/ ;;
     idx) for f in "$SRC"/tests/data/*-ubyte; do cp "$f" "$dir"/; done ;;
     json) cp "$SRC"/tests/data/profile-*.json "$dir"/ ;;
+    sim) # each cluster under several jobs (fuzz_sim.c: the first line)
+      local f p
+      for f in "$SRC"/traces/*.yaml "$SRC"/bench/clusters/*.yaml; do
+        for p in "ssgd" "ssgd:overlap=1,algo=hier 96 6" "asp 32 12" "ssp:s=1 48 12 2" "ps-bsp 64 5" \
+                 "localsgd:tau=2 48 10" "lbb 64 20 3" "lbcal 64 12 1 conv" "dbs:every=2 64 10" \
+                 "predbatch:predictor=gru 64 10" "alloc-adaptive 64 10" "ashl:switch_iter=4 32 16 2 conv" \
+                 "adsp:period=1s,min_interval=0s 32 10 1 conv" "ksync 64 8" "kasync 64 8" \
+                 "lbb 128 10 1 resnet18" "ssgd:overlap=1,bucket=1MiB 64 6 1 cnn conv"; do
+          { echo "$p"; cat "$f"; } > "$dir/$(basename "$f" .yaml)-$(echo "$p" | tr -c 'a-zA-Z0-9\n' -)"
+        done
+      done ;;
+    import) # the test profiles and the converted ones of traces/profiles (named by folder)
+      cp "$SRC"/tests/data/profile-*.json "$dir"/
+      for f in "$SRC"/traces/profiles/*/*.json; do cp "$f" "$dir/$(basename "$(dirname "$f")")-$(basename "$f")"; done ;;
     query)
       printf '\0%s\0%s' runs --json > "$dir/runs-json"
       printf '\0%s\0%s\0%s' run 1 --csv > "$dir/run-csv"
@@ -61,6 +85,10 @@ seed() { # seed DIR TARGET: inputs that reach deep on the first run
 }
 
 mkdir -p "$OUT"
+# core/core_buildinfo.h is made by CMake; the harnesses get one of a build without CUDA or MPI.
+mkdir -p "$OUT/generated/core"
+sed -e 's/@PROJECT_VERSION@/fuzz/' -e 's/@HETSIM_HAVE_[A-Z]*@/0/' -e 's/@HETSIM_SANITIZE_01@/1/' \
+    -e "s|@CMAKE_SOURCE_DIR@|$SRC|" "$SRC/core/core_buildinfo.h.in" >"$OUT/generated/core/core_buildinfo.h"
 for t in "${targets[@]}"; do
   read -r -a src <<<"$(sources "$t")"
   read -r -a lib <<<"$(libs "$t")"
