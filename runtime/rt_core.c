@@ -246,7 +246,7 @@ int hs_rt_core_flush_open(hs_rt_core *c, int w) {
   row.wait_s = 0; /* closed below */
   hs_runtime_close_row(&row, &x->prev_end, x->rec_comm);
   if (!c->sink) return 0;
-  int rc = c->sink(c->sink_ctx, &row, &c->diag);
+  int rc = hs_runtime_sink_rc(c->sink(c->sink_ctx, &row, &c->diag));
   if (rc && !c->diag.msg[0]) hs_rt_core_fail(c, rc, "could not store step %lld of worker %d", (long long)row.step, w);
   return rc;
 }
@@ -318,7 +318,7 @@ int hs_rt_core_eval(hs_rt_core *c, double t, int64_t step, double loss, double a
   c->last_loss = loss;
   c->last_acc = acc;
   if (c->eval_sink) {
-    int rc = c->eval_sink(c->eval_ctx, t, step, loss, acc, &c->diag);
+    int rc = hs_runtime_sink_rc(c->eval_sink(c->eval_ctx, t, step, loss, acc, &c->diag));
     if (rc) {
       if (!c->diag.msg[0]) hs_rt_core_fail(c, rc, "could not store the evaluation at step %lld", (long long)step);
       return rc;

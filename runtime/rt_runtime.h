@@ -77,6 +77,11 @@ static inline int hs_runtime_check_lr(hs_diag *d, const char *policy, int w, int
   return w == -1 ? 0 : hs_runtime_check_worker(d, policy, "set_lr", w, n);
 }
 
+/* A step or evaluation sink's return as the run's code: 0, an HS_E* code (negative) as it is,
+ * and any other non-zero as HS_ERUNTIME, so that it ends the run as the sinks' contract says
+ * (sim_run.h) rather than read as a policy's success (rc >= 0) on its way back. */
+static inline int hs_runtime_sink_rc(int rc) { return rc > 0 ? HS_ERUNTIME : rc; }
+
 /* A policy callback returned rc < 0: says so in d, unless the policy already said why
  * (hs_rt_fail). */
 void hs_runtime_policy_failed(hs_diag *d, const char *policy, int rc);

@@ -91,6 +91,9 @@ typedef struct sim {
 
 static sim *S(hs_rt_core *c) { return (sim *)c; }
 
+/* The most gradient buckets an overlapped all-reduce is cut into. */
+#define SIM_MAX_BUCKETS (1 << 20)
+
 static int fail(sim *s, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static int fail(sim *s, int code, const char *fmt, ...) {
   va_list ap;
@@ -313,8 +316,13 @@ static int drv_allreduce(hs_rt_core *c, const int *ws, int n, const double *weig
   op->ws = malloc((size_t)n * sizeof *op->ws);
   int overlap = o->overlap && o->what == HS_COMM_GRAD;
   double bucket = o->bucket_bytes > 0 ? o->bucket_bytes : 25.0 * 1024 * 1024;
-  int nb = overlap ? (int)ceil(op->bytes / bucket) : 1;
-  if (nb < 1) nb = 1;
+  /* A bucket of a few bytes on a large gradient would cut it into more buckets than an int
+   * counts, or memory holds: at most SIM_MAX_BUCKETS. */
+  double nbd = overlap ? ceil(op->bytes / bucket) : 1;
+  if (nbd > SIM_MAX_BUCKETS)
+    return fail(s, HS_EINVAL, "%s: overlap cuts the %.17g-byte gradient into %.3g buckets of %.17g bytes; at most %d "
+                "(a larger bucket)", s->cfg->policy->name, op->bytes, nbd, bucket, SIM_MAX_BUCKETS);
+  int nb = nbd < 1 ? 1 : (int)nbd;
   op->nb = nb;
   op->bstart = malloc((size_t)nb * sizeof *op->bstart);
   op->bend = malloc((size_t)nb * sizeof *op->bend);

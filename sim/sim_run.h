@@ -46,10 +46,11 @@ typedef enum hs_sim_status {
   HS_SIM_STALLED = 2      /* no event was left before any stop condition (e.g. all workers left) */
 } hs_sim_status;
 
-/* Receives each finished step; a non-zero return ends the run with that code. */
+/* Receives each finished step; a non-zero return ends the run with that code (an HS_E* code;
+ * a positive one is taken as HS_ERUNTIME). */
 typedef int hs_step_sink(void *ctx, const hs_step_row *row, hs_diag *d);
 /* Receives each evaluation of the convergence model (time in s, step = global updates so far,
- * accuracy a fraction or NaN); a non-zero return ends the run with that code. */
+ * accuracy a fraction or NaN); a non-zero return ends the run as a step sink's does. */
 typedef int hs_eval_sink(void *ctx, double time_s, int64_t step, double loss, double accuracy,
                          hs_diag *d);
 struct hs_conv_model;

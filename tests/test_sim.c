@@ -218,6 +218,48 @@ static void test_overlap_single_bucket_equals_no_overlap(void) {
   run_free(&c);
 }
 
+/* A bucket of one byte would cut resnet18's gradient into 44.7 M buckets: refused, saying so. */
+static void test_overlap_too_many_buckets(void) {
+  run r;
+  simulate(&r, HETERO_2NODES, "ssgd:overlap=1,bucket=1", 100, 10, 0, 1);
+  ASSERT_EQ(r.rc, HS_EINVAL);
+  ASSERT_CONTAINS(r.d.msg, "buckets of 1 bytes; at most 1048576");
+  run_free(&r);
+}
+
+/* A sink that fails with a code of its own (positive, not an HS_E* one) after 3 rows. */
+static int sink_fails(void *ctx, const hs_step_row *row, hs_diag *d) {
+  (void)row;
+  int *n = ctx;
+  if (++*n > 3) return hs_diag_set(d, 7, "sink full");
+  return 0;
+}
+
+/* The sinks' contract: a non-zero return ends the run; before 2026-11-29 a positive one was
+ * read as a policy's success on its way back, and the run went on. */
+static void test_sink_positive_code_ends_run(void) {
+  hs_cluster_spec spec;
+  hs_diag d = {0};
+  ASSERT_EQ(hs_cluster_parse(&spec, "t.yaml", HOMO_1NODE, strlen(HOMO_1NODE), &d), 0);
+  const char *policies[] = {"ssgd", "asp", "adsp"};
+  for (int i = 0; i < 3; i++) {
+    const hs_policy *pol;
+    hs_params params;
+    ASSERT_EQ(hs_policy_parse(policies[i], &pol, &params, &d), 0);
+    int n = 0;
+    hs_sim_config cfg = {.cluster = &spec, .model = "resnet18", .grad_bytes = M_BYTES, .param_bytes = M_BYTES,
+                         .dataset_size = 50000, .global_batch = 64, .policy = pol, .params = &params, .seed = 1,
+                         .max_iterations = 50, .sink = sink_fails, .sink_ctx = &n};
+    hs_sim_result res;
+    hs_diag sd = {0};
+    ASSERT_EQ(hs_sim_run(&cfg, &res, &sd), HS_ERUNTIME);
+    ASSERT_CONTAINS(sd.msg, "sink full");
+    ASSERT_EQ(n, 4);
+    hs_sim_result_free(&res);
+  }
+  hs_cluster_spec_free(&spec);
+}
+
 static const char *PS_FAST_SERVER =
     "name: ps\n"
     "network: {bandwidth: 10Gbps, latency: 50us}\n"
@@ -670,6 +712,8 @@ static const hs_test_case cases[] = {
     {"ring_and_hierarchical_closed_forms", test_ring_and_hierarchical_closed_forms},
     {"ring_link_inverts_ring", test_ring_link_inverts_ring},
     {"overlap_single_bucket_equals_no_overlap", test_overlap_single_bucket_equals_no_overlap},
+    {"overlap_too_many_buckets", test_overlap_too_many_buckets},
+    {"sink_positive_code_ends_run", test_sink_positive_code_ends_run},
     {"asp_throughput_server_not_bottleneck", test_asp_throughput_server_not_bottleneck},
     {"ps_bsp_server_bottleneck", test_ps_bsp_server_bottleneck},
     {"ps_bsp_accumulate_time", test_ps_bsp_accumulate_time},
