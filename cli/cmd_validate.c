@@ -394,6 +394,7 @@ static uint64_t sim_key(long long id, const char *cdev, const hs_perf_model *per
   for (int i = 0; i < spec->n_nodes; i++) h = key_add(h, "%a %a", spec->nodes[i].link.bandwidth, spec->nodes[i].link.latency);
   /* Several nodes' workers simulated on the first (a later change; a key of one node stays). */
   if (spec->n_nodes > 1) h = key_add(h, "all on node 0");
+  if (spec->nodes[0].compute_slots > 0) h = key_add(h, "slots %d", spec->nodes[0].compute_slots);
   /* The real runtimes' compression (2026-11-29): sent as fp32, at the calibrated speed. */
   h = key_add(h, "dense wire, compress %a", cscale);
   return key_add(h, "%s %llu %lld %lld %s", pspec, (unsigned long long)r->seed, (long long)r->global_batch,
@@ -620,11 +621,11 @@ int hs_cmd_validate(int argc, char **argv) {
   double wake = 0;
   int have_wake = wake_time(perf_store, comm_dev, &wake) > 0 || wake_time(perf_store, r.opt.device_name, &wake) > 0;
   /* On the cpu, the workers' threads (a multi-process run: the processes on rank 0's machine,
-   * the server's included) may have been more than the CPUs the run could use: steps and
-   * all-reduces then also wait for a CPU. `hetsim calib --concurrent N` times the steps as N
-   * share the machine, but the simulator has no model of those waits (3 threads on this
-   * 2-vCPU VM: 42% short with that calibration, 43% without; docs/performance.md, "CPU
-   * sharing"). Said, not modelled. */
+   * the server's included) may have been more than the CPUs the run could use. A step shorter
+   * than the scheduler's time slice then runs to its end once it has a CPU, and the others
+   * wait their turn: the simulation gives the node as many compute slots as the run had CPUs
+   * (docs/performance.md, "CPU sharing"). `hetsim calib --concurrent N` timed each step as N
+   * nets shared the machine, which holds the sharing of caches and memory, not that wait. */
   int sharers = multi ? r.opt.local_ranks : hs_cluster_all_workers(&spec);
   int crowded = !strcmp(r.opt.device, "cpu") && r.opt.cpus > 0 && sharers > r.opt.cpus;
   /* hetsim real runs every worker on this machine, whatever nodes the cluster file names (the
@@ -633,6 +634,8 @@ int hs_cmd_validate(int argc, char **argv) {
   for (int w = 0; w < spec.n_workers; w++) spec.workers[w].node = 0;
   for (int i = 0; i < spec.n_events; i++)
     if (spec.events[i].kind == HS_EVENT_JOIN) spec.events[i].node = 0;
+  for (int i = 0; i < spec.n_nodes; i++) spec.nodes[i].compute_slots = 0;
+  if (crowded) spec.nodes[0].compute_slots = r.opt.cpus;
   /* What a round costs beyond the bytes: the threads' hand-offs (the backend's count), or the
    * multi-process runtime's command messages and its ranks' hand-offs (real_rank.h). */
   double ar_msgs = tcp ? HS_REAL_RANK_OPS_PER_ALLREDUCE * HS_REAL_RANK_MESSAGES_PER_OP : 0;
@@ -958,13 +961,13 @@ int hs_cmd_validate(int argc, char **argv) {
              "are not calibrated for %d processes (`hetsim calib --device cpu` started as the run was times them); "
              "simulated as the threads over the %s backend, so expect it short\n", r.opt.launch, n, cb);
     if (crowded && multi)
-      printf("  CPU sharing                %d processes on %d CPU%s (the server's included): a process waiting for a "
-             "CPU is not simulated, so expect the prediction short; `hetsim calib --concurrent %d` corrects the steps' "
-             "time, not those waits\n", sharers, r.opt.cpus, r.opt.cpus == 1 ? "" : "s", n);
+      printf("  CPU sharing                %d processes on %d CPU%s (the server's included): simulated as %d compute "
+             "slot%s, a step waiting for one when all are taken\n", sharers, r.opt.cpus, r.opt.cpus == 1 ? "" : "s",
+             r.opt.cpus, r.opt.cpus == 1 ? "" : "s");
     else if (crowded)
-      printf("  CPU sharing                %d worker threads on %d CPU%s: a thread waiting for a CPU is not "
-             "simulated, so expect the prediction short; `hetsim calib --concurrent %d` corrects the steps' time, not "
-             "those waits\n", sharers, r.opt.cpus, r.opt.cpus == 1 ? "" : "s", sharers);
+      printf("  CPU sharing                %d worker threads on %d CPU%s: simulated as %d compute slot%s, a step "
+             "waiting for one when all are taken\n", sharers, r.opt.cpus, r.opt.cpus == 1 ? "" : "s", r.opt.cpus,
+             r.opt.cpus == 1 ? "" : "s");
     printf("  compute calibration        %s%s\n", cdev,
            cdev == r.opt.device_name && n > 1 ? " (steps timed alone; `hetsim calib --concurrent N` times them as N workers share the machine)" : "");
     for (int t = 0; n_own_types && t < spec.n_types; t++)

@@ -27,6 +27,7 @@
 
 /* Limits that keep a hostile or mistyped file from exhausting memory. Raise them here. */
 #define CFG_MAX_WORKERS (1LL << 22)  /* initial workers over all nodes */
+#define CFG_MAX_COMPUTE_SLOTS (1LL << 22) /* a node's compute_slots: as many as there may be workers */
 #define CFG_MAX_FILE (64L << 20)     /* bytes in a CSV trace (about 8 times that in memory) */
 /* bytes in a YAML cluster file: libyaml's document takes about 33 times the text (16 MiB:
  * 0.55 GB; the plain subset's tree about 6 times), so the YAML limit is the lower one; long
@@ -848,10 +849,10 @@ static int parse_group(const cfg *c, const cnode *n, const char *field, const na
 }
 
 static int parse_nodes(const cfg *c, const cnode *n, const name_ix *tix, name_ix **nix_out) {
-  static const char *const keys[] = {"name", "link", "devices", NULL};
+  static const char *const keys[] = {"name", "link", "compute_slots", "devices", NULL};
   hs_cluster_spec *s = c->s;
   int rc = expect_kind(c, n, "nodes", CN_SEQ,
-                       "a sequence of nodes, each {name, link, devices}");
+                       "a sequence of nodes, each {name, link, compute_slots, devices}");
   if (rc) return rc;
   ptrdiff_t count = n->n;
   if (count == 0) return cfg_fail(c, n, "nodes", NULL, "at least one node");
@@ -870,7 +871,7 @@ static int parse_nodes(const cfg *c, const cnode *n, const name_ix *tix, name_ix
     hs_node_spec *ns = &s->nodes[i];
     char f[128], g[512];
     field_index(f, sizeof f, "nodes", "[", (long long)i, "]");
-    if ((rc = expect_kind(c, nd, f, CN_MAP, "a mapping with keys name, link, devices")))
+    if ((rc = expect_kind(c, nd, f, CN_MAP, "a mapping with keys name, link, compute_slots, devices")))
       goto out;
     if ((rc = check_keys(c, nd, f, keys))) goto out;
     ns->pos = node_pos(nd);
@@ -885,6 +886,12 @@ static int parse_nodes(const cfg *c, const cnode *n, const name_ix *tix, name_ix
     if ((v = map_get(c, nd, "link"))) {
       join_field(g, sizeof g, f, "link");
       if ((rc = parse_link(c, v, g, &ns->link, &ns->link_calib))) goto out;
+    }
+    if ((v = map_get(c, nd, "compute_slots"))) {
+      long long slots;
+      join_field(g, sizeof g, f, "compute_slots");
+      if ((rc = get_count(c, v, g, 1, CFG_MAX_COMPUTE_SLOTS, &slots))) goto out;
+      ns->compute_slots = (int)slots;
     }
     s->n_nodes++;
     nix[i].name = ns->name;

@@ -74,6 +74,9 @@ typedef struct hs_node_spec {
   char name[HS_NAME_MAX];
   hs_link_spec link;        /* between devices inside the node */
   hs_link_calib link_calib;
+  int compute_slots;        /* at most this many of the node's workers compute at once, the
+                               others waiting their turn (workers sharing the node's CPUs, or
+                               one GPU); 0 = no limit */
   hs_srcpos pos;
 } hs_node_spec;
 

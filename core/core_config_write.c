@@ -266,6 +266,7 @@ int hs_cluster_write_yaml(const hs_cluster_spec *s, char **text, size_t *len, hs
     fputs("\n    link: ", f);
     put_link(f, &s->nodes[i].link, &s->nodes[i].link_calib);
     fputc('\n', f);
+    if (s->nodes[i].compute_slots > 0) fprintf(f, "    compute_slots: %d\n", s->nodes[i].compute_slots);
     rc = put_devices(f, s, i, &next, d);
   }
   if (s->jitter_calib.name[0]) {

@@ -83,6 +83,10 @@ typedef struct sim {
   int n_ops, cap_ops, free_op;
   hs_shared_link link[2];     /* the server's inbound (pushes) and outbound (pulls) links */
   double server_free;         /* s, when the server has applied everything queued */
+  /* Nodes with fewer compute slots than workers (hs_node_spec.compute_slots): node i's slots
+   * are slot_free[slot_at[i] .. slot_at[i + 1]), each the time it frees (s); NULL without. */
+  int *slot_at;
+  double *slot_free;
   /* convergence */
   void *conv;                 /* the model's state, NULL without one */
   int conv_ready;             /* init succeeded: fini is due */
@@ -235,8 +239,64 @@ static int global_update(sim *s) { return hs_rt_core_update(&s->core, now_of(s))
 
 static double drv_predict(hs_rt_core *c, int w, int batch) { return predict(S(c), w, batch); }
 
+/* When a step of dur seconds asked for at `now` on node nd starts: at once where the node has
+ * no fewer slots than workers, else on the slot that frees first, when it does (first come,
+ * first served, each step holding its slot to its compute's end: a step shorter than the
+ * scheduler's time slice runs to its end once it has a CPU). A node's slots are a binary
+ * min-heap of their free times: the first to free is the root, which the step's end replaces
+ * (never earlier than it), then sifts down: O(log K) a step. */
+static double slot_take(sim *s, int nd, double now, double dur) {
+  double *f = s->slot_free + s->slot_at[nd];
+  int n = s->slot_at[nd + 1] - s->slot_at[nd];
+  if (n == 0) return now;
+  double start = f[0] > now ? f[0] : now, end = start + dur;
+  int i = 0;
+  for (;;) {
+    int c = 2 * i + 1;
+    if (c >= n) break;
+    if (c + 1 < n && f[c + 1] < f[c]) c++;
+    if (!(f[c] < end)) break;
+    f[i] = f[c];
+    i = c;
+  }
+  f[i] = end;
+  return start;
+}
+
+/* The compute slots of the nodes that have fewer than the workers they will hold (joiners
+ * included); none allocated where no node has. */
+static int slots_open(sim *s) {
+  const hs_cluster_spec *spec = s->spec;
+  int any = 0;
+  for (int i = 0; i < spec->n_nodes; i++) any |= spec->nodes[i].compute_slots > 0;
+  if (!any) return 0;
+  int *held = calloc((size_t)spec->n_nodes, sizeof *held);
+  if (!held || !(s->slot_at = calloc((size_t)spec->n_nodes + 1, sizeof *s->slot_at))) {
+    free(held);
+    return fail(s, HS_ENOMEM, "out of memory");
+  }
+  for (int i = 0; i < spec->n_workers; i++) held[spec->workers[i].node]++;
+  for (int e = 0; e < spec->n_events; e++)
+    if (spec->events[e].kind == HS_EVENT_JOIN) held[spec->events[e].node]++;
+  for (int i = 0; i < spec->n_nodes; i++) {
+    int k = spec->nodes[i].compute_slots;
+    s->slot_at[i + 1] = s->slot_at[i] + (k > 0 && k < held[i] ? k : 0);
+  }
+  free(held);
+  if (s->slot_at[spec->n_nodes] == 0) {
+    free(s->slot_at);
+    s->slot_at = NULL;
+    return 0;
+  }
+  if (!(s->slot_free = calloc((size_t)s->slot_at[spec->n_nodes], sizeof *s->slot_free)))
+    return fail(s, HS_ENOMEM, "out of memory");
+  return 0;
+}
+
 /* The core has checked the call and marked the worker computing. The step's record is opened
- * at once: its compute end is known. */
+ * at once: its compute end is known (on a node short of compute slots, after its wait for one:
+ * the wait is the worker's idle time before the step, as a thread waiting for a CPU has not
+ * begun its step). */
 static int drv_compute(hs_rt_core *c, int w, int batch) {
   sim *s = S(c);
   hs_rt_worker *x = &s->core.w[w];
@@ -251,6 +311,7 @@ static int drv_compute(hs_rt_core *c, int w, int batch) {
   /* Without jitter (cv 0) the factor is exactly 1 and draws nothing: skip the call. */
   double dur = predict(s, w, batch);
   if (s->spec->jitter_cv != 0) dur *= hs_rng_lognormal(&s->w[w].rng, s->spec->jitter_cv);
+  if (s->slot_at) now = slot_take(s, s->w[w].node, now, dur);
   x->rec_open = 1;
   x->rec.batch = batch;
   x->rec.step = x->steps;
@@ -733,6 +794,7 @@ static int setup(sim *s, const hs_sim_config *cfg) {
   double ps_bw = spec->ps.link.bandwidth > 0 ? spec->ps.link.bandwidth : spec->network.bandwidth;
   hs_shared_link_init(&s->link[0], ps_bw);
   hs_shared_link_init(&s->link[1], ps_bw);
+  if ((rc = slots_open(s))) return rc;
   for (int i = 0; i < spec->n_workers; i++) {
     const hs_worker_spec *w = &spec->workers[i];
     int r = add_worker(s, w->type, w->node, w->slowdown, w->comm_slowdown, 0.0);
@@ -769,6 +831,8 @@ static void teardown(sim *s) {
   free(s->pending);
   free(s->peers);
   free(s->compute);
+  free(s->slot_at);
+  free(s->slot_free);
   hs_shared_link_free(&s->link[0]);
   hs_shared_link_free(&s->link[1]);
   hs_netm_close(&s->net);

@@ -298,9 +298,15 @@ expect_exit real_one_cpu 0 taskset -c "$(taskset -pc $$ | sed 's/.*: *//; s/[-,]
 oid=$(sed -n 's/.*"run_id": \([0-9]*\).*/\1/p' "$T/out")
 check real_options_cpus test "$(q "SELECT json_extract(options, '$.cpus') FROM run WHERE id = ${oid:-0}")" = 1
 expect_exit validate_one_cpu 0 "$H" validate "${oid:-0}" --db "$T/v.db"
-check validate_one_cpu_says grep -q "CPU sharing  *2 worker threads on 1 CPU: a thread waiting for a CPU is not simulated" "$T/out"
+check validate_one_cpu_says grep -q "CPU sharing  *2 worker threads on 1 CPU: simulated as 1 compute slot, a step waiting for one when all are taken" "$T/out"
 expect_exit validate_one_cpu_json 0 "$H" validate "${oid:-0}" --db "$T/v.db" --json
 check validate_one_cpu_json_says grep -q '"cpu_sharers": 2,' "$T/out"
+osim=$(sed -n 's/.*"sim_run_id": \([0-9]*\).*/\1/p' "$T/out")
+# One compute slot: the simulated workers' steps never compute at the same time.
+check validate_one_cpu_one_at_once test "$(q "SELECT count(*) FROM step a JOIN step b ON a.run_id = b.run_id
+  AND a.worker < b.worker AND a.start_s < b.compute_end_s - 1e-12 AND b.start_s < a.compute_end_s - 1e-12
+  WHERE a.run_id = ${osim:-0}")" = 0
+check validate_one_cpu_steps test "$(q "SELECT count(*) >= 18 FROM step WHERE run_id = ${osim:-0}")" = 1
 expect_exit validate_two_text 0 "$H" validate "${id:-0}" --db "$T/v.db"
 check validate_two_not_crowded bash -c '[ "$2" -lt 2 ] || ! grep -q "CPU sharing" "$1"' _ "$T/out" "$cpus_here"
 expect_exit real_three 0 "$H" real --policy ssgd --model mlp --global-batch 48 --iterations 10 --workers 3 \

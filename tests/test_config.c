@@ -197,6 +197,28 @@ static void test_ps_defaults_to_network(void) {
   hs_cluster_spec_free(&s);
 }
 
+/* A node's compute_slots: at most that many of its workers compute at once; absent, 0. */
+static void test_compute_slots(void) {
+  hs_cluster_spec s;
+  hs_diag d;
+  int rc = parse(&s,
+                 "name: shared\n"
+                 "network: {bandwidth: 10Gbps, latency: 20us}\n"
+                 "device_types: {c: {compute: {t0: 1ms, per_sample: 0.1ms}}}\n"
+                 "nodes:\n"
+                 "  - {name: a, compute_slots: 2, devices: [{type: c, count: 3}]}\n"
+                 "  - {name: b, devices: [{type: c}]}\n",
+                 &d);
+  ASSERT_EQ(rc, 0);
+  if (rc) {
+    fprintf(stderr, "  %s\n", d.msg);
+    return;
+  }
+  ASSERT_EQ(s.nodes[0].compute_slots, 2);
+  ASSERT_EQ(s.nodes[1].compute_slots, 0);
+  hs_cluster_spec_free(&s);
+}
+
 static void test_large_count(void) {
   hs_cluster_spec s;
   hs_diag d;
@@ -361,8 +383,8 @@ static const bad_case bad_cases[] = {
     {"name: c\n" T "nodes: {a: 1}\n", {"c.yaml:3:8: nodes: expected a sequence of nodes", "got a mapping"}},
     {"name: c\n" T "nodes: []\n", {"c.yaml:3:8: nodes: expected at least one node, got nothing"}},
     {"name: c\n" T "nodes: [{}]\n", {"c.yaml:3:8: nodes: expected at least one device in some node's devices, got nothing"}},
-    {"name: c\n" T "nodes: [5]\n", {"c.yaml:3:9: nodes[0]: expected a mapping with keys name, link, devices, got \"5\""}},
-    {"name: c\n" T "nodes: [{gpus: [{type: g}]}]\n", {"c.yaml:3:10: nodes[0].gpus: expected one of: name, link, devices, got \"gpus\""}},
+    {"name: c\n" T "nodes: [5]\n", {"c.yaml:3:9: nodes[0]: expected a mapping with keys name, link, compute_slots, devices, got \"5\""}},
+    {"name: c\n" T "nodes: [{gpus: [{type: g}]}]\n", {"c.yaml:3:10: nodes[0].gpus: expected one of: name, link, compute_slots, devices, got \"gpus\""}},
     {"name: c\nnetwork: {}\n" T "nodes:\n  - {devices: [{type: g}]}\n  - {name: n, link: {bandwidth: fast}}\n",
      {"c.yaml:6:33: nodes[1].link.bandwidth: expected a bandwidth of at least 1 B/s, like \"10Gbps\" or \"1.25GB/s\", got \"fast\""}},
     {"name: c\nnetwork: {}\n" T "nodes:\n  - {devices: [{type: g}]}\n  - {link: {latency: 1 ms ago}}\n",
@@ -462,6 +484,12 @@ static const bad_case bad_cases[] = {
      {"c.yaml:5:30: events[0].join.rack: expected one of: type, node, got \"rack\""}},
     {"name: c\n" T N "events:\n  - {at: 5s, when: 1}\n",
      {"c.yaml:5:14: events[0].when: expected one of: at, worker, slowdown, comm_slowdown, join, leave, got \"when\""}},
+    {"name: c\nnetwork: {}\n" T "nodes: [{compute_slots: 0, devices: [{type: g}]}]\n",
+     {"c.yaml:4:25: nodes[0].compute_slots: expected an integer from 1 to 4194304, got \"0\""}},
+    {"name: c\nnetwork: {}\n" T "nodes: [{compute_slots: 1.5, devices: [{type: g}]}]\n",
+     {"c.yaml:4:25: nodes[0].compute_slots: expected an integer from 1 to 4194304, got \"1.5\""}},
+    {"name: c\nnetwork: {}\n" T "nodes: [{slots: 2, devices: [{type: g}]}]\n",
+     {"nodes[0].slots: expected one of: name, link, compute_slots, devices, got \"slots\""}},
     /* YAML itself */
     {"name: c\n  bad: [\n", {"c.yaml:", "YAML syntax error"}},
     {"name: c\nkey: value: other\n", {"c.yaml:2:11: YAML syntax error: mapping values are not allowed"}},
@@ -991,6 +1019,7 @@ static const hs_test_case cases[] = {
     {"defaults", test_defaults},
     {"ps_defaults_to_network", test_ps_defaults_to_network},
     {"large_count", test_large_count},
+    {"compute_slots", test_compute_slots},
     {"bad_inputs", test_bad_inputs},
     {"found_is_escaped", test_found_is_escaped},
     {"aliases_and_tags", test_aliases_and_tags},

@@ -59,6 +59,7 @@ static void same_spec(const hs_cluster_spec *a, const hs_cluster_spec *b) {
     same_link(&a->nodes[i].link, &b->nodes[i].link);
     ASSERT_STR(a->nodes[i].link_calib.name, b->nodes[i].link_calib.name);
     ASSERT_STR(a->nodes[i].link_calib.backend, b->nodes[i].link_calib.backend);
+    ASSERT_EQ(a->nodes[i].compute_slots, b->nodes[i].compute_slots);
   }
   ASSERT_EQ(a->n_workers, b->n_workers);
   for (int w = 0; w < a->n_workers && w < b->n_workers; w++) {
@@ -146,6 +147,7 @@ static const char every_field[] =
     "    devices: [{type: a100, count: 2}, {type: \"GTX 750\", slowdown: 2.5, comm_slowdown: 3}, {type: a100}]\n"
     "  - name: \"true\"\n"
     "    link: {bandwidth: 1234567B/s, latency: 0s}\n"
+    "    compute_slots: 2\n"
     "    devices: [{type: cpu, count: 3}, {type: prof}]\n"
     "  - name: n2\n"
     "    link: {calib: \"cpu shm\", backend: tcp}\n"

@@ -218,6 +218,69 @@ static void test_overlap_single_bucket_equals_no_overlap(void) {
   run_free(&c);
 }
 
+/* Three workers of one node that has two compute slots: SSGD's round holds two steps one after
+ * the other (the third waits for a slot), plus the all-reduce; ASP's updates come at two per
+ * step; a node with as many slots as workers is the node without. */
+static void test_compute_slots(void) {
+#define THREE_SHARED(SLOTS)                                      \
+  "name: shared\n"                                                \
+  "network: {bandwidth: 1000000Gbps, latency: 0s}\n"              \
+  "parameter_server: {bandwidth: 1000000Gbps, latency: 0s}\n"     \
+  "device_types:\n"                                               \
+  "  g: {compute: {t0: 10ms, per_sample: 1ms}}\n"                 \
+  "nodes:\n"                                                      \
+  "  - name: n0\n"                                                \
+  "    link: {bandwidth: 1000000Gbps, latency: 0s}\n" SLOTS       \
+  "    devices: [{type: g, count: 3}]\n"
+  const char *none = THREE_SHARED(""), *two = THREE_SHARED("    compute_slots: 2\n"),
+             *many = THREE_SHARED("    compute_slots: 3\n");
+#undef THREE_SHARED
+  run a, b, c, pa, pb;
+  simulate(&a, none, "ssgd", 60, 10, 0, 1);
+  simulate(&b, two, "ssgd", 60, 10, 0, 1);
+  simulate(&c, many, "ssgd", 60, 10, 0, 1);
+  simulate(&pa, none, "asp", 60, 30, 0, 1);
+  simulate(&pb, two, "asp", 60, 30, 0, 1);
+  ASSERT_EQ(a.rc, 0);
+  ASSERT_EQ(b.rc, 0);
+  ASSERT_EQ(c.rc, 0);
+  ASSERT_EQ(pa.rc, 0);
+  ASSERT_EQ(pb.rc, 0);
+  double step = 0.010 + 0.001 * 20; /* 30 ms */
+  ASSERT_REL(a.res.summary.mean_iteration_s, step, 1e-3);
+  ASSERT_REL(b.res.summary.mean_iteration_s, 2 * step, 1e-3);
+  ASSERT_EQ(c.res.summary.sim_time_s, a.res.summary.sim_time_s);
+  /* The wait is the worker's idle time before its step, not compute: busy time is unchanged. */
+  double busy_a = 0, busy_b = 0;
+  for (int i = 0; i < 3; i++) busy_a += a.res.workers[i].busy_s, busy_b += b.res.workers[i].busy_s;
+  ASSERT_REL(busy_b, busy_a, 1e-9);
+  const hs_step_row *r[16];
+  int n = worker_rows(&b, 2, r, 16);
+  ASSERT(n >= 2);
+  if (n >= 2) ASSERT_REL(r[0]->start_s, step, 1e-9); /* worker 2 waited for worker 0's slot */
+  /* Many slots (the heap): 1,000 workers on 300 slots step in ceil(1000 / 300) = 4 waves. */
+  const char *big = "name: big\n"
+                    "network: {bandwidth: 1000000Gbps, latency: 0s}\n"
+                    "device_types:\n"
+                    "  g: {compute: {t0: 9ms, per_sample: 1ms}}\n"
+                    "nodes:\n"
+                    "  - {name: n0, link: {bandwidth: 1000000Gbps, latency: 0s}, compute_slots: 300,"
+                    " devices: [{type: g, count: 1000}]}\n";
+  run h;
+  simulate(&h, big, "ssgd", 1000, 5, 0, 1); /* a sample each: 10 ms steps */
+  ASSERT_EQ(h.rc, 0);
+  ASSERT_REL(h.res.summary.mean_iteration_s, 4 * 0.010, 1e-3);
+  run_free(&h);
+  /* ASP: 3 updates per 30 ms step without slots, 2 with two (ASP's first round aside). */
+  ASSERT_REL(pa.res.summary.mean_iteration_s, step / 3, 0.05);
+  ASSERT_REL(pb.res.summary.mean_iteration_s, step / 2, 0.05);
+  run_free(&a);
+  run_free(&b);
+  run_free(&c);
+  run_free(&pa);
+  run_free(&pb);
+}
+
 /* A bucket of one byte would cut resnet18's gradient into 44.7 M buckets: refused, saying so. */
 static void test_overlap_too_many_buckets(void) {
   run r;
@@ -713,6 +776,7 @@ static const hs_test_case cases[] = {
     {"ring_link_inverts_ring", test_ring_link_inverts_ring},
     {"overlap_single_bucket_equals_no_overlap", test_overlap_single_bucket_equals_no_overlap},
     {"overlap_too_many_buckets", test_overlap_too_many_buckets},
+    {"compute_slots", test_compute_slots},
     {"sink_positive_code_ends_run", test_sink_positive_code_ends_run},
     {"asp_throughput_server_not_bottleneck", test_asp_throughput_server_not_bottleneck},
     {"ps_bsp_server_bottleneck", test_ps_bsp_server_bottleneck},
