@@ -396,17 +396,24 @@ int hs_fit_comm(const double *bytes, const double *t, int n, double *alpha_s,
   }
   if (distinct < 2)
     return hs_diag_set(d, HS_EINVAL, "communication fit: need at least 2 distinct message sizes, got %d", distinct);
-  /* Weighted normal equations for t = a + s*n, weights 1/t^2. */
+  /* Weighted normal equations for t = a + s*n, weights 1/t^2, scaled by the shortest time
+   * squared (the solution is the same) so that no weight overflows: at most 1, the shortest's. */
+  double tmin = t[0];
+  for (int i = 1; i < n; i++) tmin = t[i] < tmin ? t[i] : tmin;
   double sw = 0, sn = 0, snn = 0, st = 0, snt = 0;
   for (int i = 0; i < n; i++) {
-    double w = 1.0 / (t[i] * t[i]);
+    double w = (tmin / t[i]) * (tmin / t[i]);
     sw += w, sn += w * bytes[i], snn += w * bytes[i] * bytes[i];
     st += w * t[i], snt += w * bytes[i] * t[i];
   }
   double det = sw * snn - sn * sn;
   double s = (sw * snt - sn * st) / det, a = (st - s * sn) / sw;
-  if (!(a >= 0)) a = 0, s = snt / snn; /* through the origin */
-  if (!(s > 0) || !isfinite(s))
+  if (isfinite(det) && !(a >= 0)) a = 0, s = snt / snn; /* through the origin */
+  if (!isfinite(det) || !isfinite(s) || !isfinite(a))
+    return hs_diag_set(d, HS_EINVAL, "communication fit: the sizes and times are too far apart to fit a line "
+                       "(%g to %g bytes, %g to %g s)", gsl_stats_min(bytes, 1, (size_t)n),
+                       gsl_stats_max(bytes, 1, (size_t)n), gsl_stats_min(t, 1, (size_t)n), gsl_stats_max(t, 1, (size_t)n));
+  if (!(s > 0))
     return hs_diag_set(d, HS_EINVAL, "communication fit: time does not grow with message size (slope %g s/byte)", s);
   *alpha_s = a;
   *beta_bytes_per_s = 1.0 / s;

@@ -230,6 +230,15 @@ static void test_comm_fit(void) {
   double n1[] = {1e6, 1e6};
   ASSERT_EQ(hs_fit_comm(n1, t2, 2, &a, &beta, NULL, &d), HS_EINVAL);
   ASSERT_CONTAINS(d.msg, "at least 2 distinct");
+  /* Times so short that 1/t^2 overflows still fit (the weights are scaled); sizes whose
+   * squares overflow are refused in words, not as a slope of nan. */
+  double ttiny[] = {1e-300, 2e-300, 4e-300};
+  ASSERT_EQ(hs_fit_comm(n2, ttiny, 3, &a, &beta, NULL, &d), 0);
+  ASSERT_REL(beta, 1e306, 1e-9);
+  double nhuge[] = {1e200, 2e200, 4e200};
+  ASSERT_EQ(hs_fit_comm(nhuge, t2, 3, &a, &beta, NULL, &d), HS_EINVAL);
+  ASSERT_CONTAINS(d.msg, "too far apart");
+  ASSERT(!strstr(d.msg, "nan"));
 }
 
 int main(int argc, char **argv) {
