@@ -82,6 +82,35 @@ void hs_cli_warn_unnamed_compute(const char *cmd, const struct hs_cluster_spec *
  * Returns 0 with the path in out, or -1 when none exists (out then holds the first candidate). */
 int hs_cli_profile_path(const char *cluster_path, const char *name, char *out, size_t len);
 
+/* --- the run's model (cli_model.c): sim and advise resolve it the same way ----------------- */
+
+/* Imports the profiles that the cluster file names for `model` (`compute: {profile: FILE}`)
+ * into a store in memory, *ps (opened at the first one), and turns those forms into `calib:`
+ * forms of the imported device, marking their types in from_profile (spec->n_types bytes).
+ * Returns 0, or the exit status after printing "hetsim CMD: ..." on stderr. */
+int hs_cli_import_profiles(const char *cmd, const char *model, struct hs_cluster_spec *spec,
+                           struct hs_store **ps, unsigned char *from_profile);
+
+/* --model: a model of the zoo (*mi set), or one imported (`hetsim calib import`) into prof_store
+ * (the cluster's profiles; may be NULL) or into the database at calib_path, whose row gives the
+ * parameters, gradient bytes and FLOPs (*mi NULL; *from_calib, when given, 1 when it came from
+ * calib_path). An imported model has no layer graph and no data set: a convergence model
+ * (`conv`, NULL for none) other than analytic is refused for it. Returns 0, or the exit status
+ * after printing why. */
+struct hs_model_info;
+struct hs_model_stats;
+int hs_cli_resolve_model(const char *cmd, const char *model, const char *calib_path, struct hs_store *prof_store,
+                         const char *conv, const struct hs_model_info **mi, struct hs_model_stats *ms,
+                         int *from_calib);
+
+/* The newest convergence fit stored for `model` (`hetsim fit-convergence --curves`), from the
+ * calib database, else the db one (either may be NULL; a database that does not exist yet, or
+ * predates the table, has none), its beta0 scaled to dataset_size (hs_conv_fit_newest). Returns
+ * 1 when found, 0 when not, -1 on a database error (printed as "hetsim CMD: ..."). */
+struct hs_conv_fit;
+int hs_cli_find_conv_fit(const char *cmd, const char *model, const char *calib, const char *db,
+                         int64_t dataset_size, struct hs_conv_fit *fit);
+
 /* Opens a store in memory holding every bundled profile (traces/profiles/CARD/MODEL.json, or the
  * folder $HETSIM_PROFILES names, which *dir is set to) as `hetsim calib import` stores them, for
  * `devices --bundled` and `models --bundled`. Returns 0, or the exit status after printing

@@ -37,6 +37,7 @@
 #include "nn/nn_zoo.h"
 #include "policies/pol_registry.h"
 #include "sim/sim_conv.h"
+#include "sim/sim_conv_fit.h"
 
 /* Runs end at the target, or after this many epochs of computed samples without it. */
 #define ADVISE_DEFAULT_EPOCHS 30.0
@@ -85,7 +86,9 @@ static void usage(FILE *out) {
 "policies by their best parameters' mean time to the target.\n"
 "\n"
 "  --cluster FILE        cluster file (YAML)\n"
-"  --model NAME          model from `hetsim models`\n"
+"  --model NAME          model from `hetsim models`: the zoo, or one imported into the\n"
+"                        calibration database (`hetsim calib import`) or named by the\n"
+"                        cluster's `compute: {profile: FILE}`\n"
 "  --global-batch B      samples per global iteration\n"
 "  --target-loss L       the target: the first evaluation with loss <= L\n"
 "  --target-accuracy A   the target: the first evaluation with accuracy >= A (0..1 or 85%%)\n"
@@ -95,7 +98,10 @@ static void usage(FILE *out) {
 "  --jobs N              local worker processes (default: the online CPUs; 1 under mpirun)\n"
 "  --convergence MODEL   analytic (default) or proxy, with parameters as for `hetsim sim`\n"
 "  --convergence-params FILE  the analytic model's parameters (`hetsim fit-convergence --out`)\n"
-"  --calib DB            calibration database for `compute: {calib: NAME}` (default --db)\n"
+"  --calib DB            calibration database (default --db): the devices of\n"
+"                        `compute: {calib: NAME}`, the imported models, and the newest\n"
+"                        fit of the model's own curves (`hetsim fit-convergence --curves`),\n"
+"                        which analytic takes without --convergence-params\n"
 "  --epochs E            a run that has not met the target after E epochs of computed\n"
 "                        samples ends as \"not reached\" (default %g)\n"
 "  --store summary|steps what the runs store (default summary; steps feeds the report's\n"
@@ -277,7 +283,7 @@ static void describe_compute(const hs_cluster_spec *spec, int t, const char *mod
 
 /* Where the convergence model's parameters come from, in words and as one word. */
 static void describe_convergence(const advise_args *a, const hs_conv_model *m, const hs_params *p,
-                                 char *basis, size_t bl, char *words, size_t wl) {
+                                 const hs_conv_fit *fit, char *basis, size_t bl, char *words, size_t wl) {
   if (m != &hs_conv_analytic) {
     snprintf(basis, bl, "proxy");
     snprintf(words, wl,
@@ -290,7 +296,12 @@ static void describe_convergence(const advise_args *a, const hs_conv_model *m, c
   for (int i = 0; i < p->n; i++) given += p->given[i];
   /* mlp and cnn have built-in parameters fitted to proxy runs (docs/convergence.md). */
   int fitted = hs_conv_analytic_defaults(a->model) != NULL;
-  if (a->conv_file || given) {
+  if (fit) {
+    snprintf(basis, bl, "analytic-curves");
+    snprintf(words, wl, "analytic, with the parameters fitted to %s's own curves (convergence_fit %lld: %.500s, "
+             "%lld points, loss rmse %.4g)%s", a->model, (long long)fit->id, fit->source, (long long)fit->points,
+             fit->rmse, given ? ", under the --convergence keys given" : "");
+  } else if (a->conv_file || given) {
     snprintf(basis, bl, "analytic-given");
     snprintf(words, wl, "analytic, with parameters set by the user (%s%s%s) over %s",
              a->conv_file ? "--convergence-params " : "", a->conv_file ? a->conv_file : "",
@@ -516,7 +527,7 @@ typedef struct answer {
   const hs_cluster_spec *spec;
   device_basis *dev;
   int ndev;
-  char conv_basis[32], conv_words[400];
+  char conv_basis[32], conv_words[800];
   candidate **best;          /* one per applicable policy, ranked */
   int nbest;
   candidate *cands;
@@ -819,15 +830,14 @@ int hs_cmd_advise(int argc, char **argv) {
   hs_sweep_grid g;
   memset(&g, 0, sizeof g);
   point_run *pr = NULL;
+  hs_store *prof_store = NULL;           /* profiles the cluster names, imported in memory */
+  unsigned char *from_profile = NULL;
   hs_model_stats ms;
-  const hs_model_info *mi = hs_zoo_find(a.model);
-  if (!mi || hs_zoo_stats(a.model, &ms, &d)) {
-    hs_cli_unknown_model("advise", a.model);
-    goto out;
-  }
+  const hs_model_info *mi = NULL;
 
   /* What the answer rests on, from the forms as written, before they are collapsed. */
   if (!(an.dev = calloc((size_t)spec.n_types + 1, sizeof *an.dev))) goto oom;
+  if (!(from_profile = calloc((size_t)spec.n_types + 1, 1))) goto oom;
   int needs_calib = spec.network_calib.name[0] != '\0';
   for (int i = 0; i < spec.n_nodes; i++) needs_calib |= spec.nodes[i].link_calib.name[0] != '\0';
   for (int t = 0; t < spec.n_types; t++) {
@@ -835,23 +845,50 @@ int hs_cmd_advise(int argc, char **argv) {
     needs_calib |= !strcmp(an.dev[an.ndev].kind, "calib");
     if (an.dev[an.ndev].count > 0) an.ndev++;
   }
+  /* The model as each simulation will resolve it (cli_model.c): the zoo's, or one imported into
+   * the calibration database or brought by a profile the cluster names. */
+  const char *cpath = a.calib ? a.calib : a.db;
+  int model_in_calib = 0;
+  if ((rc = hs_cli_import_profiles("advise", a.model, &spec, &prof_store, from_profile)) ||
+      (rc = hs_cli_resolve_model("advise", a.model, cpath, prof_store, a.conv, &mi, &ms, &model_in_calib))) {
+    status = rc;
+    goto out;
+  }
+  needs_calib |= model_in_calib;
   int unnamed = 0;
   if ((rc = hs_cluster_resolve_compute(&spec, a.model, ms.train_flops_per_sample, &unnamed, &d))) {
     fprintf(stderr, "hetsim advise: %s\n", d.msg);
     goto out;
   }
+  /* The convergence model's parameters as `hetsim sim` takes them: without
+   * --convergence-params, analytic takes the newest fit to the model's own curves in the
+   * calibration database (--calib, else --db), which the runs are then given. */
   const hs_conv_model *conv = NULL;
   hs_params conv_params;
-  if ((rc = hs_conv_parse(a.conv, a.model, a.conv_file, &conv, &conv_params, &d))) {
+  hs_conv_fit fit;
+  int have_fit = 0;
+  if (!a.conv_file && !strncmp(a.conv, "analytic", 8) && (!a.conv[8] || a.conv[8] == ':') &&
+      (have_fit = hs_cli_find_conv_fit("advise", a.model, cpath, NULL, mi ? mi->dataset_train_size : 0, &fit)) < 0) {
+    status = 1;
+    goto out;
+  }
+  needs_calib |= have_fit;
+  if (!mi && (!have_fit || !(fit.dataset_size > 0))) {
+    fprintf(stderr, "hetsim advise: --convergence analytic: %s is an imported model with no convergence fit of its "
+            "own in %s that says how many samples an epoch has; fit its curves first (`hetsim fit-convergence "
+            "--curves FILE.csv --model %s --db %s`, docs/convergence.md)\n", a.model, cpath, a.model, cpath);
+    goto out;
+  }
+  if ((rc = hs_conv_parse_fitted(a.conv, a.model, have_fit ? fit.params : NULL, a.conv_file, &conv, &conv_params, &d))) {
     fprintf(stderr, "hetsim advise: %s\n", d.msg);
     goto out;
   }
-  if ((rc = hs_conv_check_target(conv, &conv_params, mi->classes, a.target_loss, a.target_acc, &d))) {
+  if ((rc = hs_conv_check_target(conv, &conv_params, mi ? mi->classes : 0, a.target_loss, a.target_acc, &d))) {
     fprintf(stderr, "hetsim advise: %s\n", d.msg);
     goto out;
   }
-  describe_convergence(&a, conv, &conv_params, an.conv_basis, sizeof an.conv_basis, an.conv_words,
-                       sizeof an.conv_words);
+  describe_convergence(&a, conv, &conv_params, have_fit ? &fit : NULL, an.conv_basis, sizeof an.conv_basis,
+                       an.conv_words, sizeof an.conv_words);
 
   /* The policies: the list given (each known, once), else every registered one; ssgd always,
    * as the baseline. */
@@ -1179,6 +1216,8 @@ out:
   free(cluster_abs);
   free(conv_file_abs);
   free(calib_abs);
+  free(from_profile);
+  hs_store_close(prof_store);
   hs_cluster_spec_free(&spec);
   return status;
 }

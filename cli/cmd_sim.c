@@ -240,74 +240,16 @@ static int parse_args(int argc, char **argv, sim_args *a) {
   return 0;
 }
 
-/* --model: a model of the zoo, or one imported into the calibration database (`hetsim calib
- * import`; --calib DB, else --db), whose row gives the parameters and the gradient bytes. An
- * imported model has no layer graph and no data set: its activations do not bound batches, and
- * --epochs and --convergence are refused for it. Returns 0 (*mi NULL for an imported model) or
- * the exit status after printing why. */
-static int resolve_model(const sim_args *a, hs_store *prof_store, const hs_model_info **mi,
-                         hs_model_stats *ms) {
-  hs_diag d = {0};
-  if ((*mi = hs_zoo_find(a->model))) {
-    if (!hs_zoo_stats(a->model, ms, &d)) return 0;
-    fprintf(stderr, "hetsim sim: %s\n", d.msg);
-    return 1;
-  }
-  const char *cpath = a->calib ? a->calib : a->db;
-  char zoo[256], held[512] = "";
-  hs_zoo_names(zoo, sizeof zoo);
-  hs_store *cs = NULL;
-  hs_cal_model_row row;
-  /* A profile that the cluster file names brings its model with it. */
-  int rc = prof_store ? hs_cal_load_model(prof_store, a->model, &row, &d) : HS_ENOTFOUND;
-  if (rc == HS_ENOTFOUND) {
-    rc = access(cpath, F_OK) ? HS_ENOTFOUND : hs_store_open(&cs, cpath, HS_STORE_READONLY, &d);
-    if (rc == HS_ENOTFOUND) snprintf(held, sizeof held, "no such database");
-    if (!rc) {
-      rc = hs_cal_load_model(cs, a->model, &row, &d);
-      if (rc == HS_ENOTFOUND) hs_cal_imported_models(cs, held, sizeof held);
-    }
-    hs_store_close(cs);
-  }
-  if (rc == HS_ENOTFOUND || (!rc && !row.source[0])) {
-    fprintf(stderr, "hetsim sim: --model: unknown model \"%s\"; valid: %s (the zoo), and the models imported into %s: %s\n",
-            a->model, zoo, cpath, held[0] ? held : "none (`hetsim calib import` brings them)");
-    return 2;
-  }
-  if (rc) {
-    fprintf(stderr, "hetsim sim: --calib %s: %s\n", cpath, d.msg);
-    return 1;
-  }
-  /* An imported model has timings but no data set: the proxy cannot train it, and epochs and
-   * the analytic model's progress are counted in the samples per epoch of the curves its
-   * parameters were fitted to (`hetsim fit-convergence --curves`), checked once they are read. */
-  if (a->conv && strncmp(a->conv, "analytic", 8) != 0) {
-    fprintf(stderr, "hetsim sim: --convergence: %s is an imported model (`hetsim models --db %s`): it has timings but "
-            "no data set to train on; use --convergence analytic with parameters fitted to its own curves "
-            "(`hetsim fit-convergence --curves`), or a model of the zoo (%s)\n", a->model, cpath, zoo);
-    return 2;
-  }
-  if (a->epochs > 0 && !a->conv) {
-    fprintf(stderr, "hetsim sim: --epochs: %s is an imported model (`hetsim models --db %s`): it has timings but no "
-            "data set, so no epoch; use --iterations or --sim-time, or --convergence analytic with parameters "
-            "fitted to its curves (which say how many samples an epoch has)\n", a->model, cpath);
-    return 2;
-  }
-  *ms = (hs_model_stats){.params = row.params, .grad_bytes = row.grad_bytes, .flops_per_sample = NAN,
-                         .train_flops_per_sample = row.flops_per_sample};
-  return 0;
-}
-
 /* Why a run that ended without an error stopped: "target", "iterations", "epochs", "sim_time"
  * (the stop conditions given), "max_iterations" (the bound of a run without --iterations),
  * "interrupted" or "stalled". */
-static const char *stop_reason(const sim_args *a, const hs_model_info *mi, const hs_sim_result *res) {
+static const char *stop_reason(const sim_args *a, int64_t dataset_size, const hs_sim_result *res) {
   const hs_summary *m = &res->summary;
   if (res->status == HS_SIM_INTERRUPTED) return "interrupted";
   if (res->status == HS_SIM_STALLED) return "stalled";
   if ((a->target_loss > 0 || a->target_acc > 0) && !isnan(m->time_to_target_s)) return "target";
   if (a->iterations && m->iterations >= a->iterations) return "iterations";
-  if (a->epochs > 0 && (double)m->samples >= a->epochs * (double)mi->dataset_train_size) return "epochs";
+  if (a->epochs > 0 && (double)m->samples >= a->epochs * (double)dataset_size) return "epochs";
   if (a->sim_time > 0 && m->sim_time_s >= a->sim_time) return "sim_time";
   if (!a->iterations && a->max_iterations && m->iterations >= a->max_iterations) return "max_iterations";
   return "iterations";
@@ -409,54 +351,6 @@ static void print_summary(const sim_args *a, int64_t run_id, const char *status,
   printf("  database         %s\n", a->db);
 }
 
-/* Imports the profiles that the cluster file names for this model (`compute: {profile: FILE}`)
- * into a store in memory, *ps (opened at the first one), and turns those forms into `calib:`
- * forms of the imported device, marking their types in from_profile. Returns 0, or the exit
- * status after printing why. */
-static int import_profiles(const sim_args *a, hs_cluster_spec *spec, hs_store **ps,
-                           unsigned char *from_profile) {
-  hs_cal_import_info *info = NULL;
-  hs_diag d = {0};
-  int status = 0;
-  for (int t = 0; t < spec->n_types && !status; t++) {
-    hs_compute_spec *cs = hs_cluster_compute_pick(&spec->types[t], a->model);
-    if (cs->kind != HS_COMPUTE_PROFILE) continue;
-    char path[4096], where[1024];
-    snprintf(where, sizeof where, "%s:%d:%d: device_types.%s.compute%s%s.profile", spec->path,
-             cs->pos.line, cs->pos.col, spec->types[t].name, cs->model[0] ? "." : "", cs->model);
-    if (hs_cli_profile_path(spec->path, cs->profile, path, sizeof path)) {
-      const char *dir = getenv("HETSIM_PROFILES");
-      fprintf(stderr, "hetsim sim: %s: no profile \"%s\" (not %s, nor in the bundled profiles %s)\n",
-              where, cs->profile, path, dir && *dir ? dir : HETSIM_PROFILES_DIR);
-      status = 2;
-      break;
-    }
-    if (!info && !(info = calloc(1, sizeof *info))) {
-      fprintf(stderr, "hetsim sim: out of memory\n");
-      status = 1;
-      break;
-    }
-    int rc = *ps ? 0 : hs_store_open(ps, ":memory:", 0, &d);
-    if (!rc) rc = hs_cal_import_file(*ps, path, info, &d);
-    if (rc) {
-      fprintf(stderr, "hetsim sim: %s: %s\n", where, d.msg);
-      status = rc == HS_EINVAL || rc == HS_EIO ? 2 : 1;
-    } else if (strcmp(info->model, a->model) != 0) {
-      fprintf(stderr, "hetsim sim: %s: the profile %s measures model %s, not %s (give per-model "
-              "compute: {%s: {profile: ...}, %s: {...}})\n", where, path, info->model, a->model,
-              info->model, a->model);
-      status = 2;
-    } else {
-      cs->kind = HS_COMPUTE_CALIB;
-      snprintf(cs->calib, sizeof cs->calib, "%s", info->device);
-      snprintf(cs->model, sizeof cs->model, "%s", info->model);
-      from_profile[t] = 1;
-    }
-  }
-  free(info);
-  return status;
-}
-
 /* Opens the calibration database read-only; on failure prints why and returns the exit
  * status (2 when it is missing or not a database). */
 static int open_calib(hs_store **cs, const char *path, hs_diag *d) {
@@ -464,27 +358,6 @@ static int open_calib(hs_store **cs, const char *path, hs_diag *d) {
   if (!rc) return 0;
   fprintf(stderr, "hetsim sim: --calib %s: %s\n", path, d->msg);
   return rc == HS_ENOTFOUND || hs_exit_code(rc) == 2 ? 2 : 1;
-}
-
-/* The newest convergence fit stored for the run's model (`hetsim fit-convergence --curves`):
- * from the --calib database, else the --db one (a database that does not exist yet, or predates
- * the table, has none). Returns 1 when found, 0 when not, -1 on a database error (printed). */
-static int find_conv_fit(const sim_args *a, int64_t dataset_size, hs_conv_fit *fit) {
-  const char *paths[2] = {a->calib, a->db};
-  for (int i = 0; i < 2; i++) {
-    hs_store *s = NULL;
-    hs_diag d = {0};
-    if (!paths[i] || (i == 1 && a->calib && !strcmp(a->calib, a->db))) continue;
-    if (access(paths[i], F_OK) || hs_store_open(&s, paths[i], HS_STORE_READONLY, &d)) continue;
-    int rc = hs_conv_fit_newest(s, a->model, dataset_size, fit, &d);
-    hs_store_close(s);
-    if (!rc) return 1;
-    if (rc != HS_ENOTFOUND) {
-      fprintf(stderr, "hetsim sim: %s: %s\n", paths[i], d.msg);
-      return -1;
-    }
-  }
-  return 0;
 }
 
 int hs_cmd_sim(int argc, char **argv) {
@@ -523,9 +396,16 @@ int hs_cmd_sim(int argc, char **argv) {
     fprintf(stderr, "hetsim sim: out of memory\n");
     goto out;
   }
-  if ((rc = import_profiles(&a, &spec, &prof_store, from_profile)) ||
-      (rc = resolve_model(&a, prof_store, &mi, &ms))) {
+  const char *cpath = a.calib ? a.calib : a.db;
+  if ((rc = hs_cli_import_profiles("sim", a.model, &spec, &prof_store, from_profile)) ||
+      (rc = hs_cli_resolve_model("sim", a.model, cpath, prof_store, a.conv, &mi, &ms, NULL))) {
     status = rc;
+    goto out;
+  }
+  if (!mi && a.epochs > 0 && !a.conv) {
+    fprintf(stderr, "hetsim sim: --epochs: %s is an imported model (`hetsim models --db %s`): it has timings but no "
+            "data set, so no epoch; use --iterations or --sim-time, or --convergence analytic with parameters "
+            "fitted to its curves (which say how many samples an epoch has)\n", a.model, cpath);
     goto out;
   }
   if ((rc = hs_policy_parse(a.policy, &pol, &params, &d))) {
@@ -544,7 +424,7 @@ int hs_cmd_sim(int argc, char **argv) {
     hs_conv_fit fit;
     int have_fit = 0;
     if (!a.conv_file && !strncmp(a.conv, "analytic", 8) && (!a.conv[8] || a.conv[8] == ':') &&
-        (have_fit = find_conv_fit(&a, mi ? mi->dataset_train_size : 0, &fit)) < 0) {
+        (have_fit = hs_cli_find_conv_fit("sim", a.model, a.calib, a.db, mi ? mi->dataset_train_size : 0, &fit)) < 0) {
       status = 1;
       goto out;
     }
@@ -585,7 +465,6 @@ int hs_cmd_sim(int argc, char **argv) {
   /* Device types with `compute: {calib: NAME}` take the chosen step fit of NAME (a device name
    * or id) for this model from the calibration database; links written `{calib: NAME}` take
    * NAME's measured communication. */
-  const char *cpath = a.calib ? a.calib : a.db;
   for (int t = 0; t < spec.n_types; t++) {
     if (spec.types[t].compute.kind != HS_COMPUTE_CALIB) continue;
     if (!perf && !(perf = calloc((size_t)spec.n_types, sizeof *perf))) {
@@ -725,7 +604,7 @@ int hs_cmd_sim(int argc, char **argv) {
                   : res.status == HS_SIM_STALLED ? "the simulation ran out of events before any stop condition (did every worker leave?)"
                   : res.status == HS_SIM_INTERRUPTED ? "interrupted by SIGINT" : NULL;
   char bound_msg[512];
-  const char *stop = rc ? "failed" : stop_reason(&a, mi, &res);
+  const char *stop = rc ? "failed" : stop_reason(&a, cfg.dataset_size, &res);
   if (!rc && !strcmp(stop, "max_iterations")) {
     /* The bound of every run, not a stop condition the user gave: the run did not do what
      * was asked, and says so. */
