@@ -159,7 +159,7 @@ static int find_shards(const char *prefix, int launched, glob_t *gl, char ***out
 /* Runs points todo[j], todo[j + stride], ... into shard; returns the number that did not
  * end complete. */
 static int run_worker(const hs_sweep_grid *g, const int *todo, int ntodo, int j, int stride,
-                      const char *shard, int rank) {
+                      const char *shard, const char *db, int rank) {
   int failed = 0;
   for (int k = j; k < ntodo; k += stride) {
     if (sweep_interrupted) {
@@ -169,7 +169,7 @@ static int run_worker(const hs_sweep_grid *g, const int *todo, int ntodo, int j,
     const hs_sweep_point *p = &g->points[todo[k]];
     char *argv[2 * HS_SWEEP_SETTINGS_MAX + 16];
     char seed[32];
-    int argc = hs_sweep_point_argv(g, p, shard, seed, sizeof seed, argv, (int)(sizeof argv / sizeof argv[0]));
+    int argc = hs_sweep_point_argv(g, p, shard, db, seed, sizeof seed, argv, (int)(sizeof argv / sizeof argv[0]));
     /* `hetsim sim` prints its summary on stdout; the sweep prints one line per point instead. */
     fflush(stdout);
     int saved = dup(STDOUT_FILENO);
@@ -366,7 +366,7 @@ int hs_cmd_sweep_counted(int argc, char **argv, long *ran) {
   char shard[4300];
   if (ntodo > 0 && jobs == 1) {
     shard_path(shard, sizeof shard, prefix, rk.launched, 1, 0);
-    failed = run_worker(&g, todo, ntodo, 0, 1, shard, rk.rank);
+    failed = run_worker(&g, todo, ntodo, 0, 1, shard, a.db, rk.rank);
   } else if (ntodo > 0) {
     pid_t *pids = calloc((size_t)jobs, sizeof *pids);
     for (int j = 0; pids && j < jobs; j++) {
@@ -375,7 +375,7 @@ int hs_cmd_sweep_counted(int argc, char **argv, long *ran) {
       if (pid == 0) {
         /* The worker process: run its share, free what it inherited, and leave without the
          * parent's clean-up (the lock file, MPI). */
-        int f = run_worker(&g, todo, ntodo, j, jobs, shard, rk.rank);
+        int f = run_worker(&g, todo, ntodo, j, jobs, shard, a.db, rk.rank);
         free(pids);
         is_child = 1;
         status = f ? 1 : 0;

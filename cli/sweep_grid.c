@@ -603,7 +603,7 @@ void hs_sweep_grid_free(hs_sweep_grid *g) {
   memset(g, 0, sizeof *g);
 }
 
-int hs_sweep_point_argv(const hs_sweep_grid *g, const hs_sweep_point *p, const char *db,
+int hs_sweep_point_argv(const hs_sweep_grid *g, const hs_sweep_point *p, const char *db, const char *calib,
                         char *seedbuf, size_t seedlen, char **argv, int max) {
   int n = 0;
   snprintf(seedbuf, seedlen, "%" PRIu64, p->seed);
@@ -611,9 +611,15 @@ int hs_sweep_point_argv(const hs_sweep_grid *g, const hs_sweep_point *p, const c
                          "--db", db};
   for (size_t i = 0; i < sizeof fixed / sizeof fixed[0] && n < max - 1; i++)
     argv[n++] = (char *)fixed[i];
+  int has_calib = 0;
   for (int i = 0; i < g->n_settings && n < max - 2; i++) {
     argv[n++] = (char *)g->settings[i].option;
     argv[n++] = g->settings[i].values[p->vidx[i]];
+    has_calib |= !strcmp(g->settings[i].option, "--calib");
+  }
+  if (calib && !has_calib && n < max - 2) {
+    argv[n++] = "--calib";
+    argv[n++] = (char *)calib;
   }
   argv[n] = NULL;
   return n;

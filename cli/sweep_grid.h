@@ -65,9 +65,11 @@ int hs_sweep_grid_load(hs_sweep_grid *g, const char *path, hs_diag *d);
 void hs_sweep_grid_free(hs_sweep_grid *g);
 
 /* Fills argv (NULL-terminated, at most max entries with the NULL) with the `hetsim sim`
- * command line of point p writing to db: "sim --cluster ... --db DB". The strings belong to g,
- * p and db. Returns argc. */
-int hs_sweep_point_argv(const hs_sweep_grid *g, const hs_sweep_point *p, const char *db,
+ * command line of point p writing to db: "sim --cluster ... --db DB". A grid without a `calib`
+ * setting gives the point `--calib CALIB` when calib is not NULL: the sweep's own --db, which
+ * `hetsim sim --db DB` would read calibrations, imported models and convergence fits from,
+ * while the point writes to its shard. The strings belong to g, p, db and calib. Returns argc. */
+int hs_sweep_point_argv(const hs_sweep_grid *g, const hs_sweep_point *p, const char *db, const char *calib,
                         char *seedbuf, size_t seedlen, char **argv, int max);
 
 /* FNV-1a 64 of len bytes, continuing from h (start with HS_FNV64_INIT). */

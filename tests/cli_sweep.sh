@@ -123,6 +123,14 @@ a=$(rows "$D3" "$sig"); b=$(rows "$TMP/direct.db" "$sig")
 check steps.same_rows test -n "$a" -a "$a" = "$b"
 check steps.remapped test "$(rows "$D3" "SELECT count(*) FROM step WHERE run_id NOT IN (SELECT id FROM run)")" -eq 0
 
+# A point runs as `hetsim sim --db DB` would, though it writes to a shard: a grid without
+# `calib:` reads DB's calibrations and imported models (a model outside the zoo here).
+"$HETSIM" calib import "$SRC/tests/data/profile-tinynet.json" --db "$TMP/cal.db" >/dev/null
+printf 'name: t1\nnetwork: {bandwidth: 10Gbps, latency: 20us}\ndevice_types:\n  t1: {memory: 16GiB, compute: {calib: "Test GPU T1"}}\nnodes:\n  - name: n0\n    devices: [{type: t1}, {type: t1}]\n' > "$TMP/t1.yaml"
+printf 'clusters: [t1.yaml]\npolicies: [ssgd]\nmodel: tinynet\nglobal_batch: 32\niterations: 5\n' > "$TMP/gcal.yaml"
+run calib_from_db 0 sweep --grid "$TMP/gcal.yaml" --db "$TMP/cal.db" --jobs 1 &&
+  check calib_from_db.complete test "$(rows "$TMP/cal.db" "SELECT count(*) FROM run WHERE model = 'tinynet' AND status = 'complete'")" -eq 1
+
 # Points that end without a complete run fail the sweep by name (here every run stops at the
 # event limit), rather than leaving a shorter table behind.
 printf 'clusters: [c4.yaml]\npolicies: [ssgd]\nseeds: [1, 2]\nmodel: resnet18\nglobal_batch: 128\niterations: 15\nmax_events: 2\n' > "$TMP/gfail.yaml"
