@@ -872,7 +872,8 @@ int hs_cmd_advise(int argc, char **argv) {
     status = 1;
     goto out;
   }
-  needs_calib |= have_fit;
+  /* The runs read what advise read here: --calib when given (else the sweep gives them --db). */
+  needs_calib |= have_fit || a.calib != NULL;
   if (!mi && (!have_fit || !(fit.dataset_size > 0))) {
     fprintf(stderr, "hetsim advise: --convergence analytic: %s is an imported model with no convergence fit of its "
             "own in %s that says how many samples an epoch has; fit its curves first (`hetsim fit-convergence "
