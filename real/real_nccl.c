@@ -835,6 +835,8 @@ static int rank_open(hs_real_comm **out, const hs_real_comm_config *cfg, hs_diag
   if (e == cudaSuccess) e = cudaEventCreateWithFlags(&c->ev, cudaEventDisableTiming);
   if (e == cudaSuccess) e = cudaMalloc((void **)&c->bounce, (size_t)cfg->n * sizeof(float));
   if (e == cudaSuccess) e = cudaMalloc((void **)&c->one, sizeof(float));
+  /* The barrier all-reduces this float: a defined 0, not whatever the allocation held. */
+  if (e == cudaSuccess) e = cudaMemset(c->one, 0, sizeof(float));
   if (e != cudaSuccess) {
     rc = hs_diag_set(d, e == cudaErrorMemoryAllocation ? HS_ENOMEM : HS_ERUNTIME, "--backend nccl: %s: %s", c->device,
                      cudaGetErrorString(e));
@@ -859,6 +861,12 @@ static int rank_open(hs_real_comm **out, const hs_real_comm_config *cfg, hs_diag
   *out = c;
   return 0;
 fail:
+  /* Marked failed, so that rank_close tells the peers so (MSG_FAILED, which they take as this
+   * rank dead at once) instead of a goodbye after which they would wait for its communicator
+   * until the timeout. */
+  pthread_mutex_lock(&c->gpu);
+  abort_comms(c, d);
+  pthread_mutex_unlock(&c->gpu);
   rank_close(c);
   return rc;
 }

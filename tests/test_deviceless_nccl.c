@@ -27,6 +27,8 @@
  * - abort: abort() from another thread ends an all-reduce in progress with HS_EINTR;
  * - killed_in_teardown: a peer killed while a rank's clean close waits in ncclCommFinalize: the
  *   communicator is aborted instead, close returns at once;
+ * - init_fail: a rank whose NCCL set-up fails at once: its peer, waiting for the communicator,
+ *   fails at once too, naming it, rather than at its timeout;
  * - missing_rank: a rank without its peer (rank 0 alone, rank 1 alone) fails its open at the
  *   timeout.
  * Exits 77 (skipped) in builds without CUDA or NCCL headers. */
@@ -530,6 +532,22 @@ static int teardown_main(int rank) {
   return 0;
 }
 
+/* init_fail: rank 1's ncclCommInitRankConfig fails at once (HS_EMU_NCCL_INIT_FAIL): its open
+ * fails, and rank 0, waiting for the communicator, hears that rank 1 failed instead of a
+ * goodbye, and fails at once rather than at its timeout. */
+static int init_fail_main(int rank) {
+  hs_diag d = {0};
+  hs_real_comm *c = NULL;
+  double t0 = hs_real_mono();
+  int rc = open_rank(&c, rank, 2, 20, NULL, &d);
+  double took = hs_real_mono() - t0;
+  fprintf(stderr, "rank %d: open with rank 1's set-up failing: %s (%.2f s)\n", rank, rc ? d.msg : "succeeded", took);
+  STEP(10, rc != 0, "the open succeeded");
+  if (rank == 0) STEP(11, strstr(d.msg, "rank 1") != NULL, "the failure does not name rank 1: %s", d.msg);
+  STEP(12, took < 5, "the failure took %.2f s (timeout 20 s)", took);
+  return all_freed();
+}
+
 /* missing_rank: a rank alone in a world of two fails its open at the timeout. */
 static int alone_main(int rank) {
   hs_diag d = {0};
@@ -557,6 +575,7 @@ static int child_main(const char *role) {
   if (!strcmp(role, "abort")) return abort_main(rank);
   if (!strcmp(role, "teardown")) return teardown_main(rank);
   if (!strcmp(role, "alone")) return alone_main(rank);
+  if (!strcmp(role, "init_fail")) return init_fail_main(rank);
   fprintf(stderr, "unknown role %s\n", role);
   return 2;
 }
@@ -854,6 +873,14 @@ static void test_killed_in_teardown(void) {
   close(opened[0]);
 }
 
+static void test_init_fail(void) {
+  scenario sc;
+  if (scenario_start(&sc, "2")) return;
+  spawn(&sc, "init_fail", 0, 2, NULL);
+  spawn(&sc, "init_fail", 1, 2, "HS_EMU_NCCL_INIT_FAIL=1");
+  scenario_end(&sc, 60, 0);
+}
+
 /* Each rank alone, on ports of their own, side by side. */
 static void test_missing_rank(void) {
   scenario sc[2];
@@ -876,6 +903,7 @@ static const hs_test_case cases[] = {
     {"stalled_send", test_stalled_send},
     {"abort", test_abort},
     {"killed_in_teardown", test_killed_in_teardown},
+    {"init_fail", test_init_fail},
     {"missing_rank", test_missing_rank},
     {NULL, NULL},
 };

@@ -43,7 +43,8 @@
  * group (ncclGroupStart/End) operations are enqueued one after the other, not fused.
  *
  * Fault injection: with HS_EMU_NCCL_STALL_SEND set in a process, its send kernels never deliver
- * (a wedged link) and end only when their communicator is aborted. */
+ * (a wedged link) and end only when their communicator is aborted; with HS_EMU_NCCL_INIT_FAIL,
+ * its ncclCommInitRankConfig fails at once (ncclSystemError, no communicator). */
 #include <nccl.h>
 
 #include <errno.h>
@@ -730,6 +731,8 @@ ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks, ncclUniqueId c
     (void)cudaGetLastError();
     return set_error(ncclUnhandledCudaError, "no CUDA device");
   }
+  /* Fault injection: the set-up fails at once, as a system error does before anything is queued. */
+  if (getenv("HS_EMU_NCCL_INIT_FAIL")) return set_error(ncclSystemError, "set-up failed (HS_EMU_NCCL_INIT_FAIL)");
   struct ncclComm *c = calloc(1, sizeof *c);
   core *k = calloc(1, sizeof *k);
   job *j = calloc(1, sizeof *j);
