@@ -27,9 +27,12 @@
  * "cuda:I/sm=N" that stream belongs to a green context on SM groups no other net of the process
  * holds (nn_cuda.h), made current with the stream so that the cuDNN and cuBLAS handles, events and
  * kernels live in it; cuDNN's heuristics and cuBLAS are told the partition's granted SM count.
- * Every entry point makes the net's context current on the calling thread and gives the thread
- * its own back before it returns, so a net may move between threads (one at a time, as nn_net.h
- * says) and no thread keeps a green context that another may need. */
+ * Every entry point makes the net's context current on the calling thread. A partition's net
+ * gives the thread the context it had back before it returns (after open, the device's primary
+ * context, which open makes current first), so a net may move between threads (one at a time, as
+ * nn_net.h says) and no thread keeps a green context that another may need. A whole-GPU net makes
+ * its device's primary context current (cudaSetDevice) and leaves it so, as the CUDA runtime
+ * does. */
 #include "nn/nn_cuda.h"
 
 #include "core/core_buildinfo.h"

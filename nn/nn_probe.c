@@ -522,6 +522,9 @@ void hs_probe_nccl_allreduce(int ranks, hs_probe_result *r) {
     }
   }
   if (e != ncclSuccess) {
+    /* Part of the group may be queued already: ncclCommDestroy would wait for it (blocking
+     * communicators), ncclCommAbort stops it. */
+    stuck = 1;
     result_set(r, HS_PROBE_FAILED, "ncclAllReduce: %s", nc->ncclGetErrorString(e));
     goto done;
   }
@@ -616,6 +619,9 @@ static double time_partition(const hs_cudrv_api *cu, CUdevice dev, CUdevResource
   t = ts[1 + SPIN_REPS / 2];
 done:
   if (stream) cu->cuStreamDestroy(stream);
+  /* No thread may keep a destroyed context current (nn_cuda_part.h): this one is made current
+   * above, so it is let go first (hs_probe_green_ctx restores the caller's at its end). */
+  if (ctx) cu->cuCtxSetCurrent(NULL);
   if (green) cu->cuGreenCtxDestroy(green);
   return t;
 }

@@ -6,8 +6,10 @@
  * Contract: a probe never exits or aborts; it fills an hs_probe_result whose status says ok,
  * missing (the library, the driver, a GPU or a feature is not there; detail says which and why)
  * or failed (it is there but the probe went wrong; detail has the library's error). Probes use
- * GPU 0, allocate and free their own memory and leave the calling thread's current CUDA context
- * as they found it. Call them from one thread at a time. Builds without CUDA report every GPU
+ * GPU 0 and allocate and free their own memory. The green-context probe leaves the calling
+ * thread's current CUDA context as it found it; the probes through the CUDA runtime (cuDNN,
+ * cuBLAS, NCCL) leave GPU 0's primary context current, as the runtime's own calls do. Call them
+ * from one thread at a time. Builds without CUDA report every GPU
  * probe as missing with "built without CUDA". Units: bytes, kHz for clocks, seconds. */
 #ifndef HS_NN_PROBE_H
 #define HS_NN_PROBE_H
