@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# The path of the check against PyTorch DDP (bench/bench_ddp.sh, QUICK=1): profile cnn the way
+# The paths of the checks against PyTorch DDP (bench/bench_ddp.sh, QUICK=1): profile cnn the way
 # DDP runs it, import the profile, simulate the cluster built on it, run real DDP with the same
 # batches (homogeneous, one rank slowed, LBB's static solve's batches and those it tunes to). It
 # checks that every step runs and writes numbers, not the numbers themselves
-# (docs/performance.md has those, on a quiet machine).
+# (docs/performance.md has those, on a quiet machine). Then bench/bench_ddp_accuracy.sh, QUICK=1:
+# time to an accuracy, predicted for a network outside the zoo and trained for real with DDP.
 . "$(dirname "$0")/cli-lib.sh"
 cli_setup "$@"
 if ! /usr/bin/python3 -c 'import torch' 2>/dev/null; then
@@ -28,4 +29,25 @@ assert sum(r["lbb_smooth_batches"]) == 2 * r["batch_per_rank"], r["lbb_smooth_ba
 check imported_device test "$(rows "$TMP/ddp/pass1/cal.db" "SELECT count(*) FROM comm_model WHERE backend = 'gloo' AND op = 'allreduce' AND world_size = 2")" = 1
 # the gradient's all-reduce as DDP issued it in the profile (--comm-step), stored with its mean
 check step_allreduce_imported test "$(rows "$TMP/ddp/pass1/cal.db" "SELECT count(*) FROM comm_sample WHERE backend = 'gloo' AND op = 'allreduce_step' AND world_size = 2 AND mean_s > 0 AND bytes = $(/usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["model"]["grad_bytes"])' "$TMP/ddp/pass1/profile.json")")" = 1
+
+# Time to accuracy (bench/bench_ddp_accuracy.sh, QUICK=1): a network outside the zoo profiled,
+# its Fashion-MNIST curves fitted, hetsim's time to a low target against DDP's trained to it.
+QUICK=1 bash "$SRC/bench/bench_ddp_accuracy.sh" "$HETSIM" "$TMP/acc" >"$TMP/out" 2>"$TMP/err"
+check accuracy_bench_runs test $? -eq 0 || head -c 2000 "$TMP/err"
+check accuracy_table_printed grep -qE '^\| lbb \| [-+][0-9.]+ \| [-+][0-9.]+ \|' "$TMP/out"
+check accuracy_results /usr/bin/python3 -c '
+import json, math, sys
+r = json.load(open(sys.argv[1] + "/results.json"))
+assert set(r) == {"homo", "slow", "lbb"}, r.keys()
+for name, c in r.items():
+    p = c["passes"][0]
+    assert p["sim_time_s"] > 0 and p["ddp_time_s"] > 0 and p["sim_iterations"] > 0 and p["ddp_iterations"] > 0, (name, p)
+    assert math.isfinite(c["time_error"]), (name, c)
+    d = json.load(open(sys.argv[1] + "/pass1/" + name + ".ddp.json"))
+    assert d["target_reached"] and d["data"] == "fashion-mnist", name
+    t = [e["train_time_s"] for e in d["evals"]]
+    assert t == sorted(t) and t[0] == 0 and d["evals"][0]["iter"] == 0, (name, t)
+    assert sum(p["batches"]) == 2 * 64, p["batches"]
+' "$TMP/acc"
+check accuracy_fit_stored test "$(rows "$TMP/acc/pass1/cal.db" "SELECT count(*) FROM convergence_fit WHERE model = 'usernet'")" = 1
 cli_finish
