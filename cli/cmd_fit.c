@@ -170,7 +170,10 @@ static int load_run(hs_store *s, int64_t id, fit_data *f, hs_diag *d) {
     snprintf(r->model, sizeof r->model, "%s", rec.model);
     double samples = (double)rec.samples, iters = (double)rec.iterations;
     const hs_model_info *mi = hs_zoo_find(r->model);
-    if (!mi) rc = hs_diag_set(d, HS_EINVAL, "run %lld: unknown model %s", (long long)id, r->model);
+    if (!mi)
+      rc = hs_diag_set(d, HS_EINVAL, "run %lld: %s is not a model of the zoo (an imported one): its runs count "
+                       "progress in the epochs of the curves it was fitted to; fit those curves instead "
+                       "(`hetsim fit-convergence --curves FILE.csv --model %s`)", (long long)id, r->model, r->model);
     else if (!(samples > 0) || !(iters > 0))
       rc = hs_diag_set(d, HS_EINVAL, "run %lld has no summary with samples and iterations (did it finish?)", (long long)id);
     else {

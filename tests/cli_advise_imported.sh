@@ -77,6 +77,9 @@ ssgd_t=$("$PY" -c 'import json,sys; a=json.load(open(sys.argv[1])); print(repr([
 run sim_same 0 sim --cluster c.yaml --model tinynet --policy ssgd:overlap=0 --global-batch 64 --convergence analytic \
   --target-loss 0.5 --epochs 30 --seed 1 --calib "$CAL" --db s.db --json
 check sim_same.time "$PY" -c 'import json,sys; d=json.load(open(sys.argv[1])); assert repr(d["time_to_target_s"]) == sys.argv[2], (d["time_to_target_s"], sys.argv[2]); assert d["convergence_source"].startswith("convergence_fit 1: curves.csv"), d' out "$ssgd_t"
+# Its runs are not fitted again (their epochs are the curves'): the curves are.
+run refit_runs 2 fit-convergence 1 --db s.db &&
+  check refit_runs.says has err "tinynet is not a model of the zoo (an imported one)"
 run text 0 "${A[@]}" --calib "$CAL" --db r.db
 check text.rests_on has out "convergence: analytic, with the parameters fitted to tinynet's own curves (convergence_fit 1: curves.csv"
 check text.ran_nothing_again has out "(0 run now)"
