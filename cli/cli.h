@@ -106,7 +106,8 @@ int hs_cli_resolve_model(const char *cmd, const char *model, const char *calib_p
 /* The newest convergence fit stored for `model` (`hetsim fit-convergence --curves`), from the
  * calib database, else the db one (either may be NULL; a database that does not exist yet, or
  * predates the table, has none), its beta0 scaled to dataset_size (hs_conv_fit_newest). Returns
- * 1 when found, 0 when not, -1 on a database error (printed as "hetsim CMD: ..."). */
+ * 1 when found, 0 when not, or minus the exit status after printing "hetsim CMD: ..." (-2: a
+ * file there that is not a database, -1: a database error). */
 struct hs_conv_fit;
 int hs_cli_find_conv_fit(const char *cmd, const char *model, const char *calib, const char *db,
                          int64_t dataset_size, struct hs_conv_fit *fit);

@@ -115,8 +115,14 @@ int hs_cli_find_conv_fit(const char *cmd, const char *model, const char *calib, 
     hs_store *s = NULL;
     hs_diag d = {0};
     if (!paths[i] || (i == 1 && calib && db && !strcmp(calib, db))) continue;
-    if (access(paths[i], F_OK) || hs_store_open(&s, paths[i], HS_STORE_READONLY, &d)) continue;
-    int rc = hs_conv_fit_newest(s, model, dataset_size, fit, &d);
+    if (access(paths[i], F_OK)) continue;
+    int rc = hs_store_open(&s, paths[i], HS_STORE_READONLY, &d);
+    if (rc) {
+      /* There, but not a database this build can read: said, not passed over. */
+      fprintf(stderr, "hetsim %s: %s %s: %s\n", cmd, i == 0 ? "--calib" : "--db", paths[i], d.msg);
+      return hs_exit_code(rc) == 2 ? -2 : -1;
+    }
+    rc = hs_conv_fit_newest(s, model, dataset_size, fit, &d);
     hs_store_close(s);
     if (!rc) return 1;
     if (rc != HS_ENOTFOUND) {

@@ -869,7 +869,7 @@ int hs_cmd_advise(int argc, char **argv) {
   int have_fit = 0;
   if (!a.conv_file && !strncmp(a.conv, "analytic", 8) && (!a.conv[8] || a.conv[8] == ':') &&
       (have_fit = hs_cli_find_conv_fit("advise", a.model, cpath, NULL, mi ? mi->dataset_train_size : 0, &fit)) < 0) {
-    status = 1;
+    status = -have_fit;
     goto out;
   }
   /* The runs read what advise read here: --calib when given (else the sweep gives them --db). */

@@ -425,7 +425,7 @@ int hs_cmd_sim(int argc, char **argv) {
     int have_fit = 0;
     if (!a.conv_file && !strncmp(a.conv, "analytic", 8) && (!a.conv[8] || a.conv[8] == ':') &&
         (have_fit = hs_cli_find_conv_fit("sim", a.model, a.calib, a.db, mi ? mi->dataset_train_size : 0, &fit)) < 0) {
-      status = 1;
+      status = -have_fit;
       goto out;
     }
     if (!mi) {

@@ -51,6 +51,12 @@ run proxy 2 "${A[@]}" --calib "$CAL" --convergence proxy --db r0.db &&
   check proxy.says has err "tinynet is an imported model"
 run unknown 2 advise --cluster c.yaml --model nosuch --global-batch 64 --target-loss 0.5 --calib "$CAL" --db r0.db &&
   check unknown.lists_imported has err "and the models imported into $CAL: tinynet"
+printf 'not a database\n' > junk.db
+run junk_calib 1 "${A[@]}" --calib junk.db --db r0.db &&
+  check junk_calib.says has err "--calib junk.db: junk.db is not an SQLite database"
+run sim_junk_calib 1 sim --cluster c.yaml --model mlp --policy ssgd --global-batch 64 --iterations 3 \
+  --convergence analytic --calib junk.db --db r0.db &&
+  check sim_junk_calib.says has err "--calib junk.db: junk.db is not an SQLite database"
 check refusals.nothing_stored test ! -e r0.db
 check refusals.no_scratch_left test -z "$(ls scratch)"
 
