@@ -854,6 +854,7 @@ int hs_cmd_advise(int argc, char **argv) {
     status = rc;
     goto out;
   }
+  int cluster_calib = needs_calib; /* the cluster's own forms name calibrated devices or links */
   needs_calib |= model_in_calib;
   int unnamed = 0;
   if ((rc = hs_cluster_resolve_compute(&spec, a.model, ms.train_flops_per_sample, &unnamed, &d))) {
@@ -947,8 +948,8 @@ int hs_cmd_advise(int argc, char **argv) {
   if (needs_calib) {
     calib_abs = absolute(a.calib ? a.calib : a.db);
     if (access(calib_abs, R_OK) != 0) {
-      fprintf(stderr, "hetsim advise: --calib %s: %s (the cluster names calibrated devices)\n",
-              calib_abs, strerror(errno));
+      fprintf(stderr, "hetsim advise: --calib %s: %s%s\n", calib_abs, strerror(errno),
+              cluster_calib ? " (the cluster names calibrated devices)" : "");
       goto out;
     }
   }

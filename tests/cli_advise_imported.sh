@@ -57,6 +57,8 @@ run junk_calib 1 "${A[@]}" --calib junk.db --db r0.db &&
 run sim_junk_calib 1 sim --cluster c.yaml --model mlp --policy ssgd --global-batch 64 --iterations 3 \
   --convergence analytic --calib junk.db --db r0.db &&
   check sim_junk_calib.says has err "--calib junk.db: junk.db is not an SQLite database"
+run missing_calib 2 advise --cluster "$SRC/traces/lbb-4gpu.yaml" --model mlp --global-batch 256 --target-loss 0.45 \
+  --calib none.db --db r0.db && check missing_calib.says has err "--calib none.db: No such file or directory"
 check refusals.nothing_stored test ! -e r0.db
 check refusals.no_scratch_left test -z "$(ls scratch)"
 
