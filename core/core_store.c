@@ -24,6 +24,16 @@ typedef struct step_chunk {
   hs_step_row rows[STEP_CHUNK];
 } step_chunk;
 
+/* A virtual table over rows in C memory (feed_module, below): its columns (schema), and each
+ * value given by column(aux, row, col, ctx) for the rows [*lo, *hi). */
+typedef struct row_feed {
+  const char *schema;  /* the "CREATE TABLE x(...)" the table declares */
+  int estimate;        /* the rows xBestIndex reports */
+  const int *lo, *hi;  /* the rows shown now */
+  void (*column)(const void *aux, int i, int col, sqlite3_context *ctx);
+  const void *aux;
+} row_feed;
+
 struct hs_store {
   sqlite3 *db;
   char *path;
@@ -39,6 +49,7 @@ struct hs_store {
   step_chunk *step_cur;    /* the chunk hs_store_step_add fills: step_own or the writer's */
   const hs_step_row *feed; /* the rows hs_step_feed shows, while the insert runs */
   int feed_n;
+  row_feed step_feed;      /* hs_step_feed's description, for the connection's life */
   struct step_writer *writer; /* the step batch's writer thread, or NULL (rows go in inline) */
   step_chunk step_own;
 };
@@ -459,38 +470,31 @@ fail:
   return rc;
 }
 
-/* hs_step_feed: an eponymous, read-only virtual table whose rows are the store's buffered step
- * rows (s->feed[0 .. feed_n)), with run_id = s->step_run. It exists on the store's own
- * connection only, so the insert reads the buffer without copying it through bound
- * parameters. */
-typedef struct step_feed_cursor {
-  sqlite3_vtab_cursor base;
-  int i; /* row of s->feed */
-} step_feed_cursor;
-
-typedef struct step_feed_vtab {
+/* The feeds (row_feed, above): eponymous, read-only virtual tables whose rows are rows
+ * [*lo, *hi) of an array in C memory, so that "INSERT ... SELECT * FROM FEED" reads them without
+ * copying them through bound parameters. One module serves them all. */
+typedef struct feed_vtab {
   sqlite3_vtab base;
-  hs_store *s;
-} step_feed_vtab;
+  const row_feed *f;
+} feed_vtab;
 
-enum {
-  FEED_RUN_ID, FEED_WORKER, FEED_STEP, FEED_BATCH, FEED_START_S, FEED_COMPUTE_END_S,
-  FEED_COMM_END_S, FEED_WAIT_S, FEED_MODEL_VERSION, FEED_STALENESS, FEED_LOSS
-};
+typedef struct feed_cursor {
+  sqlite3_vtab_cursor base;
+  int i; /* row of the feed's array */
+} feed_cursor;
+
+static const row_feed *feed_of(sqlite3_vtab_cursor *c) { return ((feed_vtab *)c->pVtab)->f; }
 
 static int feed_connect(sqlite3 *db, void *aux, int argc, const char *const *argv,
                         sqlite3_vtab **out, char **err) {
   (void)argc, (void)argv, (void)err;
-  int rc = sqlite3_declare_vtab(db,
-                                "CREATE TABLE x(run_id INTEGER, worker INTEGER, step INTEGER,"
-                                " batch INTEGER, start_s REAL, compute_end_s REAL,"
-                                " comm_end_s REAL, wait_s REAL, model_version INTEGER,"
-                                " staleness INTEGER, loss REAL)");
+  const row_feed *f = aux;
+  int rc = sqlite3_declare_vtab(db, f->schema);
   if (rc != SQLITE_OK) return rc;
-  step_feed_vtab *v = sqlite3_malloc(sizeof *v);
+  feed_vtab *v = sqlite3_malloc(sizeof *v);
   if (!v) return SQLITE_NOMEM;
   memset(v, 0, sizeof *v);
-  v->s = aux;
+  v->f = f;
   *out = &v->base;
   return SQLITE_OK;
 }
@@ -501,15 +505,14 @@ static int feed_disconnect(sqlite3_vtab *v) {
 }
 
 static int feed_best_index(sqlite3_vtab *v, sqlite3_index_info *info) {
-  (void)v;
-  info->estimatedCost = STEP_CHUNK;
-  info->estimatedRows = STEP_CHUNK;
+  info->estimatedCost = ((feed_vtab *)v)->f->estimate;
+  info->estimatedRows = ((feed_vtab *)v)->f->estimate;
   return SQLITE_OK;
 }
 
 static int feed_open(sqlite3_vtab *v, sqlite3_vtab_cursor **out) {
   (void)v;
-  step_feed_cursor *c = sqlite3_malloc(sizeof *c);
+  feed_cursor *c = sqlite3_malloc(sizeof *c);
   if (!c) return SQLITE_NOMEM;
   memset(c, 0, sizeof *c);
   *out = &c->base;
@@ -524,52 +527,30 @@ static int feed_close(sqlite3_vtab_cursor *c) {
 static int feed_filter(sqlite3_vtab_cursor *c, int idx_num, const char *idx_str, int argc,
                        sqlite3_value **argv) {
   (void)idx_num, (void)idx_str, (void)argc, (void)argv;
-  ((step_feed_cursor *)c)->i = 0;
+  ((feed_cursor *)c)->i = *feed_of(c)->lo;
   return SQLITE_OK;
 }
 
 static int feed_next(sqlite3_vtab_cursor *c) {
-  ((step_feed_cursor *)c)->i++;
+  ((feed_cursor *)c)->i++;
   return SQLITE_OK;
 }
 
-static int feed_eof(sqlite3_vtab_cursor *c) {
-  const hs_store *s = ((step_feed_vtab *)c->pVtab)->s;
-  return ((step_feed_cursor *)c)->i >= s->feed_n;
-}
-
-static void result_real(sqlite3_context *ctx, double v) {
-  if (isnan(v)) sqlite3_result_null(ctx);
-  else sqlite3_result_double(ctx, v);
-}
+static int feed_eof(sqlite3_vtab_cursor *c) { return ((feed_cursor *)c)->i >= *feed_of(c)->hi; }
 
 static int feed_column(sqlite3_vtab_cursor *c, sqlite3_context *ctx, int col) {
-  const hs_store *s = ((step_feed_vtab *)c->pVtab)->s;
-  const hs_step_row *r = &s->feed[((step_feed_cursor *)c)->i];
-  switch (col) {
-  case FEED_RUN_ID: sqlite3_result_int64(ctx, s->step_run); break;
-  case FEED_WORKER: sqlite3_result_int(ctx, r->worker); break;
-  case FEED_STEP: sqlite3_result_int64(ctx, r->step); break;
-  case FEED_BATCH: sqlite3_result_int(ctx, r->batch); break;
-  case FEED_START_S: sqlite3_result_double(ctx, r->start_s); break;
-  case FEED_COMPUTE_END_S: sqlite3_result_double(ctx, r->compute_end_s); break;
-  case FEED_COMM_END_S: result_real(ctx, r->comm_end_s); break;
-  case FEED_WAIT_S: sqlite3_result_double(ctx, r->wait_s); break;
-  case FEED_MODEL_VERSION: sqlite3_result_int64(ctx, r->model_version); break;
-  case FEED_STALENESS: sqlite3_result_int(ctx, r->staleness); break;
-  case FEED_LOSS: result_real(ctx, r->loss); break;
-  default: sqlite3_result_null(ctx); break;
-  }
+  const row_feed *f = feed_of(c);
+  f->column(f->aux, ((feed_cursor *)c)->i, col, ctx);
   return SQLITE_OK;
 }
 
 static int feed_rowid(sqlite3_vtab_cursor *c, sqlite3_int64 *rowid) {
-  *rowid = ((step_feed_cursor *)c)->i;
+  *rowid = ((feed_cursor *)c)->i;
   return SQLITE_OK;
 }
 
-/* xCreate is NULL, so the table is eponymous only: CREATE VIRTUAL TABLE cannot make one. */
-static const sqlite3_module step_feed_module = {
+/* xCreate is NULL, so a feed is eponymous only: CREATE VIRTUAL TABLE cannot make one. */
+static const sqlite3_module feed_module = {
     .iVersion = 0,
     .xCreate = NULL,
     .xConnect = feed_connect,
@@ -584,6 +565,44 @@ static const sqlite3_module step_feed_module = {
     .xColumn = feed_column,
     .xRowid = feed_rowid,
 };
+
+static void result_real(sqlite3_context *ctx, double v) {
+  if (isnan(v)) sqlite3_result_null(ctx);
+  else sqlite3_result_double(ctx, v);
+}
+
+/* hs_step_feed: the store's buffered step rows (s->feed[0 .. feed_n)), with run_id =
+ * s->step_run; registered on the store's own connection (its row_feed is s->step_feed). */
+enum {
+  FEED_RUN_ID, FEED_WORKER, FEED_STEP, FEED_BATCH, FEED_START_S, FEED_COMPUTE_END_S,
+  FEED_COMM_END_S, FEED_WAIT_S, FEED_MODEL_VERSION, FEED_STALENESS, FEED_LOSS
+};
+
+#define STEP_FEED_SCHEMA                                                                   \
+  "CREATE TABLE x(run_id INTEGER, worker INTEGER, step INTEGER, batch INTEGER, start_s REAL," \
+  " compute_end_s REAL, comm_end_s REAL, wait_s REAL, model_version INTEGER, staleness INTEGER," \
+  " loss REAL)"
+
+static const int feed_from_0 = 0;
+
+static void step_column(const void *aux, int i, int col, sqlite3_context *ctx) {
+  const hs_store *s = aux;
+  const hs_step_row *r = &s->feed[i];
+  switch (col) {
+  case FEED_RUN_ID: sqlite3_result_int64(ctx, s->step_run); break;
+  case FEED_WORKER: sqlite3_result_int(ctx, r->worker); break;
+  case FEED_STEP: sqlite3_result_int64(ctx, r->step); break;
+  case FEED_BATCH: sqlite3_result_int(ctx, r->batch); break;
+  case FEED_START_S: sqlite3_result_double(ctx, r->start_s); break;
+  case FEED_COMPUTE_END_S: sqlite3_result_double(ctx, r->compute_end_s); break;
+  case FEED_COMM_END_S: result_real(ctx, r->comm_end_s); break;
+  case FEED_WAIT_S: sqlite3_result_double(ctx, r->wait_s); break;
+  case FEED_MODEL_VERSION: sqlite3_result_int64(ctx, r->model_version); break;
+  case FEED_STALENESS: sqlite3_result_int(ctx, r->staleness); break;
+  case FEED_LOSS: result_real(ctx, r->loss); break;
+  default: sqlite3_result_null(ctx); break;
+  }
+}
 
 /* ---- which process a run belongs to ----------------------------------------------------
  * A run is committed as 'running' before its work starts; a process killed with SIGKILL, or a
@@ -761,9 +780,11 @@ int hs_store_open(hs_store **out, const char *path, int flags, hs_diag *d) {
   }
   sqlite3_extended_result_codes(s->db, 0);
   sqlite3_busy_timeout(s->db, HS_STORE_BUSY_TIMEOUT_MS);
+  s->step_feed = (row_feed){.schema = STEP_FEED_SCHEMA, .estimate = STEP_CHUNK, .lo = &feed_from_0,
+                            .hi = &s->feed_n, .column = step_column, .aux = s};
   if (sqlite3_create_function(s->db, "hs_run_alive", 1, SQLITE_UTF8, NULL, run_alive_fn, NULL,
                               NULL) != SQLITE_OK ||
-      sqlite3_create_module(s->db, "hs_step_feed", &step_feed_module, s) != SQLITE_OK) {
+      sqlite3_create_module(s->db, "hs_step_feed", &feed_module, &s->step_feed) != SQLITE_OK) {
     rc = db_fail(s, d, "registering the step feed");
     goto fail;
   }
@@ -928,88 +949,24 @@ static void bind_worker(sqlite3_stmt *st, int64_t run, const hs_worker_row *w) {
   bind_real(st, 12, w->comm_s);
 }
 
-/* hs_worker_feed: an eponymous, read-only virtual table whose rows are rows[lo .. hi) of the
- * hs_store_workers_add call under way, as the 12 columns of worker. Registered on the store's
- * connection for that call only (its aux is the call's worker_feed), so that
- * "INSERT INTO worker SELECT * FROM hs_worker_feed" reads the rows from C memory: no parameter
- * binding (1,400 instructions a row for 12 values), no multi-row VALUES program. */
+/* hs_worker_feed: a feed (row_feed) of rows[lo .. hi) of the hs_store_workers_add call under
+ * way, as the 12 columns of worker. Registered on the store's connection for that call only
+ * (its aux is the call's worker_feed), so that "INSERT INTO worker SELECT * FROM
+ * hs_worker_feed" reads the rows from C memory: no parameter binding (1,400 instructions a row
+ * for 12 values), no multi-row VALUES program. */
 typedef struct worker_feed {
   int64_t run;
   const hs_worker_row *rows;
   int lo, hi;
 } worker_feed;
 
-typedef struct worker_feed_vtab {
-  sqlite3_vtab base;
-  const worker_feed *f;
-} worker_feed_vtab;
-
-typedef struct worker_feed_cursor {
-  sqlite3_vtab_cursor base;
-  int i; /* row of f->rows */
-} worker_feed_cursor;
-
 /* Rows per INSERT ... SELECT: a failing chunk is retried row by row to name the worker. */
 #define WORKERS_PER_INSERT 4096
 
-static int wfeed_connect(sqlite3 *db, void *aux, int argc, const char *const *argv,
-                         sqlite3_vtab **out, char **err) {
-  (void)argc, (void)argv, (void)err;
-  int rc = sqlite3_declare_vtab(db,
-                                "CREATE TABLE x(run_id INTEGER, idx INTEGER, device_type TEXT,"
-                                " node TEXT, joined_at_s REAL, left_at_s REAL,"
-                                " initial_batch INTEGER, steps INTEGER, samples INTEGER,"
-                                " busy_s REAL, wait_s REAL, comm_s REAL)");
-  if (rc != SQLITE_OK) return rc;
-  worker_feed_vtab *v = sqlite3_malloc(sizeof *v);
-  if (!v) return SQLITE_NOMEM;
-  memset(v, 0, sizeof *v);
-  v->f = aux;
-  *out = &v->base;
-  return SQLITE_OK;
-}
-
-static int wfeed_disconnect(sqlite3_vtab *v) {
-  sqlite3_free(v);
-  return SQLITE_OK;
-}
-
-static int wfeed_best_index(sqlite3_vtab *v, sqlite3_index_info *info) {
-  (void)v;
-  info->estimatedCost = WORKERS_PER_INSERT;
-  info->estimatedRows = WORKERS_PER_INSERT;
-  return SQLITE_OK;
-}
-
-static int wfeed_open(sqlite3_vtab *v, sqlite3_vtab_cursor **out) {
-  (void)v;
-  worker_feed_cursor *c = sqlite3_malloc(sizeof *c);
-  if (!c) return SQLITE_NOMEM;
-  memset(c, 0, sizeof *c);
-  *out = &c->base;
-  return SQLITE_OK;
-}
-
-static int wfeed_close(sqlite3_vtab_cursor *c) {
-  sqlite3_free(c);
-  return SQLITE_OK;
-}
-
-static int wfeed_filter(sqlite3_vtab_cursor *c, int idx_num, const char *idx_str, int argc,
-                        sqlite3_value **argv) {
-  (void)idx_num, (void)idx_str, (void)argc, (void)argv;
-  ((worker_feed_cursor *)c)->i = ((worker_feed_vtab *)c->pVtab)->f->lo;
-  return SQLITE_OK;
-}
-
-static int wfeed_next(sqlite3_vtab_cursor *c) {
-  ((worker_feed_cursor *)c)->i++;
-  return SQLITE_OK;
-}
-
-static int wfeed_eof(sqlite3_vtab_cursor *c) {
-  return ((worker_feed_cursor *)c)->i >= ((worker_feed_vtab *)c->pVtab)->f->hi;
-}
+#define WORKER_FEED_SCHEMA                                                                    \
+  "CREATE TABLE x(run_id INTEGER, idx INTEGER, device_type TEXT, node TEXT, joined_at_s REAL," \
+  " left_at_s REAL, initial_batch INTEGER, steps INTEGER, samples INTEGER, busy_s REAL,"       \
+  " wait_s REAL, comm_s REAL)"
 
 static void result_text(sqlite3_context *ctx, const char *v) {
   if (v) sqlite3_result_text(ctx, v, -1, SQLITE_STATIC);
@@ -1017,9 +974,9 @@ static void result_text(sqlite3_context *ctx, const char *v) {
 }
 
 /* The values bind_worker would bind, column for column. */
-static int wfeed_column(sqlite3_vtab_cursor *c, sqlite3_context *ctx, int col) {
-  const worker_feed *f = ((worker_feed_vtab *)c->pVtab)->f;
-  const hs_worker_row *w = &f->rows[((worker_feed_cursor *)c)->i];
+static void worker_column(const void *aux, int i, int col, sqlite3_context *ctx) {
+  const worker_feed *f = aux;
+  const hs_worker_row *w = &f->rows[i];
   switch (col) {
   case 0: sqlite3_result_int64(ctx, f->run); break;
   case 1: sqlite3_result_int(ctx, w->index); break;
@@ -1035,30 +992,7 @@ static int wfeed_column(sqlite3_vtab_cursor *c, sqlite3_context *ctx, int col) {
   case 11: result_real(ctx, w->comm_s); break;
   default: sqlite3_result_null(ctx); break;
   }
-  return SQLITE_OK;
 }
-
-static int wfeed_rowid(sqlite3_vtab_cursor *c, sqlite3_int64 *rowid) {
-  *rowid = ((worker_feed_cursor *)c)->i;
-  return SQLITE_OK;
-}
-
-/* xCreate is NULL, so the table is eponymous only: CREATE VIRTUAL TABLE cannot make one. */
-static const sqlite3_module worker_feed_module = {
-    .iVersion = 0,
-    .xCreate = NULL,
-    .xConnect = wfeed_connect,
-    .xBestIndex = wfeed_best_index,
-    .xDisconnect = wfeed_disconnect,
-    .xDestroy = wfeed_disconnect,
-    .xOpen = wfeed_open,
-    .xClose = wfeed_close,
-    .xFilter = wfeed_filter,
-    .xNext = wfeed_next,
-    .xEof = wfeed_eof,
-    .xColumn = wfeed_column,
-    .xRowid = wfeed_rowid,
-};
 
 /* Inserts the feed's rows[lo .. hi) with st (the insert from hs_worker_feed); when it fails,
  * finds the row that fails by inserting them one at a time (the failed statement has left
@@ -1099,9 +1033,11 @@ int hs_store_workers_add(hs_store *s, int64_t run, const hs_worker_row *rows, in
     fk_off = 1;
   }
   worker_feed feed = {run, rows, 0, 0};
+  row_feed rf = {.schema = WORKER_FEED_SCHEMA, .estimate = WORKERS_PER_INSERT, .lo = &feed.lo, .hi = &feed.hi,
+                 .column = worker_column, .aux = &feed};
   sqlite3_stmt *ins = NULL, *chk = NULL;
   int module = 0;
-  if (sqlite3_create_module(s->db, "hs_worker_feed", &worker_feed_module, &feed) != SQLITE_OK) {
+  if (sqlite3_create_module(s->db, "hs_worker_feed", &feed_module, &rf) != SQLITE_OK) {
     rc = db_fail(s, d, "registering the worker feed");
     goto out;
   }
