@@ -430,20 +430,32 @@ static int load_curves(const curve_opts *o, fit_data *f, char *source, size_t sl
   if (!rc && unknown[0]) fprintf(stderr, "hetsim fit-convergence: %s: ignoring columns %s\n", o->path, unknown);
 
   /* Samples per epoch: --dataset-size, else samples/epoch of the rows that give both (which must
-   * agree within 1%), else the zoo model's training set. */
+   * agree within 1%), taken from the row of the most epochs, whose rounded epoch is the least
+   * off (tools/hetsim_profile.py writes 6 decimals: at 0.1 epoch that is 5e-6 of it), else the
+   * zoo model's training set. */
   double D = o->dataset_size;
-  int from = o->dataset_size > 0 ? 1 : 0; /* 1: the option, 2: a row */
+  int from = o->dataset_size > 0 ? 1 : 0, from_line = 0; /* from 1: the option, 2: a row */
+  for (int i = 0; !rc && !from && i < nrows; i++) {
+    const curve_row *r = &rows[i];
+    if (isnan(r->samples) || isnan(r->epoch) || !(r->epoch > 0)) continue;
+    if (!from_line || r->epoch > rows[from_line - 1].epoch) from_line = i + 1;
+  }
+  if (from_line) {
+    const curve_row *r = &rows[from_line - 1];
+    double dr = r->samples / r->epoch;
+    /* A data set has a whole number of samples; the epoch column is rounded. */
+    D = fabs(dr - round(dr)) <= 1e-6 * dr ? round(dr) : dr;
+    from = 2;
+  }
   for (int i = 0; !rc && i < nrows; i++) {
     const curve_row *r = &rows[i];
     if (isnan(r->samples) || isnan(r->epoch) || !(r->epoch > 0)) continue;
     double dr = r->samples / r->epoch;
-    if (!from) {
-      /* A data set has a whole number of samples; the epoch column is rounded. */
-      D = fabs(dr - round(dr)) <= 1e-6 * dr ? round(dr) : dr;
-      from = 2;
-    } else if (fabs(dr - D) > 0.01 * D) {
-      rc = bad_at(d, o->path, r->line, "samples / epoch = %.6g, but %s %.6g samples per epoch", dr,
-                  from == 1 ? "--dataset-size says" : "an earlier row gave", D);
+    if (fabs(dr - D) > 0.01 * D) {
+      char by[64];
+      if (from == 1) snprintf(by, sizeof by, "--dataset-size says");
+      else snprintf(by, sizeof by, "line %d gives", rows[from_line - 1].line);
+      rc = bad_at(d, o->path, r->line, "samples / epoch = %.6g, but %s %.6g samples per epoch", dr, by, D);
     }
   }
   if (!rc && !(D > 0)) D = (double)o->zoo_size;

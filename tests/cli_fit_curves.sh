@@ -160,7 +160,12 @@ bad_csv quote 'samples,loss,batch,policy\n0,2.3,32,"ssgd\n' "quote.csv:2: a quot
 bad_csv neither 'samples,epoch,loss,batch\n,,2.3,32\n' "neither.csv:2: neither samples nor epoch is given"
 bad_csv disagree 'samples,epoch,loss,batch\n6000,0.1,2.3,32\n12000,0.1,2.0,32\n' "disagree.csv:3: samples / epoch = 120000, but --dataset-size says 60000"
 expect_exit bad_disagree_size 2 "$H" fit-convergence --curves disagree.csv --model mynet --db "$DB"
-check bad_disagree_size_says grep -q "disagree.csv:3: samples / epoch = 120000, but an earlier row gave 60000" err
+check bad_disagree_size_says grep -q "disagree.csv:3: samples / epoch = 120000, but line 2 gives 60000" err
+# Epochs rounded to 6 decimals, as tools/hetsim_profile.py writes them: the data set's size comes
+# from the row of the most epochs (here exactly 60,000; the first row alone gives 60,000.1).
+printf 'samples,epoch,loss,accuracy,batch\n0,0.0,2.3,0.1,128\n6016,0.100267,0.62,0.77,128\n12032,0.200533,0.53,0.81,128\n89984,1.499733,0.40,0.85,128\n179968,2.999467,0.34,0.88,128\n' > rounded.csv
+expect_exit rounded_epochs 0 "$H" fit-convergence --curves rounded.csv --model mynet --db "$T/rounded.db" --json
+check rounded_epochs_size python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["dataset_size"] == 60000, d["dataset_size"]' out
 bad_csv few 'samples,loss,batch\n0,2.3,32\n1000,2.0,32\n' "3 parameters"
 expect_exit bad_missing_file 2 "$H" fit-convergence --curves nope.csv --model mynet --db "$DB"
 expect_exit bad_no_model 2 "$H" fit-convergence --curves c.csv --db "$DB"
