@@ -964,14 +964,10 @@ int hs_cmd_validate(int argc, char **argv) {
       printf("  runtime                    one process per worker (%s): its TCP all-reduce and control messages "
              "are not calibrated for %d processes (`hetsim calib --device cpu` started as the run was times them); "
              "simulated as the threads over the %s backend, so expect it short\n", r.opt.launch, n, cb);
-    if (crowded && multi)
-      printf("  CPU sharing                %d processes on %d CPU%s (the server's included): simulated as %d compute "
-             "slot%s, a step waiting for one when all are taken\n", sharers, r.opt.cpus, r.opt.cpus == 1 ? "" : "s",
-             r.opt.cpus, r.opt.cpus == 1 ? "" : "s");
-    else if (crowded)
-      printf("  CPU sharing                %d worker threads on %d CPU%s: simulated as %d compute slot%s, a step "
-             "waiting for one when all are taken\n", sharers, r.opt.cpus, r.opt.cpus == 1 ? "" : "s", r.opt.cpus,
-             r.opt.cpus == 1 ? "" : "s");
+    if (crowded)
+      printf("  CPU sharing                %d %s on %d CPU%s%s: simulated as %d compute slot%s, a step waiting for "
+             "one when all are taken\n", sharers, multi ? "processes" : "worker threads", r.opt.cpus,
+             r.opt.cpus == 1 ? "" : "s", multi ? " (the server's included)" : "", r.opt.cpus, r.opt.cpus == 1 ? "" : "s");
     printf("  compute calibration        %s%s\n", cdev,
            cdev == r.opt.device_name && n > 1 ? " (steps timed alone; `hetsim calib --concurrent N` times them as N workers share the machine)" : "");
     for (int t = 0; n_own_types && t < spec.n_types; t++)
