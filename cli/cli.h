@@ -103,6 +103,9 @@ int hs_cli_resolve_model(const char *cmd, const char *model, const char *calib_p
                          const char *conv, const struct hs_model_info **mi, struct hs_model_stats *ms,
                          int *from_calib);
 
+/* 1 when a --convergence spec names the analytic model ("analytic", or "analytic:k=v,..."). */
+int hs_cli_conv_analytic(const char *spec);
+
 /* The newest convergence fit stored for `model` (`hetsim fit-convergence --curves`), from the
  * calib database, else the db one (either may be NULL; a database that does not exist yet, or
  * predates the table, has none), its beta0 scaled to dataset_size (hs_conv_fit_newest). Returns

@@ -108,6 +108,10 @@ int hs_cli_resolve_model(const char *cmd, const char *model, const char *calib_p
   return 0;
 }
 
+int hs_cli_conv_analytic(const char *spec) {
+  return !strncmp(spec, "analytic", 8) && (!spec[8] || spec[8] == ':');
+}
+
 int hs_cli_find_conv_fit(const char *cmd, const char *model, const char *calib, const char *db,
                          int64_t dataset_size, hs_conv_fit *fit) {
   const char *paths[2] = {calib, db};

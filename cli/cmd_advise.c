@@ -868,7 +868,7 @@ int hs_cmd_advise(int argc, char **argv) {
   hs_params conv_params;
   hs_conv_fit fit;
   int have_fit = 0;
-  if (!a.conv_file && !strncmp(a.conv, "analytic", 8) && (!a.conv[8] || a.conv[8] == ':') &&
+  if (!a.conv_file && hs_cli_conv_analytic(a.conv) &&
       (have_fit = hs_cli_find_conv_fit("advise", a.model, cpath, NULL, mi ? mi->dataset_train_size : 0, &fit)) < 0) {
     status = -have_fit;
     goto out;

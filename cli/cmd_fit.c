@@ -686,7 +686,7 @@ int hs_cmd_fit(int argc, char **argv) {
   if (curves && (!model || !*model)) return bad("--curves needs --model NAME: the model the curves are of");
   if (!curves && (model || dsize || classes >= 0))
     return bad("--model, --dataset-size and --classes go with --curves (runs know their model)");
-  if (strncmp(conv, "analytic", 8) || (conv[8] && conv[8] != ':'))
+  if (!hs_cli_conv_analytic(conv))
     return bad("--convergence: only the analytic model has parameters to fit, got \"%s\"", conv);
   fit_data f = {0};
   hs_diag d = {0};

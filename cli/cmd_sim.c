@@ -423,7 +423,7 @@ int hs_cmd_sim(int argc, char **argv) {
     /* Without --convergence-params, analytic takes the newest fit to the model's own curves. */
     hs_conv_fit fit;
     int have_fit = 0;
-    if (!a.conv_file && !strncmp(a.conv, "analytic", 8) && (!a.conv[8] || a.conv[8] == ':') &&
+    if (!a.conv_file && hs_cli_conv_analytic(a.conv) &&
         (have_fit = hs_cli_find_conv_fit("sim", a.model, a.calib, a.db, mi ? mi->dataset_train_size : 0, &fit)) < 0) {
       status = -have_fit;
       goto out;
