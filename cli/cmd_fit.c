@@ -8,9 +8,11 @@
  * evaluation after j updates is at progress k = j u E(u) Ps(s) / D, and the fit minimises the
  * squared error of l(k) = 1/(beta0 k + beta1) + beta2 over every evaluation of every run.
  * beta0, beta1 and beta2 are always fitted; phi only when the runs' u differ by more than 5%;
- * lambda_s only when their mean staleness differs by more than 0.5. With accuracies, acc_max and
- * acc_alpha are then fitted to the (loss, accuracy) pairs. The other parameters keep the values
- * given with --convergence (or the model's defaults).
+ * lambda_s only when their mean staleness differs by more than 0.5. With accuracies, the
+ * accuracy map is then fitted to the (loss, accuracy) pairs (the exponential one, acc_max and
+ * acc_alpha, or the rational one, acc_max, acc_slope and acc_bend, whichever fits better per
+ * degree of freedom), and the accuracy noise acc_noise estimated. The other parameters keep the
+ * values given with --convergence (or the model's defaults).
  *
  * --curves FILE.csv fits the same way to curves recorded elsewhere (a CSV of samples or epochs,
  * loss, accuracy, batch, workers, policy; docs/convergence.md), for any model, and stores the
@@ -69,10 +71,11 @@ static int usage(FILE *out, int code) {
 "Fits the analytic convergence model (docs/convergence.md) to the evaluations (eval rows) of\n"
 "the given runs, all of one model, or to loss and accuracy curves recorded elsewhere (--curves):\n"
 "beta0, beta1, beta2 always; phi when the samples per update differ; lambda_s when the mean\n"
-"staleness differs; acc_max and acc_alpha when there are accuracies. Prints the parameters and\n"
-"writes them as key=value lines to FILE (default: none) for `hetsim sim --convergence analytic\n"
-"--convergence-params FILE`. A fit to --curves is also stored in the database (table\n"
-"convergence_fit), where `hetsim sim --convergence analytic` takes the newest fit of its model.\n"
+"staleness differs; the accuracy map (acc_max and acc_alpha, or acc_slope and acc_bend) and\n"
+"acc_noise when there are accuracies. Prints the parameters and writes them as key=value\n"
+"lines to FILE (default: none) for `hetsim sim --convergence analytic --convergence-params\n"
+"FILE`. A fit to --curves is also stored in the database (table convergence_fit), where\n"
+"`hetsim sim --convergence analytic` takes the newest fit of its model.\n"
 "\n"
 "  --curves FILE.csv    a CSV with a header row: samples (or epoch), loss, batch, and optionally\n"
 "                       accuracy, workers, policy (ssgd, ddp, lbb: synchronous; asp); other\n"
@@ -124,6 +127,25 @@ static int acc_resid(const gsl_vector *x, void *ctx, gsl_vector *r) {
   hs_conv_coef c = f->c;
   c.acc_max = 1.0 / (1.0 + exp(-gsl_vector_get(x, 0)));
   c.acc_alpha = exp(gsl_vector_get(x, 1));
+  c.acc_slope = 0; /* the exponential map */
+  size_t k = 0;
+  for (int i = 0; i < f->n; i++)
+    if (!isnan(f->pts[i].acc))
+      gsl_vector_set(r, k++, hs_conv_accuracy(&c, f->pts[i].loss, f->classes) - f->pts[i].acc);
+  return GSL_SUCCESS;
+}
+
+/* The rational map: acc_max as a logistic, acc_slope and acc_bend as logarithms. */
+static void rat_unpack(const gsl_vector *x, hs_conv_coef *c) {
+  c->acc_max = 1.0 / (1.0 + exp(-gsl_vector_get(x, 0)));
+  c->acc_slope = exp(gsl_vector_get(x, 1));
+  c->acc_bend = exp(gsl_vector_get(x, 2));
+}
+
+static int rat_resid(const gsl_vector *x, void *ctx, gsl_vector *r) {
+  fit_data *f = ctx;
+  hs_conv_coef c = f->c;
+  rat_unpack(x, &c);
   size_t k = 0;
   for (int i = 0; i < f->n; i++)
     if (!isnan(f->pts[i].acc))
@@ -497,6 +519,48 @@ static int load_curves(const curve_opts *o, fit_data *f, char *source, size_t sl
 
 /* --- the fit, shared by runs and curves ---------------------------------------------------- */
 
+static int by_run_step(const void *a, const void *b) {
+  const fit_point *x = a, *y = b;
+  if (x->run != y->run) return x->run < y->run ? -1 : 1;
+  return x->step < y->step ? -1 : x->step > y->step;
+}
+
+static int by_value(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* The accuracy noise: the standard deviation of an evaluation's accuracy about a smooth curve,
+ * from each point's distance to the line through its two neighbours (of the same run or group,
+ * in order of progress). For independent noise of deviation s that distance has deviation
+ * s sqrt(1 + w^2 + (1 - w)^2), w the point's weight of the earlier neighbour; the median of the
+ * distances so scaled, over 0.6745 (the normal's median absolute value), estimates s and is not
+ * moved by the few points where the curve bends sharply (its first updates). NaN with fewer than
+ * 5 such points. */
+static double acc_noise_of(const fit_data *f) {
+  fit_point *p = malloc((size_t)f->n * sizeof *p);
+  double *r = malloc((size_t)f->n * sizeof *r);
+  double sigma = NAN;
+  if (!p || !r) goto done;
+  int n = 0, m = 0;
+  for (int i = 0; i < f->n; i++)
+    if (!isnan(f->pts[i].acc)) p[n++] = f->pts[i];
+  qsort(p, (size_t)n, sizeof *p, by_run_step);
+  for (int i = 1; i + 1 < n; i++) {
+    const fit_point *a = &p[i - 1], *b = &p[i], *c = &p[i + 1];
+    if (a->run != b->run || c->run != b->run || !(c->step > a->step)) continue;
+    double w = (c->step - b->step) / (c->step - a->step);
+    r[m++] = fabs(b->acc - (w * a->acc + (1 - w) * c->acc)) / sqrt(1 + w * w + (1 - w) * (1 - w));
+  }
+  if (m < 5) goto done;
+  qsort(r, (size_t)m, sizeof *r, by_value);
+  sigma = (m % 2 ? r[m / 2] : 0.5 * (r[m / 2 - 1] + r[m / 2])) / 0.6745;
+done:
+  free(p);
+  free(r);
+  return sigma;
+}
+
 /* Fits f's points (f->c holds the starting and fixed values): the loss curve, then the
  * accuracy map when at least 3 points have an accuracy. Returns 0, 2 when there are too few
  * points for the parameters (message printed), 1 when the loss fit did not converge. */
@@ -517,7 +581,7 @@ static int fit_points(fit_data *f, double *rms, double *arms, int *n_fitted, con
   size_t np = 3 + (size_t)f->fit_phi + (size_t)f->fit_ls;
   if ((size_t)f->n < np + 1)
     return bad("%d points are too few to fit %zu parameters; record (or evaluate) more often", f->n, np);
-  gsl_vector *x = gsl_vector_alloc(np), *xa = NULL;
+  gsl_vector *x = gsl_vector_alloc(np), *xa = NULL, *xr = NULL;
   /* Start from the model's values, with beta2 below the lowest loss seen. */
   double b2 = fmin(f->c.beta2, 0.5 * lmin);
   gsl_vector_set(x, 0, log(f->c.beta0));
@@ -552,8 +616,43 @@ static int fit_points(fit_data *f, double *rms, double *arms, int *n_fitted, con
     if (!isnan(*arms)) {
       f->c.acc_max = 1.0 / (1.0 + exp(-gsl_vector_get(xa, 0)));
       f->c.acc_alpha = exp(gsl_vector_get(xa, 1));
-      fitted[m++] = "acc_max";
-      fitted[m++] = "acc_alpha";
+      /* The rational map too, with one parameter more, and the map whose RMS error per degree
+       * of freedom is the lower kept. It starts from the exponential map's slope at beta2 and
+       * bends to chance at the highest loss seen. */
+      double xmax = 0;
+      for (int i = 0; i < f->n; i++)
+        if (!isnan(f->pts[i].acc)) xmax = fmax(xmax, f->pts[i].loss - f->c.beta2);
+      double chance = f->classes > 0 ? 1.0 / f->classes : 0, am = f->c.acc_max;
+      double slope = fmax((am - chance) * f->c.acc_alpha, 1e-6);
+      double bend = xmax > 0 ? fmax((slope * xmax / fmax(am - chance, 1e-6) - 1) / xmax, 1e-3) : 1;
+      double rrms = NAN;
+      if (na >= 4) {
+        xr = gsl_vector_alloc(3);
+        gsl_vector_set(xr, 0, log(am / fmax(1 - am, 1e-9)));
+        gsl_vector_set(xr, 1, log(slope));
+        gsl_vector_set(xr, 2, log(bend));
+        gsl_multifit_nlinear_fdf fr = {.f = rat_resid, .n = (size_t)na, .p = 3, .params = f};
+        rrms = solve(&fr, xr, (size_t)na);
+      }
+      if (!isnan(rrms) && rrms * sqrt(na / (na - 3.0)) < *arms * sqrt(na / (na - 2.0))) {
+        rat_unpack(xr, &f->c);
+        f->c.acc_alpha = 0;
+        *arms = rrms;
+        fitted[m++] = "acc_max";
+        fitted[m++] = "acc_slope";
+        fitted[m++] = "acc_bend";
+      } else {
+        f->c.acc_slope = f->c.acc_bend = 0;
+        fitted[m++] = "acc_max";
+        fitted[m++] = "acc_alpha";
+      }
+      /* Two estimates of the noise, each of which can only overstate it: the scatter about
+       * the neighbours (and the curve's bends), and the map's residuals (and its misfit). */
+      double noise = acc_noise_of(f);
+      if (!isnan(noise)) {
+        f->c.acc_noise = fmin(fmin(noise, *arms), 1);
+        fitted[m++] = "acc_noise";
+      }
     }
   }
   fitted[m] = NULL;
@@ -562,6 +661,7 @@ static int fit_points(fit_data *f, double *rms, double *arms, int *n_fitted, con
 done:
   gsl_vector_free(x);
   gsl_vector_free(xa);
+  gsl_vector_free(xr);
   return status;
 }
 
@@ -587,9 +687,10 @@ static void fit_text(const fit_data *f, const char *model, double rms, const fit
   if (k < 0 || (size_t)k >= len) return;
   snprintf(text + k, len - (size_t)k,
            "phi=%.6g\nb0=%.6g\nbeta0=%.6g\nbeta1=%.6g\nbeta2=%.6g\nlambda_s=%.6g\n"
-           "lambda_tau=%.6g\nlambda_c=%.6g\nacc_max=%.6g\nacc_alpha=%.6g\n",
-           f->c.phi, f->c.b0, f->c.beta0, f->c.beta1, f->c.beta2,
-           f->c.lambda_s, f->c.lambda_tau, f->c.lambda_c, f->c.acc_max, f->c.acc_alpha);
+           "lambda_tau=%.6g\nlambda_c=%.6g\nacc_max=%.6g\nacc_alpha=%.6g\nacc_slope=%.6g\nacc_bend=%.6g\n"
+           "acc_noise=%.6g\n",
+           f->c.phi, f->c.b0, f->c.beta0, f->c.beta1, f->c.beta2, f->c.lambda_s, f->c.lambda_tau, f->c.lambda_c,
+           f->c.acc_max, f->c.acc_alpha, f->c.acc_slope, f->c.acc_bend, f->c.acc_noise);
 }
 
 /* Writes the fit to --out; returns 0 or the exit status 1. */
@@ -631,9 +732,11 @@ static void emit(const fit_data *f, const char *model, double rms, double arms, 
     hs_json_key(&j, "loss_rms"); hs_json_double(&j, rms);
     hs_json_key(&j, "accuracy_rms"); hs_json_double(&j, arms);
     hs_json_key(&j, "params"); hs_json_object_begin(&j);
-    const char *names[] = {"phi", "b0", "beta0", "beta1", "beta2", "lambda_s", "lambda_tau", "lambda_c", "acc_max", "acc_alpha"};
-    double vals[] = {f->c.phi, f->c.b0, f->c.beta0, f->c.beta1, f->c.beta2, f->c.lambda_s, f->c.lambda_tau, f->c.lambda_c, f->c.acc_max, f->c.acc_alpha};
-    for (int i = 0; i < 10; i++) {
+    const char *names[] = {"phi", "b0", "beta0", "beta1", "beta2", "lambda_s", "lambda_tau", "lambda_c", "acc_max", "acc_alpha",
+                           "acc_slope", "acc_bend", "acc_noise"};
+    double vals[] = {f->c.phi, f->c.b0, f->c.beta0, f->c.beta1, f->c.beta2, f->c.lambda_s, f->c.lambda_tau, f->c.lambda_c, f->c.acc_max, f->c.acc_alpha,
+                     f->c.acc_slope, f->c.acc_bend, f->c.acc_noise};
+    for (int i = 0; i < (int)(sizeof vals / sizeof vals[0]); i++) {
       hs_json_key(&j, names[i]);
       hs_json_double(&j, vals[i]);
     }

@@ -166,6 +166,7 @@ void hs_rt_core_init(hs_rt_core *c, const hs_rt_driver *drv) {
   c->drv = drv;
   c->last_eval = -1;
   c->last_loss = c->last_acc = c->target_time = NAN;
+  c->target_miss = 1;
 }
 
 int hs_rt_core_reserve(hs_rt_core *c, int n) {
@@ -314,6 +315,10 @@ int hs_rt_core_update(hs_rt_core *c, double now) {
 }
 
 int hs_rt_core_eval(hs_rt_core *c, double t, int64_t step, double loss, double acc) {
+  return hs_rt_core_eval_chance(c, t, step, loss, acc, NAN);
+}
+
+int hs_rt_core_eval_chance(hs_rt_core *c, double t, int64_t step, double loss, double acc, double chance) {
   c->last_eval = step;
   c->last_loss = loss;
   c->last_acc = acc;
@@ -324,7 +329,14 @@ int hs_rt_core_eval(hs_rt_core *c, double t, int64_t step, double loss, double a
       return rc;
     }
   }
-  if (hs_runtime_target_met(c->target_loss, c->target_accuracy, loss, acc) && isnan(c->target_time)) {
+  int met;
+  if (isnan(chance)) {
+    met = hs_runtime_target_met(c->target_loss, c->target_accuracy, loss, acc);
+  } else {
+    c->target_miss *= 1 - fmin(fmax(chance, 0), 1);
+    met = c->target_miss <= 0.5;
+  }
+  if (met && isnan(c->target_time)) {
     c->target_time = t;
     hs_rt_core_stop(c, t);
   }

@@ -157,6 +157,8 @@ struct hs_rt_core {
   int64_t iterations, samples;
   int64_t last_eval;          /* iterations at the last evaluation, -1 before */
   double last_loss, last_acc, target_time; /* target_time: s, NaN until met */
+  double target_miss;         /* the chance that no evaluation so far met the targets, from the
+                               * chances hs_rt_core_eval_chance was given (1 until one) */
   double clock;               /* s: the runtime clock of a driver without `now`, which sets it
                                * before every report (the simulator: each event's time) */
   int done;                   /* a stop condition was reached */
@@ -202,6 +204,12 @@ int hs_rt_core_joined(hs_rt_core *c, int w, double now);
 int hs_rt_core_update(hs_rt_core *c, double now);
 /* An evaluation of the model of update `step` at time t: stored, and the targets checked. */
 int hs_rt_core_eval(hs_rt_core *c, double t, int64_t step, double loss, double acc);
+/* The same for an evaluation that stands for a noisy one (the analytic convergence model with
+ * acc_noise): `chance` is the probability that a real evaluation here meets the targets, NaN to
+ * let loss and acc decide as hs_rt_core_eval does. The targets count as met at the median first
+ * passage: the first evaluation by which the chance that none has met them is at most 1/2,
+ * evaluations taken as independent. */
+int hs_rt_core_eval_chance(hs_rt_core *c, double t, int64_t step, double loss, double acc, double chance);
 /* Writes worker w's open record (the sink's error is the run's); hs_rt_core_flush below. */
 int hs_rt_core_flush_open(hs_rt_core *c, int w);
 /* Says in diag that the policy failed with rc < 0, unless it said why; returns rc. */

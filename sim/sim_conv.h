@@ -91,6 +91,10 @@ typedef struct hs_conv_model {
    * NULL: the model cannot tell (any target may be met). */
   int (*check_target)(const hs_params *p, int classes, double target_loss,
                       double target_accuracy, hs_diag *d);
+  /* After evaluate, with targets given (<= 0: none): the probability that a real evaluation of
+   * the model as it is now meets them, when the model's evaluations stand for noisy ones; NaN
+   * when the evaluation's own values decide. NULL: always those values. */
+  double (*target_chance)(void *st, double target_loss, double target_accuracy);
 } hs_conv_model;
 
 extern const hs_conv_model hs_conv_analytic;
@@ -141,6 +145,9 @@ typedef struct hs_conv_coef {
   double lambda_tau;          /* local-steps penalty */
   double lambda_c;            /* compression penalty */
   double acc_max, acc_alpha;  /* accuracy map; acc_max <= 0: no map (accuracy NaN) */
+  double acc_slope, acc_bend; /* acc_slope > 0: the rational map in place of acc_alpha's */
+  double acc_noise;           /* standard deviation of a real evaluation's accuracy about the map;
+                                 0: evaluations are the map's values */
 } hs_conv_coef;
 
 /* Reads the analytic parameters from p (parsed against hs_conv_analytic.params). */
@@ -158,8 +165,9 @@ double hs_conv_local_factor(const hs_conv_coef *c, double tau);
 double hs_conv_compress_factor(const hs_conv_coef *c, double ratio);
 /* l(k) = 1/(beta0*k + beta1) + beta2, k in epochs of effective samples. */
 double hs_conv_loss(const hs_conv_coef *c, double k);
-/* chance + (acc_max - chance) * exp(-acc_alpha * (loss - beta2)), clamped to [chance, acc_max];
- * NaN when acc_max <= 0. */
+/* chance + (acc_max - chance) * exp(-acc_alpha * (loss - beta2)), or with acc_slope > 0
+ * acc_max - acc_slope x / (1 + acc_bend x), x = max(loss - beta2, 0); clamped to
+ * [chance, acc_max]; NaN when acc_max <= 0. */
 double hs_conv_accuracy(const hs_conv_coef *c, double loss, int classes);
 
 #endif

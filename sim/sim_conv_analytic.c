@@ -38,6 +38,12 @@ static const hs_param_spec analytic_params[] = {
     {"lambda_c", HS_PARAM_DOUBLE, "0.1", 0, 1, NULL, "compression penalty: 1 - lambda_c (1 - ratio)"},
     {"acc_max", HS_PARAM_DOUBLE, "0", 0, 1, NULL, "accuracy at loss beta2; 0 = no accuracy map (accuracy NaN)"},
     {"acc_alpha", HS_PARAM_DOUBLE, "0", 0, 1e12, NULL, "accuracy map: chance + (acc_max - chance) exp(-acc_alpha (l - beta2))"},
+    {"acc_slope", HS_PARAM_DOUBLE, "0", 0, 1e12, NULL, "rational accuracy map: acc_max - acc_slope x / (1 + "
+     "acc_bend x), x = l - beta2; > 0 replaces the exponential map"},
+    {"acc_bend", HS_PARAM_DOUBLE, "0", 0, 1e12, NULL, "rational accuracy map: how it bends towards chance as "
+     "the loss grows"},
+    {"acc_noise", HS_PARAM_DOUBLE, "0", 0, 1, NULL, "standard deviation of a real evaluation's accuracy "
+     "about the map; > 0: a target accuracy is met at its median first passage"},
     {"eval_every", HS_PARAM_INT, "10", 1, 1e9, NULL, "global updates between evaluations (and target checks)"},
     {NULL, 0, NULL, 0, 0, NULL, NULL},
 };
@@ -77,6 +83,9 @@ void hs_conv_coef_from(const hs_params *p, hs_conv_coef *c) {
   c->lambda_c = hs_params_get(p, "lambda_c");
   c->acc_max = hs_params_get(p, "acc_max");
   c->acc_alpha = hs_params_get(p, "acc_alpha");
+  c->acc_slope = hs_params_get(p, "acc_slope");
+  c->acc_bend = hs_params_get(p, "acc_bend");
+  c->acc_noise = hs_params_get(p, "acc_noise");
 }
 
 double hs_conv_efficiency(const hs_conv_coef *c, double batch) {
@@ -104,7 +113,13 @@ double hs_conv_loss(const hs_conv_coef *c, double k) {
 double hs_conv_accuracy(const hs_conv_coef *c, double loss, int classes) {
   if (!(c->acc_max > 0)) return NAN;
   double chance = classes > 0 ? 1.0 / classes : 0;
-  double a = chance + (c->acc_max - chance) * exp(-c->acc_alpha * (loss - c->beta2));
+  double a;
+  if (c->acc_slope > 0) {
+    double x = fmax(loss - c->beta2, 0);
+    a = c->acc_max - c->acc_slope * x / (1 + c->acc_bend * x);
+  } else {
+    a = chance + (c->acc_max - chance) * exp(-c->acc_alpha * (loss - c->beta2));
+  }
   if (a > c->acc_max) a = c->acc_max;
   if (a < chance) a = chance;
   return a;
@@ -425,6 +440,19 @@ static int a_evaluate(void *st, double *loss, double *accuracy, hs_diag *d) {
   return 0;
 }
 
+/* A real evaluation's accuracy is the map's plus noise of standard deviation acc_noise,
+ * independent from one evaluation to the next (measured: docs/performance.md), so it meets a
+ * target accuracy A with probability Phi((a - A) / acc_noise). The loss is taken as noise-free: a
+ * target loss is met or not by the curve's value. */
+static double a_target_chance(void *st, double target_loss, double target_accuracy) {
+  analytic *a = st;
+  if (!(a->c.acc_noise > 0) || !(target_accuracy > 0)) return NAN;
+  double loss = hs_conv_loss(&a->c, a->k);
+  if (target_loss > 0 && loss > target_loss) return 0;
+  double acc = hs_conv_accuracy(&a->c, loss, a->classes);
+  return 0.5 * erfc((target_accuracy - acc) / (a->c.acc_noise * M_SQRT2));
+}
+
 /* The loss l(k) falls towards beta2 without reaching it, and the accuracy rises towards
  * acc_max, reaching it only when acc_alpha is 0 (a constant map); a target past either is
  * never met, however long the run. */
@@ -443,7 +471,8 @@ static int a_check_target(const hs_params *p, int classes, double target_loss,
                        "acc_alpha (fitted by `hetsim fit-convergence`), a --target-loss, or "
                        "--convergence proxy");
   double chance = classes > 0 ? 1.0 / classes : 0;
-  if (target_accuracy > c.acc_max || (target_accuracy == c.acc_max && c.acc_alpha > 0 && c.acc_max > chance))
+  if (target_accuracy > c.acc_max ||
+      (target_accuracy == c.acc_max && (c.acc_alpha > 0 || c.acc_slope > 0) && c.acc_max > chance))
     return hs_diag_set(d, HS_EINVAL, "--target-accuracy %g can never be reached with --convergence analytic: "
                        "its accuracy rises towards acc_max = %g without passing it; give a target "
                        "below %g or another acc_max", target_accuracy, c.acc_max, c.acc_max);
@@ -467,4 +496,5 @@ const hs_conv_model hs_conv_analytic = {
     .end = a_end,
     .evaluate = a_evaluate,
     .check_target = a_check_target,
+    .target_chance = a_target_chance,
 };

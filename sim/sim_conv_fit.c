@@ -9,12 +9,14 @@
 
 /* The analytic coefficients as stored, in the order of hs_conv_coef. */
 static const char *const coef_keys[] = {"phi", "b0", "beta0", "beta1", "beta2", "lambda_s",
-                                        "lambda_tau", "lambda_c", "acc_max", "acc_alpha"};
+                                        "lambda_tau", "lambda_c", "acc_max", "acc_alpha", "acc_slope",
+                                        "acc_bend", "acc_noise"};
 enum { N_COEF = (int)(sizeof coef_keys / sizeof coef_keys[0]) };
 
 static void coef_values(const hs_conv_coef *c, double v[N_COEF]) {
   const double x[N_COEF] = {c->phi, c->b0, c->beta0, c->beta1, c->beta2, c->lambda_s,
-                            c->lambda_tau, c->lambda_c, c->acc_max, c->acc_alpha};
+                            c->lambda_tau, c->lambda_c, c->acc_max, c->acc_alpha, c->acc_slope,
+                            c->acc_bend, c->acc_noise};
   memcpy(v, x, sizeof x);
 }
 

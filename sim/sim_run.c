@@ -224,9 +224,13 @@ static int conv_end(sim *s, int id, int staleness) {
 /* The driver's snapshot: the convergence model evaluates the global model at once, and the
  * core stores the evaluation and checks the targets. */
 static int conv_eval(sim *s, double now) {
-  double loss, acc;
-  int rc = conv_rc(s, s->cfg->conv->evaluate(s->conv, &loss, &acc, &s->core.diag));
-  return rc ? rc : hs_rt_core_eval(&s->core, now, s->core.iterations, loss, acc);
+  const hs_conv_model *m = s->cfg->conv;
+  double loss, acc, chance = NAN;
+  int rc = conv_rc(s, m->evaluate(s->conv, &loss, &acc, &s->core.diag));
+  if (rc) return rc;
+  if (m->target_chance && (s->cfg->target_loss > 0 || s->cfg->target_accuracy > 0))
+    chance = m->target_chance(s->conv, s->cfg->target_loss, s->cfg->target_accuracy);
+  return hs_rt_core_eval_chance(&s->core, now, s->core.iterations, loss, acc, chance);
 }
 
 static int drv_snapshot(hs_rt_core *c, double now) { return conv_eval(S(c), now); }

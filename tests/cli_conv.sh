@@ -23,6 +23,29 @@ expect_exit target_loss 0 "$H" "${S[@]}" --convergence analytic --target-loss 0.
 check target_loss_time python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["time_to_target_s"] == d["sim_time_s"] > 0 and d["final_loss"] <= 0.6, d' "$T/out"
 expect_exit target_accuracy 0 "$H" "${S[@]}" --convergence analytic:acc_max=0.9,acc_alpha=2 --target-accuracy 80% --json
 check target_accuracy_time python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["time_to_target_s"] > 0 and d["final_accuracy"] >= 0.8, d' "$T/out"
+# The rational map: accuracy = acc_max - acc_slope x / (1 + acc_bend x), x = loss - beta2.
+expect_exit rational_map 0 "$H" "${S[@]}" --iterations 40 --convergence analytic:acc_max=0.9,acc_slope=0.5,acc_bend=0.1,eval_every=10 --json
+check rational_map_value python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); x=d["final_loss"]-0.396; assert abs(d["final_accuracy"] - (0.9 - 0.5*x/(1 + 0.1*x))) < 1e-12, d' "$T/out"
+# With acc_noise the evaluations stand for noisy ones: the run ends at the median first passage,
+# the first evaluation by which prod(1 - Phi((a_j - A) / sigma)) <= 1/2 over the evaluations so
+# far (a_j their stored mean accuracies), which is earlier than the mean's own crossing.
+expect_exit target_noise 0 "$H" "${S[@]}" --convergence analytic:acc_max=0.9,acc_alpha=2,acc_noise=0.01,eval_every=5 --target-accuracy 0.85 --json
+cp "$T/out" "$T/noise.json"
+expect_exit target_noise_free 0 "$H" "${S[@]}" --convergence analytic:acc_max=0.9,acc_alpha=2,eval_every=5 --target-accuracy 0.85 --json
+check target_noise_first_passage python3 - "$T/noise.json" "$T/out" "$T/h.db" <<'PY'
+import json, math, sqlite3, sys
+noisy, free = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+rows = sqlite3.connect(sys.argv[3]).execute("SELECT step, time_s, accuracy FROM eval WHERE run_id = ? ORDER BY step",
+                                            (noisy["run_id"],)).fetchall()
+miss, stop = 1.0, None
+for step, t, a in rows:
+    miss *= 1 - 0.5 * math.erfc((0.85 - a) / (0.01 * math.sqrt(2)))
+    if miss <= 0.5:
+        stop = (step, t)
+        break
+assert stop and stop[0] == rows[-1][0] and stop[1] == noisy["time_to_target_s"], (stop, rows[-3:], noisy)
+assert noisy["iterations"] < free["iterations"] and free["final_accuracy"] >= 0.85 > noisy["final_accuracy"], (noisy, free)
+PY
 expect_exit target_text 0 "$H" "${S[@]}" --iterations 5 --convergence analytic --target-loss 0.4
 check target_text_not_reached grep -q "time to target   not reached" "$T/out"
 

@@ -55,7 +55,39 @@ PY
 expect_exit fit 0 "$H" fit-convergence --curves c.csv --model mynet --classes 10 --db "$DB" --out fit.conf --json
 cp out fit.json
 check fit_params params_ok fit.json
-check fit_fitted python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert set(d["fitted"]) == {"beta0","beta1","beta2","phi","lambda_s","acc_max","acc_alpha"} and d["points"] == 48 and d["groups"] == 3 and d["loss_rms"] < 1e-6 and d["already_stored"] is False, d' fit.json
+check fit_fitted python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert set(d["fitted"]) == {"beta0","beta1","beta2","phi","lambda_s","acc_max","acc_alpha","acc_noise"} and d["params"]["acc_noise"] < 1e-6 and d["points"] == 48 and d["groups"] == 3 and d["loss_rms"] < 1e-6 and d["already_stored"] is False, d' fit.json
+# Curves whose accuracy follows the rational map (acc_max 0.88, acc_slope 0.45, acc_bend 0.075,
+# at least chance 0.1; loss as above, one group): it is the map fitted, its parameters recovered
+# within 0.1%.
+awk 'BEGIN {
+  print "samples,loss,accuracy,batch"
+  for (i = 0; i < 30; i++) {
+    S = i * 3000; k = S / 60000; l = 1 / (5 * k + 0.5) + 0.3; x = l - 0.3
+    a = 0.88 - 0.45 * x / (1 + 0.075 * x)
+    printf "%d,%.15g,%.15g,128\n", S, l, (a > 0.1 ? a : 0.1)
+  }
+}' >rational.csv
+expect_exit fit_rational 0 "$H" fit-convergence --curves rational.csv --model ratnet --classes 10 --dataset-size 60000 --db "$T/rat.db" --json
+check fit_rational_map python3 -c '
+import json, sys
+d = json.load(open(sys.argv[1])); p = d["params"]
+assert {"acc_max", "acc_slope", "acc_bend"} <= set(d["fitted"]) and "acc_alpha" not in d["fitted"] and p["acc_alpha"] == 0, d
+for k, v in (("acc_max", 0.88), ("acc_slope", 0.45), ("acc_bend", 0.075)): assert abs(p[k] - v) < 1e-3 * v, (k, p)
+assert d["accuracy_rms"] < 1e-6, d' "$T/out"
+# The accuracy noise, from curves with known noise: one synchronous curve of 80 evaluations whose
+# accuracies carry independent normal noise of deviation 0.01 (a fixed seed), fitted back within
+# a third of it.
+awk 'BEGIN {
+  srand(7); pi = atan2(0, -1)
+  print "samples,loss,accuracy,batch,workers"
+  for (i = 0; i < 80; i++) {
+    S = i * 2000; k = S / 60000; l = 1 / (5 * k + 0.5) + 0.3
+    z = sqrt(-2 * log(1 - rand())) * cos(2 * pi * rand())
+    printf "%d,%.9g,%.9g,64,2\n", S, l, 0.1 + 0.8 * exp(-1.5 * (l - 0.3)) + 0.01 * z
+  }
+}' >noisy.csv
+expect_exit fit_noise 0 "$H" fit-convergence --curves noisy.csv --model noisynet --classes 10 --dataset-size 60000 --db "$T/noise.db" --json
+check fit_noise_value python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert "acc_noise" in d["fitted"] and 0.0067 < d["params"]["acc_noise"] < 0.0133, d' "$T/out"
 check fit_out_file grep -q "^beta0=5$" fit.conf
 # The stored row: the model, the source (the file's name and FNV-1a 64 of its bytes), the points,
 # the RMSE, and the parameters with the data set's size.
