@@ -4,7 +4,8 @@
 # batches (homogeneous, one rank slowed, LBB's static solve's batches and those it tunes to). It
 # checks that every step runs and writes numbers, not the numbers themselves
 # (docs/performance.md has those, on a quiet machine). Then bench/bench_ddp_accuracy.sh, QUICK=1:
-# time to an accuracy, predicted for a network outside the zoo and trained for real with DDP.
+# time to an accuracy, predicted for a network outside the zoo and trained for real with DDP; and
+# bench/bench_acc_seeds.sh, small: iterations to a target over seeds.
 . "$(dirname "$0")/cli-lib.sh"
 cli_setup "$@"
 if ! /usr/bin/python3 -c 'import torch' 2>/dev/null; then
@@ -50,4 +51,18 @@ for name, c in r.items():
     assert sum(p["batches"]) == 2 * 64, p["batches"]
 ' "$TMP/acc"
 check accuracy_fit_stored test "$(rows "$TMP/acc/pass1/cal.db" "SELECT count(*) FROM convergence_fit WHERE model = 'usernet'")" = 1
+
+# Iterations to a target over seeds (bench/bench_acc_seeds.sh), small: 2 seeds of 100 iterations,
+# low targets; hetsim from the committed one-seed curves, noisy and noise-free.
+SEEDS=2 ITERATIONS=100 TARGETS="0.6 0.7" NOISE_FROM=50 bash "$SRC/bench/bench_acc_seeds.sh" "$HETSIM" "$TMP/seeds" >"$TMP/out" 2>"$TMP/err"
+check seeds_bench_runs test $? -eq 0 || head -c 2000 "$TMP/err"
+check seeds_results /usr/bin/python3 -c '
+import csv, json, sys
+r = json.load(open(sys.argv[1] + "/results.json"))
+assert [t["target"] for t in r["targets"]] == [0.6, 0.7] and r["fit"]["params"]["acc_noise"] > 0, r
+for t in r["targets"]:
+    assert t["seeds"] == 2 and t["fitted"] > 0 and t["noisefree"] >= t["fitted"], t
+rows = list(csv.DictReader(open(sys.argv[1] + "/evals.csv")))
+assert len(rows) == 2 * 5 and {r["seed"] for r in rows} == {"1", "2"}, len(rows)
+' "$TMP/seeds"
 cli_finish
