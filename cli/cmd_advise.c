@@ -318,6 +318,11 @@ static void describe_convergence(const advise_args *a, const hs_conv_model *m, c
              "analytic, with the table's default parameters, not fitted to any run of %s: the "
              "times to target are illustrative (fit them with `hetsim fit-convergence`)", a->model);
   }
+  double noise = hs_params_get(p, "acc_noise");
+  size_t used = strlen(words);
+  if (a->target_acc > 0 && noise > 0 && used < wl)
+    snprintf(words + used, wl - used, "; the target accuracy is met at the median first passage of evaluations "
+             "with noise sd %.3g (docs/convergence.md)", noise);
 }
 
 /* Runs `hetsim sim ARGV` in this process with stdout and stderr sent to err_path; returns its

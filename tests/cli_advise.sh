@@ -281,4 +281,9 @@ else
   echo "skip advise.mpi: no mpirun (apt-get install openmpi-bin)"
 fi
 
+# A target accuracy with evaluation noise: the answer says it is met at the median first passage.
+run acc_noise 0 advise --cluster "$TMP/c.yaml" --model mlp --global-batch 256 --target-accuracy 0.84 \
+  --convergence analytic:acc_noise=0.01 --policies ssgd --seeds 1 --jobs 1 --db "$TMP/noise.db" &&
+  check acc_noise.says has out "met at the median first passage of evaluations with noise sd 0.01"
+
 cli_finish
