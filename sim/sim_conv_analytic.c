@@ -454,8 +454,9 @@ static double a_target_chance(void *st, double target_loss, double target_accura
 }
 
 /* The loss l(k) falls towards beta2 without reaching it, and the accuracy rises towards
- * acc_max, reaching it only when acc_alpha is 0 (a constant map); a target past either is
- * never met, however long the run. */
+ * acc_max, reaching it only when the map is constant (acc_alpha and acc_slope 0); a target past
+ * either is never met, however long the run (with acc_noise too: a noisy evaluation may pass
+ * acc_max, but the model's plateau is where the curves it was fitted to ended). */
 static int a_check_target(const hs_params *p, int classes, double target_loss,
                           double target_accuracy, hs_diag *d) {
   hs_conv_coef c;
