@@ -15,12 +15,12 @@
  * values given with --convergence (or the model's defaults).
  *
  * --curves FILE.csv fits the same way to curves recorded elsewhere (a CSV of samples or epochs,
- * loss, accuracy, batch, workers, policy; docs/convergence.md), for any model, and stores the
- * fit in the convergence_fit table (sim/sim_conv_fit.h), where `hetsim sim --convergence
- * analytic` finds it. Each distinct (samples per update u, staleness s) of the rows is one group,
- * which plays the part of a run above: a synchronous row (ssgd, ddp, lbb) updates the model with
- * u = batch x workers samples at staleness 0, an asynchronous one (asp) with u = batch at
- * staleness workers - 1; a point after S samples is at j = S / u updates. */
+ * loss, accuracy, batch, workers, policy, seed; docs/convergence.md), for any model, and stores
+ * the fit in the convergence_fit table (sim/sim_conv_fit.h), where `hetsim sim --convergence
+ * analytic` finds it. Each distinct (samples per update u, staleness s, seed) of the rows is one
+ * group, which plays the part of a run above: a synchronous row (ssgd, ddp, lbb) updates the
+ * model with u = batch x workers samples at staleness 0, an asynchronous one (asp) with
+ * u = batch at staleness workers - 1; a point after S samples is at j = S / u updates. */
 #include <errno.h>
 #include <getopt.h>
 #include <gsl/gsl_multifit_nlinear.h>
@@ -48,6 +48,7 @@ typedef struct fit_run {
   int64_t id;
   char model[64];
   double D, u, stale;
+  uint64_t curve;             /* --curves: the rows' seed, hashed (0 = none) */
 } fit_run;
 
 typedef struct fit_data {
@@ -78,8 +79,9 @@ static int usage(FILE *out, int code) {
 "`hetsim sim --convergence analytic` takes the newest fit of its model.\n"
 "\n"
 "  --curves FILE.csv    a CSV with a header row: samples (or epoch), loss, batch, and optionally\n"
-"                       accuracy, workers, policy (ssgd, ddp, lbb: synchronous; asp); other\n"
-"                       columns are ignored; docs/convergence.md says exactly\n"
+"                       accuracy, workers, policy (ssgd, ddp, lbb: synchronous; asp), seed\n"
+"                       (rows of one seed are one run's curves); other columns are ignored;\n"
+"                       docs/convergence.md says exactly\n"
 "  --model NAME         the model the curves are of (any name; needed with --curves)\n"
 "  --dataset-size N     training samples per epoch (default: samples/epoch of rows that have\n"
 "                       both, else the zoo model's training set)\n"
@@ -240,8 +242,9 @@ static int load_run(hs_store *s, int64_t id, fit_data *f, hs_diag *d) {
 
 /* --- curves recorded elsewhere (--curves FILE.csv) ---------------------------------------- */
 
-enum { COL_SAMPLES, COL_EPOCH, COL_LOSS, COL_ACC, COL_BATCH, COL_WORKERS, COL_POLICY, N_COLS };
-static const char *const col_names[N_COLS] = {"samples", "epoch", "loss", "accuracy", "batch", "workers", "policy"};
+enum { COL_SAMPLES, COL_EPOCH, COL_LOSS, COL_ACC, COL_BATCH, COL_WORKERS, COL_POLICY, COL_SEED, N_COLS };
+static const char *const col_names[N_COLS] = {"samples", "epoch", "loss", "accuracy", "batch", "workers", "policy",
+                                              "seed"};
 
 /* Splits one CSV line (RFC 4180: fields in double quotes may hold commas, "" is a quote) in
  * place into at most cap fields; returns the count, or -1 for an unterminated quote. */
@@ -292,6 +295,7 @@ typedef struct curve_row {
   double samples, epoch;    /* NaN when the row leaves them empty */
   double loss, acc;         /* acc NaN when not recorded */
   double u, stale;          /* samples per update, staleness */
+  uint64_t curve;           /* the seed column's text hashed (0: empty or no such column) */
   int line;
 } curve_row;
 
@@ -380,7 +384,7 @@ static int load_curves(const curve_opts *o, fit_data *f, char *source, size_t sl
       }
       if (!rc && (col[COL_LOSS] < 0 || col[COL_BATCH] < 0 || (col[COL_SAMPLES] < 0 && col[COL_EPOCH] < 0)))
         rc = bad_at(d, o->path, lineno, "the header row needs columns loss, batch and samples or epoch "
-                    "(optional: accuracy, workers, policy); got \"%s\"", hdr);
+                    "(optional: accuracy, workers, policy, seed); got \"%s\"", hdr);
       header = 1;
       header_line = lineno;
       continue;
@@ -434,6 +438,7 @@ static int load_curves(const curve_opts *o, fit_data *f, char *source, size_t sl
       rc = bad_at(d, o->path, lineno, "policy: expected ssgd, ddp or lbb (synchronous) or asp, got \"%s\"", pol);
       break;
     }
+    if (col[COL_SEED] >= 0 && *(v = fld[col[COL_SEED]])) r.curve = hs_fnv64(HS_FNV64_INIT, v, strlen(v)) | 1;
     if (nrows == rcap) {
       int nc = rcap ? 2 * rcap : 256;
       curve_row *g = realloc(rows, (size_t)nc * sizeof *g);
@@ -488,7 +493,7 @@ static int load_curves(const curve_opts *o, fit_data *f, char *source, size_t sl
   for (int i = 0; !rc && i < nrows; i++) {
     const curve_row *r = &rows[i];
     int g = 0;
-    while (g < f->n_runs && !(f->runs[g].u == r->u && f->runs[g].stale == r->stale)) g++;
+    while (g < f->n_runs && !(f->runs[g].u == r->u && f->runs[g].stale == r->stale && f->runs[g].curve == r->curve)) g++;
     if (g == f->n_runs) {
       fit_run *nr = realloc(f->runs, (size_t)(g + 1) * sizeof *nr);
       if (!nr) {
@@ -496,7 +501,7 @@ static int load_curves(const curve_opts *o, fit_data *f, char *source, size_t sl
         break;
       }
       f->runs = nr;
-      f->runs[g] = (fit_run){.id = g + 1, .D = D, .u = r->u, .stale = r->stale};
+      f->runs[g] = (fit_run){.id = g + 1, .D = D, .u = r->u, .stale = r->stale, .curve = r->curve};
       f->n_runs++;
     }
     if (f->n == f->cap) {

@@ -74,6 +74,22 @@ d = json.load(open(sys.argv[1])); p = d["params"]
 assert {"acc_max", "acc_slope", "acc_bend"} <= set(d["fitted"]) and "acc_alpha" not in d["fitted"] and p["acc_alpha"] == 0, d
 for k, v in (("acc_max", 0.88), ("acc_slope", 0.45), ("acc_bend", 0.075)): assert abs(p[k] - v) < 1e-3 * v, (k, p)
 assert d["accuracy_rms"] < 1e-6, d' "$T/out"
+# Two seeds' noise-free curves, the second's accuracy 0.02 above the first's at every point: with
+# the seed column each seed is a group of its own and the neighbours of a point are its seed's,
+# so only the curve's bends are seen (0.0014; 2 groups); without it (the column renamed, so
+# ignored) one group mixes the seeds and their 0.02 apart reads as noise.
+awk 'BEGIN {
+  print "samples,loss,accuracy,batch,seed"
+  for (i = 0; i < 20; i++) for (s = 0; s < 2; s++) {
+    S = i * 3000; k = S / 60000; l = 1 / (5 * k + 0.5) + 0.3
+    printf "%d,%.15g,%.15g,128,%s\n", S, l, 0.1 + 0.8 * exp(-1.5 * (l - 0.3)) + 0.02 * s, s ? "b" : "a"
+  }
+}' >seeds.csv
+sed '1s/seed$/run_label/' seeds.csv >noseed.csv
+expect_exit fit_seeds 0 "$H" fit-convergence --curves seeds.csv --model seednet --classes 10 --dataset-size 60000 --db "$T/seeds.db" --json
+check fit_seeds_groups python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["groups"] == 2 and d["params"]["acc_noise"] < 0.003, d' "$T/out"
+expect_exit fit_noseed 0 "$H" fit-convergence --curves noseed.csv --model seednet --classes 10 --dataset-size 60000 --db "$T/seeds.db" --json
+check fit_noseed_mixed python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["groups"] == 1 and d["params"]["acc_noise"] > 0.005, d' "$T/out"
 # The accuracy noise, from curves with known noise: one synchronous curve of 80 evaluations whose
 # accuracies carry independent normal noise of deviation 0.01 (a fixed seed), fitted back within
 # a third of it.

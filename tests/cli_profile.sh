@@ -162,6 +162,25 @@ else
   bad ddp_exit "$(head -c 400 "$TMP/err")"
 fi
 
+# --- --curve-seeds 2: each seed's curve, a seed column, the seeds in the profile ---
+if "$PY" "$PROF" --model mlp --batches 4 --out "$TMP/seeds.json" "${quick[@]}" --seed 3 --curve-seeds 2 \
+    --curves "$TMP/seeds.csv" --curve-epochs 0.1 --curve-evals 2 --curve-train-samples 2000 \
+    --curve-eval-samples 200 2>"$TMP/err"; then
+  ok curve_seeds_exit
+  check curve_seeds_header test "$(head -n 1 "$TMP/seeds.csv")" = "samples,epoch,loss,accuracy,batch,workers,policy,seed"
+  check curve_seeds_rows "$PY" - "$TMP/seeds.csv" "$TMP/seeds.json" <<'PY'
+import csv, json, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+seeds = [r["seed"] for r in rows]
+assert seeds == ["3"] * 3 + ["4"] * 3, seeds
+# another seed: other weights, so another loss at 0 samples
+assert rows[0]["samples"] == rows[3]["samples"] == "0" and rows[0]["loss"] != rows[3]["loss"], rows
+assert json.load(open(sys.argv[2]))["extra"]["curve_seeds"] == [3, 4]
+PY
+else
+  bad curve_seeds_exit "$(head -c 400 "$TMP/err")"
+fi
+
 # --- two processes at once, and the gloo all-reduce and send/recv between two processes, and
 # the gradient's all-reduce as DDP issues it (--comm-step: 20 steps at the least budget), under
 # --math strict (recorded in extra.math) ---

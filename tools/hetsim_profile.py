@@ -265,6 +265,9 @@ def build_parser():
     g.add_argument("--curve-evals", type=_positive(int), default=20,
                    help="evaluations after the one at 0 samples (20)")
     g.add_argument("--curve-lr", type=_positive(float), default=0.01, help="SGD lr (0.01)")
+    g.add_argument("--curve-seeds", type=_positive(int), default=1, metavar="N",
+                   help="train N times, seeds --seed to --seed + N - 1 (weights and sample order), "
+                   "and add a seed column: a fit to several seeds' curves is not one seed's (1)")
     g.add_argument("--curve-train-samples", type=_positive(int), default=10000,
                    help="synthetic: samples in a nominal epoch (10000; drawn fresh)")
     g.add_argument("--curve-eval-samples", type=_positive(int), default=2000,
@@ -1516,13 +1519,14 @@ def curve_data(a, ms):
     return x, y.long(), xe[:a.curve_eval_samples], ye[:a.curve_eval_samples].long()
 
 
-def run_curves(a, ms, device, say):
+def run_curves(a, ms, device, say, seed):
     """A short real training run (one process, plain SGD with momentum) writing the held-out
-    loss and accuracy at evenly spaced numbers of samples. Returns the rows."""
+    loss and accuracy at evenly spaced numbers of samples. Returns the rows; with --curve-seeds
+    above 1 each has the seed."""
     import torch
     import torch.nn.functional as F
     xt, yt, xe, ye = curve_data(a, ms)
-    torch.manual_seed(a.seed)
+    torch.manual_seed(seed)
     model = ms.build().to(device)
     opt = torch.optim.SGD(model.parameters(), lr=a.curve_lr, momentum=a.momentum,
                           weight_decay=a.weight_decay)
@@ -1531,7 +1535,7 @@ def run_curves(a, ms, device, say):
     b = min(a.curve_batch, n_train)
     steps = max(1, total // b)
     evals = sorted({round(steps * k / a.curve_evals) for k in range(a.curve_evals + 1)})
-    g = torch.Generator().manual_seed(a.seed + 3)
+    g = torch.Generator().manual_seed(seed + 3)
     perm, pos = (torch.randperm(n_train, generator=g) if xt is not None else None), 0
 
     def evaluate():
@@ -1556,7 +1560,10 @@ def run_curves(a, ms, device, say):
             rows.append({"samples": step * b, "epoch": round(step * b / n_train, 6),
                          "loss": round(loss, 6), "accuracy": round(acc, 6), "batch": b,
                          "workers": 1, "policy": "ssgd"})
-            say(f"curves: {step * b} samples: loss {loss:.4f}, accuracy {acc:.4f}")
+            if a.curve_seeds > 1:
+                rows[-1]["seed"] = seed
+            say(f"curves: {'seed %d: ' % seed if a.curve_seeds > 1 else ''}{step * b} samples: "
+                f"loss {loss:.4f}, accuracy {acc:.4f}")
         if step == steps:
             break
         if xt is None:
@@ -1746,7 +1753,7 @@ def run(a):
     curves = None
     if a.curves:
         setup_process(a.threads, a.cpu_plan[0], a.math)
-        curves = run_curves(a, ms, device, say)
+        curves = [r for k in range(a.curve_seeds) for r in run_curves(a, ms, device, say, a.seed + k)]
 
     dev_info = device_info(a, device)
     extra = {
@@ -1780,6 +1787,7 @@ def run(a):
         extra["torchrun"] = {"world_size": tr[1]}
     if curves is not None:
         extra["curves_file"] = os.path.abspath(a.curves)
+        extra["curve_seeds"] = list(range(a.seed, a.seed + a.curve_seeds))
     doc = {
         "format": FORMAT,
         "version": VERSION,
@@ -1799,7 +1807,8 @@ def run(a):
     if curves is not None:
         def write_csv(f):
             w = csv.DictWriter(f, fieldnames=["samples", "epoch", "loss", "accuracy", "batch",
-                                              "workers", "policy"], lineterminator="\n")
+                                              "workers", "policy"] + (["seed"] if a.curve_seeds > 1 else []),
+                               lineterminator="\n")
             w.writeheader()
             w.writerows(curves)
         write_atomic(a.curves, write_csv)
