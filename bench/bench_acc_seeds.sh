@@ -109,7 +109,7 @@ runs = {}
 for r in csv.DictReader(open(f"{out}/evals.csv")):
     runs.setdefault(int(r["seed"]), []).append((int(r["iteration"]), float(r["accuracy"])))
 fit = json.load(open(f"{out}/fit.json"))
-print(f"{len(runs)} seeds; the fit to the one-seed curves: acc_noise {fit['params'].get('acc_noise')}, "
+print(f"{len(runs)} seeds; the fit to the curves of FROM: acc_noise {fit['params'].get('acc_noise')}, "
       f"loss rms {fit['loss_rms']:.4f}, accuracy rms {fit['accuracy_rms']:.4f}")
 variants = [v for v in ("fitted", "noisefree", "before") if os.path.exists(f"{out}/sim-{names_a[0]}-{v}.json")]
 names = {"fitted": "hetsim", "noisefree": "noise-free", "before": "before"}
