@@ -21,7 +21,10 @@
 # 3. For each target: the seeds' first evaluation at the target (median and quartiles) against
 #    both predictions. Prints a table and writes OUTDIR/results.json.
 # Settings (environment): SEEDS (30), ITERATIONS (800), EVAL_EVERY (25), EVAL_SAMPLES (2000),
-# BATCH (64), LR (0.01), TARGETS (0.80 0.82 0.83 0.84 0.85 0.86), FROM, BASE, NOISE_FROM (200).
+# BATCH (64), LR (0.01), TARGETS (0.80 0.82 0.83 0.84 0.85 0.86), FROM, BASE, NOISE_FROM (200);
+# NET (user_net:build, a module:factory of bench/ or a zoo model, as ddp_train.py --model) and
+# NAME (usernet: the model name in FROM's profile.json and the fit), for another network: FROM
+# must then hold that network's profile and curves.
 set -euo pipefail
 H=$(readlink -f "${1:?usage: bench_acc_seeds.sh HETSIM OUTDIR}")
 OUT=${2:?usage: bench_acc_seeds.sh HETSIM OUTDIR}
@@ -36,6 +39,8 @@ EVAL_SAMPLES=${EVAL_SAMPLES:-2000}
 BATCH=${BATCH:-64}
 LR=${LR:-0.01}
 TARGETS=${TARGETS:-0.80 0.82 0.83 0.84 0.85 0.86}
+NET=${NET:-user_net:build}
+NAME=${NAME:-usernet}
 FROM=$(readlink -f "${FROM:-$SRC/notebooks-data/ddp-accuracy-2026-11-29/pass1}")
 log() { echo "bench_acc_seeds: $*" >&2; }
 
@@ -45,7 +50,7 @@ else
   cd "$SRC/bench"
   for s in $(seq 1 "$SEEDS"); do
     log "seed $s of $SEEDS"
-    "$PY" ddp_train.py --model user_net:build --input 1x28x28 --classes 10 --batches "$BATCH,$BATCH" \
+    "$PY" ddp_train.py --model "$NET" --input 1x28x28 --classes 10 --batches "$BATCH,$BATCH" \
       --lr "$LR" --momentum 0.9 --seed "$s" --data fashion-mnist --eval-samples "$EVAL_SAMPLES" \
       --eval-every "$EVAL_EVERY" --iterations "$ITERATIONS" --quiet --out "$OUT/seed$s.json"
     gzip -f "$OUT/seed$s.json"
@@ -67,7 +72,7 @@ fi
 cd "$OUT"
 rm -f cal.db sim.db
 "$H" calib import "$FROM/profile.json" --db cal.db --json >import.json
-"$H" fit-convergence --curves "$FROM/curves.csv" --model usernet --dataset-size 60000 --db cal.db --json >fit.json
+"$H" fit-convergence --curves "$FROM/curves.csv" --model "$NAME" --dataset-size 60000 --db cal.db --json >fit.json
 dev=$("$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["imports"][0]["device"])' import.json)
 cat >homo.yaml <<YAML
 # bench/bench_acc_seeds.sh: two workers of this CPU, compute, link and noise imported from
@@ -84,7 +89,7 @@ if [ -n "${BASE:-}" ]; then
   BASE=$(readlink -f "$BASE")
   rm -f base-cal.db base-sim.db
   "$BASE" calib import "$FROM/profile.json" --db base-cal.db --json >/dev/null
-  "$BASE" fit-convergence --curves "$FROM/curves.csv" --model usernet --dataset-size 60000 --db base-cal.db \
+  "$BASE" fit-convergence --curves "$FROM/curves.csv" --model "$NAME" --dataset-size 60000 --db base-cal.db \
     --json >base-fit.json
   variants="$variants before"
 fi
@@ -95,7 +100,7 @@ for a in $TARGETS; do
       noisefree) h=$H cal=cal.db extra=",acc_noise=0" ;;
       before) h=$BASE cal=base-cal.db extra="" ;;
     esac
-    "$h" sim --cluster homo.yaml --model usernet --policy ssgd --global-batch $((2 * BATCH)) \
+    "$h" sim --cluster homo.yaml --model "$NAME" --policy ssgd --global-batch $((2 * BATCH)) \
       --convergence "analytic:eval_every=$EVAL_EVERY$extra" --target-accuracy "$a" --epochs 30 \
       --calib "$cal" --db "${cal%cal.db}sim.db" --json >"sim-$a-$v.json"
   done
