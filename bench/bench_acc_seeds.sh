@@ -4,14 +4,14 @@
 #
 #   bash bench/bench_acc_seeds.sh HETSIM OUTDIR
 #
-# 1. Unless OUTDIR/evals.csv is there already: bench/ddp_train.py trains bench/user_net.py on
+# 1. Unless OUTDIR/evals.csv is there already: bench/ddp_train.py trains NET (bench/user_net.py) on
 #    Fashion-MNIST (DDP, gloo, two pinned single-thread ranks at BATCH each, lr LR, momentum 0.9)
 #    with seeds 1..SEEDS for ITERATIONS iterations, evaluating every EVAL_EVERY on EVAL_SAMPLES
 #    test images: bench/bench_ddp_accuracy.sh's homogeneous case without a target, so that every
 #    seed's whole curve is kept (OUTDIR/seedK.json.gz, and OUTDIR/evals.csv:
-#    seed,iteration,samples,loss,accuracy). About 8 s a seed; the iterations are what is
-#    compared, so a busy machine changes only how long it takes.
-# 2. hetsim, from the profile and the one-seed curves of FROM (default: pass 1 of
+#    seed,iteration,samples,loss,accuracy). About 8 s a seed (user_net, 800 iterations); the
+#    iterations are what is compared, so a busy machine changes only how long it takes.
+# 2. hetsim, from the profile and the curves of FROM (default: pass 1 of
 #    notebooks-data/ddp-accuracy-2026-11-29, the fit bench_ddp_accuracy.sh used): `calib import`,
 #    `fit-convergence --curves`, then for each target in TARGETS `hetsim sim --convergence
 #    analytic:eval_every=EVAL_EVERY --target-accuracy A` on the two workers, once as fitted and
@@ -19,7 +19,7 @@
 #    earlier commit, once by that build from its own fit ("before": 5ffe471, the exponential
 #    accuracy map and no acc_noise, in docs/performance.md).
 # 3. For each target: the seeds' first evaluation at the target (median and quartiles) against
-#    both predictions. Prints a table and writes OUTDIR/results.json.
+#    each prediction. Prints a table and writes OUTDIR/results.json.
 # Settings (environment): SEEDS (30), ITERATIONS (800), EVAL_EVERY (25), EVAL_SAMPLES (2000),
 # BATCH (64), LR (0.01), TARGETS (0.80 0.82 0.83 0.84 0.85 0.86), FROM, BASE, NOISE_FROM (200);
 # NET (user_net:build, a module:factory of bench/ or a zoo model, as ddp_train.py --model) and
@@ -68,7 +68,7 @@ EOF
   mv "$OUT/evals.csv.tmp" "$OUT/evals.csv"
 fi
 
-# hetsim's predictions, from the one-seed curves.
+# hetsim's predictions, from the curves of FROM.
 cd "$OUT"
 rm -f cal.db sim.db
 "$H" calib import "$FROM/profile.json" --db cal.db --json >import.json
