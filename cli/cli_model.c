@@ -120,7 +120,9 @@ int hs_cli_find_conv_fit(const char *cmd, const char *model, const char *calib, 
     hs_diag d = {0};
     if (!paths[i] || (i == 1 && calib && db && !strcmp(calib, db))) continue;
     if (access(paths[i], F_OK)) continue;
-    int rc = hs_store_open(&s, paths[i], HS_STORE_READONLY, &d);
+    /* A database without tables holds no fit: a --db that this run is about to create, or
+     * whose creation a killed run left (a sweep's shard). */
+    int rc = hs_store_open(&s, paths[i], HS_STORE_READONLY | HS_STORE_EMPTY_OK, &d);
     if (rc) {
       /* There, but not a database this build can read: said, not passed over. */
       fprintf(stderr, "hetsim %s: %s %s: %s\n", cmd, i == 0 ? "--calib" : "--db", paths[i], d.msg);

@@ -802,7 +802,7 @@ int hs_store_open(hs_store **out, const char *path, int flags, hs_diag *d) {
     goto fail;
   }
   if (readonly) {
-    if (v == 0) {
+    if (v == 0 && !(flags & HS_STORE_EMPTY_OK)) {
       rc = hs_diag_set(d, HS_ESCHEMA, "%s is not a hetsim database (no schema)", path);
       goto fail;
     }

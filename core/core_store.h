@@ -38,7 +38,10 @@ struct sqlite3;
 #define HS_STORE_BUSY_TIMEOUT_MS 30000
 
 typedef struct hs_store hs_store;
-enum { HS_STORE_READONLY = 1 };
+/* HS_STORE_EMPTY_OK, with HS_STORE_READONLY: an SQLite file without tables (empty, or a
+ * database another process is creating, or one whose creation was killed) opens with schema
+ * version 0 instead of failing; it holds nothing, and its tables must not be queried. */
+enum { HS_STORE_READONLY = 1, HS_STORE_EMPTY_OK = 2 };
 
 /* Opens (and unless READONLY creates and migrates) the database at path. On failure *out is
  * NULL and d says why: HS_ENOTFOUND (read-only, no such file), HS_EDB (not a database, I/O),

@@ -60,6 +60,15 @@ run sim_junk_calib 1 sim --cluster c.yaml --model mlp --policy ssgd --global-bat
 run missing_calib 2 advise --cluster "$SRC/traces/lbb-4gpu.yaml" --model mlp --global-batch 256 --target-loss 0.45 \
   --calib none.db --db r0.db && check missing_calib.says has err "--calib none.db: No such file or directory"
 check refusals.nothing_stored test ! -e r0.db
+# A --db (or --calib) that is an SQLite file without tables yet holds no fit and is no error:
+# a sweep's shard whose creation a killed run left like this made every later point fail.
+: > empty0.db
+sqlite3 empty1.db 'PRAGMA journal_mode = WAL;' >/dev/null
+for e in empty0 empty1; do
+  run "sim_$e" 0 sim --cluster "$SRC/traces/lbb-4gpu.yaml" --model mlp --policy ssgd --global-batch 64 --iterations 3 \
+    --convergence analytic --db "$e.db" &&
+    check "sim_$e.stored" test "$(rows "$e.db" "SELECT count(*) FROM run")" = 1
+done
 check refusals.no_scratch_left test -z "$(ls scratch)"
 
 # --- the answer ----------------------------------------------------------------------------
