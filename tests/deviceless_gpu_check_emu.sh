@@ -58,7 +58,9 @@ for s in "${STEPS[@]}"; do [ "$s" = ctest-gpu ] || args+=(--step "$s"); done
 R="$TMP/res"
 rc=0
 if [ ${#args[@]} -gt 0 ]; then
-  bash "$B/gpu-check.sh" --models mlp "${args[@]}" --out "$R" --budget 1200 >"$TMP/run" 2>&1
+  # HS_EMU_STEP_LIMIT (CMake sets it under ASan): every step's limit, in place of a GPU's.
+  bash "$B/gpu-check.sh" --models mlp "${args[@]}" ${HS_EMU_STEP_LIMIT:+--step-limit "$HS_EMU_STEP_LIMIT"} \
+    --out "$R" --budget 1200 >"$TMP/run" 2>&1
   rc=$?
 fi
 # ctest-gpu without test_gpu_nn: test_deviceless_gpu_nn runs the same program under strict math.
