@@ -33,6 +33,7 @@
 
 #include "cli/cli.h"
 #include "core/core_json.h"
+#include "core/core_stats.h"
 #include "core/core_store.h"
 #include "cli/sweep_grid.h"
 #include "nn/nn_zoo.h"
@@ -530,11 +531,6 @@ static int by_run_step(const void *a, const void *b) {
   return x->step < y->step ? -1 : x->step > y->step;
 }
 
-static int by_value(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
-
 /* The accuracy noise: the standard deviation of an evaluation's accuracy about a smooth curve,
  * from each point's distance to the line through its two neighbours (of the same run or group,
  * in order of progress). For independent noise of deviation s that distance has deviation
@@ -558,8 +554,7 @@ static double acc_noise_of(const fit_data *f) {
     r[m++] = fabs(b->acc - (w * a->acc + (1 - w) * c->acc)) / sqrt(1 + w * w + (1 - w) * (1 - w));
   }
   if (m < 5) goto done;
-  qsort(r, (size_t)m, sizeof *r, by_value);
-  sigma = (m % 2 ? r[m / 2] : 0.5 * (r[m / 2 - 1] + r[m / 2])) / 0.6745;
+  sigma = hs_median_inplace(r, (size_t)m) / 0.6745;
 done:
   free(p);
   free(r);
