@@ -398,8 +398,7 @@ int hs_fit_comm(const double *bytes, const double *t, int n, double *alpha_s,
     return hs_diag_set(d, HS_EINVAL, "communication fit: need at least 2 distinct message sizes, got %d", distinct);
   /* Weighted normal equations for t = a + s*n, weights 1/t^2, scaled by the shortest time
    * squared (the solution is the same) so that no weight overflows: at most 1, the shortest's. */
-  double tmin = t[0];
-  for (int i = 1; i < n; i++) tmin = t[i] < tmin ? t[i] : tmin;
+  double tmin = gsl_stats_min(t, 1, (size_t)n);
   double sw = 0, sn = 0, snn = 0, st = 0, snt = 0;
   for (int i = 0; i < n; i++) {
     double w = (tmin / t[i]) * (tmin / t[i]);
