@@ -76,8 +76,14 @@ int hs_cli_resolve_model(const char *cmd, const char *model, const char *calib_p
   /* A profile that the cluster file names brings its model with it. */
   int rc = prof_store ? hs_cal_load_model(prof_store, model, &row, &d) : HS_ENOTFOUND;
   if (rc == HS_ENOTFOUND) {
-    rc = access(calib_path, F_OK) ? HS_ENOTFOUND : hs_store_open(&cs, calib_path, HS_STORE_READONLY, &d);
+    rc = access(calib_path, F_OK) ? HS_ENOTFOUND
+                                  : hs_store_open(&cs, calib_path, HS_STORE_READONLY | HS_STORE_EMPTY_OK, &d);
     if (rc == HS_ENOTFOUND) snprintf(held, sizeof held, "no such database");
+    /* An SQLite file without tables (a calibration killed while creating it) holds no model. */
+    if (!rc && hs_store_schema_version(cs) == 0) {
+      rc = HS_ENOTFOUND;
+      snprintf(held, sizeof held, "none (the database is empty)");
+    }
     if (!rc) {
       rc = hs_cal_load_model(cs, model, &row, &d);
       if (rc == HS_ENOTFOUND) hs_cal_imported_models(cs, held, sizeof held);

@@ -69,6 +69,13 @@ for e in empty0 empty1; do
     --convergence analytic --db "$e.db" &&
     check "sim_$e.stored" test "$(rows "$e.db" "SELECT count(*) FROM run")" = 1
 done
+# Such a --calib, given with a model outside the zoo: an unknown model (exit 2, saying the
+# database is empty), not an unreadable database.
+: > empty2.db
+run sim_empty_calib 2 sim --cluster "$SRC/traces/lbb-4gpu.yaml" --model tinynet --policy ssgd --global-batch 64 \
+  --iterations 3 --calib empty2.db --db r0.db &&
+  check sim_empty_calib.says has err 'imported into empty2.db: none (the database is empty)'
+check sim_empty_calib.nothing_stored test ! -e r0.db
 check refusals.no_scratch_left test -z "$(ls scratch)"
 
 # --- the answer ----------------------------------------------------------------------------
