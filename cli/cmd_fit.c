@@ -8,19 +8,24 @@
  * evaluation after j updates is at progress k = j u E(u) Ps(s) / D, and the fit minimises the
  * squared error of l(k) = 1/(beta0 k + beta1) + beta2 over every evaluation of every run.
  * beta0, beta1 and beta2 are always fitted; phi only when the runs' u differ by more than 5%;
- * lambda_s only when their mean staleness differs by more than 0.5. With accuracies, the
+ * lambda_s only when their mean staleness differs by more than 0.5; lambda_tau only when their
+ * local steps between model averages tau differ (a localsgd run's iteration is one average of
+ * tau local steps: u is then one local step's samples over the workers, an evaluation after j
+ * averages is at j tau of them, and its progress is discounted by Ptau(tau)). With accuracies, the
  * accuracy map is then fitted to the (loss, accuracy) pairs (the exponential one, acc_max and
  * acc_alpha, or the rational one, acc_max, acc_slope and acc_bend, whichever fits better per
  * degree of freedom), and the accuracy noise acc_noise estimated. The other parameters keep the
  * values given with --convergence (or the model's defaults).
  *
  * --curves FILE.csv fits the same way to curves recorded elsewhere (a CSV of samples or epochs,
- * loss, accuracy, batch, workers, policy, seed; docs/convergence.md), for any model, and stores
- * the fit in the convergence_fit table (sim/sim_conv_fit.h), where `hetsim sim --convergence
- * analytic` finds it. Each distinct (samples per update u, staleness s, seed) of the rows is one
- * group, which plays the part of a run above: a synchronous row (ssgd, ddp, lbb) updates the
- * model with u = batch x workers samples at staleness 0, an asynchronous one (asp) with
- * u = batch at staleness workers - 1; a point after S samples is at j = S / u updates. */
+ * loss, accuracy, batch, workers, policy, period, seed; docs/convergence.md), for any model, and
+ * stores the fit in the convergence_fit table (sim/sim_conv_fit.h), where `hetsim sim
+ * --convergence analytic` finds it. Each distinct (samples per update u, staleness s, period
+ * tau, seed) of the rows is one group, which plays the part of a run above: a synchronous row
+ * (ssgd, ddp, lbb) updates the model with u = batch x workers samples at staleness 0, an
+ * asynchronous one (asp) with u = batch at staleness workers - 1, a local-SGD one (localsgd)
+ * averages period local steps of u = batch x workers samples; a point after S samples is at
+ * j = S / u of those. */
 #include <errno.h>
 #include <getopt.h>
 #include <gsl/gsl_multifit_nlinear.h>
@@ -49,6 +54,7 @@ typedef struct fit_run {
   int64_t id;
   char model[64];
   double D, u, stale;
+  double tau;                 /* local steps between model averages (localsgd curves); 1 otherwise */
   uint64_t curve;             /* --curves: the rows' seed, hashed (0 = none) */
 } fit_run;
 
@@ -58,7 +64,7 @@ typedef struct fit_data {
   fit_point *pts;
   int n, cap;
   hs_conv_coef c;             /* fixed values, and the fitted ones as they are written back */
-  int fit_phi, fit_ls;
+  int fit_phi, fit_ls, fit_lt;
   int classes;                /* of the model: chance accuracy is 1/classes */
 } fit_data;
 
@@ -73,15 +79,17 @@ static int usage(FILE *out, int code) {
 "Fits the analytic convergence model (docs/convergence.md) to the evaluations (eval rows) of\n"
 "the given runs, all of one model, or to loss and accuracy curves recorded elsewhere (--curves):\n"
 "beta0, beta1, beta2 always; phi when the samples per update differ; lambda_s when the mean\n"
-"staleness differs; the accuracy map (acc_max and acc_alpha, or acc_slope and acc_bend) and\n"
-"acc_noise when there are accuracies. Prints the parameters and writes them as key=value\n"
-"lines to FILE (default: none) for `hetsim sim --convergence analytic --convergence-params\n"
-"FILE`. A fit to --curves is also stored in the database (table convergence_fit), where\n"
-"`hetsim sim --convergence analytic` takes the newest fit of its model.\n"
+"staleness differs; lambda_tau when the local steps between model averages differ (localsgd);\n"
+"the accuracy map (acc_max and acc_alpha, or acc_slope and acc_bend) and acc_noise when there\n"
+"are accuracies. Prints the parameters and writes them as key=value lines to FILE (default:\n"
+"none) for `hetsim sim --convergence analytic --convergence-params FILE`. A fit to --curves is\n"
+"also stored in the database (table convergence_fit), where `hetsim sim --convergence analytic`\n"
+"takes the newest fit of its model.\n"
 "\n"
 "  --curves FILE.csv    a CSV with a header row: samples (or epoch), loss, batch, and optionally\n"
-"                       accuracy, workers, policy (ssgd, ddp, lbb: synchronous; asp), seed\n"
-"                       (rows of one seed are one run's curves); other columns are ignored;\n"
+"                       accuracy, workers, policy (ssgd, ddp, lbb: synchronous; asp; localsgd\n"
+"                       with period, its local steps between model averages), seed (rows of one\n"
+"                       seed are one run's curves); other columns are ignored;\n"
 "                       docs/convergence.md says exactly\n"
 "  --model NAME         the model the curves are of (any name; needed with --curves)\n"
 "  --dataset-size N     training samples per epoch (default: samples/epoch of rows that have\n"
@@ -102,7 +110,8 @@ static int usage(FILE *out, int code) {
 /* Progress of point i under coefficients c. */
 static double progress(const fit_data *f, const hs_conv_coef *c, const fit_point *p) {
   const fit_run *r = &f->runs[p->run];
-  return p->step * r->u * hs_conv_efficiency(c, r->u) * hs_conv_stale_factor(c, r->stale) / r->D;
+  return p->step * r->u * hs_conv_efficiency(c, r->u) * hs_conv_stale_factor(c, r->stale) *
+         hs_conv_local_factor(c, r->tau) / r->D;
 }
 
 /* Parameters are fitted as logarithms, which keeps them positive. */
@@ -114,6 +123,7 @@ static void unpack(const fit_data *f, const gsl_vector *x, hs_conv_coef *c) {
   size_t i = 3;
   if (f->fit_phi) c->phi = exp(gsl_vector_get(x, i++));
   if (f->fit_ls) c->lambda_s = exp(gsl_vector_get(x, i++));
+  if (f->fit_lt) c->lambda_tau = exp(gsl_vector_get(x, i++));
 }
 
 static int loss_resid(const gsl_vector *x, void *ctx, gsl_vector *r) {
@@ -178,10 +188,22 @@ static double solve(gsl_multifit_nlinear_fdf *fdf, gsl_vector *x0, size_t n) {
   return rms;
 }
 
+/* The value of key in a run's resolved parameters ("tau=8,algo=ring"), or NaN. */
+static double run_param(const char *params, const char *key) {
+  size_t kl = strlen(key);
+  for (const char *p = params; *p;) {
+    if (!strncmp(p, key, kl) && p[kl] == '=') return strtod(p + kl + 1, NULL);
+    p += strcspn(p, ",");
+    if (*p == ',') p++;
+  }
+  return NAN;
+}
+
 static int load_run(hs_store *s, int64_t id, fit_data *f, hs_diag *d) {
   fit_run *r = &f->runs[f->n_runs];
   memset(r, 0, sizeof *r);
   r->id = id;
+  r->tau = 1;
   hs_run_record rec;
   int rc = hs_store_run_get(s, id, &rec, d);
   if (rc < 0) {
@@ -204,6 +226,13 @@ static int load_run(hs_store *s, int64_t id, fit_data *f, hs_diag *d) {
     else {
       r->D = (double)mi->dataset_train_size;
       r->u = samples / iters;
+      /* One localsgd iteration averages tau local steps of each worker: its samples per update
+       * (the argument of E) are one local step's over the workers, and an evaluation after j
+       * averages comes after j tau of those (progress as the analytic model's model average). */
+      double tau = !strcmp(rec.policy, "localsgd") ? run_param(rec.params, "tau") : 1;
+      if (!(tau >= 1)) rc = hs_diag_set(d, HS_EINVAL, "run %lld: a localsgd run without its tau (params \"%s\")", (long long)id, rec.params);
+      r->tau = tau;
+      r->u /= tau;
     }
     if (!rc && (rc = hs_store_step_mean_staleness(s, id, &r->stale, d))) {
       char msg[sizeof d->msg];
@@ -233,7 +262,7 @@ static int load_run(hs_store *s, int64_t id, fit_data *f, hs_diag *d) {
       f->pts = p;
       f->cap = nc;
     }
-    f->pts[f->n++] = (fit_point){.run = f->n_runs, .step = (double)ev[i].step, .loss = ev[i].loss, .acc = ev[i].accuracy};
+    f->pts[f->n++] = (fit_point){.run = f->n_runs, .step = (double)ev[i].step * r->tau, .loss = ev[i].loss, .acc = ev[i].accuracy};
   }
   free(ev);
   if (!ne) return hs_diag_set(d, HS_EINVAL, "run %lld has no evaluations with a loss (run it with --convergence proxy)", (long long)id);
@@ -243,9 +272,9 @@ static int load_run(hs_store *s, int64_t id, fit_data *f, hs_diag *d) {
 
 /* --- curves recorded elsewhere (--curves FILE.csv) ---------------------------------------- */
 
-enum { COL_SAMPLES, COL_EPOCH, COL_LOSS, COL_ACC, COL_BATCH, COL_WORKERS, COL_POLICY, COL_SEED, N_COLS };
+enum { COL_SAMPLES, COL_EPOCH, COL_LOSS, COL_ACC, COL_BATCH, COL_WORKERS, COL_POLICY, COL_PERIOD, COL_SEED, N_COLS };
 static const char *const col_names[N_COLS] = {"samples", "epoch", "loss", "accuracy", "batch", "workers", "policy",
-                                              "seed"};
+                                              "period", "seed"};
 
 /* Splits one CSV line (RFC 4180: fields in double quotes may hold commas, "" is a quote) in
  * place into at most cap fields; returns the count, or -1 for an unterminated quote. */
@@ -295,7 +324,7 @@ typedef struct curve_opts {
 typedef struct curve_row {
   double samples, epoch;    /* NaN when the row leaves them empty */
   double loss, acc;         /* acc NaN when not recorded */
-  double u, stale;          /* samples per update, staleness */
+  double u, stale, tau;     /* samples per update (the batch of one averaged step), staleness, local steps */
   uint64_t curve;           /* the seed column's text hashed (0: empty or no such column) */
   int line;
 } curve_row;
@@ -311,7 +340,7 @@ static int bad_at(hs_diag *d, const char *path, int line, const char *fmt, ...) 
   return HS_EINVAL;
 }
 
-/* Reads the curves into f (one fit_run per distinct (u, stale), the points after them), and
+/* Reads the curves into f (one fit_run per distinct (u, stale, tau, seed), the points after them), and
  * their source ("NAME fnv1a64:HEX") into source. HS_EINVAL with FILE:LINE for bad input. */
 static int load_curves(const curve_opts *o, fit_data *f, char *source, size_t slen, double *dataset_size, hs_diag *d) {
   FILE *in = fopen(o->path, "rb");
@@ -429,14 +458,35 @@ static int load_curves(const curve_opts *o, fit_data *f, char *source, size_t sl
       break;
     }
     const char *pol = col[COL_POLICY] >= 0 && *fld[col[COL_POLICY]] ? fld[col[COL_POLICY]] : "ssgd";
+    double period = 0; /* 0: not given */
+    if (col[COL_PERIOD] >= 0 && *(v = fld[col[COL_PERIOD]]) && (parse_num(v, 1, &period) || period != floor(period) || period > 1e7)) {
+      rc = bad_at(d, o->path, lineno, "period: expected a positive integer (local steps between model averages), got \"%s\"", v);
+      break;
+    }
+    r.tau = 1;
     if (!strcmp(pol, "ssgd") || !strcmp(pol, "ddp") || !strcmp(pol, "lbb")) {
       r.u = batch * workers;
       r.stale = 0;
     } else if (!strcmp(pol, "asp")) {
       r.u = batch;
       r.stale = workers - 1;
+    } else if (!strcmp(pol, "localsgd")) {
+      if (period == 0) {
+        rc = bad_at(d, o->path, lineno, "a localsgd row needs a period (local steps between model averages)");
+        break;
+      }
+      /* An average of the workers' tau local steps each: progress as the analytic model's
+       * all-reduce of models, S E(S/tau) Ptau(tau) / D with S/tau = batch x workers. */
+      r.u = batch * workers;
+      r.stale = 0;
+      r.tau = period;
     } else {
-      rc = bad_at(d, o->path, lineno, "policy: expected ssgd, ddp or lbb (synchronous) or asp, got \"%s\"", pol);
+      rc = bad_at(d, o->path, lineno, "policy: expected ssgd, ddp or lbb (synchronous), asp or localsgd, got \"%s\"", pol);
+      break;
+    }
+    if (period > 1 && r.tau == 1) {
+      rc = bad_at(d, o->path, lineno, "period: only localsgd rows average every period steps; a %s row's period is 1, "
+                  "got \"%s\"", pol, fld[col[COL_PERIOD]]);
       break;
     }
     if (col[COL_SEED] >= 0 && *(v = fld[col[COL_SEED]])) r.curve = hs_fnv64(HS_FNV64_INIT, v, strlen(v)) | 1;
@@ -494,7 +544,9 @@ static int load_curves(const curve_opts *o, fit_data *f, char *source, size_t sl
   for (int i = 0; !rc && i < nrows; i++) {
     const curve_row *r = &rows[i];
     int g = 0;
-    while (g < f->n_runs && !(f->runs[g].u == r->u && f->runs[g].stale == r->stale && f->runs[g].curve == r->curve)) g++;
+    while (g < f->n_runs && !(f->runs[g].u == r->u && f->runs[g].stale == r->stale && f->runs[g].tau == r->tau &&
+                              f->runs[g].curve == r->curve))
+      g++;
     if (g == f->n_runs) {
       fit_run *nr = realloc(f->runs, (size_t)(g + 1) * sizeof *nr);
       if (!nr) {
@@ -502,7 +554,7 @@ static int load_curves(const curve_opts *o, fit_data *f, char *source, size_t sl
         break;
       }
       f->runs = nr;
-      f->runs[g] = (fit_run){.id = g + 1, .D = D, .u = r->u, .stale = r->stale, .curve = r->curve};
+      f->runs[g] = (fit_run){.id = g + 1, .D = D, .u = r->u, .stale = r->stale, .tau = r->tau, .curve = r->curve};
       f->n_runs++;
     }
     if (f->n == f->cap) {
@@ -566,11 +618,14 @@ done:
  * points for the parameters (message printed), 1 when the loss fit did not converge. */
 static int fit_points(fit_data *f, double *rms, double *arms, int *n_fitted, const char **fitted) {
   double umin = INFINITY, umax = 0, smin = INFINITY, smax = -INFINITY, lmin = INFINITY, lmax = 0;
+  double tmin = INFINITY, tmax = 0;
   for (int i = 0; i < f->n_runs; i++) {
     umin = fmin(umin, f->runs[i].u);
     umax = fmax(umax, f->runs[i].u);
     smin = fmin(smin, f->runs[i].stale);
     smax = fmax(smax, f->runs[i].stale);
+    tmin = fmin(tmin, f->runs[i].tau);
+    tmax = fmax(tmax, f->runs[i].tau);
   }
   for (int i = 0; i < f->n; i++) {
     lmin = fmin(lmin, f->pts[i].loss);
@@ -578,7 +633,8 @@ static int fit_points(fit_data *f, double *rms, double *arms, int *n_fitted, con
   }
   f->fit_phi = umax > 1.05 * umin;
   f->fit_ls = smax - smin > 0.5;
-  size_t np = 3 + (size_t)f->fit_phi + (size_t)f->fit_ls;
+  f->fit_lt = tmax > tmin;
+  size_t np = 3 + (size_t)f->fit_phi + (size_t)f->fit_ls + (size_t)f->fit_lt;
   if ((size_t)f->n < np + 1)
     return bad("%d points are too few to fit %zu parameters; record (or evaluate) more often", f->n, np);
   gsl_vector *x = gsl_vector_alloc(np), *xa = NULL, *xr = NULL;
@@ -590,6 +646,7 @@ static int fit_points(fit_data *f, double *rms, double *arms, int *n_fitted, con
   size_t k = 3;
   if (f->fit_phi) gsl_vector_set(x, k++, log(fmax(f->c.phi, 1.0)));
   if (f->fit_ls) gsl_vector_set(x, k++, log(fmax(f->c.lambda_s, 1e-3)));
+  if (f->fit_lt) gsl_vector_set(x, k++, log(fmax(f->c.lambda_tau, 1e-3)));
   gsl_multifit_nlinear_fdf fdf = {.f = loss_resid, .df = NULL, .fvv = NULL, .n = (size_t)f->n, .p = np, .params = f};
   *rms = solve(&fdf, x, (size_t)f->n);
   *arms = NAN;
@@ -605,6 +662,7 @@ static int fit_points(fit_data *f, double *rms, double *arms, int *n_fitted, con
   fitted[m++] = "beta2";
   if (f->fit_phi) fitted[m++] = "phi";
   if (f->fit_ls) fitted[m++] = "lambda_s";
+  if (f->fit_lt) fitted[m++] = "lambda_tau";
   int na = 0;
   for (int i = 0; i < f->n; i++) na += !isnan(f->pts[i].acc);
   if (na >= 3) {

@@ -96,6 +96,18 @@ import json,sys,sqlite3
 d=json.load(open(sys.argv[1])); db=sqlite3.connect(sys.argv[2])
 (l,)=db.execute("SELECT loss FROM eval WHERE run_id=? AND step=40",(int(sys.argv[3]),)).fetchone()
 assert abs(d["final_loss"]-l) < 0.15, (d["final_loss"], l)' "$T/out" "$T/h.db" "$id"
+# Runs of localsgd: an iteration is one average of tau local steps. An analytic ssgd run and a
+# localsgd run (tau 8) made with lambda_tau 0.03 give it back within 0.1% (the same global batch,
+# so phi is not fitted).
+L="analytic:beta0=5,beta1=0.5,beta2=0.3,lambda_tau=0.03"
+expect_exit local_ssgd 0 "$H" sim --cluster "$C" --model mlp --policy ssgd --global-batch 128 --iterations 200 --convergence "$L,eval_every=10" --db "$T/local.db" --json
+expect_exit local_tau8 0 "$H" sim --cluster "$C" --model mlp --policy localsgd:tau=8 --global-batch 128 --iterations 40 --convergence "$L,eval_every=2" --db "$T/local.db" --json
+expect_exit fit_local_runs 0 "$H" fit-convergence 1 2 --db "$T/local.db" --json
+check fit_local_runs_lambda_tau python3 -c '
+import json, sys
+d = json.load(open(sys.argv[1])); p = d["params"]
+assert "lambda_tau" in d["fitted"] and "phi" not in d["fitted"], d
+for k, v in (("lambda_tau", 0.03), ("beta0", 5), ("beta1", 0.5), ("beta2", 0.3)): assert abs(p[k] - v) < 1e-3 * v, (k, p)' "$T/out"
 expect_exit fit_no_runs 2 "$H" fit-convergence --db "$T/h.db"
 expect_exit fit_unknown_run 2 "$H" fit-convergence 999 --db "$T/h.db"
 expect_exit fit_not_analytic 2 "$H" fit-convergence 1 --db "$T/h.db" --convergence proxy

@@ -104,6 +104,27 @@ awk 'BEGIN {
 }' >noisy.csv
 expect_exit fit_noise 0 "$H" fit-convergence --curves noisy.csv --model noisynet --classes 10 --dataset-size 60000 --db "$T/noise.db" --json
 check fit_noise_value python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert "acc_noise" in d["fitted"] and 0.0067 < d["params"]["acc_noise"] < 0.0133, d' "$T/out"
+# Local SGD: DDP's curve and two local-SGD curves (32 x 4 workers, averaging every 8 and 32
+# steps), all at 128 samples per averaged step (so E = 1 with b0 128 and phi not fitted), their
+# progress discounted by Ptau(tau) = 1/(1 + 0.03 (tau - 1)): lambda_tau is fitted back within
+# 0.1%, and a simulation of localsgd with the fit gives the curve's loss.
+awk 'BEGIN {
+  print "samples,loss,accuracy,batch,workers,policy,period"
+  split("1 8 32", T, " ")
+  for (g = 1; g <= 3; g++) for (i = 0; i <= 15; i++) {
+    S = i * 4096; k = S / (1 + 0.03 * (T[g] - 1)) / 60000; l = 1 / (5 * k + 0.5) + 0.3
+    printf "%d,%.15g,%.15g,32,4,%s,%s\n", S, l, 0.1 + 0.8 * exp(-1.5 * (l - 0.3)), T[g] == 1 ? "ddp" : "localsgd", T[g] == 1 ? "" : T[g]
+  }
+}' >local.csv
+expect_exit fit_local 0 "$H" fit-convergence --curves local.csv --model mlp --db "$T/local.db" --json
+check fit_local_lambda_tau python3 -c '
+import json, sys
+d = json.load(open(sys.argv[1])); p = d["params"]
+assert "lambda_tau" in d["fitted"] and "phi" not in d["fitted"] and d["groups"] == 3, d
+for k, v in (("lambda_tau", 0.03), ("beta0", 5), ("beta1", 0.5), ("beta2", 0.3)): assert abs(p[k] - v) < 1e-3 * v, (k, p)' "$T/out"
+# 10 averages of 16 local steps of 4 x 32 samples on lbb-4gpu's 4 workers.
+expect_exit sim_local 0 "$H" sim --cluster "$C" --model mlp --policy localsgd:tau=16 --global-batch 128 --iterations 10 --convergence analytic --db "$T/local.db" --json
+check sim_local_loss python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); k=10*16*128/(1+0.03*15)/60000; assert abs(d["final_loss"] - (1/(5*k+0.5)+0.3)) < 1e-6, (d["final_loss"], 1/(5*k+0.5)+0.3)' "$T/out"
 check fit_out_file grep -q "^beta0=5$" fit.conf
 # The stored row: the model, the source (the file's name and FNV-1a 64 of its bytes), the points,
 # the RMSE, and the parameters with the data set's size.
@@ -197,7 +218,11 @@ bad_csv no_loss 'samples,batch\n0,32\n' "no_loss.csv:1: the header row needs col
 bad_csv nan_loss 'samples,loss,batch\n0,2.3,32\n1000,abc,32\n' 'nan_loss.csv:3: loss: expected a number >= 0, got "abc"'
 bad_csv fields 'samples,loss,batch\n0,2.3,32\n\n1000,2.0\n' "fields.csv:4: expected 3 fields as in the header, got 2"
 bad_csv acc 'samples,loss,accuracy,batch\n0,2.3,85,32\n' 'acc.csv:2: accuracy: expected a fraction in \[0, 1\], got "85"'
-bad_csv policy 'samples,loss,batch,policy\n0,2.3,32,localsgd\n' 'policy.csv:2: policy: expected ssgd, ddp or lbb (synchronous) or asp, got "localsgd"'
+bad_csv policy 'samples,loss,batch,policy\n0,2.3,32,ssp\n' 'policy.csv:2: policy: expected ssgd, ddp or lbb (synchronous), asp or localsgd, got "ssp"'
+bad_csv no_period 'samples,loss,batch,policy,period\n0,2.3,32,ssgd,\n0,2.3,32,localsgd,\n' 'no_period.csv:3: a localsgd row needs a period'
+bad_csv no_period_col 'samples,loss,batch,policy\n0,2.3,32,localsgd\n' 'no_period_col.csv:2: a localsgd row needs a period'
+bad_csv sync_period 'samples,loss,batch,policy,period\n0,2.3,32,ddp,4\n' 'sync_period.csv:2: period: only localsgd rows average every period steps; a ddp row.s period is 1, got "4"'
+bad_csv period 'samples,loss,batch,policy,period\n0,2.3,32,localsgd,2.5\n' 'period.csv:2: period: expected a positive integer (local steps between model averages), got "2.5"'
 bad_csv batch '# a comment\nsamples,loss,batch\n0,2.3,0\n' 'batch.csv:3: batch: expected a positive integer'
 bad_csv workers 'samples,loss,batch,workers\n0,2.3,32,1.5\n' 'workers.csv:2: workers: expected a positive integer'
 bad_csv neg 'samples,loss,batch\n-5,2.3,32\n' 'neg.csv:2: samples: expected a number >= 0'
