@@ -311,7 +311,7 @@ static void describe_convergence(const advise_args *a, const hs_conv_model *m, c
     snprintf(basis, bl, "analytic-fitted");
     snprintf(words, wl,
              "analytic, with the parameters fitted for %s to proxy runs (docs/convergence.md; "
-             "lambda_tau and lambda_c are not fitted)", a->model);
+             "lambda_c is not fitted)", a->model);
   } else {
     snprintf(basis, bl, "analytic-default");
     snprintf(words, wl,
@@ -321,8 +321,16 @@ static void describe_convergence(const advise_args *a, const hs_conv_model *m, c
   double noise = hs_params_get(p, "acc_noise");
   size_t used = strlen(words);
   if (a->target_acc > 0 && noise > 0 && used < wl)
-    snprintf(words + used, wl - used, "; the target accuracy is met at the median first passage of evaluations "
-             "with noise sd %.3g (docs/convergence.md)", noise);
+    used += (size_t)snprintf(words + used, wl - used, "; the target accuracy is met at the median first passage of "
+                             "evaluations with noise sd %.3g (docs/convergence.md)", noise);
+  /* The loss of local steps, which the local-step policies' times to a target rest on: say when
+   * nobody fitted or set it. */
+  int lt_given = 0;
+  for (int i = 0; i < p->n; i++) lt_given |= p->given[i] && !strcmp(p->spec[i].name, "lambda_tau");
+  int lt_fitted = fit && strstr(fit->fitted, "\"lambda_tau\"");
+  if (!a->conv_file && !lt_given && !lt_fitted && used < wl)
+    snprintf(words + used, wl - used, "; lambda_tau %.3g, the loss of local steps (localsgd, lbcal, ashl, adsp), "
+             "is not fitted to local-SGD curves of this model (docs/convergence.md)", hs_params_get(p, "lambda_tau"));
 }
 
 /* Runs `hetsim sim ARGV` in this process with stdout and stderr sent to err_path; returns its

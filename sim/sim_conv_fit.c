@@ -33,7 +33,8 @@ int hs_conv_fit_newest(hs_store *s, const char *model, int64_t dataset_size, hs_
   if (hs_store_schema_version(s) < 3) return hs_diag_set(d, HS_ENOTFOUND, "no convergence fit for %s (schema before version 3)", model);
   sqlite3 *db = hs_store_db(s);
   char sql[1024];
-  int k = snprintf(sql, sizeof sql, "SELECT id, source, points, rmse, created_at, json_extract(params, '$.dataset_size')");
+  int k = snprintf(sql, sizeof sql, "SELECT id, source, points, rmse, created_at, json_extract(params, '$.dataset_size'), "
+                   "json_extract(params, '$.fitted')");
   for (int i = 0; i < N_COEF; i++) k += snprintf(sql + k, sizeof sql - (size_t)k, ", json_extract(params, '$.%s')", coef_keys[i]);
   snprintf(sql + k, sizeof sql - (size_t)k, " FROM convergence_fit WHERE model = ? ORDER BY id DESC LIMIT 1");
   sqlite3_stmt *st;
@@ -54,11 +55,12 @@ int hs_conv_fit_newest(hs_store *s, const char *model, int64_t dataset_size, hs_
   if (sqlite3_column_type(st, 3) != SQLITE_NULL) out->rmse = sqlite3_column_double(st, 3);
   copy_text(st, 4, out->created_at, sizeof out->created_at);
   out->dataset_size = sqlite3_column_type(st, 5) == SQLITE_NULL ? 0 : sqlite3_column_double(st, 5);
+  copy_text(st, 6, out->fitted, sizeof out->fitted);
   if (dataset_size > 0 && out->dataset_size > 0) out->beta0_scale = (double)dataset_size / out->dataset_size;
   size_t used = 0;
   for (int i = 0; i < N_COEF && used < sizeof out->params; i++) {
-    if (sqlite3_column_type(st, 6 + i) == SQLITE_NULL) continue; /* a key left out keeps its default */
-    double v = sqlite3_column_double(st, 6 + i);
+    if (sqlite3_column_type(st, 7 + i) == SQLITE_NULL) continue; /* a key left out keeps its default */
+    double v = sqlite3_column_double(st, 7 + i);
     if (!strcmp(coef_keys[i], "beta0")) v *= out->beta0_scale;
     int n = snprintf(out->params + used, sizeof out->params - used, "%s%s=%.17g", used ? "," : "", coef_keys[i], v);
     if (n > 0) used += (size_t)n;

@@ -30,6 +30,7 @@ typedef struct hs_conv_fit {
   double dataset_size;        /* samples per epoch the fit counted progress in; 0 = unknown */
   double beta0_scale;         /* the factor hs_conv_fit_newest applied to beta0 (1 = none) */
   char params[1024];          /* "phi=...,b0=...,..." for hs_conv_parse_fitted */
+  char fitted[256];           /* the keys the fit fitted, as stored: a JSON array ("" when none) */
   char created_at[40];
 } hs_conv_fit;
 

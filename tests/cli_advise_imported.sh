@@ -87,6 +87,7 @@ assert a["model"] == "tinynet", a["model"]
 r = a["rests_on"]
 assert r["convergence"] == "analytic-curves", r
 assert "convergence_fit 1: curves.csv" in r["convergence_detail"], r
+assert "lambda_tau 0.05, the loss of local steps (localsgd, lbcal, ashl, adsp), is not fitted" in r["convergence_detail"], r
 assert [d["compute"] for d in r["devices"]] == ["calib"], r
 by = {x["policy"]: x for x in a["ranking"]}
 assert set(by) == {"ssgd", "lbb"}, by.keys()
@@ -120,6 +121,18 @@ assert [d["compute"] for d in a["rests_on"]["devices"]] == ["profile"], a["rests
 s = [x for x in a["ranking"] if x["policy"] == "ssgd"][0]
 assert repr(s["time_to_target_s"]["mean"]) == sys.argv[2], (s, sys.argv[2])
 PYEOF
+
+# A fit that has lambda_tau (the same curve, and local SGD's at period 4 with Ptau = 1/1.3):
+# advise no longer says it is not fitted.
+awk 'BEGIN { print "samples,loss,batch,workers,policy,period"; for (p = 1; p <= 4; p += 3) for (i = 0; i <= 12; i++) {
+  S = i * 2000; k = S / 10000 / (1 + 0.1 * (p - 1))
+  printf "%d,%.15g,32,2,%s,%s\n", S, 1 / (4 * k + 0.4) + 0.35, p == 1 ? "ddp" : "localsgd", p == 1 ? "" : p } }' > local.csv
+cp nofit.db local.db
+expect_exit fit_local 0 "$HETSIM" fit-convergence --curves local.csv --model tinynet --dataset-size 10000 \
+  --convergence analytic:phi=1e12 --db local.db
+run local_fit 0 advise --cluster c.yaml --model tinynet --global-batch 64 --target-loss 0.5 --policies localsgd \
+  --seeds 1 --jobs 1 --db local.db --json
+check local_fit.lambda_tau "$PY" -c 'import json,sys; r=json.load(open(sys.argv[1]))["rests_on"]; assert r["convergence"] == "analytic-curves" and "lambda_tau" not in r["convergence_detail"], r' out
 
 # --- an imported model's run that ends by --epochs before its target -----------------------
 run epochs_end 0 sim --cluster c.yaml --model tinynet --policy ssgd --global-batch 64 --convergence analytic \
