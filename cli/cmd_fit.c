@@ -42,6 +42,9 @@
 #include "core/core_store.h"
 #include "cli/sweep_grid.h"
 #include "nn/nn_zoo.h"
+#include "policies/pol_params.h"
+#include "policies/pol_policy.h"
+#include "policies/pol_registry.h"
 #include "sim/sim_conv.h"
 #include "sim/sim_conv_fit.h"
 
@@ -188,17 +191,6 @@ static double solve(gsl_multifit_nlinear_fdf *fdf, gsl_vector *x0, size_t n) {
   return rms;
 }
 
-/* The value of key in a run's resolved parameters ("tau=8,algo=ring"), or NaN. */
-static double run_param(const char *params, const char *key) {
-  size_t kl = strlen(key);
-  for (const char *p = params; *p;) {
-    if (!strncmp(p, key, kl) && p[kl] == '=') return strtod(p + kl + 1, NULL);
-    p += strcspn(p, ",");
-    if (*p == ',') p++;
-  }
-  return NAN;
-}
-
 static int load_run(hs_store *s, int64_t id, fit_data *f, hs_diag *d) {
   fit_run *r = &f->runs[f->n_runs];
   memset(r, 0, sizeof *r);
@@ -229,10 +221,17 @@ static int load_run(hs_store *s, int64_t id, fit_data *f, hs_diag *d) {
       /* One localsgd iteration averages tau local steps of each worker: its samples per update
        * (the argument of E) are one local step's over the workers, and an evaluation after j
        * averages comes after j tau of those (progress as the analytic model's model average). */
-      double tau = !strcmp(rec.policy, "localsgd") ? run_param(rec.params, "tau") : 1;
-      if (!(tau >= 1)) rc = hs_diag_set(d, HS_EINVAL, "run %lld: a localsgd run without its tau (params \"%s\")", (long long)id, rec.params);
-      r->tau = tau;
-      r->u /= tau;
+      if (!strcmp(rec.policy, "localsgd")) {
+        hs_params pp;
+        if ((rc = hs_params_parse(&pp, hs_policy_find("localsgd")->params, "localsgd", rec.params, d))) {
+          char msg[sizeof d->msg];
+          snprintf(msg, sizeof msg, "%s", d->msg);
+          rc = hs_diag_set(d, HS_EINVAL, "run %lld: %s", (long long)id, msg);
+        } else {
+          r->tau = hs_params_get(&pp, "tau");
+          r->u /= r->tau;
+        }
+      }
     }
     if (!rc && (rc = hs_store_step_mean_staleness(s, id, &r->stale, d))) {
       char msg[sizeof d->msg];
