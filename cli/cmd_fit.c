@@ -68,6 +68,7 @@ typedef struct fit_data {
   int n, cap;
   hs_conv_coef c;             /* fixed values, and the fitted ones as they are written back */
   int fit_phi, fit_ls, fit_lt;
+  int stage;                  /* the loss fit's points and parameters (enum stage) */
   int classes;                /* of the model: chance accuracy is 1/classes */
 } fit_data;
 
@@ -117,24 +118,39 @@ static double progress(const fit_data *f, const hs_conv_coef *c, const fit_point
          hs_conv_local_factor(c, r->tau) / r->D;
 }
 
+/* The loss fit in one stage (every point; the curve's parameters and lambda_tau together) or,
+ * when there are synchronous and local-SGD groups, in two: the curve's parameters to the groups
+ * without local steps, then lambda_tau alone to the others (fit_points says why). */
+enum stage { STAGE_ALL, STAGE_SYNC, STAGE_LOCAL };
+
+static int in_stage(const fit_data *f, const fit_point *p) {
+  double tau = f->runs[p->run].tau;
+  return f->stage == STAGE_ALL || (f->stage == STAGE_SYNC ? tau == 1 : tau > 1);
+}
+
 /* Parameters are fitted as logarithms, which keeps them positive. */
 static void unpack(const fit_data *f, const gsl_vector *x, hs_conv_coef *c) {
   *c = f->c;
+  if (f->stage == STAGE_LOCAL) {
+    c->lambda_tau = exp(gsl_vector_get(x, 0));
+    return;
+  }
   c->beta0 = exp(gsl_vector_get(x, 0));
   c->beta1 = exp(gsl_vector_get(x, 1));
   c->beta2 = exp(gsl_vector_get(x, 2));
   size_t i = 3;
   if (f->fit_phi) c->phi = exp(gsl_vector_get(x, i++));
   if (f->fit_ls) c->lambda_s = exp(gsl_vector_get(x, i++));
-  if (f->fit_lt) c->lambda_tau = exp(gsl_vector_get(x, i++));
+  if (f->fit_lt && f->stage == STAGE_ALL) c->lambda_tau = exp(gsl_vector_get(x, i++));
 }
 
 static int loss_resid(const gsl_vector *x, void *ctx, gsl_vector *r) {
   fit_data *f = ctx;
   hs_conv_coef c;
   unpack(f, x, &c);
+  size_t k = 0;
   for (int i = 0; i < f->n; i++)
-    gsl_vector_set(r, (size_t)i, hs_conv_loss(&c, progress(f, &c, &f->pts[i])) - f->pts[i].loss);
+    if (in_stage(f, &f->pts[i])) gsl_vector_set(r, k++, hs_conv_loss(&c, progress(f, &c, &f->pts[i])) - f->pts[i].loss);
   return GSL_SUCCESS;
 }
 
@@ -630,13 +646,36 @@ static int fit_points(fit_data *f, double *rms, double *arms, int *n_fitted, con
     lmin = fmin(lmin, f->pts[i].loss);
     lmax = fmax(lmax, f->pts[i].loss);
   }
+  f->fit_lt = tmax > tmin;
+  /* With groups without local steps (tau 1) beside local-SGD ones, the curve is fitted to the
+   * former alone and lambda_tau then to the latter: local SGD's curves differ from a slowed
+   * synchronous curve in shape too (a higher floor, a bump after each average with momentum),
+   * and fitted together they bend the curve every other policy uses (measured against PyTorch's
+   * local SGD: docs/performance.md). */
+  f->stage = f->fit_lt && tmin == 1 ? STAGE_SYNC : STAGE_ALL;
+  if (f->stage == STAGE_SYNC) { /* phi and lambda_s as the synchronous groups alone tell them */
+    umin = smin = INFINITY;
+    umax = 0;
+    smax = -INFINITY;
+    for (int i = 0; i < f->n_runs; i++) {
+      if (f->runs[i].tau != 1) continue;
+      umin = fmin(umin, f->runs[i].u);
+      umax = fmax(umax, f->runs[i].u);
+      smin = fmin(smin, f->runs[i].stale);
+      smax = fmax(smax, f->runs[i].stale);
+    }
+  }
   f->fit_phi = umax > 1.05 * umin;
   f->fit_ls = smax - smin > 0.5;
-  f->fit_lt = tmax > tmin;
-  size_t np = 3 + (size_t)f->fit_phi + (size_t)f->fit_ls + (size_t)f->fit_lt;
-  if ((size_t)f->n < np + 1)
-    return bad("%d points are too few to fit %zu parameters; record (or evaluate) more often", f->n, np);
-  gsl_vector *x = gsl_vector_alloc(np), *xa = NULL, *xr = NULL;
+  int n_stage = 0;
+  for (int i = 0; i < f->n; i++) n_stage += in_stage(f, &f->pts[i]);
+  size_t np = 3 + (size_t)f->fit_phi + (size_t)f->fit_ls + (size_t)(f->fit_lt && f->stage == STAGE_ALL);
+  if ((size_t)n_stage < np + 1)
+    return bad("%d points are too few to fit %zu parameters%s; record (or evaluate) more often", n_stage, np,
+               f->stage == STAGE_SYNC ? " to the curves without local steps" : "");
+  if (f->stage == STAGE_SYNC && f->n - n_stage < 2)
+    return bad("%d points of local SGD are too few to fit lambda_tau; record (or evaluate) more often", f->n - n_stage);
+  gsl_vector *x = gsl_vector_alloc(np), *xa = NULL, *xr = NULL, *xl = NULL;
   /* Start from the model's values, with beta2 below the lowest loss seen. */
   double b2 = fmin(f->c.beta2, 0.5 * lmin);
   gsl_vector_set(x, 0, log(f->c.beta0));
@@ -645,16 +684,34 @@ static int fit_points(fit_data *f, double *rms, double *arms, int *n_fitted, con
   size_t k = 3;
   if (f->fit_phi) gsl_vector_set(x, k++, log(fmax(f->c.phi, 1.0)));
   if (f->fit_ls) gsl_vector_set(x, k++, log(fmax(f->c.lambda_s, 1e-3)));
-  if (f->fit_lt) gsl_vector_set(x, k++, log(fmax(f->c.lambda_tau, 1e-3)));
-  gsl_multifit_nlinear_fdf fdf = {.f = loss_resid, .df = NULL, .fvv = NULL, .n = (size_t)f->n, .p = np, .params = f};
-  *rms = solve(&fdf, x, (size_t)f->n);
+  if (f->fit_lt && f->stage == STAGE_ALL) gsl_vector_set(x, k++, log(fmax(f->c.lambda_tau, 1e-3)));
+  gsl_multifit_nlinear_fdf fdf = {.f = loss_resid, .df = NULL, .fvv = NULL, .n = (size_t)n_stage, .p = np, .params = f};
+  *rms = solve(&fdf, x, (size_t)n_stage);
   *arms = NAN;
   int status = 1;
+  if (!isnan(*rms)) unpack(f, x, &f->c);
+  if (!isnan(*rms) && f->stage == STAGE_SYNC) {
+    f->stage = STAGE_LOCAL;
+    xl = gsl_vector_alloc(1);
+    gsl_vector_set(xl, 0, log(fmax(f->c.lambda_tau, 1e-3)));
+    gsl_multifit_nlinear_fdf fl = {.f = loss_resid, .n = (size_t)(f->n - n_stage), .p = 1, .params = f};
+    if (!isnan(solve(&fl, xl, (size_t)(f->n - n_stage)))) {
+      unpack(f, xl, &f->c);
+      /* The RMS error over every point. */
+      double ss = 0;
+      for (int i = 0; i < f->n; i++) {
+        double e = hs_conv_loss(&f->c, progress(f, &f->c, &f->pts[i])) - f->pts[i].loss;
+        ss += e * e;
+      }
+      *rms = sqrt(ss / f->n);
+    } else {
+      *rms = NAN;
+    }
+  }
   if (isnan(*rms)) {
     fprintf(stderr, "hetsim fit-convergence: the loss fit did not converge\n");
     goto done;
   }
-  unpack(f, x, &f->c);
   int m = 0;
   fitted[m++] = "beta0";
   fitted[m++] = "beta1";
@@ -719,6 +776,8 @@ done:
   gsl_vector_free(x);
   gsl_vector_free(xa);
   gsl_vector_free(xr);
+  gsl_vector_free(xl);
+  f->stage = STAGE_ALL;
   return status;
 }
 

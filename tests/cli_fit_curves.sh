@@ -122,6 +122,26 @@ import json, sys
 d = json.load(open(sys.argv[1])); p = d["params"]
 assert "lambda_tau" in d["fitted"] and "phi" not in d["fitted"] and d["groups"] == 3, d
 for k, v in (("lambda_tau", 0.03), ("beta0", 5), ("beta1", 0.5), ("beta2", 0.3)): assert abs(p[k] - v) < 1e-3 * v, (k, p)' "$T/out"
+# A local-SGD curve that is not a slowed synchronous one (the same slowdown, plus a floor 0.05
+# higher): the curve's parameters come from DDP's curve alone, exactly, and lambda_tau from the
+# local curve (above the 0.03 of its slowdown, to make up for the floor).
+awk 'BEGIN {
+  print "samples,loss,batch,workers,policy,period"
+  for (g = 1; g <= 2; g++) for (i = 0; i <= 15; i++) {
+    T = g == 1 ? 1 : 32; S = i * 4096; k = S / (1 + 0.03 * (T - 1)) / 60000
+    printf "%d,%.15g,32,4,%s,%s\n", S, 1 / (5 * k + 0.5) + 0.3 + (T > 1 ? 0.05 : 0), T == 1 ? "ddp" : "localsgd", T == 1 ? "" : T
+  }
+}' >floor.csv
+expect_exit fit_floor 0 "$H" fit-convergence --curves floor.csv --model mlp --db "$T/floor.db" --json
+check fit_floor_sync_curve python3 -c '
+import json, sys
+d = json.load(open(sys.argv[1])); p = d["params"]
+assert "lambda_tau" in d["fitted"] and p["lambda_tau"] > 0.03, d
+for k, v in (("beta0", 5), ("beta1", 0.5), ("beta2", 0.3)): assert abs(p[k] - v) < 1e-3 * v, (k, p)' "$T/out"
+# Too few local-SGD points for lambda_tau: exit 2, saying so.
+head -18 floor.csv >floor1.csv
+expect_exit fit_floor_few 2 "$H" fit-convergence --curves floor1.csv --model mlp --db "$T/floor.db"
+check fit_floor_few_says grep -q "1 points of local SGD are too few to fit lambda_tau" err
 # 10 averages of 16 local steps of 4 x 32 samples on lbb-4gpu's 4 workers.
 expect_exit sim_local 0 "$H" sim --cluster "$C" --model mlp --policy localsgd:tau=16 --global-batch 128 --iterations 10 --convergence analytic --db "$T/local.db" --json
 check sim_local_loss python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); k=10*16*128/(1+0.03*15)/60000; assert abs(d["final_loss"] - (1/(5*k+0.5)+0.3)) < 1e-6, (d["final_loss"], 1/(5*k+0.5)+0.3)' "$T/out"
