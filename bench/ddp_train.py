@@ -44,6 +44,15 @@ One iteration on rank r (batch b_r, slowdown f_r, B = sum of the b_r, N ranks):
   4. optimizer.step() (SGD with momentum).
 There is no barrier between iterations: the ranks meet in the all-reduce, as in real training.
 
+Local SGD (--local-period T): no DDP and no gradient all-reduce. Each rank takes its own SGD
+steps (step 2 without the scaling, as the batches must be equal) on its own model, and after
+every T-th iteration PyTorch's own PeriodicModelAverager
+(torch.distributed.algorithms.model_averaging.averagers, period T, warm-up T - 1 steps so that
+the averages come after iterations T, 2T, ...) averages the parameters over the ranks (a gloo
+all-reduce); the momentum buffers stay each rank's own, as in PyTorch's post-local SGD. With
+--eval-every K, K must be a multiple of T, so that every evaluation sees an averaged model.
+T = 1 averages the models after every step.
+
 Iterations run: --warmup + --iterations; or, with --target-accuracy, until the first evaluation
 that reaches the target, at most --max-iterations (warm-up included). Warm-up iterations are
 real training steps (with real data they consume samples, and they count in the evaluations'
@@ -78,8 +87,8 @@ Output (--out FILE.json, or FILE.csv for the per-iteration rows only), written b
   JSON: {"format": "hetsim-ddp-bench", "version": 1, "model": {name, origin, params,
   grad_bytes, input}, "world_size", "batches": [b_r], "global_batch", "slowdowns": [f_r],
   "slow_mode", "iterations", "warmup", "threads", "cpus": [[cpu...] or null per rank],
-  "backend": "gloo", "comm_hook": bool, "bucket_cap_mb", "torch_version", "host",
-  "created_at",
+  "backend": "gloo", "comm_hook": bool, "bucket_cap_mb", "local_period" (T, or null under
+  DDP), "torch_version", "host", "created_at",
   With --data fashion-mnist or --eval-every, also: "data" ("synthetic" or "fashion-mnist"),
   "data_dir" (null for synthetic), "eval_samples", "eval_every", "lr", "momentum", "seed",
   "target_accuracy" (or null), "max_iterations" (or null), "iterations_run" (every training
@@ -100,7 +109,7 @@ Output (--out FILE.json, or FILE.csv for the per-iteration rows only), written b
   Row fields (seconds): rank, iter (0-based, warm-up first), warmup (bool), batch, slowdown,
     start_s (from the earliest start of any rank), slow_s (step 1: extra passes or sleep),
     forward_s (zero_grad + forward + loss), backward_s (until every bucket is reduced),
-    update_s (optimizer.step), iteration_s (start to the end of the update),
+    update_s (optimizer.step, and --local-period's model average), iteration_s (start to the end of the update),
     compute_s (start to the last bucket ready: the rank's own computing, slowdown included),
     comm_tail_s (last bucket ready to the end of backward: the all-reduce not hidden by the
     backward, including the wait for the other ranks), allreduce_s (sum over buckets of hook
@@ -155,6 +164,9 @@ def build_parser():
     p.add_argument("--bucket-cap-mb", type=hp._positive(float), default=25.0,
                    help="DDP's bucket size (25, DDP's default)")
     p.add_argument("--no-hook", action="store_true", help="DDP's built-in all-reduce, no split")
+    p.add_argument("--local-period", type=hp._positive(int), metavar="T",
+                   help="local SGD: no DDP; PyTorch's PeriodicModelAverager averages the ranks' "
+                   "models after every T iterations (equal batches; --eval-every a multiple of T)")
     p.add_argument("--seed", type=int, default=1, help="weights (all ranks start from rank 0's) "
                    "and data order (1)")
     p.add_argument("--data", default="synthetic", metavar="synthetic|fashion-mnist[:DIR]",
@@ -234,6 +246,14 @@ def check_args(a):
     a.extended = a.data_kind != "synthetic" or a.eval_every > 0
     if a.extended and a.out.endswith(".csv"):
         raise hp.UsageError(f"--out {a.out}: --data and --eval-every results need a .json file")
+    if a.local_period is not None:
+        if len(set(a.batch_list)) > 1:
+            raise hp.UsageError("--local-period: the ranks' batches must be equal (the model "
+                                "average weighs the ranks equally)")
+        if a.eval_every % a.local_period:
+            raise hp.UsageError(f"--local-period {a.local_period}: --eval-every must be a multiple "
+                                "of it, so that every evaluation sees an averaged model")
+        a.no_hook = True
     if not (0 <= a.momentum < 1):
         raise hp.UsageError(f"--momentum: expected a number in [0, 1), got {a.momentum}")
     d = os.path.dirname(os.path.abspath(a.out))
@@ -324,13 +344,20 @@ def train_rank(a, rank, world, cpus, init_method):
     out_shape = hp.probe(ms, net, torch.device("cpu"))
     classes = out_shape[1]
     params, grad_bytes, _ = hp.model_facts(ms, net)
-    model = DDP(net, bucket_cap_mb=a.bucket_cap_mb)
     state = HookState(world)
-    if not a.no_hook:
-        model.register_comm_hook(state, timing_hook)
+    averager = None
+    if a.local_period is None:
+        model = DDP(net, bucket_cap_mb=a.bucket_cap_mb)
+        if not a.no_hook:
+            model.register_comm_hook(state, timing_hook)
+        no_sync = model.no_sync
+    else:  # local SGD: each rank's own steps, PyTorch's averager every local_period of them
+        from torch.distributed.algorithms.model_averaging.averagers import PeriodicModelAverager
+        model, no_sync = net, contextlib.nullcontext
+        averager = PeriodicModelAverager(period=a.local_period, warmup_steps=a.local_period - 1)
     opt = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=a.momentum)
     b, f = a.batch_list[rank], a.slow[rank]
-    scale = world * b / sum(a.batch_list)
+    scale = world * b / sum(a.batch_list) if averager is None else 1.0
     if a.extended:
         xt, yt, xe, ye = load_data(a, ms, classes, out_shape)
     else:
@@ -396,7 +423,7 @@ def train_rank(a, rank, world, cpus, init_method):
         t0 = pc()
         if f > 1 and a.slow_mode == "repeat":
             for _ in range(int(f) - 1):
-                with model.no_sync():
+                with no_sync():
                     F.cross_entropy(hp.logits_of(model(x)), y).backward()
             opt.zero_grad(set_to_none=True)
         elif f > 1 and last_compute is not None:
@@ -409,6 +436,8 @@ def train_rank(a, rank, world, cpus, init_method):
         loss.backward()
         t2 = pc()
         opt.step()
+        if averager is not None:
+            averager.average_parameters(net.parameters())
         t3 = pc()
         ready = max(state.ready) if state.ready else None
         row = {"rank": rank, "iter": it, "warmup": it < a.warmup, "batch": b, "slowdown": f,
@@ -515,6 +544,7 @@ def write_output(a, ms, params, grad_bytes, gathered, world, run=None):
                "warmup": a.warmup, "threads": a.threads,
                "cpus": [g["cpus"] for g in sorted(gathered, key=lambda g: g["rank"])],
                "backend": "gloo", "comm_hook": not a.no_hook, "bucket_cap_mb": a.bucket_cap_mb,
+               "local_period": a.local_period,
                "torch_version": torch.__version__, "host": socket.gethostname(),
                "created_at": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
                "command": [os.path.basename(sys.argv[0])] + sys.argv[1:]}

@@ -281,6 +281,29 @@ PY
 else
   bad ddp_train_exit "$(head -c 400 "$TMP/err")"
 fi
+# --- local SGD (--local-period T): PyTorch's averager after every T-th step. With T = 1 the
+# average of the ranks' models after each step (momentum buffers their own) is DDP's step, by
+# linearity: the same evaluations up to float rounding; with T = 4 the ranks drift between
+# averages and the evaluations differ. lr 0.5 on random labels, so that they do.
+L=(--model mlp --batches 16,16 --iterations 8 --eval-every 4 --seed 3 --lr 0.5 --quiet)
+for t in ddp 1 4; do
+  extra=()
+  [ "$t" != ddp ] && extra=(--local-period "$t")
+  expect_exit "local_sgd_$t" 0 "$PY" "$DDP" "${L[@]}" "${extra[@]}" --out "$TMP/local_$t.json"
+done
+check local_sgd_same_as_ddp "$PY" - "$TMP" <<'PY'
+import json, sys
+run = {t: json.load(open(f"{sys.argv[1]}/local_{t}.json")) for t in ("ddp", "1", "4")}
+loss = {t: [e["loss"] for e in d["evals"]] for t, d in run.items()}
+assert run["ddp"]["local_period"] is None and run["1"]["local_period"] == 1 and run["4"]["local_period"] == 4, run["4"]["local_period"]
+assert len(loss["ddp"]) == 3 and all(abs(a - b) < 1e-4 * a for a, b in zip(loss["ddp"], loss["1"])), loss
+assert abs(loss["4"][2] - loss["ddp"][2]) > 0.1, loss
+assert run["4"]["comm_hook"] is False and all(r["compute_s"] is None for r in run["4"]["rows"]), run["4"]["rows"][0]
+PY
+expect_exit local_sgd_bad_batches 2 "$PY" "$DDP" --model mlp --batches 16,8 --local-period 2 --out "$TMP/x.json"
+check local_sgd_bad_batches_says grep -qF -- "--local-period: the ranks' batches must be equal" "$TMP/err"
+expect_exit local_sgd_bad_every 2 "$PY" "$DDP" --model mlp --batches 16,16 --local-period 3 --eval-every 4 --out "$TMP/x.json"
+check local_sgd_bad_every_says grep -qF -- "--eval-every must be a multiple of it" "$TMP/err"
 expect_exit ddp_train_bad_slowdown 2 "$PY" "$DDP" --model cnn --batches 8,4 --slowdown 2:2 --out "$TMP/x.json"
 expect_exit ddp_train_bad_repeat 2 "$PY" "$DDP" --model cnn --batches 8,4 --slowdown 1:1.5 --out "$TMP/x.json"
 check ddp_train_nothing_written test ! -e "$TMP/x.json"
