@@ -4,8 +4,9 @@
 # batches (homogeneous, one rank slowed, LBB's static solve's batches and those it tunes to). It
 # checks that every step runs and writes numbers, not the numbers themselves
 # (docs/performance.md has those, on a quiet machine). Then bench/bench_ddp_accuracy.sh, QUICK=1:
-# time to an accuracy, predicted for a network outside the zoo and trained for real with DDP; and
-# bench/bench_acc_seeds.sh, small: iterations to a target over seeds.
+# time to an accuracy, predicted for a network outside the zoo and trained for real with DDP;
+# bench/bench_acc_seeds.sh, small: iterations to a target over seeds; and bench/bench_localsgd.sh,
+# small: local SGD's local steps to a target, PyTorch's against hetsim's with lambda_tau fitted.
 . "$(dirname "$0")/cli-lib.sh"
 cli_setup "$@"
 if ! /usr/bin/python3 -c 'import torch' 2>/dev/null; then
@@ -65,4 +66,23 @@ for t in r["targets"]:
 rows = list(csv.DictReader(open(sys.argv[1] + "/evals.csv")))
 assert len(rows) == 2 * 5 and {r["seed"] for r in rows} == {"1", "2"}, len(rows)
 ' "$TMP/seeds"
+
+# Local SGD (bench/bench_localsgd.sh), small: 2 ranks x 16, periods 1 (DDP) and 4, 2 seeds of 32
+# iterations evaluated every 4; hetsim fitted to seed 1's curves at both periods.
+SEEDS=2 TAUS="1 4" FIT_TAUS="1 4" RANKS=2 BATCH=16 ITERATIONS=32 MIN_ITERATIONS=32 EVAL_EVERY=4 TARGET_LOSSES=1.5 \
+  TARGET_ACCS=0.5 bash "$SRC/bench/bench_localsgd.sh" "$HETSIM" "$TMP/local" >"$TMP/out" 2>"$TMP/err"
+check local_bench_runs test $? -eq 0 || head -c 2000 "$TMP/err"
+check local_results /usr/bin/python3 -c '
+import csv, json, sys
+r = json.load(open(sys.argv[1] + "/results.json"))
+assert [(x["tau"], x["kind"]) for x in r["rows"]] == [(1, "loss"), (1, "acc"), (4, "loss"), (4, "acc")], r["rows"]
+for x in r["rows"]:
+    assert x["seeds"] == 1 and all(x[v] > 0 for v in ("fitted", "ddp-only", "no-penalty")), x
+assert "lambda_tau" in r["fits"]["fitted"]["fitted"] and "lambda_tau" not in r["fits"]["ddp-only"]["fitted"], r["fits"]
+assert r["fits"]["ddp-only"]["params"]["lambda_tau"] == 0.05, r["fits"]["ddp-only"]["params"]
+rows = list(csv.DictReader(open(sys.argv[1] + "/evals.csv")))
+assert len(rows) == 2 * 2 * 9 and {(x["tau"], x["seed"]) for x in rows} == {(t, s) for t in "14" for s in "12"}, len(rows)
+cur = list(csv.DictReader(open(sys.argv[1] + "/curves-fitted.csv")))
+assert {(x["policy"], x["period"]) for x in cur} == {("ddp", ""), ("localsgd", "4")}, cur[:3]
+' "$TMP/local"
 cli_finish
