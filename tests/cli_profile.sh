@@ -300,6 +300,36 @@ assert len(loss["ddp"]) == 3 and all(abs(a - b) < 1e-4 * a for a, b in zip(loss[
 assert abs(loss["4"][2] - loss["ddp"][2]) > 0.1, loss
 assert run["4"]["comm_hook"] is False and all(r["compute_s"] is None for r in run["4"]["rows"]), run["4"]["rows"][0]
 PY
+# The profiler's local-SGD curve (--curve-periods 1,4: one process, two replicas averaged by
+# hand) and PyTorch's PeriodicModelAverager across two gloo processes (ddp_train.py
+# --local-period 4) from the same weights and samples: the same evaluations. The period-1 rows
+# are the plain curve as before (no period, policy ssgd).
+if [ -e "${HETSIM_FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}/train-images-idx3-ubyte.gz" ]; then
+  FM="fashion-mnist:${HETSIM_FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}"
+  expect_exit curve_local 0 "$PY" "$PROF" --model mlp --batches 4 --out "$TMP/cl.json" "${quick[@]}" --seed 1 \
+    --curves "$TMP/cl.csv" --curve-data "$FM" --curve-batch 64 --curve-lr 0.5 --curve-epochs 0.01 --curve-evals 2 \
+    --curve-periods 1,4 --curve-workers 2 --curve-eval-samples 500
+  expect_exit curve_local_ddp 0 "$PY" "$DDP" --model mlp --batches 32,32 --lr 0.5 --momentum 0.9 --seed 1 --data "$FM" \
+    --eval-samples 500 --eval-every 4 --iterations 8 --local-period 4 --quiet --out "$TMP/cl_ddp.json"
+  check curve_local_same "$PY" - "$TMP/cl.csv" "$TMP/cl_ddp.json" "$TMP/cl.json" <<'PY'
+import csv, json, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+local = [r for r in rows if r["policy"] == "localsgd"]
+assert [(r["batch"], r["workers"], r["period"]) for r in local] == [("32", "2", "4")] * 3, local
+assert all(r["period"] == "" and r["workers"] == "1" and r["batch"] == "64" for r in rows if r["policy"] == "ssgd"), rows
+ev = json.load(open(sys.argv[2]))["evals"]
+assert [int(r["samples"]) for r in local] == [e["samples"] for e in ev] == [0, 256, 512], (local, ev)
+for r, e in zip(local, ev):
+    assert abs(float(r["loss"]) - e["loss"]) < 1e-5 * e["loss"] and abs(float(r["accuracy"]) - e["accuracy"]) < 1e-9, (r, e)
+x = json.load(open(sys.argv[3]))["extra"]
+assert x["curve_periods"] == [1, 4] and x["curve_workers"] == 2, x
+PY
+fi
+expect_exit curve_local_bad_workers 2 "$PY" "$PROF" --model mlp --out "$TMP/x.json" --curves "$TMP/x.csv" --curve-periods 1,4 --curve-workers 1
+check curve_local_bad_workers_says grep -qF -- "averages at least 2 replicas" "$TMP/err"
+expect_exit curve_local_bad_split 2 "$PY" "$PROF" --model mlp --out "$TMP/x.json" --curves "$TMP/x.csv" --curve-periods 4 --curve-workers 3
+check curve_local_bad_split_says grep -qF -- "--curve-batch 64: local SGD splits it evenly over --curve-workers 3" "$TMP/err"
+expect_exit curve_local_bad_list 2 "$PY" "$PROF" --model mlp --out "$TMP/x.json" --curves "$TMP/x.csv" --curve-periods 1,0
 expect_exit local_sgd_bad_batches 2 "$PY" "$DDP" --model mlp --batches 16,8 --local-period 2 --out "$TMP/x.json"
 check local_sgd_bad_batches_says grep -qF -- "--local-period: the ranks' batches must be equal" "$TMP/err"
 expect_exit local_sgd_bad_every 2 "$PY" "$DDP" --model mlp --batches 16,16 --local-period 3 --eval-every 4 --out "$TMP/x.json"

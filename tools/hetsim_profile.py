@@ -30,6 +30,7 @@ Method (docs/profile.md says it in full):
 """
 import argparse
 import contextlib
+import copy
 import csv
 import ctypes
 import datetime
@@ -256,7 +257,8 @@ def build_parser():
                    "comm entry op \"allreduce_step\" with its mean (docs/profile.md)")
     g = p.add_argument_group("convergence curves (hetsim fit-convergence)")
     g.add_argument("--curves", metavar="FILE.csv", help="also train the model for real and write "
-                   "its evaluation curve: columns samples,epoch,loss,accuracy,batch,workers,policy")
+                   "its evaluation curve: columns samples,epoch,loss,accuracy,batch,workers,policy "
+                   "(and period with --curve-periods, seed with --curve-seeds)")
     g.add_argument("--curve-data", default="synthetic", help="synthetic (default: a random "
                    "teacher with noisy labels, fresh samples), fashion-mnist[:DIR], or FILE.pt holding "
                    "{'x','y'[,'x_test','y_test']}")
@@ -268,6 +270,13 @@ def build_parser():
     g.add_argument("--curve-seeds", type=_positive(int), default=1, metavar="N",
                    help="train N times, seeds --seed to --seed + N - 1 (weights and sample order), "
                    "and add a seed column: a fit to several seeds' curves is not one seed's (1)")
+    g.add_argument("--curve-periods", default="1", metavar="T[,T...]",
+                   help="train once per period T: 1 is plain SGD in one process; T > 1 is local "
+                   "SGD of --curve-workers replicas, each stepping on its share of --curve-batch, "
+                   "their parameters averaged after every T steps (rows policy localsgd, a period "
+                   "column): with 1 among them `hetsim fit-convergence` fits lambda_tau (1)")
+    g.add_argument("--curve-workers", type=_positive(int), default=2, metavar="N",
+                   help="replicas of a local-SGD curve (2; --curve-batch must divide by N)")
     g.add_argument("--curve-train-samples", type=_positive(int), default=10000,
                    help="synthetic: samples in a nominal epoch (10000; drawn fresh)")
     g.add_argument("--curve-eval-samples", type=_positive(int), default=2000,
@@ -328,6 +337,14 @@ def check_args(a):
         if cd == "synthetic" and a.tokens:
             raise UsageError("--curve-data synthetic needs fp32 inputs; with --tokens give a "
                              ".pt file of token ids")
+    a.curve_period_list = parse_int_list(a.curve_periods, "--curve-periods")
+    if any(t > 1 for t in a.curve_period_list):
+        if a.curve_workers < 2:
+            raise UsageError(f"--curve-workers {a.curve_workers}: local SGD (--curve-periods above 1) "
+                             "averages at least 2 replicas")
+        if a.curve_batch % a.curve_workers:
+            raise UsageError(f"--curve-batch {a.curve_batch}: local SGD splits it evenly over "
+                             f"--curve-workers {a.curve_workers}")
 
 
 def torchrun_env():
@@ -1519,22 +1536,34 @@ def curve_data(a, ms):
     return x, y.long(), xe[:a.curve_eval_samples], ye[:a.curve_eval_samples].long()
 
 
-def run_curves(a, ms, device, say, seed):
-    """A short real training run (one process, plain SGD with momentum) writing the held-out
-    loss and accuracy at evenly spaced numbers of samples. Returns the rows; with --curve-seeds
-    above 1 each has the seed."""
+def run_curves(a, ms, device, say, seed, period=1):
+    """A short real training run (one process, SGD with momentum) writing the held-out loss and
+    accuracy at evenly spaced numbers of samples. Returns the rows; with --curve-seeds above 1
+    each has the seed.
+
+    period 1: one model steps on batches of --curve-batch. period T > 1: local SGD, as PyTorch's
+    PeriodicModelAverager does it across processes (bench/ddp_train.py --local-period): N =
+    --curve-workers replicas start from the same weights, each with its own optimizer (momentum
+    buffers its own); at every step replica w takes the w-th of N equal shares of the step's
+    batch, and after every T-th step their parameters are replaced by the mean. Evaluations fall
+    on averages (the nearest multiples of T), where the replicas are equal."""
     import torch
     import torch.nn.functional as F
     xt, yt, xe, ye = curve_data(a, ms)
     torch.manual_seed(seed)
     model = ms.build().to(device)
-    opt = torch.optim.SGD(model.parameters(), lr=a.curve_lr, momentum=a.momentum,
-                          weight_decay=a.weight_decay)
+    n_workers = 1 if period == 1 else a.curve_workers
+    replicas = [model] + [copy.deepcopy(model) for _ in range(n_workers - 1)]
+    opts = [torch.optim.SGD(m.parameters(), lr=a.curve_lr, momentum=a.momentum,
+                            weight_decay=a.weight_decay) for m in replicas]
     n_train = len(xt) if xt is not None else a.curve_train_samples  # synthetic: a nominal epoch
     total = int(round(a.curve_epochs * n_train))
     b = min(a.curve_batch, n_train)
-    steps = max(1, total // b)
-    evals = sorted({round(steps * k / a.curve_evals) for k in range(a.curve_evals + 1)})
+    if b % n_workers:
+        raise UsageError(f"--curve-batch: {b} samples do not split over {n_workers} workers")
+    share = b // n_workers
+    steps = max(period, total // b // period * period)
+    evals = sorted({period * round(steps * k / a.curve_evals / period) for k in range(a.curve_evals + 1)})
     g = torch.Generator().manual_seed(seed + 3)
     perm, pos = (torch.randperm(n_train, generator=g) if xt is not None else None), 0
 
@@ -1558,11 +1587,14 @@ def run_curves(a, ms, device, say, seed):
                 raise RunError(f"--curves: the loss is {loss} after {step * b} samples (lower "
                                "--curve-lr)")
             rows.append({"samples": step * b, "epoch": round(step * b / n_train, 6),
-                         "loss": round(loss, 6), "accuracy": round(acc, 6), "batch": b,
-                         "workers": 1, "policy": "ssgd"})
+                         "loss": round(loss, 6), "accuracy": round(acc, 6), "batch": share,
+                         "workers": n_workers, "policy": "ssgd" if period == 1 else "localsgd"})
+            if len(a.curve_period_list) > 1 or period > 1:
+                rows[-1]["period"] = period if period > 1 else ""
             if a.curve_seeds > 1:
                 rows[-1]["seed"] = seed
-            say(f"curves: {'seed %d: ' % seed if a.curve_seeds > 1 else ''}{step * b} samples: "
+            say(f"curves: {'seed %d: ' % seed if a.curve_seeds > 1 else ''}"
+                f"{'period %d: ' % period if period > 1 else ''}{step * b} samples: "
                 f"loss {loss:.4f}, accuracy {acc:.4f}")
         if step == steps:
             break
@@ -1574,9 +1606,17 @@ def run_curves(a, ms, device, say, seed):
             idx = perm[pos:pos + b]
             pos += b
             xb, yb = xt[idx], yt[idx]
-        opt.zero_grad(set_to_none=True)
-        F.cross_entropy(logits_of(model(xb.to(device))), yb.to(device)).backward()
-        opt.step()
+        for w, (m, opt) in enumerate(zip(replicas, opts)):
+            opt.zero_grad(set_to_none=True)
+            xw, yw = xb[w * share:(w + 1) * share], yb[w * share:(w + 1) * share]
+            F.cross_entropy(logits_of(m(xw.to(device))), yw.to(device)).backward()
+            opt.step()
+        if n_workers > 1 and (step + 1) % period == 0:
+            with torch.no_grad():
+                for ps in zip(*(m.parameters() for m in replicas)):
+                    mean = torch.stack(ps).mean(0)
+                    for p in ps:
+                        p.copy_(mean)
     return rows
 
 
@@ -1753,7 +1793,8 @@ def run(a):
     curves = None
     if a.curves:
         setup_process(a.threads, a.cpu_plan[0], a.math)
-        curves = [r for k in range(a.curve_seeds) for r in run_curves(a, ms, device, say, a.seed + k)]
+        curves = [r for k in range(a.curve_seeds) for t in a.curve_period_list
+                  for r in run_curves(a, ms, device, say, a.seed + k, t)]
 
     dev_info = device_info(a, device)
     extra = {
@@ -1788,6 +1829,8 @@ def run(a):
     if curves is not None:
         extra["curves_file"] = os.path.abspath(a.curves)
         extra["curve_seeds"] = list(range(a.seed, a.seed + a.curve_seeds))
+        extra["curve_periods"] = a.curve_period_list
+        extra["curve_workers"] = a.curve_workers if any(t > 1 for t in a.curve_period_list) else 1
     doc = {
         "format": FORMAT,
         "version": VERSION,
@@ -1806,8 +1849,9 @@ def run(a):
     doc["extra"] = extra
     if curves is not None:
         def write_csv(f):
-            w = csv.DictWriter(f, fieldnames=["samples", "epoch", "loss", "accuracy", "batch",
-                                              "workers", "policy"] + (["seed"] if a.curve_seeds > 1 else []),
+            w = csv.DictWriter(f, fieldnames=["samples", "epoch", "loss", "accuracy", "batch", "workers", "policy"]
+                               + (["period"] if a.curve_period_list != [1] else [])
+                               + (["seed"] if a.curve_seeds > 1 else []),
                                lineterminator="\n")
             w.writeheader()
             w.writerows(curves)
