@@ -31,21 +31,21 @@
 #include <gsl/gsl_multifit_nlinear.h>
 #include <gsl/gsl_vector.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli/cli.h"
+#include "core/core_hash.h"
 #include "core/core_json.h"
 #include "core/core_stats.h"
 #include "core/core_store.h"
-#include "cli/sweep_grid.h"
 #include "nn/nn_zoo.h"
 #include "policies/pol_params.h"
 #include "policies/pol_policy.h"
 #include "policies/pol_registry.h"
 #include "sim/sim_conv.h"
+#include "sim/sim_conv_curves.h"
 #include "sim/sim_conv_fit.h"
 
 typedef struct fit_point {
@@ -287,79 +287,15 @@ static int load_run(hs_store *s, int64_t id, fit_data *f, hs_diag *d) {
 
 /* --- curves recorded elsewhere (--curves FILE.csv) ---------------------------------------- */
 
-enum { COL_SAMPLES, COL_EPOCH, COL_LOSS, COL_ACC, COL_BATCH, COL_WORKERS, COL_POLICY, COL_PERIOD, COL_SEED, N_COLS };
-static const char *const col_names[N_COLS] = {"samples", "epoch", "loss", "accuracy", "batch", "workers", "policy",
-                                              "period", "seed"};
-
-/* Splits one CSV line (RFC 4180: fields in double quotes may hold commas, "" is a quote) in
- * place into at most cap fields; returns the count, or -1 for an unterminated quote. */
-static int csv_split(char *line, char **field, int cap) {
-  int n = 0;
-  char *p = line;
-  for (;;) {
-    if (n == cap) return n + 1; /* too many: the caller reports the count it expected */
-    char *out = p, *start = p;
-    if (*p == '"') {
-      p++;
-      for (;;) {
-        if (!*p) return -1;
-        if (*p == '"' && p[1] == '"') { *out++ = '"'; p += 2; continue; }
-        if (*p == '"') { p++; break; }
-        *out++ = *p++;
-      }
-      while (*p && *p != ',') p++; /* text after the closing quote is ignored */
-    } else {
-      while (*p && *p != ',') *out++ = *p++;
-    }
-    char sep = *p;
-    *out = '\0';
-    /* trim blanks */
-    while (*start == ' ' || *start == '\t') start++;
-    for (char *e = start + strlen(start); e > start && (e[-1] == ' ' || e[-1] == '\t'); e--) e[-1] = '\0';
-    field[n++] = start;
-    if (!sep) return n;
-    p++;
-  }
-}
-
-/* A number: all of s, finite, >= lo. */
-static int parse_num(const char *s, double lo, double *v) {
-  char *end;
-  if (!*s) return -1;
-  *v = strtod(s, &end);
-  return *end || !isfinite(*v) || *v < lo ? -1 : 0;
-}
-
-typedef struct curve_opts {
-  const char *path;
-  double dataset_size;      /* --dataset-size, 0 = not given */
-  int64_t zoo_size;         /* the zoo model's training set, 0 = not in the zoo */
-} curve_opts;
-
-typedef struct curve_row {
-  double samples, epoch;    /* NaN when the row leaves them empty */
-  double loss, acc;         /* acc NaN when not recorded */
-  double u, stale, tau;     /* samples per update (the batch of one averaged step), staleness, local steps */
-  uint64_t curve;           /* the seed column's text hashed (0: empty or no such column) */
-  int line;
-} curve_row;
-
-/* HS_EINVAL with "PATH:LINE: MESSAGE". */
-static int bad_at(hs_diag *d, const char *path, int line, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-static int bad_at(hs_diag *d, const char *path, int line, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  hs_diag_vset(d, HS_EINVAL, fmt, ap);
-  va_end(ap);
-  hs_diag_prefix(d, "%s:%d", path, line);
-  return HS_EINVAL;
-}
-
-/* Reads the curves into f (one fit_run per distinct (u, stale, tau, seed), the points after them), and
- * their source ("NAME fnv1a64:HEX") into source. HS_EINVAL with FILE:LINE for bad input. */
-static int load_curves(const curve_opts *o, fit_data *f, char *source, size_t slen, double *dataset_size, hs_diag *d) {
-  FILE *in = fopen(o->path, "rb");
-  if (!in) return hs_diag_set(d, HS_EINVAL, "--curves %s: %s", o->path, strerror(errno));
+/* Reads the curves of path (sim/sim_conv_curves.h) into f, one fit_run per distinct (u, stale,
+ * tau, seed) of the rows and the points after them, their source ("NAME fnv1a64:HEX": the file's
+ * name and the FNV-1a 64 hash of its bytes) into source and the samples per epoch they count in
+ * into *dataset_size. Notes the columns it ignores on stderr. HS_EINVAL with FILE:LINE for bad
+ * input. */
+static int load_curves(const char *path, double dataset_size, int64_t zoo_size, fit_data *f, char *source,
+                       size_t slen, double *D, hs_diag *d) {
+  FILE *in = fopen(path, "rb");
+  if (!in) return hs_diag_set(d, HS_EINVAL, "--curves %s: %s", path, strerror(errno));
   char *text = NULL;
   size_t len = 0, cap = 0;
   int rc = 0;
@@ -368,7 +304,7 @@ static int load_curves(const curve_opts *o, fit_data *f, char *source, size_t sl
       cap = cap ? 2 * cap : 65536;
       char *t = realloc(text, cap);
       if (!t) {
-        rc = hs_diag_set(d, HS_ENOMEM, "out of memory reading %s", o->path);
+        rc = hs_diag_set(d, HS_ENOMEM, "out of memory reading %s", path);
         break;
       }
       text = t;
@@ -377,190 +313,26 @@ static int load_curves(const curve_opts *o, fit_data *f, char *source, size_t sl
     len += got;
     if (got < 4096) break;
   }
-  if (!rc && ferror(in)) rc = hs_diag_set(d, HS_EINVAL, "--curves %s: read error", o->path);
+  if (!rc && ferror(in)) rc = hs_diag_set(d, HS_EINVAL, "--curves %s: read error", path);
   fclose(in);
   if (rc) {
     free(text);
     return rc;
   }
   text[len] = '\0';
-  if (strlen(text) != len) {
-    free(text);
-    return hs_diag_set(d, HS_EINVAL, "--curves %s: a NUL byte: not a CSV text file", o->path);
-  }
-  const char *base = strrchr(o->path, '/');
-  snprintf(source, slen, "%s fnv1a64:%016llx", base ? base + 1 : o->path,
+  const char *base = strrchr(path, '/');
+  snprintf(source, slen, "%s fnv1a64:%016llx", base ? base + 1 : path,
            (unsigned long long)hs_fnv64(HS_FNV64_INIT, text, len));
-
-  curve_row *rows = NULL;
-  int nrows = 0, rcap = 0, col[N_COLS], ncols = 0, header = 0, lineno = 0, header_line = 0;
-  for (int i = 0; i < N_COLS; i++) col[i] = -1;
-  char unknown[256] = "";
-  char *save = NULL;
-  for (char *line = text; line && !rc; line = save) {
-    char *nl = strchr(line, '\n');
-    save = nl ? nl + 1 : NULL;
-    if (nl) *nl = '\0';
-    lineno++;
-    size_t ll = strlen(line);
-    if (ll && line[ll - 1] == '\r') line[--ll] = '\0';
-    const char *q = line + strspn(line, " \t");
-    if (!*q || *q == '#') continue;
-    char *fld[64];
-    if (!header) {
-      char hdr[256];
-      snprintf(hdr, sizeof hdr, "%s", q);
-      ncols = csv_split(line, fld, 64);
-      if (ncols < 0 || ncols > 64) {
-        rc = bad_at(d, o->path, lineno, "the header row: %s", ncols < 0 ? "a quote is not closed" : "more than 64 columns");
-        break;
-      }
-      for (int c = 0; c < ncols && !rc; c++) {
-        int k = 0;
-        while (k < N_COLS && strcmp(fld[c], col_names[k])) k++;
-        if (k == N_COLS) {
-          size_t ul = strlen(unknown);
-          snprintf(unknown + ul, sizeof unknown - ul, "%s%s", ul ? ", " : "", fld[c]);
-        } else if (col[k] >= 0) {
-          rc = bad_at(d, o->path, lineno, "column \"%s\" given twice", fld[c]);
-        } else {
-          col[k] = c;
-        }
-      }
-      if (!rc && (col[COL_LOSS] < 0 || col[COL_BATCH] < 0 || (col[COL_SAMPLES] < 0 && col[COL_EPOCH] < 0)))
-        rc = bad_at(d, o->path, lineno, "the header row needs columns loss, batch and samples or epoch "
-                    "(optional: accuracy, workers, policy, seed); got \"%s\"", hdr);
-      header = 1;
-      header_line = lineno;
-      continue;
-    }
-    int nf = csv_split(line, fld, 64);
-    if (nf != ncols) {
-      if (nf < 0) rc = bad_at(d, o->path, lineno, "a quote is not closed");
-      else rc = bad_at(d, o->path, lineno, "expected %d fields as in the header, got %d", ncols, nf);
-      break;
-    }
-    curve_row r = {.samples = NAN, .epoch = NAN, .acc = NAN, .line = lineno};
-    const char *v;
-    double x;
-    if (col[COL_SAMPLES] >= 0 && *(v = fld[col[COL_SAMPLES]]) && parse_num(v, 0, &r.samples)) {
-      rc = bad_at(d, o->path, lineno, "samples: expected a number >= 0, got \"%s\"", v);
-      break;
-    }
-    if (col[COL_EPOCH] >= 0 && *(v = fld[col[COL_EPOCH]]) && parse_num(v, 0, &r.epoch)) {
-      rc = bad_at(d, o->path, lineno, "epoch: expected a number >= 0, got \"%s\"", v);
-      break;
-    }
-    if (isnan(r.samples) && isnan(r.epoch)) {
-      rc = bad_at(d, o->path, lineno, "neither samples nor epoch is given");
-      break;
-    }
-    if (parse_num(v = fld[col[COL_LOSS]], 0, &r.loss)) {
-      rc = bad_at(d, o->path, lineno, "loss: expected a number >= 0, got \"%s\"", v);
-      break;
-    }
-    if (col[COL_ACC] >= 0 && *(v = fld[col[COL_ACC]]) && (parse_num(v, 0, &r.acc) || r.acc > 1)) {
-      rc = bad_at(d, o->path, lineno, "accuracy: expected a fraction in [0, 1], got \"%s\"", v);
-      break;
-    }
-    if (parse_num(v = fld[col[COL_BATCH]], 1, &x) || x != floor(x) || x > 1e9) {
-      rc = bad_at(d, o->path, lineno, "batch: expected a positive integer (samples per worker step), got \"%s\"", v);
-      break;
-    }
-    double batch = x, workers = 1;
-    if (col[COL_WORKERS] >= 0 && *(v = fld[col[COL_WORKERS]]) && (parse_num(v, 1, &workers) || workers != floor(workers) || workers > 1e7)) {
-      rc = bad_at(d, o->path, lineno, "workers: expected a positive integer, got \"%s\"", v);
-      break;
-    }
-    const char *pol = col[COL_POLICY] >= 0 && *fld[col[COL_POLICY]] ? fld[col[COL_POLICY]] : "ssgd";
-    double period = 0; /* 0: not given */
-    if (col[COL_PERIOD] >= 0 && *(v = fld[col[COL_PERIOD]]) && (parse_num(v, 1, &period) || period != floor(period) || period > 1e7)) {
-      rc = bad_at(d, o->path, lineno, "period: expected a positive integer (local steps between model averages), got \"%s\"", v);
-      break;
-    }
-    r.tau = 1;
-    if (!strcmp(pol, "ssgd") || !strcmp(pol, "ddp") || !strcmp(pol, "lbb")) {
-      r.u = batch * workers;
-      r.stale = 0;
-    } else if (!strcmp(pol, "asp")) {
-      r.u = batch;
-      r.stale = workers - 1;
-    } else if (!strcmp(pol, "localsgd")) {
-      if (period == 0) {
-        rc = bad_at(d, o->path, lineno, "a localsgd row needs a period (local steps between model averages)");
-        break;
-      }
-      /* An average of the workers' tau local steps each: progress as the analytic model's
-       * all-reduce of models, S E(S/tau) Ptau(tau) / D with S/tau = batch x workers. */
-      r.u = batch * workers;
-      r.stale = 0;
-      r.tau = period;
-    } else {
-      rc = bad_at(d, o->path, lineno, "policy: expected ssgd, ddp or lbb (synchronous), asp or localsgd, got \"%s\"", pol);
-      break;
-    }
-    if (period > 1 && r.tau == 1) {
-      rc = bad_at(d, o->path, lineno, "period: only localsgd rows average every period steps; a %s row's period is 1, "
-                  "got \"%s\"", pol, fld[col[COL_PERIOD]]);
-      break;
-    }
-    if (col[COL_SEED] >= 0 && *(v = fld[col[COL_SEED]])) r.curve = hs_fnv64(HS_FNV64_INIT, v, strlen(v)) | 1;
-    if (nrows == rcap) {
-      int nc = rcap ? 2 * rcap : 256;
-      curve_row *g = realloc(rows, (size_t)nc * sizeof *g);
-      if (!g) {
-        rc = hs_diag_set(d, HS_ENOMEM, "out of memory reading %s", o->path);
-        break;
-      }
-      rows = g;
-      rcap = nc;
-    }
-    rows[nrows++] = r;
-  }
+  hs_conv_curves c;
+  rc = hs_conv_curves_parse(path, text, len, dataset_size, zoo_size, &c, d);
   free(text);
-  if (!rc && !header) rc = hs_diag_set(d, HS_EINVAL, "%s:%d: no header row (the file is empty)", o->path, lineno);
-  if (!rc && !nrows) rc = hs_diag_set(d, HS_EINVAL, "%s:%d: no rows after the header", o->path, header_line);
-  if (!rc && unknown[0]) fprintf(stderr, "hetsim fit-convergence: %s: ignoring columns %s\n", o->path, unknown);
-
-  /* Samples per epoch: --dataset-size, else samples/epoch of the rows that give both (which must
-   * agree within 1%), taken from the row of the most epochs, whose rounded epoch is the least
-   * off (tools/hetsim_profile.py writes 6 decimals: at 0.1 epoch that is 5e-6 of it), else the
-   * zoo model's training set. */
-  double D = o->dataset_size;
-  int from = o->dataset_size > 0 ? 1 : 0, from_line = 0; /* from 1: the option, 2: a row */
-  for (int i = 0; !rc && !from && i < nrows; i++) {
-    const curve_row *r = &rows[i];
-    if (isnan(r->samples) || isnan(r->epoch) || !(r->epoch > 0)) continue;
-    if (!from_line || r->epoch > rows[from_line - 1].epoch) from_line = i + 1;
-  }
-  if (from_line) {
-    const curve_row *r = &rows[from_line - 1];
-    double dr = r->samples / r->epoch;
-    /* A data set has a whole number of samples; the epoch column is rounded. */
-    D = fabs(dr - round(dr)) <= 1e-6 * dr ? round(dr) : dr;
-    from = 2;
-  }
-  for (int i = 0; !rc && i < nrows; i++) {
-    const curve_row *r = &rows[i];
-    if (isnan(r->samples) || isnan(r->epoch) || !(r->epoch > 0)) continue;
-    double dr = r->samples / r->epoch;
-    if (fabs(dr - D) > 0.01 * D) {
-      char by[64];
-      if (from == 1) snprintf(by, sizeof by, "--dataset-size says");
-      else snprintf(by, sizeof by, "line %d gives", rows[from_line - 1].line);
-      rc = bad_at(d, o->path, r->line, "samples / epoch = %.6g, but %s %.6g samples per epoch", dr, by, D);
-    }
-  }
-  if (!rc && !(D > 0)) D = (double)o->zoo_size;
-  if (!rc && !(D > 0))
-    rc = hs_diag_set(d, HS_EINVAL, "%s: give --dataset-size N (training samples per epoch): the model is not in the zoo "
-                     "and no row has both samples and epoch", o->path);
-  /* Groups: one fit_run per distinct (u, stale). */
-  for (int i = 0; !rc && i < nrows; i++) {
-    const curve_row *r = &rows[i];
+  if (rc) return rc;
+  if (c.ignored[0]) fprintf(stderr, "hetsim fit-convergence: %s: ignoring columns %s\n", path, c.ignored);
+  for (int i = 0; !rc && i < c.n; i++) {
+    const hs_conv_curve_row *r = &c.rows[i];
     int g = 0;
     while (g < f->n_runs && !(f->runs[g].u == r->u && f->runs[g].stale == r->stale && f->runs[g].tau == r->tau &&
-                              f->runs[g].curve == r->curve))
+                              f->runs[g].curve == r->seed))
       g++;
     if (g == f->n_runs) {
       fit_run *nr = realloc(f->runs, (size_t)(g + 1) * sizeof *nr);
@@ -569,7 +341,8 @@ static int load_curves(const curve_opts *o, fit_data *f, char *source, size_t sl
         break;
       }
       f->runs = nr;
-      f->runs[g] = (fit_run){.id = g + 1, .D = D, .u = r->u, .stale = r->stale, .tau = r->tau, .curve = r->curve};
+      f->runs[g] = (fit_run){.id = g + 1, .D = c.dataset_size, .u = r->u, .stale = r->stale, .tau = r->tau,
+                             .curve = r->seed};
       f->n_runs++;
     }
     if (f->n == f->cap) {
@@ -582,11 +355,10 @@ static int load_curves(const curve_opts *o, fit_data *f, char *source, size_t sl
       f->pts = pp;
       f->cap = nc;
     }
-    double S = isnan(r->samples) ? r->epoch * D : r->samples;
-    f->pts[f->n++] = (fit_point){.run = g, .step = S / r->u, .loss = r->loss, .acc = r->acc};
+    f->pts[f->n++] = (fit_point){.run = g, .step = r->samples / r->u, .loss = r->loss, .acc = r->acc};
   }
-  free(rows);
-  *dataset_size = D;
+  *D = c.dataset_size;
+  hs_conv_curves_free(&c);
   return rc;
 }
 
@@ -921,8 +693,8 @@ int hs_cmd_fit(int argc, char **argv) {
 
   if (curves) {
     const hs_model_info *mi = hs_zoo_find(model);
-    curve_opts co = {.path = curves, .dataset_size = (double)dsize, .zoo_size = mi ? mi->dataset_train_size : 0};
-    if ((rc = load_curves(&co, &f, source, sizeof source, &origin.dataset_size, &d))) {
+    if ((rc = load_curves(curves, (double)dsize, mi ? mi->dataset_train_size : 0, &f, source, sizeof source,
+                          &origin.dataset_size, &d))) {
       fprintf(stderr, "hetsim fit-convergence: %s\n", d.msg);
       status = hs_exit_code(rc) == 2 ? 2 : 1;
       goto done;

@@ -82,6 +82,7 @@
 #include "core/core_config.h"
 #include "core/core_json.h"
 #include "core/core_perfmodel.h"
+#include "core/core_hash.h"
 #include "core/core_config_write.h"
 #include "core/core_runopts.h"
 #include "core/core_store.h"

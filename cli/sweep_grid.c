@@ -8,19 +8,11 @@
 #include <yaml.h>
 
 #include "core/core_config.h"
+#include "core/core_hash.h"
 #include "policies/pol_registry.h"
 
 /* Grid files are small; a bigger one is a mistake, not a grid. */
 enum { GRID_MAX_FILE = 1 << 20, GRID_MAX_POINTS = 1000000 };
-
-uint64_t hs_fnv64(uint64_t h, const void *data, size_t len) {
-  const unsigned char *p = data;
-  for (size_t i = 0; i < len; i++) {
-    h ^= p[i];
-    h *= 0x100000001b3ULL;
-  }
-  return h;
-}
 
 /* The run settings a grid may give, in the order of the canonical text. */
 typedef struct setting_def {

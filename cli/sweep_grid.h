@@ -72,8 +72,4 @@ void hs_sweep_grid_free(hs_sweep_grid *g);
 int hs_sweep_point_argv(const hs_sweep_grid *g, const hs_sweep_point *p, const char *db, const char *calib,
                         char *seedbuf, size_t seedlen, char **argv, int max);
 
-/* FNV-1a 64 of len bytes, continuing from h (start with HS_FNV64_INIT). */
-#define HS_FNV64_INIT 0xcbf29ce484222325ULL
-uint64_t hs_fnv64(uint64_t h, const void *data, size_t len);
-
 #endif
