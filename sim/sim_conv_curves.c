@@ -9,6 +9,9 @@
 
 #include "core/core_hash.h"
 
+/* More samples than any training run: a bound that keeps every count finite. */
+#define MAX_SAMPLES 1e18
+
 enum { COL_SAMPLES, COL_EPOCH, COL_LOSS, COL_ACC, COL_BATCH, COL_WORKERS, COL_POLICY, COL_PERIOD, COL_SEED, N_COLS };
 static const char *const col_names[N_COLS] = {"samples", "epoch", "loss", "accuracy", "batch", "workers", "policy",
                                               "period", "seed"};
@@ -119,8 +122,8 @@ int hs_conv_curves_parse(const char *name, char *text, size_t len, double datase
     hs_conv_curve_row r = {.samples = NAN, .epoch = NAN, .acc = NAN, .line = lineno};
     const char *v;
     double x;
-    if (col[COL_SAMPLES] >= 0 && *(v = fld[col[COL_SAMPLES]]) && parse_num(v, 0, &r.samples)) {
-      rc = bad_at(d, name, lineno, "samples: expected a number >= 0, got \"%s\"", v);
+    if (col[COL_SAMPLES] >= 0 && *(v = fld[col[COL_SAMPLES]]) && (parse_num(v, 0, &r.samples) || r.samples > MAX_SAMPLES)) {
+      rc = bad_at(d, name, lineno, "samples: expected a number >= 0 and at most 1e18, got \"%s\"", v);
       break;
     }
     if (col[COL_EPOCH] >= 0 && *(v = fld[col[COL_EPOCH]]) && parse_num(v, 0, &r.epoch)) {
@@ -213,6 +216,8 @@ int hs_conv_curves_parse(const char *name, char *text, size_t len, double datase
     /* A data set has a whole number of samples; the epoch column is rounded. */
     D = fabs(dr - round(dr)) <= 1e-6 * dr ? round(dr) : dr;
     from = 2;
+    if (!(D >= 1 && D <= MAX_SAMPLES))
+      rc = bad_at(d, name, r->line, "samples / epoch = %.6g: not a number of samples per epoch", dr);
   }
   for (int i = 0; !rc && i < nrows; i++) {
     const hs_conv_curve_row *r = &rows[i];
@@ -229,8 +234,13 @@ int hs_conv_curves_parse(const char *name, char *text, size_t len, double datase
   if (!rc && !(D > 0))
     rc = hs_diag_set(d, HS_EINVAL, "%s: give --dataset-size N (training samples per epoch): the model is not in the zoo "
                      "and no row has both samples and epoch", name);
-  for (int i = 0; !rc && i < nrows; i++)
-    if (isnan(rows[i].samples)) rows[i].samples = rows[i].epoch * D;
+  for (int i = 0; !rc && i < nrows; i++) {
+    hs_conv_curve_row *r = &rows[i];
+    if (!isnan(r->samples)) continue;
+    r->samples = r->epoch * D;
+    if (!(r->samples <= MAX_SAMPLES))
+      rc = bad_at(d, name, r->line, "epoch: %.6g epochs of %.6g samples are more than 1e18 samples", r->epoch, D);
+  }
   if (rc) {
     free(rows);
     out->ignored[0] = '\0';

@@ -252,6 +252,13 @@ bad_csv twice 'samples,loss,loss,batch\n' 'twice.csv:1: column "loss" given twic
 bad_csv quote 'samples,loss,batch,policy\n0,2.3,32,"ssgd\n' "quote.csv:2: a quote is not closed"
 bad_csv neither 'samples,epoch,loss,batch\n,,2.3,32\n' "neither.csv:2: neither samples nor epoch is given"
 bad_csv disagree 'samples,epoch,loss,batch\n6000,0.1,2.3,32\n12000,0.1,2.0,32\n' "disagree.csv:3: samples / epoch = 120000, but --dataset-size says 60000"
+bad_csv huge_samples 'samples,loss,batch\n2e18,2.3,32\n' 'huge_samples.csv:2: samples: expected a number >= 0 and at most 1e18, got "2e18"'
+bad_csv huge_epoch 'epoch,loss,batch\n0,2.3,32\n1e300,2.0,32\n' "huge_epoch.csv:3: epoch: 1e+300 epochs of 60000 samples are more than 1e18 samples"
+# Samples per epoch from a row that cannot give them (found by fuzz_curves: an epoch of 1e308
+# made the samples infinite).
+printf 'samples,epoch,loss,batch\n0,0.5,2.3,32\n' >zero_rate.csv
+expect_exit bad_zero_rate 2 "$H" fit-convergence --curves zero_rate.csv --model mynet --db "$DB"
+check bad_zero_rate_says grep -q "zero_rate.csv:2: samples / epoch = 0: not a number of samples per epoch" err
 expect_exit bad_disagree_size 2 "$H" fit-convergence --curves disagree.csv --model mynet --db "$DB"
 check bad_disagree_size_says grep -q "disagree.csv:3: samples / epoch = 120000, but line 2 gives 60000" err
 # Epochs rounded to 6 decimals, as tools/hetsim_profile.py writes them: the data set's size comes

@@ -2,7 +2,7 @@
  * own code, without libFuzzer, so that the normal suite (and its ASan/UBSan and valgrind runs)
  * catches a regression of any crash the fuzzers found.
  *
- * For each target (cluster_yaml, events_csv, idx, query, json, import, sim) it feeds every file of
+ * For each target (cluster_yaml, events_csv, idx, query, json, import, sim, curves) it feeds every file of
  * tests/fuzz/regress/TARGET/ (the crash inputs, each added when its bug was fixed) and of
  * tests/fuzz/corpus/TARGET/ (the minimized corpus) to the harness's LLVMFuzzerTestOneInput,
  * included here under another name. A harness that finds a broken invariant traps, which fails
@@ -42,6 +42,9 @@
 #undef LLVMFuzzerTestOneInput
 #define LLVMFuzzerTestOneInput fuzz_sim_one
 #include "tests/fuzz/fuzz_sim.c"
+#undef LLVMFuzzerTestOneInput
+#define LLVMFuzzerTestOneInput fuzz_curves_one
+#include "tests/fuzz/fuzz_curves.c"
 #undef LLVMFuzzerTestOneInput
 
 typedef int one_fn(const uint8_t *data, size_t size);
@@ -91,6 +94,7 @@ static void test_events_csv(void) { replay("events_csv", fuzz_events_csv_one); }
 static void test_idx(void) { replay("idx", fuzz_idx_one); }
 static void test_json(void) { replay("json", fuzz_json_one); }
 static void test_sim(void) { replay("sim", fuzz_sim_one); }
+static void test_curves(void) { replay("curves", fuzz_curves_one); }
 
 static void test_import(void) {
   replay("import", fuzz_import_one);
@@ -119,6 +123,7 @@ int main(int argc, char **argv) {
       {"query", test_query},
       {"import", test_import},
       {"sim", test_sim},
+      {"curves", test_curves},
       {NULL, NULL},
   };
   return hs_test_main("fuzz_regress", cases, argc, argv);

@@ -4,7 +4,7 @@
 #
 # Usage: tests/fuzz/run.sh [SECONDS] [TARGET...]      (default 60 s, all targets)
 #        tests/fuzz/run.sh --build-only [TARGET...]
-# Targets: cluster_yaml events_csv idx query json import sim. Environment: FUZZ_BUILD (default /tmp/hetsim-fuzz),
+# Targets: cluster_yaml events_csv idx query json import sim curves. Environment: FUZZ_BUILD (default /tmp/hetsim-fuzz),
 # CC (default clang), FUZZ_JOBS (libFuzzer -jobs, default 1).
 #
 # Each target starts from its committed corpus tests/fuzz/corpus/TARGET/ plus seeds (the bundled
@@ -21,7 +21,7 @@ secs=60
 if [ "${1:-}" = "--build-only" ]; then build_only=1; shift; fi
 if [ $# -gt 0 ] && [[ "$1" =~ ^[0-9]+$ ]]; then secs=$1; shift; fi
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(cluster_yaml events_csv idx query json import sim)
+[ ${#targets[@]} -gt 0 ] || targets=(cluster_yaml events_csv idx query json import sim curves)
 
 CFLAGS=(-std=c11 -g -O1 -fsanitize=fuzzer,address,undefined,float-cast-overflow
         -fno-sanitize-recover=undefined,float-cast-overflow
@@ -32,6 +32,7 @@ sources() {
     idx) echo "nn/nn_data.c core/core_rng.c core/core_error.c" ;;
     query) echo "cli/cmd_query.c core/core_store.c core/core_json.c core/core_units.c core/core_error.c" ;;
     json) echo "core/core_json.c core/core_error.c" ;;
+    curves) echo "sim/sim_conv_curves.c core/core_hash.c core/core_error.c" ;;
     import) echo "calib/cal_import.c calib/cal_store.c calib/cal_fit.c calib/cal_device.c nn/nn_zoo.c nn/nn_graph.c core/core_store.c core/core_json.c core/core_perfmodel.c core/core_stats.c core/core_error.c" ;;
     sim) # the simulator with every policy, the convergence models, and what they link (no CUDA)
       echo "sim/sim_run.c sim/sim_event.c sim/sim_net.c sim/sim_trace.c sim/sim_conv.c sim/sim_conv_analytic.c sim/sim_proxy.c" \
@@ -40,7 +41,7 @@ sources() {
            "nn/nn_zoo.c nn/nn_graph.c nn/nn_net.c nn/nn_cpu.c nn/nn_blas.c nn/nn_data.c nn/nn_eval.c nn/nn_cuda.c" \
            "core/core_config.c core/core_units.c core/core_error.c core/core_rng.c core/core_stats.c" \
            "core/core_perfmodel.c core/core_progress.c core/core_affinity.c core/core_store.c" ;;
-    *) echo "unknown target $1 (cluster_yaml events_csv idx query json import sim)" >&2; exit 2 ;;
+    *) echo "unknown target $1 (cluster_yaml events_csv idx query json import sim curves)" >&2; exit 2 ;;
   esac
 }
 libs() {
@@ -48,7 +49,7 @@ libs() {
     cluster_yaml|events_csv) echo "-lyaml -lm" ;;
     idx) echo "-lgsl -lgslcblas -lz -lm" ;;
     query) echo "-lsqlite3 -lm" ;;
-    json) echo "-lm" ;;
+    json|curves) echo "-lm" ;;
     import) echo "-lsqlite3 -lgsl -lgslcblas -lopenblas -lm" ;;
     sim) echo "-lyaml -lsqlite3 -lgsl -lgslcblas -lopenblas -lz -lpthread -lm" ;;
   esac
@@ -60,6 +61,14 @@ seed() { # seed DIR TARGET: inputs that reach deep on the first run
     events_csv) cp "$SRC"/traces/*.csv "$dir"/ ;;
     idx) for f in "$SRC"/tests/data/*-ubyte; do cp "$f" "$dir"/; done ;;
     json) cp "$SRC"/tests/data/profile-*.json "$dir"/ ;;
+    curves) # the committed curves, each with every choice of the first byte (fuzz_curves.c)
+      local f k
+      for f in "$SRC"/notebooks-data/*/curves*.csv "$SRC"/notebooks-data/*/*/curves*.csv; do
+        [ -e "$f" ] || continue
+        for k in 0 1 2 3; do
+          { printf "\\$(printf %03o "$k")"; cat "$f"; } > "$dir/$(echo "${f#"$SRC"/notebooks-data/}" | tr / -)-$k"
+        done
+      done ;;
     sim) # each cluster under several jobs (fuzz_sim.c: the first line)
       local f p
       for f in "$SRC"/traces/*.yaml "$SRC"/bench/clusters/*.yaml; do
