@@ -122,6 +122,15 @@ import json, sys
 d = json.load(open(sys.argv[1])); p = d["params"]
 assert "lambda_tau" in d["fitted"] and "phi" not in d["fitted"] and d["groups"] == 3, d
 for k, v in (("lambda_tau", 0.03), ("beta0", 5), ("beta1", 0.5), ("beta2", 0.3)): assert abs(p[k] - v) < 1e-3 * v, (k, p)' "$T/out"
+# Local SGD's curves alone, at two periods (no DDP curve): one fit of the curve and lambda_tau
+# together, which the two periods tell apart.
+grep -v ',ddp,' local.csv >local2.csv
+expect_exit fit_local_only 0 "$H" fit-convergence --curves local2.csv --model mlp --db "$T/local2.db" --json
+check fit_local_only_lambda_tau python3 -c '
+import json, sys
+d = json.load(open(sys.argv[1])); p = d["params"]
+assert "lambda_tau" in d["fitted"] and d["groups"] == 2, d
+for k, v in (("lambda_tau", 0.03), ("beta0", 5), ("beta1", 0.5), ("beta2", 0.3)): assert abs(p[k] - v) < 1e-3 * v, (k, p)' "$T/out"
 # A local-SGD curve that is not a slowed synchronous one (the same slowdown, plus a floor 0.05
 # higher): the curve's parameters come from DDP's curve alone, exactly, and lambda_tau from the
 # local curve (above the 0.03 of its slowdown, to make up for the floor).
