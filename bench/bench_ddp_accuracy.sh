@@ -8,7 +8,8 @@
 # 1. tools/hetsim_profile.py profiles the network the way DDP runs it (wrapped in DDP, two
 #    processes stepping at once, gloo's all-reduce as DDP issues it after each step at BATCH)
 #    and trains it for CURVE_EPOCHS epochs of Fashion-MNIST in one process at the global batch
-#    2 x BATCH (--curves: held-out loss and accuracy on EVAL_SAMPLES test images);
+#    2 x BATCH (--curves: held-out loss and accuracy on EVAL_SAMPLES test images), and once more
+#    as local SGD of 2 replicas averaged every LOCAL_PERIOD steps (--curve-periods);
 # 2. `hetsim calib import` the profile, `hetsim fit-convergence --curves` the curves (the
 #    analytic model's loss and accuracy map, stored beside the import), and the cluster: two
 #    workers of this CPU whose compute, link and step noise come from the import (as
@@ -23,9 +24,13 @@
 #    - homo: both ranks at BATCH, ssgd;
 #    - slow: rank 1 slowed SLOW times (DDP: SLOW-1 extra passes; hetsim: `slowdown: SLOW`), ssgd;
 #    - lbb: the slow cluster under hetsim's lbb:dynamic=0; DDP runs the batches its static solve
-#      gives (the same global batch, so the same updates).
+#      gives (the same global batch, so the same updates);
+#    - local: both ranks at BATCH, hetsim's localsgd:tau=LOCAL_PERIOD; PyTorch's local SGD
+#      (ddp_train.py --local-period: PeriodicModelAverager every LOCAL_PERIOD steps, no DDP).
+#      Its iterations are local steps (hetsim's averages x LOCAL_PERIOD).
 # Prints each pass's figures and the medians over the passes, and writes OUTDIR/results.json.
 # Settings (environment): BATCH (64 per rank), LR (0.01), TARGET (0.85), EVAL_EVERY (25),
+# LOCAL_PERIOD (5; EVAL_EVERY must be a multiple of it),
 # CURVE_EPOCHS (3), EVAL_SAMPLES (2000), SLOW (2), REPEATS (3), BUDGET (1 s of timed steps per
 # batch size in the profile), HUGEPAGES (1, as bench_ddp.sh), QUICK=1 (CI: one pass, a low
 # target, short curves: checks that the path runs, not the numbers).
@@ -52,6 +57,11 @@ else
   REPEATS=${REPEATS:-3}; BUDGET=${BUDGET:-1}
 fi
 [[ $SLOW =~ ^[1-9][0-9]*$ ]] || { echo "bench_ddp_accuracy.sh: SLOW is a whole number, got $SLOW" >&2; exit 2; }
+LOCAL_PERIOD=${LOCAL_PERIOD:-5}
+[[ $LOCAL_PERIOD =~ ^[1-9][0-9]*$ ]] && [ $((EVAL_EVERY % LOCAL_PERIOD)) = 0 ] || {
+  echo "bench_ddp_accuracy.sh: LOCAL_PERIOD must be a whole number dividing EVAL_EVERY ($EVAL_EVERY), got $LOCAL_PERIOD" >&2
+  exit 2
+}
 GB=$((2 * BATCH))
 PROFILE_BATCHES=$((BATCH / 4)),$((BATCH / 2)),$BATCH,$((3 * BATCH / 2)),$((2 * BATCH))
 log() { echo "bench_ddp_accuracy: $*" >&2; }
@@ -70,6 +80,7 @@ one_pass() { # one_pass DIR: DIR/cases.json
     --ddp --concurrent 2 --batches "$PROFILE_BATCHES" --budget "$BUDGET" --comm --comm-world 2 \
     --comm-budget "$BUDGET" --comm-step "$BATCH" --curves "$P/curves.csv" --curve-data fashion-mnist \
     --curve-batch "$GB" --curve-lr "$LR" --curve-epochs "$CURVE_EPOCHS" --curve-eval-samples "$EVAL_SAMPLES" \
+    --curve-periods "1,$LOCAL_PERIOD" --curve-workers 2 \
     --device-name cpu-ddp --quiet --out "$P/profile.json"
   rm -f "$P/cal.db" "$P/sim.db"
   "$H" calib import "$P/profile.json" --db "$P/cal.db" --json >"$P/import.json"
@@ -93,9 +104,11 @@ YAML
   done
   # One case: the simulation, then DDP on the batches it ran (step 0's: the same throughout
   # for ssgd and lbb:dynamic=0).
-  case_run() { # case_run NAME CLUSTER POLICY SLOWDOWN
+  case_run() { # case_run NAME CLUSTER POLICY SLOWDOWN [LOCAL_PERIOD]
+    local t=${5:-1} local_args=()
+    [ "$t" -gt 1 ] && local_args=(--local-period "$t")
     "$H" sim --cluster "$P/$2.yaml" --model "$NAME" --policy "$3" --global-batch "$GB" \
-      --convergence "analytic:eval_every=$EVAL_EVERY" --target-accuracy "$TARGET" --epochs 30 \
+      --convergence "analytic:eval_every=$((EVAL_EVERY / t))" --target-accuracy "$TARGET" --epochs 30 \
       --calib "$P/cal.db" --db "$P/sim.db" --store steps --json >"$P/$1.sim.json"
     local b
     b=$("$PY" -c '
@@ -107,11 +120,12 @@ print(",".join(str(b) for (b,) in c.execute("SELECT batch FROM step WHERE run_id
     log "case $1: $3, batches $b, rank 1 slowed ${4}x: DDP to accuracy $TARGET"
     "$PY" "$SRC/bench/ddp_train.py" --model "$NET" --input 1x28x28 --classes 10 --batches "$b" --slowdown "1:$4" \
       --data fashion-mnist --eval-samples "$EVAL_SAMPLES" --eval-every "$EVAL_EVERY" --target-accuracy "$TARGET" \
-      --lr "$LR" --momentum 0.9 --seed "$((k + 1))" --quiet --out "$P/$1.ddp.json"
+      --lr "$LR" --momentum 0.9 --seed "$((k + 1))" "${local_args[@]}" --quiet --out "$P/$1.ddp.json"
   }
   case_run homo homo ssgd 1
   case_run slow slow ssgd "$SLOW"
   case_run lbb slow lbb:dynamic=0 "$SLOW"
+  case_run local homo "localsgd:tau=$LOCAL_PERIOD" 1 "$LOCAL_PERIOD"
 }
 
 for k in $(seq 1 "$REPEATS"); do
@@ -119,10 +133,10 @@ for k in $(seq 1 "$REPEATS"); do
   one_pass "$OUT/pass$k"
 done
 
-"$PY" - "$OUT" "$REPEATS" <<'PY'
+"$PY" - "$OUT" "$REPEATS" "$LOCAL_PERIOD" <<'PY'
 import json, statistics, sys
-out, reps = sys.argv[1], int(sys.argv[2])
-cases = ["homo", "slow", "lbb"]
+out, reps, period = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+cases = ["homo", "slow", "lbb", "local"]
 rows = {c: [] for c in cases}
 for k in range(1, reps + 1):
     p = f"{out}/pass{k}"
@@ -131,9 +145,12 @@ for k in range(1, reps + 1):
     for c in cases:
         s, d = json.load(open(f"{p}/{c}.sim.json")), json.load(open(f"{p}/{c}.ddp.json"))
         st, dt = s["time_to_target_s"], d["time_to_target_s"]
-        si, di = s["iterations"], next((e["iter"] for e in d["evals"] if e["accuracy"] >= d["target_accuracy"]), None)
+        # iterations: steps of each rank (a localsgd iteration is an average of `period` of them)
+        si = s["iterations"] * (period if c == "local" else 1)
+        di = next((e["iter"] for e in d["evals"] if e["accuracy"] >= d["target_accuracy"]), None)
         r = {"pass": k, "sim_time_s": st, "ddp_time_s": dt, "sim_iterations": si, "ddp_iterations": di,
-             "sim_mean_iteration_s": s["mean_iteration_s"], "ddp_mean_iteration_s": (dt / di) if dt and di else None,
+             "sim_mean_iteration_s": s["mean_iteration_s"] / (period if c == "local" else 1),
+             "ddp_mean_iteration_s": (dt / di) if dt and di else None,
              "batches": d["batches"],
              "time_error": (st / dt - 1) if st and dt else None,
              "iteration_error": (si / di - 1) if si and di else None}

@@ -4,7 +4,8 @@
 # batches (homogeneous, one rank slowed, LBB's static solve's batches and those it tunes to). It
 # checks that every step runs and writes numbers, not the numbers themselves
 # (docs/performance.md has those, on a quiet machine). Then bench/bench_ddp_accuracy.sh, QUICK=1:
-# time to an accuracy, predicted for a network outside the zoo and trained for real with DDP;
+# time to an accuracy, predicted for a network outside the zoo and trained for real with DDP (and
+# with PyTorch's local SGD);
 # bench/bench_acc_seeds.sh, small: iterations to a target over seeds; and bench/bench_localsgd.sh,
 # small: local SGD's local steps to a target, PyTorch's against hetsim's with lambda_tau fitted.
 . "$(dirname "$0")/cli-lib.sh"
@@ -40,7 +41,7 @@ check accuracy_table_printed grep -qE '^\| lbb \| [-+][0-9.]+ \| [-+][0-9.]+ \|'
 check accuracy_results /usr/bin/python3 -c '
 import json, math, sys
 r = json.load(open(sys.argv[1] + "/results.json"))
-assert set(r) == {"homo", "slow", "lbb"}, r.keys()
+assert set(r) == {"homo", "slow", "lbb", "local"}, r.keys()
 for name, c in r.items():
     p = c["passes"][0]
     assert p["sim_time_s"] > 0 and p["ddp_time_s"] > 0 and p["sim_iterations"] > 0 and p["ddp_iterations"] > 0, (name, p)
@@ -50,6 +51,7 @@ for name, c in r.items():
     t = [e["train_time_s"] for e in d["evals"]]
     assert t == sorted(t) and t[0] == 0 and d["evals"][0]["iter"] == 0, (name, t)
     assert sum(p["batches"]) == 2 * 64, p["batches"]
+assert json.load(open(sys.argv[1] + "/pass1/local.ddp.json"))["local_period"] == 5
 ' "$TMP/acc"
 check accuracy_fit_stored test "$(rows "$TMP/acc/pass1/cal.db" "SELECT count(*) FROM convergence_fit WHERE model = 'usernet'")" = 1
 
