@@ -64,7 +64,8 @@ bench: build
 	bash bench/bench_sim.sh $(BUILD)/hetsim
 
 # Hardening runs that are not part of `make test` (docs/reliability.md): libFuzzer on the
-# cluster YAML loader, the CSV trace loader, the IDX reader and `hetsim query`, FUZZ_SECONDS per
+# cluster YAML loader, the CSV trace loader, the IDX reader, `hetsim query`, the JSON reader,
+# `calib import`, the simulator and the curves reader of `fit-convergence`, FUZZ_SECONDS per
 # target (crash inputs replayed by test_fuzz_regress in every test run); and the whole suite
 # under valgrind memcheck, which takes tens of minutes.
 FUZZ_SECONDS ?= 600

@@ -57,7 +57,7 @@ typedef struct fit_run {
   int64_t id;
   char model[64];
   double D, u, stale;
-  double tau;                 /* local steps between model averages (localsgd curves); 1 otherwise */
+  double tau;                 /* local steps between model averages (localsgd); 1 otherwise */
   uint64_t curve;             /* --curves: the rows' seed, hashed (0 = none) */
 } fit_run;
 
