@@ -281,9 +281,14 @@ static void describe_compute(const hs_cluster_spec *spec, int t, const char *mod
   }
 }
 
-/* Where the convergence model's parameters come from, in words and as one word. */
+/* The policies whose progress the analytic model's local-steps penalty (lambda_tau) discounts. */
+static const char *const local_step_policies[] = {"localsgd", "lbcal", "ashl", "adsp"};
+
+/* Where the convergence model's parameters come from, in words and as one word; local_steps:
+ * whether a policy of local_step_policies is advised (then an unfitted lambda_tau is said). */
 static void describe_convergence(const advise_args *a, const hs_conv_model *m, const hs_params *p,
-                                 const hs_conv_fit *fit, char *basis, size_t bl, char *words, size_t wl) {
+                                 const hs_conv_fit *fit, int local_steps, char *basis, size_t bl, char *words,
+                                 size_t wl) {
   if (m != &hs_conv_analytic) {
     snprintf(basis, bl, "proxy");
     snprintf(words, wl,
@@ -323,12 +328,12 @@ static void describe_convergence(const advise_args *a, const hs_conv_model *m, c
   if (a->target_acc > 0 && noise > 0 && used < wl)
     used += (size_t)snprintf(words + used, wl - used, "; the target accuracy is met at the median first passage of "
                              "evaluations with noise sd %.3g (docs/convergence.md)", noise);
-  /* The loss of local steps, which the local-step policies' times to a target rest on: say when
-   * nobody fitted or set it. */
+  /* The loss of local steps, which the local-step policies' times to a target rest on: say,
+   * when such a policy is advised, that nobody fitted or set it. */
   int lt_given = 0;
   for (int i = 0; i < p->n; i++) lt_given |= p->given[i] && !strcmp(p->spec[i].name, "lambda_tau");
   int lt_fitted = fit && strstr(fit->fitted, "\"lambda_tau\"");
-  if (!a->conv_file && !lt_given && !lt_fitted && used < wl)
+  if (local_steps && !a->conv_file && !lt_given && !lt_fitted && used < wl)
     snprintf(words + used, wl - used, "; lambda_tau %.3g, the loss of local steps (localsgd, lbcal, ashl, adsp), "
              "is not fitted to local-SGD curves of this model (docs/convergence.md)", hs_params_get(p, "lambda_tau"));
 }
@@ -902,9 +907,6 @@ int hs_cmd_advise(int argc, char **argv) {
     fprintf(stderr, "hetsim advise: %s\n", d.msg);
     goto out;
   }
-  describe_convergence(&a, conv, &conv_params, have_fit ? &fit : NULL, an.conv_basis, sizeof an.conv_basis,
-                       an.conv_words, sizeof an.conv_words);
-
   /* The policies: the list given (each known, once), else every registered one; ssgd always,
    * as the baseline. */
   const hs_policy *const *all = hs_policy_list();
@@ -943,6 +945,12 @@ int hs_cmd_advise(int argc, char **argv) {
     pols[0] = &hs_policy_ssgd;
     npols++;
   }
+  int local_steps = 0;
+  for (int i = 0; i < npols; i++)
+    for (size_t k = 0; k < sizeof local_step_policies / sizeof *local_step_policies; k++)
+      local_steps |= !strcmp(pols[i]->name, local_step_policies[k]);
+  describe_convergence(&a, conv, &conv_params, have_fit ? &fit : NULL, local_steps, an.conv_basis,
+                       sizeof an.conv_basis, an.conv_words, sizeof an.conv_words);
 
   if (a.report) {
     /* The page's folder must exist before anything runs (the page itself is written last). */

@@ -87,7 +87,7 @@ assert a["model"] == "tinynet", a["model"]
 r = a["rests_on"]
 assert r["convergence"] == "analytic-curves", r
 assert "convergence_fit 1: curves.csv" in r["convergence_detail"], r
-assert "lambda_tau 0.05, the loss of local steps (localsgd, lbcal, ashl, adsp), is not fitted" in r["convergence_detail"], r
+assert "lambda_tau" not in r["convergence_detail"], r  # lbb and ssgd take no local steps
 assert [d["compute"] for d in r["devices"]] == ["calib"], r
 by = {x["policy"]: x for x in a["ranking"]}
 assert set(by) == {"ssgd", "lbb"}, by.keys()
@@ -130,6 +130,10 @@ awk 'BEGIN { print "samples,loss,batch,workers,policy,period"; for (p = 1; p <= 
 cp nofit.db local.db
 expect_exit fit_local 0 "$HETSIM" fit-convergence --curves local.csv --model tinynet --dataset-size 10000 \
   --convergence analytic:phi=1e12 --db local.db
+# localsgd advised with a fit that has no lambda_tau: advise says so.
+run local_nofit 0 advise --cluster c.yaml --model tinynet --global-batch 64 --target-loss 0.5 --policies localsgd \
+  --seeds 1 --jobs 1 --calib "$CAL" --db r2.db --json
+check local_nofit.lambda_tau "$PY" -c 'import json,sys; r=json.load(open(sys.argv[1]))["rests_on"]; assert "lambda_tau 0.05, the loss of local steps (localsgd, lbcal, ashl, adsp), is not fitted" in r["convergence_detail"], r' out
 run local_fit 0 advise --cluster c.yaml --model tinynet --global-batch 64 --target-loss 0.5 --policies localsgd \
   --seeds 1 --jobs 1 --db local.db --json
 check local_fit.lambda_tau "$PY" -c 'import json,sys; r=json.load(open(sys.argv[1]))["rests_on"]; assert r["convergence"] == "analytic-curves" and "lambda_tau" not in r["convergence_detail"], r' out
