@@ -287,11 +287,11 @@ static int load_run(hs_store *s, int64_t id, fit_data *f, hs_diag *d) {
 
 /* --- curves recorded elsewhere (--curves FILE.csv) ---------------------------------------- */
 
-/* Reads the curves of path (sim/sim_conv_curves.h) into f, one fit_run per distinct (u, stale,
- * tau, seed) of the rows and the points after them, their source ("NAME fnv1a64:HEX": the file's
- * name and the FNV-1a 64 hash of its bytes) into source and the samples per epoch they count in
- * into *dataset_size. Notes the columns it ignores on stderr. HS_EINVAL with FILE:LINE for bad
- * input. */
+/* Reads the curves of path (sim/sim_conv_curves.h; dataset_size: --dataset-size or 0, zoo_size:
+ * the zoo model's training set or 0) into f, one fit_run per distinct (u, stale, tau, seed) of
+ * the rows and the points after them, their source ("NAME fnv1a64:HEX": the file's name and the
+ * FNV-1a 64 hash of its bytes) into source and the samples per epoch they count in into *D.
+ * Notes the columns it ignores on stderr. HS_EINVAL with FILE:LINE for bad input. */
 static int load_curves(const char *path, double dataset_size, int64_t zoo_size, fit_data *f, char *source,
                        size_t slen, double *D, hs_diag *d) {
   FILE *in = fopen(path, "rb");
