@@ -123,10 +123,11 @@ static double progress(const fit_data *f, const hs_conv_coef *c, const fit_point
  * without local steps, then lambda_tau alone to the others (fit_points says why). */
 enum stage { STAGE_ALL, STAGE_SYNC, STAGE_LOCAL };
 
-static int in_stage(const fit_data *f, const fit_point *p) {
-  double tau = f->runs[p->run].tau;
-  return f->stage == STAGE_ALL || (f->stage == STAGE_SYNC ? tau == 1 : tau > 1);
+static int run_in_stage(const fit_data *f, const fit_run *r) {
+  return f->stage == STAGE_ALL || (f->stage == STAGE_SYNC ? r->tau == 1 : r->tau > 1);
 }
+
+static int in_stage(const fit_data *f, const fit_point *p) { return run_in_stage(f, &f->runs[p->run]); }
 
 /* Parameters are fitted as logarithms, which keeps them positive. */
 static void unpack(const fit_data *f, const gsl_vector *x, hs_conv_coef *c) {
@@ -144,27 +145,42 @@ static void unpack(const fit_data *f, const gsl_vector *x, hs_conv_coef *c) {
   if (f->fit_lt && f->stage == STAGE_ALL) c->lambda_tau = exp(gsl_vector_get(x, i++));
 }
 
+/* Point p's fitted loss less its own. */
+static double loss_error(const fit_data *f, const hs_conv_coef *c, const fit_point *p) {
+  return hs_conv_loss(c, progress(f, c, p)) - p->loss;
+}
+
 static int loss_resid(const gsl_vector *x, void *ctx, gsl_vector *r) {
   fit_data *f = ctx;
   hs_conv_coef c;
   unpack(f, x, &c);
   size_t k = 0;
   for (int i = 0; i < f->n; i++)
-    if (in_stage(f, &f->pts[i])) gsl_vector_set(r, k++, hs_conv_loss(&c, progress(f, &c, &f->pts[i])) - f->pts[i].loss);
+    if (in_stage(f, &f->pts[i])) gsl_vector_set(r, k++, loss_error(f, &c, &f->pts[i]));
   return GSL_SUCCESS;
 }
 
-static int acc_resid(const gsl_vector *x, void *ctx, gsl_vector *r) {
-  fit_data *f = ctx;
-  hs_conv_coef c = f->c;
-  c.acc_max = 1.0 / (1.0 + exp(-gsl_vector_get(x, 0)));
-  c.acc_alpha = exp(gsl_vector_get(x, 1));
-  c.acc_slope = 0; /* the exponential map */
+/* The accuracy map's residuals over the points with an accuracy, under coefficients c. */
+static int map_resid(const fit_data *f, const hs_conv_coef *c, gsl_vector *r) {
   size_t k = 0;
   for (int i = 0; i < f->n; i++)
     if (!isnan(f->pts[i].acc))
-      gsl_vector_set(r, k++, hs_conv_accuracy(&c, f->pts[i].loss, f->classes) - f->pts[i].acc);
+      gsl_vector_set(r, k++, hs_conv_accuracy(c, f->pts[i].loss, f->classes) - f->pts[i].acc);
   return GSL_SUCCESS;
+}
+
+/* The exponential map: acc_max as a logistic, acc_alpha as a logarithm. */
+static void exp_unpack(const gsl_vector *x, hs_conv_coef *c) {
+  c->acc_max = 1.0 / (1.0 + exp(-gsl_vector_get(x, 0)));
+  c->acc_alpha = exp(gsl_vector_get(x, 1));
+  c->acc_slope = 0;
+}
+
+static int exp_resid(const gsl_vector *x, void *ctx, gsl_vector *r) {
+  const fit_data *f = ctx;
+  hs_conv_coef c = f->c;
+  exp_unpack(x, &c);
+  return map_resid(f, &c, r);
 }
 
 /* The rational map: acc_max as a logistic, acc_slope and acc_bend as logarithms. */
@@ -175,14 +191,10 @@ static void rat_unpack(const gsl_vector *x, hs_conv_coef *c) {
 }
 
 static int rat_resid(const gsl_vector *x, void *ctx, gsl_vector *r) {
-  fit_data *f = ctx;
+  const fit_data *f = ctx;
   hs_conv_coef c = f->c;
   rat_unpack(x, &c);
-  size_t k = 0;
-  for (int i = 0; i < f->n; i++)
-    if (!isnan(f->pts[i].acc))
-      gsl_vector_set(r, k++, hs_conv_accuracy(&c, f->pts[i].loss, f->classes) - f->pts[i].acc);
-  return GSL_SUCCESS;
+  return map_resid(f, &c, r);
 }
 
 /* Runs the trust-region solver; returns the RMS residual or NaN when it failed. */
@@ -404,13 +416,8 @@ done:
  * accuracy map when at least 3 points have an accuracy. Returns 0, 2 when there are too few
  * points for the parameters (message printed), 1 when the loss fit did not converge. */
 static int fit_points(fit_data *f, double *rms, double *arms, int *n_fitted, const char **fitted) {
-  double umin = INFINITY, umax = 0, smin = INFINITY, smax = -INFINITY, lmin = INFINITY, lmax = 0;
-  double tmin = INFINITY, tmax = 0;
+  double tmin = INFINITY, tmax = 0, lmin = INFINITY, lmax = 0;
   for (int i = 0; i < f->n_runs; i++) {
-    umin = fmin(umin, f->runs[i].u);
-    umax = fmax(umax, f->runs[i].u);
-    smin = fmin(smin, f->runs[i].stale);
-    smax = fmax(smax, f->runs[i].stale);
     tmin = fmin(tmin, f->runs[i].tau);
     tmax = fmax(tmax, f->runs[i].tau);
   }
@@ -425,17 +432,14 @@ static int fit_points(fit_data *f, double *rms, double *arms, int *n_fitted, con
    * and fitted together they bend the curve every other policy uses (measured against PyTorch's
    * local SGD: docs/performance.md). */
   f->stage = f->fit_lt && tmin == 1 ? STAGE_SYNC : STAGE_ALL;
-  if (f->stage == STAGE_SYNC) { /* phi and lambda_s as the synchronous groups alone tell them */
-    umin = smin = INFINITY;
-    umax = 0;
-    smax = -INFINITY;
-    for (int i = 0; i < f->n_runs; i++) {
-      if (f->runs[i].tau != 1) continue;
-      umin = fmin(umin, f->runs[i].u);
-      umax = fmax(umax, f->runs[i].u);
-      smin = fmin(smin, f->runs[i].stale);
-      smax = fmax(smax, f->runs[i].stale);
-    }
+  /* phi and lambda_s as the groups of the (first) stage tell them */
+  double umin = INFINITY, umax = 0, smin = INFINITY, smax = -INFINITY;
+  for (int i = 0; i < f->n_runs; i++) {
+    if (!run_in_stage(f, &f->runs[i])) continue;
+    umin = fmin(umin, f->runs[i].u);
+    umax = fmax(umax, f->runs[i].u);
+    smin = fmin(smin, f->runs[i].stale);
+    smax = fmax(smax, f->runs[i].stale);
   }
   f->fit_phi = umax > 1.05 * umin;
   f->fit_ls = smax - smin > 0.5;
@@ -472,7 +476,7 @@ static int fit_points(fit_data *f, double *rms, double *arms, int *n_fitted, con
       /* The RMS error over every point. */
       double ss = 0;
       for (int i = 0; i < f->n; i++) {
-        double e = hs_conv_loss(&f->c, progress(f, &f->c, &f->pts[i])) - f->pts[i].loss;
+        double e = loss_error(f, &f->c, &f->pts[i]);
         ss += e * e;
       }
       *rms = sqrt(ss / f->n);
@@ -497,11 +501,10 @@ static int fit_points(fit_data *f, double *rms, double *arms, int *n_fitted, con
     xa = gsl_vector_alloc(2);
     gsl_vector_set(xa, 0, 2.0);
     gsl_vector_set(xa, 1, 0.0);
-    gsl_multifit_nlinear_fdf fa = {.f = acc_resid, .n = (size_t)na, .p = 2, .params = f};
+    gsl_multifit_nlinear_fdf fa = {.f = exp_resid, .n = (size_t)na, .p = 2, .params = f};
     *arms = solve(&fa, xa, (size_t)na);
     if (!isnan(*arms)) {
-      f->c.acc_max = 1.0 / (1.0 + exp(-gsl_vector_get(xa, 0)));
-      f->c.acc_alpha = exp(gsl_vector_get(xa, 1));
+      exp_unpack(xa, &f->c);
       /* The rational map too, with one parameter more, and the map whose RMS error per degree
        * of freedom is the lower kept. It starts from the exponential map's slope at beta2 and
        * bends to chance at the highest loss seen. */
