@@ -91,10 +91,11 @@ typedef struct hs_conv_model {
    * NULL: the model cannot tell (any target may be met). */
   int (*check_target)(const hs_params *p, int classes, double target_loss,
                       double target_accuracy, hs_diag *d);
-  /* After evaluate, with targets given (<= 0: none): the probability that a real evaluation of
-   * the model as it is now meets them, when the model's evaluations stand for noisy ones; NaN
-   * when the evaluation's own values decide. NULL: always those values. */
-  double (*target_chance)(void *st, double target_loss, double target_accuracy);
+  /* After evaluate, given its loss and accuracy and the targets (<= 0: none): the probability
+   * that a real evaluation of the model as it is now meets them, when the model's evaluations
+   * stand for noisy ones; NaN when the evaluation's own values decide. NULL: always those
+   * values. */
+  double (*target_chance)(void *st, double loss, double accuracy, double target_loss, double target_accuracy);
 } hs_conv_model;
 
 extern const hs_conv_model hs_conv_analytic;

@@ -444,12 +444,10 @@ static int a_evaluate(void *st, double *loss, double *accuracy, hs_diag *d) {
  * independent from one evaluation to the next (measured: docs/performance.md), so it meets a
  * target accuracy A with probability Phi((a - A) / acc_noise). The loss is taken as noise-free: a
  * target loss is met or not by the curve's value. */
-static double a_target_chance(void *st, double target_loss, double target_accuracy) {
-  analytic *a = st;
+static double a_target_chance(void *st, double loss, double acc, double target_loss, double target_accuracy) {
+  const analytic *a = st;
   if (!(a->c.acc_noise > 0) || !(target_accuracy > 0)) return NAN;
-  double loss = hs_conv_loss(&a->c, a->k);
   if (target_loss > 0 && loss > target_loss) return 0;
-  double acc = hs_conv_accuracy(&a->c, loss, a->classes);
   return 0.5 * erfc((target_accuracy - acc) / (a->c.acc_noise * M_SQRT2));
 }
 

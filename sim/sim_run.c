@@ -229,7 +229,7 @@ static int conv_eval(sim *s, double now) {
   int rc = conv_rc(s, m->evaluate(s->conv, &loss, &acc, &s->core.diag));
   if (rc) return rc;
   if (m->target_chance && (s->cfg->target_loss > 0 || s->cfg->target_accuracy > 0))
-    chance = m->target_chance(s->conv, s->cfg->target_loss, s->cfg->target_accuracy);
+    chance = m->target_chance(s->conv, loss, acc, s->cfg->target_loss, s->cfg->target_accuracy);
   return hs_rt_core_eval_chance(&s->core, now, s->core.iterations, loss, acc, chance);
 }
 
