@@ -823,6 +823,82 @@ static void scratch_remove(const char *dir) {
   rmdir(dir);
 }
 
+/* The candidates of g's points (pr: their runs): one per policy spec, of the points of that spec
+ * in grid order (seeds innermost), into cands. Returns how many, or -1 out of memory. */
+static int candidates_of(const hs_sweep_grid *g, const point_run *pr, const advise_args *a, candidate *cands) {
+  point_run *runs_of = calloc((size_t)a->seeds + 1, sizeof *runs_of);
+  if (!runs_of) return -1;
+  int n = 0;
+  for (int i = 0; i < g->n_points;) {
+    candidate *c = &cands[n++];
+    c->spec = g->points[i].policy;
+    const hs_policy *p = NULL;
+    hs_params pp;
+    hs_diag d = {0};
+    hs_policy_parse(c->spec, &p, &pp, &d);
+    c->policy = p ? p->name : c->spec;
+    const char *colon = strchr(c->spec, ':');
+    hs_fmt_params(colon ? colon + 1 : "", ",", c->params, sizeof c->params);
+    int j = i;
+    while (j < g->n_points && !strcmp(g->points[j].policy, c->spec) && c->n < a->seeds) {
+      runs_of[c->n] = pr[j];
+      c->ids[c->n++] = pr[j].complete ? pr[j].id : 0;
+      j++;
+    }
+    cand_finish(c, runs_of, a);
+    i = j;
+  }
+  free(runs_of);
+  return n;
+}
+
+/* Each policy's best set of cands, ranked by cand_cmp, into best. Returns how many, or -1 out
+ * of memory. */
+static int best_of(candidate *cands, int n, const advise_args *a, candidate **best) {
+  candidate **order = calloc((size_t)n + 1, sizeof *order);
+  if (!order) return -1;
+  for (int i = 0; i < n; i++) order[i] = &cands[i];
+  sort_args = a;
+  qsort(order, (size_t)n, sizeof *order, cand_cmp);
+  int nb = 0;
+  for (int i = 0; i < n; i++) {
+    int seen = 0;
+    for (int k = 0; k < nb; k++) seen |= !strcmp(best[k]->policy, order[i]->policy);
+    if (!seen) best[nb++] = order[i];
+  }
+  free(order);
+  return nb;
+}
+
+/* Runs the grid at grid_path as `hetsim sweep` does, into --db; its lines go to stderr, so that
+ * stdout holds the answer alone. Returns the sweep's exit status; *ran: the points it ran. */
+static int run_grid(const char *grid_path, const advise_args *a, long *ran) {
+  char jobs[16];
+  char *sargv[12];
+  int sc = 0;
+  sargv[sc++] = "sweep";
+  sargv[sc++] = "--grid";
+  sargv[sc++] = (char *)grid_path;
+  sargv[sc++] = "--db";
+  sargv[sc++] = (char *)a->db;
+  if (a->jobs) {
+    snprintf(jobs, sizeof jobs, "%d", a->jobs);
+    sargv[sc++] = "--jobs";
+    sargv[sc++] = jobs;
+  }
+  sargv[sc] = NULL;
+  fflush(stdout);
+  int saved = dup(STDOUT_FILENO);
+  if (saved >= 0) dup2(STDERR_FILENO, STDOUT_FILENO);
+  int src = hs_cmd_sweep_counted(sc, sargv, ran);
+  fflush(stdout);
+  if (saved >= 0) {
+    dup2(saved, STDOUT_FILENO);
+    close(saved);
+  }
+  return src;
+}
+
 int hs_cmd_advise(int argc, char **argv) {
   advise_args a;
   int rc = parse_args(argc, argv, &a);
@@ -1069,30 +1145,8 @@ int hs_cmd_advise(int argc, char **argv) {
     status = 1;
     goto out;
   }
-  char jobs[16];
-  char *sargv[12];
-  int sc = 0;
-  sargv[sc++] = "sweep";
-  sargv[sc++] = "--grid";
-  sargv[sc++] = grid_path;
-  sargv[sc++] = "--db";
-  sargv[sc++] = (char *)a.db;
-  if (a.jobs) {
-    snprintf(jobs, sizeof jobs, "%d", a.jobs);
-    sargv[sc++] = "--jobs";
-    sargv[sc++] = jobs;
-  }
-  sargv[sc] = NULL;
-  fflush(stdout);
-  int saved = dup(STDOUT_FILENO);
-  if (saved >= 0) dup2(STDERR_FILENO, STDOUT_FILENO);
   long ran = 0;
-  int src = hs_cmd_sweep_counted(sc, sargv, &ran);
-  fflush(stdout);
-  if (saved >= 0) {
-    dup2(saved, STDOUT_FILENO);
-    close(saved);
-  }
+  int src = run_grid(grid_path, &a, &ran);
   /* hetsim-mpi's sweep ends in a barrier after every rank's merge. `hetsim` has no MPI: its
    * ranks meet in files next to --db instead, so that rank 0 does not read --db while another
    * rank is still running or merging its points. */
@@ -1132,46 +1186,11 @@ int hs_cmd_advise(int argc, char **argv) {
   for (int i = 0; i < g.n_points; i++) an.complete += pr[i].complete;
   an.ran = (int)ran;
 
-  /* Candidates: the points of one policy spec, in grid order (seeds innermost). */
-  /* Each parameter set has one point per seed. */
-  if (!(an.cands = calloc((size_t)(g.n_points / a.seeds) + 1, sizeof *an.cands))) goto oom;
-  point_run *runs_of = calloc((size_t)a.seeds + 1, sizeof *runs_of);
-  if (!runs_of) goto oom;
-  for (int i = 0; i < g.n_points;) {
-    candidate *c = &an.cands[an.ncands++];
-    c->spec = g.points[i].policy;
-    const hs_policy *p = NULL;
-    hs_params pp;
-    hs_policy_parse(c->spec, &p, &pp, &d);
-    c->policy = p ? p->name : c->spec;
-    const char *colon = strchr(c->spec, ':');
-    hs_fmt_params(colon ? colon + 1 : "", ",", c->params, sizeof c->params);
-    int j = i;
-    while (j < g.n_points && !strcmp(g.points[j].policy, c->spec) && c->n < a.seeds) {
-      runs_of[c->n] = pr[j];
-      c->ids[c->n++] = pr[j].complete ? pr[j].id : 0;
-      j++;
-    }
-    cand_finish(c, runs_of, &a);
-    i = j;
-  }
-  free(runs_of);
-  /* Each policy's best set, then the policies ranked by their best. */
-  sort_args = &a;
-  candidate **order = calloc((size_t)an.ncands + 1, sizeof *order);
-  an.best = calloc((size_t)an.ncands + 1, sizeof *an.best);
-  if (!order || !an.best) {
-    free(order);
+  if (!(an.cands = calloc((size_t)(g.n_points / a.seeds) + 1, sizeof *an.cands)) ||
+      !(an.best = calloc((size_t)(g.n_points / a.seeds) + 1, sizeof *an.best)))
     goto oom;
-  }
-  for (int i = 0; i < an.ncands; i++) order[i] = &an.cands[i];
-  qsort(order, (size_t)an.ncands, sizeof *order, cand_cmp);
-  for (int i = 0; i < an.ncands; i++) {
-    int seen = 0;
-    for (int k = 0; k < an.nbest; k++) seen |= !strcmp(an.best[k]->policy, order[i]->policy);
-    if (!seen) an.best[an.nbest++] = order[i];
-  }
-  free(order);
+  if ((an.ncands = candidates_of(&g, pr, &a, an.cands)) < 0 || (an.nbest = best_of(an.cands, an.ncands, &a, an.best)) < 0)
+    goto oom;
   const candidate *base = NULL;
   for (int k = 0; k < an.nbest; k++)
     if (!strcmp(an.best[k]->policy, "ssgd")) base = an.best[k];
