@@ -42,6 +42,12 @@
 /* Runs end at the target, or after this many epochs of computed samples without it. */
 #define ADVISE_DEFAULT_EPOCHS 30.0
 #define ADVISE_DEFAULT_SEEDS 3
+/* The range of lambda_tau over which advise runs the local-step policies' grids again when
+ * nobody fitted or set it: from no loss of local steps to the most that fits of PyTorch's own
+ * local SGD gave where it reached its targets (mlp on Fashion-MNIST: 0 at lr 0.01, 0.10-0.13 at
+ * 0.05, 0.05-0.45 at 0.1; docs/performance.md, "Local SGD against PyTorch's model averaging"). */
+#define ADVISE_LT_LOW 0.0
+#define ADVISE_LT_HIGH 0.45
 /* hetsim report draws at most 64 runs on a page. */
 enum { ADVISE_REPORT_MAX_RUNS = 64, ADVISE_MAX_CANDIDATES = 512 };
 
@@ -77,7 +83,8 @@ static void usage(FILE *out) {
 "                     (--target-accuracy A | --target-loss L) [--policies LIST]\n"
 "                     [--seeds N] [--jobs N] [--convergence analytic|proxy[:k=v,...]]\n"
 "                     [--convergence-params FILE] [--calib DB] [--epochs E]\n"
-"                     [--store summary|steps] [--db FILE] [--report FILE.html] [--json]\n"
+"                     [--store summary|steps] [--lambda-tau-range LO,HI|none]\n"
+"                     [--db FILE] [--report FILE.html] [--json]\n"
 "\n"
 "Answers which policy reaches the target first on the cluster: runs every applicable policy\n"
 "over a small grid of its main parameters (docs/policies.md) and N seeds as `hetsim sweep`\n"
@@ -106,6 +113,11 @@ static void usage(FILE *out) {
 "                        samples ends as \"not reached\" (default %g)\n"
 "  --store summary|steps what the runs store (default summary; steps feeds the report's\n"
 "                        timelines)\n"
+"  --lambda-tau-range LO,HI  when a policy with local steps (localsgd, lbcal, ashl, adsp) is\n"
+"                        advised with the analytic model and its lambda_tau is neither fitted\n"
+"                        nor set, its grid is run again with lambda_tau LO and HI, and the\n"
+"                        answer says how its time and rank move (default %g,%g: the range\n"
+"                        measured against PyTorch's local SGD); none: not run\n"
 "  --db FILE             results database (default %s)\n"
 "  --report FILE.html    also write the `hetsim report` page of the ranked runs\n"
 "  --json                print the answer as one JSON object on stdout\n"
@@ -114,7 +126,7 @@ static void usage(FILE *out) {
 "answer is printed from the others; run the command again to retry them), or a database\n"
 "error; 2 bad usage or bad input, no applicable policy, or a target that the convergence\n"
 "model can never meet (nothing is run then).\n",
-          ADVISE_DEFAULT_SEEDS, ADVISE_DEFAULT_EPOCHS, HS_DEFAULT_DB);
+          ADVISE_DEFAULT_SEEDS, ADVISE_DEFAULT_EPOCHS, ADVISE_LT_LOW, ADVISE_LT_HIGH, HS_DEFAULT_DB);
 }
 
 typedef struct advise_args {
@@ -123,12 +135,14 @@ typedef struct advise_args {
   int seeds, jobs, json;
   double epochs, target_loss, target_acc;
   char target_acc_text[64], target_loss_text[64];
+  double lt_range[2];          /* --lambda-tau-range; lt_range_given: set by the user */
+  int lt_range_given, lt_range_none;
 } advise_args;
 
 #define bad(...) hs_cli_usage("advise", 1, __VA_ARGS__)
 
 enum { O_CLUSTER = 256, O_MODEL, O_GB, O_TLOSS, O_TACC, O_POLICIES, O_SEEDS, O_JOBS, O_CONV,
-       O_CONVP, O_CALIB, O_EPOCHS, O_STORE, O_DB, O_REPORT, O_JSON, O_HELP };
+       O_CONVP, O_CALIB, O_EPOCHS, O_STORE, O_DB, O_REPORT, O_JSON, O_LTR, O_HELP };
 
 static int parse_args(int argc, char **argv, advise_args *a) {
   static const struct option opts[] = {
@@ -140,6 +154,7 @@ static int parse_args(int argc, char **argv, advise_args *a) {
       {"calib", required_argument, NULL, O_CALIB}, {"epochs", required_argument, NULL, O_EPOCHS},
       {"store", required_argument, NULL, O_STORE}, {"db", required_argument, NULL, O_DB},
       {"report", required_argument, NULL, O_REPORT}, {"json", no_argument, NULL, O_JSON},
+      {"lambda-tau-range", required_argument, NULL, O_LTR},
       {"help", no_argument, NULL, O_HELP}, {NULL, 0, NULL, 0},
   };
   memset(a, 0, sizeof *a);
@@ -148,6 +163,8 @@ static int parse_args(int argc, char **argv, advise_args *a) {
   a->epochs = ADVISE_DEFAULT_EPOCHS;
   a->conv = "analytic";
   a->store = "summary";
+  a->lt_range[0] = ADVISE_LT_LOW;
+  a->lt_range[1] = ADVISE_LT_HIGH;
   optind = 1;
   opterr = 0;
   int c;
@@ -201,6 +218,21 @@ static int parse_args(int argc, char **argv, advise_args *a) {
     case O_DB: a->db = optarg; break;
     case O_REPORT: a->report = optarg; break;
     case O_JSON: a->json = 1; break;
+    case O_LTR: {
+      if (!strcmp(optarg, "none")) {
+        a->lt_range_none = 1;
+        break;
+      }
+      const char *comma = strchr(optarg, ',');
+      char lo[64];
+      snprintf(lo, sizeof lo, "%.*s", comma ? (int)(comma - optarg) : 0, optarg);
+      if (!comma || hs_units_parse_number(lo, &a->lt_range[0]) || hs_units_parse_number(comma + 1, &a->lt_range[1]) ||
+          !(a->lt_range[0] >= 0) || !(a->lt_range[1] > a->lt_range[0]) || !isfinite(a->lt_range[1]) ||
+          a->lt_range[1] > 1e12)
+        return bad("--lambda-tau-range: expected LO,HI with 0 <= LO < HI <= 1e12, or none, got \"%s\"", optarg);
+      a->lt_range_given = 1;
+      break;
+    }
     case O_HELP:
     case 'h': usage(stdout); return -1;
     default: return bad("unknown or incomplete option \"%s\"", argv[optind - 1]);
@@ -284,6 +316,24 @@ static void describe_compute(const hs_cluster_spec *spec, int t, const char *mod
 /* The policies whose progress the analytic model's local-steps penalty (lambda_tau) discounts. */
 static const char *const local_step_policies[] = {"localsgd", "lbcal", "ashl", "adsp"};
 
+static int is_local_step(const char *policy) {
+  for (size_t k = 0; k < sizeof local_step_policies / sizeof *local_step_policies; k++)
+    if (!strcmp(policy, local_step_policies[k])) return 1;
+  return 0;
+}
+
+/* Whether the advised policies' times rest on a lambda_tau that nobody fitted or set: the
+ * analytic model without --convergence-params, lambda_tau not among the --convergence keys
+ * nor among a stored fit's fitted keys, and a policy of local_step_policies advised
+ * (local_steps). */
+static int lambda_tau_open(const advise_args *a, const hs_conv_model *m, const hs_params *p, const hs_conv_fit *fit,
+                           int local_steps) {
+  if (m != &hs_conv_analytic || !local_steps || a->conv_file) return 0;
+  for (int i = 0; i < p->n; i++)
+    if (p->given[i] && !strcmp(p->spec[i].name, "lambda_tau")) return 0;
+  return !(fit && strstr(fit->fitted, "\"lambda_tau\""));
+}
+
 /* Where the convergence model's parameters come from, in words and as one word; local_steps:
  * whether a policy of local_step_policies is advised (then an unfitted lambda_tau is said). */
 static void describe_convergence(const advise_args *a, const hs_conv_model *m, const hs_params *p,
@@ -330,10 +380,7 @@ static void describe_convergence(const advise_args *a, const hs_conv_model *m, c
                              "evaluations with noise sd %.3g (docs/convergence.md)", noise);
   /* The loss of local steps, which the local-step policies' times to a target rest on: say,
    * when such a policy is advised, that nobody fitted or set it. */
-  int lt_given = 0;
-  for (int i = 0; i < p->n; i++) lt_given |= p->given[i] && !strcmp(p->spec[i].name, "lambda_tau");
-  int lt_fitted = fit && strstr(fit->fitted, "\"lambda_tau\"");
-  if (local_steps && !a->conv_file && !lt_given && !lt_fitted && used < wl)
+  if (lambda_tau_open(a, m, p, fit, local_steps) && used < wl)
     snprintf(words + used, wl - used, "; lambda_tau %.3g, the loss of local steps (localsgd, lbcal, ashl, adsp), "
              "is not fitted to local-SGD curves of this model (docs/convergence.md)", hs_params_get(p, "lambda_tau"));
 }
@@ -540,6 +587,21 @@ static const char *cell(char *buf, size_t n, int prec, int fixed, double v) {
   return buf;
 }
 
+/* The local-step policies' grids run again at one end of lambda_tau's range. */
+typedef struct lt_end {
+  double value;              /* lambda_tau */
+  hs_sweep_grid g;
+  point_run *pr;             /* the runs of g's points */
+  candidate *cands;
+  int ncands;
+  candidate **best;          /* each local-step policy's best set at this value */
+  int nbest;
+  candidate **ranked;        /* the answer's ranking at this value: its best sets, the local-step
+                                policies' replaced by theirs at this value, re-ranked */
+  int nranked;
+  int points, complete;
+} lt_end;
+
 typedef struct answer {
   const advise_args *a;
   const hs_cluster_spec *spec;
@@ -555,7 +617,26 @@ typedef struct answer {
   int nna;
   int points, complete, ran;
   const char *report;        /* written page, or NULL */
+  int lt_open;               /* lambda_tau neither fitted nor set, a local-step policy advised */
+  int lt_done;               /* lt holds the two ends of --lambda-tau-range */
+  char lt_why_not[160];      /* why lambda_tau's range was not run, when it was open */
+  lt_end lt[2];
+  int lt_ran;
 } answer;
+
+/* The rank of policy in e's ranking (1-based), 0 when it is not there. */
+static int lt_rank(const lt_end *e, const char *policy) {
+  for (int i = 0; i < e->nranked; i++)
+    if (!strcmp(e->ranked[i]->policy, policy)) return i + 1;
+  return 0;
+}
+
+/* policy's best set at e's value, or NULL. */
+static const candidate *lt_best(const lt_end *e, const char *policy) {
+  for (int i = 0; i < e->nbest; i++)
+    if (!strcmp(e->best[i]->policy, policy)) return e->best[i];
+  return NULL;
+}
 
 static void print_text(const answer *an) {
   const advise_args *a = an->a;
@@ -613,8 +694,40 @@ static void print_text(const answer *an) {
     printf("  %s (%d worker%s): %s\n", an->dev[i].type, an->dev[i].count,
            an->dev[i].count == 1 ? "" : "s", an->dev[i].detail);
   printf("  convergence: %s\n", an->conv_words);
-  printf("\nruns: %d of %d points complete in %s (%d run now)%s%s\n", an->complete, an->points,
-         a->db, an->ran, an->report ? "; report " : "", an->report ? an->report : "");
+  if (an->lt_open && !an->lt_done && an->lt_why_not[0]) printf("  lambda_tau: %s\n", an->lt_why_not);
+  if (an->lt_done) {
+    const lt_end *lo = &an->lt[0], *hi = &an->lt[1];
+    printf("  lambda_tau from %g to %g (%s), the local-step policies' grids run again at each:\n", lo->value,
+           hi->value, a->lt_range_given ? "--lambda-tau-range" : "the range measured against PyTorch's local SGD");
+    if (lo->nranked && hi->nranked) {
+      if (!strcmp(lo->ranked[0]->spec, hi->ranked[0]->spec))
+        printf("    first at both: %s\n", lo->ranked[0]->spec);
+      else
+        printf("    first: %s at %g, %s at %g\n", lo->ranked[0]->spec, lo->value, hi->ranked[0]->spec, hi->value);
+    }
+    int lw = 0;
+    for (int i = 0; i < lo->nbest; i++)
+      if ((int)strlen(lo->best[i]->policy) > lw) lw = (int)strlen(lo->best[i]->policy);
+    for (int i = 0; i < lo->nbest; i++) {
+      const char *pol = lo->best[i]->policy;
+      char cellv[2][640];
+      for (int e = 0; e < 2; e++) {
+        const candidate *c = lt_best(&an->lt[e], pol);
+        char t[48];
+        if (!c) snprintf(t, sizeof t, "no run");
+        else if (c->reached) snprintf(t, sizeof t, "%.4g s", c->ttt_mean);
+        else snprintf(t, sizeof t, "%s", c->cls == 3 ? "failed" : "not reached");
+        snprintf(cellv[e], sizeof cellv[e], "%s (%s), rank %d", t, c && c->params[0] ? c->params : "(defaults)",
+                 lt_rank(&an->lt[e], pol));
+      }
+      printf("    %-*s  %s  to  %s\n", lw, pol, cellv[0], cellv[1]);
+    }
+  }
+  printf("\nruns: %d of %d points complete in %s (%d run now)", an->complete, an->points, a->db, an->ran);
+  if (an->lt_done)
+    printf("; lambda_tau's range %d of %d (%d run now)", an->lt[0].complete + an->lt[1].complete,
+           an->lt[0].points + an->lt[1].points, an->lt_ran);
+  printf("%s%s\n", an->report ? "; report " : "", an->report ? an->report : "");
 }
 
 static void print_json(const answer *an) {
@@ -653,6 +766,49 @@ static void print_json(const answer *an) {
   hs_json_key(&j, "convergence"); hs_json_string(&j, an->conv_basis);
   hs_json_key(&j, "convergence_detail"); hs_json_string(&j, an->conv_words);
   hs_json_object_end(&j);
+  /* The local-step policies at each end of lambda_tau's range: null when their times do not
+   * rest on an unfitted lambda_tau. */
+  hs_json_key(&j, "lambda_tau_range");
+  if (!an->lt_open) {
+    hs_json_null(&j);
+  } else {
+    hs_json_object_begin(&j);
+    hs_json_key(&j, "values");
+    hs_json_array_begin(&j);
+    hs_json_double(&j, a->lt_range[0]);
+    hs_json_double(&j, a->lt_range[1]);
+    hs_json_array_end(&j);
+    hs_json_key(&j, "given"); hs_json_bool(&j, a->lt_range_given);
+    hs_json_key(&j, "run"); hs_json_bool(&j, an->lt_done);
+    hs_json_key(&j, "why_not"); hs_json_string(&j, an->lt_done ? NULL : an->lt_why_not);
+    if (an->lt_done) {
+      hs_json_key(&j, "points"); hs_json_int(&j, an->lt[0].points + an->lt[1].points);
+      hs_json_key(&j, "complete"); hs_json_int(&j, an->lt[0].complete + an->lt[1].complete);
+      hs_json_key(&j, "ran"); hs_json_int(&j, an->lt_ran);
+      hs_json_key(&j, "first");
+      hs_json_array_begin(&j);
+      for (int e = 0; e < 2; e++) hs_json_string(&j, an->lt[e].nranked ? an->lt[e].ranked[0]->spec : NULL);
+      hs_json_array_end(&j);
+      hs_json_key(&j, "policies");
+      hs_json_array_begin(&j);
+      for (int i = 0; i < an->lt[0].nbest; i++) {
+        const char *pol = an->lt[0].best[i]->policy;
+        hs_json_object_begin(&j);
+        hs_json_key(&j, "policy"); hs_json_string(&j, pol);
+        hs_json_key(&j, "at");
+        hs_json_array_begin(&j);
+        for (int e = 0; e < 2; e++) {
+          const candidate *c = lt_best(&an->lt[e], pol);
+          if (c) json_candidate(&j, c, lt_rank(&an->lt[e], pol));
+          else hs_json_null(&j);
+        }
+        hs_json_array_end(&j);
+        hs_json_object_end(&j);
+      }
+      hs_json_array_end(&j);
+    }
+    hs_json_object_end(&j);
+  }
   hs_json_key(&j, "ranking");
   hs_json_array_begin(&j);
   for (int i = 0; i < an->nbest; i++) json_candidate(&j, an->best[i], i + 1);
@@ -692,7 +848,7 @@ static const char *grid_of(const char *policy) {
   return NULL;
 }
 
-static int write_grid(const char *path, const advise_args *a, const char *cluster_abs,
+static int write_grid(const char *path, const advise_args *a, const char *const *convs, int nconv, const char *cluster_abs,
                       const char *conv_file_abs, const char *calib_abs,
                       const hs_policy *const *pols, int npols, int n_workers) {
   FILE *f = fopen(path, "w");
@@ -726,9 +882,12 @@ static int write_grid(const char *path, const advise_args *a, const char *cluste
   fprintf(f, "\nglobal_batch: %lld\nepochs: %.17g\n", (long long)a->global_batch, a->epochs);
   if (a->target_loss > 0) fprintf(f, "target_loss: %.17g\n", a->target_loss);
   if (a->target_acc > 0) fprintf(f, "target_accuracy: %.17g\n", a->target_acc);
-  fprintf(f, "convergence: ");
-  yaml_quoted(f, a->conv);
-  fputc('\n', f);
+  fprintf(f, "convergence: %s", nconv > 1 ? "[" : "");
+  for (int i = 0; i < nconv; i++) {
+    if (i) fputs(", ", f);
+    yaml_quoted(f, convs[i]);
+  }
+  fprintf(f, "%s\n", nconv > 1 ? "]" : "");
   if (conv_file_abs) {
     fprintf(f, "convergence_params: ");
     yaml_quoted(f, conv_file_abs);
@@ -814,7 +973,7 @@ static int read_runs(const char *db, const hs_sweep_grid *g, point_run *out, hs_
 /* Removes the scratch folder and what advise put in it. */
 static void scratch_remove(const char *dir) {
   static const char *const files[] = {"probe.db", "probe.db-wal", "probe.db-shm", "probe.err",
-                                      "grid.yaml", NULL};
+                                      "grid.yaml", "grid-lt.yaml", NULL};
   char p[4200];
   for (int i = 0; files[i]; i++) {
     snprintf(p, sizeof p, "%s/%s", dir, files[i]);
@@ -823,15 +982,16 @@ static void scratch_remove(const char *dir) {
   rmdir(dir);
 }
 
-/* The candidates of g's points (pr: their runs): one per policy spec, of the points of that spec
- * in grid order (seeds innermost), into cands. Returns how many, or -1 out of memory. */
-static int candidates_of(const hs_sweep_grid *g, const point_run *pr, const advise_args *a, candidate *cands) {
+/* The candidates of n grid points pts (pr: their runs): one per policy spec, of the points of
+ * that spec in grid order (seeds innermost), into cands. Returns how many, or -1 out of memory. */
+static int candidates_of(const hs_sweep_point *pts, int np, const point_run *pr, const advise_args *a,
+                         candidate *cands) {
   point_run *runs_of = calloc((size_t)a->seeds + 1, sizeof *runs_of);
   if (!runs_of) return -1;
   int n = 0;
-  for (int i = 0; i < g->n_points;) {
+  for (int i = 0; i < np;) {
     candidate *c = &cands[n++];
-    c->spec = g->points[i].policy;
+    c->spec = pts[i].policy;
     const hs_policy *p = NULL;
     hs_params pp;
     hs_diag d = {0};
@@ -840,7 +1000,7 @@ static int candidates_of(const hs_sweep_grid *g, const point_run *pr, const advi
     const char *colon = strchr(c->spec, ':');
     hs_fmt_params(colon ? colon + 1 : "", ",", c->params, sizeof c->params);
     int j = i;
-    while (j < g->n_points && !strcmp(g->points[j].policy, c->spec) && c->n < a->seeds) {
+    while (j < np && !strcmp(pts[j].policy, c->spec) && c->n < a->seeds) {
       runs_of[c->n] = pr[j];
       c->ids[c->n++] = pr[j].complete ? pr[j].id : 0;
       j++;
@@ -868,6 +1028,44 @@ static int best_of(candidate *cands, int n, const advise_args *a, candidate **be
   }
   free(order);
   return nb;
+}
+
+/* The two ends of lambda_tau's range from the runs pr of g's points (its convergence setting a
+ * list of the two values, the first end's points first): each end's candidates and local-step
+ * policies' best sets, and the answer's ranking with those in place of the local-step policies'
+ * own. Returns 0, HS_ENOMEM, or HS_ERUNTIME when the grid is not so ordered (said). */
+static int lt_answer(answer *an, const hs_sweep_grid *g, const point_run *pr) {
+  int conv = -1;
+  for (int i = 0; i < g->n_settings; i++)
+    if (!strcmp(g->settings[i].key, "convergence")) conv = i;
+  int half = g->n_points / 2;
+  for (int i = 0; i < g->n_points; i++)
+    if (conv < 0 || g->points[i].vidx[conv] != (i >= half) || g->n_points % 2) {
+      fprintf(stderr, "hetsim advise: internal: the grid of lambda_tau's range is not in two halves\n");
+      return HS_ERUNTIME;
+    }
+  const advise_args *a = an->a;
+  for (int e = 0; e < 2; e++) {
+    lt_end *x = &an->lt[e];
+    x->value = a->lt_range[e];
+    x->points = half;
+    for (int i = 0; i < half; i++) x->complete += pr[e * half + i].complete;
+    if (!(x->cands = calloc((size_t)(half / a->seeds) + 1, sizeof *x->cands)) ||
+        !(x->best = calloc((size_t)(half / a->seeds) + 1, sizeof *x->best)) ||
+        !(x->ranked = calloc((size_t)an->nbest + 1, sizeof *x->ranked)))
+      return HS_ENOMEM;
+    if ((x->ncands = candidates_of(g->points + e * half, half, pr + e * half, a, x->cands)) < 0 ||
+        (x->nbest = best_of(x->cands, x->ncands, a, x->best)) < 0)
+      return HS_ENOMEM;
+    for (int k = 0; k < an->nbest; k++) {
+      const candidate *c = lt_best(x, an->best[k]->policy);
+      x->ranked[x->nranked++] = c ? (candidate *)c : an->best[k];
+    }
+    sort_args = a;
+    qsort(x->ranked, (size_t)x->nranked, sizeof *x->ranked, cand_cmp);
+  }
+  an->lt_done = 1;
+  return 0;
 }
 
 /* Runs the grid at grid_path as `hetsim sweep` does, into --db; its lines go to stderr, so that
@@ -899,6 +1097,30 @@ static int run_grid(const char *grid_path, const advise_args *a, long *ran) {
   return src;
 }
 
+/* run_grid on every rank of a launch: hetsim-mpi's sweep ends in a barrier after every rank's
+ * merge. `hetsim` has no MPI: its ranks meet in files PREFIX.rank<R>.done instead, so that rank 0
+ * does not read --db while another rank is still running or merging its points; *ran is then
+ * the sum over the ranks on rank 0. Returns the sweep's exit status, or -1 when rank 0 could not
+ * wait for the others (said). */
+static int sweep_ranks(const char *grid_path, const advise_args *a, const hs_sweep_rank *rk, const char *prefix,
+                       long *ran) {
+  int src = run_grid(grid_path, a, ran);
+  if (!(rk->launched && rk->size > 1 && !rk->mpi)) return src;
+  hs_diag bd = {0};
+  int brc = rk->rank == 0 ? hs_sweep_rank_files_wait(rk, prefix, ran, &bd)
+                          : hs_sweep_rank_files_arrive(rk, prefix, *ran, &bd);
+  if (brc == HS_EINVAL && rk->rank == 0) {
+    fprintf(stderr, "hetsim advise: warning: %s; the answer may lack the points of ranks still running\n", bd.msg);
+  } else if (brc && rk->rank == 0) {
+    fprintf(stderr, "hetsim advise: %s\n", bd.msg);
+    return -1;
+  } else if (brc && !src) {
+    fprintf(stderr, "hetsim advise: rank %d: %s\n", rk->rank, bd.msg);
+    src = 1;
+  }
+  return src;
+}
+
 int hs_cmd_advise(int argc, char **argv) {
   advise_args a;
   int rc = parse_args(argc, argv, &a);
@@ -915,15 +1137,16 @@ int hs_cmd_advise(int argc, char **argv) {
   int status = 2;
   char scratch[4096] = "";
   char *cluster_abs = NULL, *conv_file_abs = NULL, *calib_abs = NULL;
-  const hs_policy **pols = NULL;
+  const hs_policy **pols = NULL, **local_ok = NULL;
   int npols = 0;
   answer an;
   memset(&an, 0, sizeof an);
   an.a = &a;
   an.spec = &spec;
-  hs_sweep_grid g;
+  hs_sweep_grid g, lt_g;
   memset(&g, 0, sizeof g);
-  point_run *pr = NULL;
+  memset(&lt_g, 0, sizeof lt_g);
+  point_run *pr = NULL, *lt_pr = NULL;
   hs_store *prof_store = NULL;           /* profiles the cluster names, imported in memory */
   unsigned char *from_profile = NULL;
   hs_model_stats ms;
@@ -1022,9 +1245,7 @@ int hs_cmd_advise(int argc, char **argv) {
     npols++;
   }
   int local_steps = 0;
-  for (int i = 0; i < npols; i++)
-    for (size_t k = 0; k < sizeof local_step_policies / sizeof *local_step_policies; k++)
-      local_steps |= !strcmp(pols[i]->name, local_step_policies[k]);
+  for (int i = 0; i < npols; i++) local_steps |= is_local_step(pols[i]->name);
   describe_convergence(&a, conv, &conv_params, have_fit ? &fit : NULL, local_steps, an.conv_basis,
                        sizeof an.conv_basis, an.conv_words, sizeof an.conv_words);
 
@@ -1076,7 +1297,7 @@ int hs_cmd_advise(int argc, char **argv) {
     free(ok);
     goto oom;
   }
-  int nok = 0;
+  int nok = 0, n_local = 0;
   for (int i = 0; i < npols; i++) {
     char *pargv[24];
     int pc = 0;
@@ -1120,13 +1341,18 @@ int hs_cmd_advise(int argc, char **argv) {
     free(ok);
     goto out;
   }
-  int rcg = write_grid(grid_path, &a, cluster_abs, conv_file_abs, calib_abs, ok, nok, spec.n_workers);
-  free(ok);
-  if (rcg) {
+  if (write_grid(grid_path, &a, &a.conv, 1, cluster_abs, conv_file_abs, calib_abs, ok, nok, spec.n_workers)) {
     fprintf(stderr, "hetsim advise: cannot write %s: %s\n", grid_path, strerror(errno));
+    free(ok);
     status = 1;
     goto out;
   }
+  /* The applicable local-step policies, kept for lambda_tau's range when it is run. */
+  for (int i = 0; i < nok; i++)
+    if (is_local_step(ok[i]->name)) ok[n_local++] = ok[i];
+  an.lt_open = lambda_tau_open(&a, conv, &conv_params, have_fit ? &fit : NULL, n_local > 0);
+  if (an.lt_open && !a.lt_range_none) local_ok = ok;
+  else free(ok);
   if ((rc = hs_sweep_grid_load(&g, grid_path, &d))) {
     fprintf(stderr, "hetsim advise: the grid it wrote: %s\n", d.msg);
     status = 1;
@@ -1146,24 +1372,39 @@ int hs_cmd_advise(int argc, char **argv) {
     goto out;
   }
   long ran = 0;
-  int src = run_grid(grid_path, &a, &ran);
-  /* hetsim-mpi's sweep ends in a barrier after every rank's merge. `hetsim` has no MPI: its
-   * ranks meet in files next to --db instead, so that rank 0 does not read --db while another
-   * rank is still running or merging its points. */
-  if (rk.launched && rk.size > 1 && !rk.mpi) {
-    hs_diag bd = {0};
-    int brc = rk.rank == 0 ? hs_sweep_rank_files_wait(&rk, a.db, &ran, &bd)
-                           : hs_sweep_rank_files_arrive(&rk, a.db, ran, &bd);
-    if (brc == HS_EINVAL && rk.rank == 0) {
-      fprintf(stderr, "hetsim advise: warning: %s; the answer may lack the points of ranks still "
-              "running\n", bd.msg);
-    } else if (brc && rk.rank == 0) {
-      fprintf(stderr, "hetsim advise: %s\n", bd.msg);
+  int src = sweep_ranks(grid_path, &a, &rk, a.db, &ran);
+  if (src < 0) {
+    status = 1;
+    goto out;
+  }
+  /* lambda_tau's range: the applicable local-step policies' grids again, with lambda_tau at each
+   * end (one grid whose convergence is a list of the two, points of the first end first), on
+   * every rank as the answer's grid. */
+  long lt_ran = 0;
+  int lt_src = 0;
+  if (local_ok && src != 2) {
+    char lt_conv[2][700], lt_path[4200], lt_prefix[4200];
+    const char *convs[2];
+    for (int e = 0; e < 2; e++) {
+      snprintf(lt_conv[e], sizeof lt_conv[e], "%s%slambda_tau=%.17g", a.conv, strchr(a.conv, ':') ? "," : ":",
+               a.lt_range[e]);
+      convs[e] = lt_conv[e];
+    }
+    snprintf(lt_path, sizeof lt_path, "%s/grid-lt.yaml", scratch);
+    snprintf(lt_prefix, sizeof lt_prefix, "%s.lambda-tau", a.db);
+    if (write_grid(lt_path, &a, convs, 2, cluster_abs, conv_file_abs, calib_abs, local_ok, n_local, spec.n_workers)) {
+      fprintf(stderr, "hetsim advise: cannot write %s: %s\n", lt_path, strerror(errno));
       status = 1;
       goto out;
-    } else if (brc && !src) {
-      fprintf(stderr, "hetsim advise: rank %d: %s\n", rk.rank, bd.msg);
-      src = 1;
+    }
+    if ((rc = hs_sweep_grid_load(&lt_g, lt_path, &d))) {
+      fprintf(stderr, "hetsim advise: the grid it wrote for lambda_tau's range: %s\n", d.msg);
+      status = 1;
+      goto out;
+    }
+    if ((lt_src = sweep_ranks(lt_path, &a, &rk, lt_prefix, &lt_ran)) < 0) {
+      status = 1;
+      goto out;
     }
   }
   if (src == 2 || (src && access(a.db, F_OK) != 0)) {
@@ -1172,7 +1413,7 @@ int hs_cmd_advise(int argc, char **argv) {
   }
   /* Under mpirun only rank 0 answers. */
   if (rk.rank != 0) {
-    status = src;
+    status = src ? src : lt_src;
     goto out;
   }
 
@@ -1189,7 +1430,7 @@ int hs_cmd_advise(int argc, char **argv) {
   if (!(an.cands = calloc((size_t)(g.n_points / a.seeds) + 1, sizeof *an.cands)) ||
       !(an.best = calloc((size_t)(g.n_points / a.seeds) + 1, sizeof *an.best)))
     goto oom;
-  if ((an.ncands = candidates_of(&g, pr, &a, an.cands)) < 0 || (an.nbest = best_of(an.cands, an.ncands, &a, an.best)) < 0)
+  if ((an.ncands = candidates_of(g.points, g.n_points, pr, &a, an.cands)) < 0 || (an.nbest = best_of(an.cands, an.ncands, &a, an.best)) < 0)
     goto oom;
   const candidate *base = NULL;
   for (int k = 0; k < an.nbest; k++)
@@ -1197,6 +1438,23 @@ int hs_cmd_advise(int argc, char **argv) {
   for (int i = 0; i < an.ncands; i++)
     if (base && base->cls == 0 && an.cands[i].cls == 0 && an.cands[i].ttt_mean > 0)
       an.cands[i].speedup = base->ttt_mean / an.cands[i].ttt_mean;
+  if (lt_g.n_points > 0) {
+    if (!(lt_pr = calloc((size_t)lt_g.n_points + 1, sizeof *lt_pr))) goto oom;
+    if ((rc = read_runs(a.db, &lt_g, lt_pr, &d))) {
+      fprintf(stderr, "hetsim advise: %s\n", d.msg);
+      status = 1;
+      goto out;
+    }
+    if ((rc = lt_answer(&an, &lt_g, lt_pr)) == HS_ENOMEM) goto oom;
+    if (rc) {
+      status = 1;
+      goto out;
+    }
+    an.lt_ran = (int)lt_ran;
+  } else if (an.lt_open) {
+    snprintf(an.lt_why_not, sizeof an.lt_why_not, "the local-step policies were not run again over its range%s",
+             a.lt_range_none ? " (--lambda-tau-range none)" : "");
+  }
 
   /* The report page of the ranked runs: every seed of each policy's best set, in rank order,
    * as many as a page holds. */
@@ -1239,7 +1497,11 @@ int hs_cmd_advise(int argc, char **argv) {
   if (an.complete < an.points)
     fprintf(stderr, "hetsim advise: %d of %d points have no complete run in %s; run the same command again to retry them\n",
             an.points - an.complete, an.points, a.db);
-  status = an.complete == an.points && src == 0 ? 0 : 1;
+  int lt_missing = an.lt_done ? an.lt[0].points + an.lt[1].points - an.lt[0].complete - an.lt[1].complete : 0;
+  if (lt_missing)
+    fprintf(stderr, "hetsim advise: %d of %d points of lambda_tau's range have no complete run in %s; run the same "
+            "command again to retry them\n", lt_missing, an.lt[0].points + an.lt[1].points, a.db);
+  status = an.complete == an.points && !lt_missing && src == 0 && lt_src == 0 ? 0 : 1;
   goto out;
 
 oom:
@@ -1248,7 +1510,15 @@ oom:
 out:
   if (scratch[0]) scratch_remove(scratch);
   free(pr);
+  free(lt_pr);
   hs_sweep_grid_free(&g);
+  hs_sweep_grid_free(&lt_g);
+  for (int e = 0; e < 2; e++) {
+    free(an.lt[e].cands);
+    free(an.lt[e].best);
+    free(an.lt[e].ranked);
+  }
+  free(local_ok);
   free(an.cands);
   free(an.best);
   free(an.na_policy);

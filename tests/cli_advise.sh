@@ -122,6 +122,78 @@ check report.crossings test "$(grep -c 'data-mark="crossing"' "$TMP/r.html")" -e
 check scratch_removed test -z "$(ls "$TMP/scratch")"
 check report.no_float_noise bash -c "! grep -q '0.33333333333333331' '$TMP/r.html'"
 
+# --- lambda_tau's range ---------------------------------------------------------------------
+# asp and lbb take no local steps: nothing rests on lambda_tau.
+check lt.null_without_local "$PY" -c 'import json,sys; assert json.load(open(sys.argv[1]))["lambda_tau_range"] is None' "$TMP/j.json"
+# localsgd, lambda_tau unfitted: its grid again at 0 and 0.45, each end ranked with ssgd's best.
+LT=(advise --cluster "$TMP/c.yaml" --model mlp --global-batch 256 --target-loss 0.45 --policies localsgd --seeds 2
+    --jobs 2 --db "$TMP/lt.db")
+run lt.json 0 "${LT[@]}" --json
+cp "$TMP/out" "$TMP/lt.json"
+cat > "$TMP/lt.py" <<'PY'
+import json, sqlite3, statistics, sys
+j = json.load(open(sys.argv[1]))
+db = sqlite3.connect(sys.argv[2])
+r = j["lambda_tau_range"]
+assert r["values"] == [0, 0.45] and r["run"] and not r["given"] and r["why_not"] is None, r
+# localsgd's 3 sets x 2 seeds at each end
+assert (r["points"], r["complete"], r["ran"]) == (12, 12, 12), r
+assert [p["policy"] for p in r["policies"]] == ["localsgd"], r
+ssgd = [x for x in j["ranking"] if x["policy"] == "ssgd"][0]["time_to_target_s"]["mean"]
+local = [x for x in j["ranking"] if x["policy"] == "localsgd"][0]
+t = []
+for e, lt in enumerate(r["values"]):
+    at = r["policies"][0]["at"][e]
+    # each end's runs are localsgd's with that lambda_tau, and its time their mean
+    runs = db.execute("SELECT s.time_to_target_s, json_extract(r.options, '$.convergence_params') FROM run r "
+                      "JOIN summary s ON s.run_id = r.id WHERE r.id IN (%s)" % ",".join(map(str, at["run_ids"]))).fetchall()
+    assert len(runs) == 2 and all(float(c.split(",lambda_tau=")[1].split(",")[0]) == lt for _, c in runs), runs
+    assert abs(at["time_to_target_s"]["mean"] - statistics.mean(x for x, _ in runs)) < 1e-12, at
+    # the best of the end's candidates
+    assert at["spec"].startswith("localsgd:tau="), at
+    t.append(at["time_to_target_s"]["mean"])
+    assert at["rank"] == (1 if t[-1] < ssgd else 2), (at, ssgd)
+    assert r["first"][e] == (at["spec"] if t[-1] < ssgd else [x for x in j["ranking"] if x["policy"] == "ssgd"][0]["spec"]), r
+# no loss of local steps is never slower than the default 0.05, which is never slower than 0.45
+assert t[0] <= local["time_to_target_s"]["mean"] <= t[1] and t[0] < t[1], (t, local)
+PY
+check lt.fields "$PY" "$TMP/lt.py" "$TMP/lt.json" "$TMP/lt.db"
+run lt.text 0 "${LT[@]}"
+check lt.text.header has out "lambda_tau from 0 to 0.45 (the range measured against PyTorch's local SGD)"
+check lt.text.row grep -qE '^    localsgd  [0-9.]+ s \(tau=[0-9]+\), rank [12]  to  [0-9.]+ s \(tau=[0-9]+\), rank [12]$' "$TMP/out"
+check lt.text.resumed has out "runs: 10 of 10 points complete in $TMP/lt.db (0 run now); lambda_tau's range 12 of 12 (0 run now)"
+run lt.given 0 "${LT[@]}" --json --lambda-tau-range 0.01,0.3
+check lt.given.values "$PY" -c 'import json,sys; r=json.load(open(sys.argv[1]))["lambda_tau_range"]; assert r["values"] == [0.01, 0.3] and r["given"] and r["ran"] == 12, r' "$TMP/out"
+run lt.none 0 "${LT[@]}" --lambda-tau-range none
+check lt.none.said has out "lambda_tau: the local-step policies were not run again over its range (--lambda-tau-range none)"
+check lt.none.no_runs grep -qxF "runs: 10 of 10 points complete in $TMP/lt.db (0 run now)" "$TMP/out"
+run lt.set 0 "${LT[@]}" --json --convergence analytic:lambda_tau=0.1
+check lt.set.null "$PY" -c 'import json,sys; assert json.load(open(sys.argv[1]))["lambda_tau_range"] is None' "$TMP/out"
+for bad in 0.2,0.1 0.1 -1,1 0,nope 1,1; do
+  run "lt.bad_$bad" 2 "${LT[@]}" --lambda-tau-range "$bad" && check "lt.bad_$bad.msg" has err "--lambda-tau-range: expected LO,HI"
+done
+# Under a launcher's environment (ranks meeting in files, as in "under mpirun" below): the range's
+# grid is shared by the ranks too, and the answer is the one above.
+( PMIX_NAMESPACE=job-lt OMPI_COMM_WORLD_RANK=1 OMPI_COMM_WORLD_SIZE=2 "$HETSIM" "${LT[@]}" --db "$TMP/ltf.db" --json \
+  >"$TMP/ltf1.out" 2>"$TMP/ltf1.err" ) &
+PMIX_NAMESPACE=job-lt OMPI_COMM_WORLD_RANK=0 OMPI_COMM_WORLD_SIZE=2 run lt.files 0 "${LT[@]}" --db "$TMP/ltf.db" --json
+wait $!
+check lt.files.rank1 test $? -eq 0 -a ! -s "$TMP/ltf1.out"
+cat > "$TMP/lt_same.py" <<'PY'
+import json, sys
+def norm(p):
+    j = json.load(open(p))
+    for k in ["db", "ran", "report"]: j.pop(k)
+    for x in j["ranking"] + j["candidates"]: x.pop("run_ids")
+    j["lambda_tau_range"].pop("ran")
+    for x in j["lambda_tau_range"]["policies"]:
+        for y in x["at"]: y.pop("run_ids")
+    return j
+assert norm(sys.argv[1]) == norm(sys.argv[2])
+PY
+check lt.files.same "$PY" "$TMP/lt_same.py" "$TMP/lt.json" "$TMP/out"
+check lt.scratch_removed test -z "$(ls "$TMP/scratch")"
+
 # --- under mpirun ------------------------------------------------------------------------------
 # The same advise by MPI ranks: `hetsim` (ranks from the launcher's environment, meeting in files
 # next to --db) and `hetsim-mpi` (MPI_COMM_WORLD) when it was built, with 2 and 3 ranks, gives
