@@ -5,7 +5,7 @@
 #
 #   bash bench/bench_localsgd.sh HETSIM OUTDIR
 #
-# 1. Unless OUTDIR/evals.csv is there already: bench/ddp_train.py trains the zoo's mlp on
+# 1. Unless OUTDIR/evals.csv is there already: bench/ddp_train.py trains the zoo's MODEL on
 #    Fashion-MNIST with RANKS gloo ranks of BATCH samples each (--pin none: the iterations are
 #    compared, not the times), SGD lr LR, momentum 0.9, for each period T in TAUS and seed
 #    1..SEEDS: DDP when T = 1, otherwise local SGD with PyTorch's PeriodicModelAverager
@@ -24,7 +24,7 @@
 #    the real ones (their first evaluation at the target: median and quartiles). Prints a table
 #    and writes OUTDIR/results.json. bench/localsgd_forms.py compares other forms of the penalty
 #    on the same curves.
-# Settings (environment): SEEDS (6), TAUS (1 8 32 64 128), FIT_TAUS (1 64), FIT_SEED (1),
+# Settings (environment): MODEL (mlp; or cnn), SEEDS (6), TAUS (1 8 32 64 128), FIT_TAUS (1 64), FIT_SEED (1),
 # RANKS (4), BATCH (32), LR (0.05), ITERATIONS (2560), MIN_ITERATIONS (768), EVAL_EVERY (16; it
 # and each T must be multiples one of the other), EVAL_SAMPLES (2000), TARGET_LOSSES
 # (0.6 0.5 0.45), TARGET_ACCS (0.80 0.83 0.84).
@@ -35,6 +35,7 @@ mkdir -p "$OUT"
 OUT=$(readlink -f "$OUT")
 SRC=$(cd "$(dirname "$0")/.." && pwd)
 PY=${HETSIM_TORCH_PYTHON:-/usr/bin/python3}
+MODEL=${MODEL:-mlp}
 SEEDS=${SEEDS:-6}
 TAUS=${TAUS:-1 8 32 64 128}
 FIT_TAUS=${FIT_TAUS:-1 64}
@@ -63,6 +64,7 @@ for t in $TAUS $FIT_TAUS; do
     log "EVAL_EVERY $EVAL_EVERY and the period $t: neither is a multiple of the other"; exit 2
   fi
 done
+case $MODEL in mlp | cnn) ;; *) log "MODEL must be mlp or cnn (Fashion-MNIST models of the zoo)"; exit 2 ;; esac
 case " $TAUS " in *" 1 "*) ;; *) log "TAUS must hold 1 (DDP: the ddp-only fit)"; exit 2 ;; esac
 for t in $FIT_TAUS; do
   case " $TAUS " in *" $t "*) ;; *) log "FIT_TAUS: $t is not in TAUS"; exit 2 ;; esac
@@ -79,7 +81,7 @@ else
       log "period $t, seed $s of $SEEDS"
       local_args=()
       [ "$t" -gt 1 ] && local_args=(--local-period "$t")
-      "$PY" ddp_train.py --model mlp --batches "${batches%,}" --pin none --lr "$LR" --momentum 0.9 \
+      "$PY" ddp_train.py --model "$MODEL" --batches "${batches%,}" --pin none --lr "$LR" --momentum 0.9 \
         --seed "$s" --data fashion-mnist --eval-samples "$EVAL_SAMPLES" --eval-every "$(every "$t")" \
         --iterations "$(iterations "$t")" "${local_args[@]}" --quiet --out "$OUT/tau$t-seed$s.json"
       gzip -f "$OUT/tau$t-seed$s.json"
@@ -115,7 +117,7 @@ for name, taus in (("fitted", fit_taus), ("ddp-only", ["1"])):
 EOF
 for v in fitted ddp-only; do
   rm -f "$v.db"
-  "$H" fit-convergence --curves "curves-$v.csv" --model mlp --db "$v.db" --json >"fit-$v.json"
+  "$H" fit-convergence --curves "curves-$v.csv" --model "$MODEL" --db "$v.db" --json >"fit-$v.json"
 done
 workers=$(printf "{type: c}, %.0s" $(seq 1 "$RANKS"))
 cat >cluster.yaml <<YAML
@@ -123,7 +125,7 @@ cat >cluster.yaml <<YAML
 name: localsgd-$RANKS
 network: {bandwidth: 10Gbps, latency: 20us}
 device_types:
-  c: {compute: {mlp: {t0: 1ms, per_sample: 0.05ms}}}
+  c: {compute: {$MODEL: {t0: 1ms, per_sample: 0.05ms}}}
 nodes:
   - {name: n0, devices: [${workers%, }]}
 jitter: {cv: 0.0}
@@ -135,7 +137,7 @@ for t in $TAUS; do
       for v in fitted ddp-only no-penalty; do
         db=$v.db extra=""
         [ $v = no-penalty ] && db=ddp-only.db extra=",lambda_tau=0"
-        "$H" sim --cluster cluster.yaml --model mlp --policy "localsgd:tau=$t" --global-batch $((RANKS * BATCH)) \
+        "$H" sim --cluster cluster.yaml --model "$MODEL" --policy "localsgd:tau=$t" --global-batch $((RANKS * BATCH)) \
           --convergence "analytic:eval_every=$(($(every "$t") / t))$extra" $flag "$a" --epochs 40 \
           --db "$db" --json >"sim-$t-$kind-$a-$v.json"
       done

@@ -11,7 +11,8 @@ workers is 128 samples here, the reference batch, so E = 1), and then the penalt
 local-SGD curves at the other periods of --fit-taus. Forms of the progress kept per sample,
 k = samples P(T) / D:
   linear   P = 1 / (1 + lambda (T - 1))            hetsim's Ptau
-  power G  P = 1 / (1 + lambda (T - 1)^G), G = 1.5 and 2
+  power G  P = 1 / (1 + lambda (T - 1)^G), G = 1.5 and 2, and G fitted with lambda (when
+           --fit-taus holds two periods or more besides 1)
   floor    P = 1, and the loss raised by mu (T - 1)  (local SGD's drift term in theory)
 For each period and loss target, the other seeds' median first evaluation at the target against
 each form's (evaluations every max(16, T) local steps, as the bench); prints the mean absolute
@@ -32,11 +33,13 @@ def curve(b, k):
     return 1 / (b[0] * k + b[1]) + b[2]
 
 
-FORMS = {
-    "linear": lambda b, q, t, i: curve(b, i * U / (1 + q * (t - 1)) / D),
-    "power 1.5": lambda b, q, t, i: curve(b, i * U / (1 + q * (t - 1) ** 1.5) / D),
-    "power 2": lambda b, q, t, i: curve(b, i * U / (1 + q * (t - 1) ** 2) / D),
-    "floor": lambda b, q, t, i: curve(b, i * U / D) + q * (t - 1),
+FORMS = {  # name: (loss at local step i of period t under parameters q, q's starting values)
+    "linear": (lambda b, q, t, i: curve(b, i * U / (1 + q[0] * (t - 1)) / D), [0.01]),
+    "power 1.5": (lambda b, q, t, i: curve(b, i * U / (1 + q[0] * (t - 1) ** 1.5) / D), [0.01]),
+    "power 2": (lambda b, q, t, i: curve(b, i * U / (1 + q[0] * (t - 1) ** 2) / D), [0.01]),
+    "floor": (lambda b, q, t, i: curve(b, i * U / D) + q[0] * (t - 1), [0.01]),
+    # the exponent fitted too: needs two periods or more besides 1
+    "power G": (lambda b, q, t, i: curve(b, i * U / (1 + q[0] * (t - 1) ** q[1]) / D), [0.01, 1.0]),
 }
 
 
@@ -61,10 +64,13 @@ def main():
     taus = sorted({t for t, _ in ev})
     print(f"curve from seed {a.fit_seed}'s DDP curve: beta0 {b[0]:.4g} (per epoch of {D:.0f}), "
           f"beta1 {b[1]:.4g}, beta2 {b[2]:.4g}; penalties from its periods {fit_taus[1:]}")
-    for name, form in FORMS.items():
-        r = least_squares(lambda x: [form(b, math.exp(x[0]), t, i) - l for t, i, l in local],
-                          [math.log(0.01)])
-        q = math.exp(r.x[0])
+    n_local = len({t for t in fit_taus if t > 1})
+    for name, (form, q0) in FORMS.items():
+        if len(q0) > n_local:
+            continue
+        r = least_squares(lambda x: [form(b, [math.exp(v) for v in x], t, i) - l for t, i, l in local],
+                          [math.log(v) for v in q0])
+        q = [math.exp(v) for v in r.x]
         errs, cells = [], []
         for t in taus:
             every = max(a.eval_every, t)
@@ -79,7 +85,7 @@ def main():
                     errs.append(abs(pred / med - 1))
                 cells.append(f"{t}/{target:g}: {med} vs {pred}")
         mae = f"{statistics.mean(errs):.1%}" if errs else "-"
-        print(f"{name:>9}: parameter {q:.4g}, mean absolute error {mae} over {len(errs)} of "
+        print(f"{name:>9}: parameters {', '.join(f'{v:.4g}' for v in q)}, mean absolute error {mae} over {len(errs)} of "
               f"{len(cells)} (period/target: seeds' median vs predicted local steps)")
         print("           " + "; ".join(cells))
 
