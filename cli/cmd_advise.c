@@ -632,7 +632,7 @@ static int lt_rank(const lt_end *e, const char *policy) {
 }
 
 /* policy's best set at e's value, or NULL. */
-static const candidate *lt_best(const lt_end *e, const char *policy) {
+static candidate *lt_best(const lt_end *e, const char *policy) {
   for (int i = 0; i < e->nbest; i++)
     if (!strcmp(e->best[i]->policy, policy)) return e->best[i];
   return NULL;
@@ -848,8 +848,8 @@ static const char *grid_of(const char *policy) {
   return NULL;
 }
 
-static int write_grid(const char *path, const advise_args *a, const char *const *convs, int nconv, const char *cluster_abs,
-                      const char *conv_file_abs, const char *calib_abs,
+static int write_grid(const char *path, const advise_args *a, const char *const *convs, int nconv,
+                      const char *cluster_abs, const char *conv_file_abs, const char *calib_abs,
                       const hs_policy *const *pols, int npols, int n_workers) {
   FILE *f = fopen(path, "w");
   if (!f) return -1;
@@ -1058,8 +1058,8 @@ static int lt_answer(answer *an, const hs_sweep_grid *g, const point_run *pr) {
         (x->nbest = best_of(x->cands, x->ncands, a, x->best)) < 0)
       return HS_ENOMEM;
     for (int k = 0; k < an->nbest; k++) {
-      const candidate *c = lt_best(x, an->best[k]->policy);
-      x->ranked[x->nranked++] = c ? (candidate *)c : an->best[k];
+      candidate *c = lt_best(x, an->best[k]->policy);
+      x->ranked[x->nranked++] = c ? c : an->best[k];
     }
     sort_args = a;
     qsort(x->ranked, (size_t)x->nranked, sizeof *x->ranked, cand_cmp);
@@ -1430,7 +1430,8 @@ int hs_cmd_advise(int argc, char **argv) {
   if (!(an.cands = calloc((size_t)(g.n_points / a.seeds) + 1, sizeof *an.cands)) ||
       !(an.best = calloc((size_t)(g.n_points / a.seeds) + 1, sizeof *an.best)))
     goto oom;
-  if ((an.ncands = candidates_of(g.points, g.n_points, pr, &a, an.cands)) < 0 || (an.nbest = best_of(an.cands, an.ncands, &a, an.best)) < 0)
+  if ((an.ncands = candidates_of(g.points, g.n_points, pr, &a, an.cands)) < 0 ||
+      (an.nbest = best_of(an.cands, an.ncands, &a, an.best)) < 0)
     goto oom;
   const candidate *base = NULL;
   for (int k = 0; k < an.nbest; k++)
