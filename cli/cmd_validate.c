@@ -33,7 +33,8 @@
  * (real/real_rank.h) takes instead, where the calibration has it for the run's world size, the
  * calibration of its channel (backend "tcp", `hetsim calib` under a launcher):
  * its all-reduce and send/recv at the message, and per round the commands' control messages
- * (its "wake") and the ranks' hand-offs (the cpu's), as real_rank.h counts them; without it, it
+ * (its "wake") and the ranks' hand-offs (the cpu's), as real_rank.h counts them (an apply's
+ * command round, of ps-bsp, ksync and kasync, as the server's apply_latency); without it, it
  * is simulated as the threads' run and says so. The simulation
  * uses the same policy, parameters, seed and global batch, and the proxy convergence model
  * with the run's learning rate and data sizes, with the run's final loss as its target. It is
@@ -129,7 +130,9 @@ static void usage(FILE *out) {
 "                 torchrun or mpirun: a multi-process run), comm_backend (tcp for a\n"
 "                 multi-process run with a calibration of its channel, else the threads'\n"
 "                 backend, as which it is then simulated), rank_message_s (tcp: one control\n"
-"                 message between processes; else null), compress_roundtrip_s and\n"
+"                 message between processes; else null), apply_latency_s (tcp: the\n"
+"                 server's time to start an apply, 2 messages and a hand-off; else null),\n"
+"                 compress_roundtrip_s and\n"
 "                 compress_scale (the calibrated top-k round trip on the gradient, and\n"
 "                 it over the compressor's cost model; null when not calibrated),\n"
 "                 allreduce_world (the participants of the measured all-reduce taken),\n"
@@ -394,8 +397,10 @@ static uint64_t sim_key(long long id, const char *cdev, const hs_perf_model *per
   h = key_add(h, "%s", text);
   h = key_add(h, "%a %a %a %a %a %a %d", spec->network.bandwidth, spec->network.latency, spec->ps.link.bandwidth,
               spec->ps.link.latency, spec->ps.update_time, spec->jitter_cv, (int)spec->ps.pull);
-  /* The server's accumulation (a later change; a key without it stays). */
+  /* The server's accumulation and an apply's command round (later changes; a key without them
+   * stays). */
   if (spec->ps.accumulate_time > 0) h = key_add(h, "accumulate %a", spec->ps.accumulate_time);
+  if (spec->ps.apply_latency > 0) h = key_add(h, "apply latency %a", spec->ps.apply_latency);
   for (int i = 0; i < spec->n_nodes; i++) h = key_add(h, "%a %a", spec->nodes[i].link.bandwidth, spec->nodes[i].link.latency);
   /* Several nodes' workers simulated on the first (a later change; a key of one node stays). */
   if (spec->n_nodes > 1) h = key_add(h, "all on node 0");
@@ -663,6 +668,9 @@ int hs_cmd_validate(int argc, char **argv) {
   /* The runtime's server adds each accumulated push into its accumulator in one pass over the
    * parameters (rt_model.h, hs_runtime_model_push), as long as an update takes. */
   spec.ps.accumulate_time = upd;
+  /* A multi-process run's policy applies (ps-bsp, ksync, kasync) by a command to the server's
+   * rank and its report back, on the round's critical path (real_rank.h). */
+  spec.ps.apply_latency = tcp ? HS_REAL_RANK_MESSAGES_PER_OP * rank_msg + HS_REAL_RANK_HANDOFFS_PER_OP * wake : 0;
   /* hetsim real's server (a lane of the threaded runtime, rank 0's server thread) serves one
    * request at a time in arrival order: a pull waits for the updates queued before it. Unless
    * the run's cluster file says otherwise, the simulation's server does the same; with 2
@@ -913,6 +921,7 @@ int hs_cmd_validate(int argc, char **argv) {
     hs_json_key(&j, "p2p_s"); hs_json_double(&j, a_p2p + msg / b_p2p);
     hs_json_key(&j, "wake_s"); if (have_wake) hs_json_double(&j, wake); else hs_json_null(&j);
     hs_json_key(&j, "rank_message_s"); if (tcp) hs_json_double(&j, rank_msg); else hs_json_null(&j);
+    hs_json_key(&j, "apply_latency_s"); if (tcp) hs_json_double(&j, spec.ps.apply_latency); else hs_json_null(&j);
     hs_json_key(&j, "jitter_cv"); hs_json_double(&j, jitter);
     hs_json_key(&j, "compress_roundtrip_s"); if (cscale > 0) hs_json_double(&j, c_t); else hs_json_null(&j);
     hs_json_key(&j, "compress_scale"); if (cscale > 0) hs_json_double(&j, cscale); else hs_json_null(&j);
@@ -982,11 +991,11 @@ int hs_cmd_validate(int argc, char **argv) {
       printf("  all-reduce of %.4g MB      %.4g ms (measured at the size, %s backend)\n", msg / 1e6, (a_ar + msg / b_ar) * 1e3, cb);
     printf("  send or receive of %.4g MB %.4g ms (measured at the size, %s backend)\n", msg / 1e6, (a_p2p + msg / b_p2p) * 1e3, cb);
     if (tcp)
-      printf("  control message            %.4g ms each, %g per all-reduce, %g per server message (calibrated)\n",
-             rank_msg * 1e3, ar_msgs, p2p_msgs);
+      printf("  control message            %.4g ms each, %g per all-reduce, %g per server message, %d per apply "
+             "(calibrated)\n", rank_msg * 1e3, ar_msgs, p2p_msgs, HS_REAL_RANK_MESSAGES_PER_OP);
     if (have_wake)
-      printf("  thread hand-off            %.4g ms each, %g per all-reduce, %g per server message (calibrated)\n",
-             wake * 1e3, ar_hand, p2p_hand);
+      printf("  thread hand-off            %.4g ms each, %g per all-reduce, %g per server message%s (calibrated)\n",
+             wake * 1e3, ar_hand, p2p_hand, tcp ? ", 1 per apply" : "");
     else
       printf("  thread hand-off            not calibrated (a calibration older than it): none charged\n");
     printf("  step time jitter           cv %.3f (lognormal, from the calibrated steps' 10th-90th percentiles)\n", jitter);

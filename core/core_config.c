@@ -529,10 +529,12 @@ static int parse_link(const cfg *c, const cnode *n, const char *field, hs_link_s
 }
 
 static int parse_ps(const cfg *c, const cnode *n) {
-  static const char *const keys[] = {"bandwidth", "latency", "update_time", "accumulate_time", "pull", NULL};
+  static const char *const keys[] = {"bandwidth", "latency", "update_time", "accumulate_time", "apply_latency",
+                                     "pull", NULL};
   hs_ps_spec *ps = &c->s->ps;
   int rc = expect_kind(c, n, "parameter_server", CN_MAP,
-                       "a mapping with keys bandwidth, latency, update_time, accumulate_time, pull");
+                       "a mapping with keys bandwidth, latency, update_time, accumulate_time, apply_latency, "
+                       "pull");
   if (!rc) rc = check_keys(c, n, "parameter_server", keys);
   if (rc) return rc;
   ps->present = 1;
@@ -555,6 +557,11 @@ static int parse_ps(const cfg *c, const cnode *n) {
   if ((v = map_get(c, n, "accumulate_time")) &&
       (rc = get_ranged(c, v, "parameter_server.accumulate_time", hs_units_parse_time, 0, CFG_MAX_TIME,
                        &ps->accumulate_time, EXP_TIME_RANGE)))
+    return rc;
+  ps->apply_latency = 0;
+  if ((v = map_get(c, n, "apply_latency")) &&
+      (rc = get_ranged(c, v, "parameter_server.apply_latency", hs_units_parse_time, 0, CFG_MAX_TIME,
+                       &ps->apply_latency, EXP_TIME_RANGE)))
     return rc;
   ps->pull = HS_PS_PULL_AT_ONCE;
   if ((v = map_get(c, n, "pull"))) {

@@ -118,6 +118,9 @@ typedef struct hs_ps_spec {
   double accumulate_time;   /* s the server spends adding one push into its accumulator (the
                                policies that accumulate pushes and then apply: ps-bsp, ksync,
                                kasync); default 0 */
+  double apply_latency;     /* s between a policy's apply (ps-bsp, ksync, kasync) and the server
+                               starting it: the round trip of the command that starts it, where
+                               the server is driven by messages; default 0 */
   hs_ps_pull pull;          /* default HS_PS_PULL_AT_ONCE */
   int pull_given;           /* 1 when the file says `pull:` (validate's default differs) */
 } hs_ps_spec;

@@ -253,6 +253,10 @@ int hs_cluster_write_yaml(const hs_cluster_spec *s, char **text, size_t *len, hs
       fputs(", accumulate_time: ", f);
       put_time(f, s->ps.accumulate_time);
     }
+    if (s->ps.apply_latency > 0) {
+      fputs(", apply_latency: ", f);
+      put_time(f, s->ps.apply_latency);
+    }
     if (s->ps.pull == HS_PS_PULL_AFTER_UPDATES) fputs(", pull: after_updates", f);
     fputs("}\n", f);
   }

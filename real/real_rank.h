@@ -82,9 +82,10 @@
  * rank's reader hands to its executor (a thread hand-off, op "wake" of backend cpu), and ends
  * with its report back (a control message). A synchronous all-reduce round is two operations
  * one after the other on the critical path (compute, all-reduce); a parameter-server step is
- * three (compute, push, pull): one and a half per message. (A server's own commands run beside
- * its workers' and are not counted; ps-bsp's apply between the pushes and the pulls is one more
- * operation of the server a round, not counted either.) */
+ * three (compute, push, pull): one and a half per message. A server's own commands run beside
+ * its workers' and are not counted, but an apply (ps-bsp's, between the pushes and the pulls;
+ * ksync's, kasync's) is one operation of the server alone on the round's critical path: the
+ * simulated server's apply_latency (core_config.h). */
 #define HS_REAL_RANK_MESSAGES_PER_OP 2
 #define HS_REAL_RANK_HANDOFFS_PER_OP 1
 #define HS_REAL_RANK_OPS_PER_ALLREDUCE 2.0

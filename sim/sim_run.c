@@ -491,7 +491,9 @@ static int drv_apply(hs_rt_core *c, const hs_comm_opts *o) {
   op->worker = -1;
   op->tag = o->tag;
   op->start = now_of(s);
-  double t = server_take(s, op->start, s->spec->ps.update_time);
+  /* The server starts the apply once its command has come (apply_latency, 0 by default) and
+   * the work queued before it is done. */
+  double t = server_take(s, op->start + s->spec->ps.apply_latency, s->spec->ps.update_time);
   hs_conv_op co = {.kind = HS_OP_APPLY, .what = o->what, .worker = -1};
   int rc = conv_begin(s, id, &co);
   if (rc) return rc;

@@ -147,6 +147,7 @@ range_case latency 2 'network: {bandwidth: 10Gbps, latency: 1e308}' network.late
 range_case ps_bandwidth 3 'parameter_server: {bandwidth: 0, latency: 20us}' parameter_server.bandwidth
 range_case ps_update 3 'parameter_server: {update_time: 1e300s}' parameter_server.update_time
 range_case ps_accumulate 3 'parameter_server: {accumulate_time: -1ms}' parameter_server.accumulate_time
+range_case ps_apply_latency 3 'parameter_server: {apply_latency: 1e10s}' parameter_server.apply_latency
 range_case link_bandwidth 7 '  - {name: a, link: {bandwidth: 0.5, latency: 5us}, devices: [{type: g, count: 2}]}' 'nodes[0].link.bandwidth'
 range_case group_slowdown 8 '  - {name: b, devices: [{type: g, count: 2, slowdown: 1e25}]}' 'nodes[1].devices[0].slowdown'
 range_case group_comm 8 '  - {name: b, devices: [{type: g, count: 2, comm_slowdown: 1e-300}]}' 'nodes[1].devices[0].comm_slowdown'

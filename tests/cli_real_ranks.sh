@@ -246,6 +246,15 @@ done
 # ps-bsp (all push gradients, one apply, all pull) is ssgd in other words: same evaluations.
 check ps_bsp_same_as_ssgd test "$(q "SELECT count(*) = 4 AND max(abs(a.loss - b.loss)) < 1e-3 FROM eval a JOIN eval b
     ON a.step = b.step AND a.run_id = ${thr:-0} AND b.run_id = ${ps:-0}")" = 1
+# Validated on the tcp channel, ps-bsp's apply (a command to the server's rank and its report)
+# is one more operation a round: the simulated server's apply_latency, 2 control messages and a
+# hand-off.
+"$H" validate "${ps:-0}" --db "$T/r.db" --calib "$T/tcp.db" --json >"$T/val.ps.json" 2>&1
+check validate_ps_apply_latency python3 -c 'import json, sys
+v = json.load(open(sys.argv[1]))
+want = 2 * v["rank_message_s"] + v["wake_s"]
+assert v["comm_backend"] == "tcp" and want > 0 and abs(v["apply_latency_s"] - want) <= 1e-12 * want, v' "$T/val.ps.json" ||
+  head -c 600 "$T/val.ps.json"
 
 # --- leave events ------------------------------------------------------------------------------
 # A worker that leaves takes no new work and its rank idles to the end: ssgd's all-reduces then

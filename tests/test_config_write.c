@@ -39,6 +39,7 @@ static void same_spec(const hs_cluster_spec *a, const hs_cluster_spec *b) {
   same_link(&a->ps.link, &b->ps.link);
   ASSERT_SAME(a->ps.update_time, b->ps.update_time);
   ASSERT_SAME(a->ps.accumulate_time, b->ps.accumulate_time);
+  ASSERT_SAME(a->ps.apply_latency, b->ps.apply_latency);
   ASSERT_EQ(a->ps.pull, b->ps.pull);
   ASSERT_SAME(a->jitter_cv, b->jitter_cv);
   ASSERT_STR(a->jitter_calib.name, b->jitter_calib.name);
@@ -135,7 +136,7 @@ static void test_bundled_files(void) {
 static const char every_field[] =
     "name: \"mixed: lab\"\n"
     "network: {bandwidth: 12.5Gbps, latency: 0.1ms}\n"
-    "parameter_server: {bandwidth: 3GB/s, latency: 7us, update_time: 1.5ms, accumulate_time: 0.25ms, pull: after_updates}\n"
+    "parameter_server: {bandwidth: 3GB/s, latency: 7us, update_time: 1.5ms, accumulate_time: 0.25ms, apply_latency: 40us, pull: after_updates}\n"
     "device_types:\n"
     "  a100: {memory: 80GB, max_batch: 1024, real_device: \"cuda:0/sm=16\", compute: {resnet18: {t0: 1.1ms, per_sample: 0.013ms}, default: {flops: 312TFLOPS, efficiency: 0.37, t0: 2ms}}}\n"
     "  \"GTX 750\": {memory: 2GiB, compute: {calib: \"GeForce GTX 750\"}}\n"

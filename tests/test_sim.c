@@ -442,6 +442,12 @@ static void test_ps_bsp_accumulate_time(void) {
   check_ps_bsp_rounds("update_time: 0.5ms, accumulate_time: 1ms", 4 * 1e-3 + 0.5e-3);
 }
 
+/* apply_latency: the apply starts that long after the policy asked for it (its command's round
+ * trip), once per round on top of the accumulations and the apply. */
+static void test_ps_bsp_apply_latency(void) {
+  check_ps_bsp_rounds("update_time: 0.5ms, accumulate_time: 1ms, apply_latency: 0.3ms", 4 * 1e-3 + 0.5e-3 + 0.3e-3);
+}
+
 /* A real run's replica (`hetsim validate`): one worker computes once and pushes its gradient
  * through top-k at density 0.1. By default the compression takes the cost model's time times
  * the worker's slowdown (2 here) and the compressed bytes travel; with compress_scale 100 it
@@ -781,6 +787,7 @@ static const hs_test_case cases[] = {
     {"asp_throughput_server_not_bottleneck", test_asp_throughput_server_not_bottleneck},
     {"ps_bsp_server_bottleneck", test_ps_bsp_server_bottleneck},
     {"ps_bsp_accumulate_time", test_ps_bsp_accumulate_time},
+    {"ps_bsp_apply_latency", test_ps_bsp_apply_latency},
     {"ps_pull_after_updates", test_ps_pull_after_updates},
     {"ssp_s0_equals_bsp", test_ssp_s0_equals_bsp},
     {"real_compression", test_real_compression},
