@@ -44,8 +44,9 @@
 #define ADVISE_DEFAULT_SEEDS 3
 /* The range of lambda_tau over which advise runs the local-step policies' grids again when
  * nobody fitted or set it: from no loss of local steps to the most that fits of PyTorch's own
- * local SGD gave where it reached its targets (mlp on Fashion-MNIST: 0 at lr 0.01, 0.10-0.13 at
- * 0.05, 0.05-0.45 at 0.1; docs/performance.md, "Local SGD against PyTorch's model averaging"). */
+ * local SGD gave where it reached its targets (on Fashion-MNIST, mlp: 0 at lr 0.01, 0.10-0.13 at
+ * 0.05, 0.05-0.45 at 0.1; cnn: 0.012-0.014 at 0.05; docs/performance.md, "Local SGD against
+ * PyTorch's model averaging"). */
 #define ADVISE_LT_LOW 0.0
 #define ADVISE_LT_HIGH 0.45
 /* hetsim report draws at most 64 runs on a page. */
