@@ -1145,6 +1145,9 @@ int hs_cmd_advise(int argc, char **argv) {
   an.a = &a;
   an.spec = &spec;
   hs_sweep_grid g, lt_g;
+  hs_sweep_rank rk, mpi_rk;
+  memset(&rk, 0, sizeof rk);
+  memset(&mpi_rk, 0, sizeof mpi_rk);
   memset(&g, 0, sizeof g);
   memset(&lt_g, 0, sizeof lt_g);
   point_run *pr = NULL, *lt_pr = NULL;
@@ -1366,8 +1369,14 @@ int hs_cmd_advise(int argc, char **argv) {
 
   /* The sweep: its lines go to stderr, so that stdout holds the answer alone. Under a launcher
    * every rank runs its share; rank 0 answers once all have merged. */
-  hs_sweep_rank rk;
   if ((rc = hs_sweep_rank_peek(&rk, &d))) {
+    fprintf(stderr, "hetsim advise: %s\n", d.msg);
+    status = 1;
+    goto out;
+  }
+  /* hetsim-mpi under a launcher: MPI for both sweeps (the answer's and lambda_tau's range), which
+   * a sweep alone would finalize at its end. */
+  if (rk.mpi && (rc = hs_sweep_rank_init(&mpi_rk, NULL, NULL, &d))) {
     fprintf(stderr, "hetsim advise: %s\n", d.msg);
     status = 1;
     goto out;
@@ -1521,6 +1530,7 @@ out:
     free(an.lt[e].ranked);
   }
   free(local_ok);
+  hs_sweep_rank_finalize(&mpi_rk);
   free(an.cands);
   free(an.best);
   free(an.na_policy);

@@ -52,7 +52,12 @@ int hs_sweep_rank_init(hs_sweep_rank *r, int *argc, char ***argv, hs_diag *d) {
   if (rc) return rc;
 #ifdef HS_SWEEP_MPI
   if (r->launched) {
-    if (MPI_Init(argc, argv) != MPI_SUCCESS) return hs_diag_set(d, HS_ERUNTIME, "MPI_Init failed");
+    int inited = 0;
+    MPI_Initialized(&inited);
+    if (!inited) {
+      if (MPI_Init(argc, argv) != MPI_SUCCESS) return hs_diag_set(d, HS_ERUNTIME, "MPI_Init failed");
+      r->owns = 1;
+    }
     r->mpi = 1;
     MPI_Comm_rank(MPI_COMM_WORLD, &r->rank);
     MPI_Comm_size(MPI_COMM_WORLD, &r->size);
@@ -94,9 +99,10 @@ void hs_sweep_rank_abort(hs_sweep_rank *r, int code) {
 
 void hs_sweep_rank_finalize(hs_sweep_rank *r) {
 #ifdef HS_SWEEP_MPI
-  if (r->mpi) MPI_Finalize();
+  if (r->mpi && r->owns) MPI_Finalize();
 #endif
   r->mpi = 0;
+  r->owns = 0;
 }
 
 /* The launcher's id of this job, the same in every rank and different in the next job. */

@@ -16,9 +16,14 @@ typedef struct hs_sweep_rank {
   int rank, size;
   int mpi;      /* 1 when MPI_Init was called (hetsim-mpi under mpirun) */
   int launched; /* 1 when started by an MPI launcher */
+  int owns;     /* 1 when this init called MPI_Init, so that its finalize calls MPI_Finalize */
   long parent;  /* the parent process (the launcher's) when peeked; 0 before */
 } hs_sweep_rank;
 
+/* Under a launcher, hetsim-mpi initialises MPI here unless it already is: a caller that runs
+ * several sweeps (hetsim advise) inits first and finalizes last, and the sweeps' own inits and
+ * finalizes then leave MPI as they found it (MPI cannot be initialised again once finalized).
+ * argc and argv may be NULL. */
 int hs_sweep_rank_init(hs_sweep_rank *r, int *argc, char ***argv, hs_diag *d);
 void hs_sweep_rank_barrier(hs_sweep_rank *r);
 /* The sum of v over the ranks (v itself without MPI). */

@@ -308,6 +308,13 @@ if command -v mpirun >/dev/null; then
       check "$name.np$np.runs" test "$(rows "$M" "SELECT count(*) FROM run")" -eq 10
       check "$name.np$np.nothing_left" test -z "$(ls "$TMP" | grep -F "$(basename "$M")." | grep -v -- '-wal$\|-shm$')"
     done
+    # lambda_tau's range is a second sweep: hetsim-mpi keeps MPI initialised for both (a sweep
+    # alone finalizes it, and MPI cannot start again), and the answer is the local one.
+    timeout $((60 * SLOW)) mpirun -np 2 "$bin" "${LT[@]}" --db "$TMP/mlt.$(basename "$bin").db" --json >"$TMP/out" \
+      2>"$TMP/err"
+    rc=$?
+    check "$name.lambda_tau.exit" test $rc -eq 0 || head -c 1500 "$TMP/err"
+    check "$name.lambda_tau.same_answer" "$PY" "$TMP/lt_same.py" "$TMP/lt.json" "$TMP/out"
     # Killed (every process of the job, kill -9: mpirun's ranks live in process groups of their
     # own, and outlive an mpirun killed alone for a while) once a few points are stored in the
     # ranks' shards, then run again.
