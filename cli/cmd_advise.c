@@ -381,9 +381,12 @@ static void describe_convergence(const advise_args *a, const hs_conv_model *m, c
                              "evaluations with noise sd %.3g (docs/convergence.md)", noise);
   /* The loss of local steps, which the local-step policies' times to a target rest on: say,
    * when such a policy is advised, that nobody fitted or set it. */
-  if (lambda_tau_open(a, m, p, fit, local_steps) && used < wl)
-    snprintf(words + used, wl - used, "; lambda_tau %.3g, the loss of local steps (localsgd, lbcal, ashl, adsp), "
-             "is not fitted to local-SGD curves of this model (docs/convergence.md)", hs_params_get(p, "lambda_tau"));
+  if (!lambda_tau_open(a, m, p, fit, local_steps) || used >= wl) return;
+  char names[128] = "";
+  for (size_t k = 0, nl = 0; k < sizeof local_step_policies / sizeof *local_step_policies && nl < sizeof names; k++)
+    nl += (size_t)snprintf(names + nl, sizeof names - nl, "%s%s", k ? ", " : "", local_step_policies[k]);
+  snprintf(words + used, wl - used, "; lambda_tau %.3g, the loss of local steps (%s), is not fitted to local-SGD "
+           "curves of this model (docs/convergence.md)", hs_params_get(p, "lambda_tau"), names);
 }
 
 /* Runs `hetsim sim ARGV` in this process with stdout and stderr sent to err_path; returns its
