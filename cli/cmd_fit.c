@@ -88,7 +88,8 @@ static int usage(FILE *out, int code) {
 "are accuracies. Prints the parameters and writes them as key=value lines to FILE (default:\n"
 "none) for `hetsim sim --convergence analytic --convergence-params FILE`. A fit to --curves is\n"
 "also stored in the database (table convergence_fit), where `hetsim sim --convergence analytic`\n"
-"takes the newest fit of its model.\n"
+"takes the newest fit of its model. A local-SGD curve that levels off above the fit (a stall\n"
+"lambda_tau cannot follow) is named in a warning and in the JSON's stalls.\n"
 "\n"
 "  --curves FILE.csv    a CSV with a header row: samples (or epoch), loss, batch, and optionally\n"
 "                       accuracy, workers, policy (ssgd, ddp, lbb: synchronous; asp; localsgd\n"
@@ -412,6 +413,64 @@ done:
   return sigma;
 }
 
+/* A local-SGD group (run) whose losses level off above the fit. */
+typedef struct stall {
+  double tau;   /* its local steps between model averages */
+  double above; /* the mean of its loss less the fitted one over the last third of its points */
+  double level; /* the median loss of that last third */
+} stall;
+
+enum { MAX_STALLS = 8 };
+
+/* The local-SGD groups whose last third of points (at least 3, in order of progress) lies above
+ * the fit by more, on average, than three times the RMS loss error of the groups without local
+ * steps (of every group when there is none) and than 5% of the group's own range of losses.
+ * lambda_tau only slows progress: real local SGD that stalls (measured against PyTorch's at a
+ * high learning rate, docs/convergence.md) is fitted as slowness, and a target below its level
+ * would be predicted reached. Writes at most MAX_STALLS into out; returns how many, or -1 out of
+ * memory. */
+static int stalls_of(const fit_data *f, stall *out) {
+  fit_point *p = malloc((size_t)f->n * sizeof *p);
+  double *tail = malloc((size_t)f->n * sizeof *tail);
+  int ns = -1;
+  if (!p || !tail) goto done;
+  memcpy(p, f->pts, (size_t)f->n * sizeof *p);
+  qsort(p, (size_t)f->n, sizeof *p, by_run_step);
+  int have_sync = 0;
+  for (int r = 0; r < f->n_runs; r++) have_sync |= f->runs[r].tau == 1;
+  double ss = 0;
+  int m = 0;
+  for (int i = 0; i < f->n; i++)
+    if (!have_sync || f->runs[p[i].run].tau == 1) {
+      double e = loss_error(f, &f->c, &p[i]);
+      ss += e * e, m++;
+    }
+  double rms = m ? sqrt(ss / m) : 0;
+  ns = 0;
+  for (int a = 0; a < f->n && ns < MAX_STALLS;) {
+    int b = a;
+    while (b < f->n && p[b].run == p[a].run) b++;
+    const fit_run *r = &f->runs[p[a].run];
+    int n = b - a, k = n / 3;
+    if (r->tau > 1 && k >= 3) {
+      double lo = INFINITY, hi = -INFINITY, above = 0;
+      for (int i = a; i < b; i++) lo = fmin(lo, p[i].loss), hi = fmax(hi, p[i].loss);
+      for (int i = b - k; i < b; i++) {
+        above -= loss_error(f, &f->c, &p[i]);
+        tail[i - (b - k)] = p[i].loss;
+      }
+      above /= k;
+      if (above > 3 * rms && above > 0.05 * (hi - lo))
+        out[ns++] = (stall){.tau = r->tau, .above = above, .level = hs_median_inplace(tail, (size_t)k)};
+    }
+    a = b;
+  }
+done:
+  free(p);
+  free(tail);
+  return ns;
+}
+
 /* Fits f's points (f->c holds the starting and fixed values): the loss curve, then the
  * accuracy map when at least 3 points have an accuracy. Returns 0, 2 when there are too few
  * points for the parameters (message printed), 1 when the loss fit did not converge. */
@@ -597,6 +656,13 @@ static int write_out(const char *text, const char *out) {
 /* Prints the fit (text: the key=value lines; or one JSON object). */
 static void emit(const fit_data *f, const char *model, double rms, double arms, const char *const *fitted,
                  const fit_origin *o, const char *text, const char *out, int json) {
+  stall st[MAX_STALLS];
+  int ns = stalls_of(f, st);
+  for (int i = 0; i < ns; i++)
+    fprintf(stderr, "hetsim fit-convergence: warning: local SGD at period %g levels off above the fit (its last third "
+            "of points %.3g above it on average, at loss %.4g): lambda_tau only slows progress and cannot follow a "
+            "stall, so a target below about %.4g may be predicted reached that it never reaches "
+            "(docs/convergence.md)\n", st[i].tau, st[i].above, st[i].level, st[i].level);
   if (json) {
     hs_json j;
     hs_json_init(&j, stdout, 1);
@@ -632,6 +698,16 @@ static void emit(const fit_data *f, const char *model, double rms, double arms, 
       hs_json_double(&j, vals[i]);
     }
     hs_json_object_end(&j);
+    hs_json_key(&j, "stalls");
+    hs_json_array_begin(&j);
+    for (int i = 0; i < ns; i++) {
+      hs_json_object_begin(&j);
+      hs_json_key(&j, "period"); hs_json_double(&j, st[i].tau);
+      hs_json_key(&j, "above"); hs_json_double(&j, st[i].above);
+      hs_json_key(&j, "level"); hs_json_double(&j, st[i].level);
+      hs_json_object_end(&j);
+    }
+    hs_json_array_end(&j);
     hs_json_key(&j, "out"); hs_json_string(&j, out);
     hs_json_object_end(&j);
   } else {

@@ -120,8 +120,9 @@ expect_exit fit_local 0 "$H" fit-convergence --curves local.csv --model mlp --db
 check fit_local_lambda_tau python3 -c '
 import json, sys
 d = json.load(open(sys.argv[1])); p = d["params"]
-assert "lambda_tau" in d["fitted"] and "phi" not in d["fitted"] and d["groups"] == 3, d
+assert "lambda_tau" in d["fitted"] and "phi" not in d["fitted"] and d["groups"] == 3 and d["stalls"] == [], d
 for k, v in (("lambda_tau", 0.03), ("beta0", 5), ("beta1", 0.5), ("beta2", 0.3)): assert abs(p[k] - v) < 1e-3 * v, (k, p)' "$T/out"
+check fit_local_no_warning test ! -s err
 # Local SGD's curves alone, at two periods (no DDP curve): one fit of the curve and lambda_tau
 # together, which the two periods tell apart.
 grep -v ',ddp,' local.csv >local2.csv
@@ -145,8 +146,24 @@ expect_exit fit_floor 0 "$H" fit-convergence --curves floor.csv --model mlp --db
 check fit_floor_sync_curve python3 -c '
 import json, sys
 d = json.load(open(sys.argv[1])); p = d["params"]
-assert "lambda_tau" in d["fitted"] and p["lambda_tau"] > 0.03, d
+assert "lambda_tau" in d["fitted"] and p["lambda_tau"] > 0.03 and d["stalls"] == [], d
 for k, v in (("beta0", 5), ("beta1", 0.5), ("beta2", 0.3)): assert abs(p[k] - v) < 1e-3 * v, (k, p)' "$T/out"
+# A local-SGD curve that stalls: the slowed curve until loss 0.8, then 0.8. lambda_tau cannot
+# follow it; the fit says so (a warning, and `stalls` in the JSON) at that level.
+awk 'BEGIN {
+  print "samples,loss,batch,workers,policy,period"
+  for (g = 1; g <= 2; g++) for (i = 0; i <= 15; i++) {
+    T = g == 1 ? 1 : 32; S = i * 4096; k = S / (1 + 0.03 * (T - 1)) / 60000; l = 1 / (5 * k + 0.5) + 0.3
+    if (T > 1 && l < 0.8) l = 0.8
+    printf "%d,%.15g,32,4,%s,%s\n", S, l, T == 1 ? "ddp" : "localsgd", T == 1 ? "" : T
+  }
+}' >stall.csv
+expect_exit fit_stall 0 "$H" fit-convergence --curves stall.csv --model mlp --db "$T/stall.db" --json
+check fit_stall_json python3 -c '
+import json, sys
+s = json.load(open(sys.argv[1]))["stalls"]
+assert len(s) == 1 and s[0]["period"] == 32 and s[0]["level"] == 0.8 and s[0]["above"] > 0.05, s' "$T/out"
+check fit_stall_warns grep -q "warning: local SGD at period 32 levels off above the fit .* a target below about 0.8 may be predicted reached that it never reaches" err
 # Too few local-SGD points for lambda_tau: exit 2, saying so.
 head -18 floor.csv >floor1.csv
 expect_exit fit_floor_few 2 "$H" fit-convergence --curves floor1.csv --model mlp --db "$T/floor.db"
