@@ -14,7 +14,7 @@
 
 typedef struct hs_sweep_rank {
   int rank, size;
-  int mpi;      /* 1 when MPI_Init was called (hetsim-mpi under mpirun) */
+  int mpi;      /* 1 when MPI is initialised (hetsim-mpi under mpirun) */
   int launched; /* 1 when started by an MPI launcher */
   int owns;     /* 1 when this init called MPI_Init, so that its finalize calls MPI_Finalize */
   long parent;  /* the parent process (the launcher's) when peeked; 0 before */

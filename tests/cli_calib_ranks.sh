@@ -93,7 +93,10 @@ q "UPDATE comm_sample SET count = 9999" # a mark that no timing leaves
 launch 2 "${quick[@]}" --redo
 check redo_exit test "$(cat "$T/rc.0") $(cat "$T/rc.1")" = "0 0" || head -c 600 "$T/err.0"
 check redo_rows test "$(q "SELECT count(*) || ' ' || sum(count = 9999) FROM comm_sample")" = "9 0"
-check redo_models test "$(q "SELECT count(*) FROM comm_model")" = 2
+# (Failed once, in a fresh-clone CI of 2026-11-29 under the suite's load, and not again in 10
+# reruns under load: on failure the models and rank 0's output say which fit is missing.)
+check redo_models test "$(q "SELECT count(*) FROM comm_model")" = 2 ||
+  { q "SELECT backend, op, world_size, alpha_s, beta_bytes_per_s FROM comm_model"; cat "$T/out.0"; }
 
 # --- three processes: the all-reduce of world 3 joins; p2p and the message are stored already -----
 launch 3 "${quick[@]}" --model mlp
