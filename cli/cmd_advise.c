@@ -623,10 +623,13 @@ typedef struct answer {
   const char *report;        /* written page, or NULL */
   int lt_open;               /* lambda_tau neither fitted nor set, a local-step policy advised */
   int lt_done;               /* lt holds the two ends of --lambda-tau-range */
-  char lt_why_not[160];      /* why lambda_tau's range was not run, when it was open */
   lt_end lt[2];
   int lt_ran;
 } answer;
+
+/* Why an open lambda_tau's range was not run: only --lambda-tau-range none leaves it out (a
+ * sweep that exits 2 ends advise before any answer). */
+#define LT_NOT_RUN "the local-step policies were not run again over its range (--lambda-tau-range none)"
 
 /* The rank of policy in e's ranking (1-based), 0 when it is not there. */
 static int lt_rank(const lt_end *e, const char *policy) {
@@ -698,7 +701,7 @@ static void print_text(const answer *an) {
     printf("  %s (%d worker%s): %s\n", an->dev[i].type, an->dev[i].count,
            an->dev[i].count == 1 ? "" : "s", an->dev[i].detail);
   printf("  convergence: %s\n", an->conv_words);
-  if (an->lt_open && !an->lt_done && an->lt_why_not[0]) printf("  lambda_tau: %s\n", an->lt_why_not);
+  if (an->lt_open && !an->lt_done) printf("  lambda_tau: %s\n", LT_NOT_RUN);
   if (an->lt_done) {
     const lt_end *lo = &an->lt[0], *hi = &an->lt[1];
     printf("  lambda_tau from %g to %g (%s), the local-step policies' grids run again at each:\n", lo->value,
@@ -784,7 +787,7 @@ static void print_json(const answer *an) {
     hs_json_array_end(&j);
     hs_json_key(&j, "given"); hs_json_bool(&j, a->lt_range_given);
     hs_json_key(&j, "run"); hs_json_bool(&j, an->lt_done);
-    hs_json_key(&j, "why_not"); hs_json_string(&j, an->lt_done ? NULL : an->lt_why_not);
+    hs_json_key(&j, "why_not"); hs_json_string(&j, an->lt_done ? NULL : LT_NOT_RUN);
     if (an->lt_done) {
       hs_json_key(&j, "points"); hs_json_int(&j, an->lt[0].points + an->lt[1].points);
       hs_json_key(&j, "complete"); hs_json_int(&j, an->lt[0].complete + an->lt[1].complete);
@@ -1465,9 +1468,6 @@ int hs_cmd_advise(int argc, char **argv) {
       goto out;
     }
     an.lt_ran = (int)lt_ran;
-  } else if (an.lt_open) {
-    snprintf(an.lt_why_not, sizeof an.lt_why_not, "the local-step policies were not run again over its range%s",
-             a.lt_range_none ? " (--lambda-tau-range none)" : "");
   }
 
   /* The report page of the ranked runs: every seed of each policy's best set, in rank order,
